@@ -1,0 +1,70 @@
+// Package ask sends a request to an actor and waits for the reply under a
+// context.Context. protoactor futures take a time.Duration and race a late
+// reply against their timeout; a Call instead registers a one-slot reply
+// process, so waiting costs no goroutine and no timer, and the caller may
+// stop waiting and wait again (to learn the fate of a withdrawn steer).
+package ask
+
+import (
+	"context"
+	"errors"
+
+	"github.com/asynkron/protoactor-go/actor"
+)
+
+// ErrGone means the target actor no longer exists.
+var ErrGone = errors.New("ask: actor gone")
+
+// Call is one outstanding request.
+type Call struct {
+	sys   *actor.ActorSystem
+	reply *actor.PID
+	ch    chan any
+}
+
+// Send sends msg to target with a fresh reply address. Close the Call when
+// done with it.
+func Send(sys *actor.ActorSystem, target *actor.PID, msg any) *Call {
+	c := &Call{sys: sys, ch: make(chan any, 1)}
+	c.reply, _ = sys.ProcessRegistry.Add(replyProcess{c.ch}, "ask$"+sys.ProcessRegistry.NextId())
+	sys.Root.RequestWithCustomSender(target, msg, c.reply)
+	return c
+}
+
+// ID identifies the request to its target (it is the sender's id there).
+func (c *Call) ID() string { return c.reply.Id }
+
+// Wait returns the reply, ErrGone if the target is dead, or ctx's error.
+func (c *Call) Wait(ctx context.Context) (any, error) {
+	select {
+	case m := <-c.ch:
+		if _, dead := m.(*actor.DeadLetterResponse); dead {
+			return nil, ErrGone
+		}
+		return m, nil
+	case <-ctx.Done():
+		return nil, ctx.Err()
+	}
+}
+
+// Close releases the reply address; a reply arriving later is dropped.
+func (c *Call) Close() { c.sys.ProcessRegistry.Remove(c.reply) }
+
+// Ask is Send, Wait and Close in one.
+func Ask(ctx context.Context, sys *actor.ActorSystem, target *actor.PID, msg any) (any, error) {
+	c := Send(sys, target, msg)
+	defer c.Close()
+	return c.Wait(ctx)
+}
+
+// replyProcess keeps the first reply; the target answers each request once.
+type replyProcess struct{ ch chan any }
+
+func (p replyProcess) SendUserMessage(_ *actor.PID, m any) {
+	select {
+	case p.ch <- actor.UnwrapEnvelopeMessage(m):
+	default:
+	}
+}
+func (replyProcess) SendSystemMessage(*actor.PID, any) {}
+func (replyProcess) Stop(*actor.PID)                   {}

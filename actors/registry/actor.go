@@ -1,0 +1,136 @@
+package registry
+
+import (
+	"log/slog"
+
+	"github.com/asynkron/protoactor-go/actor"
+
+	"github.com/subactor/subactor/actors/internal/fanout"
+	"github.com/subactor/subactor/actors/parent"
+	"github.com/subactor/subactor/messages"
+	"github.com/subactor/subactor/subagent"
+)
+
+// Commands to the registry actor. They carry Go values (providers,
+// listeners), so they are local plain structs; each is answered once.
+type (
+	register   struct{ p subagent.Provider }
+	unregister struct {
+		name string
+		gen  uint64
+	}
+	getProvider struct{ name string }
+	listNames   struct{}
+	// prepare looks up a provider for a start and the parent actor that
+	// will sequence its events, both as they are at this instant.
+	prepare struct {
+		name     string
+		parentID string
+	}
+	parentOf struct{ parentID string }
+	listen   struct{ l subagent.Listener }
+	unlisten struct{ id string }
+)
+
+type registered struct {
+	gen uint64 // answered to register, so a release removes only its own
+	err error
+}
+
+type prepared struct {
+	p      subagent.Provider
+	parent *actor.PID
+}
+
+type entry struct {
+	p   subagent.Provider
+	gen uint64
+}
+
+// registryActor owns the providers in insertion order, the parent actors by
+// parent agent id, and the service-wide listeners. Its mailbox orders
+// registration against starts (S1): a start that prepared before an
+// unregister proceeds, a later one finds no provider.
+type registryActor struct {
+	log       *slog.Logger
+	order     []string
+	providers map[string]entry
+	gen       uint64
+	parents   map[string]*actor.PID
+	listeners *fanout.Fanout
+}
+
+func (a *registryActor) Receive(c actor.Context) {
+	msg := c.Message()
+	if a.listeners.Delivered(c, msg) {
+		return
+	}
+	switch m := msg.(type) {
+	case *register:
+		name := m.p.Name()
+		if _, dup := a.providers[name]; dup {
+			c.Respond(registered{err: &duplicateError{name}})
+			return
+		}
+		a.gen++
+		a.providers[name] = entry{m.p, a.gen}
+		a.order = append(a.order, name)
+		a.listeners.Emit(c, &messages.ProviderAdded{Provider: name})
+		c.Respond(registered{gen: a.gen})
+	case *unregister:
+		if e, ok := a.providers[m.name]; ok && e.gen == m.gen {
+			delete(a.providers, m.name)
+			a.order = remove(a.order, m.name)
+			a.listeners.Emit(c, &messages.ProviderRemoved{Name: m.name})
+		}
+		c.Respond(struct{}{})
+	case *getProvider:
+		c.Respond(a.providers[m.name].p)
+	case *listNames:
+		c.Respond(append([]string(nil), a.order...))
+	case *prepare:
+		e, ok := a.providers[m.name]
+		if !ok {
+			c.Respond(prepared{})
+			return
+		}
+		var pid *actor.PID
+		if m.parentID != "" {
+			pid = a.parent(c, m.parentID)
+		}
+		c.Respond(prepared{p: e.p, parent: pid})
+	case *parentOf:
+		c.Respond(a.parent(c, m.parentID))
+	case *listen:
+		// Replaying the current providers to the new listener, in order and
+		// before any later change, lets a consumer follow registrations
+		// whatever order it and the providers were loaded in (E4).
+		id := a.listeners.Add(c, m.l)
+		for _, name := range a.order {
+			a.listeners.EmitTo(c, id, &messages.ProviderAdded{Provider: name})
+		}
+		c.Respond(id)
+	case *unlisten:
+		a.listeners.Remove(c, m.id)
+		c.Respond(struct{}{})
+	}
+}
+
+// parent returns the parent actor for an agent, spawning it on first use.
+func (a *registryActor) parent(c actor.Context, id string) *actor.PID {
+	pid, ok := a.parents[id]
+	if !ok {
+		pid = c.Spawn(parent.Props(a.log))
+		a.parents[id] = pid
+	}
+	return pid
+}
+
+func remove(names []string, name string) []string {
+	for i, n := range names {
+		if n == name {
+			return append(names[:i], names[i+1:]...)
+		}
+	}
+	return names
+}

@@ -1,0 +1,216 @@
+// Package registry is the Service callers use (the seed's ctx.subagents) and
+// the registry actor behind it.
+//
+// The Service is safe for concurrent use. Its registry actor holds providers
+// in insertion order and one parent actor per delegating agent; its mailbox
+// is the lock. Provider code never runs inside an actor: Start calls the
+// provider on the caller's goroutine and reports to the parent actor by
+// message.
+package registry
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"sync"
+
+	"github.com/asynkron/protoactor-go/actor"
+	"github.com/google/uuid"
+
+	"github.com/subactor/subactor/actors"
+	"github.com/subactor/subactor/actors/internal/ask"
+	"github.com/subactor/subactor/actors/internal/fanout"
+	"github.com/subactor/subactor/actors/parent"
+	"github.com/subactor/subactor/messages"
+	"github.com/subactor/subactor/subagent"
+)
+
+// Service registers providers and starts children through them.
+type Service struct {
+	sys       *actor.ActorSystem
+	pid       *actor.PID
+	closeOnce sync.Once
+}
+
+// New starts a Service on sys.
+func New(sys *actors.System) *Service {
+	a := &registryActor{
+		log:       sys.Logger(),
+		providers: map[string]entry{},
+		parents:   map[string]*actor.PID{},
+		listeners: fanout.New(sys.Logger()),
+	}
+	raw := sys.ActorSystem()
+	pid := raw.Root.SpawnPrefix(actor.PropsFromProducer(func() actor.Actor { return a }), "subagent-registry-")
+	return &Service{sys: raw, pid: pid}
+}
+
+// Close stops the registry, its parent actors and listeners. Runs already
+// returned to callers are theirs to dispose.
+func (s *Service) Close() {
+	s.closeOnce.Do(func() { _ = s.sys.Root.PoisonFuture(s.pid).Wait() })
+}
+
+// ask sends a command to the registry actor. The actor answers at once, so
+// only a closed Service makes it fail.
+func (s *Service) ask(ctx context.Context, msg any) (any, error) {
+	r, err := ask.Ask(ctx, s.sys, s.pid, msg)
+	if errors.Is(err, ask.ErrGone) {
+		return nil, subagent.ErrServiceClosed
+	}
+	return r, err
+}
+
+// RegisterProvider registers p by its name (S1). The returned release
+// unregisters it: new starts on the name then fail with ErrNoProvider, runs
+// already returned are untouched. Release is idempotent.
+func (s *Service) RegisterProvider(p subagent.Provider) (release func(), err error) {
+	if p == nil || p.Name() == "" {
+		return nil, fmt.Errorf("%w: nil provider or empty name", subagent.ErrInvalidProviderArg)
+	}
+	r, err := s.ask(context.Background(), &register{p: p})
+	if err != nil {
+		return nil, err
+	}
+	reg := r.(registered)
+	if reg.err != nil {
+		return nil, reg.err
+	}
+	var once sync.Once
+	return func() {
+		once.Do(func() { _, _ = s.ask(context.Background(), &unregister{name: p.Name(), gen: reg.gen}) })
+	}, nil
+}
+
+// GetProvider returns the provider registered under name (S2).
+func (s *Service) GetProvider(name string) (subagent.Provider, bool) {
+	r, err := s.ask(context.Background(), &getProvider{name: name})
+	if err != nil || r == nil {
+		return nil, false
+	}
+	p, ok := r.(subagent.Provider)
+	return p, ok && p != nil
+}
+
+// List returns provider names in insertion order (S3).
+func (s *Service) List() []string {
+	r, err := s.ask(context.Background(), &listNames{})
+	if err != nil {
+		return nil
+	}
+	return r.([]string)
+}
+
+// Listen subscribes l to provider-added and provider-removed events; it first
+// receives provider-added for every provider already registered (E4).
+func (s *Service) Listen(l subagent.Listener) (release func()) {
+	r, err := s.ask(context.Background(), &listen{l: l})
+	if err != nil {
+		return func() {}
+	}
+	id := r.(string)
+	return func() { _, _ = s.ask(context.Background(), &unlisten{id: id}) }
+}
+
+// ListenParent subscribes l to the run events of children delegated by the
+// agent whose id is parentID (E3).
+func (s *Service) ListenParent(parentID string, l subagent.Listener) (release func()) {
+	r, err := s.ask(context.Background(), &parentOf{parentID: parentID})
+	if err != nil {
+		return func() {}
+	}
+	pid := r.(*actor.PID)
+	r, err = ask.Ask(context.Background(), s.sys, pid, &parent.Subscribe{Listener: l})
+	if err != nil {
+		return func() {}
+	}
+	id := r.(string)
+	return func() { _, _ = ask.Ask(context.Background(), s.sys, pid, &parent.Unsubscribe{ID: id}) }
+}
+
+// Start validates req against the provider named name, then waits for the
+// provider until a real child is ready and returns the caller-owned Run
+// (S4). ctx is the run's cancellation channel (S5): ended before
+// publication, Start returns its error after rollback; ended after, the live
+// child is cancelled and settles with a non-completed stop reason.
+func (s *Service) Start(ctx context.Context, name string, req subagent.StartRequest) (subagent.Run, error) {
+	return s.open(ctx, name, req, false)
+}
+
+// Resume continues a durable child through a provider that can resume, and
+// observes the returned run exactly like Start (S6). Descriptor lookup and
+// authorization are the caller's.
+func (s *Service) Resume(ctx context.Context, name string, req subagent.StartRequest) (subagent.Run, error) {
+	return s.open(ctx, name, req, true)
+}
+
+func (s *Service) open(ctx context.Context, name string, req subagent.StartRequest, resume bool) (subagent.Run, error) {
+	if ctx == nil {
+		return nil, subagent.ErrNilContext
+	}
+	if err := ctx.Err(); err != nil {
+		return nil, subagent.Cancelled(err)
+	}
+	parentID := ""
+	if req.Parent != nil {
+		parentID = req.Parent.ID()
+	}
+	r, err := s.ask(ctx, &prepare{name: name, parentID: parentID})
+	if err != nil {
+		return nil, contextual(ctx, err)
+	}
+	prep := r.(prepared)
+	if prep.p == nil {
+		return nil, fmt.Errorf("%w: %q", subagent.ErrNoProvider, name)
+	}
+	if err := validate(prep.p, req, resume); err != nil {
+		return nil, err
+	}
+	var run subagent.Run
+	if resume {
+		run, err = prep.p.(subagent.Resumer).Resume(ctx, req)
+	} else {
+		run, err = prep.p.Start(ctx, req)
+	}
+	if err != nil {
+		return nil, contextual(ctx, err)
+	}
+	if err := ctx.Err(); err != nil {
+		// Ended before publication: no published child may escape.
+		_ = run.Dispose(context.Background())
+		return nil, subagent.Cancelled(err)
+	}
+	s.publish(prep.parent, name, run)
+	return run, nil
+}
+
+// publish tells the parent actor about the run, then attaches the result
+// observer: the Published message is enqueued before any Settled can be, so
+// subagent/start precedes subagent/end (E1). The run id is minted here and
+// shared by both events (E2); local comes from the provider's exact agent.
+func (s *Service) publish(parentPID *actor.PID, provider string, run subagent.Run) {
+	runID := uuid.NewString()
+	s.sys.Root.Send(parentPID, &messages.Published{
+		RunId: runID, Provider: provider, Id: run.ID(), Local: run.LocalAgent() != nil,
+	})
+	run.OnSettled(func(res subagent.Result, err error) {
+		settled := &messages.Settled{RunId: runID, Result: messages.FromResult(res)}
+		if err != nil {
+			settled.Error = err.Error()
+		}
+		s.sys.Root.Send(parentPID, settled)
+	})
+}
+
+// contextual reports an error as a cancellation when ctx has ended.
+func contextual(ctx context.Context, err error) error {
+	if cerr := ctx.Err(); cerr != nil && !errors.Is(err, subagent.ErrCancelled) {
+		return errors.Join(subagent.Cancelled(cerr), err)
+	}
+	return err
+}
+
+type duplicateError struct{ name string }
+
+func (e *duplicateError) Error() string { return fmt.Sprintf("subagent: duplicate provider %q", e.name) }
+func (e *duplicateError) Unwrap() error { return subagent.ErrDuplicateProvider }

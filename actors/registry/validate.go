@@ -1,0 +1,82 @@
+package registry
+
+import (
+	"strings"
+
+	"github.com/subactor/subactor/internal/schema"
+	"github.com/subactor/subactor/subagent"
+)
+
+// validate checks a request against the provider before any provider code
+// runs (S4): declared capabilities first, then semantic values, then depth.
+func validate(p subagent.Provider, req subagent.StartRequest, resume bool) error {
+	caps := p.Capabilities()
+	for _, c := range []struct {
+		used, declared bool
+		name           string
+	}{
+		{req.OutputSchema != nil, caps.OutputSchema, "outputSchema"},
+		{req.MaxDepth != nil, caps.DepthLimit, "depthLimit"},
+		{req.ToolFilter != nil, caps.ToolFilter, "toolFilter"},
+		{req.Persona != nil, caps.Persona, "persona"},
+	} {
+		if c.used && !c.declared {
+			return &subagent.UnsupportedError{Provider: p.Name(), Capability: c.name}
+		}
+	}
+	if _, ok := p.(subagent.Resumer); (resume || req.Continuation != nil) && !ok {
+		return subagent.ErrNotResumable
+	}
+	if resume && req.Continuation == nil {
+		return invalid("continuation", "resume needs a continuation")
+	}
+	if req.Parent == nil {
+		return invalid("parent", "a delegating parent agent is required")
+	}
+	if len(req.Prompt) == 0 && req.Continuation == nil {
+		return invalid("prompt", "must not be empty")
+	}
+	if req.OutputSchema != nil {
+		if _, err := schema.Compile(req.OutputSchema); err != nil {
+			return invalid("outputSchema", err.Error())
+		}
+	}
+	if req.MaxDepth != nil {
+		if err := subagent.AssertMaxDepth(*req.MaxDepth); err != nil {
+			return err
+		}
+	}
+	if f := req.ToolFilter; f != nil {
+		if err := validateFilter(f); err != nil {
+			return err
+		}
+	}
+	if req.Persona != nil && strings.TrimSpace(*req.Persona) == "" {
+		return invalid("persona", "must not be empty")
+	}
+	if m, ok := subagent.EffectiveMaxDepth(req.Parent, req.MaxDepth); ok {
+		return subagent.CheckDepth(subagent.DelegationDepthOf(req.Parent), m)
+	}
+	return nil
+}
+
+func validateFilter(f *subagent.ToolFilter) error {
+	if len(f.Allow) == 0 && len(f.Deny) == 0 {
+		return invalid("toolFilter", "must allow or deny at least one tool")
+	}
+	seen := map[string]bool{}
+	for _, n := range append(append([]string(nil), f.Allow...), f.Deny...) {
+		if n == "" {
+			return invalid("toolFilter", "tool names must not be empty")
+		}
+		if seen[n] {
+			return invalid("toolFilter", "duplicate tool name "+n)
+		}
+		seen[n] = true
+	}
+	return nil
+}
+
+func invalid(field, reason string) error {
+	return &subagent.InvalidRequestError{Field: field, Reason: reason}
+}

@@ -1,0 +1,235 @@
+package run
+
+import "github.com/subactor/subactor/subagent"
+
+// Phase is where a run is in its life.
+type Phase int
+
+const (
+	Starting  Phase = iota // the provider is still setting up
+	Published              // the caller owns the run; the child works
+	Settled                // the result is final; the child may still be exiting
+	Disposing              // Dispose was asked; waiting for the child to exit
+	Disposed               // quiesced; the actor is gone
+)
+
+func (p Phase) String() string {
+	return [...]string{"starting", "published", "settled", "disposing", "disposed"}[p]
+}
+
+// Inputs to the lifecycle. IDs name the sender that awaits an answer.
+type (
+	Input interface{ input() }
+
+	InPublish struct{}
+	InSteer   struct {
+		ID      string
+		Content []subagent.ContentBlock
+	}
+	InWithdraw struct{ ID string }
+	InTake     struct{ ID string }
+	InCancel   struct{}
+	InExited   struct {
+		Result subagent.Result
+		Err    error
+	}
+	InDispose struct{ ID string }
+	InCrash   struct{ Reason string }
+	InStopped struct{}
+)
+
+func (InPublish) input()  {}
+func (InSteer) input()    {}
+func (InWithdraw) input() {}
+func (InTake) input()     {}
+func (InCancel) input()   {}
+func (InExited) input()   {}
+func (InDispose) input()  {}
+func (InCrash) input()    {}
+func (InStopped) input()  {}
+
+// Effects the actor carries out, in order.
+type (
+	Effect interface{ effect() }
+
+	// CancelChild cancels the context of the goroutine the run owns.
+	CancelChild struct{}
+	// AnswerSteer tells a steer's sender whether the child admitted it.
+	AnswerSteer struct {
+		ID       string
+		Admitted bool
+		Reason   string
+	}
+	// Deliver answers the child's TakeSnapshot. Closed forbids another
+	// model request.
+	Deliver struct {
+		ID     string
+		Steers [][]subagent.ContentBlock
+		Closed bool
+	}
+	// Settle fixes the result; the lifecycle emits it exactly once.
+	Settle struct {
+		Result subagent.Result
+		Err    error
+	}
+	// StopSelf stops the actor: the child has exited under Dispose.
+	StopSelf struct{}
+	// AnswerDispose answers every waiting Dispose: the run has quiesced.
+	AnswerDispose struct{ IDs []string }
+)
+
+func (CancelChild) effect()   {}
+func (AnswerSteer) effect()   {}
+func (Deliver) effect()       {}
+func (Settle) effect()        {}
+func (StopSelf) effect()      {}
+func (AnswerDispose) effect() {}
+
+type pendingSteer struct {
+	id      string
+	content []subagent.ContentBlock
+}
+
+// Lifecycle is the run's state machine. It does no I/O: Step takes one input
+// and returns the effects to carry out, so every transition can be tested
+// without actors or goroutines.
+type Lifecycle struct {
+	published, settled, disposing, disposed bool
+	childLive, cancelled                    bool
+	steers                                  []pendingSteer
+	disposers                               []string
+}
+
+// NewLifecycle starts in Starting with the child's goroutine running.
+func NewLifecycle() *Lifecycle { return &Lifecycle{childLive: true} }
+
+// Phase reports the current phase.
+func (l *Lifecycle) Phase() Phase {
+	switch {
+	case l.disposed:
+		return Disposed
+	case l.disposing:
+		return Disposing
+	case l.settled:
+		return Settled
+	case l.published:
+		return Published
+	}
+	return Starting
+}
+
+// Step applies one input.
+func (l *Lifecycle) Step(in Input) []Effect {
+	if l.disposed {
+		// Only a Dispose can still be addressed to a stopped actor.
+		if d, ok := in.(InDispose); ok {
+			return []Effect{AnswerDispose{IDs: []string{d.ID}}}
+		}
+		return nil
+	}
+	switch in := in.(type) {
+	case InPublish:
+		l.published = true
+	case InSteer:
+		if reason := l.closedReason(); reason != "" {
+			return []Effect{AnswerSteer{ID: in.ID, Reason: reason}}
+		}
+		l.steers = append(l.steers, pendingSteer{in.ID, in.Content})
+	case InWithdraw:
+		for i, s := range l.steers {
+			if s.id == in.ID {
+				l.steers = append(l.steers[:i], l.steers[i+1:]...)
+				return []Effect{AnswerSteer{ID: in.ID, Reason: "withdrawn"}}
+			}
+		}
+	case InTake:
+		if l.closedReason() != "" {
+			return []Effect{Deliver{ID: in.ID, Closed: true}}
+		}
+		var fx []Effect
+		var steers [][]subagent.ContentBlock
+		for _, s := range l.steers {
+			steers = append(steers, s.content)
+			fx = append(fx, AnswerSteer{ID: s.id, Admitted: true})
+		}
+		l.steers = nil
+		// The child gets its snapshot before the senders learn of admission.
+		return append([]Effect{Deliver{ID: in.ID, Steers: steers}}, fx...)
+	case InCancel:
+		return l.cancel("cancelled")
+	case InExited:
+		l.childLive = false
+		fx := l.refuseSteers("child exited")
+		if !l.settled {
+			l.settled = true
+			fx = append(fx, Settle{Result: in.Result, Err: in.Err})
+		}
+		if l.disposing {
+			fx = append(fx, StopSelf{})
+		}
+		return fx
+	case InDispose:
+		l.disposers = append(l.disposers, in.ID)
+		if l.disposing {
+			return nil
+		}
+		l.disposing = true
+		if l.childLive {
+			return l.cancel("disposing")
+		}
+		return []Effect{StopSelf{}}
+	case InCrash:
+		fx := l.cancel("run crashed")
+		if !l.settled {
+			l.settled = true
+			fx = append(fx, Settle{Result: subagent.Stopped(subagent.Error, "run actor crashed: "+in.Reason)})
+		}
+		return fx
+	case InStopped:
+		fx := l.refuseSteers("run stopped")
+		if l.childLive && !l.cancelled {
+			l.cancelled = true
+			fx = append(fx, CancelChild{})
+		}
+		if !l.settled {
+			l.settled = true
+			fx = append(fx, Settle{Result: subagent.Stopped(subagent.Error, "run actor stopped before the child settled")})
+		}
+		l.disposed = true
+		fx = append(fx, AnswerDispose{IDs: l.disposers})
+		l.disposers = nil
+		return fx
+	}
+	return nil
+}
+
+// closedReason says why no more steers are admitted, or "" while they are.
+func (l *Lifecycle) closedReason() string {
+	switch {
+	case l.disposing:
+		return "run is disposing"
+	case l.cancelled:
+		return "run is cancelled"
+	case !l.childLive || l.settled:
+		return "run has settled"
+	}
+	return ""
+}
+
+func (l *Lifecycle) cancel(reason string) []Effect {
+	fx := l.refuseSteers(reason)
+	if l.childLive && !l.cancelled {
+		l.cancelled = true
+		fx = append(fx, CancelChild{})
+	}
+	return fx
+}
+
+func (l *Lifecycle) refuseSteers(reason string) []Effect {
+	fx := make([]Effect, 0, len(l.steers))
+	for _, s := range l.steers {
+		fx = append(fx, AnswerSteer{ID: s.id, Reason: reason})
+	}
+	l.steers = nil
+	return fx
+}

@@ -1,0 +1,92 @@
+package agent
+
+import (
+	"context"
+	"encoding/json"
+
+	"github.com/subactor/subactor/subagent"
+)
+
+// Role says who wrote a message.
+type Role string
+
+const (
+	User      Role = "user"
+	Assistant Role = "assistant"
+	ToolRole  Role = "tool"
+)
+
+// Message is one turn of a conversation.
+type Message struct {
+	Role       Role                    `json:"role"`
+	Content    []subagent.ContentBlock `json:"content,omitempty"`
+	ToolCalls  []ToolCall              `json:"toolCalls,omitempty"`
+	ToolCallID string                  `json:"toolCallId,omitempty"` // on a tool result
+	IsError    bool                    `json:"isError,omitempty"`    // on a tool result
+}
+
+// ToolCall is the model asking for a tool.
+type ToolCall struct {
+	ID   string          `json:"id"`
+	Name string          `json:"name"`
+	Args json.RawMessage `json:"args"`
+}
+
+// ToolSpec describes a tool to the model.
+type ToolSpec struct {
+	Name        string          `json:"name"`
+	Description string          `json:"description"`
+	Parameters  json.RawMessage `json:"parameters"` // JSON Schema of the arguments
+}
+
+// Request is what the model sees for one step.
+type Request struct {
+	System       string
+	Messages     []Message
+	Tools        []ToolSpec
+	MaxTokens    int
+	OutputSchema json.RawMessage
+}
+
+// Response is the model's answer for one step. A Message without tool calls
+// is the final answer.
+type Response struct {
+	Message Message
+	// StopReason is Completed for a normal answer or a tool-calling step;
+	// MaxTokens or Refusal end the run with that reason.
+	StopReason subagent.StopReason
+	Usage      subagent.Usage
+}
+
+// Model produces the next assistant message.
+type Model interface {
+	Generate(ctx context.Context, req Request) (Response, error)
+}
+
+// Tool is something the model can call. A returned error reaches the model
+// as an error tool result; it does not end the run.
+type Tool interface {
+	Spec() ToolSpec
+	Call(ctx context.Context, caller *Agent, args json.RawMessage) (string, error)
+}
+
+// Conditional is a Tool that is offered only while Available says so (the
+// delegate tool hides itself at the depth cap).
+type Conditional interface {
+	Available(a *Agent) bool
+}
+
+// SteerSource hands the agent loop the steer messages admitted into the next
+// model request. Take is called once before every model call; an error means
+// the run may not make another request.
+type SteerSource interface {
+	Take(ctx context.Context) ([][]subagent.ContentBlock, error)
+}
+
+// Step is a progress notification from the loop.
+type Step struct {
+	Agent string
+	N     int    // 1-based model step
+	Kind  string // "model", "tool", "steer", "final"
+	Text  string // tool name and args, or the final answer's first line
+}

@@ -1,0 +1,24 @@
+package subagent
+
+import "strings"
+
+// ContentBlock is one block of a prompt, a steer message or an output.
+type ContentBlock struct {
+	Type string `json:"type"` // "text"
+	Text string `json:"text,omitempty"`
+}
+
+// Text returns a text block.
+func Text(s string) ContentBlock { return ContentBlock{Type: "text", Text: s} }
+
+// TextOf joins the text of blocks with newlines.
+func TextOf(blocks []ContentBlock) string {
+	var b strings.Builder
+	for i, c := range blocks {
+		if i > 0 {
+			b.WriteByte('\n')
+		}
+		b.WriteString(c.Text)
+	}
+	return b.String()
+}

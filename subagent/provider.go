@@ -1,0 +1,72 @@
+package subagent
+
+import "context"
+
+// Capabilities are the start-time features a provider declares. The Service
+// rejects a request that uses an undeclared one before any provider code runs.
+type Capabilities struct {
+	OutputSchema bool `json:"outputSchema"`
+	DepthLimit   bool `json:"depthLimit"`
+	ToolFilter   bool `json:"toolFilter"`
+	Persona      bool `json:"persona"`
+}
+
+// Provider creates children. Start owns setup until it returns: on any error
+// (including ctx ending) it must already have released every partial resource.
+// On success the caller owns the Run. ctx stays the run's cancellation channel
+// after Start returns: when it ends, the live child is cancelled.
+type Provider interface {
+	Name() string
+	Capabilities() Capabilities
+	// InheritsParentContext is descriptive only: whether the child sees the
+	// parent's completed turns.
+	InheritsParentContext() bool
+	Start(ctx context.Context, req StartRequest) (Run, error)
+}
+
+// Resumer is a Provider that can continue a child from persistence.
+type Resumer interface {
+	Resume(ctx context.Context, req StartRequest) (Run, error)
+}
+
+// Run is one activation of a child, owned by the caller that started it.
+type Run interface {
+	// ID is the child's session id for a local run, or a parent-scoped
+	// lifecycle id for a remote one.
+	ID() string
+	// LocalAgent is the exact published child agent, or nil for a remote run.
+	LocalAgent() Agent
+	// Wait blocks until the result settles or ctx ends. The result settles
+	// exactly once; every call returns the same value. A non-nil error is
+	// an infrastructure fault the Result cannot represent.
+	Wait(ctx context.Context) (Result, error)
+	// OnSettled calls f once with the settled result, at once if it has
+	// already settled. f must not block.
+	OnSettled(f func(Result, error))
+	// Dispose cancels what remains and returns after the child's resources
+	// have quiesced. It is idempotent and safe to call concurrently.
+	Dispose(ctx context.Context) error
+}
+
+// Steerer is a Run whose live child accepts messages. Steer returns only after
+// the child's next model request has admitted the message; a message that
+// cannot be admitted fails with ErrNotDelivered and is not queued.
+type Steerer interface {
+	Steer(ctx context.Context, message []ContentBlock) error
+}
+
+// Agent is what the seam needs to know of an agent: its session and depth.
+type Agent interface {
+	ID() string
+	SessionID() string
+	Header() SessionHeader
+	Options() AgentOptions
+}
+
+// SessionHeader is the durable head of a session log.
+type SessionHeader struct {
+	SessionID       string `json:"sessionId"`
+	ParentSessionID string `json:"parentSessionId,omitempty"`
+	// DelegationDepth is authoritative and monotonic (D5).
+	DelegationDepth int `json:"delegationDepth"`
+}

@@ -1,0 +1,67 @@
+package subagent
+
+import "encoding/json"
+
+// StartRequest asks a provider for a child.
+type StartRequest struct {
+	Prompt []ContentBlock
+	// Parent is the delegating agent; required.
+	Parent  Agent
+	Options AgentOptions
+	// OutputSchema, when set, is an object-rooted JSON Schema the child's
+	// final answer must satisfy (capability OutputSchema).
+	OutputSchema json.RawMessage
+	// MaxDepth caps delegation below the parent (capability DepthLimit).
+	MaxDepth *int
+	// ToolFilter restricts the child's tools (capability ToolFilter).
+	ToolFilter *ToolFilter
+	// Persona becomes the child's system prompt (capability Persona).
+	Persona *string
+	// Continuation resumes a durable child; only for a Resumer.
+	Continuation *Continuation
+}
+
+// AgentOptions configure a child agent.
+type AgentOptions struct {
+	ModelProvider string `json:"modelProvider,omitempty"`
+	Model         string `json:"model,omitempty"`
+	MaxTokens     int    `json:"maxTokens,omitempty"`
+	// SubagentDepth is the agent's delegation depth as an option (D6).
+	SubagentDepth int `json:"subagentDepth,omitempty"`
+	// MaxDepth, when set, is the delegation cap the agent inherited.
+	MaxDepth *int `json:"maxDepth,omitempty"`
+}
+
+// ToolFilter restricts a child's tool set by name: when Allow is non-empty
+// only those tools remain; Deny removes tools.
+type ToolFilter struct {
+	Allow []string `json:"allow,omitempty"`
+	Deny  []string `json:"deny,omitempty"`
+}
+
+// Apply reports whether the tool named name passes the filter.
+func (f *ToolFilter) Apply(name string) bool {
+	if f == nil {
+		return true
+	}
+	for _, d := range f.Deny {
+		if d == name {
+			return false
+		}
+	}
+	if len(f.Allow) == 0 {
+		return true
+	}
+	for _, a := range f.Allow {
+		if a == name {
+			return true
+		}
+	}
+	return false
+}
+
+// Continuation names a durable child to resume.
+type Continuation struct {
+	SessionID  string
+	Descriptor json.RawMessage
+}

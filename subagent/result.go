@@ -1,0 +1,35 @@
+package subagent
+
+import "encoding/json"
+
+// StopReason says why a child stopped. Providers may add more.
+type StopReason string
+
+const (
+	Completed StopReason = "completed"
+	Aborted   StopReason = "aborted"
+	Error     StopReason = "error"
+	MaxTokens StopReason = "max-tokens"
+	Refusal   StopReason = "refusal"
+)
+
+// Result is what a run settles to.
+type Result struct {
+	Output     []ContentBlock  `json:"output"`
+	Structured json.RawMessage `json:"structured,omitempty"`
+	StopReason StopReason      `json:"stopReason"`
+	// Detail explains a non-completed stop (a validation message, a panic).
+	Detail string `json:"detail,omitempty"`
+	Usage  *Usage `json:"usage,omitempty"`
+}
+
+// Usage counts model tokens where known.
+type Usage struct {
+	InputTokens  int `json:"inputTokens"`
+	OutputTokens int `json:"outputTokens"`
+}
+
+// Stopped returns a result with no output.
+func Stopped(reason StopReason, detail string) Result {
+	return Result{StopReason: reason, Detail: detail}
+}
