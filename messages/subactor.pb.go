@@ -620,7 +620,8 @@ func (x *ChildExited) GetError() string {
 	return ""
 }
 
-// Dispose is answered with Disposed once the run has quiesced.
+// Dispose cancels what remains and stops the actor once the child exited;
+// callers in this process learn of quiescence from the run's handle.
 type Dispose struct {
 	state         protoimpl.MessageState `protogen:"open.v1"`
 	unknownFields protoimpl.UnknownFields
@@ -657,42 +658,6 @@ func (*Dispose) Descriptor() ([]byte, []int) {
 	return file_subactor_proto_rawDescGZIP(), []int{12}
 }
 
-type Disposed struct {
-	state         protoimpl.MessageState `protogen:"open.v1"`
-	unknownFields protoimpl.UnknownFields
-	sizeCache     protoimpl.SizeCache
-}
-
-func (x *Disposed) Reset() {
-	*x = Disposed{}
-	mi := &file_subactor_proto_msgTypes[13]
-	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
-	ms.StoreMessageInfo(mi)
-}
-
-func (x *Disposed) String() string {
-	return protoimpl.X.MessageStringOf(x)
-}
-
-func (*Disposed) ProtoMessage() {}
-
-func (x *Disposed) ProtoReflect() protoreflect.Message {
-	mi := &file_subactor_proto_msgTypes[13]
-	if x != nil {
-		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
-		if ms.LoadMessageInfo() == nil {
-			ms.StoreMessageInfo(mi)
-		}
-		return ms
-	}
-	return mi.MessageOf(x)
-}
-
-// Deprecated: Use Disposed.ProtoReflect.Descriptor instead.
-func (*Disposed) Descriptor() ([]byte, []int) {
-	return file_subactor_proto_rawDescGZIP(), []int{13}
-}
-
 type Published struct {
 	state         protoimpl.MessageState `protogen:"open.v1"`
 	RunId         string                 `protobuf:"bytes,1,opt,name=run_id,json=runId,proto3" json:"run_id,omitempty"`
@@ -705,7 +670,7 @@ type Published struct {
 
 func (x *Published) Reset() {
 	*x = Published{}
-	mi := &file_subactor_proto_msgTypes[14]
+	mi := &file_subactor_proto_msgTypes[13]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -717,7 +682,7 @@ func (x *Published) String() string {
 func (*Published) ProtoMessage() {}
 
 func (x *Published) ProtoReflect() protoreflect.Message {
-	mi := &file_subactor_proto_msgTypes[14]
+	mi := &file_subactor_proto_msgTypes[13]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -730,7 +695,7 @@ func (x *Published) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Published.ProtoReflect.Descriptor instead.
 func (*Published) Descriptor() ([]byte, []int) {
-	return file_subactor_proto_rawDescGZIP(), []int{14}
+	return file_subactor_proto_rawDescGZIP(), []int{13}
 }
 
 func (x *Published) GetRunId() string {
@@ -772,7 +737,7 @@ type Settled struct {
 
 func (x *Settled) Reset() {
 	*x = Settled{}
-	mi := &file_subactor_proto_msgTypes[15]
+	mi := &file_subactor_proto_msgTypes[14]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -784,7 +749,7 @@ func (x *Settled) String() string {
 func (*Settled) ProtoMessage() {}
 
 func (x *Settled) ProtoReflect() protoreflect.Message {
-	mi := &file_subactor_proto_msgTypes[15]
+	mi := &file_subactor_proto_msgTypes[14]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -797,7 +762,7 @@ func (x *Settled) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Settled.ProtoReflect.Descriptor instead.
 func (*Settled) Descriptor() ([]byte, []int) {
-	return file_subactor_proto_rawDescGZIP(), []int{15}
+	return file_subactor_proto_rawDescGZIP(), []int{14}
 }
 
 func (x *Settled) GetRunId() string {
@@ -830,7 +795,7 @@ type Delivered struct {
 
 func (x *Delivered) Reset() {
 	*x = Delivered{}
-	mi := &file_subactor_proto_msgTypes[16]
+	mi := &file_subactor_proto_msgTypes[15]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -842,7 +807,7 @@ func (x *Delivered) String() string {
 func (*Delivered) ProtoMessage() {}
 
 func (x *Delivered) ProtoReflect() protoreflect.Message {
-	mi := &file_subactor_proto_msgTypes[16]
+	mi := &file_subactor_proto_msgTypes[15]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -855,7 +820,7 @@ func (x *Delivered) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Delivered.ProtoReflect.Descriptor instead.
 func (*Delivered) Descriptor() ([]byte, []int) {
-	return file_subactor_proto_rawDescGZIP(), []int{16}
+	return file_subactor_proto_rawDescGZIP(), []int{15}
 }
 
 type ProviderAdded struct {
@@ -867,7 +832,7 @@ type ProviderAdded struct {
 
 func (x *ProviderAdded) Reset() {
 	*x = ProviderAdded{}
-	mi := &file_subactor_proto_msgTypes[17]
+	mi := &file_subactor_proto_msgTypes[16]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -879,7 +844,7 @@ func (x *ProviderAdded) String() string {
 func (*ProviderAdded) ProtoMessage() {}
 
 func (x *ProviderAdded) ProtoReflect() protoreflect.Message {
-	mi := &file_subactor_proto_msgTypes[17]
+	mi := &file_subactor_proto_msgTypes[16]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -892,7 +857,7 @@ func (x *ProviderAdded) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ProviderAdded.ProtoReflect.Descriptor instead.
 func (*ProviderAdded) Descriptor() ([]byte, []int) {
-	return file_subactor_proto_rawDescGZIP(), []int{17}
+	return file_subactor_proto_rawDescGZIP(), []int{16}
 }
 
 func (x *ProviderAdded) GetProvider() string {
@@ -911,7 +876,7 @@ type ProviderRemoved struct {
 
 func (x *ProviderRemoved) Reset() {
 	*x = ProviderRemoved{}
-	mi := &file_subactor_proto_msgTypes[18]
+	mi := &file_subactor_proto_msgTypes[17]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -923,7 +888,7 @@ func (x *ProviderRemoved) String() string {
 func (*ProviderRemoved) ProtoMessage() {}
 
 func (x *ProviderRemoved) ProtoReflect() protoreflect.Message {
-	mi := &file_subactor_proto_msgTypes[18]
+	mi := &file_subactor_proto_msgTypes[17]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -936,7 +901,7 @@ func (x *ProviderRemoved) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ProviderRemoved.ProtoReflect.Descriptor instead.
 func (*ProviderRemoved) Descriptor() ([]byte, []int) {
-	return file_subactor_proto_rawDescGZIP(), []int{18}
+	return file_subactor_proto_rawDescGZIP(), []int{17}
 }
 
 func (x *ProviderRemoved) GetName() string {
@@ -958,7 +923,7 @@ type RunStarted struct {
 
 func (x *RunStarted) Reset() {
 	*x = RunStarted{}
-	mi := &file_subactor_proto_msgTypes[19]
+	mi := &file_subactor_proto_msgTypes[18]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -970,7 +935,7 @@ func (x *RunStarted) String() string {
 func (*RunStarted) ProtoMessage() {}
 
 func (x *RunStarted) ProtoReflect() protoreflect.Message {
-	mi := &file_subactor_proto_msgTypes[19]
+	mi := &file_subactor_proto_msgTypes[18]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -983,7 +948,7 @@ func (x *RunStarted) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RunStarted.ProtoReflect.Descriptor instead.
 func (*RunStarted) Descriptor() ([]byte, []int) {
-	return file_subactor_proto_rawDescGZIP(), []int{19}
+	return file_subactor_proto_rawDescGZIP(), []int{18}
 }
 
 func (x *RunStarted) GetRunId() string {
@@ -1028,7 +993,7 @@ type RunEnded struct {
 
 func (x *RunEnded) Reset() {
 	*x = RunEnded{}
-	mi := &file_subactor_proto_msgTypes[20]
+	mi := &file_subactor_proto_msgTypes[19]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1040,7 +1005,7 @@ func (x *RunEnded) String() string {
 func (*RunEnded) ProtoMessage() {}
 
 func (x *RunEnded) ProtoReflect() protoreflect.Message {
-	mi := &file_subactor_proto_msgTypes[20]
+	mi := &file_subactor_proto_msgTypes[19]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1053,7 +1018,7 @@ func (x *RunEnded) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RunEnded.ProtoReflect.Descriptor instead.
 func (*RunEnded) Descriptor() ([]byte, []int) {
-	return file_subactor_proto_rawDescGZIP(), []int{20}
+	return file_subactor_proto_rawDescGZIP(), []int{19}
 }
 
 func (x *RunEnded) GetRunId() string {
@@ -1137,9 +1102,7 @@ const file_subactor_proto_rawDesc = "" +
 	"\vChildExited\x121\n" +
 	"\x06result\x18\x01 \x01(\v2\x19.subactor.messages.ResultR\x06result\x12\x14\n" +
 	"\x05error\x18\x02 \x01(\tR\x05error\"\t\n" +
-	"\aDispose\"\n" +
-	"\n" +
-	"\bDisposed\"d\n" +
+	"\aDispose\"d\n" +
 	"\tPublished\x12\x15\n" +
 	"\x06run_id\x18\x01 \x01(\tR\x05runId\x12\x1a\n" +
 	"\bprovider\x18\x02 \x01(\tR\bprovider\x12\x0e\n" +
@@ -1181,7 +1144,7 @@ func file_subactor_proto_rawDescGZIP() []byte {
 	return file_subactor_proto_rawDescData
 }
 
-var file_subactor_proto_msgTypes = make([]protoimpl.MessageInfo, 21)
+var file_subactor_proto_msgTypes = make([]protoimpl.MessageInfo, 20)
 var file_subactor_proto_goTypes = []any{
 	(*ContentBlock)(nil),    // 0: subactor.messages.ContentBlock
 	(*Usage)(nil),           // 1: subactor.messages.Usage
@@ -1196,14 +1159,13 @@ var file_subactor_proto_goTypes = []any{
 	(*Cancel)(nil),          // 10: subactor.messages.Cancel
 	(*ChildExited)(nil),     // 11: subactor.messages.ChildExited
 	(*Dispose)(nil),         // 12: subactor.messages.Dispose
-	(*Disposed)(nil),        // 13: subactor.messages.Disposed
-	(*Published)(nil),       // 14: subactor.messages.Published
-	(*Settled)(nil),         // 15: subactor.messages.Settled
-	(*Delivered)(nil),       // 16: subactor.messages.Delivered
-	(*ProviderAdded)(nil),   // 17: subactor.messages.ProviderAdded
-	(*ProviderRemoved)(nil), // 18: subactor.messages.ProviderRemoved
-	(*RunStarted)(nil),      // 19: subactor.messages.RunStarted
-	(*RunEnded)(nil),        // 20: subactor.messages.RunEnded
+	(*Published)(nil),       // 13: subactor.messages.Published
+	(*Settled)(nil),         // 14: subactor.messages.Settled
+	(*Delivered)(nil),       // 15: subactor.messages.Delivered
+	(*ProviderAdded)(nil),   // 16: subactor.messages.ProviderAdded
+	(*ProviderRemoved)(nil), // 17: subactor.messages.ProviderRemoved
+	(*RunStarted)(nil),      // 18: subactor.messages.RunStarted
+	(*RunEnded)(nil),        // 19: subactor.messages.RunEnded
 }
 var file_subactor_proto_depIdxs = []int32{
 	0, // 0: subactor.messages.Result.output:type_name -> subactor.messages.ContentBlock
@@ -1231,7 +1193,7 @@ func file_subactor_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_subactor_proto_rawDesc), len(file_subactor_proto_rawDesc)),
 			NumEnums:      0,
-			NumMessages:   21,
+			NumMessages:   20,
 			NumExtensions: 0,
 			NumServices:   0,
 		},

@@ -30,6 +30,7 @@ type Service struct {
 	sys       *actor.ActorSystem
 	pid       *actor.PID
 	closeOnce sync.Once
+	closed    chan struct{}
 }
 
 // New starts a Service on sys.
@@ -42,19 +43,22 @@ func New(sys *actors.System) *Service {
 	}
 	raw := sys.ActorSystem()
 	pid := raw.Root.SpawnPrefix(actor.PropsFromProducer(func() actor.Actor { return a }), "subagent-registry-")
-	return &Service{sys: raw, pid: pid}
+	return &Service{sys: raw, pid: pid, closed: make(chan struct{})}
 }
 
 // Close stops the registry, its parent actors and listeners. Runs already
 // returned to callers are theirs to dispose.
 func (s *Service) Close() {
-	s.closeOnce.Do(func() { _ = s.sys.Root.PoisonFuture(s.pid).Wait() })
+	s.closeOnce.Do(func() {
+		_ = s.sys.Root.PoisonFuture(s.pid).Wait()
+		close(s.closed)
+	})
 }
 
 // ask sends a command to the registry actor. The actor answers at once, so
 // only a closed Service makes it fail.
 func (s *Service) ask(ctx context.Context, msg any) (any, error) {
-	r, err := ask.Ask(ctx, s.sys, s.pid, msg)
+	r, err := ask.Ask(ctx, s.sys, s.pid, msg, s.closed)
 	if errors.Is(err, ask.ErrGone) {
 		return nil, subagent.ErrServiceClosed
 	}
@@ -120,12 +124,12 @@ func (s *Service) ListenParent(parentID string, l subagent.Listener) (release fu
 		return func() {}
 	}
 	pid := r.(*actor.PID)
-	r, err = ask.Ask(context.Background(), s.sys, pid, &parent.Subscribe{Listener: l})
+	r, err = ask.Ask(context.Background(), s.sys, pid, &parent.Subscribe{Listener: l}, s.closed)
 	if err != nil {
 		return func() {}
 	}
 	id := r.(string)
-	return func() { _, _ = ask.Ask(context.Background(), s.sys, pid, &parent.Unsubscribe{ID: id}) }
+	return func() { _, _ = ask.Ask(context.Background(), s.sys, pid, &parent.Unsubscribe{ID: id}, s.closed) }
 }
 
 // Start validates req against the provider named name, then waits for the
@@ -212,5 +216,7 @@ func contextual(ctx context.Context, err error) error {
 
 type duplicateError struct{ name string }
 
-func (e *duplicateError) Error() string { return fmt.Sprintf("subagent: duplicate provider %q", e.name) }
+func (e *duplicateError) Error() string {
+	return fmt.Sprintf("subagent: duplicate provider %q", e.name)
+}
 func (e *duplicateError) Unwrap() error { return subagent.ErrDuplicateProvider }

@@ -37,7 +37,7 @@ func validate(p subagent.Provider, req subagent.StartRequest, resume bool) error
 		return invalid("prompt", "must not be empty")
 	}
 	if req.OutputSchema != nil {
-		if _, err := schema.Compile(req.OutputSchema); err != nil {
+		if _, err := schema.CompileObject(req.OutputSchema); err != nil {
 			return invalid("outputSchema", err.Error())
 		}
 	}

@@ -51,7 +51,7 @@ func (a *runActor) Receive(c actor.Context) {
 		}
 		a.step(c, InExited{Result: messages.ToResult(m.Result), Err: err})
 	case *messages.Dispose:
-		a.step(c, InDispose{ID: a.remember(c)})
+		a.step(c, InDispose{})
 	}
 }
 
@@ -91,10 +91,8 @@ func (a *runActor) step(c actor.Context, in Input) {
 			a.settle()
 		case StopSelf:
 			c.Stop(c.Self())
-		case AnswerDispose:
-			for _, id := range fx.IDs {
-				a.reply(c, id, &messages.Disposed{})
-			}
+		case Quiesced:
+			close(a.h.quiesced)
 		}
 	}
 }
@@ -108,7 +106,7 @@ func (a *runActor) launch(c actor.Context) {
 	a.stopCtx = context.AfterFunc(a.spec.Ctx, func() {
 		root.Send(self, &messages.Cancel{Reason: "start context ended"})
 	})
-	gate := &Gate{sys: c.ActorSystem(), pid: self}
+	gate := &Gate{sys: c.ActorSystem(), pid: self, gone: a.h.quiesced}
 	go func() {
 		exited := &messages.ChildExited{}
 		defer func() { root.Send(self, exited) }()

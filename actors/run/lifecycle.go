@@ -74,16 +74,17 @@ type (
 	}
 	// StopSelf stops the actor: the child has exited under Dispose.
 	StopSelf struct{}
-	// AnswerDispose answers every waiting Dispose: the run has quiesced.
-	AnswerDispose struct{ IDs []string }
+	// Quiesced releases every Dispose, past and future: the child has
+	// exited and the actor has stopped.
+	Quiesced struct{}
 )
 
-func (CancelChild) effect()   {}
-func (AnswerSteer) effect()   {}
-func (Deliver) effect()       {}
-func (Settle) effect()        {}
-func (StopSelf) effect()      {}
-func (AnswerDispose) effect() {}
+func (CancelChild) effect() {}
+func (AnswerSteer) effect() {}
+func (Deliver) effect()     {}
+func (Settle) effect()      {}
+func (StopSelf) effect()    {}
+func (Quiesced) effect()    {}
 
 type pendingSteer struct {
 	id      string
@@ -97,7 +98,6 @@ type Lifecycle struct {
 	published, settled, disposing, disposed bool
 	childLive, cancelled                    bool
 	steers                                  []pendingSteer
-	disposers                               []string
 }
 
 // NewLifecycle starts in Starting with the child's goroutine running.
@@ -121,10 +121,6 @@ func (l *Lifecycle) Phase() Phase {
 // Step applies one input.
 func (l *Lifecycle) Step(in Input) []Effect {
 	if l.disposed {
-		// Only a Dispose can still be addressed to a stopped actor.
-		if d, ok := in.(InDispose); ok {
-			return []Effect{AnswerDispose{IDs: []string{d.ID}}}
-		}
 		return nil
 	}
 	switch in := in.(type) {
@@ -169,7 +165,6 @@ func (l *Lifecycle) Step(in Input) []Effect {
 		}
 		return fx
 	case InDispose:
-		l.disposers = append(l.disposers, in.ID)
 		if l.disposing {
 			return nil
 		}
@@ -196,9 +191,7 @@ func (l *Lifecycle) Step(in Input) []Effect {
 			fx = append(fx, Settle{Result: subagent.Stopped(subagent.Error, "run actor stopped before the child settled")})
 		}
 		l.disposed = true
-		fx = append(fx, AnswerDispose{IDs: l.disposers})
-		l.disposers = nil
-		return fx
+		return append(fx, Quiesced{})
 	}
 	return nil
 }

@@ -40,6 +40,8 @@ type Handle struct {
 	settled context.Context // done once result and err are final
 	result  subagent.Result
 	err     error
+	// quiesced is closed once the child has exited and the actor stopped.
+	quiesced chan struct{}
 }
 
 // Start spawns the run actor, which starts the body at once. The provider
@@ -50,7 +52,7 @@ func Start(sys *actors.System, spec Spec) *Handle {
 		spec.Ctx = context.Background()
 	}
 	settled, settle := context.WithCancel(context.Background())
-	h := &Handle{sys: sys.ActorSystem(), id: spec.ID, agent: spec.Agent, settled: settled}
+	h := &Handle{sys: sys.ActorSystem(), id: spec.ID, agent: spec.Agent, settled: settled, quiesced: make(chan struct{})}
 	a := &runActor{h: h, spec: spec, life: NewLifecycle(), settle: settle, replies: map[string]*actor.PID{}}
 	// The producer returns the same instance, so a restart after a panic
 	// in Receive keeps the state and Restarting settles the run (A2).
@@ -86,32 +88,40 @@ func (h *Handle) OnSettled(f func(subagent.Result, error)) {
 // Cancel cancels the live child; its result settles as aborted.
 func (h *Handle) Cancel() { h.sys.Root.Send(h.pid, &messages.Cancel{Reason: "cancelled by caller"}) }
 
-// Dispose implements subagent.Run.
+// Dispose implements subagent.Run. Every caller waits for the same signal,
+// so concurrent and repeated calls all return once the run has quiesced.
 func (h *Handle) Dispose(ctx context.Context) error {
-	_, err := ask.Ask(ctx, h.sys, h.pid, &messages.Dispose{})
-	if errors.Is(err, ask.ErrGone) {
-		return nil // already disposed: the actor stops only once quiesced
+	select {
+	case <-h.quiesced:
+		return nil
+	default:
 	}
-	return err
+	h.sys.Root.Send(h.pid, &messages.Dispose{})
+	select {
+	case <-h.quiesced:
+		return nil
+	case <-ctx.Done():
+		return ctx.Err()
+	}
 }
 
 // Steer implements subagent.Steerer. When ctx ends first the steer is
-// withdrawn; the call then reports what happened to it: admitted after all
-// (nil), or ctx's error.
+// withdrawn; the call then reports what became of it: admitted after all
+// (nil) or ctx's error.
 func (h *Handle) Steer(ctx context.Context, message []subagent.ContentBlock) error {
 	if len(message) == 0 {
 		return &subagent.InvalidRequestError{Field: "message", Reason: "must not be empty"}
 	}
 	call := ask.Send(h.sys, h.pid, &messages.Steer{Content: messages.FromContent(message)})
 	defer call.Close()
-	reply, err := call.Wait(ctx)
+	reply, err := call.Wait(ctx, h.quiesced)
 	if err != nil && ctx.Err() != nil {
 		h.sys.Root.Send(h.pid, &messages.SteerWithdraw{SteerId: call.ID()})
 		// The actor answers every steer it holds, so this wait is short.
-		reply, err = call.Wait(context.Background())
-		if err == nil && !reply.(*messages.SteerAnswer).Admitted {
-			return ctx.Err()
+		if reply, err := call.Wait(context.Background(), h.quiesced); err == nil && reply.(*messages.SteerAnswer).Admitted {
+			return nil
 		}
+		return ctx.Err()
 	}
 	if err != nil {
 		return fmt.Errorf("%w: %w", subagent.ErrNotDelivered, err)
@@ -125,8 +135,9 @@ func (h *Handle) Steer(ctx context.Context, message []subagent.ContentBlock) err
 // Gate is the child's side of steering: Take is asked before every model
 // request and returns the steers admitted into it.
 type Gate struct {
-	sys *actor.ActorSystem
-	pid *actor.PID
+	sys  *actor.ActorSystem
+	pid  *actor.PID
+	gone <-chan struct{}
 }
 
 // errClosed tells the loop it may make no further model request.
@@ -134,7 +145,7 @@ var errClosed = errors.New("run: closed for new requests")
 
 // Take implements agent.SteerSource.
 func (g *Gate) Take(ctx context.Context) ([][]subagent.ContentBlock, error) {
-	reply, err := ask.Ask(ctx, g.sys, g.pid, &messages.TakeSnapshot{})
+	reply, err := ask.Ask(ctx, g.sys, g.pid, &messages.TakeSnapshot{}, g.gone)
 	if err != nil {
 		return nil, err
 	}

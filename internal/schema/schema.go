@@ -1,6 +1,6 @@
-// Package schema compiles the object-rooted JSON Schemas that constrain a
-// child's structured output, for the Service (validation before any provider
-// runs) and the agent loop (checking the final answer) alike.
+// Package schema compiles the JSON Schemas that constrain a child's
+// structured output, for the Service (validation before any provider runs)
+// and the agent loop (checking the final answer) alike.
 package schema
 
 import (
@@ -8,46 +8,58 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"strings"
 
 	"github.com/santhosh-tekuri/jsonschema/v6"
 )
 
-// ErrNotObject means the schema's root does not describe an object.
+// ErrNotObject means a schema's root does not describe an object.
 var ErrNotObject = errors.New(`schema: root must have "type": "object"`)
 
-// Compile parses and compiles raw, which must be rooted at an object type.
+// Compile compiles raw without ever reading a referenced document: schemas
+// come from callers and models, so a $ref must not reach the file system or
+// the network.
 func Compile(raw json.RawMessage) (*jsonschema.Schema, error) {
 	doc, err := jsonschema.UnmarshalJSON(bytes.NewReader(raw))
 	if err != nil {
 		return nil, fmt.Errorf("schema: %w", err)
 	}
-	root, ok := doc.(map[string]any)
-	if !ok || root["type"] != "object" {
-		return nil, ErrNotObject
-	}
 	c := jsonschema.NewCompiler()
-	if err := c.AddResource("output.json", doc); err != nil {
+	c.UseLoader(jsonschema.SchemeURLLoader{}) // no schemes: every external $ref fails
+	const loc = "output-schema.json"
+	if err := c.AddResource(loc, doc); err != nil {
 		return nil, fmt.Errorf("schema: %w", err)
 	}
-	s, err := c.Compile("output.json")
+	s, err := c.Compile(loc)
 	if err != nil {
 		return nil, fmt.Errorf("schema: %w", err)
 	}
 	return s, nil
 }
 
-// Validate checks that text is JSON satisfying s and returns it compacted.
+// CompileObject is Compile for a schema that must be rooted at an object,
+// as the Service requires of an output schema.
+func CompileObject(raw json.RawMessage) (*jsonschema.Schema, error) {
+	var root struct {
+		Type any `json:"type"`
+	}
+	if err := json.Unmarshal(raw, &root); err != nil || root.Type != "object" {
+		if err != nil {
+			return nil, fmt.Errorf("schema: %w", err)
+		}
+		return nil, ErrNotObject
+	}
+	return Compile(raw)
+}
+
+// Validate checks that text is JSON satisfying s and returns it trimmed.
 func Validate(s *jsonschema.Schema, text string) (json.RawMessage, error) {
-	v, err := jsonschema.UnmarshalJSON(bytes.NewReader([]byte(text)))
+	doc, err := jsonschema.UnmarshalJSON(strings.NewReader(text))
 	if err != nil {
-		return nil, fmt.Errorf("output is not JSON: %w", err)
+		return nil, fmt.Errorf("final answer is not JSON: %w", err)
 	}
-	if err := s.Validate(v); err != nil {
-		return nil, fmt.Errorf("output does not match the schema: %w", err)
+	if err := s.Validate(doc); err != nil {
+		return nil, fmt.Errorf("final answer does not match the output schema: %w", err)
 	}
-	var buf bytes.Buffer
-	if err := json.Compact(&buf, []byte(text)); err != nil {
-		return nil, err
-	}
-	return buf.Bytes(), nil
+	return json.RawMessage(strings.TrimSpace(text)), nil
 }

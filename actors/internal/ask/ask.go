@@ -35,13 +35,24 @@ func Send(sys *actor.ActorSystem, target *actor.PID, msg any) *Call {
 func (c *Call) ID() string { return c.reply.Id }
 
 // Wait returns the reply, ErrGone if the target is dead, or ctx's error.
-func (c *Call) Wait(ctx context.Context) (any, error) {
+// A request that reaches an actor after it decided to stop is neither
+// answered nor dead-lettered, so the caller passes gone, closed once the
+// target has stopped (nil when it never does); a reply sent before that
+// still wins.
+func (c *Call) Wait(ctx context.Context, gone <-chan struct{}) (any, error) {
 	select {
 	case m := <-c.ch:
 		if _, dead := m.(*actor.DeadLetterResponse); dead {
 			return nil, ErrGone
 		}
 		return m, nil
+	case <-gone:
+		select {
+		case m := <-c.ch:
+			return m, nil
+		default:
+			return nil, ErrGone
+		}
 	case <-ctx.Done():
 		return nil, ctx.Err()
 	}
@@ -51,10 +62,10 @@ func (c *Call) Wait(ctx context.Context) (any, error) {
 func (c *Call) Close() { c.sys.ProcessRegistry.Remove(c.reply) }
 
 // Ask is Send, Wait and Close in one.
-func Ask(ctx context.Context, sys *actor.ActorSystem, target *actor.PID, msg any) (any, error) {
+func Ask(ctx context.Context, sys *actor.ActorSystem, target *actor.PID, msg any, gone <-chan struct{}) (any, error) {
 	c := Send(sys, target, msg)
 	defer c.Close()
-	return c.Wait(ctx)
+	return c.Wait(ctx, gone)
 }
 
 // replyProcess keeps the first reply; the target answers each request once.

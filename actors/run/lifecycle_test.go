@@ -1,0 +1,213 @@
+package run
+
+import (
+	"fmt"
+	"slices"
+	"testing"
+
+	"pgregory.net/rapid"
+
+	"github.com/subactor/subactor/subagent"
+)
+
+// TestR2R4R3_LifecycleProperties drives the pure lifecycle with random input
+// sequences shaped like what the actor can receive, and checks the promises
+// every sequence must keep: the result settles exactly once (R2); a steer is
+// admitted only into a snapshot the child took, is answered exactly once and
+// never after cancellation (R4); Dispose releases its callers only once the
+// child has exited and the actor stopped (R3).
+func TestR2R4R3_LifecycleProperties(t *testing.T) {
+	rapid.Check(t, func(t *rapid.T) {
+		l := NewLifecycle()
+		var (
+			next              int
+			pendingSteers     []string // sent, not yet answered
+			answered          = map[string]bool{}
+			settles, cancels  int
+			childLive         = true
+			cancelled         bool
+			stopRequested     bool
+			stopped           bool
+			quiesced          bool
+			disposeAsked      bool
+			admittedSinceTake []string
+		)
+		id := func(kind string) string { next++; return fmt.Sprintf("%s-%d", kind, next) }
+		apply := func(in Input) {
+			fx := l.Step(in)
+			admittedSinceTake = nil
+			for _, f := range fx {
+				switch f := f.(type) {
+				case Settle:
+					settles++
+				case CancelChild:
+					cancels++
+					cancelled = true
+				case AnswerSteer:
+					if answered[f.ID] {
+						t.Fatalf("steer %s answered twice", f.ID)
+					}
+					if !slices.Contains(pendingSteers, f.ID) {
+						t.Fatalf("answer for unknown steer %s", f.ID)
+					}
+					answered[f.ID] = true
+					pendingSteers = slices.DeleteFunc(pendingSteers, func(s string) bool { return s == f.ID })
+					if f.Admitted {
+						if _, take := in.(InTake); !take {
+							t.Fatalf("steer %s admitted outside a snapshot (input %T)", f.ID, in)
+						}
+						admittedSinceTake = append(admittedSinceTake, f.ID)
+					}
+				case Deliver:
+					if !f.Closed && (cancelled || !childLive) {
+						t.Fatalf("open snapshot delivered after cancellation")
+					}
+				case StopSelf:
+					if childLive {
+						t.Fatalf("stopped while the child still runs")
+					}
+					stopRequested = true
+				case Quiesced:
+					if quiesced {
+						t.Fatalf("quiesced twice")
+					}
+					quiesced = true
+					if childLive {
+						t.Fatalf("quiesced while the child still runs")
+					}
+				}
+			}
+		}
+		steps := rapid.IntRange(1, 40).Draw(t, "steps")
+		for range steps {
+			if stopRequested && !stopped {
+				apply(InStopped{})
+				stopped = true
+				continue
+			}
+			if stopped {
+				if fx := l.Step(InDispose{}); len(fx) != 0 {
+					t.Fatalf("input after stop had effects: %v", fx)
+				}
+				continue
+			}
+			switch rapid.IntRange(0, 7).Draw(t, "input") {
+			case 0:
+				apply(InPublish{})
+			case 1:
+				s := id("steer")
+				pendingSteers = append(pendingSteers, s)
+				apply(InSteer{ID: s, Content: []subagent.ContentBlock{subagent.Text(s)}})
+			case 2:
+				if len(pendingSteers) > 0 {
+					s := rapid.SampledFrom(pendingSteers).Draw(t, "withdraw")
+					apply(InWithdraw{ID: s})
+					if !answered[s] {
+						t.Fatalf("withdrawn steer %s left unanswered", s)
+					}
+				}
+			case 3:
+				if childLive {
+					apply(InTake{ID: id("take")})
+				}
+			case 4:
+				apply(InCancel{})
+			case 5:
+				if childLive {
+					childLive = false
+					apply(InExited{Result: subagent.Stopped(subagent.Completed, "")})
+					if len(pendingSteers) > 0 {
+						t.Fatalf("steers left pending after the child exited: %v", pendingSteers)
+					}
+				}
+			case 6:
+				disposeAsked = true
+				apply(InDispose{})
+			case 7:
+				apply(InCrash{Reason: "test"})
+			}
+			if settles > 1 || cancels > 1 {
+				t.Fatalf("settled %d times, cancelled %d times", settles, cancels)
+			}
+		}
+		if !childLive && settles != 1 {
+			t.Fatalf("child exited but settled %d times", settles)
+		}
+		if disposeAsked && !childLive && !stopRequested {
+			t.Fatalf("disposed and exited but the actor was never stopped")
+		}
+		if stopped && !quiesced {
+			t.Fatalf("stopped without releasing Dispose")
+		}
+	})
+}
+
+func TestR4_LifecycleAdmitsSteerIntoNextSnapshotOnly(t *testing.T) {
+	l := NewLifecycle()
+	l.Step(InPublish{})
+	if fx := l.Step(InSteer{ID: "s1", Content: []subagent.ContentBlock{subagent.Text("hi")}}); len(fx) != 0 {
+		t.Fatalf("steer answered before a snapshot: %v", fx)
+	}
+	fx := l.Step(InTake{ID: "t1"})
+	want := []Effect{
+		Deliver{ID: "t1", Steers: [][]subagent.ContentBlock{{subagent.Text("hi")}}},
+		AnswerSteer{ID: "s1", Admitted: true},
+	}
+	if fmt.Sprint(fx) != fmt.Sprint(want) {
+		t.Fatalf("take: got %v, want %v", fx, want)
+	}
+	fx = l.Step(InSteer{ID: "s2"})
+	if len(fx) != 0 {
+		t.Fatalf("steer while running answered early: %v", fx)
+	}
+	fx = l.Step(InExited{Result: subagent.Stopped(subagent.Completed, "")})
+	if fx[0] != (AnswerSteer{ID: "s2", Reason: "child exited"}) {
+		t.Fatalf("steer pending at exit: got %v", fx[0])
+	}
+	if fx = l.Step(InSteer{ID: "s3"}); fx[0] != (AnswerSteer{ID: "s3", Reason: "run has settled"}) {
+		t.Fatalf("steer after settle: %v", fx)
+	}
+}
+
+func TestR3_LifecyclePhases(t *testing.T) {
+	l := NewLifecycle()
+	check := func(want Phase) {
+		t.Helper()
+		if got := l.Phase(); got != want {
+			t.Fatalf("phase %v, want %v", got, want)
+		}
+	}
+	check(Starting)
+	l.Step(InPublish{})
+	check(Published)
+	if fx := l.Step(InDispose{}); fmt.Sprint(fx) != fmt.Sprint([]Effect{CancelChild{}}) {
+		t.Fatalf("dispose of a live child: %v", fx)
+	}
+	check(Disposing)
+	if fx := l.Step(InDispose{}); len(fx) != 0 {
+		t.Fatalf("second dispose: %v", fx)
+	}
+	fx := l.Step(InExited{Result: subagent.Stopped(subagent.Aborted, "")})
+	if fmt.Sprint(fx) != fmt.Sprint([]Effect{Settle{Result: subagent.Stopped(subagent.Aborted, "")}, StopSelf{}}) {
+		t.Fatalf("exit under dispose: %v", fx)
+	}
+	fx = l.Step(InStopped{})
+	if fmt.Sprint(fx) != fmt.Sprint([]Effect{Quiesced{}}) {
+		t.Fatalf("stopped: %v", fx)
+	}
+	check(Disposed)
+}
+
+func TestA2_LifecycleCrashSettlesErrorOnce(t *testing.T) {
+	l := NewLifecycle()
+	fx := l.Step(InCrash{Reason: "boom"})
+	if len(fx) != 2 || fx[0] != (CancelChild{}) {
+		t.Fatalf("crash: %v", fx)
+	}
+	if s, ok := fx[1].(Settle); !ok || s.Result.StopReason != subagent.Error {
+		t.Fatalf("crash must settle with error: %v", fx[1])
+	}
+	if fx := l.Step(InExited{Result: subagent.Stopped(subagent.Completed, "")}); len(fx) != 0 {
+		t.Fatalf("exit after crash settled again: %v", fx)
+	}
+}

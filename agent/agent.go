@@ -1,0 +1,216 @@
+package agent
+
+import (
+	"bytes"
+	"cmp"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"slices"
+	"sync"
+	"sync/atomic"
+
+	"github.com/santhosh-tekuri/jsonschema/v6"
+
+	"github.com/subactor/subactor/internal/schema"
+	"github.com/subactor/subactor/persistence"
+	"github.com/subactor/subactor/subagent"
+)
+
+// DefaultMaxSteps is the model-call budget of a Run when Config.MaxSteps is 0.
+const DefaultMaxSteps = 64
+
+// Config configures an Agent.
+type Config struct {
+	// Store keeps the session log; required.
+	Store persistence.Store
+	// Header heads the session; SessionID is required (the caller mints
+	// it). New creates the session in Store unless Resume is set.
+	Header subagent.SessionHeader
+	// Resume loads the header and history of an existing session instead of
+	// creating one; the stored header replaces Header.
+	Resume bool
+	// Model writes the assistant turns; required.
+	Model Model
+	// Tools the model may call; names must be distinct.
+	Tools []Tool
+	// System is the system prompt (the persona).
+	System  string
+	Options subagent.AgentOptions
+	// OutputSchema, when set, is a JSON Schema the final answer's text must
+	// satisfy as JSON.
+	OutputSchema json.RawMessage
+	// ToolFilter removes tools by name.
+	ToolFilter *subagent.ToolFilter
+	// MaxSteps caps model calls per Run; 0 means DefaultMaxSteps.
+	MaxSteps int
+	// OnStep, when set, is told about progress. It is called synchronously
+	// from the loop and must not block.
+	OnStep func(Step)
+}
+
+// ErrConfig is matched by every ConfigError.
+var ErrConfig = errors.New("agent: invalid config")
+
+// ConfigError names the Config field New rejected.
+type ConfigError struct {
+	Field  string
+	Reason string
+}
+
+func (e *ConfigError) Error() string { return "agent: invalid config " + e.Field + ": " + e.Reason }
+func (e *ConfigError) Unwrap() error { return ErrConfig }
+
+// Agent is one session's agent loop.
+type Agent struct {
+	store        persistence.Store
+	header       subagent.SessionHeader
+	model        Model
+	tools        []Tool // after the tool filter, in Config order
+	system       string
+	opts         subagent.AgentOptions
+	outputSchema json.RawMessage
+	schema       *jsonschema.Schema
+	maxSteps     int
+	onStep       func(Step)
+
+	running atomic.Bool
+
+	mu   sync.Mutex
+	msgs []Message
+	// settled is how many leading msgs are completed turns: it stops short
+	// of an assistant message whose tool calls have no results yet.
+	settled int
+}
+
+var _ subagent.Agent = (*Agent)(nil)
+
+// New checks cfg and creates (or, with Resume, loads) the session.
+func New(ctx context.Context, cfg Config) (*Agent, error) {
+	switch {
+	case cfg.Store == nil:
+		return nil, &ConfigError{Field: "Store", Reason: "required"}
+	case cfg.Model == nil:
+		return nil, &ConfigError{Field: "Model", Reason: "required"}
+	case cfg.Header.SessionID == "":
+		return nil, &ConfigError{Field: "Header.SessionID", Reason: "required"}
+	case cfg.MaxSteps < 0:
+		return nil, &ConfigError{Field: "MaxSteps", Reason: "must not be negative"}
+	}
+	a := &Agent{
+		store:        cfg.Store,
+		header:       cfg.Header,
+		model:        cfg.Model,
+		system:       cfg.System,
+		opts:         cloneOptions(cfg.Options),
+		outputSchema: bytes.Clone(cfg.OutputSchema),
+		maxSteps:     cmp.Or(cfg.MaxSteps, DefaultMaxSteps),
+		onStep:       cfg.OnStep,
+	}
+	seen := make(map[string]bool)
+	for i, t := range cfg.Tools {
+		if t == nil {
+			return nil, &ConfigError{Field: fmt.Sprintf("Tools[%d]", i), Reason: "nil tool"}
+		}
+		name := t.Spec().Name
+		if seen[name] {
+			return nil, &ConfigError{Field: "Tools", Reason: fmt.Sprintf("duplicate tool name %q", name)}
+		}
+		seen[name] = true
+		if cfg.ToolFilter.Apply(name) {
+			a.tools = append(a.tools, t)
+		}
+	}
+	if len(cfg.OutputSchema) > 0 {
+		s, err := schema.Compile(cfg.OutputSchema)
+		if err != nil {
+			return nil, &ConfigError{Field: "OutputSchema", Reason: err.Error()}
+		}
+		a.schema = s
+	}
+	if cfg.Resume {
+		if err := a.load(ctx); err != nil {
+			return nil, err
+		}
+		return a, nil
+	}
+	if err := cfg.Store.Create(ctx, cfg.Header); err != nil {
+		return nil, fmt.Errorf("agent: create session: %w", err)
+	}
+	return a, nil
+}
+
+func cloneOptions(o subagent.AgentOptions) subagent.AgentOptions {
+	if o.MaxDepth != nil {
+		m := *o.MaxDepth
+		o.MaxDepth = &m
+	}
+	return o
+}
+
+// load restores the header and the model-visible turns of the session.
+// Other record kinds are log-only and skipped.
+func (a *Agent) load(ctx context.Context) error {
+	h, recs, err := a.store.Load(ctx, a.header.SessionID)
+	if err != nil {
+		return fmt.Errorf("agent: load session: %w", err)
+	}
+	a.header = h
+	for i, r := range recs {
+		if r.Kind != persistence.KindMessage {
+			continue
+		}
+		var m Message
+		if err := json.Unmarshal(r.Data, &m); err != nil {
+			return fmt.Errorf("agent: load session %q: record %d: %w", h.SessionID, i, err)
+		}
+		if m.Role != User && m.Role != Assistant && m.Role != ToolRole {
+			return fmt.Errorf("agent: load session %q: record %d: unknown role %q", h.SessionID, i, m.Role)
+		}
+		a.msgs = append(a.msgs, m)
+		a.settle()
+	}
+	return nil
+}
+
+// ID is the session id.
+func (a *Agent) ID() string { return a.header.SessionID }
+
+// SessionID is the session id.
+func (a *Agent) SessionID() string { return a.header.SessionID }
+
+// Header is the session header.
+func (a *Agent) Header() subagent.SessionHeader { return a.header }
+
+// Options are the agent options.
+func (a *Agent) Options() subagent.AgentOptions { return cloneOptions(a.opts) }
+
+// Turns returns a copy of the completed turns: the whole history except an
+// assistant turn whose tool calls are still running.
+func (a *Agent) Turns() []Message {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	out := make([]Message, a.settled)
+	for i, m := range a.msgs[:a.settled] {
+		out[i] = cloneMessage(m)
+	}
+	return out
+}
+
+// settle advances settled past the last message unless it awaits tool
+// results. Callers hold mu (or own a not yet shared Agent).
+func (a *Agent) settle() {
+	if last := a.msgs[len(a.msgs)-1]; last.Role != Assistant || len(last.ToolCalls) == 0 {
+		a.settled = len(a.msgs)
+	}
+}
+
+func cloneMessage(m Message) Message {
+	m.Content = slices.Clone(m.Content)
+	m.ToolCalls = slices.Clone(m.ToolCalls)
+	for i := range m.ToolCalls {
+		m.ToolCalls[i].Args = bytes.Clone(m.ToolCalls[i].Args)
+	}
+	return m
+}

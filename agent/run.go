@@ -1,0 +1,283 @@
+package agent
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"fmt"
+	"slices"
+	"strings"
+	"sync"
+
+	"github.com/subactor/subactor/internal/schema"
+	"github.com/subactor/subactor/persistence"
+	"github.com/subactor/subactor/subagent"
+)
+
+// Run appends prompt as a user turn and loops model calls and tool calls
+// until the model answers, ctx ends, or something fails. Failures settle as a
+// stop reason with a Detail; Run never returns an error value. steer may be
+// nil. A panic in the Model is not recovered: the caller above the loop (the
+// run actor) owns that failure, while a panicking Tool becomes an error
+// result.
+func (a *Agent) Run(ctx context.Context, prompt []subagent.ContentBlock, steer SteerSource) subagent.Result {
+	if !a.running.CompareAndSwap(false, true) {
+		return subagent.Stopped(subagent.Error, "agent: Run is already in progress")
+	}
+	defer a.running.Store(false)
+	usage := &subagent.Usage{}
+	res := a.run(ctx, prompt, steer, usage)
+	res.Usage = usage
+	return res
+}
+
+func (a *Agent) run(ctx context.Context, prompt []subagent.ContentBlock, steer SteerSource, usage *subagent.Usage) subagent.Result {
+	first := append(a.interrupted(), Message{Role: User, Content: prompt})
+	if err := a.commit(ctx, first...); err != nil {
+		return a.storeFailed(ctx, err)
+	}
+	for step := 1; ; step++ {
+		if ctx.Err() != nil {
+			return aborted(ctx)
+		}
+		// Check the budget before Take so that no steer message is taken
+		// that no request will carry.
+		if step > a.maxSteps {
+			return subagent.Stopped(subagent.Error, fmt.Sprintf("agent: step limit of %d model calls reached", a.maxSteps))
+		}
+		if steer != nil {
+			if res, ok := a.admit(ctx, step, steer); !ok {
+				return res
+			}
+		}
+		req, offered := a.request()
+		a.notify(step, "model", "")
+		resp, err := a.model.Generate(ctx, req)
+		if err != nil {
+			if ctx.Err() != nil {
+				return aborted(ctx)
+			}
+			return subagent.Stopped(subagent.Error, "agent: model: "+err.Error())
+		}
+		usage.InputTokens += resp.Usage.InputTokens
+		usage.OutputTokens += resp.Usage.OutputTokens
+
+		msg := resp.Message
+		msg.Role = Assistant
+		malformed := sanitizeArgs(&msg)
+		if err := a.commit(ctx, msg); err != nil {
+			return a.storeFailed(ctx, err)
+		}
+		switch resp.StopReason {
+		case "", subagent.Completed:
+		default:
+			// Max-tokens, refusal or a reason a model adds: the turn is over.
+			return subagent.Result{Output: slices.Clone(msg.Content), StopReason: resp.StopReason}
+		}
+		if len(msg.ToolCalls) == 0 {
+			return a.final(step, msg)
+		}
+		results := a.callTools(ctx, step, msg.ToolCalls, offered, malformed)
+		if err := a.commit(ctx, results...); err != nil {
+			return a.storeFailed(ctx, err)
+		}
+	}
+}
+
+// admit takes the pending steer messages and appends them as user turns,
+// so that the next request carries them. ok is false when the run must end
+// with res.
+func (a *Agent) admit(ctx context.Context, step int, steer SteerSource) (res subagent.Result, ok bool) {
+	taken, err := steer.Take(ctx)
+	if err != nil {
+		return subagent.Stopped(subagent.Aborted, "agent: steer: "+err.Error()), false
+	}
+	if len(taken) == 0 {
+		return subagent.Result{}, true
+	}
+	msgs := make([]Message, len(taken))
+	for i, m := range taken {
+		msgs[i] = Message{Role: User, Content: m}
+	}
+	if err := a.commit(ctx, msgs...); err != nil {
+		return a.storeFailed(ctx, err), false
+	}
+	for _, m := range taken {
+		a.notify(step, "steer", firstLine(subagent.TextOf(m)))
+	}
+	return subagent.Result{}, true
+}
+
+func aborted(ctx context.Context) subagent.Result {
+	return subagent.Stopped(subagent.Aborted, context.Cause(ctx).Error())
+}
+
+// storeFailed settles a failed append. An append that failed because ctx
+// ended is a cancellation, not a storage fault.
+func (a *Agent) storeFailed(ctx context.Context, err error) subagent.Result {
+	if ctx.Err() != nil {
+		return aborted(ctx)
+	}
+	return subagent.Stopped(subagent.Error, "agent: persist turn: "+err.Error())
+}
+
+// interrupted answers the tool calls of a history that ends in an assistant
+// turn without tool results (a run stopped while its tools ran), so that the
+// model never sees a call without a result.
+func (a *Agent) interrupted() []Message {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	if len(a.msgs) == 0 {
+		return nil
+	}
+	last := a.msgs[len(a.msgs)-1]
+	if last.Role != Assistant {
+		return nil
+	}
+	var out []Message
+	for _, c := range last.ToolCalls {
+		out = append(out, errorResult(c.ID, "tool call "+c.Name+" was interrupted before it finished"))
+	}
+	return out
+}
+
+// commit persists msgs, then makes them part of the history. The history
+// holds what the store decodes, never the caller's memory, so a resumed
+// session sees exactly the turns a live one did.
+func (a *Agent) commit(ctx context.Context, msgs ...Message) error {
+	recs := make([]persistence.Record, len(msgs))
+	stored := make([]Message, len(msgs))
+	for i, m := range msgs {
+		data, err := json.Marshal(m)
+		if err == nil {
+			err = json.Unmarshal(data, &stored[i])
+		}
+		if err != nil {
+			return err
+		}
+		recs[i] = persistence.Record{Kind: persistence.KindMessage, Data: data}
+	}
+	if err := a.store.Append(ctx, a.header.SessionID, recs...); err != nil {
+		return err
+	}
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	for _, m := range stored {
+		a.msgs = append(a.msgs, m)
+		a.settle()
+	}
+	return nil
+}
+
+// sanitizeArgs makes the arguments of every tool call of msg compact JSON
+// and reports the calls whose arguments were not JSON. Arguments are model
+// output, hostile input (K3): empty ones become {}, malformed ones are kept
+// as a JSON string so the model still sees what it sent, and those calls
+// never reach a tool.
+func sanitizeArgs(msg *Message) map[int]bool {
+	msg.ToolCalls = slices.Clone(msg.ToolCalls)
+	malformed := make(map[int]bool)
+	for i, c := range msg.ToolCalls {
+		var buf bytes.Buffer
+		switch {
+		case len(bytes.TrimSpace(c.Args)) == 0:
+			msg.ToolCalls[i].Args = json.RawMessage(`{}`)
+		case json.Compact(&buf, c.Args) != nil:
+			quoted, _ := json.Marshal(string(c.Args)) // a string always marshals
+			msg.ToolCalls[i].Args = quoted
+			malformed[i] = true
+		default:
+			msg.ToolCalls[i].Args = buf.Bytes()
+		}
+	}
+	return malformed
+}
+
+// request snapshots the next model request and the tools it offers.
+func (a *Agent) request() (Request, map[string]Tool) {
+	req := Request{
+		System:       a.system,
+		MaxTokens:    a.opts.MaxTokens,
+		OutputSchema: a.outputSchema,
+	}
+	offered := make(map[string]Tool)
+	for _, t := range a.tools {
+		if c, ok := t.(Conditional); ok && !c.Available(a) {
+			continue
+		}
+		spec := t.Spec()
+		req.Tools = append(req.Tools, spec)
+		offered[spec.Name] = t
+	}
+	a.mu.Lock()
+	// Turns are never modified once appended, so the model may share them.
+	req.Messages = append([]Message(nil), a.msgs...)
+	a.mu.Unlock()
+	return req, offered
+}
+
+// final settles a model answer without tool calls.
+func (a *Agent) final(step int, msg Message) subagent.Result {
+	text := subagent.TextOf(msg.Content)
+	a.notify(step, "final", firstLine(text))
+	res := subagent.Result{Output: slices.Clone(msg.Content), StopReason: subagent.Completed}
+	if a.schema == nil {
+		return res
+	}
+	structured, err := schema.Validate(a.schema, text)
+	if err != nil {
+		res.StopReason, res.Detail = subagent.Error, "agent: "+err.Error()
+		return res
+	}
+	res.Structured = structured
+	return res
+}
+
+// callTools runs calls concurrently and returns their results in call order.
+func (a *Agent) callTools(ctx context.Context, step int, calls []ToolCall, offered map[string]Tool, malformed map[int]bool) []Message {
+	results := make([]Message, len(calls))
+	var wg sync.WaitGroup
+	for i, c := range calls {
+		a.notify(step, "tool", c.Name+" "+string(c.Args))
+		if malformed[i] {
+			results[i] = errorResult(c.ID, "tool "+c.Name+": arguments are not valid JSON")
+			continue
+		}
+		wg.Go(func() { results[i] = a.callTool(ctx, c, offered[c.Name]) })
+	}
+	wg.Wait()
+	return results
+}
+
+// callTool runs one call. Tools are user code: a panic becomes an error
+// result instead of taking the process down.
+func (a *Agent) callTool(ctx context.Context, c ToolCall, t Tool) (res Message) {
+	if t == nil {
+		return errorResult(c.ID, "unknown tool "+c.Name)
+	}
+	defer func() {
+		if r := recover(); r != nil {
+			res = errorResult(c.ID, fmt.Sprintf("tool %s panicked: %v", c.Name, r))
+		}
+	}()
+	out, err := t.Call(ctx, a, c.Args)
+	if err != nil {
+		return errorResult(c.ID, err.Error())
+	}
+	return Message{Role: ToolRole, ToolCallID: c.ID, Content: []subagent.ContentBlock{subagent.Text(out)}}
+}
+
+func errorResult(id, text string) Message {
+	return Message{Role: ToolRole, ToolCallID: id, IsError: true, Content: []subagent.ContentBlock{subagent.Text(text)}}
+}
+
+func (a *Agent) notify(step int, kind, text string) {
+	if a.onStep != nil {
+		a.onStep(Step{Agent: a.ID(), N: step, Kind: kind, Text: text})
+	}
+}
+
+func firstLine(s string) string {
+	line, _, _ := strings.Cut(s, "\n")
+	return line
+}

@@ -1,0 +1,21 @@
+// Package scripted is the embedded default model: deterministic, offline and
+// keyless. It stands in for an LLM so that the whole runtime (delegation,
+// steering, cancellation, resume) can run without a network.
+//
+// The model is a pure function of the request: it rereads the conversation
+// on every call to find the task (the first user message), the tool calls it
+// already made and their results, and decides the next step from that alone.
+// So it keeps no state and continues a resumed history as if it had never
+// stopped.
+//
+// Tasks:
+//
+//	survey <dir>   list dir, delegate "tally <dir>/<d>" for each sub-directory
+//	               to the "subagent" tool (or walk it itself when that tool is
+//	               not offered), count the files directly in dir, then report
+//	tally <dir>    walk dir breadth-first with list and count, answer JSON
+//	               matching TallySchema
+//	echo <text>    answer text
+//
+// Later user messages (steers) are acknowledged in the answer as "noted".
+package scripted

@@ -1,0 +1,452 @@
+package scripted
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"path"
+	"slices"
+	"strings"
+	"unicode/utf8"
+
+	"github.com/subactor/subactor/agent"
+	"github.com/subactor/subactor/subagent"
+)
+
+// TallySchema is the output schema of a tally answer.
+var TallySchema = json.RawMessage(`{"type":"object","properties":{` +
+	`"path":{"type":"string"},` +
+	`"files":{"type":"integer","minimum":0},` +
+	`"lines":{"type":"integer","minimum":0},` +
+	`"bytes":{"type":"integer","minimum":0},` +
+	`"noted":{"type":"array","items":{"type":"string"}}},` +
+	`"required":["path","files","lines","bytes"]}`)
+
+// delegateTool is the name of the tool survey delegates through.
+const delegateTool = "subagent"
+
+type model struct{}
+
+// New returns the scripted model.
+func New() agent.Model { return model{} }
+
+// Generate answers the next step from req.Messages, req.Tools and
+// req.MaxTokens alone; a final answer over MaxTokens (at a rough four bytes
+// a token) is cut and stops with MaxTokens.
+func (model) Generate(ctx context.Context, req agent.Request) (agent.Response, error) {
+	if err := ctx.Err(); err != nil {
+		return agent.Response{}, err
+	}
+	msg := respond(req)
+	resp := agent.Response{Message: msg, StopReason: subagent.Completed}
+	if req.MaxTokens > 0 && len(msg.ToolCalls) == 0 {
+		if limit, text := req.MaxTokens*4, subagent.TextOf(msg.Content); len(text) > limit {
+			resp.Message.Content = []subagent.ContentBlock{subagent.Text(truncate(text, limit))}
+			resp.StopReason = subagent.MaxTokens
+		}
+	}
+	resp.Usage = subagent.Usage{InputTokens: size(req.Messages...) / 4, OutputTokens: size(resp.Message) / 4}
+	return resp, nil
+}
+
+// size is the byte size of msgs' text and tool arguments: the rough token
+// count is a quarter of it.
+func size(msgs ...agent.Message) int {
+	n := 0
+	for _, m := range msgs {
+		for _, c := range m.Content {
+			n += len(c.Text)
+		}
+		for _, c := range m.ToolCalls {
+			n += len(c.Args)
+		}
+	}
+	return n
+}
+
+// truncate cuts s to at most n bytes without splitting a rune.
+func truncate(s string, n int) string {
+	for n > 0 && !utf8.RuneStart(s[n]) {
+		n--
+	}
+	return s[:n]
+}
+
+func respond(req agent.Request) agent.Message {
+	c := read(req.Messages)
+	line := firstLine(c.task)
+	verb, arg, _ := strings.Cut(line, " ")
+	switch verb {
+	case "survey":
+		return c.survey(dirArg(arg), req.Tools)
+	case "tally":
+		return c.tally(dirArg(arg))
+	case "echo":
+		return text(strings.TrimPrefix(strings.TrimPrefix(c.task, "echo"), " "))
+	}
+	return text(fmt.Sprintf("scripted model: unknown task %q", line))
+}
+
+func dirArg(arg string) string {
+	if arg = strings.TrimSpace(arg); arg == "" {
+		return "."
+	}
+	return path.Clean(arg)
+}
+
+// conversation is what the model reads back from a request.
+type conversation struct {
+	task   string   // the first user message
+	steers []string // later user messages
+	step   int      // 1-based number of the step to answer
+	// Outcomes of earlier calls, by the path they were about.
+	lists, counts, tallies map[string]outcome
+}
+
+// outcome is a tool call's result; a call still without one is a failure.
+type outcome struct {
+	text  string
+	isErr bool
+}
+
+func read(msgs []agent.Message) *conversation {
+	c := &conversation{
+		step:    1,
+		lists:   map[string]outcome{},
+		counts:  map[string]outcome{},
+		tallies: map[string]outcome{},
+	}
+	results := map[string]agent.Message{}
+	var calls []agent.ToolCall
+	first := true
+	for _, m := range msgs {
+		switch m.Role {
+		case agent.User:
+			if first {
+				c.task, first = subagent.TextOf(m.Content), false
+			} else {
+				c.steers = append(c.steers, subagent.TextOf(m.Content))
+			}
+		case agent.Assistant:
+			c.step++
+			calls = append(calls, m.ToolCalls...)
+		case agent.ToolRole:
+			results[m.ToolCallID] = m
+		}
+	}
+	for _, call := range calls {
+		o := outcome{text: "no result", isErr: true}
+		if r, ok := results[call.ID]; ok {
+			o = outcome{text: subagent.TextOf(r.Content), isErr: r.IsError}
+		}
+		var args struct {
+			Path   string `json:"path"`
+			Prompt string `json:"prompt"`
+		}
+		if json.Unmarshal(call.Args, &args) != nil {
+			continue // not a call this model made
+		}
+		switch call.Name {
+		case "list":
+			c.lists[path.Clean(args.Path)] = o
+		case "count":
+			c.counts[path.Clean(args.Path)] = o
+		case delegateTool:
+			if dir, ok := strings.CutPrefix(args.Prompt, "tally "); ok {
+				c.tallies[dirArg(dir)] = o
+			}
+		}
+	}
+	return c
+}
+
+// plan collects the tool calls of one step.
+type plan struct {
+	step  int
+	calls []agent.ToolCall
+}
+
+func (p *plan) add(name string, args any) {
+	data, _ := json.Marshal(args) // plain structs always marshal
+	p.calls = append(p.calls, agent.ToolCall{ID: fmt.Sprintf("call-%d-%d", p.step, len(p.calls)), Name: name, Args: data})
+}
+
+func (p *plan) list(dir string)   { p.add("list", map[string]string{"path": dir}) }
+func (p *plan) count(file string) { p.add("count", map[string]string{"path": file}) }
+
+func (p *plan) delegate(dir string, withSchema bool) {
+	args := struct {
+		Description  string          `json:"description"`
+		Prompt       string          `json:"prompt"`
+		OutputSchema json.RawMessage `json:"output_schema,omitempty"`
+	}{Description: "tally " + dir, Prompt: "tally " + dir}
+	if withSchema {
+		args.OutputSchema = TallySchema
+	}
+	p.add(delegateTool, args)
+}
+
+func (p *plan) message() agent.Message {
+	return agent.Message{Role: agent.Assistant, ToolCalls: p.calls}
+}
+
+type figures struct {
+	Files int64 `json:"files"`
+	Lines int64 `json:"lines"`
+	Bytes int64 `json:"bytes"`
+}
+
+func (f *figures) add(g figures) {
+	f.Files += g.Files
+	f.Lines += g.Lines
+	f.Bytes += g.Bytes
+}
+
+func (f figures) String() string {
+	return fmt.Sprintf("%d files, %d lines, %d bytes", f.Files, f.Lines, f.Bytes)
+}
+
+type entry struct {
+	Name string `json:"name"`
+	Type string `json:"type"`
+}
+
+func (o outcome) entries() ([]entry, error) {
+	if o.isErr {
+		return nil, errors.New(o.text)
+	}
+	var es []entry
+	if err := json.Unmarshal([]byte(o.text), &es); err != nil {
+		return nil, fmt.Errorf("unreadable list result: %w", err)
+	}
+	slices.SortFunc(es, func(a, b entry) int { return strings.Compare(a.Name, b.Name) })
+	return es, nil
+}
+
+// file reads a count result as the figures of one file.
+func (o outcome) file() (figures, error) {
+	if o.isErr {
+		return figures{}, errors.New(o.text)
+	}
+	var c struct {
+		Lines int64 `json:"lines"`
+		Bytes int64 `json:"bytes"`
+	}
+	if err := json.Unmarshal([]byte(o.text), &c); err != nil {
+		return figures{}, fmt.Errorf("unreadable count result: %w", err)
+	}
+	return figures{Files: 1, Lines: c.Lines, Bytes: c.Bytes}, nil
+}
+
+// tally reads a delegate result: the child's structured answer, or its
+// output text parsed as JSON.
+func (o outcome) tally() (figures, error) {
+	if o.isErr {
+		return figures{}, errors.New(o.text)
+	}
+	var res struct {
+		Output     string          `json:"output"`
+		Structured json.RawMessage `json:"structured"`
+	}
+	if err := json.Unmarshal([]byte(o.text), &res); err != nil {
+		return figures{}, fmt.Errorf("unreadable subagent result: %w", err)
+	}
+	src := res.Structured
+	if len(src) == 0 || string(src) == "null" {
+		src = json.RawMessage(res.Output)
+	}
+	var f figures
+	if err := json.Unmarshal(src, &f); err != nil {
+		return figures{}, fmt.Errorf("unreadable tally %q: %w", firstLine(res.Output), err)
+	}
+	return f, nil
+}
+
+// walk visits root breadth-first through the listings so far. It adds the
+// lists and counts still missing to p and returns the figures of the files
+// counted under root. Symbolic links are skipped, and so are entries whose
+// list or count failed below root; a failure to list root itself is the
+// error.
+func (c *conversation) walk(root string, p *plan) (figures, error) {
+	var fig figures
+	queue := []string{root}
+	for len(queue) > 0 {
+		dir := queue[0]
+		queue = queue[1:]
+		o, ok := c.lists[dir]
+		if !ok {
+			p.list(dir)
+			continue
+		}
+		es, err := o.entries()
+		if err != nil {
+			if dir == root {
+				return figures{}, err
+			}
+			continue
+		}
+		for _, e := range es {
+			q := path.Join(dir, e.Name)
+			switch e.Type {
+			case "dir":
+				queue = append(queue, q)
+			case "file":
+				if o, ok := c.counts[q]; !ok {
+					p.count(q)
+				} else if f, err := o.file(); err == nil {
+					fig.add(f)
+				}
+			}
+		}
+	}
+	return fig, nil
+}
+
+func (c *conversation) tally(dir string) agent.Message {
+	p := &plan{step: c.step}
+	fig, err := c.walk(dir, p)
+	switch {
+	case err != nil:
+		// Plain text: under TallySchema the child fails, and so does the
+		// folder in its parent's survey.
+		return text(fmt.Sprintf("tally %s: failed: %s", dir, firstLine(err.Error())))
+	case len(p.calls) > 0:
+		return p.message()
+	}
+	out, _ := json.Marshal(struct {
+		Path  string   `json:"path"`
+		Files int64    `json:"files"`
+		Lines int64    `json:"lines"`
+		Bytes int64    `json:"bytes"`
+		Noted []string `json:"noted,omitempty"`
+	}{dir, fig.Files, fig.Lines, fig.Bytes, c.steers})
+	return text(string(out))
+}
+
+// folder is one sub-directory in a survey.
+type folder struct {
+	path      string
+	delegated bool
+	fig       figures
+	failed    string
+}
+
+func (c *conversation) survey(dir string, tools []agent.ToolSpec) agent.Message {
+	p := &plan{step: c.step}
+	top, ok := c.lists[dir]
+	if !ok {
+		p.list(dir)
+		return p.message()
+	}
+	es, err := top.entries()
+	if err != nil {
+		return text(c.noted(fmt.Sprintf("survey %s: failed: %s", dir, firstLine(err.Error()))))
+	}
+	delegate, withSchema := offered(tools)
+	var folders []folder
+	var files figures
+	hasFiles := false
+	for _, e := range es {
+		q := path.Join(dir, e.Name)
+		switch e.Type {
+		case "dir":
+			if f, ok := c.folder(q, delegate, withSchema, p); ok {
+				folders = append(folders, f)
+			}
+		case "file":
+			hasFiles = true
+			if o, ok := c.counts[q]; !ok {
+				p.count(q)
+			} else if f, err := o.file(); err == nil {
+				files.add(f)
+			}
+		}
+	}
+	if len(p.calls) > 0 {
+		return p.message()
+	}
+	return text(c.report(dir, folders, files, hasFiles))
+}
+
+// folder reports on the sub-directory q of a survey, or only adds the
+// delegation it needs to p (ok is false). While a walk is incomplete the
+// figures are partial, but then p holds calls and no report is written.
+func (c *conversation) folder(q string, delegate, withSchema bool, p *plan) (f folder, ok bool) {
+	f.path = q
+	var err error
+	switch o, done := c.tallies[q]; {
+	case done:
+		f.delegated = true
+		f.fig, err = o.tally()
+	case delegate:
+		p.delegate(q, withSchema)
+		return f, false
+	default:
+		// No delegate tool (say, at the depth cap): walk it here.
+		f.fig, err = c.walk(q, p)
+	}
+	if err != nil {
+		f.failed = firstLine(err.Error())
+	}
+	return f, true
+}
+
+// offered reports whether the delegate tool is offered and whether it takes
+// an output schema (only providers that support one expose the parameter).
+func offered(tools []agent.ToolSpec) (delegate, withSchema bool) {
+	for _, t := range tools {
+		if t.Name != delegateTool {
+			continue
+		}
+		var params struct {
+			Properties map[string]json.RawMessage `json:"properties"`
+		}
+		_ = json.Unmarshal(t.Parameters, &params) // unreadable: no schema
+		_, withSchema = params.Properties["output_schema"]
+		return true, withSchema
+	}
+	return false, false
+}
+
+// report is the survey's final answer. Failed folders count neither in the
+// totals nor in the folders surveyed.
+func (c *conversation) report(dir string, folders []folder, files figures, hasFiles bool) string {
+	total := files
+	surveyed, delegated := 1, 0
+	var lines, failed []string
+	for _, f := range folders {
+		if f.failed != "" {
+			failed = append(failed, fmt.Sprintf("- %s: failed: %s", f.path, f.failed))
+			continue
+		}
+		total.add(f.fig)
+		surveyed++
+		if f.delegated {
+			delegated++
+		}
+		lines = append(lines, fmt.Sprintf("- %s: %s", f.path, f.fig))
+	}
+	if hasFiles {
+		lines = append(lines, "- (top level): "+files.String())
+	}
+	head := fmt.Sprintf("survey %s: %s in %d folders (%d delegated)", dir, total, surveyed, delegated)
+	return c.noted(strings.Join(slices.Concat([]string{head}, lines, failed), "\n"))
+}
+
+// noted appends one line per steer message to s.
+func (c *conversation) noted(s string) string {
+	for _, m := range c.steers {
+		s += "\nnoted: " + strings.ReplaceAll(m, "\n", " ")
+	}
+	return s
+}
+
+func text(s string) agent.Message {
+	return agent.Message{Role: agent.Assistant, Content: []subagent.ContentBlock{subagent.Text(s)}}
+}
+
+func firstLine(s string) string {
+	line, _, _ := strings.Cut(s, "\n")
+	return line
+}

@@ -1,0 +1,7 @@
+// Package persistencetest is the conformance suite for persistence.Store
+// implementations. Every store runs the same cases:
+//
+//	func TestConformance(t *testing.T) {
+//		persistencetest.Run(t, func(t *testing.T) persistence.Store { return newStore(t) })
+//	}
+package persistencetest

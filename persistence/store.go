@@ -1,0 +1,66 @@
+package persistence
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+
+	"github.com/subactor/subactor/subagent"
+)
+
+// KindMessage marks a record holding one model-visible conversation turn.
+const KindMessage = "message"
+
+// Record is one entry of a session log.
+type Record struct {
+	Kind string          `json:"kind"`
+	Data json.RawMessage `json:"data"`
+}
+
+// Store errors, matched with errors.Is.
+var (
+	ErrNotFound = errors.New("persistence: session not found")
+	ErrExists   = errors.New("persistence: session exists")
+	ErrInvalid  = errors.New("persistence: invalid input")
+)
+
+// Store keeps session logs. Implementations are safe for concurrent use and
+// never share memory with their callers: what goes in and what comes out are
+// copies. A failed call changes nothing, and a call whose context has ended
+// fails with the context's error.
+type Store interface {
+	// Create starts an empty log under h. It fails with ErrExists if the
+	// session id is taken and ErrInvalid for an empty id or a negative depth.
+	Create(ctx context.Context, h subagent.SessionHeader) error
+	// Append adds records to the end of a log, all or none. It fails with
+	// ErrNotFound for an unknown session and ErrInvalid for a record with no
+	// kind or with data that is not valid JSON.
+	Append(ctx context.Context, sessionID string, recs ...Record) error
+	// Load returns a log's header and records in append order, or
+	// ErrNotFound.
+	Load(ctx context.Context, sessionID string) (subagent.SessionHeader, []Record, error)
+}
+
+// ValidateHeader reports why h cannot head a log, wrapping ErrInvalid.
+func ValidateHeader(h subagent.SessionHeader) error {
+	switch {
+	case h.SessionID == "":
+		return fmt.Errorf("%w: empty session id", ErrInvalid)
+	case h.DelegationDepth < 0:
+		return fmt.Errorf("%w: negative delegation depth %d", ErrInvalid, h.DelegationDepth)
+	}
+	return nil
+}
+
+// ValidateRecord reports why r cannot be stored, wrapping ErrInvalid.
+// Data must be valid JSON so that every store can encode it as is.
+func ValidateRecord(r Record) error {
+	switch {
+	case r.Kind == "":
+		return fmt.Errorf("%w: record without kind", ErrInvalid)
+	case !json.Valid(r.Data):
+		return fmt.Errorf("%w: %s record data is not valid JSON", ErrInvalid, r.Kind)
+	}
+	return nil
+}

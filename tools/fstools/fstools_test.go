@@ -1,0 +1,238 @@
+package fstools_test
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"fmt"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"go.uber.org/goleak"
+
+	"github.com/subactor/subactor/agent"
+	"github.com/subactor/subactor/tools/fstools"
+)
+
+func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
+
+// tree writes files (slash paths → content) under a new temp dir.
+func tree(t *testing.T, files map[string]string) string {
+	t.Helper()
+	root := t.TempDir()
+	for name, content := range files {
+		p := filepath.Join(root, filepath.FromSlash(name))
+		if err := os.MkdirAll(filepath.Dir(p), 0o755); err != nil {
+			t.Fatal(err)
+		}
+		if err := os.WriteFile(p, []byte(content), 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	return root
+}
+
+func symlink(t *testing.T, target, link string) {
+	t.Helper()
+	if err := os.Symlink(target, link); err != nil {
+		t.Skipf("symlinks unsupported: %v", err)
+	}
+}
+
+func tools(t *testing.T, root string) map[string]agent.Tool {
+	t.Helper()
+	ts, err := fstools.New(root)
+	if err != nil {
+		t.Fatal(err)
+	}
+	out := map[string]agent.Tool{}
+	for _, tool := range ts {
+		out[tool.Spec().Name] = tool
+	}
+	return out
+}
+
+func callTool(t *testing.T, tool agent.Tool, args string) (string, error) {
+	t.Helper()
+	return tool.Call(t.Context(), nil, json.RawMessage(args))
+}
+
+func mustCall(t *testing.T, tool agent.Tool, args string) string {
+	t.Helper()
+	out, err := callTool(t, tool, args)
+	if err != nil {
+		t.Fatalf("%s %s: %v", tool.Spec().Name, args, err)
+	}
+	return out
+}
+
+func TestNew(t *testing.T) {
+	ts := tools(t, t.TempDir())
+	if len(ts) != 3 || ts["list"] == nil || ts["read"] == nil || ts["count"] == nil {
+		t.Fatalf("tools %v", ts)
+	}
+	for _, tool := range ts {
+		var schema map[string]any
+		if err := json.Unmarshal(tool.Spec().Parameters, &schema); err != nil || tool.Spec().Description == "" {
+			t.Errorf("%s: bad spec: %v", tool.Spec().Name, err)
+		}
+	}
+	if _, err := fstools.New(filepath.Join(t.TempDir(), "missing")); err == nil {
+		t.Fatal("New accepted a missing root")
+	}
+}
+
+func TestList(t *testing.T) {
+	root := tree(t, map[string]string{"b.txt": "hello", "a/x.go": "package a\n", "empty": ""})
+	symlink(t, "a", filepath.Join(root, "l"))
+	ts := tools(t, root)
+	want := `[{"name":"a","type":"dir"},{"name":"b.txt","type":"file","size":5},{"name":"empty","type":"file","size":0},{"name":"l","type":"symlink"}]`
+	for _, p := range []string{".", "./", "a/..", "l/.."} {
+		if got := mustCall(t, ts["list"], fmt.Sprintf(`{"path":%q}`, p)); got != want {
+			t.Fatalf("list %q:\n got %s\nwant %s", p, got, want)
+		}
+	}
+	// A symlink that stays inside the root is followed.
+	if got := mustCall(t, ts["list"], `{"path":"l"}`); got != `[{"name":"x.go","type":"file","size":10}]` {
+		t.Fatalf("list l: %s", got)
+	}
+	if _, err := callTool(t, ts["list"], `{"path":"b.txt"}`); err == nil || !strings.Contains(err.Error(), "not a directory") {
+		t.Fatalf("list of a file: %v", err)
+	}
+	if _, err := callTool(t, ts["list"], `{"path":"nope"}`); err == nil {
+		t.Fatal("list of a missing path succeeded")
+	}
+}
+
+func TestRead(t *testing.T) {
+	big := strings.Repeat("0123456789abcdef", 5000) // 80000 bytes
+	root := tree(t, map[string]string{"a/x.go": "package a\n", "big": big})
+	ts := tools(t, root)
+	for _, c := range []struct{ args, want string }{
+		{`{"path":"a/x.go"}`, "package a\n"},
+		{`{"path":"a/x.go","maxBytes":4}`, "pack"},
+		{`{"path":"big"}`, big[:fstools.DefaultMaxBytes]},
+		{`{"path":"big","maxBytes":70000}`, big[:70000]},
+	} {
+		if got := mustCall(t, ts["read"], c.args); got != c.want {
+			t.Errorf("read %s: got %d bytes %.20q, want %d bytes", c.args, len(got), got, len(c.want))
+		}
+	}
+	if _, err := callTool(t, ts["read"], `{"path":"a"}`); err == nil || !strings.Contains(err.Error(), "not a regular file") {
+		t.Fatalf("read of a directory: %v", err)
+	}
+}
+
+func TestCount(t *testing.T) {
+	contents := map[string]string{
+		"empty":     "",
+		"newline":   "\n",
+		"one":       "a",
+		"one-eol":   "a\n",
+		"no-eol":    "one two\nthree",
+		"blank":     "\n\n\n",
+		"spaces":    "  lead \t trail  \r\n",
+		"unicode":   "\u00a0x\u2003y\u3000z ü\n",
+		"invalid":   "\xff \xfe\xfd\nq\x80",
+		"multiline": "package a\n\nfunc X() {}\n",
+	}
+	root := tree(t, map[string]string{})
+	for name, content := range contents {
+		if err := os.WriteFile(filepath.Join(root, name), []byte(content), 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	ts := tools(t, root)
+	for name, content := range contents {
+		// The expected figures, computed the obvious non-streaming way.
+		lines := bytes.Count([]byte(content), []byte("\n"))
+		if content != "" && !strings.HasSuffix(content, "\n") {
+			lines++
+		}
+		want := fmt.Sprintf(`{"path":%q,"lines":%d,"words":%d,"bytes":%d}`, name, lines, len(strings.Fields(content)), len(content))
+		if got := mustCall(t, ts["count"], fmt.Sprintf(`{"path":"./%s"}`, name)); got != want {
+			t.Errorf("count %s:\n got %s\nwant %s", name, got, want)
+		}
+	}
+}
+
+func TestCountStopsWhenCancelled(t *testing.T) {
+	root := tree(t, map[string]string{"big": strings.Repeat("word ", 1<<15)})
+	ts := tools(t, root)
+	ctx, cancel := context.WithCancel(t.Context())
+	cancel()
+	if _, err := ts["count"].Call(ctx, nil, json.RawMessage(`{"path":"big"}`)); err == nil || !strings.Contains(err.Error(), "canceled") {
+		t.Fatalf("count with a cancelled context: %v", err)
+	}
+}
+
+// TestK3_HostileArguments: tool arguments come from a model and are refused
+// unless they are exactly one object with known, well-typed fields.
+func TestK3_HostileArguments(t *testing.T) {
+	root := tree(t, map[string]string{"a/x.go": "package a\n"})
+	ts := tools(t, root)
+	common := map[string]string{
+		`{"path":"a","recursive":true}`: "unknown field",
+		`{"path":3}`:                    "cannot unmarshal number",
+		`{"path":["a"]}`:                "cannot unmarshal array",
+		`{}`:                            `missing "path"`,
+		`null`:                          `missing "path"`,
+		`{"path":""}`:                   `missing "path"`,
+		`[]`:                            "cannot unmarshal array",
+		`"a"`:                           "cannot unmarshal string",
+		`{"path":"a"} {"path":"b"}`:     "trailing data",
+		`{"path":`:                      "invalid arguments",
+		``:                              "invalid arguments",
+	}
+	for name, tool := range ts {
+		for args, want := range common {
+			_, err := callTool(t, tool, args)
+			if err == nil || !strings.Contains(err.Error(), want) || !strings.HasPrefix(err.Error(), name+": ") {
+				t.Errorf("%s %s: got %v, want an error containing %q", name, args, err, want)
+			}
+		}
+	}
+	for args, want := range map[string]string{
+		`{"path":"a/x.go","maxBytes":-1}`:      "not between",
+		`{"path":"a/x.go","maxBytes":2097152}`: "not between",
+		`{"path":"a/x.go","maxBytes":"10"}`:    "cannot unmarshal string",
+		`{"path":"a/x.go","maxBytes":1.5}`:     "cannot unmarshal number",
+	} {
+		if _, err := callTool(t, ts["read"], args); err == nil || !strings.Contains(err.Error(), want) {
+			t.Errorf("read %s: got %v, want an error containing %q", args, err, want)
+		}
+	}
+}
+
+// TestK3_EscapesAreRefused: no path, however spelled, reaches outside the
+// root, including through symbolic links.
+func TestK3_EscapesAreRefused(t *testing.T) {
+	outside := tree(t, map[string]string{"secret": "top secret\n"})
+	root := tree(t, map[string]string{"a/x.go": "package a\n"})
+	symlink(t, filepath.Join(outside, "secret"), filepath.Join(root, "out"))
+	symlink(t, outside, filepath.Join(root, "outdir"))
+	symlink(t, "../../", filepath.Join(root, "a", "up"))
+	ts := tools(t, root)
+	for _, c := range []struct{ path, why string }{
+		{"../x", "outside the root"},
+		{"a/../../x", "outside the root"},
+		{"..", "outside the root"},
+		{"/etc/passwd", "absolute"},
+		{"out", "escapes"},
+		{"outdir/secret", "escapes"},
+		{"a/up/x", "escapes"},
+	} {
+		for _, name := range []string{"list", "read", "count"} {
+			out, err := callTool(t, ts[name], fmt.Sprintf(`{"path":%q}`, c.path))
+			if err == nil || !strings.Contains(err.Error(), c.why) {
+				t.Errorf("%s %q: got %q, %v; want an error containing %q", name, c.path, out, err, c.why)
+			}
+		}
+	}
+	// The symlinks still show up in a listing, without being followed.
+	if got := mustCall(t, ts["list"], `{"path":"."}`); got != `[{"name":"a","type":"dir"},{"name":"out","type":"symlink"},{"name":"outdir","type":"symlink"}]` {
+		t.Fatalf("list: %s", got)
+	}
+}
