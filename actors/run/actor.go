@@ -21,6 +21,8 @@ type runActor struct {
 	cancel  context.CancelFunc // the child's context
 	stopCtx func() bool        // detaches the start context's AfterFunc
 	replies map[string]*actor.PID
+	// observers are called when the run settles.
+	observers []func(subagent.Result, error)
 }
 
 func (a *runActor) Receive(c actor.Context) {
@@ -34,6 +36,12 @@ func (a *runActor) Receive(c actor.Context) {
 		a.step(c, InCrash{Reason: "panic in run actor"})
 	case *actor.Stopped:
 		a.step(c, InStopped{})
+	case observe:
+		if a.h.settled.Err() != nil {
+			m.f(a.h.result, a.h.err)
+		} else {
+			a.observers = append(a.observers, m.f)
+		}
 	case *messages.Publish:
 		a.step(c, InPublish{})
 	case *messages.Steer:
@@ -88,6 +96,10 @@ func (a *runActor) step(c actor.Context, in Input) {
 		case Settle:
 			a.stopCtx()
 			a.h.result, a.h.err = fx.Result, fx.Err
+			for _, f := range a.observers {
+				f(fx.Result, fx.Err)
+			}
+			a.observers = nil
 			a.settle()
 		case StopSelf:
 			c.Stop(c.Self())

@@ -79,11 +79,20 @@ func (h *Handle) Wait(ctx context.Context) (subagent.Result, error) {
 	}
 }
 
-// OnSettled implements subagent.Run. f runs on its own goroutine once the
-// result is final; waiting for it costs no goroutine.
+// OnSettled implements subagent.Run. The run actor calls f as it settles,
+// before Wait returns, so what f sends is ordered before anything the
+// waiter does next; f must not block. Register observers before Dispose.
 func (h *Handle) OnSettled(f func(subagent.Result, error)) {
-	context.AfterFunc(h.settled, func() { f(h.result, h.err) })
+	select {
+	case <-h.settled.Done():
+		f(h.result, h.err)
+	default:
+		h.sys.Root.Send(h.pid, observe{f})
+	}
 }
+
+// observe registers a settle observer; a local command carrying a func.
+type observe struct{ f func(subagent.Result, error) }
 
 // Cancel cancels the live child; its result settles as aborted.
 func (h *Handle) Cancel() { h.sys.Root.Send(h.pid, &messages.Cancel{Reason: "cancelled by caller"}) }

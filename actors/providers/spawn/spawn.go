@@ -64,12 +64,17 @@ func (p *Provider) InheritsParentContext() bool { return false }
 
 // Start implements subagent.Provider. The child's session and agent exist
 // before it returns (R1); on any failure, including ctx ending, nothing it
-// created remains running (R6).
+// created remains: no run actor, no goroutine, no session row (R6).
 func (p *Provider) Start(ctx context.Context, req subagent.StartRequest) (subagent.Run, error) {
 	depth := subagent.DelegationDepthOf(req.Parent) + 1
 	opts := req.Options
 	opts.SubagentDepth = depth
 	if m, ok := subagent.EffectiveMaxDepth(req.Parent, req.MaxDepth); ok {
+		// The Service checked this already; a direct caller gets the same
+		// answer rather than a child beyond the cap (D6).
+		if err := subagent.CheckDepth(depth-1, m); err != nil {
+			return nil, err
+		}
 		opts.MaxDepth = &m
 	}
 	cfg := agent.Config{
@@ -89,6 +94,8 @@ func (p *Provider) Start(ctx context.Context, req subagent.StartRequest) (subage
 	if req.Persona != nil {
 		cfg.System = *req.Persona
 	}
+	// New creates the session as its last step, so when it fails there is
+	// no session to remove.
 	child, err := agent.New(ctx, cfg)
 	if err != nil {
 		return nil, err
@@ -102,8 +109,10 @@ func (p *Provider) Start(ctx context.Context, req subagent.StartRequest) (subage
 		},
 	})
 	if err := ctx.Err(); err != nil {
-		_ = h.Dispose(context.Background())
-		return nil, subagent.Cancelled(err)
+		// Roll back: the run quiesces first, so the child appends nothing
+		// after its session is deleted.
+		rollback := context.WithoutCancel(ctx)
+		return nil, errors.Join(subagent.Cancelled(err), h.Dispose(rollback), p.cfg.Store.Delete(rollback, child.SessionID()))
 	}
 	h.Publish()
 	return h, nil

@@ -1,0 +1,721 @@
+package registry_test
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"log/slog"
+	"slices"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"testing"
+
+	"go.uber.org/goleak"
+
+	"github.com/subactor/subactor/actors"
+	"github.com/subactor/subactor/actors/registry"
+	"github.com/subactor/subactor/actors/run"
+	"github.com/subactor/subactor/subagent"
+)
+
+// deadLetterThrottle is protoactor's timer for logging dead letters.
+var deadLetterThrottle = goleak.IgnoreTopFunction("github.com/asynkron/protoactor-go/actor.NewDeadLetter.NewThrottle.func4.1")
+
+func TestMain(m *testing.M) { goleak.VerifyTestMain(m, deadLetterThrottle) }
+
+// parentAgent is a delegating agent as the seam sees it.
+type parentAgent struct {
+	id    string
+	depth int
+	max   *int
+}
+
+func (a parentAgent) ID() string        { return a.id }
+func (a parentAgent) SessionID() string { return "session-" + a.id }
+func (a parentAgent) Header() subagent.SessionHeader {
+	return subagent.SessionHeader{SessionID: a.SessionID(), DelegationDepth: a.depth}
+}
+func (a parentAgent) Options() subagent.AgentOptions { return subagent.AgentOptions{MaxDepth: a.max} }
+
+var top = parentAgent{id: "top"}
+
+func request(prompt string) subagent.StartRequest {
+	return subagent.StartRequest{Prompt: []subagent.ContentBlock{subagent.Text(prompt)}, Parent: top}
+}
+
+// testProvider runs each child on a real run actor. By default the child
+// answers its prompt once released, or aborts when cancelled.
+type testProvider struct {
+	name    string
+	caps    subagent.Capabilities
+	sys     *actors.System
+	local   bool
+	starts  atomic.Int32
+	release chan struct{}
+	// start, when set, replaces the default Start.
+	start func(ctx context.Context, req subagent.StartRequest) (subagent.Run, error)
+}
+
+func (p *testProvider) Name() string                         { return p.name }
+func (p *testProvider) Capabilities() subagent.Capabilities { return p.caps }
+func (p *testProvider) InheritsParentContext() bool         { return false }
+
+func (p *testProvider) Start(ctx context.Context, req subagent.StartRequest) (subagent.Run, error) {
+	p.starts.Add(1)
+	if p.start != nil {
+		return p.start(ctx, req)
+	}
+	return p.spawn(ctx, req, func(ctx context.Context, _ *run.Gate) (subagent.Result, error) {
+		select {
+		case <-p.release:
+			return subagent.Result{Output: req.Prompt, StopReason: subagent.Completed}, nil
+		case <-ctx.Done():
+			return subagent.Stopped(subagent.Aborted, "cancelled"), nil
+		}
+	}), nil
+}
+
+func (p *testProvider) spawn(ctx context.Context, req subagent.StartRequest, body run.Body) *run.Handle {
+	spec := run.Spec{ID: fmt.Sprintf("%s-child-%d", p.name, p.starts.Load()), Ctx: ctx, Body: body}
+	if p.local {
+		spec.Agent = parentAgent{id: spec.ID, depth: subagent.DelegationDepthOf(req.Parent) + 1}
+	}
+	h := run.Start(p.sys, spec)
+	h.Publish()
+	return h
+}
+
+type fixture struct {
+	sys *actors.System
+	svc *registry.Service
+}
+
+func newFixture(t *testing.T, opts ...actors.Option) fixture {
+	sys := actors.NewSystem(opts...)
+	svc := registry.New(sys)
+	t.Cleanup(func() { svc.Close(); sys.Shutdown() })
+	return fixture{sys, svc}
+}
+
+func (f fixture) provider(t *testing.T, name string, caps subagent.Capabilities) *testProvider {
+	p := &testProvider{name: name, caps: caps, sys: f.sys, local: true, release: make(chan struct{})}
+	release, err := f.svc.RegisterProvider(p)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(release)
+	return p
+}
+
+// recorder is a listener that hands events to the test in order.
+type recorder chan subagent.Event
+
+func (r recorder) listen(ev subagent.Event) error { r <- ev; return nil }
+
+func (r recorder) next(t *testing.T) subagent.Event {
+	t.Helper()
+	return <-r
+}
+
+func allCaps() subagent.Capabilities {
+	return subagent.Capabilities{OutputSchema: true, DepthLimit: true, ToolFilter: true, Persona: true}
+}
+
+func TestS1_DuplicateNameFailsLoudly(t *testing.T) {
+	f := newFixture(t)
+	f.provider(t, "spawn", allCaps())
+	_, err := f.svc.RegisterProvider(&testProvider{name: "spawn"})
+	if !errors.Is(err, subagent.ErrDuplicateProvider) || !strings.Contains(err.Error(), `"spawn"`) {
+		t.Fatalf("duplicate registration: %v", err)
+	}
+	if _, err := f.svc.RegisterProvider(nil); !errors.Is(err, subagent.ErrInvalidProviderArg) {
+		t.Fatalf("nil provider: %v", err)
+	}
+	if got := f.svc.List(); !slices.Equal(got, []string{"spawn"}) {
+		t.Fatalf("List = %v", got)
+	}
+}
+
+func TestS1_ReleaseBlocksNewStartsButNotLiveRuns(t *testing.T) {
+	f := newFixture(t)
+	p := &testProvider{name: "p", sys: f.sys, local: true, release: make(chan struct{})}
+	release, err := f.svc.RegisterProvider(p)
+	if err != nil {
+		t.Fatal(err)
+	}
+	r, err := f.svc.Start(context.Background(), "p", request("still mine"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer r.Dispose(context.Background())
+	release()
+	release() // idempotent
+	if _, err := f.svc.Start(context.Background(), "p", request("x")); !errors.Is(err, subagent.ErrNoProvider) {
+		t.Fatalf("start after release: %v", err)
+	}
+	close(p.release)
+	res, err := r.Wait(context.Background())
+	if err != nil || subagent.TextOf(res.Output) != "still mine" {
+		t.Fatalf("run returned before release was revoked: %+v, %v", res, err)
+	}
+}
+
+func TestS1_StaleReleaseDoesNotRemoveANewRegistration(t *testing.T) {
+	f := newFixture(t)
+	release, _ := f.svc.RegisterProvider(&testProvider{name: "p"})
+	release()
+	again := &testProvider{name: "p"}
+	release2, err := f.svc.RegisterProvider(again)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer release2()
+	release() // the first handle's release must not touch the second
+	if p, ok := f.svc.GetProvider("p"); !ok || p != again {
+		t.Fatalf("GetProvider after stale release = %v, %v", p, ok)
+	}
+}
+
+func TestS1E4_ProviderEventsFollowRegistrationsWhateverTheOrder(t *testing.T) {
+	f := newFixture(t)
+	releaseA, _ := f.svc.RegisterProvider(&testProvider{name: "a"})
+	rec := make(recorder, 8)
+	defer f.svc.Listen(rec.listen)()
+	// A consumer that subscribes late first hears of what is registered.
+	if ev := rec.next(t); ev != (subagent.ProviderAdded{Provider: "a"}) {
+		t.Fatalf("replayed event %#v", ev)
+	}
+	releaseB, _ := f.svc.RegisterProvider(&testProvider{name: "b"})
+	releaseA()
+	releaseB()
+	for _, want := range []subagent.Event{
+		subagent.ProviderAdded{Provider: "b"},
+		subagent.ProviderRemoved{Name: "a"},
+		subagent.ProviderRemoved{Name: "b"},
+	} {
+		if ev := rec.next(t); ev != want {
+			t.Fatalf("event %#v, want %#v", ev, want)
+		}
+	}
+	if ev := (subagent.ProviderAdded{}); ev.Type() != "subagent/provider-added" || (subagent.ProviderRemoved{}).Type() != "subagent/provider-removed" {
+		t.Fatal("event wire names changed")
+	}
+}
+
+func TestS2_GetProviderReturnsProviderOrAbsent(t *testing.T) {
+	f := newFixture(t)
+	p := f.provider(t, "p", subagent.Capabilities{})
+	if got, ok := f.svc.GetProvider("p"); !ok || got != p {
+		t.Fatalf("GetProvider(p) = %v, %v", got, ok)
+	}
+	if got, ok := f.svc.GetProvider("nope"); ok || got != nil {
+		t.Fatalf("GetProvider(nope) = %v, %v", got, ok)
+	}
+}
+
+func TestS3_ListIsInInsertionOrder(t *testing.T) {
+	f := newFixture(t)
+	var releases []func()
+	for _, n := range []string{"c", "a", "b"} {
+		r, _ := f.svc.RegisterProvider(&testProvider{name: n})
+		releases = append(releases, r)
+	}
+	if got := f.svc.List(); !slices.Equal(got, []string{"c", "a", "b"}) {
+		t.Fatalf("List = %v", got)
+	}
+	releases[1]()
+	if got := f.svc.List(); !slices.Equal(got, []string{"c", "b"}) {
+		t.Fatalf("List after release = %v", got)
+	}
+}
+
+func TestS4_InvalidRequestsFailTypedBeforeAnyProviderCode(t *testing.T) {
+	f := newFixture(t)
+	none := f.provider(t, "none", subagent.Capabilities{})
+	all := f.provider(t, "all", allCaps())
+	cancelled, cancel := context.WithCancel(context.Background())
+	cancel()
+	neg, two, zero := -1, 2, 0
+	empty, blank := "", "  "
+	with := func(mod func(*subagent.StartRequest)) subagent.StartRequest {
+		r := request("task")
+		mod(&r)
+		return r
+	}
+	unsupported := func(cap string) func(error) bool {
+		return func(err error) bool {
+			var u *subagent.UnsupportedError
+			return errors.As(err, &u) && u.Capability == cap && errors.Is(err, subagent.ErrUnsupported)
+		}
+	}
+	invalid := func(field string) func(error) bool {
+		return func(err error) bool {
+			var e *subagent.InvalidRequestError
+			return errors.As(err, &e) && e.Field == field && errors.Is(err, subagent.ErrInvalidRequest)
+		}
+	}
+	is := func(target error) func(error) bool { return func(err error) bool { return errors.Is(err, target) } }
+	cases := []struct {
+		name     string
+		ctx      context.Context
+		provider string
+		req      subagent.StartRequest
+		want     func(error) bool
+	}{
+		{"nil context", nil, "all", request("x"), is(subagent.ErrNilContext)},
+		{"cancelled context", cancelled, "all", request("x"), func(err error) bool {
+			return errors.Is(err, subagent.ErrCancelled) && errors.Is(err, context.Canceled)
+		}},
+		{"unknown provider", context.Background(), "ghost", request("x"), is(subagent.ErrNoProvider)},
+		{"unsupported output schema", context.Background(), "none", with(func(r *subagent.StartRequest) { r.OutputSchema = json.RawMessage(`{"type":"object"}`) }), unsupported("outputSchema")},
+		{"unsupported depth limit", context.Background(), "none", with(func(r *subagent.StartRequest) { r.MaxDepth = &two }), unsupported("depthLimit")},
+		{"unsupported tool filter", context.Background(), "none", with(func(r *subagent.StartRequest) { r.ToolFilter = &subagent.ToolFilter{Allow: []string{"x"}} }), unsupported("toolFilter")},
+		{"unsupported persona", context.Background(), "none", with(func(r *subagent.StartRequest) { p := "pirate"; r.Persona = &p }), unsupported("persona")},
+		{"schema does not compile", context.Background(), "all", with(func(r *subagent.StartRequest) { r.OutputSchema = json.RawMessage(`{"type":"object","properties":{"a":{"type":7}}}`) }), invalid("outputSchema")},
+		{"schema is not JSON", context.Background(), "all", with(func(r *subagent.StartRequest) { r.OutputSchema = json.RawMessage(`{`) }), invalid("outputSchema")},
+		{"schema root not an object", context.Background(), "all", with(func(r *subagent.StartRequest) { r.OutputSchema = json.RawMessage(`{"type":"array"}`) }), invalid("outputSchema")},
+		{"negative max depth", context.Background(), "all", with(func(r *subagent.StartRequest) { r.MaxDepth = &neg }), invalid("maxDepth")},
+		{"empty tool filter", context.Background(), "all", with(func(r *subagent.StartRequest) { r.ToolFilter = &subagent.ToolFilter{} }), invalid("toolFilter")},
+		{"duplicate tool names", context.Background(), "all", with(func(r *subagent.StartRequest) {
+			r.ToolFilter = &subagent.ToolFilter{Allow: []string{"read", "list"}, Deny: []string{"read"}}
+		}), invalid("toolFilter")},
+		{"empty persona", context.Background(), "all", with(func(r *subagent.StartRequest) { r.Persona = &empty }), invalid("persona")},
+		{"blank persona", context.Background(), "all", with(func(r *subagent.StartRequest) { r.Persona = &blank }), invalid("persona")},
+		{"missing parent", context.Background(), "all", with(func(r *subagent.StartRequest) { r.Parent = nil }), invalid("parent")},
+		{"empty prompt", context.Background(), "all", with(func(r *subagent.StartRequest) { r.Prompt = nil }), invalid("prompt")},
+		{"continuation without resume", context.Background(), "all", with(func(r *subagent.StartRequest) { r.Continuation = &subagent.Continuation{SessionID: "s"} }), is(subagent.ErrNotResumable)},
+		{"depth at the cap", context.Background(), "all", with(func(r *subagent.StartRequest) { r.MaxDepth = &zero }), func(err error) bool {
+			var d *subagent.DepthError
+			return errors.As(err, &d) && d.Depth == 0 && d.Max == 0 && errors.Is(err, subagent.ErrDepthExceeded)
+		}},
+		{"inherited cap", context.Background(), "all", with(func(r *subagent.StartRequest) { r.Parent = parentAgent{id: "deep", depth: 2, max: &two} }), is(subagent.ErrDepthExceeded)},
+	}
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			r, err := f.svc.Start(c.ctx, c.provider, c.req)
+			if r != nil || err == nil || !c.want(err) {
+				t.Fatalf("Start = %v, %v (%T)", r, err, err)
+			}
+		})
+	}
+	if n := none.starts.Load() + all.starts.Load(); n != 0 {
+		t.Fatalf("provider code ran %d times for invalid requests", n)
+	}
+}
+
+func TestS4_StartReturnsARunOnceTheChildIsReady(t *testing.T) {
+	f := newFixture(t)
+	p := f.provider(t, "p", allCaps())
+	persona := "terse"
+	req := request("hello")
+	req.Persona = &persona
+	req.OutputSchema = json.RawMessage(`{"type":"object"}`)
+	req.ToolFilter = &subagent.ToolFilter{Deny: []string{"write"}}
+	r, err := f.svc.Start(context.Background(), "p", req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer r.Dispose(context.Background())
+	if r.ID() != "p-child-1" || r.LocalAgent() == nil || p.starts.Load() != 1 {
+		t.Fatalf("run %q agent %v starts %d", r.ID(), r.LocalAgent(), p.starts.Load())
+	}
+}
+
+// setupRecorder is a provider whose setup creates resources (a run actor
+// and a scratch goroutine) and waits for its context: on cancellation it must
+// release every one of them before returning its error (R6).
+type setupRecorder struct {
+	testProvider
+	entered  chan struct{}
+	live     atomic.Int32
+	released atomic.Int32
+}
+
+func (p *setupRecorder) Start(ctx context.Context, req subagent.StartRequest) (subagent.Run, error) {
+	h := p.spawn(ctx, req, func(ctx context.Context, _ *run.Gate) (subagent.Result, error) {
+		<-ctx.Done()
+		return subagent.Stopped(subagent.Aborted, ""), nil
+	})
+	p.live.Add(1)
+	scratch := make(chan struct{})
+	go func() { <-scratch; p.live.Add(-1) }()
+	close(p.entered)
+	<-ctx.Done()
+	close(scratch)
+	if err := h.Dispose(context.Background()); err != nil {
+		return nil, err
+	}
+	p.released.Add(1)
+	return nil, ctx.Err()
+}
+
+func TestS5_ContextCancelledDuringSetupLeavesNothingBehind(t *testing.T) {
+	f := newFixture(t)
+	actorsBefore := f.sys.LiveActors()
+	goroutines := goleak.IgnoreCurrent()
+	p := &setupRecorder{testProvider: testProvider{name: "slow", sys: f.sys}, entered: make(chan struct{})}
+	release, _ := f.svc.RegisterProvider(p)
+	defer release()
+	actorsBefore++ // the parent actor the start creates for "top" stays
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() {
+		r, err := f.svc.Start(ctx, "slow", request("x"))
+		if r != nil {
+			err = errors.New("a run escaped a cancelled start")
+		}
+		done <- err
+	}()
+	<-p.entered
+	cancel()
+	err := <-done
+	if !errors.Is(err, subagent.ErrCancelled) || !errors.Is(err, context.Canceled) {
+		t.Fatalf("Start error = %v", err)
+	}
+	if p.live.Load() != 0 || p.released.Load() != 1 {
+		t.Fatalf("setup resources left: live %d released %d", p.live.Load(), p.released.Load())
+	}
+	if n := f.sys.LiveActors(); n != actorsBefore {
+		t.Fatalf("live actors %d, want %d", n, actorsBefore)
+	}
+	if err := goleak.Find(goroutines, deadLetterThrottle); err != nil {
+		t.Fatal(err)
+	}
+}
+
+func TestS5_RunReturnedAfterCancellationIsDisposedNotPublished(t *testing.T) {
+	rec := make(recorder, 8)
+	f := newFixture(t)
+	defer f.svc.ListenParent(top.ID(), rec.listen)()
+	ctx, cancel := context.WithCancel(context.Background())
+	var handle *run.Handle
+	p := &testProvider{name: "late", sys: f.sys, release: make(chan struct{})}
+	p.start = func(_ context.Context, req subagent.StartRequest) (subagent.Run, error) {
+		// A provider that finishes setup although its context ended.
+		handle = p.spawn(context.Background(), req, func(ctx context.Context, _ *run.Gate) (subagent.Result, error) {
+			<-ctx.Done()
+			return subagent.Stopped(subagent.Aborted, ""), nil
+		})
+		cancel()
+		return handle, nil
+	}
+	release, _ := f.svc.RegisterProvider(p)
+	defer release()
+	r, err := f.svc.Start(ctx, "late", request("x"))
+	if r != nil || !errors.Is(err, context.Canceled) {
+		t.Fatalf("Start = %v, %v", r, err)
+	}
+	res, _ := handle.Wait(context.Background())
+	if res.StopReason != subagent.Aborted {
+		t.Fatalf("unpublished run not cancelled: %v", res.StopReason)
+	}
+	// A marker run proves no start event was emitted for the escaped one.
+	p.start = nil
+	close(p.release)
+	m, err := f.svc.Start(context.Background(), "late", request("marker"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer m.Dispose(context.Background())
+	if ev := rec.next(t).(subagent.RunStarted); ev.ID != m.ID() {
+		t.Fatalf("first event is for %q, not the marker %q", ev.ID, m.ID())
+	}
+}
+
+func TestS5_CancelAfterPublicationSettlesNonCompleted(t *testing.T) {
+	f := newFixture(t)
+	f.provider(t, "p", allCaps())
+	ctx, cancel := context.WithCancel(context.Background())
+	r, err := f.svc.Start(ctx, "p", request("x"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer r.Dispose(context.Background())
+	cancel()
+	res, err := r.Wait(context.Background())
+	if err != nil || res.StopReason != subagent.Aborted {
+		t.Fatalf("cancelled run = %+v, %v", res, err)
+	}
+}
+
+func TestE1E2_StartPrecedesEndEvenForAnAlreadySettledChild(t *testing.T) {
+	f := newFixture(t)
+	rec := make(recorder, 8)
+	defer f.svc.ListenParent(top.ID(), rec.listen)()
+	p := &testProvider{name: "quick", sys: f.sys, local: true}
+	p.start = func(ctx context.Context, req subagent.StartRequest) (subagent.Run, error) {
+		h := p.spawn(ctx, req, func(context.Context, *run.Gate) (subagent.Result, error) {
+			return subagent.Result{Output: []subagent.ContentBlock{subagent.Text("early")}, StopReason: subagent.Completed}, nil
+		})
+		h.Wait(ctx) // settled before Start returns
+		return h, nil
+	}
+	release, _ := f.svc.RegisterProvider(p)
+	defer release()
+	r, err := f.svc.Start(context.Background(), "quick", request("x"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer r.Dispose(context.Background())
+	start, ok := rec.next(t).(subagent.RunStarted)
+	if !ok {
+		t.Fatal("first event is not subagent/start")
+	}
+	end, ok := rec.next(t).(subagent.RunEnded)
+	if !ok {
+		t.Fatal("second event is not subagent/end")
+	}
+	if start.RunID == "" || start.RunID != end.RunID || start.RunID == r.ID() {
+		t.Fatalf("run ids: start %q end %q run %q", start.RunID, end.RunID, r.ID())
+	}
+	want := subagent.RunEnded{RunID: start.RunID, Provider: "quick", ID: r.ID(), Local: true, StopReason: subagent.Completed, LastAssistantMessage: "early"}
+	if start != (subagent.RunStarted{RunID: start.RunID, Provider: "quick", ID: r.ID(), Local: true}) || end != want {
+		t.Fatalf("events %#v %#v", start, end)
+	}
+}
+
+func TestE2_LocalFlagComesFromTheProvidersAgentNotItsNames(t *testing.T) {
+	f := newFixture(t)
+	rec := make(recorder, 8)
+	defer f.svc.ListenParent(top.ID(), rec.listen)()
+	// A remote-style run whose id looks like a local session still has no
+	// local agent, so it is not local.
+	p := f.provider(t, "remote", allCaps())
+	p.local = false
+	r, err := f.svc.Start(context.Background(), "remote", request("x"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer r.Dispose(context.Background())
+	if ev := rec.next(t).(subagent.RunStarted); ev.Local || r.LocalAgent() != nil {
+		t.Fatalf("remote run reported local: %#v", ev)
+	}
+}
+
+func TestE3_RunEventsAreScopedToTheDelegatingParent(t *testing.T) {
+	f := newFixture(t)
+	p := f.provider(t, "p", allCaps())
+	close(p.release)
+	mine, other := make(recorder, 8), make(recorder, 8)
+	defer f.svc.ListenParent("a", mine.listen)()
+	defer f.svc.ListenParent("b", other.listen)()
+	for _, parent := range []string{"b", "a"} {
+		req := request(parent)
+		req.Parent = parentAgent{id: parent}
+		r, err := f.svc.Start(context.Background(), "p", req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		r.Wait(context.Background())
+		r.Dispose(context.Background())
+	}
+	for _, c := range []struct {
+		r    recorder
+		want string
+	}{{mine, "a"}, {other, "b"}} {
+		c.r.next(t)
+		if end := c.r.next(t).(subagent.RunEnded); end.LastAssistantMessage != c.want {
+			t.Fatalf("listener of %s saw %q", c.want, end.LastAssistantMessage)
+		}
+	}
+	select {
+	case ev := <-mine:
+		t.Fatalf("extra event %#v", ev)
+	default:
+	}
+}
+
+// syncBuffer is a log sink shared by listener goroutines.
+type syncBuffer struct {
+	mu sync.Mutex
+	b  bytes.Buffer
+}
+
+func (s *syncBuffer) Write(p []byte) (int, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.Write(p)
+}
+
+func (s *syncBuffer) String() string {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.String()
+}
+
+func TestE3_FailingAndBlockedListenersNeitherStarvePeersNorChangeTheRun(t *testing.T) {
+	logs := &syncBuffer{}
+	f := newFixture(t, actors.WithLogger(slog.New(slog.NewTextHandler(logs, nil))))
+	p := f.provider(t, "p", allCaps())
+	close(p.release)
+	unblock := make(chan struct{})
+	blockedGot := make(chan struct{}, 1)
+	defer f.svc.ListenParent(top.ID(), func(subagent.Event) error {
+		panic("listener bug")
+	})()
+	defer f.svc.ListenParent(top.ID(), func(subagent.Event) error {
+		return errors.New("listener refused")
+	})()
+	defer close(unblock)
+	defer f.svc.ListenParent(top.ID(), func(subagent.Event) error {
+		select {
+		case blockedGot <- struct{}{}:
+		default:
+		}
+		<-unblock
+		return nil
+	})()
+	healthy := make(recorder, 4096)
+	defer f.svc.ListenParent(top.ID(), healthy.listen)()
+
+	// More runs than a blocked listener may have outstanding events.
+	const runs = 600
+	for i := range runs {
+		r, err := f.svc.Start(context.Background(), "p", request(fmt.Sprint(i)))
+		if err != nil {
+			t.Fatal(err)
+		}
+		res, err := r.Wait(context.Background())
+		if err != nil || res.StopReason != subagent.Completed || subagent.TextOf(res.Output) != fmt.Sprint(i) {
+			t.Fatalf("run %d changed by listeners: %+v, %v", i, res, err)
+		}
+		r.Dispose(context.Background())
+	}
+	<-blockedGot
+	for i := range runs {
+		start := healthy.next(t).(subagent.RunStarted)
+		end := healthy.next(t).(subagent.RunEnded)
+		if start.RunID != end.RunID || end.LastAssistantMessage != fmt.Sprint(i) {
+			t.Fatalf("healthy listener out of order at %d: %#v %#v", i, start, end)
+		}
+	}
+	out := logs.String()
+	for _, want := range []string{"listener panicked", "listener bug", "listener failed", "listener refused", "dropping events"} {
+		if !strings.Contains(out, want) {
+			t.Errorf("log lacks %q", want)
+		}
+	}
+}
+
+func TestA1_AStartThatPreparedBeforeReleaseProceeds(t *testing.T) {
+	f := newFixture(t)
+	entered, proceed := make(chan struct{}), make(chan struct{})
+	p := &testProvider{name: "p", sys: f.sys, release: make(chan struct{})}
+	p.start = func(ctx context.Context, req subagent.StartRequest) (subagent.Run, error) {
+		close(entered)
+		<-proceed
+		p.start = nil
+		return p.Start(ctx, req)
+	}
+	release, _ := f.svc.RegisterProvider(p)
+	type started struct {
+		r   subagent.Run
+		err error
+	}
+	done := make(chan started, 1)
+	go func() {
+		r, err := f.svc.Start(context.Background(), "p", request("first"))
+		done <- started{r, err}
+	}()
+	<-entered // the registry's mailbox has handed out the provider
+	release()
+	close(proceed)
+	s := <-done
+	if s.err != nil {
+		t.Fatalf("a start ordered before the release failed: %v", s.err)
+	}
+	defer s.r.Dispose(context.Background())
+	if _, err := f.svc.Start(context.Background(), "p", request("second")); !errors.Is(err, subagent.ErrNoProvider) {
+		t.Fatalf("a start ordered after the release: %v", err)
+	}
+}
+
+func TestA2_PanickingChildSettlesErrorAndEndsTheRunEvent(t *testing.T) {
+	f := newFixture(t)
+	rec := make(recorder, 4)
+	defer f.svc.ListenParent(top.ID(), rec.listen)()
+	p := &testProvider{name: "boom", sys: f.sys}
+	p.start = func(ctx context.Context, req subagent.StartRequest) (subagent.Run, error) {
+		return p.spawn(ctx, req, func(context.Context, *run.Gate) (subagent.Result, error) { panic("child bug") }), nil
+	}
+	release, _ := f.svc.RegisterProvider(p)
+	defer release()
+	r, err := f.svc.Start(context.Background(), "boom", request("x"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer r.Dispose(context.Background())
+	if res, _ := r.Wait(context.Background()); res.StopReason != subagent.Error {
+		t.Fatalf("stop reason %v", res.StopReason)
+	}
+	rec.next(t)
+	if end := rec.next(t).(subagent.RunEnded); end.StopReason != subagent.Error {
+		t.Fatalf("end event %#v", end)
+	}
+}
+
+func TestR2_InfrastructureFaultEndsWithErrorStopReason(t *testing.T) {
+	f := newFixture(t)
+	rec := make(recorder, 4)
+	defer f.svc.ListenParent(top.ID(), rec.listen)()
+	p := &testProvider{name: "infra", sys: f.sys}
+	p.start = func(ctx context.Context, req subagent.StartRequest) (subagent.Run, error) {
+		return p.spawn(ctx, req, func(context.Context, *run.Gate) (subagent.Result, error) {
+			return subagent.Result{StopReason: subagent.Completed}, errors.New("disk gone")
+		}), nil
+	}
+	release, _ := f.svc.RegisterProvider(p)
+	defer release()
+	r, _ := f.svc.Start(context.Background(), "infra", request("x"))
+	defer r.Dispose(context.Background())
+	if _, err := r.Wait(context.Background()); err == nil {
+		t.Fatal("infrastructure fault not reported")
+	}
+	rec.next(t)
+	if end := rec.next(t).(subagent.RunEnded); end.StopReason != subagent.Error {
+		t.Fatalf("end event %#v", end)
+	}
+}
+
+// resumer is a provider that can continue a child.
+type resumer struct{ testProvider }
+
+func (p *resumer) Resume(ctx context.Context, req subagent.StartRequest) (subagent.Run, error) {
+	return p.Start(ctx, subagent.StartRequest{Prompt: []subagent.ContentBlock{subagent.Text("resumed " + req.Continuation.SessionID)}, Parent: req.Parent})
+}
+
+func TestS6_ResumeDispatchesToAResumerAndIsObservedLikeStart(t *testing.T) {
+	f := newFixture(t)
+	f.provider(t, "plain", allCaps())
+	p := &resumer{testProvider{name: "durable", sys: f.sys, local: true, release: make(chan struct{})}}
+	close(p.release)
+	release, _ := f.svc.RegisterProvider(p)
+	defer release()
+	rec := make(recorder, 4)
+	defer f.svc.ListenParent(top.ID(), rec.listen)()
+	req := subagent.StartRequest{Parent: top, Continuation: &subagent.Continuation{SessionID: "child-7"}}
+	if _, err := f.svc.Resume(context.Background(), "plain", req); !errors.Is(err, subagent.ErrNotResumable) {
+		t.Fatalf("resume on a provider that cannot: %v", err)
+	}
+	if _, err := f.svc.Resume(context.Background(), "durable", request("x")); !errors.Is(err, subagent.ErrInvalidRequest) {
+		t.Fatalf("resume without continuation: %v", err)
+	}
+	r, err := f.svc.Resume(context.Background(), "durable", req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer r.Dispose(context.Background())
+	res, _ := r.Wait(context.Background())
+	if subagent.TextOf(res.Output) != "resumed child-7" {
+		t.Fatalf("resumed output %q", subagent.TextOf(res.Output))
+	}
+	if _, ok := rec.next(t).(subagent.RunStarted); !ok {
+		t.Fatal("no start event for a resumed run")
+	}
+	if _, ok := rec.next(t).(subagent.RunEnded); !ok {
+		t.Fatal("no end event for a resumed run")
+	}
+}
