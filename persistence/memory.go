@@ -93,6 +93,20 @@ func (m *Memory) Load(ctx context.Context, sessionID string) (subagent.SessionHe
 	return h, recs, nil
 }
 
+// Delete implements Store.
+func (m *Memory) Delete(ctx context.Context, sessionID string) error {
+	if err := ctx.Err(); err != nil {
+		return err
+	}
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	if _, ok := m.sessions[sessionID]; !ok {
+		return fmt.Errorf("%w: %q", ErrNotFound, sessionID)
+	}
+	delete(m.sessions, sessionID)
+	return nil
+}
+
 func cloneRecord(r Record) Record {
 	return Record{Kind: r.Kind, Data: bytes.Clone(r.Data)}
 }

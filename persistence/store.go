@@ -40,6 +40,10 @@ type Store interface {
 	// Load returns a log's header and records in append order, or
 	// ErrNotFound.
 	Load(ctx context.Context, sessionID string) (subagent.SessionHeader, []Record, error)
+	// Delete removes a log, header and records, or fails with ErrNotFound.
+	// A provider rolling back a child it never published uses it so that no
+	// session row outlives a failed start (S4).
+	Delete(ctx context.Context, sessionID string) error
 }
 
 // ValidateHeader reports why h cannot head a log, wrapping ErrInvalid.

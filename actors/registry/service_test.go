@@ -59,7 +59,7 @@ type testProvider struct {
 	start func(ctx context.Context, req subagent.StartRequest) (subagent.Run, error)
 }
 
-func (p *testProvider) Name() string                         { return p.name }
+func (p *testProvider) Name() string                        { return p.name }
 func (p *testProvider) Capabilities() subagent.Capabilities { return p.caps }
 func (p *testProvider) InheritsParentContext() bool         { return false }
 
@@ -274,7 +274,9 @@ func TestS4_InvalidRequestsFailTypedBeforeAnyProviderCode(t *testing.T) {
 		{"unsupported depth limit", context.Background(), "none", with(func(r *subagent.StartRequest) { r.MaxDepth = &two }), unsupported("depthLimit")},
 		{"unsupported tool filter", context.Background(), "none", with(func(r *subagent.StartRequest) { r.ToolFilter = &subagent.ToolFilter{Allow: []string{"x"}} }), unsupported("toolFilter")},
 		{"unsupported persona", context.Background(), "none", with(func(r *subagent.StartRequest) { p := "pirate"; r.Persona = &p }), unsupported("persona")},
-		{"schema does not compile", context.Background(), "all", with(func(r *subagent.StartRequest) { r.OutputSchema = json.RawMessage(`{"type":"object","properties":{"a":{"type":7}}}`) }), invalid("outputSchema")},
+		{"schema does not compile", context.Background(), "all", with(func(r *subagent.StartRequest) {
+			r.OutputSchema = json.RawMessage(`{"type":"object","properties":{"a":{"type":7}}}`)
+		}), invalid("outputSchema")},
 		{"schema is not JSON", context.Background(), "all", with(func(r *subagent.StartRequest) { r.OutputSchema = json.RawMessage(`{`) }), invalid("outputSchema")},
 		{"schema root not an object", context.Background(), "all", with(func(r *subagent.StartRequest) { r.OutputSchema = json.RawMessage(`{"type":"array"}`) }), invalid("outputSchema")},
 		{"negative max depth", context.Background(), "all", with(func(r *subagent.StartRequest) { r.MaxDepth = &neg }), invalid("maxDepth")},

@@ -28,6 +28,7 @@ func Run(t *testing.T, newStore func(t *testing.T) persistence.Store) {
 		{"CopiesOnTheWayIn", testCopiesOnTheWayIn},
 		{"CopiesOnTheWayOut", testCopiesOnTheWayOut},
 		{"ConcurrentAppends", testConcurrentAppends},
+		{"Delete", testDelete},
 		{"EndedContext", testEndedContext},
 	}
 	for _, c := range cases {
@@ -138,6 +139,9 @@ func testUnknownSession(t *testing.T, s persistence.Store) {
 	if err := s.Append(t.Context(), "nope", rec("message", `1`)); !errors.Is(err, persistence.ErrNotFound) {
 		t.Errorf("Append: got %v, want ErrNotFound", err)
 	}
+	if err := s.Delete(t.Context(), "nope"); !errors.Is(err, persistence.ErrNotFound) {
+		t.Errorf("Delete: got %v, want ErrNotFound", err)
+	}
 	if _, _, err := s.Load(t.Context(), "nope"); !errors.Is(err, persistence.ErrNotFound) {
 		t.Errorf("Load: got %v, want ErrNotFound", err)
 	}
@@ -239,6 +243,40 @@ func testConcurrentAppends(t *testing.T, s persistence.Store) {
 	}
 }
 
+// testDelete checks that Delete removes one log entirely, header and
+// records, touches no other, and frees the id for a fresh Create.
+func testDelete(t *testing.T, s persistence.Store) {
+	mustCreate(t, s, header("gone"))
+	mustAppend(t, s, "gone", rec("message", `1`))
+	mustCreate(t, s, header("kept"))
+	mustAppend(t, s, "kept", rec("message", `"k"`))
+	if err := s.Delete(t.Context(), "gone"); err != nil {
+		t.Fatalf("Delete: %v", err)
+	}
+	if _, _, err := s.Load(t.Context(), "gone"); !errors.Is(err, persistence.ErrNotFound) {
+		t.Fatalf("Load after Delete: got %v, want ErrNotFound", err)
+	}
+	if err := s.Append(t.Context(), "gone", rec("message", `2`)); !errors.Is(err, persistence.ErrNotFound) {
+		t.Fatalf("Append after Delete: got %v, want ErrNotFound", err)
+	}
+	if err := s.Delete(t.Context(), "gone"); !errors.Is(err, persistence.ErrNotFound) {
+		t.Fatalf("second Delete: got %v, want ErrNotFound", err)
+	}
+	h, recs := mustLoad(t, s, "kept")
+	if h != header("kept") {
+		t.Fatalf("Delete changed another header: %+v", h)
+	}
+	wantRecords(t, recs, rec("message", `"k"`))
+	// The id is free again, and the new log starts empty.
+	fresh := subagent.SessionHeader{SessionID: "gone", DelegationDepth: 1}
+	mustCreate(t, s, fresh)
+	h, recs = mustLoad(t, s, "gone")
+	if h != fresh {
+		t.Fatalf("re-created header: got %+v, want %+v", h, fresh)
+	}
+	wantRecords(t, recs)
+}
+
 func testEndedContext(t *testing.T, s persistence.Store) {
 	mustCreate(t, s, header("s1"))
 	ctx, cancel := context.WithCancel(t.Context())
@@ -251,6 +289,9 @@ func testEndedContext(t *testing.T, s persistence.Store) {
 	}
 	if _, _, err := s.Load(ctx, "s1"); !errors.Is(err, context.Canceled) {
 		t.Errorf("Load: got %v, want context.Canceled", err)
+	}
+	if err := s.Delete(ctx, "s1"); !errors.Is(err, context.Canceled) {
+		t.Errorf("Delete: got %v, want context.Canceled", err)
 	}
 	if _, _, err := s.Load(t.Context(), "s2"); !errors.Is(err, persistence.ErrNotFound) {
 		t.Errorf("Create with an ended context stored a session: %v", err)
