@@ -38,7 +38,7 @@ func (a *runActor) Receive(c actor.Context) {
 		a.step(c, InStopped{})
 	case observe:
 		if a.h.settled.Err() != nil {
-			m.f(a.h.result, a.h.err)
+			a.notify(c, m.f)
 		} else {
 			a.observers = append(a.observers, m.f)
 		}
@@ -97,7 +97,7 @@ func (a *runActor) step(c actor.Context, in Input) {
 			a.stopCtx()
 			a.h.result, a.h.err = fx.Result, fx.Err
 			for _, f := range a.observers {
-				f(fx.Result, fx.Err)
+				a.notify(c, f)
 			}
 			a.observers = nil
 			a.settle()
@@ -107,6 +107,17 @@ func (a *runActor) step(c actor.Context, in Input) {
 			close(a.h.quiesced)
 		}
 	}
+}
+
+// notify calls a settle observer; a panicking one is logged, so it can
+// neither crash the run nor keep its waiters from being released.
+func (a *runActor) notify(c actor.Context, f func(subagent.Result, error)) {
+	defer func() {
+		if p := recover(); p != nil {
+			c.Logger().Error("subagent: settle observer panicked", "run", a.h.id, "panic", p)
+		}
+	}()
+	f(a.h.result, a.h.err)
 }
 
 // launch starts the body on a goroutine the run owns and ties the start

@@ -240,3 +240,24 @@ func TestR2_InfrastructureErrorSettlesAsError(t *testing.T) {
 		t.Fatalf("Wait error = %v", err)
 	}
 }
+
+func TestA2_PanickingObserverNeitherCrashesTheRunNorStrandsWaiters(t *testing.T) {
+	sys := newSystem(t)
+	p := newParked()
+	h := run.Start(sys, run.Spec{ID: "r", Ctx: context.Background(), Body: p.body})
+	defer h.Dispose(context.Background())
+	h.OnSettled(func(subagent.Result, error) { panic("observer bug") })
+	got := make(chan subagent.StopReason, 1)
+	h.OnSettled(func(r subagent.Result, _ error) { got <- r.StopReason })
+	<-p.took
+	close(p.release)
+	if err := h.Steer(context.Background(), text("finish")); err != nil {
+		t.Fatal(err)
+	}
+	if res, err := h.Wait(context.Background()); err != nil || res.StopReason != subagent.Completed {
+		t.Fatalf("Wait = %+v, %v", res, err)
+	}
+	if r := <-got; r != subagent.Completed {
+		t.Fatalf("second observer got %v", r)
+	}
+}
