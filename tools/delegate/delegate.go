@@ -12,6 +12,8 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"io"
+	"strings"
 	"sync/atomic"
 
 	"github.com/subactor/subactor/agent"
@@ -203,7 +205,8 @@ func (t *Tool) parse(raw json.RawMessage, caps subagent.Capabilities) (args, err
 	if err := dec.Decode(&a); err != nil {
 		return a, fmt.Errorf("%w: %v", ErrArgs, err)
 	}
-	if dec.More() {
+	// More misses a stray '}' or ']'; only the end of input is clean.
+	if _, err := dec.Token(); err != io.EOF {
 		return a, fmt.Errorf("%w: trailing data after the arguments object", ErrArgs)
 	}
 	for _, p := range []struct {
@@ -219,8 +222,13 @@ func (t *Tool) parse(raw json.RawMessage, caps subagent.Capabilities) (args, err
 			return a, fmt.Errorf("%w: provider %q does not support %s", ErrArgs, t.cfg.Provider, p.name)
 		}
 	}
-	if a.Prompt == "" {
+	switch {
+	case strings.TrimSpace(a.Description) == "":
+		return a, fmt.Errorf("%w: description is required", ErrArgs)
+	case strings.TrimSpace(a.Prompt) == "":
 		return a, fmt.Errorf("%w: prompt is required", ErrArgs)
+	case a.MaxDepth != nil && *a.MaxDepth < 0:
+		return a, fmt.Errorf("%w: max_depth must not be negative", ErrArgs)
 	}
 	return a, nil
 }

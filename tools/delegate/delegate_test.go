@@ -1,0 +1,527 @@
+package delegate_test
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"reflect"
+	"slices"
+	"strings"
+	"sync"
+	"testing"
+
+	"go.uber.org/goleak"
+
+	"github.com/subactor/subactor/actors"
+	"github.com/subactor/subactor/actors/providers/spawn"
+	"github.com/subactor/subactor/actors/registry"
+	"github.com/subactor/subactor/agent"
+	"github.com/subactor/subactor/internal/schema"
+	"github.com/subactor/subactor/model/scripted"
+	"github.com/subactor/subactor/persistence"
+	"github.com/subactor/subactor/subagent"
+	"github.com/subactor/subactor/tools/delegate"
+)
+
+// deadLetterThrottle is protoactor's timer for logging dead letters, which a
+// Dispose racing the actor's stop legitimately produces.
+var deadLetterThrottle = goleak.IgnoreTopFunction("github.com/asynkron/protoactor-go/actor.NewDeadLetter.NewThrottle.func4.1")
+
+func TestMain(m *testing.M) { goleak.VerifyTestMain(m, deadLetterThrottle) }
+
+// countingStore counts the sessions created through it.
+type countingStore struct {
+	persistence.Store
+	mu      sync.Mutex
+	created int
+}
+
+func (s *countingStore) Create(ctx context.Context, h subagent.SessionHeader) error {
+	if err := s.Store.Create(ctx, h); err != nil {
+		return err
+	}
+	s.mu.Lock()
+	s.created++
+	s.mu.Unlock()
+	return nil
+}
+
+func (s *countingStore) creates() int {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.created
+}
+
+// env is a real actor system and Service over one store.
+type env struct {
+	sys   *actors.System
+	svc   *registry.Service
+	store *countingStore
+}
+
+func newEnv(t *testing.T) *env {
+	t.Helper()
+	sys := actors.NewSystem()
+	t.Cleanup(sys.Shutdown)
+	svc := registry.New(sys)
+	t.Cleanup(svc.Close)
+	return &env{sys: sys, svc: svc, store: &countingStore{Store: persistence.NewMemory()}}
+}
+
+func (e *env) register(t *testing.T, p subagent.Provider) (release func()) {
+	t.Helper()
+	release, err := e.svc.RegisterProvider(p)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(release)
+	return release
+}
+
+// spawnProvider registers a spawn provider (scripted model by default).
+func (e *env) spawnProvider(t *testing.T, cfg spawn.Config) {
+	t.Helper()
+	cfg.System, cfg.Store = e.sys, e.store
+	if cfg.Model == nil {
+		cfg.Model = scripted.New()
+	}
+	p, err := spawn.New(cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	e.register(t, p)
+}
+
+// agentAt creates an agent in the env's store.
+func (e *env) agentAt(t *testing.T, id string, depth int, opts subagent.AgentOptions, model agent.Model, tools ...agent.Tool) *agent.Agent {
+	t.Helper()
+	if model == nil {
+		model = scripted.New()
+	}
+	a, err := agent.New(t.Context(), agent.Config{
+		Store: e.store, Model: model, Tools: tools, Options: opts,
+		Header: subagent.SessionHeader{SessionID: id, DelegationDepth: depth},
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return a
+}
+
+// events subscribes to the run events of the parent's children. It also
+// spawns the parent actor, so actor counts taken afterwards are stable.
+func (e *env) events(t *testing.T, parent *agent.Agent) <-chan subagent.Event {
+	t.Helper()
+	ch := make(chan subagent.Event, 64)
+	t.Cleanup(e.svc.ListenParent(parent.ID(), func(ev subagent.Event) error { ch <- ev; return nil }))
+	return ch
+}
+
+// following wraps the Service for one tool and reports each provider event
+// after the tool's own listener has handled it. Listeners run on separate
+// actors, so a second listener of the test's would learn of an event with
+// no ordering against the tool's; wrapping the tool's listener is exact.
+type following struct {
+	*registry.Service
+	handled chan subagent.Event
+}
+
+func follow(svc *registry.Service) *following {
+	return &following{Service: svc, handled: make(chan subagent.Event, 64)}
+}
+
+func (f *following) Listen(l subagent.Listener) func() {
+	return f.Service.Listen(func(ev subagent.Event) error {
+		err := l(ev)
+		f.handled <- ev
+		return err
+	})
+}
+
+func (f *following) await(t *testing.T, want subagent.Event) {
+	t.Helper()
+	for ev := range f.handled {
+		if ev == want {
+			return
+		}
+	}
+}
+
+// newTool returns a delegate tool over provider that has handled the
+// provider's registration (which must already be done) or its absence.
+func newTool(t *testing.T, svc *registry.Service, cfg delegate.Config, registered bool) *delegate.Tool {
+	t.Helper()
+	f := follow(svc)
+	cfg.Service = f
+	tool := delegate.New(cfg)
+	t.Cleanup(tool.Close)
+	if registered {
+		f.await(t, subagent.ProviderAdded{Provider: cfg.Provider})
+	}
+	return tool
+}
+
+// stub is a provider with chosen capabilities that never starts a child and
+// counts the attempts.
+type stub struct {
+	name   string
+	caps   subagent.Capabilities
+	starts chan struct{}
+}
+
+func newStub(name string, caps subagent.Capabilities) *stub {
+	return &stub{name: name, caps: caps, starts: make(chan struct{}, 64)}
+}
+
+func (s *stub) Name() string                        { return s.name }
+func (s *stub) Capabilities() subagent.Capabilities { return s.caps }
+func (s *stub) InheritsParentContext() bool         { return false }
+func (s *stub) Start(context.Context, subagent.StartRequest) (subagent.Run, error) {
+	s.starts <- struct{}{}
+	return nil, errors.New("stub: starts no child")
+}
+
+func text(s string) []subagent.ContentBlock { return []subagent.ContentBlock{subagent.Text(s)} }
+
+func final(s string) agent.Response { return agent.Response{Message: agent.Message{Content: text(s)}} }
+
+func callTool(name, args string) agent.Response {
+	return agent.Response{Message: agent.Message{ToolCalls: []agent.ToolCall{{ID: "c1", Name: name, Args: json.RawMessage(args)}}}}
+}
+
+// fakeModel records every request by its task (the first user message) and
+// answers with reply.
+type fakeModel struct {
+	reply func(agent.Request) agent.Response
+	mu    sync.Mutex
+	seen  map[string][]agent.Request
+}
+
+func newFakeModel(reply func(agent.Request) agent.Response) *fakeModel {
+	return &fakeModel{reply: reply, seen: map[string][]agent.Request{}}
+}
+
+func (m *fakeModel) Generate(_ context.Context, req agent.Request) (agent.Response, error) {
+	m.mu.Lock()
+	task := subagent.TextOf(req.Messages[0].Content)
+	m.seen[task] = append(m.seen[task], req)
+	m.mu.Unlock()
+	return m.reply(req), nil
+}
+
+func (m *fakeModel) requests(task string) []agent.Request {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	return slices.Clone(m.seen[task])
+}
+
+// toolResult is the result of call c1 in req.
+func toolResult(t *testing.T, req agent.Request) agent.Message {
+	t.Helper()
+	for _, m := range req.Messages {
+		if m.Role == agent.ToolRole && m.ToolCallID == "c1" {
+			return m
+		}
+	}
+	t.Fatalf("no tool result in the request")
+	return agent.Message{}
+}
+
+// offers reports whether req offered the delegate tool.
+func offers(req agent.Request) bool {
+	return slices.ContainsFunc(req.Tools, func(s agent.ToolSpec) bool { return s.Name == delegate.DefaultName })
+}
+
+type params struct {
+	Type                 string                     `json:"type"`
+	Properties           map[string]json.RawMessage `json:"properties"`
+	Required             []string                   `json:"required"`
+	AdditionalProperties *bool                      `json:"additionalProperties"`
+}
+
+// checkSpec checks the tool's spec: a compilable object schema whose
+// properties are exactly want, description and prompt required, nothing else
+// allowed.
+func checkSpec(t *testing.T, tool *delegate.Tool, want ...string) {
+	t.Helper()
+	spec := tool.Spec()
+	if spec.Name != delegate.DefaultName {
+		t.Fatalf("tool name %q", spec.Name)
+	}
+	if _, err := schema.CompileObject(spec.Parameters); err != nil {
+		t.Fatalf("parameters are not an object schema: %v\n%s", err, spec.Parameters)
+	}
+	var p params
+	if err := json.Unmarshal(spec.Parameters, &p); err != nil {
+		t.Fatal(err)
+	}
+	var got []string
+	for name := range p.Properties {
+		got = append(got, name)
+	}
+	slices.Sort(got)
+	slices.Sort(want)
+	if !slices.Equal(got, want) || !slices.Equal(p.Required, []string{"description", "prompt"}) ||
+		p.AdditionalProperties == nil || *p.AdditionalProperties {
+		t.Fatalf("parameters %s: properties %v, want %v", spec.Parameters, got, want)
+	}
+}
+
+var base = []string{"description", "prompt"}
+
+func TestT1_SchemaShowsOnlyWhatTheProviderSupports(t *testing.T) {
+	e := newEnv(t)
+	for i, c := range []struct {
+		caps  subagent.Capabilities
+		extra []string
+	}{
+		{subagent.Capabilities{}, nil},
+		{subagent.Capabilities{OutputSchema: true, Persona: true}, []string{"output_schema", "persona"}},
+		{subagent.Capabilities{DepthLimit: true, ToolFilter: true}, []string{"max_depth", "tools"}},
+		{subagent.Capabilities{OutputSchema: true, DepthLimit: true, ToolFilter: true, Persona: true}, []string{"output_schema", "max_depth", "tools", "persona"}},
+	} {
+		name := fmt.Sprint("stub-", i)
+		e.register(t, newStub(name, c.caps))
+		tool := newTool(t, e.svc, delegate.Config{Provider: name}, true)
+		checkSpec(t, tool, append(slices.Clone(base), c.extra...)...)
+	}
+	// A provider that is not registered shows the bare parameters.
+	checkSpec(t, newTool(t, e.svc, delegate.Config{Provider: "absent"}, false), base...)
+}
+
+func TestT1_ForegroundAnswerFromARealParent(t *testing.T) {
+	e := newEnv(t)
+	e.spawnProvider(t, spawn.Config{})
+	tool := newTool(t, e.svc, delegate.Config{Provider: spawn.DefaultName}, true)
+	var live []int // actor counts at each parent step
+	parentModel := newFakeModel(func(req agent.Request) agent.Response {
+		live = append(live, e.sys.LiveActors())
+		if len(req.Messages) == 1 {
+			return callTool(delegate.DefaultName, `{"description":"d","prompt":"echo hello"}`)
+		}
+		return final("ok")
+	})
+	parent := e.agentAt(t, "parent", 0, subagent.AgentOptions{}, parentModel, tool)
+	events := e.events(t, parent)
+
+	if res := parent.Run(t.Context(), text("delegate"), nil); res.StopReason != subagent.Completed {
+		t.Fatalf("parent: %+v", res)
+	}
+	reqs := parentModel.requests("delegate")
+	if len(reqs) != 2 || !offers(reqs[0]) {
+		t.Fatalf("parent made %d requests; delegate offered: %v", len(reqs), len(reqs) > 0 && offers(reqs[0]))
+	}
+	res := toolResult(t, reqs[1])
+	var answer map[string]any
+	if res.IsError || json.Unmarshal([]byte(subagent.TextOf(res.Content)), &answer) != nil {
+		t.Fatalf("tool result %+v", res)
+	}
+	runID, _ := answer["runId"].(string)
+	if want := map[string]any{"kind": "foreground", "runId": runID, "output": "hello"}; !reflect.DeepEqual(answer, want) {
+		t.Fatalf("answer %v, want %v", answer, want)
+	}
+	// The run id is the child's session, a child of the parent's.
+	if h, _, err := e.store.Load(t.Context(), runID); err != nil || h.ParentSessionID != "parent" || h.DelegationDepth != 1 {
+		t.Fatalf("child session %q: %+v, %v", runID, h, err)
+	}
+	// The child was disposed before the tool answered.
+	if live[0] != live[1] {
+		t.Fatalf("live actors %d before the call, %d after it", live[0], live[1])
+	}
+	started, ended := (<-events).(subagent.RunStarted), (<-events).(subagent.RunEnded)
+	if started.ID != runID || !started.Local || ended.RunID != started.RunID || ended.StopReason != subagent.Completed {
+		t.Fatalf("events %+v %+v", started, ended)
+	}
+}
+
+func TestT1_NonCompletedChildIsAnError(t *testing.T) {
+	e := newEnv(t)
+	child := newFakeModel(func(req agent.Request) agent.Response {
+		if subagent.TextOf(req.Messages[0].Content) == "refuse" {
+			return agent.Response{Message: agent.Message{Content: text("I will not")}, StopReason: subagent.Refusal}
+		}
+		return final("not json")
+	})
+	e.spawnProvider(t, spawn.Config{Model: child})
+	tool := newTool(t, e.svc, delegate.Config{Provider: spawn.DefaultName}, true)
+	parentModel := newFakeModel(func(req agent.Request) agent.Response {
+		if len(req.Messages) == 1 {
+			return callTool(delegate.DefaultName, `{"description":"d","prompt":"refuse"}`)
+		}
+		return final("ok")
+	})
+	parent := e.agentAt(t, "parent", 0, subagent.AgentOptions{}, parentModel, tool)
+	e.events(t, parent)
+
+	for args, want := range map[string][]string{
+		`{"description":"d","prompt":"refuse"}`:                                   {"refusal", "I will not"},
+		`{"description":"d","prompt":"schema","output_schema":{"type":"object"}}`: {"error", "not JSON"},
+	} {
+		live := e.sys.LiveActors()
+		out, err := tool.Call(t.Context(), parent, json.RawMessage(args))
+		if err == nil || out != "" {
+			t.Fatalf("%s: got %q, %v; want an error", args, out, err)
+		}
+		for _, w := range want {
+			if !strings.Contains(err.Error(), w) {
+				t.Errorf("%s: error %q does not mention %q", args, err, w)
+			}
+		}
+		if got := e.sys.LiveActors(); got != live {
+			t.Fatalf("%s: live actors %d, want %d: the child was not disposed", args, got, live)
+		}
+	}
+
+	// The agent loop turns the error into an error tool result.
+	if res := parent.Run(t.Context(), text("delegate"), nil); res.StopReason != subagent.Completed {
+		t.Fatalf("parent: %+v", res)
+	}
+	reqs := parentModel.requests("delegate")
+	if res := toolResult(t, reqs[len(reqs)-1]); !res.IsError || !strings.Contains(subagent.TextOf(res.Content), "refusal") {
+		t.Fatalf("tool result %+v, want an error naming the stop reason", res)
+	}
+}
+
+func TestE4_ToolsFollowRegistrationWhateverTheOrder(t *testing.T) {
+	e := newEnv(t)
+	caller := e.agentAt(t, "parent", 0, subagent.AgentOptions{}, nil)
+	all := []string{"description", "prompt", "output_schema", "max_depth", "tools", "persona"}
+	p := newStub("late", subagent.Capabilities{OutputSchema: true, DepthLimit: true, ToolFilter: true, Persona: true})
+
+	early := follow(e.svc)
+	before := delegate.New(delegate.Config{Service: early, Provider: "late"})
+	t.Cleanup(before.Close)
+	if before.Available(caller) {
+		t.Fatal("available before its provider is registered")
+	}
+	if _, err := before.Call(t.Context(), caller, json.RawMessage(`{"description":"d","prompt":"p"}`)); !errors.Is(err, subagent.ErrNoProvider) {
+		t.Fatalf("Call without provider: %v", err)
+	}
+	release := e.register(t, p)
+	early.await(t, subagent.ProviderAdded{Provider: "late"})
+	late := follow(e.svc)
+	after := delegate.New(delegate.Config{Service: late, Provider: "late"})
+	t.Cleanup(after.Close)
+	late.await(t, subagent.ProviderAdded{Provider: "late"})
+
+	for name, tool := range map[string]*delegate.Tool{"created before": before, "created after": after} {
+		if !tool.Available(caller) {
+			t.Fatalf("tool %s registration: not available", name)
+		}
+		checkSpec(t, tool, all...)
+	}
+
+	release()
+	early.await(t, subagent.ProviderRemoved{Name: "late"})
+	late.await(t, subagent.ProviderRemoved{Name: "late"})
+	for name, tool := range map[string]*delegate.Tool{"created before": before, "created after": after} {
+		if tool.Available(caller) {
+			t.Fatalf("tool %s registration: still available after release", name)
+		}
+		checkSpec(t, tool, base...)
+	}
+	if len(p.starts) != 0 {
+		t.Fatal("the stub was asked to start")
+	}
+}
+
+func TestK3_HostileArgumentsStartNoChild(t *testing.T) {
+	e := newEnv(t)
+	e.spawnProvider(t, spawn.Config{})
+	bare := newStub("bare", subagent.Capabilities{})
+	e.register(t, bare)
+	full := newTool(t, e.svc, delegate.Config{Provider: spawn.DefaultName}, true)
+	limited := newTool(t, e.svc, delegate.Config{Provider: "bare"}, true)
+	parent := e.agentAt(t, "parent", 0, subagent.AgentOptions{}, nil)
+	events := e.events(t, parent)
+	live, created := e.sys.LiveActors(), e.store.creates()
+
+	for _, c := range []struct {
+		tool *delegate.Tool
+		args string
+		want error
+	}{
+		{full, `{"description":"d","prompt":"echo x","extra":1}`, delegate.ErrArgs},
+		{full, `{"description":"d","prompt":5}`, delegate.ErrArgs},
+		{full, `{"description":"d","prompt":"echo x"}}`, delegate.ErrArgs},
+		{full, `{"description":"d","prompt":"echo x"} {}`, delegate.ErrArgs},
+		{full, `{"description":"d","prompt":"echo x"} garbage`, delegate.ErrArgs},
+		{full, `{"description":"d"}`, delegate.ErrArgs},
+		{full, `{"description":"d","prompt":""}`, delegate.ErrArgs},
+		{full, `"echo x"`, delegate.ErrArgs},
+		{full, `null`, delegate.ErrArgs},
+		{full, `{"description":"d","prompt":"echo x","max_depth":"deep"}`, delegate.ErrArgs},
+		{full, `{"description":"d","prompt":"echo x","tools":{"allow":["list"],"only":[]}}`, delegate.ErrArgs},
+		{full, `{"description":"d","prompt":"echo x","output_schema":{"type":"string"}}`, subagent.ErrInvalidRequest},
+		{full, `{"description":"d","prompt":"echo x","output_schema":[{"type":"object"}]}`, subagent.ErrInvalidRequest},
+		{full, `{"description":"d","prompt":"echo x","output_schema":{"type":"object","properties":{"a":{"$ref":"file:///etc/passwd"}}}}`, subagent.ErrInvalidRequest},
+		{full, `{"description":"d","prompt":"echo x","tools":{}}`, subagent.ErrInvalidRequest},
+		{full, `{"description":"d","prompt":"echo x","tools":{"allow":["list"],"deny":["list"]}}`, subagent.ErrInvalidRequest},
+		{full, `{"description":"d","prompt":"echo x","persona":"  "}`, subagent.ErrInvalidRequest},
+		{full, `{"description":"d","prompt":"echo x","max_depth":-1}`, delegate.ErrArgs},
+		{full, `{"prompt":"echo x"}`, delegate.ErrArgs},
+		{full, `{"description":" ","prompt":"echo x"}`, delegate.ErrArgs},
+		{limited, `{"description":"d","prompt":"echo x","persona":"p"}`, delegate.ErrArgs},
+		{limited, `{"description":"d","prompt":"echo x","output_schema":{"type":"object"}}`, delegate.ErrArgs},
+		{limited, `{"description":"d","prompt":"echo x","max_depth":1}`, delegate.ErrArgs},
+		{limited, `{"description":"d","prompt":"echo x","tools":{"deny":["list"]}}`, delegate.ErrArgs},
+	} {
+		out, err := c.tool.Call(t.Context(), parent, json.RawMessage(c.args))
+		if !errors.Is(err, c.want) || out != "" {
+			t.Errorf("%s: got %q, %v; want %v", c.args, out, err, c.want)
+		}
+	}
+	if len(bare.starts) != 0 || e.sys.LiveActors() != live || e.store.creates() != created {
+		t.Fatalf("a hostile call reached a provider: stub starts %d, live actors %d→%d, sessions %d→%d",
+			len(bare.starts), live, e.sys.LiveActors(), created, e.store.creates())
+	}
+	// The parent actor emits in order: the first start it reports is the
+	// valid call's, so no hostile call published a run.
+	out, err := full.Call(t.Context(), parent, json.RawMessage(`{"description":"d","prompt":"echo fine"}`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var answer delegate.Answer
+	if err := json.Unmarshal([]byte(out), &answer); err != nil {
+		t.Fatal(err)
+	}
+	if ev, ok := (<-events).(subagent.RunStarted); !ok || ev.ID != answer.RunID {
+		t.Fatalf("first event %+v, want the start of run %s", ev, answer.RunID)
+	}
+}
+
+func TestD6_MaxDepthArgumentTightensTheCap(t *testing.T) {
+	e := newEnv(t)
+	child := newFakeModel(func(agent.Request) agent.Response { return final("done") })
+	f := follow(e.svc)
+	tool := delegate.New(delegate.Config{Service: f, Provider: spawn.DefaultName}) // cap 3
+	t.Cleanup(tool.Close)
+	e.spawnProvider(t, spawn.Config{Model: child, Tools: []agent.Tool{tool}})
+	f.await(t, subagent.ProviderAdded{Provider: spawn.DefaultName})
+	one := 1
+	top := e.agentAt(t, "top", 0, subagent.AgentOptions{}, nil)
+	capped := e.agentAt(t, "capped", 0, subagent.AgentOptions{MaxDepth: &one}, nil)
+
+	for _, c := range []struct {
+		caller  *agent.Agent
+		task    string
+		extra   string
+		offered bool // whether the child at depth 1 may delegate
+	}{
+		{top, "default cap", "", true},
+		{top, "no further", `,"max_depth":0`, false},
+		{top, "one more", `,"max_depth":1`, true},
+		// The argument never loosens a cap the caller inherited.
+		{capped, "loosen", `,"max_depth":5`, false},
+	} {
+		args := fmt.Sprintf(`{"description":"d","prompt":%q%s}`, c.task, c.extra)
+		if _, err := tool.Call(t.Context(), c.caller, json.RawMessage(args)); err != nil {
+			t.Fatalf("%s: %v", args, err)
+		}
+		reqs := child.requests(c.task)
+		if len(reqs) == 0 || offers(reqs[0]) != c.offered {
+			t.Fatalf("%s: child offered the delegate tool: %v, want %v", args, len(reqs) > 0 && offers(reqs[0]), c.offered)
+		}
+	}
+}
