@@ -1,0 +1,55 @@
+package ask_test
+
+import (
+	"context"
+	"errors"
+	"testing"
+
+	"github.com/asynkron/protoactor-go/actor"
+	"go.uber.org/goleak"
+
+	"github.com/subactor/subactor/actors/internal/ask"
+)
+
+func TestMain(m *testing.M) {
+	goleak.VerifyTestMain(m, goleak.IgnoreTopFunction("github.com/asynkron/protoactor-go/actor.NewDeadLetter.NewThrottle.func4.1"))
+}
+
+func TestAskGetsTheReplyOrLearnsTheTargetIsGone(t *testing.T) {
+	sys := actor.NewActorSystem()
+	defer sys.Shutdown()
+	echo := sys.Root.Spawn(actor.PropsFromFunc(func(c actor.Context) {
+		if s, ok := c.Message().(string); ok {
+			c.Respond("re: " + s)
+		}
+	}))
+	if r, err := ask.Ask(context.Background(), sys, echo, "hi", nil); err != nil || r != "re: hi" {
+		t.Fatalf("Ask = %v, %v", r, err)
+	}
+	if err := sys.Root.StopFuture(echo).Wait(); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := ask.Ask(context.Background(), sys, echo, "hi", nil); !errors.Is(err, ask.ErrGone) {
+		t.Fatalf("Ask of a stopped actor: %v", err)
+	}
+}
+
+func TestWaitEndsWithTheContextOrTheGoneSignal(t *testing.T) {
+	sys := actor.NewActorSystem()
+	defer sys.Shutdown()
+	silent := sys.Root.Spawn(actor.PropsFromFunc(func(actor.Context) {}))
+	defer sys.Root.Stop(silent)
+
+	call := ask.Send(sys, silent, "hello?")
+	defer call.Close()
+	ctx, cancel := context.WithCancel(context.Background())
+	cancel()
+	if _, err := call.Wait(ctx, nil); !errors.Is(err, context.Canceled) {
+		t.Fatalf("Wait with an ended context: %v", err)
+	}
+	gone := make(chan struct{})
+	close(gone)
+	if _, err := call.Wait(context.Background(), gone); !errors.Is(err, ask.ErrGone) {
+		t.Fatalf("Wait after gone: %v", err)
+	}
+}

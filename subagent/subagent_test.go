@@ -1,0 +1,99 @@
+package subagent_test
+
+import (
+	"context"
+	"errors"
+	"testing"
+
+	"go.uber.org/goleak"
+
+	"github.com/subactor/subactor/subagent"
+)
+
+func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
+
+type agentAt struct {
+	header, option int
+	max            *int
+}
+
+func (a agentAt) ID() string        { return "a" }
+func (a agentAt) SessionID() string { return "s" }
+func (a agentAt) Header() subagent.SessionHeader {
+	return subagent.SessionHeader{SessionID: "s", DelegationDepth: a.header}
+}
+func (a agentAt) Options() subagent.AgentOptions {
+	return subagent.AgentOptions{SubagentDepth: a.option, MaxDepth: a.max}
+}
+
+func TestD6_DelegationDepthIsTheLargerOfHeaderAndOption(t *testing.T) {
+	for _, c := range []struct{ header, option, want int }{{0, 0, 0}, {2, 1, 2}, {1, 3, 3}} {
+		if got := subagent.DelegationDepthOf(agentAt{header: c.header, option: c.option}); got != c.want {
+			t.Errorf("DelegationDepthOf(header %d, option %d) = %d, want %d", c.header, c.option, got, c.want)
+		}
+	}
+}
+
+func TestD6_AnAgentAtItsCapCannotDelegate(t *testing.T) {
+	if err := subagent.CheckDepth(2, 3); err != nil {
+		t.Fatalf("depth 2 under max 3: %v", err)
+	}
+	err := subagent.CheckDepth(3, 3)
+	var d *subagent.DepthError
+	if !errors.As(err, &d) || d.Depth != 3 || d.Max != 3 || !errors.Is(err, subagent.ErrDepthExceeded) {
+		t.Fatalf("depth 3 under max 3: %v", err)
+	}
+	if err := subagent.AssertMaxDepth(-1); !errors.Is(err, subagent.ErrInvalidRequest) {
+		t.Fatalf("negative max depth: %v", err)
+	}
+	if err := subagent.AssertMaxDepth(0); err != nil {
+		t.Fatalf("max depth 0: %v", err)
+	}
+}
+
+func TestD6_EffectiveMaxDepthIsTheTighterCap(t *testing.T) {
+	two, five := 2, 5
+	for _, c := range []struct {
+		inherited, requested *int
+		want                 int
+		ok                   bool
+	}{{nil, nil, 0, false}, {&five, nil, 5, true}, {nil, &two, 2, true}, {&two, &five, 2, true}, {&five, &two, 2, true}} {
+		m, ok := subagent.EffectiveMaxDepth(agentAt{max: c.inherited}, c.requested)
+		if m != c.want || ok != c.ok {
+			t.Errorf("EffectiveMaxDepth(%v, %v) = %d, %v", c.inherited, c.requested, m, ok)
+		}
+	}
+}
+
+func TestToolFilterAllowAndDeny(t *testing.T) {
+	var none *subagent.ToolFilter
+	f := &subagent.ToolFilter{Allow: []string{"read", "list"}, Deny: []string{"list"}}
+	for name, want := range map[string]bool{"read": true, "list": false, "count": false} {
+		if f.Apply(name) != want || !none.Apply(name) {
+			t.Errorf("Apply(%q) = %v", name, f.Apply(name))
+		}
+	}
+	if deny := (&subagent.ToolFilter{Deny: []string{"x"}}); deny.Apply("x") || !deny.Apply("y") {
+		t.Error("deny-only filter")
+	}
+}
+
+func TestS5_CancelledMatchesBothTheServiceErrorAndTheCause(t *testing.T) {
+	err := subagent.Cancelled(context.DeadlineExceeded)
+	if !errors.Is(err, subagent.ErrCancelled) || !errors.Is(err, context.DeadlineExceeded) || errors.Is(err, context.Canceled) {
+		t.Fatalf("Cancelled(DeadlineExceeded) = %v", err)
+	}
+}
+
+func TestEventWireNames(t *testing.T) {
+	for ev, want := range map[subagent.Event]string{
+		subagent.ProviderAdded{}:   "subagent/provider-added",
+		subagent.ProviderRemoved{}: "subagent/provider-removed",
+		subagent.RunStarted{}:      "subagent/start",
+		subagent.RunEnded{}:        "subagent/end",
+	} {
+		if ev.Type() != want {
+			t.Errorf("%T.Type() = %q, want %q", ev, ev.Type(), want)
+		}
+	}
+}
