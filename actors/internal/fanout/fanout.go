@@ -98,15 +98,6 @@ func (f *Fanout) Delivered(c actor.Context, msg any) bool {
 	return true
 }
 
-// Dropped reports how many events each listener has lost so far.
-func (f *Fanout) Dropped() map[string]int {
-	out := map[string]int{}
-	for id, s := range f.subs {
-		out[id] = s.dropped
-	}
-	return out
-}
-
 // listenerActor calls one listener per event and acknowledges each.
 type listenerActor struct {
 	l   subagent.Listener

@@ -514,3 +514,60 @@ func TestR6_SetupFailureLeavesNothing(t *testing.T) {
 		t.Fatalf("sessions %d→%d, live actors %d→%d", created, e.store.creates(), live, e.sys.LiveActors())
 	}
 }
+
+// gatedTool wraps a tool so that its first call waits for open.
+type gatedTool struct {
+	agent.Tool
+	entered, open chan struct{}
+	once          sync.Once
+}
+
+func (g *gatedTool) Call(ctx context.Context, caller *agent.Agent, args json.RawMessage) (string, error) {
+	g.once.Do(func() {
+		close(g.entered)
+		<-g.open
+	})
+	return g.Tool.Call(ctx, caller, args)
+}
+
+func TestR4_SteerReachesTheSpawnedChildsNextModelRequest(t *testing.T) {
+	root := t.TempDir()
+	if err := os.WriteFile(filepath.Join(root, "a.txt"), []byte("one\ntwo\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	fs, err := fstools.New(root)
+	if err != nil {
+		t.Fatal(err)
+	}
+	gate := &gatedTool{entered: make(chan struct{}), open: make(chan struct{})}
+	for i, tool := range fs {
+		if tool.Spec().Name == "list" {
+			gate.Tool = tool
+			fs[i] = gate
+		}
+	}
+	e := newEnv(t)
+	e.register(t, spawn.Config{Tools: fs})
+	run, err := e.svc.Start(t.Context(), spawn.DefaultName, subagent.StartRequest{Prompt: prompt("tally ."), Parent: e.parent(t, "p", 0, subagent.AgentOptions{})})
+	if err != nil {
+		t.Fatal(err)
+	}
+	steerer, ok := run.(subagent.Steerer)
+	if !ok {
+		t.Fatal("a spawned run is not steerable")
+	}
+	<-gate.entered // the child is inside its first tool call, between requests
+	steered := make(chan error, 1)
+	go func() { steered <- steerer.Steer(t.Context(), prompt("skip vendored files")) }()
+	close(gate.open)
+	if err := <-steered; err != nil {
+		t.Fatalf("Steer: %v", err)
+	}
+	res := finish(t, run)
+	if !strings.Contains(subagent.TextOf(res.Output), `"noted":["skip vendored files"]`) {
+		t.Fatalf("the child's answer does not reflect the steer: %s", subagent.TextOf(res.Output))
+	}
+	if err := steerer.Steer(t.Context(), prompt("too late")); !errors.Is(err, subagent.ErrNotDelivered) {
+		t.Fatalf("steer after dispose: %v", err)
+	}
+}
