@@ -18,11 +18,12 @@ import (
 	"github.com/subactor/subactor/subagent"
 )
 
-// Subscribe adds a listener; answered with the listener id (a string).
+// Subscribe adds a listener; answered with its listener actor's PID.
 // A local command: it carries a Go function.
 type Subscribe struct{ Listener subagent.Listener }
 
-// Unsubscribe removes a listener; answered with struct{}{}.
+// Unsubscribe removes a listener; answered with its listener actor's PID
+// (nil if unknown), which the caller drains.
 type Unsubscribe struct{ ID string }
 
 // Props builds a parent actor.
@@ -49,10 +50,9 @@ func (a *parentActor) Receive(c actor.Context) {
 	}
 	switch m := msg.(type) {
 	case *Subscribe:
-		c.Respond(a.listeners.Add(c, m.Listener))
+		c.Respond(a.listeners.PID(a.listeners.Add(c, m.Listener)))
 	case *Unsubscribe:
-		a.listeners.Remove(c, m.ID)
-		c.Respond(struct{}{})
+		c.Respond(a.listeners.Remove(m.ID))
 	case *messages.Published:
 		a.live[m.RunId] = m
 		a.listeners.Emit(c, &messages.RunStarted{RunId: m.RunId, Provider: m.Provider, Id: m.Id, Local: m.Local})

@@ -109,10 +109,9 @@ func (a *registryActor) Receive(c actor.Context) {
 		for _, name := range a.order {
 			a.listeners.EmitTo(c, id, &messages.ProviderAdded{Provider: name})
 		}
-		c.Respond(id)
+		c.Respond(a.listeners.PID(id))
 	case *unlisten:
-		a.listeners.Remove(c, m.id)
-		c.Respond(struct{}{})
+		c.Respond(a.listeners.Remove(m.id))
 	}
 }
 

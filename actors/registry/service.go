@@ -105,31 +105,49 @@ func (s *Service) List() []string {
 	return r.([]string)
 }
 
-// Listen subscribes l to provider-added and provider-removed events; it first
-// receives provider-added for every provider already registered (E4).
+// Listen subscribes l to provider-added and provider-removed events. It
+// returns once l has received provider-added for every provider already
+// registered, so a consumer follows registrations whatever order it and the
+// providers were set up in (E4). See listening for release.
 func (s *Service) Listen(l subagent.Listener) (release func()) {
 	r, err := s.ask(context.Background(), &listen{l: l})
 	if err != nil {
 		return func() {}
 	}
-	id := r.(string)
-	return func() { _, _ = s.ask(context.Background(), &unlisten{id: id}) }
+	pid := r.(*actor.PID)
+	_, _ = ask.Ask(context.Background(), s.sys, pid, fanout.Sync{}, s.closed)
+	return s.listening(s.pid, &unlisten{id: pid.Id})
 }
 
 // ListenParent subscribes l to the run events of children delegated by the
-// agent whose id is parentID (E3).
+// agent whose id is parentID (E3). See listening for release.
 func (s *Service) ListenParent(parentID string, l subagent.Listener) (release func()) {
 	r, err := s.ask(context.Background(), &parentOf{parentID: parentID})
 	if err != nil {
 		return func() {}
 	}
-	pid := r.(*actor.PID)
-	r, err = ask.Ask(context.Background(), s.sys, pid, &parent.Subscribe{Listener: l}, s.closed)
+	owner := r.(*actor.PID)
+	r, err = ask.Ask(context.Background(), s.sys, owner, &parent.Subscribe{Listener: l}, s.closed)
 	if err != nil {
 		return func() {}
 	}
-	id := r.(string)
-	return func() { _, _ = ask.Ask(context.Background(), s.sys, pid, &parent.Unsubscribe{ID: id}, s.closed) }
+	return s.listening(owner, &parent.Unsubscribe{ID: r.(*actor.PID).Id})
+}
+
+// listening returns the release of a listener: it asks the owner actor to
+// stop sending events, then waits until the listener has handled every
+// event sent before, so l is never called after release returns. Release
+// is idempotent; do not call it from inside l.
+func (s *Service) listening(owner *actor.PID, unsubscribe any) (release func()) {
+	var once sync.Once
+	return func() {
+		once.Do(func() {
+			r, err := ask.Ask(context.Background(), s.sys, owner, unsubscribe, s.closed)
+			if pid, ok := r.(*actor.PID); err == nil && ok && pid != nil {
+				_, _ = ask.Ask(context.Background(), s.sys, pid, fanout.Drain{}, s.closed)
+			}
+		})
+	}
 }
 
 // Start validates req against the provider named name, then waits for the

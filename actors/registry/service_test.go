@@ -561,15 +561,18 @@ func TestE3_FailingAndBlockedListenersNeitherStarvePeersNorChangeTheRun(t *testi
 	defer f.svc.ListenParent(top.ID(), func(subagent.Event) error {
 		return errors.New("listener refused")
 	})()
-	defer close(unblock)
-	defer f.svc.ListenParent(top.ID(), func(subagent.Event) error {
+	releaseBlocked := f.svc.ListenParent(top.ID(), func(subagent.Event) error {
 		select {
 		case blockedGot <- struct{}{}:
 		default:
 		}
 		<-unblock
 		return nil
-	})()
+	})
+	defer func() {
+		close(unblock)
+		releaseBlocked() // drains what the blocked listener still holds
+	}()
 	healthy := make(recorder, 4096)
 	defer f.svc.ListenParent(top.ID(), healthy.listen)()
 
@@ -719,5 +722,38 @@ func TestS6_ResumeDispatchesToAResumerAndIsObservedLikeStart(t *testing.T) {
 	}
 	if _, ok := rec.next(t).(subagent.RunEnded); !ok {
 		t.Fatal("no end event for a resumed run")
+	}
+}
+
+func TestE3_ReleaseReturnsOnlyAfterTheListenerHandledEverythingBefore(t *testing.T) {
+	f := newFixture(t)
+	p := f.provider(t, "p", allCaps())
+	close(p.release)
+	var handled atomic.Int32
+	gate := make(chan struct{})
+	release := f.svc.ListenParent(top.ID(), func(subagent.Event) error {
+		<-gate
+		handled.Add(1)
+		return nil
+	})
+	r, err := f.svc.Start(context.Background(), "p", request("x"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	r.Wait(context.Background())
+	r.Dispose(context.Background())
+	// Both events are on their way to the slow listener; release must wait
+	// for them, and no event may follow.
+	close(gate)
+	release()
+	if n := handled.Load(); n != 2 {
+		t.Fatalf("release returned after %d of 2 events", n)
+	}
+	r2, _ := f.svc.Start(context.Background(), "p", request("y"))
+	r2.Wait(context.Background())
+	r2.Dispose(context.Background())
+	release() // idempotent
+	if n := handled.Load(); n != 2 {
+		t.Fatalf("listener called after release: %d", n)
 	}
 }

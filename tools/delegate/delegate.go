@@ -51,6 +51,8 @@ type Tool struct {
 }
 
 // New returns a Tool that follows its provider's registration until Close.
+// Service.Listen replays the current registrations before it returns, so
+// the tool already knows whether its provider is there.
 func New(cfg Config) *Tool {
 	if cfg.Name == "" {
 		cfg.Name = DefaultName

@@ -74,6 +74,9 @@ type tool struct {
 func (t *tool) Spec() agent.ToolSpec { return t.spec }
 
 func (t *tool) Call(ctx context.Context, _ *agent.Agent, args json.RawMessage) (string, error) {
+	if err := ctx.Err(); err != nil {
+		return "", err // a cancelled run touches no more files
+	}
 	r, err := os.OpenRoot(t.root)
 	if err != nil {
 		return "", fmt.Errorf("%s: %w", t.spec.Name, err)

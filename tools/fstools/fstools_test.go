@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"os"
 	"path/filepath"
@@ -234,5 +235,19 @@ func TestK3_EscapesAreRefused(t *testing.T) {
 	// The symlinks still show up in a listing, without being followed.
 	if got := mustCall(t, ts["list"], `{"path":"."}`); got != `[{"name":"a","type":"dir"},{"name":"out","type":"symlink"},{"name":"outdir","type":"symlink"}]` {
 		t.Fatalf("list: %s", got)
+	}
+}
+
+func TestToolsTouchNoFileOnceCancelled(t *testing.T) {
+	tools, err := fstools.New(t.TempDir())
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	cancel()
+	for _, tool := range tools {
+		if _, err := tool.Call(ctx, nil, json.RawMessage(`{"path":"."}`)); !errors.Is(err, context.Canceled) {
+			t.Errorf("%s after cancel: %v", tool.Spec().Name, err)
+		}
 	}
 }

@@ -42,11 +42,27 @@ func (f *Fanout) Add(c actor.Context, l subagent.Listener) string {
 	return pid.Id
 }
 
-// Remove stops a listener; events already sent to it are dropped.
-func (f *Fanout) Remove(c actor.Context, id string) {
+// Sync is answered by a listener actor once it has handled every event sent
+// to it before.
+type Sync struct{}
+
+// Drain is Sync, after which the listener actor stops.
+type Drain struct{}
+
+// PID returns the listener actor with id, or nil.
+func (f *Fanout) PID(id string) *actor.PID {
+	if s, ok := f.subs[id]; ok {
+		return s.pid
+	}
+	return nil
+}
+
+// Remove sends no more events to a listener and returns its actor, which the
+// caller drains; nil if there is no such listener.
+func (f *Fanout) Remove(id string) *actor.PID {
 	s, ok := f.subs[id]
 	if !ok {
-		return
+		return nil
 	}
 	delete(f.subs, id)
 	for i, o := range f.order {
@@ -55,7 +71,7 @@ func (f *Fanout) Remove(c actor.Context, id string) {
 			break
 		}
 	}
-	c.Stop(s.pid)
+	return s.pid
 }
 
 // Emit sends ev to every listener.
@@ -106,6 +122,15 @@ type listenerActor struct {
 
 func (a *listenerActor) Receive(c actor.Context) {
 	msg := c.Message()
+	switch msg.(type) {
+	case Sync:
+		c.Respond(struct{}{})
+		return
+	case Drain:
+		c.Respond(struct{}{})
+		c.Stop(c.Self())
+		return
+	}
 	ev, err := messages.ToEvent(msg)
 	if err != nil {
 		return // lifecycle messages

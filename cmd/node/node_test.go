@@ -1,0 +1,359 @@
+package main
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"fmt"
+	"io/fs"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"regexp"
+	"slices"
+	"strings"
+	"testing"
+	"time"
+
+	"go.uber.org/goleak"
+)
+
+// bin is the node binary, built once for every test.
+var bin string
+
+// deadLetterThrottle is protoactor's dead-letter throttle goroutine, which
+// outlives its actor system.
+var deadLetterThrottle = goleak.IgnoreTopFunction("github.com/asynkron/protoactor-go/actor.NewDeadLetter.NewThrottle.func4.1")
+
+func TestMain(m *testing.M) {
+	dir, err := os.MkdirTemp("", "node-test-")
+	if err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		os.Exit(1)
+	}
+	bin = filepath.Join(dir, "node")
+	if out, err := exec.Command("go", "build", "-o", bin, ".").CombinedOutput(); err != nil {
+		fmt.Fprintf(os.Stderr, "go build: %v\n%s", err, out)
+		os.RemoveAll(dir)
+		os.Exit(1)
+	}
+	goleak.VerifyTestMain(m, deadLetterThrottle, goleak.Cleanup(func(int) { os.RemoveAll(dir) }))
+}
+
+// tree is the directory the tests survey: nested sub-folders, an empty one,
+// a name with a space, and top-level files including an empty one and one
+// without a final newline.
+var tree = map[string]string{
+	"README.txt":                "top level\nfile\n",
+	"empty":                     "",
+	"no-eol.txt":                "one\ntwo",
+	"alpha/main.go":             "package main\n\nfunc main() {}\n",
+	"alpha/notes.txt":           "héllo wörld\n",
+	"alpha/nested/deeper/z.md":  "# z\n\nsome text\nmore\n",
+	"alpha/nested/y.csv":        "a,b\n1,2\n3,4\n5,6",
+	"beta/data.json":            "{\n  \"k\": [1, 2, 3]\n}\n",
+	"beta/void/.keep":           "",
+	"gamma/":                    "",
+	"with space/one file.txt":   "x\n\n\ny\n",
+	"with space/deep/a/b/c.txt": strings.Repeat("line\n", 100),
+}
+
+// writeTree creates tree under a temporary directory.
+func writeTree(t *testing.T) string {
+	t.Helper()
+	root := t.TempDir()
+	for name, content := range tree {
+		p := filepath.Join(root, filepath.FromSlash(name))
+		if strings.HasSuffix(name, "/") {
+			if err := os.MkdirAll(p, 0o755); err != nil {
+				t.Fatal(err)
+			}
+			continue
+		}
+		if err := os.MkdirAll(filepath.Dir(p), 0o755); err != nil {
+			t.Fatal(err)
+		}
+		if err := os.WriteFile(p, []byte(content), 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	return root
+}
+
+type figures struct{ files, lines, bytes int }
+
+func (f figures) String() string {
+	return fmt.Sprintf("%d files, %d lines, %d bytes", f.files, f.lines, f.bytes)
+}
+
+// measure walks dir on its own, without the tools under test: a line is a
+// newline, plus an unterminated last one.
+func measure(t *testing.T, dir string, recurse bool) figures {
+	t.Helper()
+	var f figures
+	err := filepath.WalkDir(dir, func(p string, d fs.DirEntry, err error) error {
+		switch {
+		case err != nil:
+			return err
+		case d.IsDir() && p != dir && !recurse:
+			return filepath.SkipDir
+		case !d.Type().IsRegular():
+			return nil
+		}
+		b, err := os.ReadFile(p)
+		if err != nil {
+			return err
+		}
+		f.files++
+		f.bytes += len(b)
+		f.lines += bytes.Count(b, []byte("\n"))
+		if len(b) > 0 && b[len(b)-1] != '\n' {
+			f.lines++
+		}
+		return nil
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return f
+}
+
+// expected is the survey answer for root, computed from the files, and the
+// names of its sub-folders.
+func expected(t *testing.T, root string) (answer string, folders []string) {
+	t.Helper()
+	entries, err := os.ReadDir(root) // sorted by name, like the survey
+	if err != nil {
+		t.Fatal(err)
+	}
+	top := measure(t, root, false)
+	total := top
+	var lines []string
+	for _, e := range entries {
+		if !e.IsDir() {
+			continue
+		}
+		f := measure(t, filepath.Join(root, e.Name()), true)
+		total.files, total.lines, total.bytes = total.files+f.files, total.lines+f.lines, total.bytes+f.bytes
+		folders = append(folders, e.Name())
+		lines = append(lines, fmt.Sprintf("- %s: %s", e.Name(), f))
+	}
+	lines = append(lines, "- (top level): "+top.String())
+	head := fmt.Sprintf("survey .: %s in %d folders (%d delegated)", total, len(folders)+1, len(folders))
+	return strings.Join(append([]string{head}, lines...), "\n"), folders
+}
+
+// node runs the binary in dir and returns its output and exit code.
+func node(t *testing.T, dir string, args ...string) (stdout, stderr string, code int) {
+	t.Helper()
+	cmd := exec.CommandContext(t.Context(), bin, args...)
+	cmd.Dir = dir
+	var out, errOut bytes.Buffer
+	cmd.Stdout, cmd.Stderr = &out, &errOut
+	err := cmd.Run()
+	var exit *exec.ExitError
+	if err != nil && !errors.As(err, &exit) {
+		t.Fatalf("node %v: %v", args, err)
+	}
+	return out.String(), errOut.String(), cmd.ProcessState.ExitCode()
+}
+
+var (
+	startLine = regexp.MustCompile(`^child (\S{8}) started$`)
+	stepLine  = regexp.MustCompile(`^child (\S{8}) step (\d+) (\w+)(?: (.*))?$`)
+	endLine   = regexp.MustCompile(`^child (\S{8}) ended: (\S+) in (\S+)$`)
+	listArgs  = regexp.MustCompile(`^list \{"path":"(.*)"\}$`)
+)
+
+// checkProgress checks that every sub-folder had one child that started,
+// listed that folder first, took its steps in order and ended completed with
+// an elapsed time, each child's lines in that order.
+func checkProgress(t *testing.T, progress string, folders []string) {
+	t.Helper()
+	type child struct {
+		folder         string
+		step           int
+		started, ended bool
+	}
+	children := map[string]*child{}
+	for _, line := range strings.Split(progress, "\n") {
+		if m := startLine.FindStringSubmatch(line); m != nil {
+			if children[m[1]] != nil {
+				t.Fatalf("child %s started twice", m[1])
+			}
+			children[m[1]] = &child{started: true}
+			continue
+		}
+		if m := stepLine.FindStringSubmatch(line); m != nil {
+			c := children[m[1]]
+			if c == nil || c.ended {
+				t.Fatalf("step outside its child's start and end: %q", line)
+			}
+			var n int
+			fmt.Sscan(m[2], &n)
+			if n < c.step {
+				t.Fatalf("step %d after step %d: %q", n, c.step, line)
+			}
+			c.step = n
+			if l := listArgs.FindStringSubmatch(m[4]); l != nil && c.folder == "" {
+				c.folder = l[1]
+			}
+			continue
+		}
+		if m := endLine.FindStringSubmatch(line); m != nil {
+			c := children[m[1]]
+			if c == nil || c.ended {
+				t.Fatalf("end without a start, or twice: %q", line)
+			}
+			if m[2] != "completed" {
+				t.Fatalf("child %s (%s) ended %s", m[1], c.folder, m[2])
+			}
+			if d, err := time.ParseDuration(m[3]); err != nil || d <= 0 {
+				t.Fatalf("elapsed time %q: %v", m[3], err)
+			}
+			c.ended = true
+			continue
+		}
+		t.Fatalf("unexpected progress line %q", line)
+	}
+	var surveyed []string
+	for id, c := range children {
+		if !c.ended {
+			t.Fatalf("child %s (%s) never ended", id, c.folder)
+		}
+		surveyed = append(surveyed, c.folder)
+	}
+	slices.Sort(surveyed)
+	if len(surveyed) < 2 || !slices.Equal(surveyed, folders) {
+		t.Fatalf("children surveyed %q, want one per sub-folder %q", surveyed, folders)
+	}
+}
+
+func TestN1_RunSurveysCurrentDirectoryWithProgress(t *testing.T) {
+	root := writeTree(t)
+	want, folders := expected(t, root)
+	stdout, stderr, code := node(t, root, "run")
+	if code != 0 {
+		t.Fatalf("exit %d, stderr:\n%s", code, stderr)
+	}
+	progress, answer, ok := strings.Cut(stdout, "\n\n")
+	if !ok {
+		t.Fatalf("no blank line between progress and answer:\n%s", stdout)
+	}
+	if answer != want+"\n" {
+		t.Fatalf("answer\n%s\nwant\n%s", answer, want)
+	}
+	checkProgress(t, progress, folders)
+	if stderr != "" {
+		t.Fatalf("stderr: %s", stderr)
+	}
+}
+
+func TestN1_QuietPrintsOnlyTheAnswer(t *testing.T) {
+	root := writeTree(t)
+	want, _ := expected(t, root)
+	stdout, stderr, code := node(t, t.TempDir(), "run", "-quiet", "-dir", root)
+	if code != 0 || stdout != want+"\n" {
+		t.Fatalf("exit %d, stdout\n%s\nwant\n%s\nstderr: %s", code, stdout, want, stderr)
+	}
+}
+
+func TestN1_MaxDepthZeroSurveysWithoutChildren(t *testing.T) {
+	root := writeTree(t)
+	want, folders := expected(t, root)
+	want = strings.Replace(want, fmt.Sprintf("(%d delegated)", len(folders)), "(0 delegated)", 1)
+	stdout, stderr, code := node(t, root, "run", "-max-depth", "0")
+	if code != 0 || stdout != "\n"+want+"\n" {
+		t.Fatalf("exit %d, stdout\n%s\nwant no progress and\n%s\nstderr: %s", code, stdout, want, stderr)
+	}
+}
+
+func TestN1_UnreadableDirectoryFails(t *testing.T) {
+	missing := filepath.Join(t.TempDir(), "missing")
+	notDir := filepath.Join(writeTree(t), "README.txt")
+	for _, dir := range []string{missing, notDir} {
+		stdout, stderr, code := node(t, t.TempDir(), "run", "-dir", dir)
+		if code != exitFailed || stdout != "" || !strings.Contains(stderr, fmt.Sprintf("node run: cannot read directory %q", dir)) {
+			t.Errorf("-dir %s: exit %d, stdout %q, stderr %q", dir, code, stdout, stderr)
+		}
+	}
+}
+
+func TestN1_UsageErrorsExitTwo(t *testing.T) {
+	for _, c := range []struct {
+		args []string
+		msg  string
+	}{
+		{[]string{"run", "-bogus"}, "flag provided but not defined: -bogus"},
+		{[]string{"run", "-max-depth", "many"}, `invalid value "many" for flag -max-depth`},
+		{[]string{"run", "-max-depth", "-1"}, "-max-depth -1 must not be negative"},
+		{[]string{"run", "extra"}, `unexpected argument "extra"`},
+		{[]string{"frob"}, `unknown command "frob"`},
+		{nil, "usage: node <command>"},
+	} {
+		stdout, stderr, code := node(t, t.TempDir(), c.args...)
+		if code != exitUsage || stdout != "" || !strings.Contains(stderr, c.msg) {
+			t.Errorf("%q: exit %d, stdout %q, stderr %q; want exit 2 and %q", c.args, code, stdout, stderr, c.msg)
+		}
+	}
+}
+
+func TestN1_HelpExitsZero(t *testing.T) {
+	for _, args := range [][]string{{"help"}, {"-h"}, {"--help"}} {
+		stdout, stderr, code := node(t, t.TempDir(), args...)
+		if code != 0 || !strings.Contains(stdout, "usage: node <command>") || !strings.Contains(stdout, "-max-depth") || stderr != "" {
+			t.Errorf("%q: exit %d, stdout %q, stderr %q", args, code, stdout, stderr)
+		}
+	}
+	if _, stderr, code := node(t, t.TempDir(), "run", "-h"); code != 0 || !strings.Contains(stderr, "-quiet") {
+		t.Errorf("run -h: exit %d, stderr %q", code, stderr)
+	}
+}
+
+// The in-process runs check, under the race detector, that the progress
+// lines are serialized and that everything is disposed before cli returns.
+func TestN1_InProcessRunDisposesEverything(t *testing.T) {
+	root := writeTree(t)
+	want, folders := expected(t, root)
+	before := goleak.IgnoreCurrent()
+	var stdout, stderr bytes.Buffer
+	if code := cli(t.Context(), []string{"run", "-dir", root}, &stdout, &stderr); code != 0 {
+		t.Fatalf("exit %d, stderr:\n%s", code, stderr.String())
+	}
+	if err := goleak.Find(before, deadLetterThrottle); err != nil {
+		t.Fatalf("cli left goroutines behind: %v", err)
+	}
+	progress, answer, _ := strings.Cut(stdout.String(), "\n\n")
+	if answer != want+"\n" {
+		t.Fatalf("answer\n%s\nwant\n%s", answer, want)
+	}
+	checkProgress(t, progress, folders)
+}
+
+// cancelOnWrite cancels the run at its first progress line, while the
+// children are live.
+type cancelOnWrite struct {
+	bytes.Buffer
+	cancel context.CancelFunc
+}
+
+func (w *cancelOnWrite) Write(p []byte) (int, error) {
+	w.cancel()
+	return w.Buffer.Write(p)
+}
+
+func TestN1_CancelledRunEndsAborted(t *testing.T) {
+	root := writeTree(t)
+	ctx, cancel := context.WithCancel(t.Context())
+	stdout := &cancelOnWrite{cancel: cancel} // as SIGINT does through signal.NotifyContext
+	var stderr bytes.Buffer
+	code := cli(ctx, []string{"run", "-dir", root}, stdout, &stderr)
+	if code != exitFailed || !strings.Contains(stderr.String(), "node run: the survey ended aborted: context canceled") {
+		t.Fatalf("exit %d, stdout %q, stderr %q", code, stdout.String(), stderr.String())
+	}
+	started := len(regexp.MustCompile(`(?m)^child \S+ started$`).FindAllString(stdout.String(), -1))
+	ended := len(regexp.MustCompile(`(?m)^child \S+ ended: `).FindAllString(stdout.String(), -1))
+	if started == 0 || ended != started || !strings.Contains(stdout.String(), "ended: aborted") {
+		t.Fatalf("%d children started, %d ended, none aborted:\n%s", started, ended, stdout.String())
+	}
+}
