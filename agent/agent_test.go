@@ -700,6 +700,7 @@ func TestResumeAnswersInterruptedToolCalls(t *testing.T) {
 }
 
 // TestK3_ResumeRejectsCorruptRecords: a stored payload is hostile input.
+// Contract K3.
 func TestK3_ResumeRejectsCorruptRecords(t *testing.T) {
 	for name, data := range map[string]string{
 		"not a message": `[1,2]`,
@@ -727,6 +728,7 @@ func TestK3_ResumeRejectsCorruptRecords(t *testing.T) {
 
 // TestK3_MalformedToolArguments: tool-call arguments are model output. Bad
 // JSON never reaches the tool and does not break the session log.
+// Contract K3.
 func TestK3_MalformedToolArguments(t *testing.T) {
 	got := make(chan string, 2)
 	tool := &fakeTool{name: "t", call: func(_ context.Context, _ *agent.Agent, args json.RawMessage) (string, error) {

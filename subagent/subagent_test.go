@@ -26,6 +26,7 @@ func (a agentAt) Options() subagent.AgentOptions {
 	return subagent.AgentOptions{SubagentDepth: a.option, MaxDepth: a.max}
 }
 
+// Contract D6.
 func TestD6_DelegationDepthIsTheLargerOfHeaderAndOption(t *testing.T) {
 	for _, c := range []struct{ header, option, want int }{{0, 0, 0}, {2, 1, 2}, {1, 3, 3}} {
 		if got := subagent.DelegationDepthOf(agentAt{header: c.header, option: c.option}); got != c.want {
@@ -34,6 +35,7 @@ func TestD6_DelegationDepthIsTheLargerOfHeaderAndOption(t *testing.T) {
 	}
 }
 
+// Contract D6.
 func TestD6_AnAgentAtItsCapCannotDelegate(t *testing.T) {
 	if err := subagent.CheckDepth(2, 3); err != nil {
 		t.Fatalf("depth 2 under max 3: %v", err)
@@ -51,6 +53,7 @@ func TestD6_AnAgentAtItsCapCannotDelegate(t *testing.T) {
 	}
 }
 
+// Contract D6.
 func TestD6_EffectiveMaxDepthIsTheTighterCap(t *testing.T) {
 	two, five := 2, 5
 	for _, c := range []struct {
@@ -78,6 +81,7 @@ func TestToolFilterAllowAndDeny(t *testing.T) {
 	}
 }
 
+// Contract S5.
 func TestS5_CancelledMatchesBothTheServiceErrorAndTheCause(t *testing.T) {
 	err := subagent.Cancelled(context.DeadlineExceeded)
 	if !errors.Is(err, subagent.ErrCancelled) || !errors.Is(err, context.DeadlineExceeded) || errors.Is(err, context.Canceled) {

@@ -16,6 +16,7 @@ import (
 
 func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
 
+// Contract E1.
 func TestE1_AnEarlySettleIsHeldUntilItsStart(t *testing.T) {
 	sys := actors.NewSystem()
 	defer sys.Shutdown()

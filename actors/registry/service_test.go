@@ -124,6 +124,7 @@ func allCaps() subagent.Capabilities {
 	return subagent.Capabilities{OutputSchema: true, DepthLimit: true, ToolFilter: true, Persona: true}
 }
 
+// Contract S1.
 func TestS1_DuplicateNameFailsLoudly(t *testing.T) {
 	f := newFixture(t)
 	f.provider(t, "spawn", allCaps())
@@ -139,6 +140,7 @@ func TestS1_DuplicateNameFailsLoudly(t *testing.T) {
 	}
 }
 
+// Contract S1.
 func TestS1_ReleaseBlocksNewStartsButNotLiveRuns(t *testing.T) {
 	f := newFixture(t)
 	p := &testProvider{name: "p", sys: f.sys, local: true, release: make(chan struct{})}
@@ -163,6 +165,7 @@ func TestS1_ReleaseBlocksNewStartsButNotLiveRuns(t *testing.T) {
 	}
 }
 
+// Contract S1.
 func TestS1_StaleReleaseDoesNotRemoveANewRegistration(t *testing.T) {
 	f := newFixture(t)
 	release, _ := f.svc.RegisterProvider(&testProvider{name: "p"})
@@ -179,6 +182,7 @@ func TestS1_StaleReleaseDoesNotRemoveANewRegistration(t *testing.T) {
 	}
 }
 
+// Contracts S1, E4.
 func TestS1E4_ProviderEventsFollowRegistrationsWhateverTheOrder(t *testing.T) {
 	f := newFixture(t)
 	releaseA, _ := f.svc.RegisterProvider(&testProvider{name: "a"})
@@ -205,6 +209,7 @@ func TestS1E4_ProviderEventsFollowRegistrationsWhateverTheOrder(t *testing.T) {
 	}
 }
 
+// Contract S2.
 func TestS2_GetProviderReturnsProviderOrAbsent(t *testing.T) {
 	f := newFixture(t)
 	p := f.provider(t, "p", subagent.Capabilities{})
@@ -216,6 +221,7 @@ func TestS2_GetProviderReturnsProviderOrAbsent(t *testing.T) {
 	}
 }
 
+// Contract S3.
 func TestS3_ListIsInInsertionOrder(t *testing.T) {
 	f := newFixture(t)
 	var releases []func()
@@ -232,6 +238,7 @@ func TestS3_ListIsInInsertionOrder(t *testing.T) {
 	}
 }
 
+// Contract S4.
 func TestS4_InvalidRequestsFailTypedBeforeAnyProviderCode(t *testing.T) {
 	f := newFixture(t)
 	none := f.provider(t, "none", subagent.Capabilities{})
@@ -308,6 +315,7 @@ func TestS4_InvalidRequestsFailTypedBeforeAnyProviderCode(t *testing.T) {
 	}
 }
 
+// Contract S4.
 func TestS4_StartReturnsARunOnceTheChildIsReady(t *testing.T) {
 	f := newFixture(t)
 	p := f.provider(t, "p", allCaps())
@@ -354,6 +362,7 @@ func (p *setupRecorder) Start(ctx context.Context, req subagent.StartRequest) (s
 	return nil, ctx.Err()
 }
 
+// Contract S5.
 func TestS5_ContextCancelledDuringSetupLeavesNothingBehind(t *testing.T) {
 	f := newFixture(t)
 	actorsBefore := f.sys.LiveActors()
@@ -388,6 +397,7 @@ func TestS5_ContextCancelledDuringSetupLeavesNothingBehind(t *testing.T) {
 	}
 }
 
+// Contract S5.
 func TestS5_RunReturnedAfterCancellationIsDisposedNotPublished(t *testing.T) {
 	rec := make(recorder, 8)
 	f := newFixture(t)
@@ -427,6 +437,7 @@ func TestS5_RunReturnedAfterCancellationIsDisposedNotPublished(t *testing.T) {
 	}
 }
 
+// Contract S5.
 func TestS5_CancelAfterPublicationSettlesNonCompleted(t *testing.T) {
 	f := newFixture(t)
 	f.provider(t, "p", allCaps())
@@ -443,6 +454,7 @@ func TestS5_CancelAfterPublicationSettlesNonCompleted(t *testing.T) {
 	}
 }
 
+// Contracts E1, E2.
 func TestE1E2_StartPrecedesEndEvenForAnAlreadySettledChild(t *testing.T) {
 	f := newFixture(t)
 	rec := make(recorder, 8)
@@ -479,6 +491,7 @@ func TestE1E2_StartPrecedesEndEvenForAnAlreadySettledChild(t *testing.T) {
 	}
 }
 
+// Contract E2.
 func TestE2_LocalFlagComesFromTheProvidersAgentNotItsNames(t *testing.T) {
 	f := newFixture(t)
 	rec := make(recorder, 8)
@@ -497,6 +510,7 @@ func TestE2_LocalFlagComesFromTheProvidersAgentNotItsNames(t *testing.T) {
 	}
 }
 
+// Contract E3.
 func TestE3_RunEventsAreScopedToTheDelegatingParent(t *testing.T) {
 	f := newFixture(t)
 	p := f.provider(t, "p", allCaps())
@@ -548,6 +562,7 @@ func (s *syncBuffer) String() string {
 	return s.b.String()
 }
 
+// Contract E3.
 func TestE3_FailingAndBlockedListenersNeitherStarvePeersNorChangeTheRun(t *testing.T) {
 	logs := &syncBuffer{}
 	f := newFixture(t, actors.WithLogger(slog.New(slog.NewTextHandler(logs, nil))))
@@ -605,6 +620,7 @@ func TestE3_FailingAndBlockedListenersNeitherStarvePeersNorChangeTheRun(t *testi
 	}
 }
 
+// Contract A1.
 func TestA1_AStartThatPreparedBeforeReleaseProceeds(t *testing.T) {
 	f := newFixture(t)
 	entered, proceed := make(chan struct{}), make(chan struct{})
@@ -638,6 +654,7 @@ func TestA1_AStartThatPreparedBeforeReleaseProceeds(t *testing.T) {
 	}
 }
 
+// Contract A2.
 func TestA2_PanickingChildSettlesErrorAndEndsTheRunEvent(t *testing.T) {
 	f := newFixture(t)
 	rec := make(recorder, 4)
@@ -662,6 +679,7 @@ func TestA2_PanickingChildSettlesErrorAndEndsTheRunEvent(t *testing.T) {
 	}
 }
 
+// Contract R2.
 func TestR2_InfrastructureFaultEndsWithErrorStopReason(t *testing.T) {
 	f := newFixture(t)
 	rec := make(recorder, 4)
@@ -692,6 +710,7 @@ func (p *resumer) Resume(ctx context.Context, req subagent.StartRequest) (subage
 	return p.Start(ctx, subagent.StartRequest{Prompt: []subagent.ContentBlock{subagent.Text("resumed " + req.Continuation.SessionID)}, Parent: req.Parent})
 }
 
+// Contract S6.
 func TestS6_ResumeDispatchesToAResumerAndIsObservedLikeStart(t *testing.T) {
 	f := newFixture(t)
 	f.provider(t, "plain", allCaps())
@@ -725,6 +744,7 @@ func TestS6_ResumeDispatchesToAResumerAndIsObservedLikeStart(t *testing.T) {
 	}
 }
 
+// Contract E3.
 func TestE3_ReleaseReturnsOnlyAfterTheListenerHandledEverythingBefore(t *testing.T) {
 	f := newFixture(t)
 	p := f.provider(t, "p", allCaps())

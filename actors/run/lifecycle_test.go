@@ -142,6 +142,7 @@ func TestR2R4R3_LifecycleProperties(t *testing.T) {
 	})
 }
 
+// Contract R4.
 func TestR4_LifecycleAdmitsSteerIntoNextSnapshotOnly(t *testing.T) {
 	l := NewLifecycle()
 	l.Step(InPublish{})
@@ -169,6 +170,7 @@ func TestR4_LifecycleAdmitsSteerIntoNextSnapshotOnly(t *testing.T) {
 	}
 }
 
+// Contract R3.
 func TestR3_LifecyclePhases(t *testing.T) {
 	l := NewLifecycle()
 	check := func(want Phase) {
@@ -198,6 +200,7 @@ func TestR3_LifecyclePhases(t *testing.T) {
 	check(Disposed)
 }
 
+// Contract A2.
 func TestA2_LifecycleCrashSettlesErrorOnce(t *testing.T) {
 	l := NewLifecycle()
 	fx := l.Step(InCrash{Reason: "boom"})

@@ -64,6 +64,7 @@ func (p *parked) body(ctx context.Context, g *run.Gate) (subagent.Result, error)
 // Dispose racing the actor's stop legitimately produces.
 var deadLetterThrottle = goleak.IgnoreTopFunction("github.com/asynkron/protoactor-go/actor.NewDeadLetter.NewThrottle.func4.1")
 
+// Contract R2.
 func TestR2_SettlesExactlyOnceToTheBodyResult(t *testing.T) {
 	sys := newSystem(t)
 	want := subagent.Result{Output: text("done"), StopReason: subagent.Completed}
@@ -95,6 +96,7 @@ func TestR2_SettlesExactlyOnceToTheBodyResult(t *testing.T) {
 	}
 }
 
+// Contract R4.
 func TestR4_SteerReturnsOnlyOnceAdmittedIntoNextRequest(t *testing.T) {
 	sys := newSystem(t)
 	p := newParked()
@@ -121,6 +123,7 @@ func TestR4_SteerReturnsOnlyOnceAdmittedIntoNextRequest(t *testing.T) {
 	}
 }
 
+// Contract R4.
 func TestR4_SteerRefusedAfterSettleIsNotQueued(t *testing.T) {
 	sys := newSystem(t)
 	h := run.Start(sys, run.Spec{ID: "r", Ctx: context.Background(), Body: func(context.Context, *run.Gate) (subagent.Result, error) {
@@ -136,6 +139,7 @@ func TestR4_SteerRefusedAfterSettleIsNotQueued(t *testing.T) {
 	}
 }
 
+// Contract R4.
 func TestR4_SteerWithdrawnWhenItsContextEnds(t *testing.T) {
 	sys := newSystem(t)
 	p := newParked()
@@ -158,6 +162,7 @@ func TestR4_SteerWithdrawnWhenItsContextEnds(t *testing.T) {
 	}
 }
 
+// Contract S5.
 func TestS5_StartContextEndingCancelsTheLiveChild(t *testing.T) {
 	sys := newSystem(t)
 	p := newParked()
@@ -175,6 +180,7 @@ func TestS5_StartContextEndingCancelsTheLiveChild(t *testing.T) {
 	}
 }
 
+// Contract R3.
 func TestR3_DisposeIsIdempotentConcurrentAndQuiescent(t *testing.T) {
 	sys := newSystem(t)
 	actorsBefore := sys.LiveActors()
@@ -216,6 +222,7 @@ func TestR3_DisposeIsIdempotentConcurrentAndQuiescent(t *testing.T) {
 	}
 }
 
+// Contract A2.
 func TestA2_PanicInChildSettlesWithError(t *testing.T) {
 	sys := newSystem(t)
 	h := run.Start(sys, run.Spec{ID: "r", Ctx: context.Background(), Body: func(context.Context, *run.Gate) (subagent.Result, error) {
@@ -230,6 +237,7 @@ func TestA2_PanicInChildSettlesWithError(t *testing.T) {
 	}
 }
 
+// Contract R2.
 func TestR2_InfrastructureErrorSettlesAsError(t *testing.T) {
 	sys := newSystem(t)
 	h := run.Start(sys, run.Spec{ID: "r", Ctx: context.Background(), Body: func(context.Context, *run.Gate) (subagent.Result, error) {
@@ -241,6 +249,7 @@ func TestR2_InfrastructureErrorSettlesAsError(t *testing.T) {
 	}
 }
 
+// Contract A2.
 func TestA2_PanickingObserverNeitherCrashesTheRunNorStrandsWaiters(t *testing.T) {
 	sys := newSystem(t)
 	p := newParked()

@@ -229,6 +229,7 @@ func checkProgress(t *testing.T, progress string, folders []string) {
 	}
 }
 
+// Contract N1.
 func TestN1_RunSurveysCurrentDirectoryWithProgress(t *testing.T) {
 	root := writeTree(t)
 	want, folders := expected(t, root)
@@ -249,6 +250,7 @@ func TestN1_RunSurveysCurrentDirectoryWithProgress(t *testing.T) {
 	}
 }
 
+// Contract N1.
 func TestN1_QuietPrintsOnlyTheAnswer(t *testing.T) {
 	root := writeTree(t)
 	want, _ := expected(t, root)
@@ -258,6 +260,7 @@ func TestN1_QuietPrintsOnlyTheAnswer(t *testing.T) {
 	}
 }
 
+// Contract N1.
 func TestN1_MaxDepthZeroSurveysWithoutChildren(t *testing.T) {
 	root := writeTree(t)
 	want, folders := expected(t, root)
@@ -268,6 +271,7 @@ func TestN1_MaxDepthZeroSurveysWithoutChildren(t *testing.T) {
 	}
 }
 
+// Contract N1.
 func TestN1_UnreadableDirectoryFails(t *testing.T) {
 	missing := filepath.Join(t.TempDir(), "missing")
 	notDir := filepath.Join(writeTree(t), "README.txt")
@@ -279,6 +283,7 @@ func TestN1_UnreadableDirectoryFails(t *testing.T) {
 	}
 }
 
+// Contract N1.
 func TestN1_UsageErrorsExitTwo(t *testing.T) {
 	for _, c := range []struct {
 		args []string
@@ -298,6 +303,7 @@ func TestN1_UsageErrorsExitTwo(t *testing.T) {
 	}
 }
 
+// Contract N1.
 func TestN1_HelpExitsZero(t *testing.T) {
 	for _, args := range [][]string{{"help"}, {"-h"}, {"--help"}} {
 		stdout, stderr, code := node(t, t.TempDir(), args...)
@@ -312,6 +318,7 @@ func TestN1_HelpExitsZero(t *testing.T) {
 
 // The in-process runs check, under the race detector, that the progress
 // lines are serialized and that everything is disposed before cli returns.
+// Contract N1.
 func TestN1_InProcessRunDisposesEverything(t *testing.T) {
 	root := writeTree(t)
 	want, folders := expected(t, root)
@@ -342,6 +349,7 @@ func (w *cancelOnWrite) Write(p []byte) (int, error) {
 	return w.Buffer.Write(p)
 }
 
+// Contract N1.
 func TestN1_CancelledRunEndsAborted(t *testing.T) {
 	root := writeTree(t)
 	ctx, cancel := context.WithCancel(t.Context())

@@ -13,6 +13,7 @@ import (
 
 func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
 
+// Contract S4.
 func TestS4_CompileObjectRejectsNonObjectRootsAndBadSchemas(t *testing.T) {
 	for raw, wantNotObject := range map[string]bool{
 		`{"type":"array"}`: true,

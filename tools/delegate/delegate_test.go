@@ -270,6 +270,7 @@ func checkSpec(t *testing.T, tool *delegate.Tool, want ...string) {
 
 var base = []string{"description", "prompt"}
 
+// Contract T1.
 func TestT1_SchemaShowsOnlyWhatTheProviderSupports(t *testing.T) {
 	e := newEnv(t)
 	for i, c := range []struct {
@@ -290,6 +291,7 @@ func TestT1_SchemaShowsOnlyWhatTheProviderSupports(t *testing.T) {
 	checkSpec(t, newTool(t, e.svc, delegate.Config{Provider: "absent"}, false), base...)
 }
 
+// Contract T1.
 func TestT1_ForegroundAnswerFromARealParent(t *testing.T) {
 	e := newEnv(t)
 	e.spawnProvider(t, spawn.Config{})
@@ -335,6 +337,7 @@ func TestT1_ForegroundAnswerFromARealParent(t *testing.T) {
 	}
 }
 
+// Contract T1.
 func TestT1_NonCompletedChildIsAnError(t *testing.T) {
 	e := newEnv(t)
 	child := newFakeModel(func(req agent.Request) agent.Response {
@@ -383,6 +386,7 @@ func TestT1_NonCompletedChildIsAnError(t *testing.T) {
 	}
 }
 
+// Contract E4.
 func TestE4_ToolsFollowRegistrationWhateverTheOrder(t *testing.T) {
 	e := newEnv(t)
 	caller := e.agentAt(t, "parent", 0, subagent.AgentOptions{}, nil)
@@ -426,6 +430,7 @@ func TestE4_ToolsFollowRegistrationWhateverTheOrder(t *testing.T) {
 	}
 }
 
+// Contract K3.
 func TestK3_HostileArgumentsStartNoChild(t *testing.T) {
 	e := newEnv(t)
 	e.spawnProvider(t, spawn.Config{})
@@ -491,6 +496,7 @@ func TestK3_HostileArgumentsStartNoChild(t *testing.T) {
 	}
 }
 
+// Contract D6.
 func TestD6_MaxDepthArgumentTightensTheCap(t *testing.T) {
 	e := newEnv(t)
 	child := newFakeModel(func(agent.Request) agent.Response { return final("done") })

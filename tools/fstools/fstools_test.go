@@ -171,6 +171,7 @@ func TestCountStopsWhenCancelled(t *testing.T) {
 
 // TestK3_HostileArguments: tool arguments come from a model and are refused
 // unless they are exactly one object with known, well-typed fields.
+// Contract K3.
 func TestK3_HostileArguments(t *testing.T) {
 	root := tree(t, map[string]string{"a/x.go": "package a\n"})
 	ts := tools(t, root)
@@ -209,6 +210,7 @@ func TestK3_HostileArguments(t *testing.T) {
 
 // TestK3_EscapesAreRefused: no path, however spelled, reaches outside the
 // root, including through symbolic links.
+// Contract K3.
 func TestK3_EscapesAreRefused(t *testing.T) {
 	outside := tree(t, map[string]string{"secret": "top secret\n"})
 	root := tree(t, map[string]string{"a/x.go": "package a\n"})

@@ -42,20 +42,24 @@ func (c *Call) ID() string { return c.reply.Id }
 func (c *Call) Wait(ctx context.Context, gone <-chan struct{}) (any, error) {
 	select {
 	case m := <-c.ch:
-		if _, dead := m.(*actor.DeadLetterResponse); dead {
-			return nil, ErrGone
-		}
-		return m, nil
+		return reply(m)
 	case <-gone:
 		select {
 		case m := <-c.ch:
-			return m, nil
+			return reply(m)
 		default:
 			return nil, ErrGone
 		}
 	case <-ctx.Done():
 		return nil, ctx.Err()
 	}
+}
+
+func reply(m any) (any, error) {
+	if _, dead := m.(*actor.DeadLetterResponse); dead {
+		return nil, ErrGone
+	}
+	return m, nil
 }
 
 // Close releases the reply address; a reply arriving later is dropped.

@@ -53,3 +53,27 @@ func TestWaitEndsWithTheContextOrTheGoneSignal(t *testing.T) {
 		t.Fatalf("Wait after gone: %v", err)
 	}
 }
+
+func TestADeadLetterIsGoneEvenWhenTheGoneSignalWins(t *testing.T) {
+	sys := actor.NewActorSystem()
+	defer sys.Shutdown()
+	dead := sys.Root.Spawn(actor.PropsFromFunc(func(actor.Context) {}))
+	if err := sys.Root.StopFuture(dead).Wait(); err != nil {
+		t.Fatal(err)
+	}
+	call := ask.Send(sys, dead, "anyone?")
+	defer call.Close()
+	// Wait for the dead letter's answer first, then let gone win the select.
+	if _, err := call.Wait(context.Background(), nil); !errors.Is(err, ask.ErrGone) {
+		t.Fatalf("first wait: %v", err)
+	}
+	again := ask.Send(sys, dead, "anyone?")
+	defer again.Close()
+	gone := make(chan struct{})
+	close(gone)
+	for range 100 {
+		if r, err := again.Wait(context.Background(), gone); !errors.Is(err, ask.ErrGone) || r != nil {
+			t.Fatalf("wait with gone closed: %v, %v", r, err)
+		}
+	}
+}

@@ -195,6 +195,7 @@ func jsonEqual(t *testing.T, got json.RawMessage, want string) {
 	}
 }
 
+// Contract P1.
 func TestP1_StartThroughTheServiceWithTheScriptedModel(t *testing.T) {
 	root := t.TempDir()
 	for name, content := range map[string]string{
@@ -231,6 +232,7 @@ func TestP1_StartThroughTheServiceWithTheScriptedModel(t *testing.T) {
 	jsonEqual(t, res.Structured, `{"path":".","files":3,"lines":4,"bytes":22}`)
 }
 
+// Contract P5.
 func TestP5_SpawnDoesNotInheritParentContextAndDeclaresEveryCapability(t *testing.T) {
 	sys := actors.NewSystem()
 	defer sys.Shutdown()
@@ -265,6 +267,7 @@ func (p *probe) Call(_ context.Context, caller *agent.Agent, _ json.RawMessage) 
 	return "ok", nil
 }
 
+// Contract R1.
 func TestR1_LocalRunPublishesTheChildAgentAndSession(t *testing.T) {
 	e := newEnv(t)
 	pr := &probe{callers: make(chan *agent.Agent, 1)}
@@ -339,6 +342,7 @@ func (f *following) await(t *testing.T, want subagent.Event) {
 	}
 }
 
+// Contract D6.
 func TestD6_ChildDepthAndTheDelegateToolAtTheCap(t *testing.T) {
 	e := newEnv(t)
 	model := newFakeModel(func(agent.Request) agent.Response { return final("done") })
@@ -399,6 +403,7 @@ func TestD6_ChildDepthAndTheDelegateToolAtTheCap(t *testing.T) {
 	}
 }
 
+// Contract P1.
 func TestP1_OutputSchemaSettlesStructuredOrValidationError(t *testing.T) {
 	e := newEnv(t)
 	e.register(t, spawn.Config{})
@@ -422,6 +427,7 @@ func TestP1_OutputSchemaSettlesStructuredOrValidationError(t *testing.T) {
 	}
 }
 
+// Contract P1.
 func TestP1_ToolFilterAndPersonaShapeTheChildRequest(t *testing.T) {
 	fs, err := fstools.New(t.TempDir())
 	if err != nil {
@@ -458,6 +464,7 @@ func TestP1_ToolFilterAndPersonaShapeTheChildRequest(t *testing.T) {
 // TestR6_S5_CancelDuringSetupRollsBackEverything cancels the start context
 // while agent.New creates the child's session: the provider must dispose the
 // run it started and delete the session before Start returns.
+// Contracts R6, S5.
 func TestR6_S5_CancelDuringSetupRollsBackEverything(t *testing.T) {
 	e := newEnv(t)
 	e.register(t, spawn.Config{})
@@ -498,6 +505,7 @@ func TestR6_S5_CancelDuringSetupRollsBackEverything(t *testing.T) {
 // TestR6_SetupFailureLeavesNothing: agent.New refuses the child (duplicate
 // tool names) before it creates a session; Start fails with that error and
 // nothing was started.
+// Contract R6.
 func TestR6_SetupFailureLeavesNothing(t *testing.T) {
 	e := newEnv(t)
 	pr := &probe{}
@@ -530,6 +538,7 @@ func (g *gatedTool) Call(ctx context.Context, caller *agent.Agent, args json.Raw
 	return g.Tool.Call(ctx, caller, args)
 }
 
+// Contract R4.
 func TestR4_SteerReachesTheSpawnedChildsNextModelRequest(t *testing.T) {
 	root := t.TempDir()
 	if err := os.WriteFile(filepath.Join(root, "a.txt"), []byte("one\ntwo\n"), 0o644); err != nil {
