@@ -763,3 +763,36 @@ func TestK3_MalformedToolArguments(t *testing.T) {
 		t.Fatal("resumed history differs from the live one")
 	}
 }
+
+// TestHistoryHoldsWhatTheStoreDecodes: the live history equals the decoded
+// records, also for text JSON had to repair, so a resumed session sees
+// exactly the turns a live one did.
+func TestHistoryHoldsWhatTheStoreDecodes(t *testing.T) {
+	store := persistence.NewMemory()
+	for _, text := range []string{"plain <html> & ünïcode", "bad \xff\xfe bytes", ""} {
+		t.Run(fmt.Sprintf("%q", text), func(t *testing.T) {
+			id := fmt.Sprintf("s-%x", text)
+			a, err := agent.New(t.Context(), agent.Config{Store: store, Model: modelFunc(func(context.Context, agent.Request) (agent.Response, error) {
+				return agent.Response{Message: agent.Message{Content: []subagent.ContentBlock{subagent.Text(text)}}}, nil
+			}), Header: subagent.SessionHeader{SessionID: id}})
+			if err != nil {
+				t.Fatal(err)
+			}
+			a.Run(t.Context(), []subagent.ContentBlock{subagent.Text(text)}, nil)
+			_, recs, err := store.Load(t.Context(), id)
+			if err != nil {
+				t.Fatal(err)
+			}
+			turns := a.Turns()
+			if len(recs) != len(turns) {
+				t.Fatalf("%d records, %d turns", len(recs), len(turns))
+			}
+			for i, r := range recs {
+				var m agent.Message
+				if err := json.Unmarshal(r.Data, &m); err != nil || !reflect.DeepEqual(m, turns[i]) {
+					t.Fatalf("turn %d: live %#v, stored %#v (%v)", i, turns[i], m, err)
+				}
+			}
+		})
+	}
+}

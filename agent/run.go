@@ -8,6 +8,7 @@ import (
 	"slices"
 	"strings"
 	"sync"
+	"unicode/utf8"
 
 	"github.com/subactor/subactor/internal/schema"
 	"github.com/subactor/subactor/persistence"
@@ -149,10 +150,10 @@ func (a *Agent) commit(ctx context.Context, msgs ...Message) error {
 	stored := make([]Message, len(msgs))
 	for i, m := range msgs {
 		data, err := json.Marshal(m)
-		if err == nil {
-			err = json.Unmarshal(data, &stored[i])
-		}
 		if err != nil {
+			return err
+		}
+		if stored[i], err = decoded(m, data); err != nil {
 			return err
 		}
 		recs[i] = persistence.Record{Kind: persistence.KindMessage, Data: data}
@@ -167,6 +168,38 @@ func (a *Agent) commit(ctx context.Context, msgs ...Message) error {
 		a.settle()
 	}
 	return nil
+}
+
+// decoded returns m as decoding data, its JSON, yields it. When every string
+// of m is valid UTF-8 that is a deep copy with empty slices as nil, made
+// without paying for a decode; otherwise JSON replaced the invalid bytes and
+// only decoding tells how.
+func decoded(m Message, data []byte) (Message, error) {
+	valid := utf8.ValidString(string(m.Role)) && utf8.ValidString(m.ToolCallID)
+	for _, c := range m.Content {
+		valid = valid && utf8.ValidString(c.Type) && utf8.ValidString(c.Text)
+	}
+	for _, c := range m.ToolCalls {
+		valid = valid && utf8.ValidString(c.ID) && utf8.ValidString(c.Name)
+	}
+	if !valid {
+		var out Message
+		err := json.Unmarshal(data, &out)
+		return out, err
+	}
+	m.Content = slices.Clone(m.Content)
+	if len(m.Content) == 0 {
+		m.Content = nil
+	}
+	if len(m.ToolCalls) == 0 {
+		m.ToolCalls = nil
+	} else {
+		m.ToolCalls = slices.Clone(m.ToolCalls)
+		for i := range m.ToolCalls {
+			m.ToolCalls[i].Args = bytes.Clone(m.ToolCalls[i].Args)
+		}
+	}
+	return m, nil
 }
 
 // sanitizeArgs makes the arguments of every tool call of msg compact JSON

@@ -14,6 +14,7 @@ import (
 	"github.com/asynkron/protoactor-go/actor"
 
 	"github.com/subactor/subactor/actors/internal/fanout"
+	"github.com/subactor/subactor/actors/internal/inline"
 	"github.com/subactor/subactor/messages"
 	"github.com/subactor/subactor/subagent"
 )
@@ -28,7 +29,7 @@ type Unsubscribe struct{ ID string }
 
 // Props builds a parent actor.
 func Props(log *slog.Logger) *actor.Props {
-	return actor.PropsFromProducer(func() actor.Actor {
+	return inline.Props(func() actor.Actor {
 		return &parentActor{
 			listeners: fanout.New(log),
 			live:      map[string]*messages.Published{},

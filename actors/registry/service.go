@@ -20,6 +20,7 @@ import (
 	"github.com/subactor/subactor/actors"
 	"github.com/subactor/subactor/actors/internal/ask"
 	"github.com/subactor/subactor/actors/internal/fanout"
+	"github.com/subactor/subactor/actors/internal/inline"
 	"github.com/subactor/subactor/actors/parent"
 	"github.com/subactor/subactor/messages"
 	"github.com/subactor/subactor/subagent"
@@ -42,7 +43,7 @@ func New(sys *actors.System) *Service {
 		listeners: fanout.New(sys.Logger()),
 	}
 	raw := sys.ActorSystem()
-	pid := raw.Root.SpawnPrefix(actor.PropsFromProducer(func() actor.Actor { return a }), "subagent-registry-")
+	pid := raw.Root.SpawnPrefix(inline.Props(func() actor.Actor { return a }), "subagent-registry-")
 	return &Service{sys: raw, pid: pid, closed: make(chan struct{})}
 }
 

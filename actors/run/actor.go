@@ -7,6 +7,7 @@ import (
 
 	"github.com/asynkron/protoactor-go/actor"
 
+	"github.com/subactor/subactor/actors/internal/ask"
 	"github.com/subactor/subactor/messages"
 	"github.com/subactor/subactor/subagent"
 )
@@ -129,10 +130,11 @@ func (a *runActor) launch(c actor.Context) {
 	a.stopCtx = context.AfterFunc(a.spec.Ctx, func() {
 		root.Send(self, &messages.Cancel{Reason: "start context ended"})
 	})
-	gate := &Gate{sys: c.ActorSystem(), pid: self, gone: a.h.quiesced}
+	gate := &Gate{pid: self, gone: a.h.quiesced, reply: ask.New(c.ActorSystem())}
 	go func() {
 		exited := &messages.ChildExited{}
 		defer func() { root.Send(self, exited) }()
+		defer gate.reply.Close()
 		defer a.release(exited)
 		defer func() {
 			if p := recover(); p != nil {

@@ -9,6 +9,7 @@ import (
 
 	"github.com/subactor/subactor/actors"
 	"github.com/subactor/subactor/actors/internal/ask"
+	"github.com/subactor/subactor/actors/internal/inline"
 	"github.com/subactor/subactor/messages"
 	"github.com/subactor/subactor/subagent"
 )
@@ -56,7 +57,7 @@ func Start(sys *actors.System, spec Spec) *Handle {
 	a := &runActor{h: h, spec: spec, life: NewLifecycle(), settle: settle, replies: map[string]*actor.PID{}}
 	// The producer returns the same instance, so a restart after a panic
 	// in Receive keeps the state and Restarting settles the run (A2).
-	h.pid = h.sys.Root.SpawnPrefix(actor.PropsFromProducer(func() actor.Actor { return a }), "run-")
+	h.pid = h.sys.Root.SpawnPrefix(inline.Props(func() actor.Actor { return a }), "run-")
 	return h
 }
 
@@ -144,9 +145,9 @@ func (h *Handle) Steer(ctx context.Context, message []subagent.ContentBlock) err
 // Gate is the child's side of steering: Take is asked before every model
 // request and returns the steers admitted into it.
 type Gate struct {
-	sys  *actor.ActorSystem
-	pid  *actor.PID
-	gone <-chan struct{}
+	pid   *actor.PID
+	gone  <-chan struct{}
+	reply *ask.Call // one address for every Take of the run
 }
 
 // errClosed tells the loop it may make no further model request.
@@ -154,7 +155,8 @@ var errClosed = errors.New("run: closed for new requests")
 
 // Take implements agent.SteerSource.
 func (g *Gate) Take(ctx context.Context) ([][]subagent.ContentBlock, error) {
-	reply, err := ask.Ask(ctx, g.sys, g.pid, &messages.TakeSnapshot{}, g.gone)
+	g.reply.Send(g.pid, &messages.TakeSnapshot{})
+	reply, err := g.reply.Wait(ctx, g.gone)
 	if err != nil {
 		return nil, err
 	}

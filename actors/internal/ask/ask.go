@@ -1,8 +1,9 @@
 // Package ask sends a request to an actor and waits for the reply under a
 // context.Context. protoactor futures take a time.Duration and race a late
-// reply against their timeout; a Call instead registers a one-slot reply
-// process, so waiting costs no goroutine and no timer, and the caller may
-// stop waiting and wait again (to learn the fate of a withdrawn steer).
+// reply against their timeout; a Call instead is a one-slot reply address,
+// so waiting costs no goroutine and no timer, the caller may stop waiting
+// and wait again (to learn the fate of a withdrawn steer), and one Call
+// serves a sequence of requests (a child's loop asking before every step).
 package ask
 
 import (
@@ -15,19 +16,34 @@ import (
 // ErrGone means the target actor no longer exists.
 var ErrGone = errors.New("ask: actor gone")
 
-// Call is one outstanding request.
+// Call is a reply address for one request at a time. Close it when done.
 type Call struct {
 	sys   *actor.ActorSystem
 	reply *actor.PID
 	ch    chan any
 }
 
-// Send sends msg to target with a fresh reply address. Close the Call when
-// done with it.
-func Send(sys *actor.ActorSystem, target *actor.PID, msg any) *Call {
+// New registers a reply address.
+func New(sys *actor.ActorSystem) *Call {
 	c := &Call{sys: sys, ch: make(chan any, 1)}
 	c.reply, _ = sys.ProcessRegistry.Add(replyProcess{c.ch}, "ask$"+sys.ProcessRegistry.NextId())
-	sys.Root.RequestWithCustomSender(target, msg, c.reply)
+	return c
+}
+
+// Send sends msg to target, to be answered at this address. A reply to an
+// earlier request that nobody waited for is discarded first.
+func (c *Call) Send(target *actor.PID, msg any) {
+	select {
+	case <-c.ch:
+	default:
+	}
+	c.sys.Root.RequestWithCustomSender(target, msg, c.reply)
+}
+
+// Send sends msg to target from a new Call.
+func Send(sys *actor.ActorSystem, target *actor.PID, msg any) *Call {
+	c := New(sys)
+	c.Send(target, msg)
 	return c
 }
 
