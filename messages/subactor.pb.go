@@ -823,6 +823,62 @@ func (*Delivered) Descriptor() ([]byte, []int) {
 	return file_subactor_proto_rawDescGZIP(), []int{15}
 }
 
+// ParentIdle: a parent actor has no live run, listener or draining listener
+// left. uses counts the references the registry handed out that it has
+// received (Published, Subscribe): the registry retires it only if it handed
+// out no more.
+type ParentIdle struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	ParentId      string                 `protobuf:"bytes,1,opt,name=parent_id,json=parentId,proto3" json:"parent_id,omitempty"`
+	Uses          int64                  `protobuf:"varint,2,opt,name=uses,proto3" json:"uses,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *ParentIdle) Reset() {
+	*x = ParentIdle{}
+	mi := &file_subactor_proto_msgTypes[16]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *ParentIdle) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*ParentIdle) ProtoMessage() {}
+
+func (x *ParentIdle) ProtoReflect() protoreflect.Message {
+	mi := &file_subactor_proto_msgTypes[16]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use ParentIdle.ProtoReflect.Descriptor instead.
+func (*ParentIdle) Descriptor() ([]byte, []int) {
+	return file_subactor_proto_rawDescGZIP(), []int{16}
+}
+
+func (x *ParentIdle) GetParentId() string {
+	if x != nil {
+		return x.ParentId
+	}
+	return ""
+}
+
+func (x *ParentIdle) GetUses() int64 {
+	if x != nil {
+		return x.Uses
+	}
+	return 0
+}
+
 type ProviderAdded struct {
 	state         protoimpl.MessageState `protogen:"open.v1"`
 	Provider      string                 `protobuf:"bytes,1,opt,name=provider,proto3" json:"provider,omitempty"`
@@ -832,7 +888,7 @@ type ProviderAdded struct {
 
 func (x *ProviderAdded) Reset() {
 	*x = ProviderAdded{}
-	mi := &file_subactor_proto_msgTypes[16]
+	mi := &file_subactor_proto_msgTypes[17]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -844,7 +900,7 @@ func (x *ProviderAdded) String() string {
 func (*ProviderAdded) ProtoMessage() {}
 
 func (x *ProviderAdded) ProtoReflect() protoreflect.Message {
-	mi := &file_subactor_proto_msgTypes[16]
+	mi := &file_subactor_proto_msgTypes[17]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -857,7 +913,7 @@ func (x *ProviderAdded) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ProviderAdded.ProtoReflect.Descriptor instead.
 func (*ProviderAdded) Descriptor() ([]byte, []int) {
-	return file_subactor_proto_rawDescGZIP(), []int{16}
+	return file_subactor_proto_rawDescGZIP(), []int{17}
 }
 
 func (x *ProviderAdded) GetProvider() string {
@@ -876,7 +932,7 @@ type ProviderRemoved struct {
 
 func (x *ProviderRemoved) Reset() {
 	*x = ProviderRemoved{}
-	mi := &file_subactor_proto_msgTypes[17]
+	mi := &file_subactor_proto_msgTypes[18]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -888,7 +944,7 @@ func (x *ProviderRemoved) String() string {
 func (*ProviderRemoved) ProtoMessage() {}
 
 func (x *ProviderRemoved) ProtoReflect() protoreflect.Message {
-	mi := &file_subactor_proto_msgTypes[17]
+	mi := &file_subactor_proto_msgTypes[18]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -901,7 +957,7 @@ func (x *ProviderRemoved) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ProviderRemoved.ProtoReflect.Descriptor instead.
 func (*ProviderRemoved) Descriptor() ([]byte, []int) {
-	return file_subactor_proto_rawDescGZIP(), []int{17}
+	return file_subactor_proto_rawDescGZIP(), []int{18}
 }
 
 func (x *ProviderRemoved) GetName() string {
@@ -923,7 +979,7 @@ type RunStarted struct {
 
 func (x *RunStarted) Reset() {
 	*x = RunStarted{}
-	mi := &file_subactor_proto_msgTypes[18]
+	mi := &file_subactor_proto_msgTypes[19]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -935,7 +991,7 @@ func (x *RunStarted) String() string {
 func (*RunStarted) ProtoMessage() {}
 
 func (x *RunStarted) ProtoReflect() protoreflect.Message {
-	mi := &file_subactor_proto_msgTypes[18]
+	mi := &file_subactor_proto_msgTypes[19]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -948,7 +1004,7 @@ func (x *RunStarted) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RunStarted.ProtoReflect.Descriptor instead.
 func (*RunStarted) Descriptor() ([]byte, []int) {
-	return file_subactor_proto_rawDescGZIP(), []int{18}
+	return file_subactor_proto_rawDescGZIP(), []int{19}
 }
 
 func (x *RunStarted) GetRunId() string {
@@ -993,7 +1049,7 @@ type RunEnded struct {
 
 func (x *RunEnded) Reset() {
 	*x = RunEnded{}
-	mi := &file_subactor_proto_msgTypes[19]
+	mi := &file_subactor_proto_msgTypes[20]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1005,7 +1061,7 @@ func (x *RunEnded) String() string {
 func (*RunEnded) ProtoMessage() {}
 
 func (x *RunEnded) ProtoReflect() protoreflect.Message {
-	mi := &file_subactor_proto_msgTypes[19]
+	mi := &file_subactor_proto_msgTypes[20]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1018,7 +1074,7 @@ func (x *RunEnded) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RunEnded.ProtoReflect.Descriptor instead.
 func (*RunEnded) Descriptor() ([]byte, []int) {
-	return file_subactor_proto_rawDescGZIP(), []int{19}
+	return file_subactor_proto_rawDescGZIP(), []int{20}
 }
 
 func (x *RunEnded) GetRunId() string {
@@ -1112,7 +1168,11 @@ const file_subactor_proto_rawDesc = "" +
 	"\x06run_id\x18\x01 \x01(\tR\x05runId\x121\n" +
 	"\x06result\x18\x02 \x01(\v2\x19.subactor.messages.ResultR\x06result\x12\x14\n" +
 	"\x05error\x18\x03 \x01(\tR\x05error\"\v\n" +
-	"\tDelivered\"+\n" +
+	"\tDelivered\"=\n" +
+	"\n" +
+	"ParentIdle\x12\x1b\n" +
+	"\tparent_id\x18\x01 \x01(\tR\bparentId\x12\x12\n" +
+	"\x04uses\x18\x02 \x01(\x03R\x04uses\"+\n" +
 	"\rProviderAdded\x12\x1a\n" +
 	"\bprovider\x18\x01 \x01(\tR\bprovider\"%\n" +
 	"\x0fProviderRemoved\x12\x12\n" +
@@ -1144,7 +1204,7 @@ func file_subactor_proto_rawDescGZIP() []byte {
 	return file_subactor_proto_rawDescData
 }
 
-var file_subactor_proto_msgTypes = make([]protoimpl.MessageInfo, 20)
+var file_subactor_proto_msgTypes = make([]protoimpl.MessageInfo, 21)
 var file_subactor_proto_goTypes = []any{
 	(*ContentBlock)(nil),    // 0: subactor.messages.ContentBlock
 	(*Usage)(nil),           // 1: subactor.messages.Usage
@@ -1162,10 +1222,11 @@ var file_subactor_proto_goTypes = []any{
 	(*Published)(nil),       // 13: subactor.messages.Published
 	(*Settled)(nil),         // 14: subactor.messages.Settled
 	(*Delivered)(nil),       // 15: subactor.messages.Delivered
-	(*ProviderAdded)(nil),   // 16: subactor.messages.ProviderAdded
-	(*ProviderRemoved)(nil), // 17: subactor.messages.ProviderRemoved
-	(*RunStarted)(nil),      // 18: subactor.messages.RunStarted
-	(*RunEnded)(nil),        // 19: subactor.messages.RunEnded
+	(*ParentIdle)(nil),      // 16: subactor.messages.ParentIdle
+	(*ProviderAdded)(nil),   // 17: subactor.messages.ProviderAdded
+	(*ProviderRemoved)(nil), // 18: subactor.messages.ProviderRemoved
+	(*RunStarted)(nil),      // 19: subactor.messages.RunStarted
+	(*RunEnded)(nil),        // 20: subactor.messages.RunEnded
 }
 var file_subactor_proto_depIdxs = []int32{
 	0, // 0: subactor.messages.Result.output:type_name -> subactor.messages.ContentBlock
@@ -1193,7 +1254,7 @@ func file_subactor_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_subactor_proto_rawDesc), len(file_subactor_proto_rawDesc)),
 			NumEnums:      0,
-			NumMessages:   20,
+			NumMessages:   21,
 			NumExtensions: 0,
 			NumServices:   0,
 		},

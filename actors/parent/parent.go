@@ -3,9 +3,12 @@
 //
 // It is the sequencer of subagent/start and subagent/end: the Service sends
 // Published after a start succeeded and only then attaches the result
-// observer that sends Settled, so by mailbox order start precedes end even
-// for a child that had already settled. A Settled that somehow arrives for an
-// unpublished run is held until its Published.
+// observer that sends Settled to the same actor, so by mailbox order start
+// precedes end even for a child that had already settled.
+//
+// A parent actor with nothing left to do tells the registry, which retires
+// it unless it has handed out a reference the actor has not used yet; a
+// later start or subscription for the same agent gets a fresh one.
 package parent
 
 import (
@@ -27,21 +30,24 @@ type Subscribe struct{ Listener subagent.Listener }
 // (nil if unknown), which the caller drains.
 type Unsubscribe struct{ ID string }
 
-// Props builds a parent actor.
-func Props(log *slog.Logger) *actor.Props {
+// Props builds the parent actor of the agent with id parentID.
+func Props(log *slog.Logger, parentID string) *actor.Props {
 	return inline.Props(func() actor.Actor {
 		return &parentActor{
+			id:        parentID,
 			listeners: fanout.New(log),
 			live:      map[string]*messages.Published{},
-			early:     map[string]*messages.Settled{},
+			draining:  map[string]bool{},
 		}
 	})
 }
 
 type parentActor struct {
+	id        string // the delegating agent's
 	listeners *fanout.Fanout
 	live      map[string]*messages.Published // started, not yet ended
-	early     map[string]*messages.Settled   // settled before published
+	draining  map[string]bool                // removed listeners not yet stopped
+	uses      int64                          // Published and Subscribe received
 }
 
 func (a *parentActor) Receive(c actor.Context) {
@@ -51,27 +57,32 @@ func (a *parentActor) Receive(c actor.Context) {
 	}
 	switch m := msg.(type) {
 	case *Subscribe:
+		a.uses++
 		c.Respond(a.listeners.PID(a.listeners.Add(c, m.Listener)))
 	case *Unsubscribe:
-		c.Respond(a.listeners.Remove(m.ID))
+		pid := a.listeners.Remove(m.ID)
+		if pid != nil {
+			a.draining[pid.Id] = true
+		}
+		c.Respond(pid)
+	case *actor.Terminated:
+		delete(a.draining, m.Who.Id)
+		a.idle(c)
 	case *messages.Published:
+		a.uses++
 		a.live[m.RunId] = m
 		a.listeners.Emit(c, &messages.RunStarted{RunId: m.RunId, Provider: m.Provider, Id: m.Id, Local: m.Local})
-		if s, ok := a.early[m.RunId]; ok {
-			delete(a.early, m.RunId)
-			a.end(c, s)
-		}
 	case *messages.Settled:
-		if _, ok := a.live[m.RunId]; ok {
-			a.end(c, m)
-		} else {
-			a.early[m.RunId] = m
-		}
+		a.end(c, m)
+		a.idle(c)
 	}
 }
 
 func (a *parentActor) end(c actor.Context, s *messages.Settled) {
-	p := a.live[s.RunId]
+	p, ok := a.live[s.RunId]
+	if !ok {
+		return // Published always comes first; nothing else sends Settled
+	}
 	delete(a.live, s.RunId)
 	reason := s.Result.GetStopReason()
 	if s.Error != "" {
@@ -82,4 +93,11 @@ func (a *parentActor) end(c actor.Context, s *messages.Settled) {
 		StopReason:           reason,
 		LastAssistantMessage: subagent.TextOf(messages.ToContent(s.Result.GetOutput())),
 	})
+}
+
+// idle offers the registry to retire this actor once nothing is left.
+func (a *parentActor) idle(c actor.Context) {
+	if len(a.live) == 0 && len(a.draining) == 0 && a.listeners.Len() == 0 {
+		c.Request(c.Parent(), &messages.ParentIdle{ParentId: a.id, Uses: a.uses}) // the sender names it
+	}
 }

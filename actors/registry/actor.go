@@ -21,12 +21,9 @@ type (
 	}
 	getProvider struct{ name string }
 	listNames   struct{}
-	// prepare looks up a provider for a start and the parent actor that
-	// will sequence its events, both as they are at this instant.
-	prepare struct {
-		name     string
-		parentID string
-	}
+	// parentOf returns the parent actor for an agent, counting the
+	// reference, which the caller must use at once (Published or
+	// Subscribe).
 	parentOf struct{ parentID string }
 	listen   struct{ l subagent.Listener }
 	unlisten struct{ id string }
@@ -35,11 +32,6 @@ type (
 type registered struct {
 	gen uint64 // answered to register, so a release removes only its own
 	err error
-}
-
-type prepared struct {
-	p      subagent.Provider
-	parent *actor.PID
 }
 
 type entry struct {
@@ -56,8 +48,15 @@ type registryActor struct {
 	order     []string
 	providers map[string]entry
 	gen       uint64
-	parents   map[string]*actor.PID
+	parents   map[string]*parentRef
 	listeners *fanout.Fanout
+}
+
+// parentRef is a live parent actor and how many references to it were
+// handed out.
+type parentRef struct {
+	pid  *actor.PID
+	refs int64
 }
 
 func (a *registryActor) Receive(c actor.Context) {
@@ -88,19 +87,15 @@ func (a *registryActor) Receive(c actor.Context) {
 		c.Respond(a.providers[m.name].p)
 	case *listNames:
 		c.Respond(append([]string(nil), a.order...))
-	case *prepare:
-		e, ok := a.providers[m.name]
-		if !ok {
-			c.Respond(prepared{})
-			return
-		}
-		var pid *actor.PID
-		if m.parentID != "" {
-			pid = a.parent(c, m.parentID)
-		}
-		c.Respond(prepared{p: e.p, parent: pid})
 	case *parentOf:
 		c.Respond(a.parent(c, m.parentID))
+	case *messages.ParentIdle:
+		// Retire it only if every reference handed out has reached it: a
+		// start or subscription in flight will find it still alive.
+		if p, ok := a.parents[m.ParentId]; ok && p.pid.Equal(c.Sender()) && p.refs == m.Uses {
+			delete(a.parents, m.ParentId)
+			c.Stop(p.pid)
+		}
 	case *listen:
 		// Replaying the current providers to the new listener, in order and
 		// before any later change, lets a consumer follow registrations
@@ -115,14 +110,16 @@ func (a *registryActor) Receive(c actor.Context) {
 	}
 }
 
-// parent returns the parent actor for an agent, spawning it on first use.
+// parent hands out a reference to the parent actor for an agent, spawning
+// it when there is none.
 func (a *registryActor) parent(c actor.Context, id string) *actor.PID {
-	pid, ok := a.parents[id]
+	p, ok := a.parents[id]
 	if !ok {
-		pid = c.Spawn(parent.Props(a.log))
-		a.parents[id] = pid
+		p = &parentRef{pid: c.Spawn(parent.Props(a.log, id))}
+		a.parents[id] = p
 	}
-	return pid
+	p.refs++
+	return p.pid
 }
 
 func remove(names []string, name string) []string {

@@ -39,7 +39,7 @@ func New(sys *actors.System) *Service {
 	a := &registryActor{
 		log:       sys.Logger(),
 		providers: map[string]entry{},
-		parents:   map[string]*actor.PID{},
+		parents:   map[string]*parentRef{},
 		listeners: fanout.New(sys.Logger()),
 	}
 	raw := sys.ActorSystem()
@@ -151,9 +151,9 @@ func (s *Service) listening(owner *actor.PID, unsubscribe any) (release func()) 
 	}
 }
 
-// Start validates req against the provider named name, then waits for the
-// provider until a real child is ready and returns the caller-owned Run
-// (S4). ctx is the run's cancellation channel (S5): ended before
+// Start validates req against the provider named name as registered at
+// this instant, then waits for the provider until a real child is ready and
+// returns the caller-owned Run (S4). ctx is the run's cancellation channel (S5): ended before
 // publication, Start returns its error after rollback; ended after, the live
 // child is cancelled and settles with a non-completed stop reason.
 func (s *Service) Start(ctx context.Context, name string, req subagent.StartRequest) (subagent.Run, error) {
@@ -174,26 +174,22 @@ func (s *Service) open(ctx context.Context, name string, req subagent.StartReque
 	if err := ctx.Err(); err != nil {
 		return nil, subagent.Cancelled(err)
 	}
-	parentID := ""
-	if req.Parent != nil {
-		parentID = req.Parent.ID()
-	}
-	r, err := s.ask(ctx, &prepare{name: name, parentID: parentID})
+	r, err := s.ask(ctx, &getProvider{name: name})
 	if err != nil {
 		return nil, contextual(ctx, err)
 	}
-	prep := r.(prepared)
-	if prep.p == nil {
+	p, _ := r.(subagent.Provider)
+	if p == nil {
 		return nil, fmt.Errorf("%w: %q", subagent.ErrNoProvider, name)
 	}
-	if err := validate(prep.p, req, resume); err != nil {
+	if err := validate(p, req, resume); err != nil {
 		return nil, err
 	}
 	var run subagent.Run
 	if resume {
-		run, err = prep.p.(subagent.Resumer).Resume(ctx, req)
+		run, err = p.(subagent.Resumer).Resume(ctx, req)
 	} else {
-		run, err = prep.p.Start(ctx, req)
+		run, err = p.Start(ctx, req)
 	}
 	if err != nil {
 		return nil, contextual(ctx, err)
@@ -203,7 +199,10 @@ func (s *Service) open(ctx context.Context, name string, req subagent.StartReque
 		_ = run.Dispose(context.Background())
 		return nil, subagent.Cancelled(err)
 	}
-	s.publish(prep.parent, name, run)
+	if err := s.publish(req.Parent.ID(), name, run); err != nil {
+		_ = run.Dispose(context.Background())
+		return nil, err
+	}
 	return run, nil
 }
 
@@ -211,7 +210,12 @@ func (s *Service) open(ctx context.Context, name string, req subagent.StartReque
 // observer: the Published message is enqueued before any Settled can be, so
 // subagent/start precedes subagent/end (E1). The run id is minted here and
 // shared by both events (E2); local comes from the provider's exact agent.
-func (s *Service) publish(parentPID *actor.PID, provider string, run subagent.Run) {
+func (s *Service) publish(parentID, provider string, run subagent.Run) error {
+	r, err := s.ask(context.Background(), &parentOf{parentID: parentID})
+	if err != nil {
+		return err
+	}
+	parentPID := r.(*actor.PID)
 	runID := uuid.NewString()
 	s.sys.Root.Send(parentPID, &messages.Published{
 		RunId: runID, Provider: provider, Id: run.ID(), Local: run.LocalAgent() != nil,
@@ -223,6 +227,7 @@ func (s *Service) publish(parentPID *actor.PID, provider string, run subagent.Ru
 		}
 		s.sys.Root.Send(parentPID, settled)
 	})
+	return nil
 }
 
 // contextual reports an error as a cancellation when ctx has ended.

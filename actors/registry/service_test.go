@@ -370,7 +370,6 @@ func TestS5_ContextCancelledDuringSetupLeavesNothingBehind(t *testing.T) {
 	p := &setupRecorder{testProvider: testProvider{name: "slow", sys: f.sys}, entered: make(chan struct{})}
 	release, _ := f.svc.RegisterProvider(p)
 	defer release()
-	actorsBefore++ // the parent actor the start creates for "top" stays
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan error, 1)
 	go func() {
@@ -775,5 +774,44 @@ func TestE3_ReleaseReturnsOnlyAfterTheListenerHandledEverythingBefore(t *testing
 	release() // idempotent
 	if n := handled.Load(); n != 2 {
 		t.Fatalf("listener called after release: %d", n)
+	}
+}
+
+// Contract A1.
+func TestA1_ParentActorsAreRetiredOnceIdle(t *testing.T) {
+	f := newFixture(t)
+	p := f.provider(t, "p", allCaps())
+	close(p.release)
+	before := f.sys.LiveActors()
+	for i := range 50 {
+		req := request("x")
+		req.Parent = parentAgent{id: fmt.Sprint("parent-", i)}
+		r, err := f.svc.Start(context.Background(), "p", req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		r.Wait(context.Background())
+		r.Dispose(context.Background())
+	}
+	// A listener keeps its parent actor alive and still hears new runs.
+	rec := make(recorder, 4)
+	release := f.svc.ListenParent("kept", rec.listen)
+	req := request("y")
+	req.Parent = parentAgent{id: "kept"}
+	r, _ := f.svc.Start(context.Background(), "p", req)
+	r.Wait(context.Background())
+	r.Dispose(context.Background())
+	if _, ok := rec.next(t).(subagent.RunStarted); !ok {
+		t.Fatal("listener of a kept parent missed the start")
+	}
+	if _, ok := rec.next(t).(subagent.RunEnded); !ok {
+		t.Fatal("listener of a kept parent missed the end")
+	}
+	release()
+	// Retirement goes through the registry's mailbox; a List round trip
+	// after it proves the last ParentIdle was handled.
+	f.svc.List()
+	if n := f.sys.LiveActors(); n != before {
+		t.Fatalf("%d actors live after every parent went idle, %d before", n, before)
 	}
 }

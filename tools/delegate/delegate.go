@@ -46,8 +46,16 @@ type Config struct {
 // Tool delegates one task to a child and returns its answer.
 type Tool struct {
 	cfg     Config
-	caps    atomic.Pointer[subagent.Capabilities] // nil while the provider is absent
+	absent  agent.ToolSpec             // the spec while the provider is absent
+	state   atomic.Pointer[registered] // nil while the provider is absent
 	release func()
+}
+
+// registered is what the tool knows of its provider while it is there; the
+// spec is built once per registration, not on every model request.
+type registered struct {
+	caps subagent.Capabilities
+	spec agent.ToolSpec
 }
 
 // New returns a Tool that follows its provider's registration until Close.
@@ -61,6 +69,7 @@ func New(cfg Config) *Tool {
 		cfg.MaxDepth = DefaultMaxDepth
 	}
 	t := &Tool{cfg: cfg}
+	t.absent = t.spec(subagent.Capabilities{})
 	t.release = cfg.Service.Listen(t.follow)
 	return t
 }
@@ -74,12 +83,12 @@ func (t *Tool) follow(ev subagent.Event) error {
 		if ev.Provider == t.cfg.Provider {
 			if p, ok := t.cfg.Service.GetProvider(ev.Provider); ok {
 				caps := p.Capabilities()
-				t.caps.Store(&caps)
+				t.state.Store(&registered{caps: caps, spec: t.spec(caps)})
 			}
 		}
 	case subagent.ProviderRemoved:
 		if ev.Name == t.cfg.Provider {
-			t.caps.Store(nil)
+			t.state.Store(nil)
 		}
 	}
 	return nil
@@ -88,7 +97,7 @@ func (t *Tool) follow(ev subagent.Event) error {
 // Available implements agent.Conditional: the tool is offered while its
 // provider is registered and the agent is below its depth cap (D6).
 func (t *Tool) Available(a *agent.Agent) bool {
-	return t.caps.Load() != nil && subagent.CheckDepth(subagent.DelegationDepthOf(a), t.maxDepth(a)) == nil
+	return t.state.Load() != nil && subagent.CheckDepth(subagent.DelegationDepthOf(a), t.maxDepth(a)) == nil
 }
 
 // maxDepth is the tool's cap, tightened by one the agent inherited.
@@ -99,28 +108,34 @@ func (t *Tool) maxDepth(a subagent.Agent) int {
 
 // Spec implements agent.Tool.
 func (t *Tool) Spec() agent.ToolSpec {
+	if r := t.state.Load(); r != nil {
+		return r.spec
+	}
+	return t.absent
+}
+
+// spec renders the parameters that caps allow.
+func (t *Tool) spec(caps subagent.Capabilities) agent.ToolSpec {
 	props := map[string]any{
 		"description": map[string]any{"type": "string", "description": "A short description of the task (3-5 words)."},
 		"prompt":      map[string]any{"type": "string", "description": "The complete task for the child agent; it sees nothing else of this conversation."},
 	}
-	if caps := t.caps.Load(); caps != nil {
-		if caps.OutputSchema {
-			props["output_schema"] = map[string]any{"type": "object", "description": "A JSON Schema with an object root that the child's final answer must satisfy."}
+	if caps.OutputSchema {
+		props["output_schema"] = map[string]any{"type": "object", "description": "A JSON Schema with an object root that the child's final answer must satisfy."}
+	}
+	if caps.DepthLimit {
+		props["max_depth"] = map[string]any{"type": "integer", "minimum": 0, "description": "How deep the child may delegate further."}
+	}
+	if caps.ToolFilter {
+		names := map[string]any{"type": "array", "items": map[string]any{"type": "string"}}
+		props["tools"] = map[string]any{
+			"type": "object", "description": "Restrict the child's tools by name.",
+			"properties":           map[string]any{"allow": names, "deny": names},
+			"additionalProperties": false,
 		}
-		if caps.DepthLimit {
-			props["max_depth"] = map[string]any{"type": "integer", "minimum": 0, "description": "How deep the child may delegate further."}
-		}
-		if caps.ToolFilter {
-			names := map[string]any{"type": "array", "items": map[string]any{"type": "string"}}
-			props["tools"] = map[string]any{
-				"type": "object", "description": "Restrict the child's tools by name.",
-				"properties":           map[string]any{"allow": names, "deny": names},
-				"additionalProperties": false,
-			}
-		}
-		if caps.Persona {
-			props["persona"] = map[string]any{"type": "string", "description": "The child's system prompt."}
-		}
+	}
+	if caps.Persona {
+		props["persona"] = map[string]any{"type": "string", "description": "The child's system prompt."}
 	}
 	params, _ := json.Marshal(map[string]any{
 		"type": "object", "properties": props,
@@ -157,11 +172,12 @@ type Answer struct {
 // Call implements agent.Tool: it starts the child, awaits its result,
 // disposes it and answers. A non-completed stop reason is an error result.
 func (t *Tool) Call(ctx context.Context, caller *agent.Agent, raw json.RawMessage) (string, error) {
-	caps := t.caps.Load()
-	if caps == nil {
+	r := t.state.Load()
+	if r == nil {
 		return "", fmt.Errorf("%w: %q", subagent.ErrNoProvider, t.cfg.Provider)
 	}
-	a, err := t.parse(raw, *caps)
+	caps := r.caps
+	a, err := t.parse(raw, caps)
 	if err != nil {
 		return "", err
 	}

@@ -57,6 +57,9 @@ func (f *Fanout) PID(id string) *actor.PID {
 	return nil
 }
 
+// Len is the number of listeners.
+func (f *Fanout) Len() int { return len(f.order) }
+
 // Remove sends no more events to a listener and returns its actor, which the
 // caller drains; nil if there is no such listener.
 func (f *Fanout) Remove(id string) *actor.PID {

@@ -1,0 +1,100 @@
+package bench
+
+import (
+	"context"
+	"io"
+	"log/slog"
+	"testing"
+	"time"
+
+	"github.com/asynkron/protoactor-go/actor"
+
+	"github.com/subactor/subactor/agent"
+	"github.com/subactor/subactor/model/scripted"
+	"github.com/subactor/subactor/subagent"
+	"github.com/subactor/subactor/tools/delegate"
+)
+
+// echoActor answers every string it is asked with the same string.
+type echoActor struct{}
+
+func (echoActor) Receive(c actor.Context) {
+	if s, ok := c.Message().(string); ok {
+		c.Respond(s)
+	}
+}
+
+// RawProtoactor is the floor: the least the actor runtime does for one
+// child, spawn an actor, one request/response, poison it and wait.
+func RawProtoactor(b *testing.B) {
+	sys := actor.NewActorSystem(actor.WithLoggerFactory(func(*actor.ActorSystem) *slog.Logger {
+		return slog.New(slog.NewTextHandler(io.Discard, nil))
+	}))
+	defer sys.Shutdown()
+	props := actor.PropsFromProducer(func() actor.Actor { return echoActor{} })
+	b.ReportAllocs()
+	for b.Loop() {
+		pid := sys.Root.Spawn(props)
+		r, err := sys.Root.RequestFuture(pid, "hi", time.Minute).Result()
+		if err != nil || r != "hi" {
+			b.Fatalf("reply %v, %v", r, err)
+		}
+		if err := sys.Root.PoisonFuture(pid).Wait(); err != nil {
+			b.Fatal(err)
+		}
+	}
+}
+
+// SubactorSpawn is one delegation through the Service: a spawn child on the
+// scripted model with in-memory sessions, started, awaited and disposed.
+func SubactorSpawn(b *testing.B) {
+	ctx := context.Background()
+	s, err := newSeam(ctx, scripted.New())
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer s.close()
+	b.ReportAllocs()
+	for b.Loop() {
+		run, err := s.start(ctx, "echo hi")
+		if err != nil {
+			b.Fatal(err)
+		}
+		res, err := run.Wait(ctx)
+		if err != nil || res.StopReason != subagent.Completed || subagent.TextOf(res.Output) != "hi" {
+			b.Fatalf("result %+v, %v", res, err)
+		}
+		if err := run.Dispose(ctx); err != nil {
+			b.Fatal(err)
+		}
+	}
+}
+
+// SubactorParentRun is the same work as EinoAgentTool: one parent run whose
+// model calls the delegate tool once, the child answering at once, the
+// parent answering with the child's output. Each run has a fresh parent
+// session, as each Eino run starts from its query.
+func SubactorParentRun(b *testing.B) {
+	ctx := context.Background()
+	model := delegating{child: scripted.New()}
+	s, err := newSeam(ctx, model)
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer s.close()
+	tool := delegate.New(delegate.Config{Service: s.svc, Provider: "spawn"})
+	defer tool.Close()
+	prompt := []subagent.ContentBlock{subagent.Text("delegate")}
+	b.ReportAllocs()
+	for b.Loop() {
+		parent, err := agent.New(ctx, agent.Config{Store: s.store, Model: model, Tools: []agent.Tool{tool},
+			Header: subagent.SessionHeader{SessionID: nextSession()}})
+		if err != nil {
+			b.Fatal(err)
+		}
+		res := parent.Run(ctx, prompt, nil)
+		if res.StopReason != subagent.Completed || subagent.TextOf(res.Output) != "hi" {
+			b.Fatalf("parent run %+v", res)
+		}
+	}
+}

@@ -1,0 +1,102 @@
+package bench
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"io"
+	"log/slog"
+	"sync/atomic"
+
+	"github.com/subactor/subactor/actors"
+	"github.com/subactor/subactor/actors/providers/spawn"
+	"github.com/subactor/subactor/actors/registry"
+	"github.com/subactor/subactor/agent"
+	"github.com/subactor/subactor/persistence"
+	"github.com/subactor/subactor/subagent"
+	"github.com/subactor/subactor/tools/delegate"
+)
+
+// seam is subactor set up as an embedder would: one System, one Service,
+// a spawn provider over model with in-memory sessions, and a delegating
+// parent agent.
+type seam struct {
+	sys    *actors.System
+	svc    *registry.Service
+	store  *persistence.Memory
+	parent *agent.Agent
+	close  func()
+}
+
+func newSeam(ctx context.Context, model agent.Model, tools ...agent.Tool) (*seam, error) {
+	sys := actors.NewSystem(actors.WithLogger(slog.New(slog.NewTextHandler(io.Discard, nil))))
+	svc := registry.New(sys)
+	s := &seam{sys: sys, svc: svc, store: persistence.NewMemory(), close: func() { svc.Close(); sys.Shutdown() }}
+	provider, err := spawn.New(spawn.Config{System: sys, Store: s.store, Model: model, Tools: tools})
+	if err == nil {
+		_, err = svc.RegisterProvider(provider)
+	}
+	if err == nil {
+		s.parent, err = agent.New(ctx, agent.Config{Store: s.store, Model: model, Header: subagent.SessionHeader{SessionID: "parent"}})
+	}
+	if err != nil {
+		s.close()
+		return nil, err
+	}
+	return s, nil
+}
+
+func (s *seam) start(ctx context.Context, prompt string) (subagent.Run, error) {
+	return s.svc.Start(ctx, spawn.DefaultName, subagent.StartRequest{Parent: s.parent, Prompt: []subagent.ContentBlock{subagent.Text(prompt)}})
+}
+
+// parked is a model that waits in Generate until its context ends: a child
+// parked on its model call, the state most live children are in.
+type parked struct{}
+
+func (parked) Generate(ctx context.Context, _ agent.Request) (agent.Response, error) {
+	<-ctx.Done()
+	return agent.Response{}, ctx.Err()
+}
+
+// busy is a model that keeps calling the noop tool, so its child asks for a
+// new request snapshot (and admits steers) at every step.
+type busy struct{}
+
+func (busy) Generate(ctx context.Context, req agent.Request) (agent.Response, error) {
+	return agent.Response{Message: agent.Message{ToolCalls: []agent.ToolCall{{ID: "n", Name: "noop", Args: []byte(`{}`)}}}}, ctx.Err()
+}
+
+type noop struct{}
+
+func (noop) Spec() agent.ToolSpec {
+	return agent.ToolSpec{Name: "noop", Description: "does nothing", Parameters: []byte(`{"type":"object"}`)}
+}
+func (noop) Call(context.Context, *agent.Agent, []byte) (string, error) { return "", nil }
+
+// delegating is the parent's model of a parent run: it calls the delegate
+// tool once with "echo hi", then answers with the child's output.
+type delegating struct{ child agent.Model }
+
+func (d delegating) Generate(ctx context.Context, req agent.Request) (agent.Response, error) {
+	first := subagent.TextOf(req.Messages[0].Content)
+	if first != "delegate" {
+		return d.child.Generate(ctx, req)
+	}
+	last := req.Messages[len(req.Messages)-1]
+	if last.Role != agent.ToolRole {
+		return agent.Response{Message: agent.Message{ToolCalls: []agent.ToolCall{{
+			ID: "c1", Name: delegate.DefaultName, Args: []byte(`{"description":"echo","prompt":"echo hi"}`),
+		}}}}, nil
+	}
+	var answer delegate.Answer
+	if last.IsError || json.Unmarshal([]byte(subagent.TextOf(last.Content)), &answer) != nil {
+		return agent.Response{}, fmt.Errorf("delegation failed: %s", subagent.TextOf(last.Content))
+	}
+	return agent.Response{Message: agent.Message{Content: []subagent.ContentBlock{subagent.Text(answer.Output)}}}, nil
+}
+
+// sessions mints distinct session ids for the parents of parent runs.
+var sessions atomic.Int64
+
+func nextSession() string { return fmt.Sprintf("parent-%d", sessions.Add(1)) }
