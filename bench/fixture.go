@@ -3,6 +3,7 @@ package bench
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"io"
 	"log/slog"
@@ -29,15 +30,21 @@ type seam struct {
 }
 
 func newSeam(ctx context.Context, model agent.Model, tools ...agent.Tool) (*seam, error) {
+	return newSeamWith(ctx, spawn.Config{Model: model, Tools: tools})
+}
+
+// newSeamWith is newSeam with the spawn provider configured by cfg.
+func newSeamWith(ctx context.Context, cfg spawn.Config) (*seam, error) {
 	sys := actors.NewSystem(actors.WithLogger(slog.New(slog.NewTextHandler(io.Discard, nil))))
 	svc := registry.New(sys)
 	s := &seam{sys: sys, svc: svc, store: persistence.NewMemory(), close: func() { svc.Close(); sys.Shutdown() }}
-	provider, err := spawn.New(spawn.Config{System: sys, Store: s.store, Model: model, Tools: tools})
+	cfg.System, cfg.Store = sys, s.store
+	provider, err := spawn.New(cfg)
 	if err == nil {
 		_, err = svc.RegisterProvider(provider)
 	}
 	if err == nil {
-		s.parent, err = agent.New(ctx, agent.Config{Store: s.store, Model: model, Header: subagent.SessionHeader{SessionID: "parent"}})
+		s.parent, err = agent.New(ctx, agent.Config{Store: s.store, Model: cfg.Model, Header: subagent.SessionHeader{SessionID: "parent"}})
 	}
 	if err != nil {
 		s.close()
@@ -72,7 +79,7 @@ type noop struct{}
 func (noop) Spec() agent.ToolSpec {
 	return agent.ToolSpec{Name: "noop", Description: "does nothing", Parameters: []byte(`{"type":"object"}`)}
 }
-func (noop) Call(context.Context, *agent.Agent, []byte) (string, error) { return "", nil }
+func (noop) Call(context.Context, *agent.Agent, json.RawMessage) (string, error) { return "", nil }
 
 // delegating is the parent's model of a parent run: it calls the delegate
 // tool once with "echo hi", then answers with the child's output.
@@ -100,3 +107,6 @@ func (d delegating) Generate(ctx context.Context, req agent.Request) (agent.Resp
 var sessions atomic.Int64
 
 func nextSession() string { return fmt.Sprintf("parent-%d", sessions.Add(1)) }
+
+// errAnswer is a child that answered what it should not have.
+var errAnswer = errors.New("bench: unexpected answer")

@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
-# Runs the benchmarks and prints subactor beside the raw protoactor floor:
-# the median of COUNT runs (default 5) of ns/op, B/op and allocs/op, and the
-# ratio of each to the floor.
+# Runs every benchmark in one process and writes bench/RESULTS.md and
+# bench/results.json (see cmd/bench). Arguments go to cmd/bench, e.g.
+# bench/run.sh -count 3 -scale 1000,10000.
 set -euo pipefail
 cd "$(dirname "$0")"
-go test -run '^$' -bench . -benchmem -count "${COUNT:-5}" -timeout 15m . | go run ./cmd/report
+go run ./cmd/bench "$@"

@@ -1,6 +1,7 @@
 package registry
 
 import (
+	"container/list"
 	"log/slog"
 
 	"github.com/asynkron/protoactor-go/actor"
@@ -49,14 +50,17 @@ type registryActor struct {
 	providers map[string]entry
 	gen       uint64
 	parents   map[string]*parentRef
+	idle      *list.List // ids of idle parents, oldest first
+	maxIdle   int
 	listeners *fanout.Fanout
 }
 
 // parentRef is a live parent actor and how many references to it were
 // handed out.
 type parentRef struct {
-	pid  *actor.PID
-	refs int64
+	pid    *actor.PID
+	refs   int64
+	idleAt *list.Element // in idle, or nil while in use
 }
 
 func (a *registryActor) Receive(c actor.Context) {
@@ -90,11 +94,15 @@ func (a *registryActor) Receive(c actor.Context) {
 	case *parentOf:
 		c.Respond(a.parent(c, m.parentID))
 	case *messages.ParentIdle:
-		// Retire it only if every reference handed out has reached it: a
+		// It is idle only if every reference handed out has reached it: a
 		// start or subscription in flight will find it still alive.
-		if p, ok := a.parents[m.ParentId]; ok && p.pid.Equal(c.Sender()) && p.refs == m.Uses {
-			delete(a.parents, m.ParentId)
-			c.Stop(p.pid)
+		if p, ok := a.parents[m.ParentId]; ok && p.pid.Equal(c.Sender()) && p.refs == m.Uses && p.idleAt == nil {
+			p.idleAt = a.idle.PushBack(m.ParentId)
+			for a.idle.Len() > a.maxIdle {
+				id := a.idle.Remove(a.idle.Front()).(string)
+				c.Stop(a.parents[id].pid)
+				delete(a.parents, id)
+			}
 		}
 	case *listen:
 		// Replaying the current providers to the new listener, in order and
@@ -117,6 +125,10 @@ func (a *registryActor) parent(c actor.Context, id string) *actor.PID {
 	if !ok {
 		p = &parentRef{pid: c.Spawn(parent.Props(a.log, id))}
 		a.parents[id] = p
+	}
+	if p.idleAt != nil {
+		a.idle.Remove(p.idleAt)
+		p.idleAt = nil
 	}
 	p.refs++
 	return p.pid

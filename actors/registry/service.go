@@ -9,6 +9,7 @@
 package registry
 
 import (
+	"container/list"
 	"context"
 	"errors"
 	"fmt"
@@ -34,13 +35,30 @@ type Service struct {
 	closed    chan struct{}
 }
 
+// DefaultIdleParents is how many idle parent actors a Service keeps.
+const DefaultIdleParents = 1024
+
+// Option configures a Service.
+type Option func(*registryActor)
+
+// WithIdleParents sets how many parent actors with no live run and no
+// listener are kept for their agents' next delegation; older ones are
+// retired. A parent agent that delegates again soon then skips spawning a
+// new one, and an embedder with many short-lived agents holds at most n.
+func WithIdleParents(n int) Option { return func(a *registryActor) { a.maxIdle = max(n, 0) } }
+
 // New starts a Service on sys.
-func New(sys *actors.System) *Service {
+func New(sys *actors.System, opts ...Option) *Service {
 	a := &registryActor{
 		log:       sys.Logger(),
 		providers: map[string]entry{},
 		parents:   map[string]*parentRef{},
+		idle:      list.New(),
+		maxIdle:   DefaultIdleParents,
 		listeners: fanout.New(sys.Logger()),
+	}
+	for _, o := range opts {
+		o(a)
 	}
 	raw := sys.ActorSystem()
 	pid := raw.Root.SpawnPrefix(inline.Props(func() actor.Actor { return a }), "subagent-registry-")

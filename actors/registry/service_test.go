@@ -779,7 +779,10 @@ func TestE3_ReleaseReturnsOnlyAfterTheListenerHandledEverythingBefore(t *testing
 
 // Contract A1.
 func TestA1_ParentActorsAreRetiredOnceIdle(t *testing.T) {
-	f := newFixture(t)
+	sys := actors.NewSystem()
+	svc := registry.New(sys, registry.WithIdleParents(10))
+	t.Cleanup(func() { svc.Close(); sys.Shutdown() })
+	f := fixture{sys, svc}
 	p := f.provider(t, "p", allCaps())
 	close(p.release)
 	before := f.sys.LiveActors()
@@ -809,9 +812,10 @@ func TestA1_ParentActorsAreRetiredOnceIdle(t *testing.T) {
 	}
 	release()
 	// Retirement goes through the registry's mailbox; a List round trip
-	// after it proves the last ParentIdle was handled.
+	// after it proves the last ParentIdle was handled. The ten most
+	// recently idle parents are kept for their agents' next delegation.
 	f.svc.List()
-	if n := f.sys.LiveActors(); n != before {
-		t.Fatalf("%d actors live after every parent went idle, %d before", n, before)
+	if n := f.sys.LiveActors(); n != before+10 {
+		t.Fatalf("%d actors live after every parent went idle, %d before, want 10 kept", n, before)
 	}
 }

@@ -30,6 +30,8 @@ type Config struct {
 	Tools []agent.Tool
 	// OnStep, when set, receives every child's progress.
 	OnStep func(agent.Step)
+	// MaxSteps caps each child's model calls; agent.DefaultMaxSteps when 0.
+	MaxSteps int
 }
 
 // ErrConfig is returned by New for a missing dependency.
@@ -90,6 +92,7 @@ func (p *Provider) Start(ctx context.Context, req subagent.StartRequest) (subage
 		OutputSchema: req.OutputSchema,
 		ToolFilter:   req.ToolFilter,
 		OnStep:       p.cfg.OnStep,
+		MaxSteps:     p.cfg.MaxSteps,
 	}
 	if req.Persona != nil {
 		cfg.System = *req.Persona

@@ -1,0 +1,178 @@
+package bench
+
+import (
+	"context"
+	"math"
+	"slices"
+	"time"
+
+	"github.com/subactor/subactor/actors/providers/spawn"
+	"github.com/subactor/subactor/agent"
+	"github.com/subactor/subactor/subagent"
+)
+
+// Distribution summarises latencies in microseconds.
+type Distribution struct {
+	Samples int     `json:"samples"`
+	P50     float64 `json:"p50Micros"`
+	P99     float64 `json:"p99Micros"`
+	Max     float64 `json:"maxMicros"`
+}
+
+func distribution(d []time.Duration) Distribution {
+	slices.Sort(d)
+	at := func(q float64) float64 { return float64(d[int(q*float64(len(d)-1))]) / 1e3 }
+	return Distribution{Samples: len(d), P50: at(0.5), P99: at(0.99), Max: at(1)}
+}
+
+// Latencies are the seam's lifecycle latencies over many children.
+type Latencies struct {
+	// Start is Service.Start until the child is published to the caller.
+	Start Distribution `json:"start"`
+	// Steer is Steer on a working child until the message was admitted
+	// into its next model request.
+	Steer Distribution `json:"steer"`
+	// Cancel is the start context's cancel until the result settled.
+	Cancel Distribution `json:"cancel"`
+	// Dispose is Dispose of a live child until it quiesced.
+	Dispose Distribution `json:"dispose"`
+	// Event is a Start call until a healthy listener received the run's
+	// subagent/start, alone and beside a blocked listener.
+	Event        Distribution `json:"event"`
+	EventBlocked Distribution `json:"eventBesideBlocked"`
+}
+
+// MeasureLatencies runs each measurement over runs children.
+func MeasureLatencies(ctx context.Context, runs int) (Latencies, error) {
+	var l Latencies
+	var err error
+	if l.Start, l.Dispose, err = startAndDispose(ctx, runs); err != nil {
+		return l, err
+	}
+	if l.Cancel, err = cancelToSettle(ctx, runs); err != nil {
+		return l, err
+	}
+	if l.Steer, err = steerToAdmit(ctx, runs); err != nil {
+		return l, err
+	}
+	if l.Event, err = eventDelivery(ctx, runs, false); err != nil {
+		return l, err
+	}
+	l.EventBlocked, err = eventDelivery(ctx, runs, true)
+	return l, err
+}
+
+func startAndDispose(ctx context.Context, n int) (start, dispose Distribution, err error) {
+	s, err := newSeam(ctx, parked{})
+	if err != nil {
+		return start, dispose, err
+	}
+	defer s.close()
+	starts, disposes := make([]time.Duration, 0, n), make([]time.Duration, 0, n)
+	for range n {
+		t := time.Now()
+		r, err := s.start(ctx, "wait")
+		if err != nil {
+			return start, dispose, err
+		}
+		starts = append(starts, time.Since(t))
+		t = time.Now()
+		if err := r.Dispose(ctx); err != nil {
+			return start, dispose, err
+		}
+		disposes = append(disposes, time.Since(t))
+	}
+	return distribution(starts), distribution(disposes), nil
+}
+
+func cancelToSettle(ctx context.Context, n int) (Distribution, error) {
+	s, err := newSeam(ctx, parked{})
+	if err != nil {
+		return Distribution{}, err
+	}
+	defer s.close()
+	d := make([]time.Duration, 0, n)
+	for range n {
+		runCtx, cancel := context.WithCancel(ctx)
+		r, err := s.start(runCtx, "wait")
+		if err != nil {
+			cancel()
+			return Distribution{}, err
+		}
+		t := time.Now()
+		cancel()
+		res, err := r.Wait(ctx)
+		d = append(d, time.Since(t))
+		if err == nil && res.StopReason == subagent.Completed {
+			err = errAnswer
+		}
+		if err := r.Dispose(ctx); err != nil {
+			return Distribution{}, err
+		}
+		if err != nil {
+			return Distribution{}, err
+		}
+	}
+	return distribution(d), nil
+}
+
+func steerToAdmit(ctx context.Context, n int) (Distribution, error) {
+	// Each child works until steered; a fresh one per steer keeps the
+	// history it sends its model short.
+	s, err := newSeamWith(ctx, spawn.Config{Model: busy{}, Tools: []agent.Tool{noop{}}, MaxSteps: math.MaxInt})
+	if err != nil {
+		return Distribution{}, err
+	}
+	defer s.close()
+	msg := []subagent.ContentBlock{subagent.Text("steer")}
+	d := make([]time.Duration, 0, n)
+	for range n {
+		r, err := s.start(ctx, "work")
+		if err != nil {
+			return Distribution{}, err
+		}
+		t := time.Now()
+		err = r.(subagent.Steerer).Steer(ctx, msg)
+		d = append(d, time.Since(t))
+		if derr := r.Dispose(ctx); err == nil {
+			err = derr
+		}
+		if err != nil {
+			return Distribution{}, err
+		}
+	}
+	return distribution(d), nil
+}
+
+func eventDelivery(ctx context.Context, n int, besideBlocked bool) (Distribution, error) {
+	s, err := newSeam(ctx, parked{})
+	if err != nil {
+		return Distribution{}, err
+	}
+	defer s.close()
+	if besideBlocked {
+		unblock := make(chan struct{})
+		release := s.svc.ListenParent(s.parent.ID(), func(subagent.Event) error { <-unblock; return nil })
+		defer func() { close(unblock); release() }()
+	}
+	received := make(chan time.Time, 2*n)
+	defer s.svc.ListenParent(s.parent.ID(), func(ev subagent.Event) error {
+		if _, ok := ev.(subagent.RunStarted); ok {
+			received <- time.Now()
+		}
+		return nil
+	})()
+	d := make([]time.Duration, 0, n)
+	for range n {
+		t := time.Now()
+		r, err := s.start(ctx, "wait")
+		if err != nil {
+			return Distribution{}, err
+		}
+		d = append(d, (<-received).Sub(t))
+		if err := r.Dispose(ctx); err != nil {
+			return Distribution{}, err
+		}
+	}
+	return distribution(d), nil
+}

@@ -1,0 +1,88 @@
+package bench
+
+import (
+	"context"
+	"fmt"
+	"runtime"
+	"sync/atomic"
+	"time"
+
+	"github.com/subactor/subactor/agent"
+	"github.com/subactor/subactor/subagent"
+)
+
+// ScaleResult is what n live children parked on their model cost one node.
+type ScaleResult struct {
+	Children           int     `json:"children"`
+	HeapBytesPerChild  float64 `json:"heapBytesPerChild"`
+	StackBytesPerChild float64 `json:"stackBytesPerChild"`
+	GoroutinesPerChild float64 `json:"goroutinesPerChild"`
+	StartsPerSecond    float64 `json:"startsPerSecond"`
+	DisposeAllSeconds  float64 `json:"disposeAllSeconds"`
+}
+
+// gate is a parked model that counts the children waiting in it.
+type gate struct {
+	waiting atomic.Int64
+	all     chan struct{} // closed when waiting reaches n
+	n       int64
+}
+
+func (g *gate) Generate(ctx context.Context, _ agent.Request) (agent.Response, error) {
+	if g.waiting.Add(1) == g.n {
+		close(g.all)
+	}
+	<-ctx.Done()
+	return agent.Response{}, ctx.Err()
+}
+
+// Scale starts n children through the Service, each parked on its model,
+// measures heap, stack and goroutines per live child once all are parked,
+// then disposes them all.
+func Scale(ctx context.Context, n int) (ScaleResult, error) {
+	g := &gate{all: make(chan struct{}), n: int64(n)}
+	s, err := newSeam(ctx, g)
+	if err != nil {
+		return ScaleResult{}, err
+	}
+	defer s.close()
+	var before, after runtime.MemStats
+	runtime.GC()
+	runtime.ReadMemStats(&before)
+	goroutines := runtime.NumGoroutine()
+
+	runs := make([]subagent.Run, 0, n)
+	defer func() {
+		for _, r := range runs {
+			_ = r.Dispose(ctx)
+		}
+	}()
+	began := time.Now()
+	for range n {
+		r, err := s.start(ctx, "wait")
+		if err != nil {
+			return ScaleResult{}, fmt.Errorf("start child %d: %w", len(runs), err)
+		}
+		runs = append(runs, r)
+	}
+	started := time.Since(began)
+	<-g.all
+	runtime.GC()
+	runtime.ReadMemStats(&after)
+	res := ScaleResult{
+		Children:           n,
+		HeapBytesPerChild:  float64(int64(after.HeapAlloc)-int64(before.HeapAlloc)) / float64(n),
+		StackBytesPerChild: float64(int64(after.StackInuse)-int64(before.StackInuse)) / float64(n),
+		GoroutinesPerChild: float64(runtime.NumGoroutine()-goroutines) / float64(n),
+		StartsPerSecond:    float64(n) / started.Seconds(),
+	}
+	began = time.Now()
+	for _, r := range runs {
+		if err := r.Dispose(ctx); err != nil {
+			return res, err
+		}
+	}
+	res.DisposeAllSeconds = time.Since(began).Seconds()
+	runs = nil
+	return res, nil
+}
