@@ -276,6 +276,12 @@ func (a *Agent) callTools(ctx context.Context, step int, calls []ToolCall, offer
 			results[i] = errorResult(c.ID, "tool "+c.Name+": arguments are not valid JSON")
 			continue
 		}
+		if len(calls) == 1 {
+			// A lone call runs on the loop's goroutine: no goroutine to
+			// start, no fresh stack to grow.
+			results[i] = a.callTool(ctx, c, offered[c.Name])
+			continue
+		}
 		wg.Go(func() { results[i] = a.callTool(ctx, c, offered[c.Name]) })
 	}
 	wg.Wait()

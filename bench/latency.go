@@ -55,10 +55,7 @@ func MeasureLatencies(ctx context.Context, runs int) (Latencies, error) {
 	if l.Steer, err = steerToAdmit(ctx, runs); err != nil {
 		return l, err
 	}
-	if l.Event, err = eventDelivery(ctx, runs, false); err != nil {
-		return l, err
-	}
-	l.EventBlocked, err = eventDelivery(ctx, runs, true)
+	l.Event, l.EventBlocked, err = eventDelivery(ctx, runs)
 	return l, err
 }
 
@@ -144,35 +141,73 @@ func steerToAdmit(ctx context.Context, n int) (Distribution, error) {
 	return distribution(d), nil
 }
 
-func eventDelivery(ctx context.Context, n int, besideBlocked bool) (Distribution, error) {
+// eventDelivery measures two Services, one with a blocked listener beside
+// the healthy one, alternating sample by sample so that whatever else the
+// machine does weighs on both alike.
+func eventDelivery(ctx context.Context, n int) (alone, besideBlocked Distribution, err error) {
+	var probes [2]*eventProbe
+	for i := range probes {
+		if probes[i], err = newEventProbe(ctx, i == 1); err != nil {
+			return alone, besideBlocked, err
+		}
+		defer probes[i].close()
+	}
+	var d [2][]time.Duration
+	for range n {
+		for i, p := range probes {
+			sample, err := p.sample(ctx)
+			if err != nil {
+				return alone, besideBlocked, err
+			}
+			d[i] = append(d[i], sample)
+		}
+	}
+	return distribution(d[0]), distribution(d[1]), nil
+}
+
+// eventProbe is a Service whose parent has a healthy listener that stamps
+// each subagent/start it receives, and optionally a blocked one beside it.
+type eventProbe struct {
+	*seam
+	received chan time.Time
+	close    func()
+}
+
+func newEventProbe(ctx context.Context, withBlocked bool) (*eventProbe, error) {
 	s, err := newSeam(ctx, parked{})
 	if err != nil {
-		return Distribution{}, err
+		return nil, err
 	}
-	defer s.close()
-	if besideBlocked {
-		unblock := make(chan struct{})
-		release := s.svc.ListenParent(s.parent.ID(), func(subagent.Event) error { <-unblock; return nil })
-		defer func() { close(unblock); release() }()
+	p := &eventProbe{seam: s, received: make(chan time.Time, 1)}
+	unblock := make(chan struct{})
+	var releaseBlocked func()
+	if withBlocked {
+		releaseBlocked = s.svc.ListenParent(s.parent.ID(), func(subagent.Event) error { <-unblock; return nil })
 	}
-	received := make(chan time.Time, 2*n)
-	defer s.svc.ListenParent(s.parent.ID(), func(ev subagent.Event) error {
+	releaseHealthy := s.svc.ListenParent(s.parent.ID(), func(ev subagent.Event) error {
 		if _, ok := ev.(subagent.RunStarted); ok {
-			received <- time.Now()
+			p.received <- time.Now()
 		}
 		return nil
-	})()
-	d := make([]time.Duration, 0, n)
-	for range n {
-		t := time.Now()
-		r, err := s.start(ctx, "wait")
-		if err != nil {
-			return Distribution{}, err
+	})
+	p.close = func() {
+		releaseHealthy()
+		close(unblock)
+		if releaseBlocked != nil {
+			releaseBlocked()
 		}
-		d = append(d, (<-received).Sub(t))
-		if err := r.Dispose(ctx); err != nil {
-			return Distribution{}, err
-		}
+		s.close()
 	}
-	return distribution(d), nil
+	return p, nil
+}
+
+// sample is one Start call until the healthy listener had its start event.
+func (p *eventProbe) sample(ctx context.Context) (time.Duration, error) {
+	t := time.Now()
+	r, err := p.start(ctx, "wait")
+	if err != nil {
+		return 0, err
+	}
+	d := (<-p.received).Sub(t)
+	return d, r.Dispose(ctx)
 }

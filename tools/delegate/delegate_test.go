@@ -22,6 +22,7 @@ import (
 	"github.com/subactor/subactor/persistence"
 	"github.com/subactor/subactor/subagent"
 	"github.com/subactor/subactor/tools/delegate"
+	"github.com/subactor/subactor/tools/delegate/delegatetest"
 )
 
 // deadLetterThrottle is protoactor's timer for logging dead letters, which a
@@ -118,46 +119,16 @@ func (e *env) events(t *testing.T, parent *agent.Agent) <-chan subagent.Event {
 	return ch
 }
 
-// following wraps the Service for one tool and reports each provider event
-// after the tool's own listener has handled it. Listeners run on separate
-// actors, so a second listener of the test's would learn of an event with
-// no ordering against the tool's; wrapping the tool's listener is exact.
-type following struct {
-	*registry.Service
-	handled chan subagent.Event
-}
-
-func follow(svc *registry.Service) *following {
-	return &following{Service: svc, handled: make(chan subagent.Event, 64)}
-}
-
-func (f *following) Listen(l subagent.Listener) func() {
-	return f.Service.Listen(func(ev subagent.Event) error {
-		err := l(ev)
-		f.handled <- ev
-		return err
-	})
-}
-
-func (f *following) await(t *testing.T, want subagent.Event) {
-	t.Helper()
-	for ev := range f.handled {
-		if ev == want {
-			return
-		}
-	}
-}
-
 // newTool returns a delegate tool over provider that has handled the
 // provider's registration (which must already be done) or its absence.
 func newTool(t *testing.T, svc *registry.Service, cfg delegate.Config, registered bool) *delegate.Tool {
 	t.Helper()
-	f := follow(svc)
+	f := delegatetest.Follow(svc)
 	cfg.Service = f
 	tool := delegate.New(cfg)
 	t.Cleanup(tool.Close)
 	if registered {
-		f.await(t, subagent.ProviderAdded{Provider: cfg.Provider})
+		f.Await(t, subagent.ProviderAdded{Provider: cfg.Provider})
 	}
 	return tool
 }
@@ -393,7 +364,7 @@ func TestE4_ToolsFollowRegistrationWhateverTheOrder(t *testing.T) {
 	all := []string{"description", "prompt", "output_schema", "max_depth", "tools", "persona"}
 	p := newStub("late", subagent.Capabilities{OutputSchema: true, DepthLimit: true, ToolFilter: true, Persona: true})
 
-	early := follow(e.svc)
+	early := delegatetest.Follow(e.svc)
 	before := delegate.New(delegate.Config{Service: early, Provider: "late"})
 	t.Cleanup(before.Close)
 	if before.Available(caller) {
@@ -403,11 +374,11 @@ func TestE4_ToolsFollowRegistrationWhateverTheOrder(t *testing.T) {
 		t.Fatalf("Call without provider: %v", err)
 	}
 	release := e.register(t, p)
-	early.await(t, subagent.ProviderAdded{Provider: "late"})
-	late := follow(e.svc)
+	early.Await(t, subagent.ProviderAdded{Provider: "late"})
+	late := delegatetest.Follow(e.svc)
 	after := delegate.New(delegate.Config{Service: late, Provider: "late"})
 	t.Cleanup(after.Close)
-	late.await(t, subagent.ProviderAdded{Provider: "late"})
+	late.Await(t, subagent.ProviderAdded{Provider: "late"})
 
 	for name, tool := range map[string]*delegate.Tool{"created before": before, "created after": after} {
 		if !tool.Available(caller) {
@@ -417,8 +388,8 @@ func TestE4_ToolsFollowRegistrationWhateverTheOrder(t *testing.T) {
 	}
 
 	release()
-	early.await(t, subagent.ProviderRemoved{Name: "late"})
-	late.await(t, subagent.ProviderRemoved{Name: "late"})
+	early.Await(t, subagent.ProviderRemoved{Name: "late"})
+	late.Await(t, subagent.ProviderRemoved{Name: "late"})
 	for name, tool := range map[string]*delegate.Tool{"created before": before, "created after": after} {
 		if tool.Available(caller) {
 			t.Fatalf("tool %s registration: still available after release", name)
@@ -500,11 +471,11 @@ func TestK3_HostileArgumentsStartNoChild(t *testing.T) {
 func TestD6_MaxDepthArgumentTightensTheCap(t *testing.T) {
 	e := newEnv(t)
 	child := newFakeModel(func(agent.Request) agent.Response { return final("done") })
-	f := follow(e.svc)
+	f := delegatetest.Follow(e.svc)
 	tool := delegate.New(delegate.Config{Service: f, Provider: spawn.DefaultName}) // cap 3
 	t.Cleanup(tool.Close)
 	e.spawnProvider(t, spawn.Config{Model: child, Tools: []agent.Tool{tool}})
-	f.await(t, subagent.ProviderAdded{Provider: spawn.DefaultName})
+	f.Await(t, subagent.ProviderAdded{Provider: spawn.DefaultName})
 	one := 1
 	top := e.agentAt(t, "top", 0, subagent.AgentOptions{}, nil)
 	capped := e.agentAt(t, "capped", 0, subagent.AgentOptions{MaxDepth: &one}, nil)

@@ -24,6 +24,7 @@ import (
 	"github.com/subactor/subactor/persistence"
 	"github.com/subactor/subactor/subagent"
 	"github.com/subactor/subactor/tools/delegate"
+	"github.com/subactor/subactor/tools/delegate/delegatetest"
 	"github.com/subactor/subactor/tools/fstools"
 )
 
@@ -314,46 +315,17 @@ func TestR1_LocalRunPublishesTheChildAgentAndSession(t *testing.T) {
 	}
 }
 
-// following wraps the Service for a delegate tool and reports each provider
-// event after the tool's own listener has handled it, so a test waits for
-// exactly that instead of polling.
-type following struct {
-	*registry.Service
-	handled chan subagent.Event
-}
-
-func follow(svc *registry.Service) *following {
-	return &following{Service: svc, handled: make(chan subagent.Event, 64)}
-}
-
-func (f *following) Listen(l subagent.Listener) func() {
-	return f.Service.Listen(func(ev subagent.Event) error {
-		err := l(ev)
-		f.handled <- ev
-		return err
-	})
-}
-
-func (f *following) await(t *testing.T, want subagent.Event) {
-	t.Helper()
-	for ev := range f.handled {
-		if ev == want {
-			return
-		}
-	}
-}
-
 // Contract D6.
 func TestD6_ChildDepthAndTheDelegateToolAtTheCap(t *testing.T) {
 	e := newEnv(t)
 	model := newFakeModel(func(agent.Request) agent.Response { return final("done") })
-	f := follow(e.svc)
+	f := delegatetest.Follow(e.svc)
 	// The tool's own cap (3) is looser than the request's, so hiding it at
 	// depth 2 depends on the child inheriting the request's max depth.
 	tool := delegate.New(delegate.Config{Service: f, Provider: spawn.DefaultName})
 	t.Cleanup(tool.Close)
 	p := e.register(t, spawn.Config{Model: model, Tools: []agent.Tool{tool}})
-	f.await(t, subagent.ProviderAdded{Provider: spawn.DefaultName})
+	f.Await(t, subagent.ProviderAdded{Provider: spawn.DefaultName})
 	maxDepth := 2
 
 	for _, c := range []struct {

@@ -4,7 +4,7 @@
 // latency distributions, each checked against the goals of the benchmark
 // issue.
 //
-//	go run ./cmd/bench [-count 5] [-scale 1000,10000,100000] [-runs 2000] [-out .]
+//	go run ./cmd/bench [-count 5] [-scale 1000,10000,100000] [-runs 5000] [-out .]
 package main
 
 import (
@@ -28,7 +28,7 @@ func main() {
 	testing.Init()
 	count := flag.Int("count", 5, "runs of each per-delegation benchmark; the median is reported")
 	scales := flag.String("scale", "1000,10000,100000", "live-children counts to measure")
-	runs := flag.Int("runs", 2000, "children per latency distribution")
+	runs := flag.Int("runs", 5000, "children per latency distribution")
 	out := flag.String("out", ".", "directory for RESULTS.md and results.json")
 	flag.Parse()
 	if err := run(*count, *scales, *runs, *out); err != nil {
