@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
+	"runtime"
 	"sync/atomic"
 
 	"github.com/subactor/subactor/actors"
@@ -67,10 +68,13 @@ func (parked) Generate(ctx context.Context, _ agent.Request) (agent.Response, er
 }
 
 // busy is a model that keeps calling the noop tool, so its child asks for a
-// new request snapshot (and admits steers) at every step.
+// new request snapshot (and admits steers) at every step. It yields the
+// processor once per call, as a real model call waiting on the network
+// would; a child that never did would hold a core and time the scheduler.
 type busy struct{}
 
 func (busy) Generate(ctx context.Context, req agent.Request) (agent.Response, error) {
+	runtime.Gosched()
 	return agent.Response{Message: agent.Message{ToolCalls: []agent.ToolCall{{ID: "n", Name: "noop", Args: []byte(`{}`)}}}}, ctx.Err()
 }
 
