@@ -95,9 +95,6 @@ func (h *Handle) OnSettled(f func(subagent.Result, error)) {
 // observe registers a settle observer; a local command carrying a func.
 type observe struct{ f func(subagent.Result, error) }
 
-// Cancel cancels the live child; its result settles as aborted.
-func (h *Handle) Cancel() { h.sys.Root.Send(h.pid, &messages.Cancel{Reason: "cancelled by caller"}) }
-
 // Dispose implements subagent.Run. Every caller waits for the same signal,
 // so concurrent and repeated calls all return once the run has quiesced.
 func (h *Handle) Dispose(ctx context.Context) error {
