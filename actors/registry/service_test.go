@@ -350,11 +350,12 @@ func (p *setupRecorder) Start(ctx context.Context, req subagent.StartRequest) (s
 		return subagent.Stopped(subagent.Aborted, ""), nil
 	})
 	p.live.Add(1)
-	scratch := make(chan struct{})
-	go func() { <-scratch; p.live.Add(-1) }()
+	scratch, scratchDone := make(chan struct{}), make(chan struct{})
+	go func() { <-scratch; p.live.Add(-1); close(scratchDone) }()
 	close(p.entered)
 	<-ctx.Done()
 	close(scratch)
+	<-scratchDone // a provider quiesces what it started before it answers
 	if err := h.Dispose(context.Background()); err != nil {
 		return nil, err
 	}

@@ -97,7 +97,7 @@ func (t *Tool) follow(ev subagent.Event) error {
 // Available implements agent.Conditional: the tool is offered while its
 // provider is registered and the agent is below its depth cap (D6).
 func (t *Tool) Available(a *agent.Agent) bool {
-	return t.state.Load() != nil && subagent.CheckDepth(subagent.DelegationDepthOf(a), t.maxDepth(a)) == nil
+	return t.current() != nil && subagent.CheckDepth(subagent.DelegationDepthOf(a), t.maxDepth(a)) == nil
 }
 
 // maxDepth is the tool's cap, tightened by one the agent inherited.
@@ -108,10 +108,24 @@ func (t *Tool) maxDepth(a subagent.Agent) int {
 
 // Spec implements agent.Tool.
 func (t *Tool) Spec() agent.ToolSpec {
-	if r := t.state.Load(); r != nil {
+	if r := t.current(); r != nil {
 		return r.spec
 	}
 	return t.absent
+}
+
+// current is what the tool knows of its provider: what its events built or,
+// while they say absent, the registry's own answer. A provider registered
+// after the tool was made is thus seen as soon as RegisterProvider returned,
+// before its event has reached the tool.
+func (t *Tool) current() *registered {
+	if r := t.state.Load(); r != nil {
+		return r
+	}
+	if p, ok := t.cfg.Service.GetProvider(t.cfg.Provider); ok {
+		return &registered{caps: p.Capabilities(), spec: t.spec(p.Capabilities())}
+	}
+	return nil
 }
 
 // spec renders the parameters that caps allow.
@@ -172,7 +186,7 @@ type Answer struct {
 // Call implements agent.Tool: it starts the child, awaits its result,
 // disposes it and answers. A non-completed stop reason is an error result.
 func (t *Tool) Call(ctx context.Context, caller *agent.Agent, raw json.RawMessage) (string, error) {
-	r := t.state.Load()
+	r := t.current()
 	if r == nil {
 		return "", fmt.Errorf("%w: %q", subagent.ErrNoProvider, t.cfg.Provider)
 	}

@@ -502,3 +502,23 @@ func TestD6_MaxDepthArgumentTightensTheCap(t *testing.T) {
 		}
 	}
 }
+
+// TestE4_AToolMadeBeforeItsProviderIsAvailableOnceRegistered: a provider
+// that lists the delegate tool among its children's tools is registered
+// after the tool exists; the tool must offer itself as soon as
+// RegisterProvider has returned, whether or not its event has arrived.
+func TestE4_AToolMadeBeforeItsProviderIsAvailableOnceRegistered(t *testing.T) {
+	e := newEnv(t)
+	caller := e.agentAt(t, "parent", 0, subagent.AgentOptions{}, nil)
+	for i := range 20 {
+		name := fmt.Sprint("p", i)
+		tool := delegate.New(delegate.Config{Service: e.svc, Provider: name})
+		release := e.register(t, newStub(name, subagent.Capabilities{Persona: true}))
+		if !tool.Available(caller) {
+			t.Fatalf("round %d: not available right after registration", i)
+		}
+		checkSpec(t, tool, "description", "persona", "prompt")
+		release()
+		tool.Close()
+	}
+}
