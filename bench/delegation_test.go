@@ -4,11 +4,12 @@ import (
 	"testing"
 
 	"go.uber.org/goleak"
+
+	"github.com/subactor/subactor/internal/leaktest"
 )
 
 func TestMain(m *testing.M) {
-	// protoactor's dead-letter throttle goroutine outlives its actor system.
-	goleak.VerifyTestMain(m, goleak.IgnoreTopFunction("github.com/asynkron/protoactor-go/actor.NewDeadLetter.NewThrottle.func4.1"))
+	goleak.VerifyTestMain(m, leaktest.DeadLetters)
 }
 
 func BenchmarkRawProtoactor(b *testing.B)     { RawProtoactor(b) }

@@ -18,13 +18,11 @@ import (
 	"github.com/subactor/subactor/actors"
 	"github.com/subactor/subactor/actors/registry"
 	"github.com/subactor/subactor/actors/run"
+	"github.com/subactor/subactor/internal/leaktest"
 	"github.com/subactor/subactor/subagent"
 )
 
-// deadLetterThrottle is protoactor's timer for logging dead letters.
-var deadLetterThrottle = goleak.IgnoreTopFunction("github.com/asynkron/protoactor-go/actor.NewDeadLetter.NewThrottle.func4.1")
-
-func TestMain(m *testing.M) { goleak.VerifyTestMain(m, deadLetterThrottle) }
+func TestMain(m *testing.M) { goleak.VerifyTestMain(m, leaktest.DeadLetters) }
 
 // parentAgent is a delegating agent as the seam sees it.
 type parentAgent struct {
@@ -392,7 +390,7 @@ func TestS5_ContextCancelledDuringSetupLeavesNothingBehind(t *testing.T) {
 	if n := f.sys.LiveActors(); n != actorsBefore {
 		t.Fatalf("live actors %d, want %d", n, actorsBefore)
 	}
-	if err := goleak.Find(goroutines, deadLetterThrottle); err != nil {
+	if err := goleak.Find(goroutines, leaktest.DeadLetters); err != nil {
 		t.Fatal(err)
 	}
 }

@@ -12,10 +12,11 @@ import (
 
 	"github.com/subactor/subactor/actors"
 	"github.com/subactor/subactor/actors/run"
+	"github.com/subactor/subactor/internal/leaktest"
 	"github.com/subactor/subactor/subagent"
 )
 
-func TestMain(m *testing.M) { goleak.VerifyTestMain(m, deadLetterThrottle) }
+func TestMain(m *testing.M) { goleak.VerifyTestMain(m, leaktest.DeadLetters) }
 
 func newSystem(t *testing.T) *actors.System {
 	sys := actors.NewSystem()
@@ -59,10 +60,6 @@ func (p *parked) body(ctx context.Context, g *run.Gate) (subagent.Result, error)
 		}
 	}
 }
-
-// deadLetterThrottle is protoactor's timer for logging dead letters, which a
-// Dispose racing the actor's stop legitimately produces.
-var deadLetterThrottle = goleak.IgnoreTopFunction("github.com/asynkron/protoactor-go/actor.NewDeadLetter.NewThrottle.func4.1")
 
 // Contract R2.
 func TestR2_SettlesExactlyOnceToTheBodyResult(t *testing.T) {
@@ -211,7 +208,7 @@ func TestR3_DisposeIsIdempotentConcurrentAndQuiescent(t *testing.T) {
 	if n := sys.LiveActors(); n != actorsBefore {
 		t.Fatalf("live actors after dispose: %d, before: %d", n, actorsBefore)
 	}
-	if err := goleak.Find(goroutinesBefore, deadLetterThrottle); err != nil {
+	if err := goleak.Find(goroutinesBefore, leaktest.DeadLetters); err != nil {
 		t.Fatalf("goroutines left after dispose: %v", err)
 	}
 	res, _ := h.Wait(context.Background())

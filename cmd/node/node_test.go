@@ -16,14 +16,12 @@ import (
 	"time"
 
 	"go.uber.org/goleak"
+
+	"github.com/subactor/subactor/internal/leaktest"
 )
 
 // bin is the node binary, built once for every test.
 var bin string
-
-// deadLetterThrottle is protoactor's dead-letter throttle goroutine, which
-// outlives its actor system.
-var deadLetterThrottle = goleak.IgnoreTopFunction("github.com/asynkron/protoactor-go/actor.NewDeadLetter.NewThrottle.func4.1")
 
 func TestMain(m *testing.M) {
 	dir, err := os.MkdirTemp("", "node-test-")
@@ -37,7 +35,7 @@ func TestMain(m *testing.M) {
 		os.RemoveAll(dir)
 		os.Exit(1)
 	}
-	goleak.VerifyTestMain(m, deadLetterThrottle, goleak.Cleanup(func(int) { os.RemoveAll(dir) }))
+	goleak.VerifyTestMain(m, leaktest.DeadLetters, goleak.Cleanup(func(int) { os.RemoveAll(dir) }))
 }
 
 // tree is the directory the tests survey: nested sub-folders, an empty one,
@@ -327,7 +325,7 @@ func TestN1_InProcessRunDisposesEverything(t *testing.T) {
 	if code := cli(t.Context(), []string{"run", "-dir", root}, &stdout, &stderr); code != 0 {
 		t.Fatalf("exit %d, stderr:\n%s", code, stderr.String())
 	}
-	if err := goleak.Find(before, deadLetterThrottle); err != nil {
+	if err := goleak.Find(before, leaktest.DeadLetters); err != nil {
 		t.Fatalf("cli left goroutines behind: %v", err)
 	}
 	progress, answer, _ := strings.Cut(stdout.String(), "\n\n")

@@ -17,6 +17,7 @@ import (
 	"github.com/subactor/subactor/actors/providers/spawn"
 	"github.com/subactor/subactor/actors/registry"
 	"github.com/subactor/subactor/agent"
+	"github.com/subactor/subactor/internal/leaktest"
 	"github.com/subactor/subactor/internal/schema"
 	"github.com/subactor/subactor/model/scripted"
 	"github.com/subactor/subactor/persistence"
@@ -25,11 +26,7 @@ import (
 	"github.com/subactor/subactor/tools/delegate/delegatetest"
 )
 
-// deadLetterThrottle is protoactor's timer for logging dead letters, which a
-// Dispose racing the actor's stop legitimately produces.
-var deadLetterThrottle = goleak.IgnoreTopFunction("github.com/asynkron/protoactor-go/actor.NewDeadLetter.NewThrottle.func4.1")
-
-func TestMain(m *testing.M) { goleak.VerifyTestMain(m, deadLetterThrottle) }
+func TestMain(m *testing.M) { goleak.VerifyTestMain(m, leaktest.DeadLetters) }
 
 // countingStore counts the sessions created through it.
 type countingStore struct {

@@ -9,10 +9,11 @@ import (
 	"go.uber.org/goleak"
 
 	"github.com/subactor/subactor/actors/internal/ask"
+	"github.com/subactor/subactor/internal/leaktest"
 )
 
 func TestMain(m *testing.M) {
-	goleak.VerifyTestMain(m, goleak.IgnoreTopFunction("github.com/asynkron/protoactor-go/actor.NewDeadLetter.NewThrottle.func4.1"))
+	goleak.VerifyTestMain(m, leaktest.DeadLetters)
 }
 
 func TestAskGetsTheReplyOrLearnsTheTargetIsGone(t *testing.T) {

@@ -20,6 +20,7 @@ import (
 	"github.com/subactor/subactor/actors/providers/spawn"
 	"github.com/subactor/subactor/actors/registry"
 	"github.com/subactor/subactor/agent"
+	"github.com/subactor/subactor/internal/leaktest"
 	"github.com/subactor/subactor/model/scripted"
 	"github.com/subactor/subactor/persistence"
 	"github.com/subactor/subactor/subagent"
@@ -28,11 +29,7 @@ import (
 	"github.com/subactor/subactor/tools/fstools"
 )
 
-// deadLetterThrottle is protoactor's timer for logging dead letters, which a
-// Dispose racing the actor's stop legitimately produces.
-var deadLetterThrottle = goleak.IgnoreTopFunction("github.com/asynkron/protoactor-go/actor.NewDeadLetter.NewThrottle.func4.1")
-
-func TestMain(m *testing.M) { goleak.VerifyTestMain(m, deadLetterThrottle) }
+func TestMain(m *testing.M) { goleak.VerifyTestMain(m, leaktest.DeadLetters) }
 
 // spyStore records the sessions created through it and may run a hook
 // after each successful Create.
@@ -470,7 +467,7 @@ func TestR6_S5_CancelDuringSetupRollsBackEverything(t *testing.T) {
 	if got := e.sys.LiveActors(); got != actorsBefore {
 		t.Fatalf("live actors %d after rollback, want %d", got, actorsBefore)
 	}
-	if err := goleak.Find(ignore, deadLetterThrottle); err != nil {
+	if err := goleak.Find(ignore, leaktest.DeadLetters); err != nil {
 		t.Fatal(err)
 	}
 }
