@@ -171,9 +171,10 @@ func (s *Service) listening(owner *actor.PID, unsubscribe any) (release func()) 
 
 // Start validates req against the provider named name as registered at
 // this instant, then waits for the provider until a real child is ready and
-// returns the caller-owned Run (S4). ctx is the run's cancellation channel (S5): ended before
-// publication, Start returns its error after rollback; ended after, the live
-// child is cancelled and settles with a non-completed stop reason.
+// returns the caller-owned Run (S4). ctx is the run's cancellation channel
+// (S5): ended before publication, Start returns its error after rollback;
+// ended after, the live child is cancelled and settles with a non-completed
+// stop reason.
 func (s *Service) Start(ctx context.Context, name string, req subagent.StartRequest) (subagent.Run, error) {
 	return s.open(ctx, name, req, false)
 }
