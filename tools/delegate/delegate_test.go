@@ -17,6 +17,7 @@ import (
 	"github.com/subactor/subactor/actors/providers/spawn"
 	"github.com/subactor/subactor/actors/registry"
 	"github.com/subactor/subactor/agent"
+	"github.com/subactor/subactor/agent/agenttest"
 	"github.com/subactor/subactor/internal/leaktest"
 	"github.com/subactor/subactor/internal/schema"
 	"github.com/subactor/subactor/model/scripted"
@@ -158,32 +159,6 @@ func callTool(name, args string) agent.Response {
 	return agent.Response{Message: agent.Message{ToolCalls: []agent.ToolCall{{ID: "c1", Name: name, Args: json.RawMessage(args)}}}}
 }
 
-// fakeModel records every request by its task (the first user message) and
-// answers with reply.
-type fakeModel struct {
-	reply func(agent.Request) agent.Response
-	mu    sync.Mutex
-	seen  map[string][]agent.Request
-}
-
-func newFakeModel(reply func(agent.Request) agent.Response) *fakeModel {
-	return &fakeModel{reply: reply, seen: map[string][]agent.Request{}}
-}
-
-func (m *fakeModel) Generate(_ context.Context, req agent.Request) (agent.Response, error) {
-	m.mu.Lock()
-	task := subagent.TextOf(req.Messages[0].Content)
-	m.seen[task] = append(m.seen[task], req)
-	m.mu.Unlock()
-	return m.reply(req), nil
-}
-
-func (m *fakeModel) requests(task string) []agent.Request {
-	m.mu.Lock()
-	defer m.mu.Unlock()
-	return slices.Clone(m.seen[task])
-}
-
 // toolResult is the result of call c1 in req.
 func toolResult(t *testing.T, req agent.Request) agent.Message {
 	t.Helper()
@@ -265,7 +240,7 @@ func TestT1_ForegroundAnswerFromARealParent(t *testing.T) {
 	e.spawnProvider(t, spawn.Config{})
 	tool := newTool(t, e.svc, delegate.Config{Provider: spawn.DefaultName}, true)
 	var live []int // actor counts at each parent step
-	parentModel := newFakeModel(func(req agent.Request) agent.Response {
+	parentModel := agenttest.NewRecorder(func(req agent.Request) agent.Response {
 		live = append(live, e.sys.LiveActors())
 		if len(req.Messages) == 1 {
 			return callTool(delegate.DefaultName, `{"description":"d","prompt":"echo hello"}`)
@@ -278,7 +253,7 @@ func TestT1_ForegroundAnswerFromARealParent(t *testing.T) {
 	if res := parent.Run(t.Context(), text("delegate"), nil); res.StopReason != subagent.Completed {
 		t.Fatalf("parent: %+v", res)
 	}
-	reqs := parentModel.requests("delegate")
+	reqs := parentModel.Requests("delegate")
 	if len(reqs) != 2 || !offers(reqs[0]) {
 		t.Fatalf("parent made %d requests; delegate offered: %v", len(reqs), len(reqs) > 0 && offers(reqs[0]))
 	}
@@ -308,7 +283,7 @@ func TestT1_ForegroundAnswerFromARealParent(t *testing.T) {
 // Contract T1.
 func TestT1_NonCompletedChildIsAnError(t *testing.T) {
 	e := newEnv(t)
-	child := newFakeModel(func(req agent.Request) agent.Response {
+	child := agenttest.NewRecorder(func(req agent.Request) agent.Response {
 		if subagent.TextOf(req.Messages[0].Content) == "refuse" {
 			return agent.Response{Message: agent.Message{Content: text("I will not")}, StopReason: subagent.Refusal}
 		}
@@ -316,7 +291,7 @@ func TestT1_NonCompletedChildIsAnError(t *testing.T) {
 	})
 	e.spawnProvider(t, spawn.Config{Model: child})
 	tool := newTool(t, e.svc, delegate.Config{Provider: spawn.DefaultName}, true)
-	parentModel := newFakeModel(func(req agent.Request) agent.Response {
+	parentModel := agenttest.NewRecorder(func(req agent.Request) agent.Response {
 		if len(req.Messages) == 1 {
 			return callTool(delegate.DefaultName, `{"description":"d","prompt":"refuse"}`)
 		}
@@ -348,7 +323,7 @@ func TestT1_NonCompletedChildIsAnError(t *testing.T) {
 	if res := parent.Run(t.Context(), text("delegate"), nil); res.StopReason != subagent.Completed {
 		t.Fatalf("parent: %+v", res)
 	}
-	reqs := parentModel.requests("delegate")
+	reqs := parentModel.Requests("delegate")
 	if res := toolResult(t, reqs[len(reqs)-1]); !res.IsError || !strings.Contains(subagent.TextOf(res.Content), "refusal") {
 		t.Fatalf("tool result %+v, want an error naming the stop reason", res)
 	}
@@ -467,7 +442,7 @@ func TestK3_HostileArgumentsStartNoChild(t *testing.T) {
 // Contract D6.
 func TestD6_MaxDepthArgumentTightensTheCap(t *testing.T) {
 	e := newEnv(t)
-	child := newFakeModel(func(agent.Request) agent.Response { return final("done") })
+	child := agenttest.NewRecorder(func(agent.Request) agent.Response { return final("done") })
 	f := delegatetest.Follow(e.svc)
 	tool := delegate.New(delegate.Config{Service: f, Provider: spawn.DefaultName}) // cap 3
 	t.Cleanup(tool.Close)
@@ -493,7 +468,7 @@ func TestD6_MaxDepthArgumentTightensTheCap(t *testing.T) {
 		if _, err := tool.Call(t.Context(), c.caller, json.RawMessage(args)); err != nil {
 			t.Fatalf("%s: %v", args, err)
 		}
-		reqs := child.requests(c.task)
+		reqs := child.Requests(c.task)
 		if len(reqs) == 0 || offers(reqs[0]) != c.offered {
 			t.Fatalf("%s: child offered the delegate tool: %v, want %v", args, len(reqs) > 0 && offers(reqs[0]), c.offered)
 		}

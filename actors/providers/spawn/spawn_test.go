@@ -20,6 +20,7 @@ import (
 	"github.com/subactor/subactor/actors/providers/spawn"
 	"github.com/subactor/subactor/actors/registry"
 	"github.com/subactor/subactor/agent"
+	"github.com/subactor/subactor/agent/agenttest"
 	"github.com/subactor/subactor/internal/leaktest"
 	"github.com/subactor/subactor/model/scripted"
 	"github.com/subactor/subactor/persistence"
@@ -141,37 +142,6 @@ func final(s string) agent.Response {
 	return agent.Response{Message: agent.Message{Content: prompt(s)}}
 }
 
-// fakeModel records every request by its task (the first user message) and
-// answers with reply.
-type fakeModel struct {
-	reply func(agent.Request) agent.Response
-	mu    sync.Mutex
-	seen  map[string][]agent.Request
-}
-
-func newFakeModel(reply func(agent.Request) agent.Response) *fakeModel {
-	return &fakeModel{reply: reply, seen: map[string][]agent.Request{}}
-}
-
-func (m *fakeModel) Generate(_ context.Context, req agent.Request) (agent.Response, error) {
-	m.mu.Lock()
-	task := subagent.TextOf(req.Messages[0].Content)
-	m.seen[task] = append(m.seen[task], req)
-	m.mu.Unlock()
-	return m.reply(req), nil
-}
-
-// first is the first request the model saw for task.
-func (m *fakeModel) first(t *testing.T, task string) agent.Request {
-	t.Helper()
-	m.mu.Lock()
-	defer m.mu.Unlock()
-	if len(m.seen[task]) == 0 {
-		t.Fatalf("the model saw no request for %q", task)
-	}
-	return m.seen[task][0]
-}
-
 func toolNames(req agent.Request) []string {
 	var names []string
 	for _, s := range req.Tools {
@@ -271,7 +241,7 @@ func TestR1_LocalRunPublishesTheChildAgentAndSession(t *testing.T) {
 	e := newEnv(t)
 	pr := &probe{callers: make(chan *agent.Agent, 1)}
 	// Call the probe once, then answer.
-	model := newFakeModel(func(req agent.Request) agent.Response {
+	model := agenttest.NewRecorder(func(req agent.Request) agent.Response {
 		if last := req.Messages[len(req.Messages)-1]; last.Role == agent.ToolRole {
 			return final("done")
 		}
@@ -315,7 +285,7 @@ func TestR1_LocalRunPublishesTheChildAgentAndSession(t *testing.T) {
 // Contract D6.
 func TestD6_ChildDepthAndTheDelegateToolAtTheCap(t *testing.T) {
 	e := newEnv(t)
-	model := newFakeModel(func(agent.Request) agent.Response { return final("done") })
+	model := agenttest.NewRecorder(func(agent.Request) agent.Response { return final("done") })
 	f := delegatetest.Follow(e.svc)
 	// The tool's own cap (3) is looser than the request's, so hiding it at
 	// depth 2 depends on the child inheriting the request's max depth.
@@ -342,7 +312,7 @@ func TestD6_ChildDepthAndTheDelegateToolAtTheCap(t *testing.T) {
 		if m := child.Options().MaxDepth; m == nil || *m != maxDepth {
 			t.Fatalf("%s: child inherited max depth %v, want %d", task, m, maxDepth)
 		}
-		if got := slices.Contains(toolNames(model.first(t, task)), delegate.DefaultName); got != c.offered {
+		if got := slices.Contains(toolNames(model.First(t, task)), delegate.DefaultName); got != c.offered {
 			t.Fatalf("child at depth %d: delegate tool offered %v, want %v", c.parentDepth+1, got, c.offered)
 		}
 	}
@@ -404,7 +374,7 @@ func TestP1_ToolFilterAndPersonaShapeTheChildRequest(t *testing.T) {
 		t.Fatal(err)
 	}
 	e := newEnv(t)
-	model := newFakeModel(func(agent.Request) agent.Response { return final("done") })
+	model := agenttest.NewRecorder(func(agent.Request) agent.Response { return final("done") })
 	e.register(t, spawn.Config{Model: model, Tools: fs})
 	parent := e.parent(t, "parent", 0, subagent.AgentOptions{})
 	persona := "You are terse."
@@ -424,7 +394,7 @@ func TestP1_ToolFilterAndPersonaShapeTheChildRequest(t *testing.T) {
 		"filtered": {[]string{"list", "count"}, persona},
 		"denied":   {[]string{"list"}, ""},
 	} {
-		req := model.first(t, task)
+		req := model.First(t, task)
 		if got := toolNames(req); !slices.Equal(got, want.tools) || req.System != want.system {
 			t.Errorf("%s: tools %v system %q, want %v %q", task, got, req.System, want.tools, want.system)
 		}
