@@ -23,6 +23,7 @@ func Run(t *testing.T, newStore func(t *testing.T) persistence.Store) {
 		{"CreateInvalid", testCreateInvalid},
 		{"UnknownSession", testUnknownSession},
 		{"AppendKeepsOrder", testAppendKeepsOrder},
+		{"AppendKeepsOrderPast256", testAppendKeepsOrderPast256},
 		{"AppendInvalidIsAtomic", testAppendInvalidIsAtomic},
 		{"SessionsAreIsolated", testSessionsAreIsolated},
 		{"CopiesOnTheWayIn", testCopiesOnTheWayIn},
@@ -139,6 +140,9 @@ func testUnknownSession(t *testing.T, s persistence.Store) {
 	if err := s.Append(t.Context(), "nope", rec("message", `1`)); !errors.Is(err, persistence.ErrNotFound) {
 		t.Errorf("Append: got %v, want ErrNotFound", err)
 	}
+	if err := s.Append(t.Context(), "nope"); !errors.Is(err, persistence.ErrNotFound) {
+		t.Errorf("Append of no records: got %v, want ErrNotFound", err)
+	}
 	if err := s.Delete(t.Context(), "nope"); !errors.Is(err, persistence.ErrNotFound) {
 		t.Errorf("Delete: got %v, want ErrNotFound", err)
 	}
@@ -154,6 +158,24 @@ func testAppendKeepsOrder(t *testing.T, s persistence.Store) {
 	mustAppend(t, s, "s1", rec("message", `{"n":3}`))
 	_, recs := mustLoad(t, s, "s1")
 	wantRecords(t, recs, rec("message", `{"n":1}`), rec("descriptor", `{"n":2}`), rec("message", `{"n":3}`))
+}
+
+// testAppendKeepsOrderPast256 appends more records than one byte can
+// count, in calls of different sizes, so that a store ordering records by
+// an encoded counter (a little-endian key, say) shows it.
+func testAppendKeepsOrderPast256(t *testing.T, s persistence.Store) {
+	mustCreate(t, s, header("s1"))
+	var want []persistence.Record
+	for _, n := range []int{1, 255, 1, 300} {
+		batch := make([]persistence.Record, n)
+		for i := range batch {
+			batch[i] = rec("message", fmt.Sprint(len(want)+i))
+		}
+		mustAppend(t, s, "s1", batch...)
+		want = append(want, batch...)
+	}
+	_, recs := mustLoad(t, s, "s1")
+	wantRecords(t, recs, want...)
 }
 
 func testAppendInvalidIsAtomic(t *testing.T, s persistence.Store) {
