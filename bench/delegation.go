@@ -4,13 +4,16 @@ import (
 	"context"
 	"io"
 	"log/slog"
+	"path/filepath"
 	"testing"
 	"time"
 
 	"github.com/asynkron/protoactor-go/actor"
 
+	"github.com/subactor/subactor/actors/providers/spawn"
 	"github.com/subactor/subactor/agent"
 	"github.com/subactor/subactor/model/scripted"
+	"github.com/subactor/subactor/persistence"
 	"github.com/subactor/subactor/subagent"
 	"github.com/subactor/subactor/tools/delegate"
 )
@@ -47,9 +50,22 @@ func RawProtoactor(b *testing.B) {
 
 // SubactorSpawn is one delegation through the Service: a spawn child on the
 // scripted model with in-memory sessions, started, awaited and disposed.
-func SubactorSpawn(b *testing.B) {
+func SubactorSpawn(b *testing.B) { spawnDelegations(b, persistence.NewMemory()) }
+
+// SubactorSpawnBolt is SubactorSpawn with the sessions in the bbolt store,
+// every turn fsynced before the child goes on.
+func SubactorSpawnBolt(b *testing.B) {
+	store, err := persistence.OpenBolt(filepath.Join(b.TempDir(), "sessions.db"))
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer store.Close()
+	spawnDelegations(b, store)
+}
+
+func spawnDelegations(b *testing.B, store persistence.Store) {
 	ctx := context.Background()
-	s, err := newSeam(ctx, scripted.New())
+	s, err := newSeamWith(ctx, spawn.Config{Model: scripted.New(), Store: store})
 	if err != nil {
 		b.Fatal(err)
 	}

@@ -15,3 +15,5 @@ func TestMain(m *testing.M) {
 func BenchmarkRawProtoactor(b *testing.B)     { RawProtoactor(b) }
 func BenchmarkSubactorSpawn(b *testing.B)     { SubactorSpawn(b) }
 func BenchmarkSubactorParentRun(b *testing.B) { SubactorParentRun(b) }
+
+func BenchmarkSubactorSpawnBolt(b *testing.B) { SubactorSpawnBolt(b) }

@@ -25,7 +25,7 @@ import (
 type seam struct {
 	sys    *actors.System
 	svc    *registry.Service
-	store  *persistence.Memory
+	store  persistence.Store
 	parent *agent.Agent
 	close  func()
 }
@@ -34,12 +34,16 @@ func newSeam(ctx context.Context, model agent.Model, tools ...agent.Tool) (*seam
 	return newSeamWith(ctx, spawn.Config{Model: model, Tools: tools})
 }
 
-// newSeamWith is newSeam with the spawn provider configured by cfg.
+// newSeamWith is newSeam with the spawn provider configured by cfg, on
+// in-memory sessions unless cfg.Store is set.
 func newSeamWith(ctx context.Context, cfg spawn.Config) (*seam, error) {
 	sys := actors.NewSystem(actors.WithLogger(slog.New(slog.NewTextHandler(io.Discard, nil))))
 	svc := registry.New(sys)
-	s := &seam{sys: sys, svc: svc, store: persistence.NewMemory(), close: func() { svc.Close(); sys.Shutdown() }}
-	cfg.System, cfg.Store = sys, s.store
+	if cfg.Store == nil {
+		cfg.Store = persistence.NewMemory()
+	}
+	s := &seam{sys: sys, svc: svc, store: cfg.Store, close: func() { svc.Close(); sys.Shutdown() }}
+	cfg.System = sys
 	provider, err := spawn.New(cfg)
 	if err == nil {
 		_, err = svc.RegisterProvider(provider)

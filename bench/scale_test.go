@@ -17,6 +17,12 @@ func TestScaleAndLatenciesRun(t *testing.T) {
 	if res.Children != 200 || res.GoroutinesPerChild <= 0 || res.HeapBytesPerChild <= 0 {
 		t.Fatalf("scale result %+v", res)
 	}
+	for _, writers := range []int{1, 4} {
+		rate, err := BoltAppends(ctx, t.TempDir(), writers, 40)
+		if err != nil || rate.Writers != writers || rate.AppendsPerSecond <= 0 {
+			t.Fatalf("appends with %d writers: %+v, %v", writers, rate, err)
+		}
+	}
 	l, err := MeasureLatencies(ctx, 50)
 	if err != nil {
 		t.Fatal(err)

@@ -1,8 +1,8 @@
 // Command bench runs every subactor benchmark in one process and writes
 // RESULTS.md and results.json: per-delegation cost beside the raw
-// protoactor floor and the Eino peer, live children at scale, and lifecycle
-// latency distributions, each checked against the goals of the benchmark
-// issue.
+// protoactor floor and the Eino peer, live children at scale, fsynced
+// session appends, and lifecycle latency distributions, each checked
+// against the goals of the benchmark issue.
 //
 //	go run ./cmd/bench [-count 5] [-scale 1000,10000,100000] [-runs 5000] [-out .]
 package main
@@ -46,6 +46,7 @@ func run(count int, scales string, runs int, out string) error {
 	}{
 		{"RawProtoactor", bench.RawProtoactor},
 		{"SubactorSpawn", bench.SubactorSpawn},
+		{"SubactorSpawnBolt", bench.SubactorSpawnBolt},
 		{"SubactorParentRun", bench.SubactorParentRun},
 		{"EinoAgentTool", bench.EinoAgentTool},
 	} {
@@ -64,8 +65,20 @@ func run(count int, scales string, runs int, out string) error {
 		}
 		r.Scale = append(r.Scale, s)
 	}
+	dir, err := os.MkdirTemp("", "subactor-bench-")
+	if err != nil {
+		return err
+	}
+	defer os.RemoveAll(dir)
+	for _, writers := range []int{1, 16} {
+		fmt.Fprintf(os.Stderr, "bbolt appends: %d writers\n", writers)
+		rate, err := bench.BoltAppends(ctx, dir, writers, 1000*writers)
+		if err != nil {
+			return err
+		}
+		r.Appends = append(r.Appends, rate)
+	}
 	fmt.Fprintf(os.Stderr, "latencies: %d children each\n", runs)
-	var err error
 	if r.Latencies, err = bench.MeasureLatencies(ctx, runs); err != nil {
 		return err
 	}

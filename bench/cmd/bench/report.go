@@ -13,6 +13,7 @@ type Results struct {
 	Date       string              `json:"date"`
 	Delegation []Delegation        `json:"delegation"`
 	Scale      []bench.ScaleResult `json:"scale"`
+	Appends    []bench.AppendRate  `json:"boltAppends"`
 	Latencies  bench.Latencies     `json:"latencies"`
 	Goals      []Goal              `json:"goals"`
 }
@@ -93,7 +94,7 @@ func markdown(r Results) string {
 	}
 	floor, eino := r.delegation("RawProtoactor"), r.delegation("EinoAgentTool")
 	w("\n## Per delegation\n\n")
-	w("RawProtoactor is the floor: spawn an actor, one request/response, poison it. SubactorSpawn is one child through the Service: start→result→dispose on the scripted model with in-memory sessions. SubactorParentRun and EinoAgentTool are the same work on both runtimes: a parent run whose scripted model calls one child (the delegate tool; adk.NewAgentTool) that answers at once.\n\n")
+	w("RawProtoactor is the floor: spawn an actor, one request/response, poison it. SubactorSpawn is one child through the Service: start→result→dispose on the scripted model with in-memory sessions. SubactorSpawnBolt is the same with sessions in the bbolt store. SubactorParentRun and EinoAgentTool are the same work on both runtimes: a parent run whose scripted model calls one child (the delegate tool; adk.NewAgentTool) that answers at once.\n\n")
 	w("| implementation | time/op | bytes/op | allocs/op | × floor (time) | Eino ÷ this (time / allocs) |\n|---|---|---|---|---|---|\n")
 	for _, d := range r.Delegation {
 		w("| %s | %.1f µs | %.0f | %.0f | %.2f | %.1f / %.1f |\n", d.Name, d.NsPerOp/1e3, d.BytesPerOp, d.AllocsPerOp,
@@ -103,6 +104,11 @@ func markdown(r Results) string {
 	w("| live children | heap/child | stack/child | goroutines/child | starts/s | dispose all |\n|---|---|---|---|---|---|\n")
 	for _, s := range r.Scale {
 		w("| %d | %.0f B | %.0f B | %.2f | %.0f | %.2f s |\n", s.Children, s.HeapBytesPerChild, s.StackBytesPerChild, s.GoroutinesPerChild, s.StartsPerSecond, s.DisposeAllSeconds)
+	}
+	w("\n## Session store (bbolt)\n\nFsynced 512-byte appends, each writer to a session of its own. One writer pays an fsync per append; concurrent writers share commits (group commit). SubactorSpawnBolt above is a delegation with every turn fsynced.\n\n")
+	w("| writers | appends/s |\n|---|---|\n")
+	for _, a := range r.Appends {
+		w("| %d | %.0f |\n", a.Writers, a.AppendsPerSecond)
 	}
 	l := r.Latencies
 	w("\n## Latencies (µs)\n\n| what | samples | p50 | p99 | max |\n|---|---|---|---|---|\n")

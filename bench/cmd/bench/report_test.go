@@ -16,6 +16,7 @@ func TestGoalsJudgeTheFiguresAndTheReportShowsThem(t *testing.T) {
 			{Name: "EinoAgentTool", NsPerOp: 180_000, AllocsPerOp: 1200},
 		},
 		Scale:     []bench.ScaleResult{{Children: 100_000, HeapBytesPerChild: 9000, GoroutinesPerChild: 1}},
+		Appends:   []bench.AppendRate{{Writers: 16, AppendsPerSecond: 8000}},
 		Latencies: bench.Latencies{Dispose: bench.Distribution{P99: 50}, Event: bench.Distribution{P99: 100}, EventBlocked: bench.Distribution{P99: 105}},
 	}
 	met := map[string]bool{}
@@ -38,7 +39,7 @@ func TestGoalsJudgeTheFiguresAndTheReportShowsThem(t *testing.T) {
 	}
 	r.Goals = goals(r)
 	md := markdown(r)
-	for _, want := range []string{"| SubactorSpawn | 40.0 µs |", "| 100000 | 9000 B |", "**no**"} {
+	for _, want := range []string{"| SubactorSpawn | 40.0 µs |", "| 100000 | 9000 B |", "| 16 | 8000 |", "**no**"} {
 		if !strings.Contains(md, want) {
 			t.Errorf("report lacks %q", want)
 		}
