@@ -40,19 +40,13 @@ func main() {
 func run(count int, scales string, runs int, out string) error {
 	ctx := context.Background()
 	r := Results{Machine: machine(), Date: time.Now().UTC().Format(time.RFC3339)}
-	for _, c := range []struct {
-		name string
-		f    func(*testing.B)
-	}{
+	r.Delegation = delegations(count, []named{
 		{"RawProtoactor", bench.RawProtoactor},
 		{"SubactorSpawn", bench.SubactorSpawn},
 		{"SubactorSpawnBolt", bench.SubactorSpawnBolt},
 		{"SubactorParentRun", bench.SubactorParentRun},
 		{"EinoAgentTool", bench.EinoAgentTool},
-	} {
-		fmt.Fprintf(os.Stderr, "delegation: %s\n", c.name)
-		r.Delegation = append(r.Delegation, median(c.name, count, c.f))
-	}
+	})
 	for _, field := range strings.Split(scales, ",") {
 		n, err := strconv.Atoi(strings.TrimSpace(field))
 		if err != nil || n <= 0 {
@@ -98,17 +92,32 @@ func run(count int, scales string, runs int, out string) error {
 	return nil
 }
 
-// median runs f count times and keeps the median of each figure.
-func median(name string, count int, f func(*testing.B)) Delegation {
-	var ns, bytes, allocs []float64
-	for range count {
-		res := testing.Benchmark(f)
-		ns = append(ns, float64(res.NsPerOp()))
-		bytes = append(bytes, float64(res.AllocedBytesPerOp()))
-		allocs = append(allocs, float64(res.AllocsPerOp()))
+type named struct {
+	name string
+	f    func(*testing.B)
+}
+
+// delegations runs every benchmark once per round, count rounds, and keeps
+// the median of each figure. Interleaving the rounds lets whatever else the
+// machine is doing weigh on every implementation alike, so the ratios hold
+// even when the absolute times drift.
+func delegations(count int, benches []named) []Delegation {
+	samples := make([][3][]float64, len(benches))
+	for round := range count {
+		for i, b := range benches {
+			fmt.Fprintf(os.Stderr, "delegation: %s (round %d of %d)\n", b.name, round+1, count)
+			res := testing.Benchmark(b.f)
+			for k, v := range []float64{float64(res.NsPerOp()), float64(res.AllocedBytesPerOp()), float64(res.AllocsPerOp())} {
+				samples[i][k] = append(samples[i][k], v)
+			}
+		}
 	}
 	mid := func(v []float64) float64 { slices.Sort(v); return v[len(v)/2] }
-	return Delegation{Name: name, NsPerOp: mid(ns), BytesPerOp: mid(bytes), AllocsPerOp: mid(allocs)}
+	out := make([]Delegation, len(benches))
+	for i, b := range benches {
+		out[i] = Delegation{Name: b.name, NsPerOp: mid(samples[i][0]), BytesPerOp: mid(samples[i][1]), AllocsPerOp: mid(samples[i][2])}
+	}
+	return out
 }
 
 func machine() Machine {
