@@ -59,7 +59,7 @@ type env struct {
 	store *countingStore
 }
 
-func newEnv(t *testing.T) *env {
+func newEnv(t testing.TB) *env {
 	t.Helper()
 	sys := actors.NewSystem()
 	t.Cleanup(sys.Shutdown)
@@ -68,7 +68,7 @@ func newEnv(t *testing.T) *env {
 	return &env{sys: sys, svc: svc, store: &countingStore{Store: persistence.NewMemory()}}
 }
 
-func (e *env) register(t *testing.T, p subagent.Provider) (release func()) {
+func (e *env) register(t testing.TB, p subagent.Provider) (release func()) {
 	t.Helper()
 	release, err := e.svc.RegisterProvider(p)
 	if err != nil {
@@ -93,7 +93,7 @@ func (e *env) spawnProvider(t *testing.T, cfg spawn.Config) {
 }
 
 // agentAt creates an agent in the env's store.
-func (e *env) agentAt(t *testing.T, id string, depth int, opts subagent.AgentOptions, model agent.Model, tools ...agent.Tool) *agent.Agent {
+func (e *env) agentAt(t testing.TB, id string, depth int, opts subagent.AgentOptions, model agent.Model, tools ...agent.Tool) *agent.Agent {
 	t.Helper()
 	if model == nil {
 		model = scripted.New()
@@ -493,4 +493,40 @@ func TestE4_AToolMadeBeforeItsProviderIsAvailableOnceRegistered(t *testing.T) {
 		release()
 		tool.Close()
 	}
+}
+
+// FuzzK3_ArgumentsNeverPanicAndStartOnlyValidChildren feeds arbitrary bytes
+// as the model's arguments: the tool answers with an error, or hands the
+// provider a request the Service validated; it never panics.
+func FuzzK3_ArgumentsNeverPanicAndStartOnlyValidChildren(f *testing.F) {
+	for _, seed := range []string{
+		`{"description":"d","prompt":"p"}`,
+		`{"description":"d","prompt":"p","output_schema":{"type":"object"},"max_depth":1,"tools":{"allow":["x"]},"persona":"q"}`,
+		`{"description":"d","prompt":"p","max_depth":-3}`,
+		`{"description":"d","prompt":"p"}}`,
+		`[]`, `null`, ``, `{"prompt":7}`, "\xff",
+	} {
+		f.Add([]byte(seed))
+	}
+	e := newEnv(f)
+	all := newStub("all", subagent.Capabilities{OutputSchema: true, DepthLimit: true, ToolFilter: true, Persona: true})
+	e.register(f, all)
+	tool := delegate.New(delegate.Config{Service: e.svc, Provider: "all"})
+	f.Cleanup(tool.Close)
+	caller := e.agentAt(f, "parent", 0, subagent.AgentOptions{}, nil)
+	f.Fuzz(func(t *testing.T, args []byte) {
+		out, err := tool.Call(t.Context(), caller, args)
+		if err == nil || out != "" {
+			// The stub starts no child, so every call must end in an error.
+			t.Fatalf("Call(%q) = %q, %v", args, out, err)
+		}
+		select {
+		case <-all.starts:
+			// Reaching the provider means the arguments made a valid request.
+			if !json.Valid(args) {
+				t.Fatalf("invalid JSON %q reached the provider", args)
+			}
+		default:
+		}
+	})
 }

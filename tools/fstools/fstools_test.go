@@ -253,3 +253,42 @@ func TestToolsTouchNoFileOnceCancelled(t *testing.T) {
 		}
 	}
 }
+
+// FuzzK3_ToolArgumentsStayInsideTheRoot feeds arbitrary arguments to every
+// tool: each answers or fails cleanly, and nothing outside the root is ever
+// read back.
+func FuzzK3_ToolArgumentsStayInsideTheRoot(f *testing.F) {
+	for _, seed := range []string{
+		`{"path":"."}`, `{"path":"inside.txt"}`, `{"path":"../outside.txt"}`, `{"path":"/etc/passwd"}`,
+		`{"path":"link"}`, `{"path":"inside.txt","maxBytes":3}`, `{"path":"a\u0000b"}`, `{}`, `[`, "\xff",
+	} {
+		f.Add([]byte(seed))
+	}
+	parent := f.TempDir()
+	root := filepath.Join(parent, "root")
+	if err := os.Mkdir(root, 0o755); err != nil {
+		f.Fatal(err)
+	}
+	const secret = "OUTSIDE-SECRET"
+	if err := os.WriteFile(filepath.Join(parent, "outside.txt"), []byte(secret), 0o644); err != nil {
+		f.Fatal(err)
+	}
+	if err := os.WriteFile(filepath.Join(root, "inside.txt"), []byte("inside\n"), 0o644); err != nil {
+		f.Fatal(err)
+	}
+	if err := os.Symlink(filepath.Join(parent, "outside.txt"), filepath.Join(root, "link")); err != nil {
+		f.Fatal(err)
+	}
+	tools, err := fstools.New(root)
+	if err != nil {
+		f.Fatal(err)
+	}
+	f.Fuzz(func(t *testing.T, args []byte) {
+		for _, tool := range tools {
+			out, err := tool.Call(context.Background(), nil, args)
+			if strings.Contains(out, secret) || (err != nil && strings.Contains(err.Error(), secret)) {
+				t.Fatalf("%s(%q) read outside the root: %q, %v", tool.Spec().Name, args, out, err)
+			}
+		}
+	})
+}
