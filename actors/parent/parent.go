@@ -18,17 +18,24 @@ import (
 
 	"github.com/subactor/subactor/actors/internal/fanout"
 	"github.com/subactor/subactor/actors/internal/inline"
+	"github.com/subactor/subactor/actors/internal/reply"
 	"github.com/subactor/subactor/messages"
 	"github.com/subactor/subactor/subagent"
 )
 
 // Subscribe adds a listener; answered with its listener actor's PID.
 // A local command: it carries a Go function.
-type Subscribe struct{ Listener subagent.Listener }
+type Subscribe struct {
+	reply.To
+	Listener subagent.Listener
+}
 
 // Unsubscribe removes a listener; answered with its listener actor's PID
 // (nil if unknown), which the caller drains.
-type Unsubscribe struct{ ID string }
+type Unsubscribe struct {
+	reply.To
+	ID string
+}
 
 // Props builds the parent actor of the agent with id parentID.
 func Props(log *slog.Logger, parentID string) *actor.Props {
@@ -58,13 +65,13 @@ func (a *parentActor) Receive(c actor.Context) {
 	switch m := msg.(type) {
 	case *Subscribe:
 		a.uses++
-		c.Respond(a.listeners.PID(a.listeners.Add(c, m.Listener)))
+		m.Answer(a.listeners.PID(a.listeners.Add(c, m.Listener)))
 	case *Unsubscribe:
 		pid := a.listeners.Remove(m.ID)
 		if pid != nil {
 			a.draining[pid.Id] = true
 		}
-		c.Respond(pid)
+		m.Answer(pid)
 	case *actor.Terminated:
 		delete(a.draining, m.Who.Id)
 		a.idle(c)

@@ -9,8 +9,8 @@ import (
 	"go.uber.org/goleak"
 
 	"github.com/subactor/subactor/actors"
-	"github.com/subactor/subactor/actors/internal/ask"
 	"github.com/subactor/subactor/actors/internal/fanout"
+	"github.com/subactor/subactor/actors/internal/reply"
 	"github.com/subactor/subactor/actors/parent"
 	"github.com/subactor/subactor/messages"
 	"github.com/subactor/subactor/subagent"
@@ -42,10 +42,12 @@ func TestE1_StartThenEndAndIdleOnceNothingIsLeft(t *testing.T) {
 	idle := make(chan int64, 4)
 	pid := spawnUnderProbe(t, raw, idle)
 	got := make(chan subagent.Event, 4)
-	r, err := ask.Ask(context.Background(), raw, pid, &parent.Subscribe{Listener: func(ev subagent.Event) error {
+	sub := &parent.Subscribe{To: reply.New(), Listener: func(ev subagent.Event) error {
 		got <- ev
 		return nil
-	}}, nil)
+	}}
+	raw.Root.Send(pid, sub)
+	r, err := sub.Wait(context.Background(), nil)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -62,10 +64,14 @@ func TestE1_StartThenEndAndIdleOnceNothingIsLeft(t *testing.T) {
 	}
 	// With a listener still subscribed the actor is not idle; once it is
 	// removed and drained, it reports both references it used.
-	if _, err := ask.Ask(context.Background(), raw, pid, &parent.Unsubscribe{ID: listener.Id}, nil); err != nil {
+	unsub := &parent.Unsubscribe{To: reply.New(), ID: listener.Id}
+	raw.Root.Send(pid, unsub)
+	if _, err := unsub.Wait(context.Background(), nil); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := ask.Ask(context.Background(), raw, listener, fanout.Drain{}, nil); err != nil {
+	drain := &fanout.Drain{To: reply.New()}
+	raw.Root.Send(listener, drain)
+	if _, err := drain.Wait(context.Background(), nil); err != nil {
 		t.Fatal(err)
 	}
 	if uses := <-idle; uses != 2 {

@@ -7,27 +7,45 @@ import (
 	"github.com/asynkron/protoactor-go/actor"
 
 	"github.com/subactor/subactor/actors/internal/fanout"
+	"github.com/subactor/subactor/actors/internal/reply"
 	"github.com/subactor/subactor/actors/parent"
 	"github.com/subactor/subactor/messages"
 	"github.com/subactor/subactor/subagent"
 )
 
 // Commands to the registry actor. They carry Go values (providers,
-// listeners), so they are local plain structs; each is answered once.
+// listeners), so they are local plain structs, each answered once on its
+// reply.To.
 type (
-	register   struct{ p subagent.Provider }
+	register struct {
+		reply.To
+		p subagent.Provider
+	}
 	unregister struct {
+		reply.To
 		name string
 		gen  uint64
 	}
-	getProvider struct{ name string }
-	listNames   struct{}
+	getProvider struct {
+		reply.To
+		name string
+	}
+	listNames struct{ reply.To }
 	// parentOf returns the parent actor for an agent, counting the
 	// reference, which the caller must use at once (Published or
 	// Subscribe).
-	parentOf struct{ parentID string }
-	listen   struct{ l subagent.Listener }
-	unlisten struct{ id string }
+	parentOf struct {
+		reply.To
+		parentID string
+	}
+	listen struct {
+		reply.To
+		l subagent.Listener
+	}
+	unlisten struct {
+		reply.To
+		id string
+	}
 )
 
 type registered struct {
@@ -72,27 +90,27 @@ func (a *registryActor) Receive(c actor.Context) {
 	case *register:
 		name := m.p.Name()
 		if _, dup := a.providers[name]; dup {
-			c.Respond(registered{err: &duplicateError{name}})
+			m.Answer(registered{err: &duplicateError{name}})
 			return
 		}
 		a.gen++
 		a.providers[name] = entry{m.p, a.gen}
 		a.order = append(a.order, name)
 		a.listeners.Emit(c, &messages.ProviderAdded{Provider: name})
-		c.Respond(registered{gen: a.gen})
+		m.Answer(registered{gen: a.gen})
 	case *unregister:
 		if e, ok := a.providers[m.name]; ok && e.gen == m.gen {
 			delete(a.providers, m.name)
 			a.order = remove(a.order, m.name)
 			a.listeners.Emit(c, &messages.ProviderRemoved{Name: m.name})
 		}
-		c.Respond(struct{}{})
+		m.Answer(struct{}{})
 	case *getProvider:
-		c.Respond(a.providers[m.name].p)
+		m.Answer(a.providers[m.name].p)
 	case *listNames:
-		c.Respond(append([]string(nil), a.order...))
+		m.Answer(append([]string(nil), a.order...))
 	case *parentOf:
-		c.Respond(a.parent(c, m.parentID))
+		m.Answer(a.parent(c, m.parentID))
 	case *messages.ParentIdle:
 		// It is idle only if every reference handed out has reached it: a
 		// start or subscription in flight will find it still alive.
@@ -112,9 +130,9 @@ func (a *registryActor) Receive(c actor.Context) {
 		for _, name := range a.order {
 			a.listeners.EmitTo(c, id, &messages.ProviderAdded{Provider: name})
 		}
-		c.Respond(a.listeners.PID(id))
+		m.Answer(a.listeners.PID(id))
 	case *unlisten:
-		c.Respond(a.listeners.Remove(m.id))
+		m.Answer(a.listeners.Remove(m.id))
 	}
 }
 

@@ -19,9 +19,9 @@ import (
 	"github.com/google/uuid"
 
 	"github.com/subactor/subactor/actors"
-	"github.com/subactor/subactor/actors/internal/ask"
 	"github.com/subactor/subactor/actors/internal/fanout"
 	"github.com/subactor/subactor/actors/internal/inline"
+	"github.com/subactor/subactor/actors/internal/reply"
 	"github.com/subactor/subactor/actors/parent"
 	"github.com/subactor/subactor/messages"
 	"github.com/subactor/subactor/subagent"
@@ -74,11 +74,17 @@ func (s *Service) Close() {
 	})
 }
 
-// ask sends a command to the registry actor. The actor answers at once, so
-// only a closed Service makes it fail.
-func (s *Service) ask(ctx context.Context, msg any) (any, error) {
-	r, err := ask.Ask(ctx, s.sys, s.pid, msg, s.closed)
-	if errors.Is(err, ask.ErrGone) {
+// command is a local command: it is answered on the reply.To it embeds.
+type command interface {
+	Wait(ctx context.Context, gone <-chan struct{}) (any, error)
+}
+
+// call sends cmd to an actor of this Service and waits for its answer; the
+// actor answers at once, so only a closed Service makes it fail.
+func (s *Service) call(ctx context.Context, to *actor.PID, cmd command) (any, error) {
+	s.sys.Root.Send(to, cmd)
+	r, err := cmd.Wait(ctx, s.closed)
+	if errors.Is(err, reply.ErrGone) {
 		return nil, subagent.ErrServiceClosed
 	}
 	return r, err
@@ -91,7 +97,7 @@ func (s *Service) RegisterProvider(p subagent.Provider) (release func(), err err
 	if p == nil || p.Name() == "" {
 		return nil, fmt.Errorf("%w: nil provider or empty name", subagent.ErrInvalidProviderArg)
 	}
-	r, err := s.ask(context.Background(), &register{p: p})
+	r, err := s.call(context.Background(), s.pid, &register{To: reply.New(), p: p})
 	if err != nil {
 		return nil, err
 	}
@@ -101,13 +107,15 @@ func (s *Service) RegisterProvider(p subagent.Provider) (release func(), err err
 	}
 	var once sync.Once
 	return func() {
-		once.Do(func() { _, _ = s.ask(context.Background(), &unregister{name: p.Name(), gen: reg.gen}) })
+		once.Do(func() {
+			_, _ = s.call(context.Background(), s.pid, &unregister{To: reply.New(), name: p.Name(), gen: reg.gen})
+		})
 	}, nil
 }
 
 // GetProvider returns the provider registered under name (S2).
 func (s *Service) GetProvider(name string) (subagent.Provider, bool) {
-	r, err := s.ask(context.Background(), &getProvider{name: name})
+	r, err := s.call(context.Background(), s.pid, &getProvider{To: reply.New(), name: name})
 	if err != nil || r == nil {
 		return nil, false
 	}
@@ -117,7 +125,7 @@ func (s *Service) GetProvider(name string) (subagent.Provider, bool) {
 
 // List returns provider names in insertion order (S3).
 func (s *Service) List() []string {
-	r, err := s.ask(context.Background(), &listNames{})
+	r, err := s.call(context.Background(), s.pid, &listNames{To: reply.New()})
 	if err != nil {
 		return nil
 	}
@@ -129,41 +137,42 @@ func (s *Service) List() []string {
 // registered, so a consumer follows registrations whatever order it and the
 // providers were set up in (E4). See listening for release.
 func (s *Service) Listen(l subagent.Listener) (release func()) {
-	r, err := s.ask(context.Background(), &listen{l: l})
+	r, err := s.call(context.Background(), s.pid, &listen{To: reply.New(), l: l})
 	if err != nil {
 		return func() {}
 	}
 	pid := r.(*actor.PID)
-	_, _ = ask.Ask(context.Background(), s.sys, pid, fanout.Sync{}, s.closed)
-	return s.listening(s.pid, &unlisten{id: pid.Id})
+	_, _ = s.call(context.Background(), pid, &fanout.Sync{To: reply.New()})
+	return s.listening(func() command { return &unlisten{To: reply.New(), id: pid.Id} }, s.pid)
 }
 
 // ListenParent subscribes l to the run events of children delegated by the
 // agent whose id is parentID (E3). See listening for release.
 func (s *Service) ListenParent(parentID string, l subagent.Listener) (release func()) {
-	r, err := s.ask(context.Background(), &parentOf{parentID: parentID})
+	r, err := s.call(context.Background(), s.pid, &parentOf{To: reply.New(), parentID: parentID})
 	if err != nil {
 		return func() {}
 	}
 	owner := r.(*actor.PID)
-	r, err = ask.Ask(context.Background(), s.sys, owner, &parent.Subscribe{Listener: l}, s.closed)
+	r, err = s.call(context.Background(), owner, &parent.Subscribe{To: reply.New(), Listener: l})
 	if err != nil {
 		return func() {}
 	}
-	return s.listening(owner, &parent.Unsubscribe{ID: r.(*actor.PID).Id})
+	id := r.(*actor.PID).Id
+	return s.listening(func() command { return &parent.Unsubscribe{To: reply.New(), ID: id} }, owner)
 }
 
 // listening returns the release of a listener: it asks the owner actor to
 // stop sending events, then waits until the listener has handled every
 // event sent before, so l is never called after release returns. Release
 // is idempotent; do not call it from inside l.
-func (s *Service) listening(owner *actor.PID, unsubscribe any) (release func()) {
+func (s *Service) listening(unsubscribe func() command, owner *actor.PID) (release func()) {
 	var once sync.Once
 	return func() {
 		once.Do(func() {
-			r, err := ask.Ask(context.Background(), s.sys, owner, unsubscribe, s.closed)
+			r, err := s.call(context.Background(), owner, unsubscribe())
 			if pid, ok := r.(*actor.PID); err == nil && ok && pid != nil {
-				_, _ = ask.Ask(context.Background(), s.sys, pid, fanout.Drain{}, s.closed)
+				_, _ = s.call(context.Background(), pid, &fanout.Drain{To: reply.New()})
 			}
 		})
 	}
@@ -193,7 +202,7 @@ func (s *Service) open(ctx context.Context, name string, req subagent.StartReque
 	if err := ctx.Err(); err != nil {
 		return nil, subagent.Cancelled(err)
 	}
-	r, err := s.ask(ctx, &getProvider{name: name})
+	r, err := s.call(ctx, s.pid, &getProvider{To: reply.New(), name: name})
 	if err != nil {
 		return nil, contextual(ctx, err)
 	}
@@ -230,7 +239,7 @@ func (s *Service) open(ctx context.Context, name string, req subagent.StartReque
 // subagent/start precedes subagent/end (E1). The run id is minted here and
 // shared by both events (E2); local comes from the provider's exact agent.
 func (s *Service) publish(parentID, provider string, run subagent.Run) error {
-	r, err := s.ask(context.Background(), &parentOf{parentID: parentID})
+	r, err := s.call(context.Background(), s.pid, &parentOf{To: reply.New(), parentID: parentID})
 	if err != nil {
 		return err
 	}

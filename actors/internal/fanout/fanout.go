@@ -9,6 +9,7 @@ import (
 
 	"github.com/asynkron/protoactor-go/actor"
 
+	"github.com/subactor/subactor/actors/internal/reply"
 	"github.com/subactor/subactor/messages"
 	"github.com/subactor/subactor/subagent"
 )
@@ -44,10 +45,10 @@ func (f *Fanout) Add(c actor.Context, l subagent.Listener) string {
 
 // Sync is answered by a listener actor once it has handled every event sent
 // to it before.
-type Sync struct{}
+type Sync struct{ reply.To }
 
 // Drain is Sync, after which the listener actor stops.
-type Drain struct{}
+type Drain struct{ reply.To }
 
 // PID returns the listener actor with id, or nil.
 func (f *Fanout) PID(id string) *actor.PID {
@@ -125,12 +126,12 @@ type listenerActor struct {
 
 func (a *listenerActor) Receive(c actor.Context) {
 	msg := c.Message()
-	switch msg.(type) {
-	case Sync:
-		c.Respond(struct{}{})
+	switch m := msg.(type) {
+	case *Sync:
+		m.Answer(struct{}{})
 		return
-	case Drain:
-		c.Respond(struct{}{})
+	case *Drain:
+		m.Answer(struct{}{})
 		c.Stop(c.Self())
 		return
 	}
