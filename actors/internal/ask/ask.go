@@ -81,13 +81,6 @@ func reply(m any) (any, error) {
 // Close releases the reply address; a reply arriving later is dropped.
 func (c *Call) Close() { c.sys.ProcessRegistry.Remove(c.reply) }
 
-// Ask is Send, Wait and Close in one.
-func Ask(ctx context.Context, sys *actor.ActorSystem, target *actor.PID, msg any, gone <-chan struct{}) (any, error) {
-	c := Send(sys, target, msg)
-	defer c.Close()
-	return c.Wait(ctx, gone)
-}
-
 // replyProcess keeps the first reply; the target answers each request once.
 type replyProcess struct{ ch chan any }
 

@@ -24,14 +24,18 @@ func TestAskGetsTheReplyOrLearnsTheTargetIsGone(t *testing.T) {
 			c.Respond("re: " + s)
 		}
 	}))
-	if r, err := ask.Ask(context.Background(), sys, echo, "hi", nil); err != nil || r != "re: hi" {
-		t.Fatalf("Ask = %v, %v", r, err)
+	call := ask.Send(sys, echo, "hi")
+	defer call.Close()
+	if r, err := call.Wait(context.Background(), nil); err != nil || r != "re: hi" {
+		t.Fatalf("reply = %v, %v", r, err)
 	}
 	if err := sys.Root.StopFuture(echo).Wait(); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := ask.Ask(context.Background(), sys, echo, "hi", nil); !errors.Is(err, ask.ErrGone) {
-		t.Fatalf("Ask of a stopped actor: %v", err)
+	// The same address serves the next request.
+	call.Send(echo, "hi")
+	if _, err := call.Wait(context.Background(), nil); !errors.Is(err, ask.ErrGone) {
+		t.Fatalf("request to a stopped actor: %v", err)
 	}
 }
 
