@@ -14,7 +14,6 @@ var (
 	ErrUnsupported        = errors.New("subagent: unsupported capability")
 	ErrInvalidRequest     = errors.New("subagent: invalid request")
 	ErrNotDelivered       = errors.New("subagent: not delivered")
-	ErrDisposed           = errors.New("subagent: run disposed")
 	ErrDepthExceeded      = errors.New("subagent: delegation depth exceeded")
 	ErrNotResumable       = errors.New("subagent: provider cannot resume")
 	ErrServiceClosed      = errors.New("subagent: service closed")
