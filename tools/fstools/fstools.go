@@ -124,22 +124,30 @@ func local(p string) (string, error) {
 	return filepath.FromSlash(clean), nil
 }
 
-// openPath checks p and opens it under r.
-func openPath(r *os.Root, p string) (*os.File, fs.FileInfo, error) {
+// openPath checks p and opens it under r, which must find a directory when
+// dir is set and a regular file otherwise.
+func openPath(r *os.Root, p string, dir bool) (*os.File, error) {
 	name, err := local(p)
 	if err != nil {
-		return nil, nil, err
+		return nil, err
 	}
 	f, err := r.Open(name)
 	if err != nil {
-		return nil, nil, err
+		return nil, err
 	}
 	fi, err := f.Stat()
+	switch {
+	case err != nil:
+	case dir && !fi.IsDir():
+		err = fmt.Errorf("%q is not a directory", p)
+	case !dir && !fi.Mode().IsRegular():
+		err = fmt.Errorf("%q is not a regular file", p)
+	}
 	if err != nil {
 		f.Close()
-		return nil, nil, err
+		return nil, err
 	}
-	return f, fi, nil
+	return f, nil
 }
 
 type entry struct {
@@ -153,14 +161,11 @@ func list(_ context.Context, r *os.Root, raw json.RawMessage) (string, error) {
 	if err := decode(raw, &args); err != nil {
 		return "", err
 	}
-	f, fi, err := openPath(r, args.Path)
+	f, err := openPath(r, args.Path, true)
 	if err != nil {
 		return "", err
 	}
 	defer f.Close()
-	if !fi.IsDir() {
-		return "", fmt.Errorf("%q is not a directory", args.Path)
-	}
 	des, err := f.ReadDir(-1)
 	if err != nil {
 		return "", err
@@ -208,14 +213,11 @@ func read(_ context.Context, r *os.Root, raw json.RawMessage) (string, error) {
 	case args.MaxBytes < 0 || args.MaxBytes > maxReadBytes:
 		return "", fmt.Errorf("maxBytes %d is not between 1 and %d", args.MaxBytes, maxReadBytes)
 	}
-	f, fi, err := openPath(r, args.Path)
+	f, err := openPath(r, args.Path, false)
 	if err != nil {
 		return "", err
 	}
 	defer f.Close()
-	if !fi.Mode().IsRegular() {
-		return "", fmt.Errorf("%q is not a regular file", args.Path)
-	}
 	b, err := io.ReadAll(io.LimitReader(f, int64(args.MaxBytes)))
 	return string(b), err
 }
@@ -233,14 +235,11 @@ func count(ctx context.Context, r *os.Root, raw json.RawMessage) (string, error)
 	if err := decode(raw, &args); err != nil {
 		return "", err
 	}
-	f, fi, err := openPath(r, args.Path)
+	f, err := openPath(r, args.Path, false)
 	if err != nil {
 		return "", err
 	}
 	defer f.Close()
-	if !fi.Mode().IsRegular() {
-		return "", fmt.Errorf("%q is not a regular file", args.Path)
-	}
 	c, err := countReader(ctx, f)
 	if err != nil {
 		return "", err
