@@ -46,7 +46,8 @@ type Config struct {
 	// MaxSteps caps model calls per Run; 0 means DefaultMaxSteps.
 	MaxSteps int
 	// OnStep, when set, is told about progress. It is called synchronously
-	// from the loop and must not block.
+	// from the loop (from several goroutines while tool calls run
+	// concurrently) and must not block.
 	OnStep func(Step)
 }
 

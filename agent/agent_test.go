@@ -222,10 +222,13 @@ func TestFinalAnswerAndSteps(t *testing.T) {
 		t.Fatalf("usage %+v", res.Usage)
 	}
 	wantSteps := []agent.Step{
-		{Agent: "s1", N: 1, Kind: "model"},
-		{Agent: "s1", N: 1, Kind: "tool", Text: `count {"path":"a/x.go"}`},
-		{Agent: "s1", N: 2, Kind: "model"},
-		{Agent: "s1", N: 2, Kind: "final", Text: "done"},
+		{Agent: "s1", N: 1, Kind: subagent.ModelCallStarted},
+		{Agent: "s1", N: 1, Kind: subagent.ModelCallFinished, Usage: &subagent.Usage{InputTokens: 10, OutputTokens: 2}},
+		{Agent: "s1", N: 1, Kind: subagent.ToolCallStarted, Text: `count {"path":"a/x.go"}`},
+		{Agent: "s1", N: 1, Kind: subagent.ToolCallFinished, Text: "count"},
+		{Agent: "s1", N: 2, Kind: subagent.ModelCallStarted},
+		{Agent: "s1", N: 2, Kind: subagent.ModelCallFinished, Usage: &subagent.Usage{InputTokens: 20, OutputTokens: 5}},
+		{Agent: "s1", N: 2, Kind: subagent.MessageText, Text: "done\nsecond line"},
 	}
 	if !reflect.DeepEqual(steps, wantSteps) {
 		t.Fatalf("steps\n got %+v\nwant %+v", steps, wantSteps)
@@ -460,7 +463,7 @@ func TestSteerMessagesJoinTheNextRequest(t *testing.T) {
 	model := &script{steps: []func(agent.Request) agent.Response{call(tc("1", "t", `{}`)), answer("ok")}}
 	store := &countingStore{Store: persistence.NewMemory()}
 	a := newAgent(t, agent.Config{Store: store, Model: model, Tools: []agent.Tool{&fakeTool{name: "t"}}, OnStep: func(s agent.Step) {
-		if s.Kind == "steer" {
+		if s.Kind == subagent.SteerAdmitted {
 			steps = append(steps, s)
 		}
 	}})
@@ -474,7 +477,7 @@ func TestSteerMessagesJoinTheNextRequest(t *testing.T) {
 		subagent.TextOf(msgs[3].Content) != "also check b" || subagent.TextOf(msgs[4].Content) != "and c\nplease" {
 		t.Fatalf("second request %+v", msgs)
 	}
-	want := []agent.Step{{Agent: "s1", N: 2, Kind: "steer", Text: "also check b"}, {Agent: "s1", N: 2, Kind: "steer", Text: "and c"}}
+	want := []agent.Step{{Agent: "s1", N: 2, Kind: subagent.SteerAdmitted, Text: "also check b"}, {Agent: "s1", N: 2, Kind: subagent.SteerAdmitted, Text: "and c"}}
 	if !reflect.DeepEqual(steps, want) {
 		t.Fatalf("steer steps %+v", steps)
 	}

@@ -52,14 +52,17 @@ func (a *Agent) run(ctx context.Context, prompt []subagent.ContentBlock, steer S
 			}
 		}
 		req, offered := a.request()
-		a.notify(step, "model", "")
+		a.notify(Step{N: step, Kind: subagent.ModelCallStarted})
 		resp, err := a.model.Generate(ctx, req)
 		if err != nil {
+			a.notify(Step{N: step, Kind: subagent.ModelCallFinished, IsError: true, Text: err.Error()})
 			if ctx.Err() != nil {
 				return aborted(ctx)
 			}
 			return subagent.Stopped(subagent.Error, "agent: model: "+err.Error())
 		}
+		callUsage := resp.Usage
+		a.notify(Step{N: step, Kind: subagent.ModelCallFinished, Usage: &callUsage})
 		usage.InputTokens += resp.Usage.InputTokens
 		usage.OutputTokens += resp.Usage.OutputTokens
 
@@ -104,13 +107,18 @@ func (a *Agent) admit(ctx context.Context, step int, steer SteerSource) (res sub
 		return a.storeFailed(ctx, err), false
 	}
 	for _, m := range taken {
-		a.notify(step, "steer", firstLine(subagent.TextOf(m)))
+		a.notify(Step{N: step, Kind: subagent.SteerAdmitted, Text: firstLine(subagent.TextOf(m))})
 	}
 	return subagent.Result{}, true
 }
 
+// aborted settles a run whose context ended, keeping why (a deadline, a
+// cancel) as the Cause.
 func aborted(ctx context.Context) subagent.Result {
-	return subagent.Stopped(subagent.Aborted, context.Cause(ctx).Error())
+	cause := context.Cause(ctx)
+	res := subagent.Stopped(subagent.Aborted, cause.Error())
+	res.Cause = cause
+	return res
 }
 
 // storeFailed settles a failed append. An append that failed because ctx
@@ -252,7 +260,7 @@ func (a *Agent) request() (Request, map[string]Tool) {
 // final settles a model answer without tool calls.
 func (a *Agent) final(step int, msg Message) subagent.Result {
 	text := subagent.TextOf(msg.Content)
-	a.notify(step, "final", firstLine(text))
+	a.notify(Step{N: step, Kind: subagent.MessageText, Text: text})
 	res := subagent.Result{Output: slices.Clone(msg.Content), StopReason: subagent.Completed}
 	if a.schema == nil {
 		return res
@@ -271,18 +279,23 @@ func (a *Agent) callTools(ctx context.Context, step int, calls []ToolCall, offer
 	results := make([]Message, len(calls))
 	var wg sync.WaitGroup
 	for i, c := range calls {
-		a.notify(step, "tool", c.Name+" "+string(c.Args))
+		a.notify(Step{N: step, Kind: subagent.ToolCallStarted, Text: c.Name + " " + string(c.Args)})
 		if malformed[i] {
 			results[i] = errorResult(c.ID, "tool "+c.Name+": arguments are not valid JSON")
+			a.notify(Step{N: step, Kind: subagent.ToolCallFinished, Text: c.Name, IsError: true})
 			continue
+		}
+		call := func() {
+			results[i] = a.callTool(ctx, c, offered[c.Name])
+			a.notify(Step{N: step, Kind: subagent.ToolCallFinished, Text: c.Name, IsError: results[i].IsError})
 		}
 		if len(calls) == 1 {
 			// A lone call runs on the loop's goroutine: no goroutine to
 			// start, no fresh stack to grow.
-			results[i] = a.callTool(ctx, c, offered[c.Name])
+			call()
 			continue
 		}
-		wg.Go(func() { results[i] = a.callTool(ctx, c, offered[c.Name]) })
+		wg.Go(call)
 	}
 	wg.Wait()
 	return results
@@ -310,9 +323,10 @@ func errorResult(id, text string) Message {
 	return Message{Role: ToolRole, ToolCallID: id, IsError: true, Content: []subagent.ContentBlock{subagent.Text(text)}}
 }
 
-func (a *Agent) notify(step int, kind, text string) {
+func (a *Agent) notify(s Step) {
 	if a.onStep != nil {
-		a.onStep(Step{Agent: a.ID(), N: step, Kind: kind, Text: text})
+		s.Agent = a.ID()
+		a.onStep(s)
 	}
 }
 

@@ -83,10 +83,13 @@ type SteerSource interface {
 	Take(ctx context.Context) ([][]subagent.ContentBlock, error)
 }
 
-// Step is a progress notification from the loop.
+// Step is a progress notification from the loop; the run it belongs to
+// turns it into a subagent.RunProgress event.
 type Step struct {
-	Agent string
-	N     int    // 1-based model step
-	Kind  string // "model", "tool", "steer", "final"
-	Text  string // tool name and args, or the final answer's first line
+	Agent   string
+	N       int // 1-based model call
+	Kind    subagent.ProgressKind
+	Text    string          // see the kinds in package subagent
+	IsError bool            // a tool call that failed
+	Usage   *subagent.Usage // of the model call that finished
 }

@@ -35,17 +35,43 @@ func TestResultRoundTripsThroughTheWire(t *testing.T) {
 	}
 }
 
-func TestToEventConvertsEveryEventAndRejectsTheRest(t *testing.T) {
-	for wire, want := range map[proto.Message]subagent.Event{
-		&messages.ProviderAdded{Provider: "p"}:                   subagent.ProviderAdded{Provider: "p"},
-		&messages.ProviderRemoved{Name: "p"}:                     subagent.ProviderRemoved{Name: "p"},
-		&messages.RunStarted{RunId: "r", Provider: "p", Id: "c"}: subagent.RunStarted{RunID: "r", Provider: "p", ID: "c"},
-		&messages.RunEnded{RunId: "r", Local: true, StopReason: "aborted", LastAssistantMessage: "bye"}: subagent.RunEnded{
-			RunID: "r", Local: true, StopReason: subagent.Aborted, LastAssistantMessage: "bye"},
-	} {
-		got, err := messages.ToEvent(wire)
-		if err != nil || got != want {
-			t.Errorf("ToEvent(%v) = %#v, %v", wire, got, err)
+// TestEveryEventTypeCrossesTheWire: each type subagent.EventTypes lists
+// converts to its wire form and back unchanged, so a new event type
+// cannot be dropped silently by a conversion switch that lacks it.
+func TestEveryEventTypeCrossesTheWire(t *testing.T) {
+	usage := &subagent.Usage{InputTokens: 3, OutputTokens: 4}
+	samples := []subagent.Event{
+		subagent.ProviderAdded{Provider: "p"},
+		subagent.ProviderRemoved{Name: "p"},
+		subagent.RunStarted{RunID: "r", Provider: "p", SessionID: "s", Local: true},
+		subagent.RunEnded{RunID: "r", Provider: "p", SessionID: "s", Local: true, StopReason: subagent.Aborted, LastAssistantMessage: "bye", Usage: usage},
+		subagent.RunProgress{RunID: "r", Kind: subagent.ToolCallFinished, Step: 2, Text: "count", IsError: true, Usage: usage},
+		subagent.ListenerOverflow{Bound: 9},
+		subagent.ListenerFailed{Reason: "crash"},
+	}
+	covered := map[string]bool{}
+	for _, ev := range samples {
+		wire, err := messages.FromEvent(ev)
+		if err != nil {
+			t.Fatalf("FromEvent(%T): %v", ev, err)
+		}
+		b, err := proto.Marshal(wire)
+		if err != nil {
+			t.Fatal(err)
+		}
+		decoded := wire.ProtoReflect().New().Interface()
+		if err := proto.Unmarshal(b, decoded); err != nil {
+			t.Fatal(err)
+		}
+		back, err := messages.ToEvent(decoded)
+		if err != nil || !reflect.DeepEqual(back, ev) {
+			t.Fatalf("round trip of %#v: %#v, %v", ev, back, err)
+		}
+		covered[ev.Type()] = true
+	}
+	for _, typ := range subagent.EventTypes() {
+		if !covered[typ] {
+			t.Errorf("event type %s has no wire round trip in this test", typ)
 		}
 	}
 	if _, err := messages.ToEvent(&messages.Cancel{}); err == nil {

@@ -2,15 +2,16 @@ package persistence
 
 import (
 	"bytes"
+	"cmp"
 	"context"
 	"encoding/binary"
 	"encoding/json"
 	"errors"
 	"fmt"
 	"hash/crc32"
-	"io"
+	"os"
 	"runtime/debug"
-	"strings"
+	"slices"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -20,11 +21,12 @@ import (
 	"github.com/subactor/subactor/subagent"
 )
 
-// Bolt is a Store kept in one bbolt file: the embedded, on-disk default.
-// It is safe for concurrent use. Every call that changes the file is
-// fsynced before it returns. Concurrent Appends share one transaction and
-// one fsync (bbolt's DB.Batch, a group commit); an Append with none other
-// in flight commits at once, without waiting for company.
+// Bolt is a Store and a TaskStore kept in one bbolt file: the embedded,
+// on-disk default. It is safe for concurrent use. Every call that changes
+// the file is fsynced before it returns. Concurrent Appends and AppendAts
+// share one transaction and one fsync (bbolt's DB.Batch, a group commit);
+// one with none other in flight commits at once, without waiting for
+// company.
 //
 // bbolt takes no context. Each call checks its context before it starts
 // and again inside its transaction, so a context that ends while the call
@@ -32,45 +34,84 @@ import (
 // context's error and change nothing; a call whose transaction committed
 // has happened.
 //
+// # Failed writes
+//
+// If bbolt fails to write or fsync a commit, the call fails with an error
+// wrapping ErrFailed and the cause, and was not acknowledged. From then on
+// every call but Close fails with that error: after a failed fsync the
+// kernel may have dropped the pages it could not write, so neither bbolt's
+// view of the file nor a later commit on top of it can be trusted. Close
+// and OpenBolt again; the reopened store holds what was acknowledged. (If
+// the fsync that failed was the one after bbolt wrote its meta page, the
+// unacknowledged commit may survive the reopen: a failed fsync says the
+// write is in doubt, not that it is undone.)
+//
 // # Layout
 //
-// The file holds one top-level bucket, "sessions", and under it one nested
+// The file holds three top-level buckets. "sessions" holds one nested
 // bucket per session, keyed by the session id. A session's bucket holds
-// its header under the key "header" and each record under its sequence
-// number as an 8-byte big-endian key, so that bbolt's byte order is append
-// order. Sequence numbers come from the bucket's NextSequence and run 1, 2,
-// 3, ... without gaps, because a transaction that rolls back rolls its
-// sequence back too. The header key is 6 bytes long and a record key 8, so
-// the two never collide. A bucket per session keeps sessions apart: Delete
-// drops one bucket, and no key scheme has to escape ids that are prefixes
-// of each other.
+// its header under the key "header", its bookkeeping under "meta", and
+// each record under its sequence number as an 8-byte big-endian key, so
+// that bbolt's byte order is append order. Sequence numbers come from the
+// bucket's NextSequence and run 1, 2, 3, ... without gaps (a transaction
+// that rolls back rolls its sequence back too) until a Compact removes
+// some. The header key is 6 bytes long, the meta key 4 and a record key
+// 8, so they never collide. A bucket per session keeps sessions apart:
+// Delete drops one bucket, and no key scheme has to escape ids that are
+// prefixes of each other.
+//
+// The meta value records the session's creation number (from the
+// "sessions" bucket's own sequence), so that Sessions lists in creation
+// order by reading headers and metas, never records; and what Compact
+// did: the highest sequence number a summary took (below it a log may
+// have gaps, above it none) and how many records it removed, so that
+// Load still notices a record gone missing.
+//
+// "children" indexes sessions by parent: the key is the parent id
+// (prefixed with its uvarint length, so that no id is a prefix of another
+// one's key) then the child's creation number, 8 bytes big-endian; the
+// value is the child id. Children reads one key range, in creation order,
+// instead of decoding every header in the file; Create and Delete keep the
+// index in the same transaction as the session.
+//
+// "tasks" holds task records (TaskStore), keyed by task id, apart from the
+// sessions.
 //
 // Every value is framed as a format byte (1), the CRC-32C (Castagnoli) of
 // the body as 4 big-endian bytes, then the body. A header's body is the
-// JSON of subagent.SessionHeader. A record's body is the uvarint length of
-// its kind, the kind, then its data verbatim: data is JSON already, so it
-// is stored byte for byte rather than re-encoded. bbolt checksums only its
-// own meta pages; the frame's checksum is what notices a changed byte
-// inside a value that would otherwise still decode.
+// JSON of subagent.SessionHeader, a meta's and a task's the JSON of their
+// own types. A record's body is the uvarint length of its kind, the kind,
+// then its data verbatim: data is JSON already, so it is stored byte for
+// byte rather than re-encoded. bbolt checksums only its own meta pages;
+// the frame's checksum is what notices a changed byte inside a value that
+// would otherwise still decode.
+//
+// A file written before "meta" and "children" existed is brought up to
+// date when OpenBolt first opens it, in one transaction: each session
+// gets its meta (creation numbers follow session id order, since the old
+// layout kept no creation order) and its index entry. Frames and records
+// are unchanged, so nothing is rewritten.
 //
 // # Reading back (K3)
 //
 // Every stored value is hostile input. Load returns a whole log or no log:
-// if the header or any record fails to decode (bad frame, checksum, JSON,
-// or a value that a Create or Append would have refused), or the layout is
-// not what this type writes (a missing or unexpected key, a gap in the
-// sequence numbers, a missing last record), Load fails with a
-// *CorruptError wrapping ErrCorrupt that names the session and the first
-// bad part; it never skips a record. Each session is its own bucket, so
-// every other session still loads and takes appends. Append does not read
-// the values already stored (it only refuses to overwrite one), so it still
-// adds records to a session whose Load fails; Delete removes a corrupt
-// session, which is how an operator discards it.
+// if the header, the meta or any record fails to decode (bad frame,
+// checksum, JSON, or a value that a Create or Append would have refused),
+// or the layout is not what this type writes (a missing or unexpected key,
+// a gap in the sequence numbers outside what Compact removed, a missing
+// last record), Load fails with a *CorruptError wrapping ErrCorrupt that
+// names the session and the first bad part; it never skips a record.
+// LoadFrom checks the header, the meta and the records it returns. Each
+// session is its own bucket, so every other session still loads and takes
+// appends. Append does not read the values already stored (it only
+// refuses to overwrite one), so it still adds records to a session whose
+// Load fails; Delete removes a corrupt session, and any index entry
+// naming it, which is how an operator discards it.
 //
 // Damage below the values, in bbolt's own pages, is mostly caught too: a
 // damaged key or value fails the checks above, and where bbolt itself
-// panics or faults on a damaged page, OpenBolt and Load recover and report
-// ErrCorrupt (Part "layout" for Load). Three limits remain. A damaged
+// panics or faults on a damaged page, OpenBolt and the reads recover and
+// report ErrCorrupt (Part "layout"). Three limits remain. A damaged
 // session id in the "sessions" bucket makes that session ErrNotFound. A
 // fault Go cannot turn into a panic (an absurd allocation, say) still ends
 // the process. And writes are not guarded: a batch of Appends commits in
@@ -85,11 +126,20 @@ type Bolt struct {
 	mu     sync.RWMutex
 	closed bool
 	db     *bolt.DB
-	// appending counts Appends in flight.
+	// appending counts Appends and AppendAts in flight.
 	appending atomic.Int32
+	// failed holds the first ErrFailed error; once set, every call but
+	// Close returns it.
+	failed atomic.Pointer[error]
+	// putHook, set only by tests, runs before each record is put and
+	// fails the transaction with its error: a fault in mid-write.
+	putHook func(seq uint64) error
 }
 
-var _ Store = (*Bolt)(nil)
+var (
+	_ Store     = (*Bolt)(nil)
+	_ TaskStore = (*Bolt)(nil)
+)
 
 const (
 	// boltOpenTimeout bounds the wait for bbolt's exclusive file lock, so
@@ -108,11 +158,18 @@ const (
 
 	frameFormat = 1
 	frameHeader = 5 // format byte + CRC-32C
+
+	// maxParentID leaves room in a "children" key for the length prefix
+	// and the creation number.
+	maxParentID = bolt.MaxKeySize - binary.MaxVarintLen64 - 8
 )
 
 var (
 	sessionsBucket = []byte("sessions")
+	childrenBucket = []byte("children")
+	tasksBucket    = []byte("tasks")
 	headerKey      = []byte("header")
+	metaKey        = []byte("meta")
 	castagnoli     = crc32.MakeTable(crc32.Castagnoli)
 )
 
@@ -123,17 +180,20 @@ var (
 // (wrapping ErrCorrupt), or if another Bolt, in this process or another,
 // holds the file (after waiting about a second for it to let go).
 func OpenBolt(path string) (*Bolt, error) {
+	return openBolt(path, nil)
+}
+
+// openBolt is OpenBolt with the function bbolt opens the file with (nil
+// for os.OpenFile), which is how tests reach the file to break it.
+func openBolt(path string, openFile func(string, int, os.FileMode) (*os.File, error)) (*Bolt, error) {
 	var db *bolt.DB
 	err := guarded(func() error {
 		var err error
-		if db, err = bolt.Open(path, 0o600, &bolt.Options{Timeout: boltOpenTimeout}); err != nil {
+		if db, err = bolt.Open(path, 0o600, &bolt.Options{Timeout: boltOpenTimeout, OpenFile: openFile}); err != nil {
 			return err
 		}
 		db.MaxBatchDelay = boltBatchDelay
-		return db.Update(func(tx *bolt.Tx) error {
-			_, err := tx.CreateBucketIfNotExists(sessionsBucket)
-			return err
-		})
+		return db.Update(prepare)
 	}, func(p any) error {
 		// A panic inside bolt.Open loses its half-open handle; the file
 		// closes when that is collected.
@@ -154,6 +214,58 @@ func OpenBolt(path string) (*Bolt, error) {
 	return nil, fmt.Errorf("persistence: open bolt store %q: %w", path, err)
 }
 
+// prepare creates the top-level buckets and brings a file from before the
+// "children" index up to date (see Bolt's Layout). The index bucket's
+// presence is the mark of a current file, and it is created in the same
+// transaction as the metas, so a migration happens whole or not at all.
+func prepare(tx *bolt.Tx) error {
+	all, err := tx.CreateBucketIfNotExists(sessionsBucket)
+	if err != nil {
+		return err
+	}
+	if _, err := tx.CreateBucketIfNotExists(tasksBucket); err != nil {
+		return err
+	}
+	if tx.Bucket(childrenBucket) != nil {
+		return nil
+	}
+	children, err := tx.CreateBucket(childrenBucket)
+	if err != nil {
+		return err
+	}
+	// Collect first: changing buckets under a cursor is undefined.
+	var ids [][]byte
+	c := all.Cursor()
+	for k, v := c.First(); k != nil; k, v = c.Next() {
+		if v == nil { // a session bucket; a plain value is Load's to report
+			ids = append(ids, bytes.Clone(k))
+		}
+	}
+	for _, id := range ids {
+		sb := all.Bucket(id)
+		if sb.Get(metaKey) != nil {
+			continue
+		}
+		created, err := all.NextSequence()
+		if err != nil {
+			return err
+		}
+		if err := sb.Put(metaKey, encodeMeta(sessionMeta{Created: created})); err != nil {
+			return err
+		}
+		// A header that does not decode stays unindexed: Load reports
+		// it, and Delete finds no entry to remove.
+		h, err := readHeader(string(id), sb)
+		if err != nil || h.ParentSessionID == "" || len(h.ParentSessionID) > maxParentID {
+			continue
+		}
+		if err := children.Put(childKey(h.ParentSessionID, created), id); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
 // Close waits for calls in flight and closes the file. It is idempotent;
 // every other call after it fails with ErrClosed.
 func (b *Bolt) Close() error {
@@ -169,8 +281,8 @@ func (b *Bolt) Close() error {
 	return nil
 }
 
-// enter starts a call: it fails if ctx has ended or the store is closed,
-// and otherwise read-holds b.mu, which the caller releases.
+// enter starts a call: it fails if ctx has ended, the store is closed or
+// has failed, and otherwise read-holds b.mu, which the caller releases.
 func (b *Bolt) enter(ctx context.Context) error {
 	if err := ctx.Err(); err != nil {
 		return err
@@ -180,33 +292,112 @@ func (b *Bolt) enter(ctx context.Context) error {
 		b.mu.RUnlock()
 		return ErrClosed
 	}
+	if err := b.failure(); err != nil {
+		b.mu.RUnlock()
+		return err
+	}
 	return nil
 }
 
-// Create implements Store. Session ids longer than bbolt's maximum key
-// size (32 KiB) are ErrInvalid.
-func (b *Bolt) Create(ctx context.Context, h subagent.SessionHeader) error {
-	if err := b.enter(ctx); err != nil {
-		return err
+// failure returns the error that failed the store, or nil.
+func (b *Bolt) failure() error {
+	if p := b.failed.Load(); p != nil {
+		return *p
 	}
-	defer b.mu.RUnlock()
-	if err := ValidateHeader(h); err != nil {
-		return err
+	return nil
+}
+
+// update runs fn in one read-write transaction. With batch set, and other
+// batched writes in flight, it joins bbolt's batch, which waits
+// boltBatchDelay for company and commits the lot in one transaction; a
+// lone one commits at once. A batch may run fn more than once (when
+// another member fails, it rolls back and retries), so fn must touch
+// nothing but tx, or reset what it sets on each run.
+//
+// If fn succeeded and the commit did not, bbolt failed to write or sync
+// the file: the store fails (ErrFailed).
+func (b *Bolt) update(ctx context.Context, batch bool, fn func(*bolt.Tx) error) error {
+	commit := b.db.Update
+	if batch {
+		if b.appending.Add(1) > 1 {
+			commit = b.db.Batch
+		}
+		defer b.appending.Add(-1)
 	}
-	if len(h.SessionID) > bolt.MaxKeySize {
-		return fmt.Errorf("%w: session id longer than %d bytes", ErrInvalid, bolt.MaxKeySize)
-	}
-	body, err := json.Marshal(h)
-	if err != nil {
-		return fmt.Errorf("persistence: encode header: %w", err)
-	}
-	val := frame(body)
-	return b.db.Update(func(tx *bolt.Tx) error {
-		// The context may have ended while this waited for the lock.
+	ran := false
+	err := commit(func(tx *bolt.Tx) error {
+		ran = false
+		// The context may have ended, or another write failed the
+		// store, while this waited for the lock.
 		if err := ctx.Err(); err != nil {
 			return err
 		}
-		all, err := sessionsOf(tx)
+		// (A write queued behind the one that failed must not commit
+		// on top of a file in doubt, even if its own fsync would pass.)
+		if err := b.failure(); err != nil {
+			return err
+		}
+		if err := fn(tx); err != nil {
+			return err
+		}
+		ran = true
+		return nil
+	})
+	if err != nil && ran {
+		failed := fmt.Errorf("%w: commit: %w", ErrFailed, err)
+		// The first failure is what later calls report.
+		b.failed.CompareAndSwap(nil, &failed)
+		return failed
+	}
+	return err
+}
+
+// view runs fn in a read-only transaction, turning a panic on a damaged
+// page into a *CorruptError for sessionID (see guarded).
+func (b *Bolt) view(sessionID string, fn func(*bolt.Tx) error) error {
+	return guarded(func() error {
+		return b.db.View(fn)
+	}, func(p any) error {
+		return &CorruptError{SessionID: sessionID, Part: "layout", Err: fmt.Errorf("bbolt: %v", p)}
+	})
+}
+
+// Create implements Store. Session ids longer than bbolt's maximum key
+// size (32 KiB), or parent ids that leave no room for the index key, are
+// ErrInvalid.
+func (b *Bolt) Create(ctx context.Context, h subagent.SessionHeader) error {
+	_, err := b.CreateWith(ctx, h)
+	return err
+}
+
+// CreateWith implements Store: the header, the meta, the index entry and
+// the records go in one transaction.
+func (b *Bolt) CreateWith(ctx context.Context, h subagent.SessionHeader, recs ...Record) (uint64, error) {
+	if err := b.enter(ctx); err != nil {
+		return 0, err
+	}
+	defer b.mu.RUnlock()
+	if err := ValidateHeader(h); err != nil {
+		return 0, err
+	}
+	switch {
+	case len(h.SessionID) > bolt.MaxKeySize:
+		return 0, fmt.Errorf("%w: session id longer than %d bytes", ErrInvalid, bolt.MaxKeySize)
+	case len(h.ParentSessionID) > maxParentID:
+		return 0, fmt.Errorf("%w: parent session id longer than %d bytes", ErrInvalid, maxParentID)
+	}
+	body, err := json.Marshal(h)
+	if err != nil {
+		return 0, fmt.Errorf("persistence: encode header: %w", err)
+	}
+	hv := frame(body)
+	vals, err := encodeRecords(recs)
+	if err != nil {
+		return 0, err
+	}
+	var last uint64
+	err = b.update(ctx, false, func(tx *bolt.Tx) error {
+		all, children, err := indexesOf(tx)
 		if err != nil {
 			return err
 		}
@@ -217,11 +408,31 @@ func (b *Bolt) Create(ctx context.Context, h subagent.SessionHeader) error {
 		case sb != nil:
 			return fmt.Errorf("%w: %q", ErrExists, h.SessionID)
 		}
+		created, err := all.NextSequence()
+		if err != nil {
+			return err
+		}
 		if sb, err = all.CreateBucket([]byte(h.SessionID)); err != nil {
 			return err
 		}
-		return sb.Put(headerKey, val)
+		if err := sb.Put(headerKey, hv); err != nil {
+			return err
+		}
+		if err := sb.Put(metaKey, encodeMeta(sessionMeta{Created: created})); err != nil {
+			return err
+		}
+		if h.ParentSessionID != "" {
+			if err := children.Put(childKey(h.ParentSessionID, created), []byte(h.SessionID)); err != nil {
+				return err
+			}
+		}
+		last, err = b.putRecords(h.SessionID, sb, vals)
+		return err
 	})
+	if err != nil {
+		return 0, err
+	}
+	return last, nil
 }
 
 // Append implements Store. Concurrent Appends commit together.
@@ -232,12 +443,9 @@ func (b *Bolt) Append(ctx context.Context, sessionID string, recs ...Record) err
 	defer b.mu.RUnlock()
 	// Validate and encode before the transaction: the encoded values are
 	// our own copies, so the caller may reuse its slices at once.
-	vals := make([][]byte, len(recs))
-	for i, r := range recs {
-		if err := ValidateRecord(r); err != nil {
-			return err
-		}
-		vals[i] = encodeRecord(r)
+	vals, err := encodeRecords(recs)
+	if err != nil {
+		return err
 	}
 	if len(vals) == 0 {
 		// Nothing to write; only the session's existence is reported.
@@ -246,98 +454,367 @@ func (b *Bolt) Append(ctx context.Context, sessionID string, recs ...Record) err
 			return err
 		})
 	}
-	// A lone Append commits at once; while others are in flight, Appends
-	// join bbolt's batch, which waits boltBatchDelay for company and then
-	// commits the lot in one transaction.
-	commit := b.db.Batch
-	if b.appending.Add(1) == 1 {
-		commit = b.db.Update
-	}
-	defer b.appending.Add(-1)
-	return commit(func(tx *bolt.Tx) error {
-		// Batch may run this more than once (when another member of the
-		// batch fails, it rolls back and retries), so it must touch
-		// nothing but tx.
-		if err := ctx.Err(); err != nil {
-			return err
-		}
+	return b.update(ctx, true, func(tx *bolt.Tx) error {
 		sb, err := existingSession(tx, sessionID)
 		if err != nil {
 			return err
 		}
-		for _, v := range vals {
-			seq, err := sb.NextSequence()
-			if err != nil {
+		_, err = b.putRecords(sessionID, sb, vals)
+		return err
+	})
+}
+
+// AppendAt implements Store. Concurrent AppendAts commit together; one
+// that conflicts writes nothing but does not fail its batch, so losers do
+// not make the winners' transaction roll back and retry.
+func (b *Bolt) AppendAt(ctx context.Context, sessionID string, expect uint64, recs ...Record) (uint64, error) {
+	if err := b.enter(ctx); err != nil {
+		return 0, err
+	}
+	defer b.mu.RUnlock()
+	vals, err := encodeRecords(recs)
+	if err != nil {
+		return 0, err
+	}
+	var (
+		newSeq   uint64
+		conflict error
+	)
+	check := func(sb *bolt.Bucket) bool {
+		if at := sb.Sequence(); at != expect {
+			conflict = &ConflictError{SessionID: sessionID, Expected: expect, Actual: at}
+			return false
+		}
+		return true
+	}
+	if len(vals) == 0 {
+		err = b.db.View(func(tx *bolt.Tx) error {
+			sb, err := existingSession(tx, sessionID)
+			if err == nil && check(sb) {
+				newSeq = expect
+			}
+			return err
+		})
+	} else {
+		err = b.update(ctx, true, func(tx *bolt.Tx) error {
+			newSeq, conflict = 0, nil
+			sb, err := existingSession(tx, sessionID)
+			if err != nil || !check(sb) {
 				return err
 			}
-			key := seqKey(seq)
-			if k, _ := sb.Cursor().Seek(key); bytes.Equal(k, key) {
-				// The bucket's sequence went backwards: writing would
-				// overwrite a stored record.
-				return &CorruptError{SessionID: sessionID, Part: "layout",
-					Err: fmt.Errorf("next sequence number %d is already taken", seq)}
-			}
-			if err := sb.Put(key, v); err != nil {
-				return err
+			newSeq, err = b.putRecords(sessionID, sb, vals)
+			return err
+		})
+	}
+	switch {
+	case err != nil:
+		return 0, err
+	case conflict != nil:
+		return 0, conflict
+	}
+	return newSeq, nil
+}
+
+// putRecords appends encoded records to sb under the next sequence
+// numbers and returns the last one.
+func (b *Bolt) putRecords(sessionID string, sb *bolt.Bucket, vals [][]byte) (uint64, error) {
+	for _, v := range vals {
+		seq, err := sb.NextSequence()
+		if err != nil {
+			return 0, err
+		}
+		if b.putHook != nil {
+			if err := b.putHook(seq); err != nil {
+				return 0, err
 			}
 		}
-		return nil
-	})
+		key := seqKey(seq)
+		if has(sb, key) {
+			// The bucket's sequence went backwards: writing would
+			// overwrite a stored record.
+			return 0, &CorruptError{SessionID: sessionID, Part: "layout",
+				Err: fmt.Errorf("next sequence number %d is already taken", seq)}
+		}
+		if err := sb.Put(key, v); err != nil {
+			return 0, err
+		}
+	}
+	return sb.Sequence(), nil
 }
 
 // Load implements Store; see the type's documentation for what it does
 // with values that do not decode.
 func (b *Bolt) Load(ctx context.Context, sessionID string) (subagent.SessionHeader, []Record, error) {
+	h, entries, err := b.LoadFrom(ctx, sessionID, 0)
+	if err != nil {
+		return subagent.SessionHeader{}, nil, err
+	}
+	recs := make([]Record, len(entries))
+	for i, e := range entries {
+		recs[i] = e.Record
+	}
+	return h, recs, nil
+}
+
+// LoadFrom implements Store. From 0 it checks the whole log as Load does;
+// from further on, the records it returns and the log's end.
+func (b *Bolt) LoadFrom(ctx context.Context, sessionID string, after uint64) (subagent.SessionHeader, []Entry, error) {
 	if err := b.enter(ctx); err != nil {
 		return subagent.SessionHeader{}, nil, err
 	}
 	defer b.mu.RUnlock()
 	var (
-		h    subagent.SessionHeader
-		recs []Record
+		h       subagent.SessionHeader
+		entries []Entry
 	)
-	err := guarded(func() error {
-		return b.db.View(func(tx *bolt.Tx) error {
-			sb, err := existingSession(tx, sessionID)
-			if err != nil {
-				return err
-			}
-			h, recs, err = readLog(sessionID, sb)
+	err := b.view(sessionID, func(tx *bolt.Tx) error {
+		sb, err := existingSession(tx, sessionID)
+		if err != nil {
 			return err
-		})
-	}, func(p any) error {
-		return &CorruptError{SessionID: sessionID, Part: "layout", Err: fmt.Errorf("bbolt: %v", p)}
+		}
+		var m sessionMeta
+		if h, m, err = readHead(sessionID, sb); err != nil {
+			return err
+		}
+		entries, err = readEntries(sessionID, sb, m, after)
+		return err
 	})
 	if err != nil {
 		return subagent.SessionHeader{}, nil, err
 	}
-	return h, recs, nil
+	return h, entries, nil
+}
+
+// Header implements Store: it decodes the header alone.
+func (b *Bolt) Header(ctx context.Context, sessionID string) (subagent.SessionHeader, error) {
+	if err := b.enter(ctx); err != nil {
+		return subagent.SessionHeader{}, err
+	}
+	defer b.mu.RUnlock()
+	var h subagent.SessionHeader
+	err := b.view(sessionID, func(tx *bolt.Tx) error {
+		sb, err := existingSession(tx, sessionID)
+		if err != nil {
+			return err
+		}
+		h, err = readHeader(sessionID, sb)
+		return err
+	})
+	if err != nil {
+		return subagent.SessionHeader{}, err
+	}
+	return h, nil
+}
+
+// Sessions implements Store: it decodes each session's header and meta
+// and sorts by creation number; records are not read.
+func (b *Bolt) Sessions(ctx context.Context) ([]SessionInfo, error) {
+	if err := b.enter(ctx); err != nil {
+		return nil, err
+	}
+	defer b.mu.RUnlock()
+	type created struct {
+		info SessionInfo
+		n    uint64
+	}
+	var list []created
+	err := b.view("", func(tx *bolt.Tx) error {
+		all, err := sessionsOf(tx)
+		if err != nil {
+			return err
+		}
+		c := all.Cursor()
+		for k, v := c.First(); k != nil; k, v = c.Next() {
+			id := string(k)
+			sb, err := sessionOf(all, id)
+			if err != nil {
+				return err
+			}
+			if v != nil || sb == nil {
+				continue // unreachable: sessionOf reported the plain value
+			}
+			h, m, err := readHead(id, sb)
+			if err != nil {
+				return err
+			}
+			list = append(list, created{SessionInfo{Header: h, LastSeq: sb.Sequence()}, m.Created})
+		}
+		return nil
+	})
+	if err != nil {
+		return nil, err
+	}
+	slices.SortFunc(list, func(a, b created) int { return cmp.Compare(a.n, b.n) })
+	infos := make([]SessionInfo, len(list))
+	for i, c := range list {
+		infos[i] = c.info
+	}
+	return infos, nil
+}
+
+// Children implements Store by reading the parent's range of the
+// "children" index. Each entry is checked against the child's header and
+// meta: an entry that does not match them fails the call with a
+// *CorruptError naming the child (Part "layout"), which Delete clears.
+func (b *Bolt) Children(ctx context.Context, parentSessionID string) ([]SessionInfo, error) {
+	if err := b.enter(ctx); err != nil {
+		return nil, err
+	}
+	defer b.mu.RUnlock()
+	if parentSessionID == "" {
+		return nil, fmt.Errorf("%w: empty parent session id", ErrInvalid)
+	}
+	var infos []SessionInfo
+	err := b.view("", func(tx *bolt.Tx) error {
+		all, children, err := indexesOf(tx)
+		if err != nil {
+			return err
+		}
+		prefix := childPrefix(parentSessionID)
+		c := children.Cursor()
+		for k, v := c.Seek(prefix); k != nil && bytes.HasPrefix(k, prefix); k, v = c.Next() {
+			id := string(v)
+			stale := func(why string) error {
+				return &CorruptError{SessionID: id, Part: "layout",
+					Err: fmt.Errorf("index entry for a child of %q: %s", parentSessionID, why)}
+			}
+			if v == nil || len(k) != len(prefix)+8 {
+				return stale(fmt.Sprintf("malformed key %q", k))
+			}
+			sb, err := sessionOf(all, id)
+			switch {
+			case err != nil:
+				return err
+			case sb == nil:
+				return stale("the session is missing")
+			}
+			h, m, err := readHead(id, sb)
+			switch {
+			case err != nil:
+				return err
+			case h.ParentSessionID != parentSessionID || m.Created != binary.BigEndian.Uint64(k[len(prefix):]):
+				return stale("it does not match the session")
+			}
+			infos = append(infos, SessionInfo{Header: h, LastSeq: sb.Sequence()})
+		}
+		return nil
+	})
+	if err != nil {
+		return nil, err
+	}
+	return infos, nil
+}
+
+// Compact implements Store. It reads and checks the whole log first, so a
+// corrupt log is refused (ErrCorrupt) rather than rewritten.
+func (b *Bolt) Compact(ctx context.Context, sessionID string, upTo uint64, summary Record) error {
+	if err := b.enter(ctx); err != nil {
+		return err
+	}
+	defer b.mu.RUnlock()
+	if err := ValidateRecord(summary); err != nil {
+		return err
+	}
+	sv := encodeRecord(summary)
+	return b.update(ctx, false, func(tx *bolt.Tx) error {
+		sb, err := existingSession(tx, sessionID)
+		if err != nil {
+			return err
+		}
+		_, m, err := readHead(sessionID, sb)
+		if err != nil {
+			return err
+		}
+		entries, err := readEntries(sessionID, sb, m, 0)
+		if err != nil {
+			return err
+		}
+		removed, err := toCompact(entries, sb.Sequence(), upTo)
+		if err != nil {
+			return err
+		}
+		for _, seq := range removed {
+			if err := sb.Delete(seqKey(seq)); err != nil {
+				return err
+			}
+		}
+		at := removed[len(removed)-1]
+		if err := sb.Put(seqKey(at), sv); err != nil {
+			return err
+		}
+		m.Compacted = max(m.Compacted, at)
+		m.Removed += uint64(len(removed)) - 1
+		return sb.Put(metaKey, encodeMeta(m))
+	})
 }
 
 // Delete implements Store. It also removes whatever else is stored under
-// the session's id, so a corrupt session can always be deleted.
+// the session's id, so a corrupt session can always be deleted, and any
+// index entry naming the session: when the session is missing or its
+// header or meta does not decode, it finds them by scanning the index.
 func (b *Bolt) Delete(ctx context.Context, sessionID string) error {
 	if err := b.enter(ctx); err != nil {
 		return err
 	}
 	defer b.mu.RUnlock()
-	return b.db.Update(func(tx *bolt.Tx) error {
-		if err := ctx.Err(); err != nil {
-			return err
-		}
-		all, err := sessionsOf(tx)
+	return b.update(ctx, false, func(tx *bolt.Tx) error {
+		all, children, err := indexesOf(tx)
 		if err != nil {
 			return err
 		}
 		key := []byte(sessionID)
-		if all.Bucket(key) != nil {
-			return all.DeleteBucket(key)
+		found := true
+		indexed := false
+		switch sb := all.Bucket(key); {
+		case sb != nil:
+			if h, m, err := readHead(sessionID, sb); err == nil {
+				indexed = true
+				if h.ParentSessionID != "" {
+					if err := children.Delete(childKey(h.ParentSessionID, m.Created)); err != nil {
+						return err
+					}
+				}
+			}
+			if err := all.DeleteBucket(key); err != nil {
+				return err
+			}
+		case has(all, key):
+			if err := all.Delete(key); err != nil {
+				return err
+			}
+		default:
+			found = false
 		}
-		if has(all, key) {
-			return all.Delete(key)
+		if !indexed {
+			n, err := dropIndexEntries(children, key)
+			if err != nil {
+				return err
+			}
+			found = found || n > 0
 		}
-		return fmt.Errorf("%w: %q", ErrNotFound, sessionID)
+		if !found {
+			return fmt.Errorf("%w: %q", ErrNotFound, sessionID)
+		}
+		return nil
 	})
+}
+
+// dropIndexEntries deletes every "children" entry naming id and returns
+// how many it deleted.
+func dropIndexEntries(children *bolt.Bucket, id []byte) (int, error) {
+	var keys [][]byte
+	c := children.Cursor()
+	for k, v := c.First(); k != nil; k, v = c.Next() {
+		if bytes.Equal(v, id) {
+			keys = append(keys, bytes.Clone(k))
+		}
+	}
+	for _, k := range keys {
+		if err := children.Delete(k); err != nil {
+			return 0, err
+		}
+	}
+	return len(keys), nil
 }
 
 // guarded runs fn and turns a panic in it, or a memory fault, into the
@@ -357,11 +834,26 @@ func guarded(fn func() error, onPanic func(p any) error) (err error) {
 
 // sessionsOf returns the top-level bucket, which OpenBolt creates.
 func sessionsOf(tx *bolt.Tx) (*bolt.Bucket, error) {
-	all := tx.Bucket(sessionsBucket)
-	if all == nil {
-		return nil, fmt.Errorf("%w: the %q bucket is missing", ErrCorrupt, sessionsBucket)
+	return topBucket(tx, sessionsBucket)
+}
+
+// indexesOf returns the "sessions" and "children" buckets.
+func indexesOf(tx *bolt.Tx) (all, children *bolt.Bucket, err error) {
+	if all, err = topBucket(tx, sessionsBucket); err != nil {
+		return nil, nil, err
 	}
-	return all, nil
+	if children, err = topBucket(tx, childrenBucket); err != nil {
+		return nil, nil, err
+	}
+	return all, children, nil
+}
+
+func topBucket(tx *bolt.Tx, name []byte) (*bolt.Bucket, error) {
+	b := tx.Bucket(name)
+	if b == nil {
+		return nil, fmt.Errorf("%w: the %q bucket is missing", ErrCorrupt, name)
+	}
+	return b, nil
 }
 
 // sessionOf returns id's bucket, nil if nothing is stored under id, or a
@@ -397,129 +889,17 @@ func has(b *bolt.Bucket, key []byte) bool {
 	return len(key) > 0 && bytes.Equal(k, key)
 }
 
-// readLog decodes a session's bucket. Everything it returns is copied out
-// of bbolt's memory, which is valid only inside the transaction.
-func readLog(id string, sb *bolt.Bucket) (subagent.SessionHeader, []Record, error) {
-	corrupt := func(part string, seq uint64, err error) error {
-		return &CorruptError{SessionID: id, Part: part, Seq: seq, Err: err}
-	}
-	hv := sb.Get(headerKey)
-	if hv == nil {
-		return subagent.SessionHeader{}, nil, corrupt("header", 0, errors.New("missing"))
-	}
-	h, err := decodeHeader(hv)
-	if err != nil {
-		return subagent.SessionHeader{}, nil, corrupt("header", 0, err)
-	}
-	if h.SessionID != id {
-		return subagent.SessionHeader{}, nil, corrupt("header", 0, fmt.Errorf("names session %q", h.SessionID))
-	}
-	last := sb.Sequence()
-	// The sequence is stored data too: cap what it may preallocate.
-	recs := make([]Record, 0, min(last, 1024))
-	next := uint64(1)
-	c := sb.Cursor()
-	for k, v := c.First(); k != nil; k, v = c.Next() {
-		switch {
-		case bytes.Equal(k, headerKey):
-			continue
-		case v == nil:
-			return subagent.SessionHeader{}, nil, corrupt("layout", 0, fmt.Errorf("unexpected nested bucket %q", k))
-		case len(k) != 8:
-			return subagent.SessionHeader{}, nil, corrupt("layout", 0, fmt.Errorf("unexpected key %q", k))
-		}
-		seq := binary.BigEndian.Uint64(k)
-		if seq != next {
-			return subagent.SessionHeader{}, nil, corrupt("record", next, fmt.Errorf("missing (the next one stored is %d)", seq))
-		}
-		r, err := decodeRecord(v)
-		if err != nil {
-			return subagent.SessionHeader{}, nil, corrupt("record", seq, err)
-		}
-		recs = append(recs, r)
-		next++
-	}
-	if got := next - 1; got != last {
-		if got < last {
-			return subagent.SessionHeader{}, nil, corrupt("record", next, fmt.Errorf("missing (%d records were appended)", last))
-		}
-		return subagent.SessionHeader{}, nil, corrupt("layout", 0, fmt.Errorf("%d records stored but the sequence is at %d", got, last))
-	}
-	return h, recs, nil
+// childPrefix is the start of every "children" key of parent: its length
+// as a uvarint, then parent. A uvarint is prefix-free, so no other
+// parent's keys share it.
+func childPrefix(parent string) []byte {
+	return append(binary.AppendUvarint(nil, uint64(len(parent))), parent...)
+}
+
+func childKey(parent string, created uint64) []byte {
+	return binary.BigEndian.AppendUint64(childPrefix(parent), created)
 }
 
 func seqKey(seq uint64) []byte {
 	return binary.BigEndian.AppendUint64(nil, seq)
-}
-
-func frame(body []byte) []byte {
-	v := make([]byte, frameHeader, frameHeader+len(body))
-	v[0] = frameFormat
-	binary.BigEndian.PutUint32(v[1:], crc32.Checksum(body, castagnoli))
-	return append(v, body...)
-}
-
-// unframe checks v's frame and returns its body, which aliases v.
-func unframe(v []byte) ([]byte, error) {
-	switch {
-	case len(v) < frameHeader:
-		return nil, fmt.Errorf("truncated value (%d bytes)", len(v))
-	case v[0] != frameFormat:
-		return nil, fmt.Errorf("unknown value format %d", v[0])
-	}
-	body := v[frameHeader:]
-	if want, got := binary.BigEndian.Uint32(v[1:]), crc32.Checksum(body, castagnoli); got != want {
-		return nil, fmt.Errorf("checksum mismatch (stored %08x, computed %08x)", want, got)
-	}
-	return body, nil
-}
-
-func encodeRecord(r Record) []byte {
-	body := binary.AppendUvarint(make([]byte, 0, binary.MaxVarintLen64+len(r.Kind)+len(r.Data)), uint64(len(r.Kind)))
-	body = append(body, r.Kind...)
-	body = append(body, r.Data...)
-	return frame(body)
-}
-
-func decodeRecord(v []byte) (Record, error) {
-	body, err := unframe(v)
-	if err != nil {
-		return Record{}, err
-	}
-	n, size := binary.Uvarint(body)
-	if size <= 0 || n > uint64(len(body)-size) {
-		return Record{}, errors.New("bad kind length")
-	}
-	body = body[size:]
-	r := Record{Kind: string(body[:n]), Data: bytes.Clone(body[n:])}
-	if err := ValidateRecord(r); err != nil {
-		return Record{}, notInvalid(err)
-	}
-	return r, nil
-}
-
-func decodeHeader(v []byte) (subagent.SessionHeader, error) {
-	body, err := unframe(v)
-	if err != nil {
-		return subagent.SessionHeader{}, err
-	}
-	var h subagent.SessionHeader
-	dec := json.NewDecoder(bytes.NewReader(body))
-	dec.DisallowUnknownFields()
-	if err := dec.Decode(&h); err != nil {
-		return subagent.SessionHeader{}, fmt.Errorf("bad JSON: %w", err)
-	}
-	if _, err := dec.Token(); err != io.EOF {
-		return subagent.SessionHeader{}, errors.New("bad JSON: data after the header")
-	}
-	if err := ValidateHeader(h); err != nil {
-		return subagent.SessionHeader{}, notInvalid(err)
-	}
-	return h, nil
-}
-
-// notInvalid restates a validation error about a stored value without
-// ErrInvalid, which would tell the caller of Load that its input was bad.
-func notInvalid(err error) error {
-	return errors.New(strings.TrimPrefix(err.Error(), ErrInvalid.Error()+": "))
 }

@@ -23,8 +23,16 @@ import (
 	"github.com/subactor/subactor/subagent"
 )
 
+// TestBoltConformance runs the shared suite, whose
+// D4_CompactKeepsLogOnlyRecords case checks D4 for this store.
 func TestBoltConformance(t *testing.T) {
 	persistencetest.Run(t, func(t *testing.T) persistence.Store {
+		return openBolt(t, boltPath(t))
+	})
+}
+
+func TestBoltTaskConformance(t *testing.T) {
+	persistencetest.RunTasks(t, func(t *testing.T) persistence.TaskStore {
 		return openBolt(t, boltPath(t))
 	})
 }
@@ -129,6 +137,12 @@ func TestBoltDurableAcrossReopen(t *testing.T) {
 // copy or another program would change it.
 func reach(t *testing.T, path string, fn func(sessions *bolt.Bucket) error) {
 	t.Helper()
+	reachTx(t, path, func(tx *bolt.Tx) error { return fn(tx.Bucket([]byte("sessions"))) })
+}
+
+// reachTx is reach with the whole transaction.
+func reachTx(t *testing.T, path string, fn func(tx *bolt.Tx) error) {
+	t.Helper()
 	db, err := bolt.Open(path, 0o600, &bolt.Options{Timeout: 5 * time.Second})
 	if err != nil {
 		t.Fatalf("bbolt.Open: %v", err)
@@ -138,7 +152,7 @@ func reach(t *testing.T, path string, fn func(sessions *bolt.Bucket) error) {
 			t.Fatalf("bbolt Close: %v", err)
 		}
 	}()
-	if err := db.Update(func(tx *bolt.Tx) error { return fn(tx.Bucket([]byte("sessions"))) }); err != nil {
+	if err := db.Update(fn); err != nil {
 		t.Fatalf("changing the file: %v", err)
 	}
 }
@@ -647,13 +661,17 @@ func TestBoltCallsAfterClose(t *testing.T) {
 	}
 	ctx := t.Context()
 	_, _, loadErr := s.Load(ctx, "a")
-	for name, err := range map[string]error{
+	errs := map[string]error{
 		"Create":       s.Create(ctx, hdr("b")),
 		"Append":       s.Append(ctx, "a", msg(`1`)),
 		"Append(none)": s.Append(ctx, "a"),
 		"Load":         loadErr,
 		"Delete":       s.Delete(ctx, "a"),
-	} {
+	}
+	for name, err := range newCalls(s, "a") {
+		errs[name] = err
+	}
+	for name, err := range errs {
 		if !errors.Is(err, persistence.ErrClosed) {
 			t.Errorf("%s after Close: got %v, want ErrClosed", name, err)
 		}

@@ -2,47 +2,78 @@ package persistence
 
 import (
 	"bytes"
+	"cmp"
 	"context"
 	"fmt"
+	"slices"
+	"sort"
 	"sync"
 
 	"github.com/subactor/subactor/subagent"
 )
 
-// Memory is a Store that keeps logs in process memory. It is safe for
-// concurrent use; the zero value is not usable, call NewMemory.
+// Memory is a Store and a TaskStore that keeps everything in process
+// memory. It is safe for concurrent use; the zero value is not usable,
+// call NewMemory.
 type Memory struct {
 	mu       sync.Mutex
 	sessions map[string]*memLog
+	// created numbers sessions in creation order, for Sessions.
+	created uint64
+	tasks   map[string]TaskRecord
 }
 
 type memLog struct {
-	header subagent.SessionHeader
-	recs   []Record
+	header  subagent.SessionHeader
+	created uint64
+	// last is the last sequence number handed out; entries may have gaps
+	// below it after a Compact, but never at it.
+	last uint64
+	// entries is replaced, never changed in place, once a reader may hold
+	// it: Append only adds past its length and Compact builds a new one.
+	entries []Entry
 }
 
-var _ Store = (*Memory)(nil)
+func (l *memLog) info() SessionInfo { return SessionInfo{Header: l.header, LastSeq: l.last} }
+
+var (
+	_ Store     = (*Memory)(nil)
+	_ TaskStore = (*Memory)(nil)
+)
 
 // NewMemory returns an empty in-memory store.
 func NewMemory() *Memory {
-	return &Memory{sessions: make(map[string]*memLog)}
+	return &Memory{sessions: make(map[string]*memLog), tasks: make(map[string]TaskRecord)}
 }
 
 // Create implements Store.
 func (m *Memory) Create(ctx context.Context, h subagent.SessionHeader) error {
+	_, err := m.CreateWith(ctx, h)
+	return err
+}
+
+// CreateWith implements Store.
+func (m *Memory) CreateWith(ctx context.Context, h subagent.SessionHeader, recs ...Record) (uint64, error) {
 	if err := ctx.Err(); err != nil {
-		return err
+		return 0, err
 	}
 	if err := ValidateHeader(h); err != nil {
-		return err
+		return 0, err
+	}
+	copied, err := copyRecords(recs)
+	if err != nil {
+		return 0, err
 	}
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	if _, ok := m.sessions[h.SessionID]; ok {
-		return fmt.Errorf("%w: %q", ErrExists, h.SessionID)
+		return 0, fmt.Errorf("%w: %q", ErrExists, h.SessionID)
 	}
-	m.sessions[h.SessionID] = &memLog{header: h}
-	return nil
+	m.created++
+	l := &memLog{header: h, created: m.created}
+	l.add(copied)
+	m.sessions[h.SessionID] = l
+	return l.last, nil
 }
 
 // Append implements Store.
@@ -50,47 +81,164 @@ func (m *Memory) Append(ctx context.Context, sessionID string, recs ...Record) e
 	if err := ctx.Err(); err != nil {
 		return err
 	}
-	// Validate and copy outside the lock; the caller may reuse its slices.
-	copied := make([]Record, len(recs))
-	for i, r := range recs {
-		if err := ValidateRecord(r); err != nil {
-			return err
-		}
-		copied[i] = cloneRecord(r)
+	copied, err := copyRecords(recs)
+	if err != nil {
+		return err
 	}
 	m.mu.Lock()
 	defer m.mu.Unlock()
-	l, ok := m.sessions[sessionID]
-	if !ok {
-		return fmt.Errorf("%w: %q", ErrNotFound, sessionID)
+	l, err := m.log(sessionID)
+	if err != nil {
+		return err
 	}
-	l.recs = append(l.recs, copied...)
+	l.add(copied)
 	return nil
+}
+
+// AppendAt implements Store.
+func (m *Memory) AppendAt(ctx context.Context, sessionID string, expect uint64, recs ...Record) (uint64, error) {
+	if err := ctx.Err(); err != nil {
+		return 0, err
+	}
+	copied, err := copyRecords(recs)
+	if err != nil {
+		return 0, err
+	}
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	l, err := m.log(sessionID)
+	if err != nil {
+		return 0, err
+	}
+	if l.last != expect {
+		return 0, &ConflictError{SessionID: sessionID, Expected: expect, Actual: l.last}
+	}
+	l.add(copied)
+	return l.last, nil
 }
 
 // Load implements Store.
 func (m *Memory) Load(ctx context.Context, sessionID string) (subagent.SessionHeader, []Record, error) {
+	h, entries, err := m.LoadFrom(ctx, sessionID, 0)
+	if err != nil {
+		return subagent.SessionHeader{}, nil, err
+	}
+	recs := make([]Record, len(entries))
+	for i, e := range entries {
+		recs[i] = e.Record
+	}
+	return h, recs, nil
+}
+
+// LoadFrom implements Store.
+func (m *Memory) LoadFrom(ctx context.Context, sessionID string, after uint64) (subagent.SessionHeader, []Entry, error) {
 	if err := ctx.Err(); err != nil {
 		return subagent.SessionHeader{}, nil, err
 	}
 	m.mu.Lock()
-	l, ok := m.sessions[sessionID]
-	var h subagent.SessionHeader
-	var recs []Record
-	if ok {
+	l, err := m.log(sessionID)
+	var (
+		h       subagent.SessionHeader
+		entries []Entry
+	)
+	if err == nil {
 		h = l.header
-		// Records are never modified once stored, so a shallow copy of the
-		// slice is a consistent snapshot; the deep copy can run unlocked.
-		recs = append([]Record(nil), l.recs...)
+		// Stored entries are never changed, so copying the slice is a
+		// consistent snapshot; the deep copy can run unlocked.
+		from := sort.Search(len(l.entries), func(i int) bool { return l.entries[i].Seq > after })
+		entries = slices.Clone(l.entries[from:])
 	}
 	m.mu.Unlock()
-	if !ok {
-		return subagent.SessionHeader{}, nil, fmt.Errorf("%w: %q", ErrNotFound, sessionID)
+	if err != nil {
+		return subagent.SessionHeader{}, nil, err
 	}
-	for i, r := range recs {
-		recs[i] = cloneRecord(r)
+	for i, e := range entries {
+		entries[i].Record = cloneRecord(e.Record)
 	}
-	return h, recs, nil
+	return h, entries, nil
+}
+
+// Header implements Store.
+func (m *Memory) Header(ctx context.Context, sessionID string) (subagent.SessionHeader, error) {
+	if err := ctx.Err(); err != nil {
+		return subagent.SessionHeader{}, err
+	}
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	l, err := m.log(sessionID)
+	if err != nil {
+		return subagent.SessionHeader{}, err
+	}
+	return l.header, nil
+}
+
+// Sessions implements Store.
+func (m *Memory) Sessions(ctx context.Context) ([]SessionInfo, error) {
+	return m.list(ctx, func(*memLog) bool { return true })
+}
+
+// Children implements Store. Memory scans every session: it has no disk
+// to spare, and a scan of a map is cheap next to what a caller does with
+// each child.
+func (m *Memory) Children(ctx context.Context, parentSessionID string) ([]SessionInfo, error) {
+	if parentSessionID == "" {
+		return nil, fmt.Errorf("%w: empty parent session id", ErrInvalid)
+	}
+	return m.list(ctx, func(l *memLog) bool { return l.header.ParentSessionID == parentSessionID })
+}
+
+func (m *Memory) list(ctx context.Context, keep func(*memLog) bool) ([]SessionInfo, error) {
+	if err := ctx.Err(); err != nil {
+		return nil, err
+	}
+	m.mu.Lock()
+	logs := make([]*memLog, 0, len(m.sessions))
+	for _, l := range m.sessions {
+		if keep(l) {
+			logs = append(logs, l)
+		}
+	}
+	infos := make([]SessionInfo, len(logs))
+	slices.SortFunc(logs, func(a, b *memLog) int { return cmp.Compare(a.created, b.created) })
+	for i, l := range logs {
+		infos[i] = l.info()
+	}
+	m.mu.Unlock()
+	return infos, nil
+}
+
+// Compact implements Store.
+func (m *Memory) Compact(ctx context.Context, sessionID string, upTo uint64, summary Record) error {
+	if err := ctx.Err(); err != nil {
+		return err
+	}
+	if err := ValidateRecord(summary); err != nil {
+		return err
+	}
+	summary = cloneRecord(summary)
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	l, err := m.log(sessionID)
+	if err != nil {
+		return err
+	}
+	removed, err := toCompact(l.entries, l.last, upTo)
+	if err != nil {
+		return err
+	}
+	// A new slice: readers may hold the old one.
+	at := removed[len(removed)-1]
+	kept := make([]Entry, 0, len(l.entries)-len(removed)+1)
+	for _, e := range l.entries {
+		if e.Seq == at {
+			kept = append(kept, Entry{Seq: at, Record: summary})
+		}
+		if e.Seq > upTo || IsLogOnly(e.Kind) {
+			kept = append(kept, e)
+		}
+	}
+	l.entries = kept
+	return nil
 }
 
 // Delete implements Store.
@@ -100,13 +248,117 @@ func (m *Memory) Delete(ctx context.Context, sessionID string) error {
 	}
 	m.mu.Lock()
 	defer m.mu.Unlock()
-	if _, ok := m.sessions[sessionID]; !ok {
-		return fmt.Errorf("%w: %q", ErrNotFound, sessionID)
+	if _, err := m.log(sessionID); err != nil {
+		return err
 	}
 	delete(m.sessions, sessionID)
 	return nil
 }
 
+// PutTask implements TaskStore.
+func (m *Memory) PutTask(ctx context.Context, t TaskRecord) error {
+	if err := ctx.Err(); err != nil {
+		return err
+	}
+	if err := ValidateTask(t); err != nil {
+		return err
+	}
+	t = cloneTask(t)
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	m.tasks[t.ID] = t
+	return nil
+}
+
+// GetTask implements TaskStore.
+func (m *Memory) GetTask(ctx context.Context, id string) (TaskRecord, error) {
+	if err := ctx.Err(); err != nil {
+		return TaskRecord{}, err
+	}
+	m.mu.Lock()
+	t, ok := m.tasks[id]
+	m.mu.Unlock()
+	if !ok {
+		return TaskRecord{}, fmt.Errorf("%w: %q", ErrTaskNotFound, id)
+	}
+	return cloneTask(t), nil
+}
+
+// ListTasks implements TaskStore.
+func (m *Memory) ListTasks(ctx context.Context, parentSessionID string) ([]TaskRecord, error) {
+	if err := ctx.Err(); err != nil {
+		return nil, err
+	}
+	if parentSessionID == "" {
+		return nil, fmt.Errorf("%w: empty parent session id", ErrInvalid)
+	}
+	var out []TaskRecord
+	m.mu.Lock()
+	for _, t := range m.tasks {
+		if t.ParentSessionID == parentSessionID {
+			out = append(out, t)
+		}
+	}
+	m.mu.Unlock()
+	slices.SortFunc(out, func(a, b TaskRecord) int { return cmp.Compare(a.ID, b.ID) })
+	for i, t := range out {
+		out[i] = cloneTask(t)
+	}
+	return out, nil
+}
+
+// DeleteTask implements TaskStore.
+func (m *Memory) DeleteTask(ctx context.Context, id string) error {
+	if err := ctx.Err(); err != nil {
+		return err
+	}
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	if _, ok := m.tasks[id]; !ok {
+		return fmt.Errorf("%w: %q", ErrTaskNotFound, id)
+	}
+	delete(m.tasks, id)
+	return nil
+}
+
+// log returns the session's log or ErrNotFound; m.mu must be held.
+func (m *Memory) log(sessionID string) (*memLog, error) {
+	l, ok := m.sessions[sessionID]
+	if !ok {
+		return nil, fmt.Errorf("%w: %q", ErrNotFound, sessionID)
+	}
+	return l, nil
+}
+
+// add numbers recs on from l.last and appends them.
+func (l *memLog) add(recs []Record) {
+	for _, r := range recs {
+		l.last++
+		l.entries = append(l.entries, Entry{Seq: l.last, Record: r})
+	}
+}
+
+// copyRecords validates recs and copies them, so that the caller may reuse
+// its slices; it runs before any lock is taken.
+func copyRecords(recs []Record) ([]Record, error) {
+	copied := make([]Record, len(recs))
+	for i, r := range recs {
+		if err := ValidateRecord(r); err != nil {
+			return nil, err
+		}
+		copied[i] = cloneRecord(r)
+	}
+	return copied, nil
+}
+
 func cloneRecord(r Record) Record {
 	return Record{Kind: r.Kind, Data: bytes.Clone(r.Data)}
+}
+
+// cloneTask copies t's result and keeps its time in UTC without a
+// monotonic reading, as a store that encodes it would return it.
+func cloneTask(t TaskRecord) TaskRecord {
+	t.Result = bytes.Clone(t.Result)
+	t.UpdatedAt = t.UpdatedAt.UTC()
+	return t
 }

@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"time"
 
 	"github.com/subactor/subactor/subagent"
 )
@@ -12,10 +13,33 @@ import (
 // KindMessage marks a record holding one model-visible conversation turn.
 const KindMessage = "message"
 
+// IsLogOnly reports whether records of kind are log-only: kept for the
+// runtime (a provider's descriptor, say) rather than shown to the model.
+// Every kind but KindMessage is, so a kind added later survives Compact
+// without the store having to know it (D4).
+func IsLogOnly(kind string) bool { return kind != KindMessage }
+
 // Record is one entry of a session log.
 type Record struct {
 	Kind string          `json:"kind"`
 	Data json.RawMessage `json:"data"`
+}
+
+// Entry is a record with its sequence number. The first record ever
+// appended to a session is 1, the next 2, and so on; Compact leaves gaps
+// but never renumbers, so sequence numbers only grow along a log.
+type Entry struct {
+	Seq uint64 `json:"seq"`
+	Record
+}
+
+// SessionInfo describes a session without its records.
+type SessionInfo struct {
+	Header subagent.SessionHeader
+	// LastSeq is the sequence number of the log's last record, 0 for an
+	// empty log: what AppendAt expects next. Until a Compact it is also
+	// the number of records.
+	LastSeq uint64
 }
 
 // Store errors, matched with errors.Is.
@@ -29,16 +53,57 @@ var (
 	ErrCorrupt = errors.New("persistence: stored data is corrupt")
 	// ErrClosed means the store was used after Close.
 	ErrClosed = errors.New("persistence: store is closed")
+	// ErrConflict means a conditional write found the log somewhere other
+	// than where its caller expected; the error is a *ConflictError.
+	ErrConflict = errors.New("persistence: log moved")
+	// ErrFailed means the store could not make a write durable (a write
+	// or fsync of its file failed). That write was not acknowledged; the
+	// store refuses every later call until it is closed and reopened,
+	// because what its file holds is in doubt until then.
+	ErrFailed = errors.New("persistence: store failed, reopen it")
+	// ErrTaskNotFound means no task has the id. It also matches
+	// ErrNotFound, so one check serves sessions and tasks.
+	ErrTaskNotFound error = taskNotFound{}
 )
+
+type taskNotFound struct{}
+
+func (taskNotFound) Error() string        { return "persistence: task not found" }
+func (taskNotFound) Is(target error) bool { return target == ErrNotFound }
+
+// ConflictError reports a conditional append (Store.AppendAt) refused
+// because the log does not end where the caller expected. Actual lets the
+// caller resynchronise: read what it missed with LoadFrom(Expected) and
+// try again from Actual.
+type ConflictError struct {
+	SessionID string
+	// Expected is the last sequence number the caller stated.
+	Expected uint64
+	// Actual is where the log really ends (0 for an empty log).
+	Actual uint64
+}
+
+// Error says where the log ends and where the caller expected it to.
+func (e *ConflictError) Error() string {
+	return fmt.Sprintf("persistence: session %q: log ends at record %d, not %d", e.SessionID, e.Actual, e.Expected)
+}
+
+// Unwrap returns ErrConflict, for errors.Is.
+func (e *ConflictError) Unwrap() error { return ErrConflict }
 
 // CorruptError reports a stored value that does not decode, so that a log
 // is never returned with a part silently missing or altered (K3). It wraps
 // ErrCorrupt and the cause.
 type CorruptError struct {
+	// SessionID names the damaged session; it is empty when the damage
+	// is in a task (see TaskID).
 	SessionID string
-	// Part is what failed: "header", "record" or "layout" (a key, a bucket
-	// or a sequence where the store's structure expects another, or the
-	// storage engine's own structure).
+	// TaskID names the damaged task record, when Part is "task".
+	TaskID string
+	// Part is what failed: "header", "meta" (a store's own bookkeeping
+	// for the session), "record", "task" or "layout" (a key, a bucket, an
+	// index entry or a sequence where the store's structure expects
+	// another, or the storage engine's own structure).
 	Part string
 	// Seq is the record's sequence number (1 for the first record ever
 	// appended to the session) when Part is "record", otherwise 0.
@@ -47,6 +112,9 @@ type CorruptError struct {
 }
 
 func (e *CorruptError) Error() string {
+	if e.Part == "task" {
+		return fmt.Sprintf("persistence: task %q is corrupt: %v", e.TaskID, e.Err)
+	}
 	what := e.Part
 	if e.Part == "record" {
 		what = fmt.Sprintf("record %d", e.Seq)
@@ -60,25 +128,121 @@ func (e *CorruptError) Unwrap() []error { return []error{ErrCorrupt, e.Err} }
 // Store keeps session logs. Implementations are safe for concurrent use and
 // never share memory with their callers: what goes in and what comes out are
 // copies. A failed call changes nothing, and a call whose context has ended
-// fails with the context's error.
+// fails with the context's error. Bad input (ErrInvalid) is refused before
+// anything is written.
 type Store interface {
 	// Create starts an empty log under h. It fails with ErrExists if the
 	// session id is taken and ErrInvalid for an empty id or a negative depth.
 	Create(ctx context.Context, h subagent.SessionHeader) error
+	// CreateWith is Create and Append in one step, all or nothing: if it
+	// fails, no session exists under h's id afterwards (unless one did
+	// before: ErrExists). It returns the last record's sequence number,
+	// len(recs), or 0 for no records.
+	CreateWith(ctx context.Context, h subagent.SessionHeader, recs ...Record) (seq uint64, err error)
 	// Append adds records to the end of a log, all or none. It fails with
 	// ErrNotFound for an unknown session and ErrInvalid for a record with no
 	// kind or with data that is not valid JSON.
 	Append(ctx context.Context, sessionID string, recs ...Record) error
+	// AppendAt is a conditional Append: it adds recs only if the log ends
+	// at sequence number expect (0 for an empty log), and returns the
+	// sequence number of the log's last record after the append. If the
+	// log ends elsewhere it changes nothing and fails with a
+	// *ConflictError (ErrConflict), so two writers that read the same log
+	// cannot both extend it: the one that lands second learns it lost.
+	// With no records it only checks where the log ends.
+	AppendAt(ctx context.Context, sessionID string, expect uint64, recs ...Record) (newSeq uint64, err error)
 	// Load returns a log's header and records in append order, or
 	// ErrNotFound. A store that reads its values back from outside the
 	// process treats them as hostile: if any part of the log does not
 	// decode, Load returns no log and an error wrapping ErrCorrupt
 	// (*CorruptError), and every other log stays readable and writable.
 	Load(ctx context.Context, sessionID string) (subagent.SessionHeader, []Record, error)
-	// Delete removes a log, header and records, or fails with ErrNotFound.
+	// LoadFrom is Load with sequence numbers, returning only the records
+	// after sequence number after (0 for all of them), in order. Past the
+	// end of the log it returns no entries and no error. A store that
+	// checks what it reads checks the part it returns.
+	LoadFrom(ctx context.Context, sessionID string, after uint64) (subagent.SessionHeader, []Entry, error)
+	// Header returns a log's header without reading its records, or
+	// ErrNotFound.
+	Header(ctx context.Context, sessionID string) (subagent.SessionHeader, error)
+	// Sessions lists every session, in creation order (a session deleted
+	// and created again counts as new), without reading records. If one
+	// session's header (or a store's own bookkeeping for it) does not
+	// decode, it fails with that session's *CorruptError rather than
+	// leave it out; Delete discards it.
+	Sessions(ctx context.Context) ([]SessionInfo, error)
+	// Children lists the sessions whose header names parentSessionID as
+	// their parent, in creation order; none is not an error. An empty
+	// parentSessionID is ErrInvalid (list top-level sessions with
+	// Sessions).
+	Children(ctx context.Context, parentSessionID string) ([]SessionInfo, error)
+	// Compact shortens a log for the model while keeping what the runtime
+	// needs: it removes every model-visible record (see IsLogOnly) with a
+	// sequence number at or below upTo and stores summary in their place,
+	// under the sequence number of the last one removed. Log-only records
+	// (descriptors, D4) and records past upTo stay, with their sequence
+	// numbers, so LoadFrom stays ordered and the log still ends where it
+	// did: an AppendAt that expected the old end still succeeds. It fails
+	// with ErrInvalid, changing nothing, for an invalid summary, an upTo
+	// of 0 or past the log's end, or when no model-visible record is at
+	// or below upTo.
+	Compact(ctx context.Context, sessionID string, upTo uint64, summary Record) error // Delete removes a log, header and records, or fails with ErrNotFound.
 	// A provider rolling back a child it never published uses it so that no
 	// session row outlives a failed start (S4).
 	Delete(ctx context.Context, sessionID string) error
+}
+
+// TaskRecord is the stored state of one background task (T3): which
+// delegation it belongs to and how it ended. The store does not interpret
+// State or Result.
+type TaskRecord struct {
+	ID              string `json:"id"`
+	ParentSessionID string `json:"parentSessionId"`
+	// ChildSessionID is the child's session, when it has one.
+	ChildSessionID string `json:"childSessionId,omitempty"`
+	Provider       string `json:"provider,omitempty"`
+	State          string `json:"state"`
+	// Result is optional JSON (a settled run's result, say).
+	Result json.RawMessage `json:"result,omitempty"`
+	// UpdatedAt is stored to the nanosecond and comes back in UTC.
+	UpdatedAt time.Time `json:"updatedAt"`
+}
+
+// TaskStore keeps task records, apart from session logs: deleting a
+// session leaves its tasks, and ids of the two never collide. The rules of
+// Store hold: safe for concurrent use, copies in and out, a failed call
+// changes nothing, an ended context fails the call.
+type TaskStore interface {
+	// PutTask creates or replaces the task with t.ID. It fails with
+	// ErrInvalid if t does not pass ValidateTask.
+	PutTask(ctx context.Context, t TaskRecord) error
+	// GetTask returns the task with id, or ErrTaskNotFound.
+	GetTask(ctx context.Context, id string) (TaskRecord, error)
+	// ListTasks returns the tasks of one parent session, ordered by id;
+	// none is not an error. An empty parentSessionID is ErrInvalid.
+	ListTasks(ctx context.Context, parentSessionID string) ([]TaskRecord, error)
+	// DeleteTask removes the task with id, or fails with ErrTaskNotFound.
+	DeleteTask(ctx context.Context, id string) error
+}
+
+// ValidateTask reports why t cannot be stored, wrapping ErrInvalid: it
+// needs an id, a parent session and a state; Result, when present, must
+// be valid JSON, and UpdatedAt must fall in years 0 to 9999.
+func ValidateTask(t TaskRecord) error {
+	switch {
+	case t.ID == "":
+		return fmt.Errorf("%w: task without id", ErrInvalid)
+	case t.ParentSessionID == "":
+		return fmt.Errorf("%w: task %q without parent session", ErrInvalid, t.ID)
+	case t.State == "":
+		return fmt.Errorf("%w: task %q without state", ErrInvalid, t.ID)
+	case len(t.Result) > 0 && !json.Valid(t.Result):
+		return fmt.Errorf("%w: task %q result is not valid JSON", ErrInvalid, t.ID)
+	case t.UpdatedAt.Year() < 0 || t.UpdatedAt.Year() > 9999:
+		// The range RFC 3339, and so every encoding store, can hold.
+		return fmt.Errorf("%w: task %q update time %v is out of range", ErrInvalid, t.ID, t.UpdatedAt)
+	}
+	return nil
 }
 
 // ValidateHeader reports why h cannot head a log, wrapping ErrInvalid.
@@ -102,4 +266,29 @@ func ValidateRecord(r Record) error {
 		return fmt.Errorf("%w: %s record data is not valid JSON", ErrInvalid, r.Kind)
 	}
 	return nil
+}
+
+// toCompact returns the sequence numbers Compact removes from a log of
+// entries ending at last, in order, or ErrInvalid if it may not compact
+// up to upTo. The summary takes the last one.
+func toCompact(entries []Entry, last, upTo uint64) ([]uint64, error) {
+	switch {
+	case upTo == 0:
+		return nil, fmt.Errorf("%w: compact up to record 0", ErrInvalid)
+	case upTo > last:
+		return nil, fmt.Errorf("%w: compact up to record %d, past the log's end at %d", ErrInvalid, upTo, last)
+	}
+	var removed []uint64
+	for _, e := range entries {
+		if e.Seq > upTo {
+			break
+		}
+		if !IsLogOnly(e.Kind) {
+			removed = append(removed, e.Seq)
+		}
+	}
+	if len(removed) == 0 {
+		return nil, fmt.Errorf("%w: no model-visible record at or below record %d", ErrInvalid, upTo)
+	}
+	return removed, nil
 }

@@ -3,6 +3,7 @@ package subagent
 import (
 	"errors"
 	"fmt"
+	"strings"
 )
 
 // Service errors, matched with errors.Is.
@@ -18,6 +19,9 @@ var (
 	ErrNotResumable       = errors.New("subagent: provider cannot resume")
 	ErrServiceClosed      = errors.New("subagent: service closed")
 	ErrInvalidProviderArg = errors.New("subagent: invalid provider")
+	ErrProviderFault      = errors.New("subagent: provider fault")
+	ErrUnknownTool        = errors.New("subagent: unknown tool")
+	ErrServiceCrashed     = errors.New("subagent: service actor crashed")
 )
 
 // UnsupportedError names the capability a provider does not declare.
@@ -59,3 +63,34 @@ func (e *cancelledError) Unwrap() []error { return []error{ErrCancelled, e.cause
 
 // Cancelled wraps a context error so it matches ErrCancelled too.
 func Cancelled(cause error) error { return &cancelledError{cause: cause} }
+
+// DuplicateProviderError names the provider already registered (S1).
+type DuplicateProviderError struct{ Name string }
+
+func (e *DuplicateProviderError) Error() string {
+	return fmt.Sprintf("subagent: duplicate provider %q", e.Name)
+}
+func (e *DuplicateProviderError) Unwrap() error { return ErrDuplicateProvider }
+
+// ProviderError reports a provider that broke the seam's contract, such as
+// returning neither a run nor an error.
+type ProviderError struct {
+	Provider string
+	Reason   string
+}
+
+func (e *ProviderError) Error() string {
+	return fmt.Sprintf("subagent: provider %q: %s", e.Provider, e.Reason)
+}
+func (e *ProviderError) Unwrap() error { return ErrProviderFault }
+
+// UnknownToolError reports a tool filter naming tools the child does not
+// have (S4); the provider rejects it before creating anything.
+type UnknownToolError struct {
+	Names []string
+}
+
+func (e *UnknownToolError) Error() string {
+	return fmt.Sprintf("subagent: tool filter names tools the child does not have: %s", strings.Join(e.Names, ", "))
+}
+func (e *UnknownToolError) Unwrap() error { return ErrUnknownTool }

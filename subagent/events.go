@@ -1,6 +1,8 @@
 package subagent
 
-// Event is a lifecycle notification. Type returns its wire name.
+import "context"
+
+// Event is a notification to a listener. Type returns its wire name.
 type Event interface{ Type() string }
 
 // ProviderAdded follows a registration.
@@ -9,29 +11,136 @@ type ProviderAdded struct{ Provider string }
 // ProviderRemoved follows a release.
 type ProviderRemoved struct{ Name string }
 
-// RunStarted is emitted once Start or Resume succeeded.
+// RunStarted is emitted once Start or Resume succeeded, before any other
+// event of the run.
 type RunStarted struct {
-	RunID    string // minted by the Service, shared with RunEnded
-	Provider string
-	ID       string // Run.ID
-	Local    bool   // the provider returned a local agent
+	RunID     string // the run's one id: Run.ID, shared by every event of the run
+	Provider  string
+	SessionID string // the child's session (Run.SessionID), "" for a remote run
+	Local     bool   // the provider returned a local agent
 }
 
-// RunEnded follows RunStarted when the run settles.
+// RunEnded is the last event of a run: it follows RunStarted and every
+// RunProgress of the run once the run settles. An infrastructure fault ends
+// with StopReason Error.
 type RunEnded struct {
 	RunID                string
 	Provider             string
-	ID                   string
+	SessionID            string
 	Local                bool
 	StopReason           StopReason
 	LastAssistantMessage string
+	Usage                *Usage // where the provider knows it
 }
 
-func (ProviderAdded) Type() string   { return "subagent/provider-added" }
-func (ProviderRemoved) Type() string { return "subagent/provider-removed" }
-func (RunStarted) Type() string      { return "subagent/start" }
-func (RunEnded) Type() string        { return "subagent/end" }
+// ProgressKind says what a RunProgress reports.
+type ProgressKind string
 
-// Listener receives events. A returned error or a panic is logged and changes
-// nothing else; a slow listener delays only itself.
+// Progress kinds (E6).
+const (
+	ModelCallStarted  ProgressKind = "model-call-started"
+	ModelCallFinished ProgressKind = "model-call-finished" // with Usage
+	ToolCallStarted   ProgressKind = "tool-call-started"   // Text: the tool's name and arguments
+	ToolCallFinished  ProgressKind = "tool-call-finished"  // Text: the tool's name; IsError
+	SteerAdmitted     ProgressKind = "steer-admitted"      // Text: the message's first line
+	MessageText       ProgressKind = "message-text"        // Text: assistant text as it is produced
+)
+
+// RunProgress is what a running child is doing (E6): a run event like
+// RunStarted and RunEnded, scoped to the delegating parent and ordered
+// between them.
+type RunProgress struct {
+	RunID   string
+	Kind    ProgressKind
+	Step    int // 1-based model call the progress belongs to
+	Text    string
+	IsError bool   // a tool call that failed
+	Usage   *Usage // of one model call
+}
+
+// ListenerOverflow is the last event a listener receives when it fell more
+// than its bound behind (E5): it is detached rather than silently thinned,
+// and resynchronises from state if it wants to go on.
+type ListenerOverflow struct {
+	Bound int // the events the listener was allowed to have outstanding
+}
+
+// ListenerFailed is delivered to a parent's listeners when the actor that
+// sequences its events crashed while handling one: events of the runs
+// named may be missing, so consumers resynchronise as after an overflow.
+// Listeners stay attached.
+type ListenerFailed struct {
+	Reason string
+}
+
+func (ProviderAdded) Type() string    { return "subagent/provider-added" }
+func (ProviderRemoved) Type() string  { return "subagent/provider-removed" }
+func (RunStarted) Type() string       { return "subagent/start" }
+func (RunEnded) Type() string         { return "subagent/end" }
+func (RunProgress) Type() string      { return "subagent/progress" }
+func (ListenerOverflow) Type() string { return "subagent/listener-overflow" }
+func (ListenerFailed) Type() string   { return "subagent/listener-failed" }
+
+// EventTypes lists the wire name of every event type, so that a consumer
+// or a conversion can be checked against all of them.
+func EventTypes() []string {
+	return []string{
+		ProviderAdded{}.Type(), ProviderRemoved{}.Type(),
+		RunStarted{}.Type(), RunEnded{}.Type(), RunProgress{}.Type(),
+		ListenerOverflow{}.Type(), ListenerFailed{}.Type(),
+	}
+}
+
+// Listener receives events, one at a time, on a goroutine of its own. A
+// returned error or a panic is logged and changes nothing else; a slow
+// listener delays only itself, and one that falls more than its bound
+// behind gets ListenerOverflow and no further events.
 type Listener func(Event) error
+
+// ListenOption configures one listener.
+type ListenOption func(*ListenConfig)
+
+// ListenConfig is what ListenOptions set.
+type ListenConfig struct {
+	// Types, when non-empty, are the only event types delivered.
+	Types []string
+	// Bound, when positive, replaces the Service's bound on the events
+	// this listener may have outstanding.
+	Bound int
+}
+
+// ListenBound lets this listener have up to n events outstanding before
+// it is detached with ListenerOverflow (E5).
+func ListenBound(n int) ListenOption { return func(c *ListenConfig) { c.Bound = n } }
+
+// OnlyEvents delivers only events of these types (their Type names, as
+// RunEnded{}.Type()); ListenerOverflow and ListenerFailed are always
+// delivered, since they say the stream itself broke.
+func OnlyEvents(types ...string) ListenOption {
+	return func(c *ListenConfig) {
+		c.Types = append(c.Types, types...)
+		c.Types = append(c.Types, ListenerOverflow{}.Type(), ListenerFailed{}.Type())
+	}
+}
+
+// Subscription is a listener's registration.
+type Subscription interface {
+	// Release stops delivery: once it returns no new call of the listener
+	// begins (one in progress may finish). It never waits for the
+	// listener's own code, so it may be called from inside the listener.
+	// Idempotent.
+	Release()
+	// Flush returns once the listener has handled every event emitted to
+	// it before the call, or when ctx ends or the subscription is gone.
+	// It waits for the listener's code: never call it from inside the
+	// listener.
+	Flush(ctx context.Context) error
+}
+
+// EventSink receives a run's progress from its provider. The Service hands
+// one to the provider in StartRequest.Scope; events emitted before Start
+// returns are held until the run is published, so RunStarted precedes
+// them, and those of a start that fails are dropped. Emit never blocks.
+type EventSink interface {
+	Emit(RunProgress)
+}

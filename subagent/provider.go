@@ -31,9 +31,14 @@ type Resumer interface {
 
 // Run is one activation of a child, owned by the caller that started it.
 type Run interface {
-	// ID is the child's session id for a local run, or a parent-scoped
-	// lifecycle id for a remote one.
+	// ID is the run id the Service minted for this activation (the
+	// provider finds it in StartRequest.Scope): the one id every event of
+	// the run and every tool answer about it carry.
 	ID() string
+	// SessionID is the child's session: for a fresh local child the same
+	// value as ID, for a resumed one the session it continues, "" for a
+	// run with no session on this node.
+	SessionID() string
 	// LocalAgent is the exact published child agent, or nil for a remote run.
 	LocalAgent() Agent
 	// Wait blocks until the result settles or ctx ends. The result settles
@@ -41,7 +46,8 @@ type Run interface {
 	// an infrastructure fault the Result cannot represent.
 	Wait(ctx context.Context) (Result, error)
 	// OnSettled calls f once with the settled result, at once if it has
-	// already settled. f must not block.
+	// already settled. f must not block. On a Run the Service returned, f
+	// runs on a goroutine of its own.
 	OnSettled(f func(Result, error))
 	// Dispose cancels what remains and returns after the child's resources
 	// have quiesced. It is idempotent and safe to call concurrently.

@@ -11,14 +11,38 @@ type StartRequest struct {
 	// OutputSchema, when set, is an object-rooted JSON Schema the child's
 	// final answer must satisfy (capability OutputSchema).
 	OutputSchema json.RawMessage
-	// MaxDepth caps delegation below the parent (capability DepthLimit).
+	// MaxDepth is an absolute delegation depth cap, counted from the
+	// top-level agent (depth 0), as in D6: an agent at depth d may not
+	// delegate when d >= MaxDepth, so 0 forbids the parent itself to
+	// delegate and a child of a top-level parent needs at least 1
+	// (capability DepthLimit).
 	MaxDepth *int
 	// ToolFilter restricts the child's tools (capability ToolFilter).
 	ToolFilter *ToolFilter
 	// Persona becomes the child's system prompt (capability Persona).
 	Persona *string
-	// Continuation resumes a durable child; only for a Resumer.
+	// Continuation resumes a durable child; only with Service.Resume.
 	Continuation *Continuation
+	// Scope is set by the Service before it calls the provider; whatever
+	// the caller puts here is replaced.
+	Scope Scope
+}
+
+// Scope is what the Service hands a provider about the run it asks for.
+type Scope struct {
+	// RunID is minted by the Service; the provider's Run reports it as
+	// its ID (a fresh local child also takes it as its session id).
+	RunID string
+	// Parent is the delegating parent as a plain value.
+	Parent ParentRef
+	// Events receives the run's progress; never nil from the Service.
+	Events EventSink
+}
+
+// ParentRef names a delegating parent as a plain, serialisable value.
+type ParentRef struct {
+	SessionID string
+	Depth     int // its delegation depth (D6)
 }
 
 // AgentOptions configure a child agent.

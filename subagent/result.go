@@ -21,6 +21,10 @@ type Result struct {
 	// Detail explains a non-completed stop (a validation message, a panic).
 	Detail string `json:"detail,omitempty"`
 	Usage  *Usage `json:"usage,omitempty"`
+	// Cause is the error behind a non-completed stop where it is known in
+	// this process, so that errors.Is(res.Cause, context.DeadlineExceeded)
+	// tells a deadline from a cancel. It does not cross the wire.
+	Cause error `json:"-"`
 }
 
 // Usage counts model tokens where known.

@@ -1,10 +1,18 @@
-// Package parent is the parent actor: one per delegating agent. It owns the
-// run events of that agent's children and their listeners.
+// Package parent is the parent actor: one per delegating agent, keyed by
+// its session id. It owns the run events of that agent's children and
+// their listeners.
 //
-// It is the sequencer of subagent/start and subagent/end: the Service sends
-// Published after a start succeeded and only then attaches the result
-// observer that sends Settled to the same actor, so by mailbox order start
-// precedes end even for a child that had already settled.
+// It is the sequencer of a run's events. The Service announces a run with
+// Expect and hands its provider a sink whose progress comes here, held
+// until the Service sends Published once Start succeeded (or Discarded
+// when it failed); only then it attaches the observer that sends Settled,
+// so by mailbox order a run's events are start, progress, end, even for a
+// child that had already settled.
+//
+// Listener code never runs here: events are queued to each listener's own
+// goroutine (package fanout). A panic while handling a message is
+// recovered in place; the listeners are told with subagent.ListenerFailed,
+// since an event may be missing.
 //
 // A parent actor with nothing left to do tells the registry, which retires
 // it unless it has handed out a reference the actor has not used yet; a
@@ -12,99 +20,140 @@
 package parent
 
 import (
+	"fmt"
 	"log/slog"
 
 	"github.com/asynkron/protoactor-go/actor"
 
 	"github.com/subactor/subactor/actors/internal/fanout"
+	"github.com/subactor/subactor/actors/internal/guard"
 	"github.com/subactor/subactor/actors/internal/inline"
-	"github.com/subactor/subactor/actors/internal/reply"
-	"github.com/subactor/subactor/messages"
 	"github.com/subactor/subactor/subagent"
 )
 
-// Subscribe adds a listener; answered with its listener actor's PID.
-// A local command: it carries a Go function.
-type Subscribe struct {
-	reply.To
-	Listener subagent.Listener
-}
+// Messages to a parent actor. They are local Go values: the Service and
+// the sinks it hands out live in this process.
+type (
+	// Subscribe adds a listener.
+	Subscribe struct{ Sub *fanout.Sub }
+	// Expect announces a run whose provider is about to start with a
+	// sink to this actor: its progress is held until Published, and
+	// dropped on Discarded.
+	Expect struct{ RunID string }
+	// Published: Start returned the run to its caller.
+	Published struct {
+		RunID, Provider, SessionID string
+		Local                      bool
+	}
+	// Discarded: the expected start failed.
+	Discarded struct{ RunID string }
+	// Progress is a run's progress from its sink.
+	Progress struct{ Event subagent.RunProgress }
+	// Settled: the run's result is final.
+	Settled struct {
+		RunID  string
+		Result subagent.Result
+		Err    error
+	}
+	// Idle tells the registry (the actor's parent) that nothing is left.
+	// Uses counts the references the registry handed out that reached it
+	// (Expect, Subscribe).
+	Idle struct {
+		ParentID string
+		Uses     int64
+		PID      *actor.PID
+	}
+)
 
-// Unsubscribe removes a listener; answered with its listener actor's PID
-// (nil if unknown), which the caller drains.
-type Unsubscribe struct {
-	reply.To
-	ID string
-}
-
-// Props builds the parent actor of the agent with id parentID.
+// Props builds the parent actor of the agent whose session is parentID.
 func Props(log *slog.Logger, parentID string) *actor.Props {
 	return inline.Props(func() actor.Actor {
 		return &parentActor{
-			id:        parentID,
-			listeners: fanout.New(log),
-			live:      map[string]*messages.Published{},
-			draining:  map[string]bool{},
+			id:   parentID,
+			log:  log,
+			live: map[string]*Published{},
+			held: map[string][]subagent.RunProgress{},
 		}
 	})
 }
 
 type parentActor struct {
-	id        string // the delegating agent's
-	listeners *fanout.Fanout
-	live      map[string]*messages.Published // started, not yet ended
-	draining  map[string]bool                // removed listeners not yet stopped
-	uses      int64                          // Published and Subscribe received
+	id        string // the delegating agent's session id
+	log       *slog.Logger
+	listeners fanout.Fanout
+	live      map[string]*Published             // started, not yet ended
+	held      map[string][]subagent.RunProgress // expected runs' progress before Published
+	uses      int64
 }
 
 func (a *parentActor) Receive(c actor.Context) {
 	msg := c.Message()
-	if a.listeners.Delivered(c, msg) {
+	if p := guard.Receive("parent", msg, func() { a.receive(c, msg) }); p != nil {
+		a.log.Error("subagent: parent actor crashed; listeners told to resynchronise", "parent", a.id, "message", fmt.Sprintf("%T", msg), "panic", p)
+		a.listeners.Emit(subagent.ListenerFailed{Reason: fmt.Sprintf("parent actor crashed handling %T: %v", msg, p)})
+	}
+}
+
+func (a *parentActor) receive(c actor.Context, msg any) {
+	if a.listeners.Handle(msg) {
+		a.idle(c)
 		return
 	}
 	switch m := msg.(type) {
 	case *Subscribe:
 		a.uses++
-		m.Answer(a.listeners.PID(a.listeners.Add(c, m.Listener)))
-	case *Unsubscribe:
-		pid := a.listeners.Remove(m.ID)
-		if pid != nil {
-			a.draining[pid.Id] = true
-		}
-		m.Answer(pid)
-	case *actor.Terminated:
-		delete(a.draining, m.Who.Id)
-		a.idle(c)
-	case *messages.Published:
+		a.listeners.Add(m.Sub)
+	case *Expect:
 		a.uses++
-		a.live[m.RunId] = m
-		a.listeners.Emit(c, &messages.RunStarted{RunId: m.RunId, Provider: m.Provider, Id: m.Id, Local: m.Local})
-	case *messages.Settled:
-		a.end(c, m)
+		a.held[m.RunID] = nil
+	case *Published:
+		a.live[m.RunID] = m
+		a.listeners.Emit(subagent.RunStarted{RunID: m.RunID, Provider: m.Provider, SessionID: m.SessionID, Local: m.Local})
+		for _, p := range a.held[m.RunID] {
+			a.listeners.Emit(p)
+		}
+		delete(a.held, m.RunID)
+	case *Discarded:
+		delete(a.held, m.RunID)
 		a.idle(c)
+	case *Progress:
+		id := m.Event.RunID
+		if a.live[id] != nil {
+			a.listeners.Emit(m.Event)
+		} else if held, pending := a.held[id]; pending {
+			a.held[id] = append(held, m.Event)
+		}
+		// Otherwise the run has ended or was discarded: its stream is
+		// closed, and a late event from a misbehaving provider is dropped.
+	case *Settled:
+		a.end(m)
+		a.idle(c)
+	case *actor.Stopping:
+		a.listeners.Close()
 	}
 }
 
-func (a *parentActor) end(c actor.Context, s *messages.Settled) {
-	p, ok := a.live[s.RunId]
+func (a *parentActor) end(s *Settled) {
+	p, ok := a.live[s.RunID]
 	if !ok {
 		return // Published always comes first; nothing else sends Settled
 	}
-	delete(a.live, s.RunId)
-	reason := s.Result.GetStopReason()
-	if s.Error != "" {
-		reason = string(subagent.Error) // an infrastructure fault ends as error
+	delete(a.live, s.RunID)
+	reason := s.Result.StopReason
+	if s.Err != nil {
+		reason = subagent.Error // an infrastructure fault ends as error
 	}
-	a.listeners.Emit(c, &messages.RunEnded{
-		RunId: p.RunId, Provider: p.Provider, Id: p.Id, Local: p.Local,
+	a.listeners.Emit(subagent.RunEnded{
+		RunID: p.RunID, Provider: p.Provider, SessionID: p.SessionID, Local: p.Local,
 		StopReason:           reason,
-		LastAssistantMessage: subagent.TextOf(messages.ToContent(s.Result.GetOutput())),
+		LastAssistantMessage: subagent.TextOf(s.Result.Output),
+		Usage:                s.Result.Usage,
 	})
 }
 
 // idle offers the registry to retire this actor once nothing is left.
 func (a *parentActor) idle(c actor.Context) {
-	if len(a.live) == 0 && len(a.draining) == 0 && a.listeners.Len() == 0 {
-		c.Request(c.Parent(), &messages.ParentIdle{ParentId: a.id, Uses: a.uses}) // the sender names it
+	if len(a.live) == 0 && len(a.held) == 0 && a.listeners.Len() == 0 {
+		c.Send(c.Parent(), &Idle{ParentID: a.id, Uses: a.uses, PID: c.Self()})
 	}
 }

@@ -1,8 +1,8 @@
 package parent_test
 
 import (
-	"context"
 	"log/slog"
+	"slices"
 	"testing"
 
 	"github.com/asynkron/protoactor-go/actor"
@@ -10,76 +10,107 @@ import (
 
 	"github.com/subactor/subactor/actors"
 	"github.com/subactor/subactor/actors/internal/fanout"
-	"github.com/subactor/subactor/actors/internal/reply"
+	"github.com/subactor/subactor/actors/internal/guard"
 	"github.com/subactor/subactor/actors/parent"
-	"github.com/subactor/subactor/messages"
+	"github.com/subactor/subactor/internal/await"
 	"github.com/subactor/subactor/subagent"
 )
 
 func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
 
 // spawnUnderProbe spawns a parent actor under a stand-in for the registry
-// that hands every ParentIdle to idle.
+// that hands every Idle to idle.
 func spawnUnderProbe(t *testing.T, sys *actor.ActorSystem, idle chan<- int64) *actor.PID {
 	pids := make(chan *actor.PID, 1)
 	probe := sys.Root.Spawn(actor.PropsFromFunc(func(c actor.Context) {
 		switch m := c.Message().(type) {
 		case *actor.Started:
 			pids <- c.Spawn(parent.Props(slog.Default(), "agent"))
-		case *messages.ParentIdle:
+		case *parent.Idle:
 			idle <- m.Uses
 		}
 	}))
 	t.Cleanup(func() { _ = sys.Root.StopFuture(probe).Wait() })
-	return <-pids
+	return await.Recv(t, pids, "the parent actor")
 }
 
-// Contracts E1, E2.
-func TestE1_StartThenEndAndIdleOnceNothingIsLeft(t *testing.T) {
+func subscribe(t *testing.T, sys *actor.ActorSystem, pid *actor.PID) (*fanout.Sub, chan subagent.Event) {
+	got := make(chan subagent.Event, 16)
+	sub := fanout.NewSub(func(ev subagent.Event) error { got <- ev; return nil }, slog.Default(), 0, nil)
+	sys.Root.Send(pid, &parent.Subscribe{Sub: sub})
+	return sub, got
+}
+
+// Contracts E1, E2, E6: progress that arrives before Published is held,
+// so a run's events are start, progress, end; a discarded start's
+// progress never reaches a listener.
+func TestE1E6_StartProgressEndAndIdleOnceNothingIsLeft(t *testing.T) {
 	sys := actors.NewSystem()
 	defer sys.Shutdown()
 	raw := sys.ActorSystem()
 	idle := make(chan int64, 4)
 	pid := spawnUnderProbe(t, raw, idle)
-	got := make(chan subagent.Event, 4)
-	sub := &parent.Subscribe{To: reply.New(), Listener: func(ev subagent.Event) error {
-		got <- ev
-		return nil
-	}}
-	raw.Root.Send(pid, sub)
-	r, err := sub.Wait(context.Background(), nil)
-	if err != nil {
-		t.Fatal(err)
+	sub, got := subscribe(t, raw, pid)
+	step := subagent.RunProgress{RunID: "r1", Kind: subagent.ModelCallStarted, Step: 1}
+	raw.Root.Send(pid, &parent.Expect{RunID: "r1"})
+	raw.Root.Send(pid, &parent.Expect{RunID: "gone"})
+	raw.Root.Send(pid, &parent.Progress{Event: step})
+	raw.Root.Send(pid, &parent.Progress{Event: subagent.RunProgress{RunID: "gone", Kind: subagent.ModelCallStarted}})
+	raw.Root.Send(pid, &parent.Discarded{RunID: "gone"})
+	raw.Root.Send(pid, &parent.Published{RunID: "r1", Provider: "p", SessionID: "c1", Local: true})
+	raw.Root.Send(pid, &parent.Settled{RunID: "r1", Result: subagent.Result{
+		Output: []subagent.ContentBlock{subagent.Text("hi")}, StopReason: subagent.Completed}})
+	raw.Root.Send(pid, &parent.Progress{Event: subagent.RunProgress{RunID: "r1", Kind: subagent.MessageText}})
+	want := []subagent.Event{
+		subagent.RunStarted{RunID: "r1", Provider: "p", SessionID: "c1", Local: true},
+		step,
+		subagent.RunEnded{RunID: "r1", Provider: "p", SessionID: "c1", Local: true, StopReason: subagent.Completed, LastAssistantMessage: "hi"},
 	}
-	listener := r.(*actor.PID)
-	raw.Root.Send(pid, &messages.Published{RunId: "r1", Provider: "p", Id: "c1", Local: true})
-	raw.Root.Send(pid, &messages.Settled{RunId: "r1", Result: messages.FromResult(subagent.Result{
-		Output: []subagent.ContentBlock{subagent.Text("hi")}, StopReason: subagent.Completed})})
-	if ev := <-got; ev != (subagent.RunStarted{RunID: "r1", Provider: "p", ID: "c1", Local: true}) {
-		t.Fatalf("first event %#v", ev)
-	}
-	want := subagent.RunEnded{RunID: "r1", Provider: "p", ID: "c1", Local: true, StopReason: subagent.Completed, LastAssistantMessage: "hi"}
-	if ev := <-got; ev != want {
-		t.Fatalf("second event %#v", ev)
+	for i, w := range want {
+		if ev := await.Recv(t, got, "event "+w.Type()); ev != w {
+			t.Fatalf("event %d: %#v, want %#v", i, ev, w)
+		}
 	}
 	// With a listener still subscribed the actor is not idle; once it is
-	// removed and drained, it reports both references it used.
-	unsub := &parent.Unsubscribe{To: reply.New(), ID: listener.Id}
-	raw.Root.Send(pid, unsub)
-	if _, err := unsub.Wait(context.Background(), nil); err != nil {
-		t.Fatal(err)
-	}
-	drain := &fanout.Drain{To: reply.New()}
-	raw.Root.Send(listener, drain)
-	if _, err := drain.Wait(context.Background(), nil); err != nil {
-		t.Fatal(err)
-	}
-	if uses := <-idle; uses != 2 {
-		t.Fatalf("idle after %d uses, want 2", uses)
+	// gone it reports the references it used: two expects, one subscribe.
+	sub.Release()
+	raw.Root.Send(pid, &fanout.Unsubscribe{Sub: sub})
+	if uses := await.Recv(t, idle, "the parent to report idle"); uses != 3 {
+		t.Fatalf("idle after %d uses, want 3", uses)
 	}
 	select {
-	case uses := <-idle:
-		t.Fatalf("idle reported early, with %d uses", uses)
+	case ev := <-got:
+		t.Fatalf("event after the end or from a discarded run: %#v", ev)
 	default:
+	}
+}
+
+// Contract A2: a real panic inside the parent's Receive is recovered in
+// place; its listeners are told to resynchronise, stay subscribed, and the
+// actor goes on sequencing the next run.
+func TestA2_APanicInTheParentTellsListenersAndKeepsThem(t *testing.T) {
+	sys := actors.NewSystem()
+	defer sys.Shutdown()
+	raw := sys.ActorSystem()
+	pid := spawnUnderProbe(t, raw, make(chan int64, 4))
+	_, got := subscribe(t, raw, pid)
+	restore := guard.SetHook(func(kind string, msg any) {
+		if s, ok := msg.(*parent.Settled); ok && kind == "parent" && s.RunID == "r1" {
+			panic("injected")
+		}
+	})
+	defer restore()
+	for _, id := range []string{"r1", "r2"} {
+		raw.Root.Send(pid, &parent.Expect{RunID: id})
+		raw.Root.Send(pid, &parent.Published{RunID: id})
+		raw.Root.Send(pid, &parent.Settled{RunID: id, Result: subagent.Stopped(subagent.Completed, "")})
+	}
+	var types []string
+	for range 4 {
+		types = append(types, await.Recv(t, got, "the next event").Type())
+	}
+	want := []string{"subagent/start", "subagent/listener-failed", "subagent/start", "subagent/end"}
+	if !slices.Equal(types, want) {
+		t.Fatalf("events %v, want %v", types, want)
 	}
 }

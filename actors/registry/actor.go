@@ -2,14 +2,15 @@ package registry
 
 import (
 	"container/list"
+	"fmt"
 	"log/slog"
 
 	"github.com/asynkron/protoactor-go/actor"
 
 	"github.com/subactor/subactor/actors/internal/fanout"
+	"github.com/subactor/subactor/actors/internal/guard"
 	"github.com/subactor/subactor/actors/internal/reply"
 	"github.com/subactor/subactor/actors/parent"
-	"github.com/subactor/subactor/messages"
 	"github.com/subactor/subactor/subagent"
 )
 
@@ -31,20 +32,18 @@ type (
 		name string
 	}
 	listNames struct{ reply.To }
-	// parentOf returns the parent actor for an agent, counting the
-	// reference, which the caller must use at once (Published or
+	// parentOf returns the parent actor for a parent session, counting
+	// the reference, which the caller must use at once (Expect or
 	// Subscribe).
 	parentOf struct {
 		reply.To
 		parentID string
 	}
+	// listen subscribes a listener to provider events after replaying the
+	// current providers to it.
 	listen struct {
 		reply.To
-		l subagent.Listener
-	}
-	unlisten struct {
-		reply.To
-		id string
+		sub *fanout.Sub
 	}
 )
 
@@ -59,7 +58,7 @@ type entry struct {
 }
 
 // registryActor owns the providers in insertion order, the parent actors by
-// parent agent id, and the service-wide listeners. Its mailbox orders
+// parent session id, and the service-wide listeners. Its mailbox orders
 // registration against starts (S1): a start that prepared before an
 // unregister proceeds, a later one finds no provider.
 type registryActor struct {
@@ -70,7 +69,7 @@ type registryActor struct {
 	parents   map[string]*parentRef
 	idle      *list.List // ids of idle parents, oldest first
 	maxIdle   int
-	listeners *fanout.Fanout
+	listeners fanout.Fanout
 }
 
 // parentRef is a live parent actor and how many references to it were
@@ -81,28 +80,41 @@ type parentRef struct {
 	idleAt *list.Element // in idle, or nil while in use
 }
 
+// Receive recovers a panic in place (A2): the command being handled is
+// answered with the crash, the state stays, and listeners are told.
 func (a *registryActor) Receive(c actor.Context) {
 	msg := c.Message()
-	if a.listeners.Delivered(c, msg) {
+	if p := guard.Receive("registry", msg, func() { a.receive(c, msg) }); p != nil {
+		err := fmt.Errorf("%w: registry crashed handling %T: %v", subagent.ErrServiceCrashed, msg, p)
+		a.log.Error("subagent: registry actor crashed", "err", err)
+		if f, ok := msg.(guard.Failer); ok {
+			f.Fail(err)
+		}
+		a.listeners.Emit(subagent.ListenerFailed{Reason: err.Error()})
+	}
+}
+
+func (a *registryActor) receive(c actor.Context, msg any) {
+	if a.listeners.Handle(msg) {
 		return
 	}
 	switch m := msg.(type) {
 	case *register:
 		name := m.p.Name()
 		if _, dup := a.providers[name]; dup {
-			m.Answer(registered{err: &duplicateError{name}})
+			m.Answer(registered{err: &subagent.DuplicateProviderError{Name: name}})
 			return
 		}
 		a.gen++
 		a.providers[name] = entry{m.p, a.gen}
 		a.order = append(a.order, name)
-		a.listeners.Emit(c, &messages.ProviderAdded{Provider: name})
+		a.listeners.Emit(subagent.ProviderAdded{Provider: name})
 		m.Answer(registered{gen: a.gen})
 	case *unregister:
 		if e, ok := a.providers[m.name]; ok && e.gen == m.gen {
 			delete(a.providers, m.name)
 			a.order = remove(a.order, m.name)
-			a.listeners.Emit(c, &messages.ProviderRemoved{Name: m.name})
+			a.listeners.Emit(subagent.ProviderRemoved{Name: m.name})
 		}
 		m.Answer(struct{}{})
 	case *getProvider:
@@ -111,11 +123,11 @@ func (a *registryActor) Receive(c actor.Context) {
 		m.Answer(append([]string(nil), a.order...))
 	case *parentOf:
 		m.Answer(a.parent(c, m.parentID))
-	case *messages.ParentIdle:
+	case *parent.Idle:
 		// It is idle only if every reference handed out has reached it: a
 		// start or subscription in flight will find it still alive.
-		if p, ok := a.parents[m.ParentId]; ok && p.pid.Equal(c.Sender()) && p.refs == m.Uses && p.idleAt == nil {
-			p.idleAt = a.idle.PushBack(m.ParentId)
+		if p, ok := a.parents[m.ParentID]; ok && p.pid.Equal(m.PID) && p.refs == m.Uses && p.idleAt == nil {
+			p.idleAt = a.idle.PushBack(m.ParentID)
 			for a.idle.Len() > a.maxIdle {
 				id := a.idle.Remove(a.idle.Front()).(string)
 				c.Stop(a.parents[id].pid)
@@ -126,18 +138,18 @@ func (a *registryActor) Receive(c actor.Context) {
 		// Replaying the current providers to the new listener, in order and
 		// before any later change, lets a consumer follow registrations
 		// whatever order it and the providers were loaded in (E4).
-		id := a.listeners.Add(c, m.l)
+		a.listeners.Add(m.sub)
 		for _, name := range a.order {
-			a.listeners.EmitTo(c, id, &messages.ProviderAdded{Provider: name})
+			a.listeners.EmitTo(m.sub, subagent.ProviderAdded{Provider: name})
 		}
-		m.Answer(a.listeners.PID(id))
-	case *unlisten:
-		m.Answer(a.listeners.Remove(m.id))
+		m.Answer(struct{}{})
+	case *actor.Stopping:
+		a.listeners.Close()
 	}
 }
 
-// parent hands out a reference to the parent actor for an agent, spawning
-// it when there is none.
+// parent hands out a reference to the parent actor for a parent session,
+// spawning it when there is none.
 func (a *registryActor) parent(c actor.Context, id string) *actor.PID {
 	p, ok := a.parents[id]
 	if !ok {

@@ -2,17 +2,21 @@
 // the registry actor behind it.
 //
 // The Service is safe for concurrent use. Its registry actor holds providers
-// in insertion order and one parent actor per delegating agent; its mailbox
-// is the lock. Provider code never runs inside an actor: Start calls the
-// provider on the caller's goroutine and reports to the parent actor by
-// message.
+// in insertion order and one parent actor per delegating parent session;
+// its mailbox is the lock. Provider code never runs inside an actor: Start
+// calls the provider on the caller's goroutine and reports to the parent
+// actor by message. Listener code runs on a goroutine of its own per
+// listener, never on an actor's.
 package registry
 
 import (
+	"cmp"
 	"container/list"
 	"context"
 	"errors"
 	"fmt"
+	"log/slog"
+	"reflect"
 	"sync"
 
 	"github.com/asynkron/protoactor-go/actor"
@@ -23,14 +27,15 @@ import (
 	"github.com/subactor/subactor/actors/internal/inline"
 	"github.com/subactor/subactor/actors/internal/reply"
 	"github.com/subactor/subactor/actors/parent"
-	"github.com/subactor/subactor/messages"
 	"github.com/subactor/subactor/subagent"
 )
 
 // Service registers providers and starts children through them.
 type Service struct {
 	sys       *actor.ActorSystem
+	log       *slog.Logger
 	pid       *actor.PID
+	opts      Options
 	closeOnce sync.Once
 	closed    chan struct{}
 }
@@ -38,34 +43,54 @@ type Service struct {
 // DefaultIdleParents is how many idle parent actors a Service keeps.
 const DefaultIdleParents = 1024
 
-// Option configures a Service.
-type Option func(*registryActor)
+// DefaultListenerBound is how many events a listener may have outstanding
+// before it is detached with subagent.ListenerOverflow (E5).
+const DefaultListenerBound = fanout.DefaultBound
 
-// WithIdleParents sets how many parent actors with no live run and no
-// listener are kept for their agents' next delegation; older ones are
-// retired. A parent agent that delegates again soon then skips spawning a
-// new one, and an embedder with many short-lived agents holds at most n.
-func WithIdleParents(n int) Option { return func(a *registryActor) { a.maxIdle = max(n, 0) } }
+// Options configure a Service. New starts from the defaults and applies
+// each Option in turn.
+type Options struct {
+	// IdleParents is how many parent actors with no live run and no
+	// listener are kept for their agents' next delegation; older ones are
+	// retired. A parent agent that delegates again soon then skips
+	// spawning a new one, and an embedder with many short-lived agents
+	// holds at most this many. Default DefaultIdleParents.
+	IdleParents int
+	// ListenerBound is how many events one listener may have queued and
+	// not yet handled; past it the listener is detached with a
+	// subagent.ListenerOverflow notice. Default DefaultListenerBound.
+	ListenerBound int
+}
+
+// Option configures a Service.
+type Option func(*Options)
+
+// WithIdleParents sets Options.IdleParents (negative counts as 0).
+func WithIdleParents(n int) Option { return func(o *Options) { o.IdleParents = max(n, 0) } }
+
+// WithListenerBound sets Options.ListenerBound (at least 1).
+func WithListenerBound(n int) Option { return func(o *Options) { o.ListenerBound = max(n, 1) } }
 
 // New starts a Service on sys.
 func New(sys *actors.System, opts ...Option) *Service {
+	o := Options{IdleParents: DefaultIdleParents, ListenerBound: DefaultListenerBound}
+	for _, f := range opts {
+		f(&o)
+	}
 	a := &registryActor{
 		log:       sys.Logger(),
 		providers: map[string]entry{},
 		parents:   map[string]*parentRef{},
 		idle:      list.New(),
-		maxIdle:   DefaultIdleParents,
-		listeners: fanout.New(sys.Logger()),
-	}
-	for _, o := range opts {
-		o(a)
+		maxIdle:   o.IdleParents,
 	}
 	raw := sys.ActorSystem()
 	pid := raw.Root.SpawnPrefix(inline.Props(func() actor.Actor { return a }), "subagent-registry-")
-	return &Service{sys: raw, pid: pid, closed: make(chan struct{})}
+	return &Service{sys: raw, log: sys.Logger(), pid: pid, opts: o, closed: make(chan struct{})}
 }
 
-// Close stops the registry, its parent actors and listeners. Runs already
+// Close stops the registry and its parent actors and releases every
+// listener. It never waits for a listener's own code (E5). Runs already
 // returned to callers are theirs to dispose.
 func (s *Service) Close() {
 	s.closeOnce.Do(func() {
@@ -92,9 +117,10 @@ func (s *Service) call(ctx context.Context, to *actor.PID, cmd command) (any, er
 
 // RegisterProvider registers p by its name (S1). The returned release
 // unregisters it: new starts on the name then fail with ErrNoProvider, runs
-// already returned are untouched. Release is idempotent.
+// already returned are untouched. Release is idempotent. A name already
+// taken fails with *subagent.DuplicateProviderError.
 func (s *Service) RegisterProvider(p subagent.Provider) (release func(), err error) {
-	if p == nil || p.Name() == "" {
+	if isNil(p) || p.Name() == "" {
 		return nil, fmt.Errorf("%w: nil provider or empty name", subagent.ErrInvalidProviderArg)
 	}
 	r, err := s.call(context.Background(), s.pid, &register{To: reply.New(), p: p})
@@ -132,49 +158,78 @@ func (s *Service) List() []string {
 	return r.([]string)
 }
 
+func (s *Service) newSub(l subagent.Listener, opts []subagent.ListenOption) *fanout.Sub {
+	var c subagent.ListenConfig
+	for _, o := range opts {
+		o(&c)
+	}
+	return fanout.NewSub(l, s.log, cmp.Or(c.Bound, s.opts.ListenerBound), c.Types)
+}
+
 // Listen subscribes l to provider-added and provider-removed events. It
 // returns once l has received provider-added for every provider already
 // registered, so a consumer follows registrations whatever order it and the
-// providers were set up in (E4). See listening for release.
-func (s *Service) Listen(l subagent.Listener) (release func()) {
-	r, err := s.call(context.Background(), s.pid, &listen{To: reply.New(), l: l})
-	if err != nil {
-		return func() {}
+// providers were set up in (E4).
+func (s *Service) Listen(l subagent.Listener, opts ...subagent.ListenOption) subagent.Subscription {
+	sub := s.newSub(l, opts)
+	x := &subscription{s: s, owner: s.pid, sub: sub}
+	if _, err := s.call(context.Background(), s.pid, &listen{To: reply.New(), sub: sub}); err != nil {
+		sub.Release()
+		return x
 	}
-	pid := r.(*actor.PID)
-	_, _ = s.call(context.Background(), pid, &fanout.Sync{To: reply.New()})
-	return s.listening(func() command { return &unlisten{To: reply.New(), id: pid.Id} }, s.pid)
+	_ = x.Flush(context.Background())
+	return x
 }
 
-// ListenParent subscribes l to the run events of children delegated by the
-// agent whose id is parentID (E3). See listening for release.
-func (s *Service) ListenParent(parentID string, l subagent.Listener) (release func()) {
-	r, err := s.call(context.Background(), s.pid, &parentOf{To: reply.New(), parentID: parentID})
+// ListenParent subscribes l to the run events (start, progress, end) of
+// children delegated by the parent whose session id is parentSessionID
+// (E3, E6). Events of one run arrive in order; see subagent.Listener for
+// what a slow or failing listener costs.
+func (s *Service) ListenParent(parentSessionID string, l subagent.Listener, opts ...subagent.ListenOption) subagent.Subscription {
+	sub := s.newSub(l, opts)
+	r, err := s.call(context.Background(), s.pid, &parentOf{To: reply.New(), parentID: parentSessionID})
 	if err != nil {
-		return func() {}
+		sub.Release()
+		return &subscription{s: s, sub: sub}
 	}
 	owner := r.(*actor.PID)
-	r, err = s.call(context.Background(), owner, &parent.Subscribe{To: reply.New(), Listener: l})
-	if err != nil {
-		return func() {}
-	}
-	id := r.(*actor.PID).Id
-	return s.listening(func() command { return &parent.Unsubscribe{To: reply.New(), ID: id} }, owner)
+	s.sys.Root.Send(owner, &parent.Subscribe{Sub: sub})
+	return &subscription{s: s, owner: owner, sub: sub}
 }
 
-// listening returns the release of a listener: it asks the owner actor to
-// stop sending events, then waits until the listener has handled every
-// event sent before, so l is never called after release returns. Release
-// is idempotent; do not call it from inside l.
-func (s *Service) listening(unsubscribe func() command, owner *actor.PID) (release func()) {
-	var once sync.Once
-	return func() {
-		once.Do(func() {
-			r, err := s.call(context.Background(), owner, unsubscribe())
-			if pid, ok := r.(*actor.PID); err == nil && ok && pid != nil {
-				_, _ = s.call(context.Background(), pid, &fanout.Drain{To: reply.New()})
-			}
-		})
+// subscription implements subagent.Subscription over a fanout.Sub owned by
+// an actor of the Service.
+type subscription struct {
+	s     *Service
+	owner *actor.PID
+	sub   *fanout.Sub
+	once  sync.Once
+}
+
+func (x *subscription) Release() {
+	x.once.Do(func() {
+		x.sub.Release()
+		if x.owner != nil {
+			x.s.sys.Root.Send(x.owner, &fanout.Unsubscribe{Sub: x.sub})
+		}
+	})
+}
+
+func (x *subscription) Flush(ctx context.Context) error {
+	if x.owner == nil {
+		return subagent.ErrServiceClosed
+	}
+	marker := make(chan struct{})
+	x.s.sys.Root.Send(x.owner, &fanout.Flush{Sub: x.sub, Marker: marker})
+	select {
+	case <-marker:
+		return nil
+	case <-x.sub.Done():
+		return nil
+	case <-x.s.closed:
+		return subagent.ErrServiceClosed
+	case <-ctx.Done():
+		return ctx.Err()
 	}
 }
 
@@ -183,7 +238,7 @@ func (s *Service) listening(unsubscribe func() command, owner *actor.PID) (relea
 // returns the caller-owned Run (S4). ctx is the run's cancellation channel
 // (S5): ended before publication, Start returns its error after rollback;
 // ended after, the live child is cancelled and settles with a non-completed
-// stop reason.
+// stop reason. A request with a Continuation goes to Resume.
 func (s *Service) Start(ctx context.Context, name string, req subagent.StartRequest) (subagent.Run, error) {
 	return s.open(ctx, name, req, false)
 }
@@ -213,49 +268,103 @@ func (s *Service) open(ctx context.Context, name string, req subagent.StartReque
 	if err := validate(p, req, resume); err != nil {
 		return nil, err
 	}
+	parentID := req.Parent.SessionID()
+	r, err = s.call(ctx, s.pid, &parentOf{To: reply.New(), parentID: parentID})
+	if err != nil {
+		return nil, contextual(ctx, err)
+	}
+	owner := r.(*actor.PID)
+	runID := uuid.NewString()
+	// The parent actor holds the run's progress until Published, so every
+	// event of the run follows its start (E1, E6).
+	s.sys.Root.Send(owner, &parent.Expect{RunID: runID})
+	req.Scope = subagent.Scope{
+		RunID:  runID,
+		Parent: subagent.ParentRef{SessionID: parentID, Depth: subagent.DelegationDepthOf(req.Parent)},
+		Events: sink{sys: s.sys, owner: owner},
+	}
 	var run subagent.Run
 	if resume {
 		run, err = p.(subagent.Resumer).Resume(ctx, req)
 	} else {
 		run, err = p.Start(ctx, req)
 	}
-	if err != nil {
+	switch {
+	case err != nil:
+		s.sys.Root.Send(owner, &parent.Discarded{RunID: runID})
 		return nil, contextual(ctx, err)
+	case isNil(run):
+		s.sys.Root.Send(owner, &parent.Discarded{RunID: runID})
+		return nil, &subagent.ProviderError{Provider: name, Reason: "returned neither a run nor an error"}
 	}
 	if err := ctx.Err(); err != nil {
 		// Ended before publication: no published child may escape.
 		_ = run.Dispose(context.Background())
+		s.sys.Root.Send(owner, &parent.Discarded{RunID: runID})
 		return nil, subagent.Cancelled(err)
 	}
-	if err := s.publish(req.Parent.ID(), name, run); err != nil {
-		_ = run.Dispose(context.Background())
-		return nil, err
-	}
-	return run, nil
-}
-
-// publish tells the parent actor about the run, then attaches the result
-// observer: the Published message is enqueued before any Settled can be, so
-// subagent/start precedes subagent/end (E1). The run id is minted here and
-// shared by both events (E2); local comes from the provider's exact agent.
-func (s *Service) publish(parentID, provider string, run subagent.Run) error {
-	r, err := s.call(context.Background(), s.pid, &parentOf{To: reply.New(), parentID: parentID})
-	if err != nil {
-		return err
-	}
-	parentPID := r.(*actor.PID)
-	runID := uuid.NewString()
-	s.sys.Root.Send(parentPID, &messages.Published{
-		RunId: runID, Provider: provider, Id: run.ID(), Local: run.LocalAgent() != nil,
+	// Published is enqueued before the observer can send Settled, so start
+	// precedes end even for a child that had already settled (E1). local
+	// comes from the provider's exact agent (E2).
+	s.sys.Root.Send(owner, &parent.Published{
+		RunID: runID, Provider: name, SessionID: run.SessionID(), Local: !isNil(run.LocalAgent()),
 	})
 	run.OnSettled(func(res subagent.Result, err error) {
-		settled := &messages.Settled{RunId: runID, Result: messages.FromResult(res)}
-		if err != nil {
-			settled.Error = err.Error()
-		}
-		s.sys.Root.Send(parentPID, settled)
+		s.sys.Root.Send(owner, &parent.Settled{RunID: runID, Result: res, Err: err})
 	})
-	return nil
+	return wrap(run, runID), nil
+}
+
+// sink forwards a run's progress to its parent actor.
+type sink struct {
+	sys   *actor.ActorSystem
+	owner *actor.PID
+}
+
+func (k sink) Emit(ev subagent.RunProgress) { k.sys.Root.Send(k.owner, &parent.Progress{Event: ev}) }
+
+// serviceRun is a provider's run as the Service returns it: its id is the
+// one the Service minted, and observers run off the run's goroutines.
+type serviceRun struct {
+	subagent.Run
+	id string
+}
+
+func (r *serviceRun) ID() string { return r.id }
+
+func (r *serviceRun) OnSettled(f func(subagent.Result, error)) {
+	r.Run.OnSettled(func(res subagent.Result, err error) { go f(res, err) })
+}
+
+// steerableRun is a serviceRun whose provider's run can be steered.
+type steerableRun struct {
+	*serviceRun
+	steerer subagent.Steerer
+}
+
+func (r *steerableRun) Steer(ctx context.Context, message []subagent.ContentBlock) error {
+	return r.steerer.Steer(ctx, message)
+}
+
+func wrap(run subagent.Run, id string) subagent.Run {
+	r := &serviceRun{Run: run, id: id}
+	if st, ok := run.(subagent.Steerer); ok {
+		return &steerableRun{serviceRun: r, steerer: st}
+	}
+	return r
+}
+
+// isNil reports a nil interface or one holding a nil pointer, map, slice,
+// func or channel: a typed nil passes == nil but is no value to call.
+func isNil(v any) bool {
+	if v == nil {
+		return true
+	}
+	switch rv := reflect.ValueOf(v); rv.Kind() {
+	case reflect.Pointer, reflect.Map, reflect.Slice, reflect.Func, reflect.Chan, reflect.Interface:
+		return rv.IsNil()
+	}
+	return false
 }
 
 // contextual reports an error as a cancellation when ctx has ended.
@@ -265,10 +374,3 @@ func contextual(ctx context.Context, err error) error {
 	}
 	return err
 }
-
-type duplicateError struct{ name string }
-
-func (e *duplicateError) Error() string {
-	return fmt.Sprintf("subagent: duplicate provider %q", e.name)
-}
-func (e *duplicateError) Unwrap() error { return subagent.ErrDuplicateProvider }

@@ -24,13 +24,15 @@ func validate(p subagent.Provider, req subagent.StartRequest, resume bool) error
 			return &subagent.UnsupportedError{Provider: p.Name(), Capability: c.name}
 		}
 	}
-	if _, ok := p.(subagent.Resumer); (resume || req.Continuation != nil) && !ok {
+	if _, ok := p.(subagent.Resumer); resume && !ok {
 		return subagent.ErrNotResumable
 	}
-	if resume && req.Continuation == nil {
+	switch {
+	case resume && req.Continuation == nil:
 		return invalid("continuation", "resume needs a continuation")
-	}
-	if req.Parent == nil {
+	case !resume && req.Continuation != nil:
+		return invalid("continuation", "a continuation resumes a child: use Resume")
+	case isNil(req.Parent):
 		return invalid("parent", "a delegating parent agent is required")
 	}
 	if len(req.Prompt) == 0 && req.Continuation == nil {

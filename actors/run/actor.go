@@ -2,15 +2,43 @@ package run
 
 import (
 	"context"
-	"errors"
 	"fmt"
+	"strconv"
 
 	"github.com/asynkron/protoactor-go/actor"
 
-	"github.com/subactor/subactor/actors/internal/ask"
+	"github.com/subactor/subactor/actors/internal/guard"
 	"github.com/subactor/subactor/messages"
 	"github.com/subactor/subactor/subagent"
 )
+
+// Local messages: Go values that only this process's code can send, so no
+// peer can forge them when nodes talk (K3). The child's goroutine, the
+// provider and the Handle send these; the wire messages a run answers are
+// the protobuf ones in package messages (Steer, SteerWithdraw, Cancel,
+// Dispose).
+type (
+	publish      struct{}
+	takeSnapshot struct{ reply chan snapshot }
+	snapshot     struct {
+		steers [][]subagent.ContentBlock
+		closed bool
+	}
+	childExited struct {
+		result subagent.Result
+		err    error
+	}
+	// cancelFor is the start context ending, with its cause.
+	cancelFor struct{ cause error }
+	observe   struct{ f func(subagent.Result, error) }
+)
+
+// steerFrom is where a steer's answer goes: the sender and its own id for
+// the steer, so one sender may have several steers pending.
+type steerFrom struct {
+	pid *actor.PID
+	id  uint64
+}
 
 // runActor feeds its mailbox to the Lifecycle and carries out the effects.
 type runActor struct {
@@ -19,22 +47,50 @@ type runActor struct {
 	life    *Lifecycle
 	settle  context.CancelFunc
 	started bool
-	cancel  context.CancelFunc // the child's context
-	stopCtx func() bool        // detaches the start context's AfterFunc
-	replies map[string]*actor.PID
+	cancel  context.CancelCauseFunc // the child's context
+	stopCtx func() bool             // detaches the start context's AfterFunc
+	replies map[string]steerFrom    // pending steers by key
+	takes   map[string]chan snapshot
+	nextKey int
 	// observers are called when the run settles.
 	observers []func(subagent.Result, error)
 }
 
+// Receive recovers a panic in place: the run settles error and its child
+// is cancelled, every pending steer is answered, and Dispose still
+// quiesces it (A2).
 func (a *runActor) Receive(c actor.Context) {
-	switch m := c.Message().(type) {
+	msg := c.Message()
+	if p := guard.Receive("run", msg, func() { a.receive(c, msg) }); p != nil {
+		c.Logger().Error("subagent: run actor crashed", "run", a.h.id, "message", fmt.Sprintf("%T", msg), "panic", p)
+		// A steer the crash kept from being recorded is answered here;
+		// one that was recorded is refused by the crash transition.
+		steer, isSteer := msg.(*messages.Steer)
+		unrecorded := isSteer && c.Sender() != nil
+		if unrecorded {
+			_, recorded := a.replies[steerKey(c.Sender(), steer.SteerId)]
+			unrecorded = !recorded
+		}
+		a.step(c, InCrash{Reason: fmt.Sprintf("handling %T: %v", msg, p)})
+		switch msg.(type) {
+		case *messages.Steer:
+			if unrecorded {
+				c.Send(c.Sender(), &messages.SteerAnswer{SteerId: steer.SteerId, Reason: "run crashed"})
+			}
+		case *messages.Dispose:
+			// The crash must not drop a Dispose: its callers wait for it.
+			a.step(c, InDispose{})
+		}
+	}
+}
+
+func (a *runActor) receive(c actor.Context, msg any) {
+	switch m := msg.(type) {
 	case *actor.Started:
-		if !a.started { // a restart sends Started again; the child already runs
+		if !a.started {
 			a.started = true
 			a.launch(c)
 		}
-	case *actor.Restarting:
-		a.step(c, InCrash{Reason: "panic in run actor"})
 	case *actor.Stopped:
 		a.step(c, InStopped{})
 	case observe:
@@ -43,57 +99,62 @@ func (a *runActor) Receive(c actor.Context) {
 		} else {
 			a.observers = append(a.observers, m.f)
 		}
-	case *messages.Publish:
+	case publish:
 		a.step(c, InPublish{})
+	case takeSnapshot:
+		key := a.key()
+		a.takes[key] = m.reply
+		a.step(c, InTake{ID: key})
+	case childExited:
+		a.step(c, InExited{Result: m.result, Err: m.err})
+	case cancelFor:
+		a.step(c, InCancel{Cause: m.cause})
 	case *messages.Steer:
-		a.step(c, InSteer{ID: a.remember(c), Content: messages.ToContent(m.Content)})
-	case *messages.SteerWithdraw:
-		a.step(c, InWithdraw{ID: m.SteerId})
-	case *messages.TakeSnapshot:
-		a.step(c, InTake{ID: a.remember(c)})
-	case *messages.Cancel:
-		a.step(c, InCancel{})
-	case *messages.ChildExited:
-		var err error
-		if m.Error != "" {
-			err = errors.New(m.Error)
+		if s := c.Sender(); s != nil {
+			key := steerKey(s, m.SteerId)
+			a.replies[key] = steerFrom{pid: s, id: m.SteerId}
+			a.step(c, InSteer{ID: key, Content: messages.ToContent(m.Content)})
 		}
-		a.step(c, InExited{Result: messages.ToResult(m.Result), Err: err})
+	case *messages.SteerWithdraw:
+		if s := c.Sender(); s != nil {
+			a.step(c, InWithdraw{ID: steerKey(s, m.SteerId)})
+		}
+	case *messages.Cancel:
+		a.step(c, InCancel{Cause: fmt.Errorf("run: cancelled: %s", m.Reason)})
 	case *messages.Dispose:
 		a.step(c, InDispose{})
 	}
 }
 
-// remember keeps the sender so an effect can answer it later.
-func (a *runActor) remember(c actor.Context) string {
-	s := c.Sender()
-	if s == nil {
-		return ""
-	}
-	a.replies[s.Id] = s
-	return s.Id
+// steerKey identifies a steer by its sender's address and the sender's id
+// for it: a router steering on behalf of many callers gets each answer.
+func steerKey(s *actor.PID, id uint64) string {
+	return s.Address + "/" + s.Id + "#" + strconv.FormatUint(id, 10)
 }
 
-func (a *runActor) reply(c actor.Context, id string, m any) {
-	if pid, ok := a.replies[id]; ok {
-		delete(a.replies, id)
-		c.Send(pid, m)
-	}
+func (a *runActor) key() string {
+	a.nextKey++
+	return "take#" + strconv.Itoa(a.nextKey)
 }
 
 func (a *runActor) step(c actor.Context, in Input) {
 	for _, fx := range a.life.Step(in) {
 		switch fx := fx.(type) {
 		case CancelChild:
-			a.cancel()
+			a.cancel(fx.Cause)
 		case AnswerSteer:
-			a.reply(c, fx.ID, &messages.SteerAnswer{Admitted: fx.Admitted, Reason: fx.Reason})
-		case Deliver:
-			snap := &messages.Snapshot{Closed: fx.Closed}
-			for _, s := range fx.Steers {
-				snap.Steers = append(snap.Steers, &messages.SteerMessage{Content: messages.FromContent(s)})
+			if to, ok := a.replies[fx.ID]; ok {
+				delete(a.replies, fx.ID)
+				c.Send(to.pid, &messages.SteerAnswer{SteerId: to.id, Admitted: fx.Admitted, Reason: fx.Reason})
 			}
-			a.reply(c, fx.ID, snap)
+		case Deliver:
+			if ch, ok := a.takes[fx.ID]; ok {
+				delete(a.takes, fx.ID)
+				select { // one slot, one Take at a time: never blocks the actor
+				case ch <- snapshot{steers: fx.Steers, closed: fx.Closed}:
+				default:
+				}
+			}
 		case Settle:
 			a.stopCtx()
 			a.h.result, a.h.err = fx.Result, fx.Err
@@ -112,6 +173,9 @@ func (a *runActor) step(c actor.Context, in Input) {
 
 // notify calls a settle observer; a panicking one is logged, so it can
 // neither crash the run nor keep its waiters from being released.
+// Observers are the seam's own (the Service's, which only sends a
+// message) or the provider's; callers' observers run on goroutines of
+// their own (the Service's run wrapper).
 func (a *runActor) notify(c actor.Context, f func(subagent.Result, error)) {
 	defer func() {
 		if p := recover(); p != nil {
@@ -122,43 +186,39 @@ func (a *runActor) notify(c actor.Context, f func(subagent.Result, error)) {
 }
 
 // launch starts the body on a goroutine the run owns and ties the start
-// context to a Cancel message, so cancellation goes through the mailbox.
+// context to a cancel message, so cancellation goes through the mailbox.
 func (a *runActor) launch(c actor.Context) {
-	ctx, cancel := context.WithCancel(context.Background())
+	ctx, cancel := context.WithCancelCause(context.Background())
 	a.cancel = cancel
 	self, root := c.Self(), c.ActorSystem().Root
-	a.stopCtx = context.AfterFunc(a.spec.Ctx, func() {
-		root.Send(self, &messages.Cancel{Reason: "start context ended"})
+	start := a.spec.Ctx
+	a.stopCtx = context.AfterFunc(start, func() {
+		root.Send(self, cancelFor{cause: context.Cause(start)})
 	})
-	gate := &Gate{pid: self, gone: a.h.quiesced, reply: ask.New(c.ActorSystem())}
+	gate := &Gate{pid: self, root: root, gone: a.h.quiesced, reply: make(chan snapshot, 1)}
 	go func() {
-		exited := &messages.ChildExited{}
+		var exited childExited
 		defer func() { root.Send(self, exited) }()
-		defer gate.reply.Close()
-		defer a.release(exited)
+		defer a.release(&exited)
 		defer func() {
 			if p := recover(); p != nil {
-				exited.Result = messages.FromResult(subagent.Stopped(subagent.Error, fmt.Sprintf("child panicked: %v", p)))
+				exited.result = subagent.Stopped(subagent.Error, fmt.Sprintf("child panicked: %v", p))
 			}
 		}()
-		res, err := a.spec.Body(ctx, gate)
-		exited.Result = messages.FromResult(res)
-		if err != nil {
-			exited.Error = err.Error()
-		}
+		exited.result, exited.err = a.spec.Body(ctx, gate)
 	}()
 }
 
 // release frees the child's resources; a panic there is an infrastructure
 // fault of the run, reported instead of lost.
-func (a *runActor) release(exited *messages.ChildExited) {
+func (a *runActor) release(exited *childExited) {
 	defer func() {
-		if p := recover(); p != nil && exited.Error == "" {
-			exited.Error = fmt.Sprintf("releasing child resources panicked: %v", p)
+		if p := recover(); p != nil && exited.err == nil {
+			exited.err = fmt.Errorf("releasing child resources panicked: %v", p)
 		}
 	}()
 	if a.spec.Release != nil {
 		a.spec.Release()
 	}
-	a.cancel()
+	a.cancel(context.Canceled)
 }

@@ -1,6 +1,11 @@
 package run
 
-import "github.com/subactor/subactor/subagent"
+import (
+	"context"
+	"errors"
+
+	"github.com/subactor/subactor/subagent"
+)
 
 // Phase is where a run is in its life.
 type Phase int
@@ -28,8 +33,9 @@ type (
 	}
 	InWithdraw struct{ ID string }
 	InTake     struct{ ID string }
-	InCancel   struct{}
-	InExited   struct {
+	// InCancel asks the child to stop; Cause is why (a deadline, say).
+	InCancel struct{ Cause error }
+	InExited struct {
 		Result subagent.Result
 		Err    error
 	}
@@ -52,8 +58,9 @@ func (InStopped) input()  {}
 type (
 	Effect interface{ effect() }
 
-	// CancelChild cancels the context of the goroutine the run owns.
-	CancelChild struct{}
+	// CancelChild cancels the context of the goroutine the run owns with
+	// Cause.
+	CancelChild struct{ Cause error }
 	// AnswerSteer tells a steer's sender whether the child admitted it.
 	AnswerSteer struct {
 		ID       string
@@ -97,8 +104,20 @@ type pendingSteer struct {
 type Lifecycle struct {
 	published, settled, disposing, disposed bool
 	childLive, cancelled                    bool
+	cause                                   error // why the child was cancelled
 	steers                                  []pendingSteer
 }
+
+// Causes of a cancellation the lifecycle makes itself.
+var (
+	ErrDisposing = errors.New("run: disposing")
+	ErrStopped   = errors.New("run: actor stopped")
+)
+
+// CrashError is the cause of a run whose actor crashed.
+type CrashError struct{ Reason string }
+
+func (e *CrashError) Error() string { return "run actor crashed: " + e.Reason }
 
 // NewLifecycle starts in Starting with the child's goroutine running.
 func NewLifecycle() *Lifecycle { return &Lifecycle{childLive: true} }
@@ -152,13 +171,13 @@ func (l *Lifecycle) Step(in Input) []Effect {
 		// The child gets its snapshot before the senders learn of admission.
 		return append([]Effect{Deliver{ID: in.ID, Steers: steers}}, fx...)
 	case InCancel:
-		return l.cancel("cancelled")
+		return l.cancel("cancelled", in.Cause)
 	case InExited:
 		l.childLive = false
 		fx := l.refuseSteers("child exited")
 		if !l.settled {
 			l.settled = true
-			fx = append(fx, Settle{Result: in.Result, Err: in.Err})
+			fx = append(fx, l.exitSettle(in))
 		}
 		if l.disposing {
 			fx = append(fx, StopSelf{})
@@ -170,21 +189,24 @@ func (l *Lifecycle) Step(in Input) []Effect {
 		}
 		l.disposing = true
 		if l.childLive {
-			return l.cancel("disposing")
+			return l.cancel("disposing", ErrDisposing)
 		}
 		return []Effect{StopSelf{}}
 	case InCrash:
-		fx := l.cancel("run crashed")
+		crash := &CrashError{Reason: in.Reason}
+		fx := l.cancel("run crashed", crash)
 		if !l.settled {
 			l.settled = true
-			fx = append(fx, Settle{Result: subagent.Stopped(subagent.Error, "run actor crashed: "+in.Reason)})
+			res := subagent.Stopped(subagent.Error, crash.Error())
+			res.Cause = crash
+			fx = append(fx, Settle{Result: res})
 		}
 		return fx
 	case InStopped:
 		fx := l.refuseSteers("run stopped")
 		if l.childLive && !l.cancelled {
-			l.cancelled = true
-			fx = append(fx, CancelChild{})
+			l.cancelled, l.cause = true, ErrStopped
+			fx = append(fx, CancelChild{Cause: ErrStopped})
 		}
 		if !l.settled {
 			l.settled = true
@@ -209,13 +231,29 @@ func (l *Lifecycle) closedReason() string {
 	return ""
 }
 
-func (l *Lifecycle) cancel(reason string) []Effect {
+func (l *Lifecycle) cancel(reason string, cause error) []Effect {
+	if cause == nil {
+		cause = context.Canceled
+	}
 	fx := l.refuseSteers(reason)
 	if l.childLive && !l.cancelled {
-		l.cancelled = true
-		fx = append(fx, CancelChild{})
+		l.cancelled, l.cause = true, cause
+		fx = append(fx, CancelChild{Cause: cause})
 	}
 	return fx
+}
+
+// exitSettle is the result of a child that exited unsettled. Cancel wins:
+// a child cancelled before its exit was handled settles aborted, even if
+// its last turn completed or its transport failed after the cancel, since
+// the caller who cancelled must not act on an unconfirmed answer.
+func (l *Lifecycle) exitSettle(in InExited) Settle {
+	if !l.cancelled || in.Result.StopReason == subagent.Aborted && in.Err == nil {
+		return Settle{Result: in.Result, Err: in.Err}
+	}
+	res := in.Result
+	res.StopReason, res.Detail, res.Cause = subagent.Aborted, l.cause.Error(), l.cause
+	return Settle{Result: res}
 }
 
 func (l *Lifecycle) refuseSteers(reason string) []Effect {

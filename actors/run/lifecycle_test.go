@@ -1,6 +1,8 @@
 package run
 
 import (
+	"context"
+	"errors"
 	"fmt"
 	"slices"
 	"testing"
@@ -182,7 +184,7 @@ func TestR3_LifecyclePhases(t *testing.T) {
 	check(Starting)
 	l.Step(InPublish{})
 	check(Published)
-	if fx := l.Step(InDispose{}); fmt.Sprint(fx) != fmt.Sprint([]Effect{CancelChild{}}) {
+	if fx := l.Step(InDispose{}); fmt.Sprint(fx) != fmt.Sprint([]Effect{CancelChild{Cause: ErrDisposing}}) {
 		t.Fatalf("dispose of a live child: %v", fx)
 	}
 	check(Disposing)
@@ -204,7 +206,8 @@ func TestR3_LifecyclePhases(t *testing.T) {
 func TestA2_LifecycleCrashSettlesErrorOnce(t *testing.T) {
 	l := NewLifecycle()
 	fx := l.Step(InCrash{Reason: "boom"})
-	if len(fx) != 2 || fx[0] != (CancelChild{}) {
+	var crash *CrashError
+	if len(fx) != 2 || !errors.As(fx[0].(CancelChild).Cause, &crash) || crash.Reason != "boom" {
 		t.Fatalf("crash: %v", fx)
 	}
 	if s, ok := fx[1].(Settle); !ok || s.Result.StopReason != subagent.Error {
@@ -212,5 +215,33 @@ func TestA2_LifecycleCrashSettlesErrorOnce(t *testing.T) {
 	}
 	if fx := l.Step(InExited{Result: subagent.Stopped(subagent.Completed, "")}); len(fx) != 0 {
 		t.Fatalf("exit after crash settled again: %v", fx)
+	}
+}
+
+// Contract S5: cancel wins. A cancel handled before the child's exit
+// settles aborted with the cancel's cause, even when the child's last turn
+// completed or its transport failed after the cancel; an exit handled
+// before the cancel keeps its result.
+func TestS5_LifecycleCancelWinsOverALateCompletionOrFault(t *testing.T) {
+	for _, exit := range []InExited{
+		{Result: subagent.Result{Output: []subagent.ContentBlock{subagent.Text("done")}, StopReason: subagent.Completed}},
+		{Result: subagent.Stopped(subagent.Error, "transport closed")},
+		{Err: errors.New("connection reset")},
+	} {
+		l := NewLifecycle()
+		l.Step(InPublish{})
+		l.Step(InCancel{Cause: context.DeadlineExceeded})
+		fx := l.Step(exit)
+		s, ok := fx[len(fx)-1].(Settle)
+		if !ok || s.Err != nil || s.Result.StopReason != subagent.Aborted || !errors.Is(s.Result.Cause, context.DeadlineExceeded) {
+			t.Fatalf("exit %+v after a cancel settled %+v", exit, fx)
+		}
+	}
+	l := NewLifecycle()
+	l.Step(InPublish{})
+	fx := l.Step(InExited{Result: subagent.Stopped(subagent.Completed, "")})
+	l.Step(InCancel{Cause: context.Canceled})
+	if s := fx[0].(Settle); s.Result.StopReason != subagent.Completed {
+		t.Fatalf("an exit before the cancel settled %v", s.Result.StopReason)
 	}
 }

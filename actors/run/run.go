@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"sync/atomic"
 
 	"github.com/asynkron/protoactor-go/actor"
 
@@ -21,10 +22,13 @@ type Body func(ctx context.Context, steer *Gate) (subagent.Result, error)
 
 // Spec describes one activation.
 type Spec struct {
-	ID    string         // Run.ID: the child's session id, or a lifecycle id
-	Agent subagent.Agent // the published local agent, or nil
+	// RunID is Run.ID: the id the Service minted (StartRequest.Scope).
+	RunID string
+	// SessionID is the child's session, "" when it has none here.
+	SessionID string
+	Agent     subagent.Agent // the published local agent, or nil
 	// Ctx is the start request's context: when it ends, the child is
-	// cancelled (S5).
+	// cancelled with its cause (S5).
 	Ctx  context.Context
 	Body Body
 	// Release frees the child's resources after Body returned and before
@@ -34,15 +38,17 @@ type Spec struct {
 
 // Handle is the caller's side of a run.
 type Handle struct {
-	sys     *actor.ActorSystem
-	pid     *actor.PID
-	id      string
-	agent   subagent.Agent
-	settled context.Context // done once result and err are final
-	result  subagent.Result
-	err     error
+	sys       *actor.ActorSystem
+	pid       *actor.PID
+	id        string
+	sessionID string
+	agent     subagent.Agent
+	settled   context.Context // done once result and err are final
+	result    subagent.Result
+	err       error
 	// quiesced is closed once the child has exited and the actor stopped.
 	quiesced chan struct{}
+	steers   atomic.Uint64 // correlation ids of this handle's steers
 }
 
 // Start spawns the run actor, which starts the body at once. The provider
@@ -53,10 +59,11 @@ func Start(sys *actors.System, spec Spec) *Handle {
 		spec.Ctx = context.Background()
 	}
 	settled, settle := context.WithCancel(context.Background())
-	h := &Handle{sys: sys.ActorSystem(), id: spec.ID, agent: spec.Agent, settled: settled, quiesced: make(chan struct{})}
-	a := &runActor{h: h, spec: spec, life: NewLifecycle(), settle: settle, replies: map[string]*actor.PID{}}
-	// The producer returns the same instance, so a restart after a panic
-	// in Receive keeps the state and Restarting settles the run (A2).
+	h := &Handle{
+		sys: sys.ActorSystem(), id: spec.RunID, sessionID: spec.SessionID, agent: spec.Agent,
+		settled: settled, quiesced: make(chan struct{}),
+	}
+	a := &runActor{h: h, spec: spec, life: NewLifecycle(), settle: settle, replies: map[string]steerFrom{}, takes: map[string]chan snapshot{}}
 	h.pid = h.sys.Root.SpawnPrefix(inline.Props(func() actor.Actor { return a }), "run-")
 	return h
 }
@@ -64,11 +71,14 @@ func Start(sys *actors.System, spec Spec) *Handle {
 // ID implements subagent.Run.
 func (h *Handle) ID() string { return h.id }
 
+// SessionID implements subagent.Run.
+func (h *Handle) SessionID() string { return h.sessionID }
+
 // LocalAgent implements subagent.Run.
 func (h *Handle) LocalAgent() subagent.Agent { return h.agent }
 
 // Publish records that the caller now owns the run.
-func (h *Handle) Publish() { h.sys.Root.Send(h.pid, &messages.Publish{}) }
+func (h *Handle) Publish() { h.sys.Root.Send(h.pid, publish{}) }
 
 // Wait implements subagent.Run.
 func (h *Handle) Wait(ctx context.Context) (subagent.Result, error) {
@@ -91,9 +101,6 @@ func (h *Handle) OnSettled(f func(subagent.Result, error)) {
 		h.sys.Root.Send(h.pid, observe{f})
 	}
 }
-
-// observe registers a settle observer; a local command carrying a func.
-type observe struct{ f func(subagent.Result, error) }
 
 // Dispose implements subagent.Run. Every caller waits for the same signal,
 // so concurrent and repeated calls all return once the run has quiesced.
@@ -119,11 +126,12 @@ func (h *Handle) Steer(ctx context.Context, message []subagent.ContentBlock) err
 	if len(message) == 0 {
 		return &subagent.InvalidRequestError{Field: "message", Reason: "must not be empty"}
 	}
-	call := ask.Send(h.sys, h.pid, &messages.Steer{Content: messages.FromContent(message)})
+	id := h.steers.Add(1)
+	call := ask.Send(h.sys, h.pid, &messages.Steer{SteerId: id, Content: messages.FromContent(message)})
 	defer call.Close()
 	reply, err := call.Wait(ctx, h.quiesced)
 	if err != nil && ctx.Err() != nil {
-		h.sys.Root.Send(h.pid, &messages.SteerWithdraw{SteerId: call.ID()})
+		call.Follow(h.pid, &messages.SteerWithdraw{SteerId: id})
 		// The actor answers every steer it holds, so this wait is short.
 		if reply, err := call.Wait(context.Background(), h.quiesced); err == nil && reply.(*messages.SteerAnswer).Admitted {
 			return nil
@@ -143,8 +151,9 @@ func (h *Handle) Steer(ctx context.Context, message []subagent.ContentBlock) err
 // request and returns the steers admitted into it.
 type Gate struct {
 	pid   *actor.PID
+	root  *actor.RootContext
 	gone  <-chan struct{}
-	reply *ask.Call // one address for every Take of the run
+	reply chan snapshot // one channel for every Take of the run
 }
 
 // errClosed tells the loop it may make no further model request.
@@ -152,18 +161,20 @@ var errClosed = errors.New("run: closed for new requests")
 
 // Take implements agent.SteerSource.
 func (g *Gate) Take(ctx context.Context) ([][]subagent.ContentBlock, error) {
-	g.reply.Send(g.pid, &messages.TakeSnapshot{})
-	reply, err := g.reply.Wait(ctx, g.gone)
-	if err != nil {
-		return nil, err
+	select { // a snapshot for a Take whose caller stopped waiting
+	case <-g.reply:
+	default:
 	}
-	snap := reply.(*messages.Snapshot)
-	if snap.Closed {
+	g.root.Send(g.pid, takeSnapshot{reply: g.reply})
+	select {
+	case snap := <-g.reply:
+		if snap.closed {
+			return nil, errClosed
+		}
+		return snap.steers, nil
+	case <-g.gone:
 		return nil, errClosed
+	case <-ctx.Done():
+		return nil, ctx.Err()
 	}
-	out := make([][]subagent.ContentBlock, len(snap.Steers))
-	for i, s := range snap.Steers {
-		out[i] = messages.ToContent(s.Content)
-	}
-	return out, nil
 }

@@ -12,6 +12,7 @@ import (
 
 	"github.com/subactor/subactor/actors"
 	"github.com/subactor/subactor/actors/run"
+	"github.com/subactor/subactor/internal/await"
 	"github.com/subactor/subactor/internal/leaktest"
 	"github.com/subactor/subactor/subagent"
 )
@@ -65,27 +66,27 @@ func (p *parked) body(ctx context.Context, g *run.Gate) (subagent.Result, error)
 func TestR2_SettlesExactlyOnceToTheBodyResult(t *testing.T) {
 	sys := newSystem(t)
 	want := subagent.Result{Output: text("done"), StopReason: subagent.Completed}
-	h := run.Start(sys, run.Spec{ID: "r1", Ctx: context.Background(), Body: func(context.Context, *run.Gate) (subagent.Result, error) {
+	h := run.Start(sys, run.Spec{RunID: "r1", Ctx: context.Background(), Body: func(context.Context, *run.Gate) (subagent.Result, error) {
 		return want, nil
 	}})
-	defer h.Dispose(context.Background())
+	defer h.Dispose(await.Ctx(t))
 	var calls atomic.Int32
 	got := make(chan subagent.Result, 2)
 	for range 2 {
 		h.OnSettled(func(r subagent.Result, err error) { calls.Add(1); got <- r })
 	}
 	for range 2 {
-		r, err := h.Wait(context.Background())
+		r, err := h.Wait(await.Ctx(t))
 		if err != nil || subagent.TextOf(r.Output) != "done" || r.StopReason != subagent.Completed {
 			t.Fatalf("Wait = %+v, %v", r, err)
 		}
 	}
 	for range 2 {
-		if r := <-got; subagent.TextOf(r.Output) != "done" {
+		if r := await.Recv(t, got, "an observer"); subagent.TextOf(r.Output) != "done" {
 			t.Fatalf("observer got %+v", r)
 		}
 	}
-	if err := h.Dispose(context.Background()); err != nil {
+	if err := h.Dispose(await.Ctx(t)); err != nil {
 		t.Fatal(err)
 	}
 	if calls.Load() != 2 {
@@ -97,24 +98,24 @@ func TestR2_SettlesExactlyOnceToTheBodyResult(t *testing.T) {
 func TestR4_SteerReturnsOnlyOnceAdmittedIntoNextRequest(t *testing.T) {
 	sys := newSystem(t)
 	p := newParked()
-	h := run.Start(sys, run.Spec{ID: "r", Ctx: context.Background(), Body: p.body})
-	defer h.Dispose(context.Background())
-	if first := <-p.took; len(first) != 0 {
+	h := run.Start(sys, run.Spec{RunID: "r", Ctx: context.Background(), Body: p.body})
+	defer h.Dispose(await.Ctx(t))
+	if first := await.Recv(t, p.took, "the first snapshot"); len(first) != 0 {
 		t.Fatalf("first snapshot should be empty: %v", first)
 	}
 	steered := make(chan error, 1)
-	go func() { steered <- h.Steer(context.Background(), text("look left")) }()
+	go func() { steered <- h.Steer(await.Ctx(t), text("look left")) }()
 	// The child is parked between requests: the steer can be admitted only
 	// into a snapshot it asks for after release.
 	close(p.release)
-	second := <-p.took
-	if err := <-steered; err != nil {
+	second := await.Recv(t, p.took, "the snapshot after release")
+	if err := await.Recv(t, steered, "Steer to return"); err != nil {
 		t.Fatalf("Steer: %v", err)
 	}
 	if len(second) != 1 || subagent.TextOf(second[0]) != "look left" {
 		t.Fatalf("next request did not carry the steer: %v", second)
 	}
-	res, _ := h.Wait(context.Background())
+	res, _ := h.Wait(await.Ctx(t))
 	if subagent.TextOf(res.Output) != "look left" {
 		t.Fatalf("result %q", subagent.TextOf(res.Output))
 	}
@@ -123,15 +124,15 @@ func TestR4_SteerReturnsOnlyOnceAdmittedIntoNextRequest(t *testing.T) {
 // Contract R4.
 func TestR4_SteerRefusedAfterSettleIsNotQueued(t *testing.T) {
 	sys := newSystem(t)
-	h := run.Start(sys, run.Spec{ID: "r", Ctx: context.Background(), Body: func(context.Context, *run.Gate) (subagent.Result, error) {
+	h := run.Start(sys, run.Spec{RunID: "r", Ctx: context.Background(), Body: func(context.Context, *run.Gate) (subagent.Result, error) {
 		return subagent.Stopped(subagent.Completed, ""), nil
 	}})
-	defer h.Dispose(context.Background())
-	h.Wait(context.Background())
-	if err := h.Steer(context.Background(), text("late")); !errors.Is(err, subagent.ErrNotDelivered) {
+	defer h.Dispose(await.Ctx(t))
+	h.Wait(await.Ctx(t))
+	if err := h.Steer(await.Ctx(t), text("late")); !errors.Is(err, subagent.ErrNotDelivered) {
 		t.Fatalf("steer after settle: %v", err)
 	}
-	if err := h.Steer(context.Background(), nil); !errors.Is(err, subagent.ErrInvalidRequest) {
+	if err := h.Steer(await.Ctx(t), nil); !errors.Is(err, subagent.ErrInvalidRequest) {
 		t.Fatalf("empty steer: %v", err)
 	}
 }
@@ -140,21 +141,21 @@ func TestR4_SteerRefusedAfterSettleIsNotQueued(t *testing.T) {
 func TestR4_SteerWithdrawnWhenItsContextEnds(t *testing.T) {
 	sys := newSystem(t)
 	p := newParked()
-	h := run.Start(sys, run.Spec{ID: "r", Ctx: context.Background(), Body: p.body})
-	defer h.Dispose(context.Background())
-	<-p.took
+	h := run.Start(sys, run.Spec{RunID: "r", Ctx: context.Background(), Body: p.body})
+	defer h.Dispose(await.Ctx(t))
+	await.Recv(t, p.took, "the first snapshot")
 	ctx, cancel := context.WithCancel(context.Background())
 	steered := make(chan error, 1)
 	go func() { steered <- h.Steer(ctx, text("never mind")) }()
 	cancel()
-	if err := <-steered; !errors.Is(err, context.Canceled) {
+	if err := await.Recv(t, steered, "the withdrawn Steer to return"); !errors.Is(err, context.Canceled) {
 		t.Fatalf("withdrawn steer: %v", err)
 	}
 	close(p.release)
-	if err := h.Steer(context.Background(), text("this one")); err != nil {
+	if err := h.Steer(await.Ctx(t), text("this one")); err != nil {
 		t.Fatalf("Steer: %v", err)
 	}
-	if next := <-p.took; len(next) != 1 || subagent.TextOf(next[0]) != "this one" {
+	if next := await.Recv(t, p.took, "the next snapshot"); len(next) != 1 || subagent.TextOf(next[0]) != "this one" {
 		t.Fatalf("withdrawn steer reached the model: %v", next)
 	}
 }
@@ -164,15 +165,15 @@ func TestS5_StartContextEndingCancelsTheLiveChild(t *testing.T) {
 	sys := newSystem(t)
 	p := newParked()
 	ctx, cancel := context.WithCancel(context.Background())
-	h := run.Start(sys, run.Spec{ID: "r", Ctx: ctx, Body: p.body})
-	defer h.Dispose(context.Background())
-	<-p.took
+	h := run.Start(sys, run.Spec{RunID: "r", Ctx: ctx, Body: p.body})
+	defer h.Dispose(await.Ctx(t))
+	await.Recv(t, p.took, "the first snapshot")
 	cancel()
-	res, err := h.Wait(context.Background())
+	res, err := h.Wait(await.Ctx(t))
 	if err != nil || res.StopReason != subagent.Aborted {
 		t.Fatalf("cancelled run settled %+v, %v", res, err)
 	}
-	if err := h.Steer(context.Background(), text("x")); !errors.Is(err, subagent.ErrNotDelivered) {
+	if err := h.Steer(await.Ctx(t), text("x")); !errors.Is(err, subagent.ErrNotDelivered) {
 		t.Fatalf("steer into a cancelled run: %v", err)
 	}
 }
@@ -184,16 +185,16 @@ func TestR3_DisposeIsIdempotentConcurrentAndQuiescent(t *testing.T) {
 	goroutinesBefore := goleak.IgnoreCurrent()
 	p := newParked()
 	var released atomic.Bool
-	h := run.Start(sys, run.Spec{ID: "r", Ctx: context.Background(), Body: p.body, Release: func() { released.Store(true) }})
-	<-p.took
-	// The run actor and the reply address its child asks from.
-	if sys.LiveActors() != actorsBefore+2 {
+	h := run.Start(sys, run.Spec{RunID: "r", Ctx: context.Background(), Body: p.body, Release: func() { released.Store(true) }})
+	await.Recv(t, p.took, "the first snapshot")
+	// The run actor; its child asks on a channel, not a reply actor.
+	if sys.LiveActors() != actorsBefore+1 {
 		t.Fatalf("run not counted: %d vs %d", sys.LiveActors(), actorsBefore)
 	}
 	var wg sync.WaitGroup
 	errs := make(chan error, 64)
 	for range 64 {
-		wg.Go(func() { errs <- h.Dispose(context.Background()) })
+		wg.Go(func() { errs <- h.Dispose(await.Ctx(t)) })
 	}
 	wg.Wait()
 	close(errs)
@@ -211,11 +212,11 @@ func TestR3_DisposeIsIdempotentConcurrentAndQuiescent(t *testing.T) {
 	if err := goleak.Find(goroutinesBefore, leaktest.DeadLetters); err != nil {
 		t.Fatalf("goroutines left after dispose: %v", err)
 	}
-	res, _ := h.Wait(context.Background())
+	res, _ := h.Wait(await.Ctx(t))
 	if res.StopReason != subagent.Aborted {
 		t.Fatalf("disposed live child settled %v", res.StopReason)
 	}
-	if err := h.Dispose(context.Background()); err != nil {
+	if err := h.Dispose(await.Ctx(t)); err != nil {
 		t.Fatalf("Dispose after dispose: %v", err)
 	}
 }
@@ -223,14 +224,14 @@ func TestR3_DisposeIsIdempotentConcurrentAndQuiescent(t *testing.T) {
 // Contract A2.
 func TestA2_PanicInChildSettlesWithError(t *testing.T) {
 	sys := newSystem(t)
-	h := run.Start(sys, run.Spec{ID: "r", Ctx: context.Background(), Body: func(context.Context, *run.Gate) (subagent.Result, error) {
+	h := run.Start(sys, run.Spec{RunID: "r", Ctx: context.Background(), Body: func(context.Context, *run.Gate) (subagent.Result, error) {
 		panic("model exploded")
 	}})
-	res, err := h.Wait(context.Background())
+	res, err := h.Wait(await.Ctx(t))
 	if err != nil || res.StopReason != subagent.Error || !strings.Contains(res.Detail, "model exploded") {
 		t.Fatalf("panicking child settled %+v, %v", res, err)
 	}
-	if err := h.Dispose(context.Background()); err != nil {
+	if err := h.Dispose(await.Ctx(t)); err != nil {
 		t.Fatal(err)
 	}
 }
@@ -238,11 +239,11 @@ func TestA2_PanicInChildSettlesWithError(t *testing.T) {
 // Contract R2.
 func TestR2_InfrastructureErrorSettlesAsError(t *testing.T) {
 	sys := newSystem(t)
-	h := run.Start(sys, run.Spec{ID: "r", Ctx: context.Background(), Body: func(context.Context, *run.Gate) (subagent.Result, error) {
+	h := run.Start(sys, run.Spec{RunID: "r", Ctx: context.Background(), Body: func(context.Context, *run.Gate) (subagent.Result, error) {
 		return subagent.Result{}, errors.New("checkpoint failed")
 	}})
-	defer h.Dispose(context.Background())
-	if _, err := h.Wait(context.Background()); err == nil || !strings.Contains(err.Error(), "checkpoint failed") {
+	defer h.Dispose(await.Ctx(t))
+	if _, err := h.Wait(await.Ctx(t)); err == nil || !strings.Contains(err.Error(), "checkpoint failed") {
 		t.Fatalf("Wait error = %v", err)
 	}
 }
@@ -251,20 +252,20 @@ func TestR2_InfrastructureErrorSettlesAsError(t *testing.T) {
 func TestA2_PanickingObserverNeitherCrashesTheRunNorStrandsWaiters(t *testing.T) {
 	sys := newSystem(t)
 	p := newParked()
-	h := run.Start(sys, run.Spec{ID: "r", Ctx: context.Background(), Body: p.body})
-	defer h.Dispose(context.Background())
+	h := run.Start(sys, run.Spec{RunID: "r", Ctx: context.Background(), Body: p.body})
+	defer h.Dispose(await.Ctx(t))
 	h.OnSettled(func(subagent.Result, error) { panic("observer bug") })
 	got := make(chan subagent.StopReason, 1)
 	h.OnSettled(func(r subagent.Result, _ error) { got <- r.StopReason })
-	<-p.took
+	await.Recv(t, p.took, "the first snapshot")
 	close(p.release)
-	if err := h.Steer(context.Background(), text("finish")); err != nil {
+	if err := h.Steer(await.Ctx(t), text("finish")); err != nil {
 		t.Fatal(err)
 	}
-	if res, err := h.Wait(context.Background()); err != nil || res.StopReason != subagent.Completed {
+	if res, err := h.Wait(await.Ctx(t)); err != nil || res.StopReason != subagent.Completed {
 		t.Fatalf("Wait = %+v, %v", res, err)
 	}
-	if r := <-got; r != subagent.Completed {
+	if r := await.Recv(t, got, "the second observer"); r != subagent.Completed {
 		t.Fatalf("second observer got %v", r)
 	}
 }

@@ -8,6 +8,7 @@ import (
 	"io"
 	"log/slog"
 	"os"
+	"path/filepath"
 
 	"github.com/google/uuid"
 
@@ -33,7 +34,8 @@ const usageHeader = `usage: node <command> [flags]
 
 commands:
   run    survey a directory: a top-level agent delegates one child per
-         sub-folder and sums their figures (scripted model, no network)
+         sub-folder and sums their figures and folders (scripted model,
+         no network)
   help   show this help
 
 flags of run:
@@ -126,14 +128,16 @@ func parseRun(args []string, stderr io.Writer) (o options, code int, ok bool) {
 }
 
 // survey wires the embedded default and runs the top-level agent on
-// "survey ." under o.dir, writing the children's progress to progress and
-// warnings to logs. It returns the agent's answer, or an error when the run
-// could not be done or did not complete. Everything it starts is closed
-// before it returns.
+// "survey <o.dir>", writing the children's progress to progress and
+// warnings to logs. The file tools are confined to o.dir and name it as the
+// user gave it, so the prompt, the children's paths and the answer all say
+// which directory was surveyed. It returns the agent's answer, or an error
+// when the run could not be done or did not complete. Everything it starts
+// is closed before it returns.
 func survey(ctx context.Context, o options, progress, logs io.Writer) (string, error) {
-	// fstools.New opens the root; listing it as well catches a directory
+	// fstools.NewNamed opens the root; listing it as well catches a directory
 	// that opens but cannot be read.
-	fsTools, err := fstools.New(o.dir)
+	fsTools, err := fstools.NewNamed(o.dir, o.dir)
 	if err == nil {
 		_, err = os.ReadDir(o.dir)
 	}
@@ -154,7 +158,7 @@ func survey(ctx context.Context, o options, progress, logs io.Writer) (string, e
 
 	store := persistence.NewMemory()
 	model := scripted.New()
-	provider, err := spawn.New(spawn.Config{System: sys, Store: store, Model: model, Tools: tools, OnStep: prog.step})
+	provider, err := spawn.New(spawn.Config{System: sys, Store: store, Model: model, Tools: tools})
 	if err != nil {
 		return "", err
 	}
@@ -176,12 +180,15 @@ func survey(ctx context.Context, o options, progress, logs io.Writer) (string, e
 	if err != nil {
 		return "", err
 	}
-	stopEvents := svc.ListenParent(topID, prog.event)
-	defer stopEvents()
-	res := top.Run(ctx, []subagent.ContentBlock{subagent.Text("survey .")}, nil)
-	// Every child has settled and been disposed; releasing the listener
-	// waits until their end lines are printed, before the answer.
-	stopEvents()
+	events := svc.ListenParent(topID, prog.event)
+	defer events.Release()
+	task := "survey " + filepath.ToSlash(o.dir)
+	res := top.Run(ctx, []subagent.ContentBlock{subagent.Text(task)}, nil)
+	// Every child has settled and been disposed; flushing the listener
+	// prints their end lines before the answer, also after a cancel.
+	if err := events.Flush(context.WithoutCancel(ctx)); err != nil {
+		return "", err
+	}
 	if res.StopReason != subagent.Completed {
 		return "", fmt.Errorf("the survey ended %s: %s", res.StopReason, res.Detail)
 	}

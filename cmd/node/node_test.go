@@ -8,6 +8,7 @@ import (
 	"io/fs"
 	"os"
 	"os/exec"
+	"path"
 	"path/filepath"
 	"regexp"
 	"slices"
@@ -116,9 +117,11 @@ func measure(t *testing.T, dir string, recurse bool) figures {
 	return f
 }
 
-// expected is the survey answer for root, computed from the files, and the
-// names of its sub-folders.
-func expected(t *testing.T, root string) (answer string, folders []string) {
+// expected is the survey answer for root, surveyed under the name the user
+// gave it (-dir, "." by default), computed from the files, and the paths of
+// its sub-folders as the survey names them. The folder count is every
+// folder of the tree, root and nested ones included.
+func expected(t *testing.T, root, name string) (answer string, folders []string) {
 	t.Helper()
 	entries, err := os.ReadDir(root) // sorted by name, like the survey
 	if err != nil {
@@ -133,12 +136,29 @@ func expected(t *testing.T, root string) (answer string, folders []string) {
 		}
 		f := measure(t, filepath.Join(root, e.Name()), true)
 		total.files, total.lines, total.bytes = total.files+f.files, total.lines+f.lines, total.bytes+f.bytes
-		folders = append(folders, e.Name())
-		lines = append(lines, fmt.Sprintf("- %s: %s", e.Name(), f))
+		p := path.Join(name, e.Name())
+		folders = append(folders, p)
+		lines = append(lines, fmt.Sprintf("- %s: %s", p, f))
 	}
 	lines = append(lines, "- (top level): "+top.String())
-	head := fmt.Sprintf("survey .: %s in %d folders (%d delegated)", total, len(folders)+1, len(folders))
+	head := fmt.Sprintf("survey %s: %s in %d folders (%d delegated)", name, total, countFolders(t, root), len(folders))
 	return strings.Join(append([]string{head}, lines...), "\n"), folders
+}
+
+// countFolders counts the folders of the tree at root, root included.
+func countFolders(t *testing.T, root string) int {
+	t.Helper()
+	n := 0
+	err := filepath.WalkDir(root, func(_ string, d fs.DirEntry, err error) error {
+		if err == nil && d.IsDir() {
+			n++
+		}
+		return err
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return n
 }
 
 // node runs the binary in dir and returns its output and exit code.
@@ -230,7 +250,7 @@ func checkProgress(t *testing.T, progress string, folders []string) {
 // Contract N1.
 func TestN1_RunSurveysCurrentDirectoryWithProgress(t *testing.T) {
 	root := writeTree(t)
-	want, folders := expected(t, root)
+	want, folders := expected(t, root, ".")
 	stdout, stderr, code := node(t, root, "run")
 	if code != 0 {
 		t.Fatalf("exit %d, stderr:\n%s", code, stderr)
@@ -248,10 +268,37 @@ func TestN1_RunSurveysCurrentDirectoryWithProgress(t *testing.T) {
 	}
 }
 
+// Contract N1: the survey names the directory as -dir gives it, relative
+// or absolute, in its prompt, its children's paths and its answer, and
+// counts every folder of the tree (this one nests four deep).
+func TestN1_SurveyNamesTheDirectoryGivenAndCountsEveryFolder(t *testing.T) {
+	root := writeTree(t)
+	if n := countFolders(t, root); n != 11 {
+		t.Fatalf("the tree has %d folders, want 11: the fixture changed", n)
+	}
+	parent, base := filepath.Split(root)
+	for _, c := range []struct{ cwd, dir string }{
+		{parent, base},
+		{parent, "./" + base + "/"},
+		{filepath.Join(root, "alpha"), ".."},
+		{filepath.Join(root, "alpha", "nested"), "../../../" + base},
+		{t.TempDir(), root},
+	} {
+		name := path.Clean(filepath.ToSlash(c.dir))
+		want, folders := expected(t, root, name)
+		stdout, stderr, code := node(t, c.cwd, "run", "-dir", c.dir)
+		progress, answer, _ := strings.Cut(stdout, "\n\n")
+		if code != 0 || answer != want+"\n" {
+			t.Fatalf("-dir %s: exit %d, answer\n%s\nwant\n%s\nstderr: %s", c.dir, code, answer, want, stderr)
+		}
+		checkProgress(t, progress, folders)
+	}
+}
+
 // Contract N1.
 func TestN1_QuietPrintsOnlyTheAnswer(t *testing.T) {
 	root := writeTree(t)
-	want, _ := expected(t, root)
+	want, _ := expected(t, root, root)
 	stdout, stderr, code := node(t, t.TempDir(), "run", "-quiet", "-dir", root)
 	if code != 0 || stdout != want+"\n" {
 		t.Fatalf("exit %d, stdout\n%s\nwant\n%s\nstderr: %s", code, stdout, want, stderr)
@@ -261,7 +308,7 @@ func TestN1_QuietPrintsOnlyTheAnswer(t *testing.T) {
 // Contract N1.
 func TestN1_MaxDepthZeroSurveysWithoutChildren(t *testing.T) {
 	root := writeTree(t)
-	want, folders := expected(t, root)
+	want, folders := expected(t, root, ".")
 	want = strings.Replace(want, fmt.Sprintf("(%d delegated)", len(folders)), "(0 delegated)", 1)
 	stdout, stderr, code := node(t, root, "run", "-max-depth", "0")
 	if code != 0 || stdout != "\n"+want+"\n" {
@@ -319,7 +366,7 @@ func TestN1_HelpExitsZero(t *testing.T) {
 // Contract N1.
 func TestN1_InProcessRunDisposesEverything(t *testing.T) {
 	root := writeTree(t)
-	want, folders := expected(t, root)
+	want, folders := expected(t, root, root)
 	before := goleak.IgnoreCurrent()
 	var stdout, stderr bytes.Buffer
 	if code := cli(t.Context(), []string{"run", "-dir", root}, &stdout, &stderr); code != 0 {

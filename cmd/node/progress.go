@@ -3,83 +3,62 @@ package main
 import (
 	"fmt"
 	"io"
-	"sync"
+	"strings"
 	"time"
 
-	"github.com/subactor/subactor/agent"
 	"github.com/subactor/subactor/subagent"
 )
 
 // shortID is how many characters of a child's id progress lines show.
 const shortID = 8
 
-// progress prints the top agent's children: a line when one starts, one per
-// step and one when it ends. Steps arrive on the children's goroutines and
-// run events on a listener's, so lines are serialized. A child runs before
-// Start returns, so its first steps usually come before its start event:
-// they are held until then, and those of a child rolled back before it
-// started are never shown.
+// progress prints the top agent's children from their run events: a line
+// when one starts, one per model call, tool call, steer and answer, and one
+// when it ends. It is a run listener: its calls come one at a time on the
+// listener's own goroutine, and a run's events come in order, start first
+// and end last, so no line needs holding back.
 type progress struct {
-	w        io.Writer
-	mu       sync.Mutex
-	children map[string]*child // by child id, until its end
-}
-
-type child struct {
-	since   time.Time // first seen
-	started bool
-	held    []string // steps before the start event
+	w     io.Writer
+	since map[string]time.Time // by run id, until its end
 }
 
 func newProgress(w io.Writer) *progress {
-	return &progress{w: w, children: map[string]*child{}}
-}
-
-// step is the spawn provider's OnStep.
-func (p *progress) step(s agent.Step) {
-	line := fmt.Sprintf("step %d %s", s.N, s.Kind)
-	if s.Text != "" {
-		line += " " + s.Text
-	}
-	p.mu.Lock()
-	defer p.mu.Unlock()
-	if c := p.child(s.Agent); !c.started {
-		c.held = append(c.held, line)
-		return
-	}
-	p.println(s.Agent, line)
+	return &progress{w: w, since: map[string]time.Time{}}
 }
 
 // event is the top agent's run listener.
 func (p *progress) event(ev subagent.Event) error {
-	p.mu.Lock()
-	defer p.mu.Unlock()
 	switch ev := ev.(type) {
 	case subagent.RunStarted:
-		c := p.child(ev.ID)
-		c.started = true
-		p.println(ev.ID, "started")
-		for _, line := range c.held {
-			p.println(ev.ID, line)
+		p.since[ev.RunID] = time.Now()
+		p.println(ev.RunID, "started")
+	case subagent.RunProgress:
+		if word := stepWords[ev.Kind]; word != "" && (ev.Kind != subagent.ToolCallFinished || ev.IsError) {
+			line := fmt.Sprintf("step %d %s", ev.Step, word)
+			if ev.Text != "" {
+				first, _, _ := strings.Cut(ev.Text, "\n")
+				line += " " + first
+			}
+			p.println(ev.RunID, line)
 		}
-		c.held = nil
 	case subagent.RunEnded:
-		elapsed := time.Since(p.child(ev.ID).since).Round(time.Microsecond)
-		delete(p.children, ev.ID)
-		p.println(ev.ID, fmt.Sprintf("ended: %s in %s", ev.StopReason, elapsed))
+		elapsed := time.Since(p.since[ev.RunID]).Round(time.Microsecond)
+		delete(p.since, ev.RunID)
+		p.println(ev.RunID, fmt.Sprintf("ended: %s in %s", ev.StopReason, elapsed))
+	case subagent.ListenerOverflow, subagent.ListenerFailed:
+		fmt.Fprintf(p.w, "progress incomplete: %s\n", ev.Type())
 	}
 	return nil
 }
 
-// child returns the child id, first seen now if it is new. Called with mu
-// held.
-func (p *progress) child(id string) *child {
-	c, ok := p.children[id]
-	if !ok {
-		c = &child{since: time.Now()}
-		p.children[id] = c
-	}
-	return c
+// stepWords name the progress kinds a line is printed for; a finished
+// tool call is shown only when it failed.
+var stepWords = map[subagent.ProgressKind]string{
+	subagent.ModelCallStarted: "model",
+	subagent.ToolCallStarted:  "tool",
+	subagent.ToolCallFinished: "failed",
+	subagent.SteerAdmitted:    "steer",
+	subagent.MessageText:      "final",
 }
 
 func (p *progress) println(id, line string) {

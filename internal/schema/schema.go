@@ -1,6 +1,12 @@
 // Package schema compiles the JSON Schemas that constrain a child's
 // structured output, for the Service (validation before any provider runs)
 // and the agent loop (checking the final answer) alike.
+//
+// Its errors describe the schema or the answer only: a JSON pointer inside
+// the document and the reason. They never show the URL the library gives the
+// schema (which, by default, would be a file:// URL under the process's
+// working directory) nor the metaschema it was checked against, since they
+// reach models and remote callers.
 package schema
 
 import (
@@ -16,23 +22,53 @@ import (
 // ErrNotObject means a schema's root does not describe an object.
 var ErrNotObject = errors.New(`schema: root must have "type": "object"`)
 
+// ErrInvalid is matched by every *Error: a schema that does not compile.
+var ErrInvalid = errors.New("schema: invalid")
+
+// Error is a schema that does not compile.
+type Error struct {
+	// Pointer is the JSON pointer, inside the schema, of the value at fault;
+	// empty when the fault is the document as a whole or has no one place
+	// (not JSON, a reference that cannot be resolved).
+	Pointer string
+	// Reason says what is wrong there.
+	Reason string
+}
+
+func (e *Error) Error() string {
+	if e.Pointer == "" {
+		return "schema: " + e.Reason
+	}
+	return fmt.Sprintf("schema: at %s: %s", e.Pointer, e.Reason)
+}
+
+// Unwrap makes every *Error match ErrInvalid.
+func (e *Error) Unwrap() error { return ErrInvalid }
+
+// base is the URL the compiler knows the schema by. It is hierarchical so
+// that relative references resolve (and fail, having no loader) as they
+// would on disk, and not a file path, so it shows nothing of this machine.
+const (
+	baseDir = "mem:///"
+	base    = baseDir + "output-schema.json"
+)
+
 // Compile compiles raw without ever reading a referenced document: schemas
 // come from callers and models, so a $ref must not reach the file system or
-// the network.
+// the network. Its errors are *Error.
 func Compile(raw json.RawMessage) (*jsonschema.Schema, error) {
 	doc, err := jsonschema.UnmarshalJSON(bytes.NewReader(raw))
 	if err != nil {
-		return nil, fmt.Errorf("schema: %w", err)
+		return nil, &Error{Reason: "not JSON: " + err.Error()}
 	}
 	c := jsonschema.NewCompiler()
 	c.UseLoader(jsonschema.SchemeURLLoader{}) // no schemes: every external $ref fails
-	const loc = "output-schema.json"
-	if err := c.AddResource(loc, doc); err != nil {
-		return nil, fmt.Errorf("schema: %w", err)
+	if err := c.AddResource(base, doc); err != nil {
+		return nil, compileError(err)
 	}
-	s, err := c.Compile(loc)
+	s, err := c.Compile(base)
 	if err != nil {
-		return nil, fmt.Errorf("schema: %w", err)
+		return nil, compileError(err)
 	}
 	return s, nil
 }
@@ -45,7 +81,7 @@ func CompileObject(raw json.RawMessage) (*jsonschema.Schema, error) {
 	}
 	if err := json.Unmarshal(raw, &root); err != nil || root.Type != "object" {
 		if err != nil {
-			return nil, fmt.Errorf("schema: %w", err)
+			return nil, &Error{Reason: "not a JSON object: " + err.Error()}
 		}
 		return nil, ErrNotObject
 	}
@@ -59,7 +95,101 @@ func Validate(s *jsonschema.Schema, text string) (json.RawMessage, error) {
 		return nil, fmt.Errorf("final answer is not JSON: %w", err)
 	}
 	if err := s.Validate(doc); err != nil {
-		return nil, fmt.Errorf("final answer does not match the output schema: %w", err)
+		var verr *jsonschema.ValidationError
+		if errors.As(err, &verr) {
+			ptr, reason := summarize(verr)
+			return nil, fmt.Errorf("final answer does not match the output schema: at %s: %s", where(ptr), reason)
+		}
+		return nil, fmt.Errorf("final answer does not match the output schema: %s", scrub(err.Error()))
 	}
 	return json.RawMessage(strings.TrimSpace(text)), nil
+}
+
+// compileError turns the library's error into an *Error.
+func compileError(err error) *Error {
+	var meta *jsonschema.SchemaValidationError
+	var load *jsonschema.LoadURLError
+	var verr *jsonschema.ValidationError
+	switch {
+	case errors.As(err, &meta) && errors.As(meta.Err, &verr):
+		// The schema is the instance the metaschema checked: the
+		// instance location is the pointer inside the schema.
+		ptr, reason := summarize(verr)
+		return &Error{Pointer: ptr, Reason: reason}
+	case errors.As(err, &load):
+		return &Error{Reason: fmt.Sprintf("cannot load %q: only references inside the schema are allowed", scrub(load.URL))}
+	}
+	return &Error{Reason: scrub(err.Error())}
+}
+
+// maxReasons bounds how many reasons one message lists: a hostile schema
+// could fail in thousands of places.
+const maxReasons = 3
+
+// summarize picks the first place the validation failed and what is wrong
+// there; the intermediate "allOf failed" levels say nothing useful.
+func summarize(e *jsonschema.ValidationError) (pointer, reason string) {
+	var leaves []*jsonschema.ValidationError
+	var collect func(*jsonschema.ValidationError)
+	collect = func(e *jsonschema.ValidationError) {
+		if len(e.Causes) == 0 {
+			leaves = append(leaves, e)
+		}
+		for _, c := range e.Causes {
+			collect(c)
+		}
+	}
+	collect(e)
+	if len(leaves) == 0 { // the library always has a leaf; be safe
+		return "", "invalid"
+	}
+	pointer = jsonPointer(leaves[0].InstanceLocation)
+	var reasons []string
+	others := 0
+	for _, l := range leaves {
+		if jsonPointer(l.InstanceLocation) != pointer || len(reasons) == maxReasons {
+			others++
+			continue
+		}
+		reasons = append(reasons, scrub(kindText(l.ErrorKind)))
+	}
+	reason = strings.Join(reasons, "; ")
+	switch {
+	case others == 1:
+		reason += " (and 1 more problem)"
+	case others > 1:
+		reason += fmt.Sprintf(" (and %d more problems)", others)
+	}
+	return pointer, reason
+}
+
+// kindText is what the library says of one failure, without its location.
+// It goes through Error, which has the library's English printer, rather
+// than importing golang.org/x/text for one.
+func kindText(k jsonschema.ErrorKind) string {
+	return strings.TrimPrefix((&jsonschema.ValidationError{ErrorKind: k}).Error(), "at '': ")
+}
+
+// jsonPointer renders tokens as an RFC 6901 pointer.
+func jsonPointer(tokens []string) string {
+	var b strings.Builder
+	for _, t := range tokens {
+		b.WriteByte('/')
+		b.WriteString(strings.NewReplacer("~", "~0", "/", "~1").Replace(t))
+	}
+	return b.String()
+}
+
+// where names the root, whose pointer is empty, in a message.
+func where(p string) string {
+	if p == "" {
+		return "the root"
+	}
+	return p
+}
+
+// scrub removes the compiler's name for the schema from a message, leaving
+// the part the author wrote ("#/$defs/x", "other.json").
+func scrub(s string) string {
+	return strings.NewReplacer(base, "", baseDir, "").Replace(s)
 }

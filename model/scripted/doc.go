@@ -13,8 +13,9 @@
 //	survey <dir>   list dir, delegate "tally <dir>/<d>" for each sub-directory
 //	               to the "subagent" tool (or walk it itself when that tool is
 //	               not offered), count the files directly in dir, then report
+//	               the totals and how many folders the whole tree holds
 //	tally <dir>    walk dir breadth-first with list and count, answer JSON
-//	               matching TallySchema
+//	               matching TallySchema (files, lines, bytes and folders)
 //	echo <text>    answer text
 //
 // Later user messages (steers) are acknowledged in the answer as "noted".

@@ -20,8 +20,9 @@ var TallySchema = json.RawMessage(`{"type":"object","properties":{` +
 	`"files":{"type":"integer","minimum":0},` +
 	`"lines":{"type":"integer","minimum":0},` +
 	`"bytes":{"type":"integer","minimum":0},` +
+	`"folders":{"type":"integer","minimum":1},` +
 	`"noted":{"type":"array","items":{"type":"string"}}},` +
-	`"required":["path","files","lines","bytes"]}`)
+	`"required":["path","files","lines","bytes","folders"]}`)
 
 // delegateTool is the name of the tool survey delegates through.
 const delegateTool = "subagent"
@@ -180,7 +181,12 @@ func (p *plan) delegate(dir string, withSchema bool) {
 		Description  string          `json:"description"`
 		Prompt       string          `json:"prompt"`
 		OutputSchema json.RawMessage `json:"output_schema,omitempty"`
-	}{Description: "tally " + dir, Prompt: "tally " + dir}
+	}{
+		// The description stays short whatever the path: the delegate
+		// tool bounds it.
+		Description: "tally " + path.Base(dir),
+		Prompt:      "tally " + dir,
+	}
 	if withSchema {
 		args.OutputSchema = TallySchema
 	}
@@ -195,12 +201,16 @@ type figures struct {
 	Files int64 `json:"files"`
 	Lines int64 `json:"lines"`
 	Bytes int64 `json:"bytes"`
+	// Folders counts the folders listed, the walked one included; a
+	// file's figures have none.
+	Folders int64 `json:"folders"`
 }
 
 func (f *figures) add(g figures) {
 	f.Files += g.Files
 	f.Lines += g.Lines
 	f.Bytes += g.Bytes
+	f.Folders += g.Folders
 }
 
 func (f figures) String() string {
@@ -286,6 +296,7 @@ func (c *conversation) walk(root string, p *plan) (figures, error) {
 			}
 			continue
 		}
+		fig.Folders++
 		for _, e := range es {
 			q := path.Join(dir, e.Name)
 			switch e.Type {
@@ -315,12 +326,13 @@ func (c *conversation) tally(dir string) agent.Message {
 		return p.message()
 	}
 	out, _ := json.Marshal(struct {
-		Path  string   `json:"path"`
-		Files int64    `json:"files"`
-		Lines int64    `json:"lines"`
-		Bytes int64    `json:"bytes"`
-		Noted []string `json:"noted,omitempty"`
-	}{dir, fig.Files, fig.Lines, fig.Bytes, c.steers})
+		Path    string   `json:"path"`
+		Files   int64    `json:"files"`
+		Lines   int64    `json:"lines"`
+		Bytes   int64    `json:"bytes"`
+		Folders int64    `json:"folders"`
+		Noted   []string `json:"noted,omitempty"`
+	}{dir, fig.Files, fig.Lines, fig.Bytes, fig.Folders, c.steers})
 	return text(string(out))
 }
 
@@ -409,11 +421,12 @@ func offered(tools []agent.ToolSpec) (delegate, withSchema bool) {
 	return false, false
 }
 
-// report is the survey's final answer. Failed folders count neither in the
-// totals nor in the folders surveyed.
+// report is the survey's final answer. The folders surveyed are every
+// folder of the tree that was listed, dir and the nested ones included.
+// Failed folders count neither in the totals nor in the folders surveyed.
 func (c *conversation) report(dir string, folders []folder, files figures, hasFiles bool) string {
 	total := files
-	surveyed, delegated := 1, 0
+	surveyed, delegated := int64(1), 0
 	var lines, failed []string
 	for _, f := range folders {
 		if f.failed != "" {
@@ -421,7 +434,9 @@ func (c *conversation) report(dir string, folders []folder, files figures, hasFi
 			continue
 		}
 		total.add(f.fig)
-		surveyed++
+		// A child's answer without a count (a tally that predates it)
+		// still stands for its own folder.
+		surveyed += max(f.fig.Folders, 1)
 		if f.delegated {
 			delegated++
 		}

@@ -8,6 +8,7 @@ import (
 	"fmt"
 	"io/fs"
 	"os"
+	"path"
 	"path/filepath"
 	"reflect"
 	"strings"
@@ -57,14 +58,15 @@ func project(t *testing.T) string {
 	return root
 }
 
-type figures struct{ files, lines, bytes int }
+type figures struct{ files, lines, bytes, folders int }
 
 func (f figures) String() string {
 	return fmt.Sprintf("%d files, %d lines, %d bytes", f.files, f.lines, f.bytes)
 }
 
 // walk computes the figures of the regular files under root/rel (all of
-// them, or only those directly in it) the plain way, without the tools.
+// them, or only those directly in it) and the folders it walked, root/rel
+// included, the plain way, without the tools.
 func walk(t *testing.T, root, rel string, recursive bool) figures {
 	t.Helper()
 	var f figures
@@ -75,6 +77,9 @@ func walk(t *testing.T, root, rel string, recursive bool) figures {
 		}
 		if d.IsDir() && p != base && !recursive {
 			return filepath.SkipDir
+		}
+		if d.IsDir() {
+			f.folders++
 		}
 		if !d.Type().IsRegular() {
 			return nil
@@ -145,7 +150,7 @@ func wantCompleted(t *testing.T, res subagent.Result) {
 }
 
 func tallyJSON(dir string, f figures) string {
-	return fmt.Sprintf(`{"path":%q,"files":%d,"lines":%d,"bytes":%d}`, dir, f.files, f.lines, f.bytes)
+	return fmt.Sprintf(`{"path":%q,"files":%d,"lines":%d,"bytes":%d,"folders":%d}`, dir, f.files, f.lines, f.bytes, f.folders)
 }
 
 func TestTallyMatchesAnIndependentWalk(t *testing.T) {
@@ -203,8 +208,8 @@ func (d *delegate) Call(ctx context.Context, caller *agent.Agent, raw json.RawMe
 	if d.withSchema != (args.OutputSchema != nil) {
 		return "", fmt.Errorf("output_schema offered: %v, sent: %s", d.withSchema, args.OutputSchema)
 	}
-	if args.Description != args.Prompt {
-		return "", fmt.Errorf("description %q differs from prompt %q", args.Description, args.Prompt)
+	if dir, _ := strings.CutPrefix(args.Prompt, "tally "); args.Description != "tally "+path.Base(dir) {
+		return "", fmt.Errorf("description %q is not the short form of prompt %q", args.Description, args.Prompt)
 	}
 	d.mu.Lock()
 	d.prompts = append(d.prompts, args.Prompt)
@@ -255,8 +260,8 @@ func surveyReport(t *testing.T, root string, delegated bool, failed map[string]s
 			continue
 		}
 		f := walk(t, root, d, true)
-		total = figures{total.files + f.files, total.lines + f.lines, total.bytes + f.bytes}
-		folders++
+		total = figures{total.files + f.files, total.lines + f.lines, total.bytes + f.bytes, 0}
+		folders += f.folders // every folder of the tree, not only the top ones
 		if delegated {
 			k++
 		}
@@ -362,7 +367,7 @@ func TestResumedTallyFinishes(t *testing.T) {
 	store := persistence.NewMemory()
 	ctx, cancel := context.WithCancel(t.Context())
 	a := env{root: root, store: store, schema: scripted.TallySchema, onStep: func(s agent.Step) {
-		if s.Kind == "model" && s.N == 3 {
+		if s.Kind == subagent.ModelCallStarted && s.N == 3 {
 			cancel() // the third model call sees an ended context
 		}
 	}}.agent(t)
@@ -481,7 +486,7 @@ func TestTallySchemaIsValidJSON(t *testing.T) {
 		Required []string `json:"required"`
 	}
 	if err := json.Unmarshal(scripted.TallySchema, &schema); err != nil || schema.Type != "object" ||
-		!reflect.DeepEqual(schema.Required, []string{"path", "files", "lines", "bytes"}) {
+		!reflect.DeepEqual(schema.Required, []string{"path", "files", "lines", "bytes", "folders"}) {
 		t.Fatalf("schema %s: %v", scripted.TallySchema, err)
 	}
 }

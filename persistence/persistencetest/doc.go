@@ -4,4 +4,6 @@
 //	func TestConformance(t *testing.T) {
 //		persistencetest.Run(t, func(t *testing.T) persistence.Store { return newStore(t) })
 //	}
+//
+// A store that also keeps task records passes RunTasks the same way.
 package persistencetest

@@ -12,7 +12,8 @@ import (
 	"github.com/subactor/subactor/subagent"
 )
 
-// Run runs every conformance case against a fresh store from newStore.
+// Run runs every session-log conformance case against a fresh store from
+// newStore; RunTasks does the same for TaskStore.
 func Run(t *testing.T, newStore func(t *testing.T) persistence.Store) {
 	cases := []struct {
 		name string
@@ -31,6 +32,19 @@ func Run(t *testing.T, newStore func(t *testing.T) persistence.Store) {
 		{"ConcurrentAppends", testConcurrentAppends},
 		{"Delete", testDelete},
 		{"EndedContext", testEndedContext},
+		{"CreateWithThenLoad", testCreateWithThenLoad},
+		{"CreateWithIsAtomic", testCreateWithIsAtomic},
+		{"AppendAtFencesALateWriter", testAppendAtFencesALateWriter},
+		{"AppendAtRefusesBadInputFirst", testAppendAtRefusesBadInputFirst},
+		{"AppendAtConcurrentOneWinnerPerSeq", testAppendAtConcurrentOneWinnerPerSeq},
+		{"LoadFromReturnsSequenceNumbers", testLoadFromReturnsSequenceNumbers},
+		{"Header", testHeader},
+		{"SessionsInCreationOrder", testSessionsInCreationOrder},
+		{"ChildrenByParent", testChildrenByParent},
+		{"D4_CompactKeepsLogOnlyRecords", testCompactKeepsLogOnlyRecords},
+		{"CompactAtTheLogsEndAndAgain", testCompactAtTheLogsEndAndAgain},
+		{"CompactInvalidChangesNothing", testCompactInvalidChangesNothing},
+		{"EndedContextNewCalls", testEndedContextNewCalls},
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) { c.f(t, newStore(t)) })

@@ -15,6 +15,7 @@ import (
 	"io"
 	"strings"
 	"sync/atomic"
+	"unicode/utf8"
 
 	"github.com/subactor/subactor/agent"
 	"github.com/subactor/subactor/subagent"
@@ -24,7 +25,7 @@ import (
 type Delegator interface {
 	Start(ctx context.Context, name string, req subagent.StartRequest) (subagent.Run, error)
 	GetProvider(name string) (subagent.Provider, bool)
-	Listen(l subagent.Listener) (release func())
+	Listen(l subagent.Listener, opts ...subagent.ListenOption) subagent.Subscription
 }
 
 // Defaults.
@@ -33,22 +34,70 @@ const (
 	DefaultMaxDepth = 3
 )
 
+// Default limits of Limits, in the units it documents.
+const (
+	DefaultDescriptionLimit  = 200      // runes
+	DefaultPromptLimit       = 64 << 10 // runes
+	DefaultPersonaLimit      = 16 << 10 // runes
+	DefaultOutputSchemaLimit = 64 << 10 // bytes
+	DefaultToolNamesLimit    = 64       // names per list
+	DefaultToolNameLimit     = 128      // runes
+)
+
 // Config configures a Tool.
 type Config struct {
 	Service  Delegator
 	Provider string // the provider every delegation goes to
 	Name     string // DefaultName when empty
-	// MaxDepth caps delegation depth below the top-level agent;
-	// DefaultMaxDepth when zero.
+	// MaxDepth is the absolute delegation cap, counted from the top-level
+	// agent (depth 0): an agent at depth d is offered the tool only while
+	// d < MaxDepth, so children run at most MaxDepth levels below the top.
+	// DefaultMaxDepth when zero. The model's delegation_levels argument,
+	// which counts from the child, can only tighten it.
 	MaxDepth int
+	// Limits bound the model-supplied arguments; zero fields take the
+	// defaults.
+	Limits Limits
+}
+
+// Limits bound the delegate tool's model-supplied arguments (K3). They are
+// advertised in the parameter schema, and arguments beyond them are refused
+// with a *LimitError before any provider is asked for a child. String
+// lengths count runes (Unicode code points), which is what the schema's
+// maxLength means; the output schema, a JSON object, is measured in bytes
+// of its JSON text as the model sent it. A field of zero or less takes its
+// Default…Limit.
+type Limits struct {
+	Description  int // runes of description
+	Prompt       int // runes of prompt
+	Persona      int // runes of persona
+	OutputSchema int // bytes of output_schema
+	ToolNames    int // names in each of tools.allow and tools.deny
+	ToolName     int // runes of each of those names
+}
+
+// withDefaults fills the unset limits.
+func (l Limits) withDefaults() Limits {
+	set := func(v *int, def int) {
+		if *v <= 0 {
+			*v = def
+		}
+	}
+	set(&l.Description, DefaultDescriptionLimit)
+	set(&l.Prompt, DefaultPromptLimit)
+	set(&l.Persona, DefaultPersonaLimit)
+	set(&l.OutputSchema, DefaultOutputSchemaLimit)
+	set(&l.ToolNames, DefaultToolNamesLimit)
+	set(&l.ToolName, DefaultToolNameLimit)
+	return l
 }
 
 // Tool delegates one task to a child and returns its answer.
 type Tool struct {
-	cfg     Config
-	absent  agent.ToolSpec             // the spec while the provider is absent
-	state   atomic.Pointer[registered] // nil while the provider is absent
-	release func()
+	cfg    Config
+	absent agent.ToolSpec             // the spec while the provider is absent
+	state  atomic.Pointer[registered] // nil while the provider is absent
+	sub    subagent.Subscription
 }
 
 // registered is what the tool knows of its provider while it is there; the
@@ -68,14 +117,15 @@ func New(cfg Config) *Tool {
 	if cfg.MaxDepth == 0 {
 		cfg.MaxDepth = DefaultMaxDepth
 	}
+	cfg.Limits = cfg.Limits.withDefaults()
 	t := &Tool{cfg: cfg}
 	t.absent = t.spec(subagent.Capabilities{})
-	t.release = cfg.Service.Listen(t.follow)
+	t.sub = cfg.Service.Listen(t.follow, subagent.OnlyEvents(subagent.ProviderAdded{}.Type(), subagent.ProviderRemoved{}.Type()))
 	return t
 }
 
 // Close stops following the provider.
-func (t *Tool) Close() { t.release() }
+func (t *Tool) Close() { t.sub.Release() }
 
 func (t *Tool) follow(ev subagent.Event) error {
 	switch ev := ev.(type) {
@@ -97,7 +147,7 @@ func (t *Tool) follow(ev subagent.Event) error {
 // Available implements agent.Conditional: the tool is offered while its
 // provider is registered and the agent is below its depth cap (D6).
 func (t *Tool) Available(a *agent.Agent) bool {
-	return t.current() != nil && subagent.CheckDepth(subagent.DelegationDepthOf(a), t.maxDepth(a)) == nil
+	return a != nil && t.current() != nil && subagent.CheckDepth(subagent.DelegationDepthOf(a), t.maxDepth(a)) == nil
 }
 
 // maxDepth is the tool's cap, tightened by one the agent inherited.
@@ -128,20 +178,28 @@ func (t *Tool) current() *registered {
 	return nil
 }
 
-// spec renders the parameters that caps allow.
+// spec renders the parameters that caps allow, with their limits.
 func (t *Tool) spec(caps subagent.Capabilities) agent.ToolSpec {
+	l := t.cfg.Limits
+	str := func(limit int, desc string) map[string]any {
+		return map[string]any{"type": "string", "maxLength": limit, "description": desc}
+	}
 	props := map[string]any{
-		"description": map[string]any{"type": "string", "description": "A short description of the task (3-5 words)."},
-		"prompt":      map[string]any{"type": "string", "description": "The complete task for the child agent; it sees nothing else of this conversation."},
+		"description": str(l.Description, "A short description of the task (3-5 words)."),
+		"prompt":      str(l.Prompt, "The complete task for the child agent; it sees nothing else of this conversation."),
 	}
 	if caps.OutputSchema {
-		props["output_schema"] = map[string]any{"type": "object", "description": "A JSON Schema with an object root that the child's final answer must satisfy."}
+		props["output_schema"] = map[string]any{"type": "object", "description": fmt.Sprintf(
+			"A JSON Schema with an object root that the child's final answer must satisfy; at most %d bytes of JSON.", l.OutputSchema)}
 	}
 	if caps.DepthLimit {
-		props["max_depth"] = map[string]any{"type": "integer", "minimum": 0, "description": "How deep the child may delegate further."}
+		props["delegation_levels"] = map[string]any{"type": "integer", "minimum": 0, "description": "How many further levels the child may delegate below itself; 0 means the child may not delegate."}
 	}
 	if caps.ToolFilter {
-		names := map[string]any{"type": "array", "items": map[string]any{"type": "string"}}
+		names := map[string]any{
+			"type": "array", "maxItems": l.ToolNames,
+			"items": map[string]any{"type": "string", "maxLength": l.ToolName},
+		}
 		props["tools"] = map[string]any{
 			"type": "object", "description": "Restrict the child's tools by name.",
 			"properties":           map[string]any{"allow": names, "deny": names},
@@ -149,7 +207,7 @@ func (t *Tool) spec(caps subagent.Capabilities) agent.ToolSpec {
 		}
 	}
 	if caps.Persona {
-		props["persona"] = map[string]any{"type": "string", "description": "The child's system prompt."}
+		props["persona"] = str(l.Persona, "The child's system prompt.")
 	}
 	params, _ := json.Marshal(map[string]any{
 		"type": "object", "properties": props,
@@ -167,7 +225,7 @@ type args struct {
 	Description  string               `json:"description"`
 	Prompt       string               `json:"prompt"`
 	OutputSchema json.RawMessage      `json:"output_schema,omitempty"`
-	MaxDepth     *int                 `json:"max_depth,omitempty"`
+	Levels       *int                 `json:"delegation_levels,omitempty"`
 	Tools        *subagent.ToolFilter `json:"tools,omitempty"`
 	Persona      *string              `json:"persona,omitempty"`
 }
@@ -175,10 +233,27 @@ type args struct {
 // ErrArgs is matched by every argument error.
 var ErrArgs = errors.New("delegate: invalid arguments")
 
+// LimitError is an argument beyond its limit (see Limits). It matches
+// ErrArgs.
+type LimitError struct {
+	Argument string // as the model names it: "prompt", "tools.allow[2]"
+	Size     int    // the argument's size, in Unit
+	Limit    int
+	Unit     string // "characters" (runes), "bytes" or "names"
+}
+
+func (e *LimitError) Error() string {
+	return fmt.Sprintf("%v: %s has %d %s, over its limit of %d", ErrArgs, e.Argument, e.Size, e.Unit, e.Limit)
+}
+
+// Unwrap makes every *LimitError match ErrArgs.
+func (e *LimitError) Unwrap() error { return ErrArgs }
+
 // Answer is the tool's result for a foreground delegation.
 type Answer struct {
-	Kind       string          `json:"kind"` // "foreground"
-	RunID      string          `json:"runId"`
+	Kind       string          `json:"kind"`      // "foreground"
+	RunID      string          `json:"runId"`     // the run's one id, as in its events
+	SessionID  string          `json:"sessionId"` // the child's session
 	Output     string          `json:"output"`
 	Structured json.RawMessage `json:"structured,omitempty"`
 }
@@ -186,6 +261,11 @@ type Answer struct {
 // Call implements agent.Tool: it starts the child, awaits its result,
 // disposes it and answers. A non-completed stop reason is an error result.
 func (t *Tool) Call(ctx context.Context, caller *agent.Agent, raw json.RawMessage) (string, error) {
+	if caller == nil {
+		// The depth cap is read from the caller, before the Service could
+		// reject a typed nil parent (S4).
+		return "", &subagent.InvalidRequestError{Field: "parent", Reason: "a delegating parent agent is required"}
+	}
 	r := t.current()
 	if r == nil {
 		return "", fmt.Errorf("%w: %q", subagent.ErrNoProvider, t.cfg.Provider)
@@ -204,8 +284,11 @@ func (t *Tool) Call(ctx context.Context, caller *agent.Agent, raw json.RawMessag
 	}
 	if caps.DepthLimit {
 		m := t.maxDepth(caller)
-		if a.MaxDepth != nil {
-			m = min(m, subagent.DelegationDepthOf(caller)+1+*a.MaxDepth)
+		if a.Levels != nil {
+			// delegation_levels counts from the child, at the caller's
+			// depth plus one. Levels beyond m cannot loosen it, and
+			// bounding them keeps the sum from overflowing.
+			m = min(m, subagent.DelegationDepthOf(caller)+1+min(*a.Levels, max(m, 0)))
 		}
 		req.MaxDepth = &m
 	}
@@ -224,7 +307,7 @@ func (t *Tool) Call(ctx context.Context, caller *agent.Agent, raw json.RawMessag
 	if res.StopReason != subagent.Completed {
 		return "", fmt.Errorf("subagent %s stopped: %s: %s", run.ID(), res.StopReason, cmp.Or(res.Detail, subagent.TextOf(res.Output)))
 	}
-	out, err := json.Marshal(Answer{Kind: "foreground", RunID: run.ID(), Output: subagent.TextOf(res.Output), Structured: res.Structured})
+	out, err := json.Marshal(Answer{Kind: "foreground", RunID: run.ID(), SessionID: run.SessionID(), Output: subagent.TextOf(res.Output), Structured: res.Structured})
 	return string(out), err
 }
 
@@ -246,7 +329,7 @@ func (t *Tool) parse(raw json.RawMessage, caps subagent.Capabilities) (args, err
 		name     string
 	}{
 		{a.OutputSchema != nil, caps.OutputSchema, "output_schema"},
-		{a.MaxDepth != nil, caps.DepthLimit, "max_depth"},
+		{a.Levels != nil, caps.DepthLimit, "delegation_levels"},
 		{a.Tools != nil, caps.ToolFilter, "tools"},
 		{a.Persona != nil, caps.Persona, "persona"},
 	} {
@@ -254,13 +337,61 @@ func (t *Tool) parse(raw json.RawMessage, caps subagent.Capabilities) (args, err
 			return a, fmt.Errorf("%w: provider %q does not support %s", ErrArgs, t.cfg.Provider, p.name)
 		}
 	}
+	if err := t.checkLimits(a); err != nil {
+		return a, err
+	}
 	switch {
 	case strings.TrimSpace(a.Description) == "":
 		return a, fmt.Errorf("%w: description is required", ErrArgs)
 	case strings.TrimSpace(a.Prompt) == "":
 		return a, fmt.Errorf("%w: prompt is required", ErrArgs)
-	case a.MaxDepth != nil && *a.MaxDepth < 0:
-		return a, fmt.Errorf("%w: max_depth must not be negative", ErrArgs)
+	case a.Levels != nil && *a.Levels < 0:
+		return a, fmt.Errorf("%w: delegation_levels must not be negative", ErrArgs)
 	}
 	return a, nil
+}
+
+// checkLimits refuses an argument beyond its limit.
+func (t *Tool) checkLimits(a args) error {
+	l := t.cfg.Limits
+	runes := func(name, s string, limit int) error {
+		// A rune is at least one byte: most strings need no count.
+		if len(s) <= limit {
+			return nil
+		}
+		if n := utf8.RuneCountInString(s); n > limit {
+			return &LimitError{Argument: name, Size: n, Limit: limit, Unit: "characters"}
+		}
+		return nil
+	}
+	if err := runes("description", a.Description, l.Description); err != nil {
+		return err
+	}
+	if err := runes("prompt", a.Prompt, l.Prompt); err != nil {
+		return err
+	}
+	if a.Persona != nil {
+		if err := runes("persona", *a.Persona, l.Persona); err != nil {
+			return err
+		}
+	}
+	if n := len(a.OutputSchema); n > l.OutputSchema {
+		return &LimitError{Argument: "output_schema", Size: n, Limit: l.OutputSchema, Unit: "bytes"}
+	}
+	if a.Tools != nil {
+		for _, list := range []struct {
+			name  string
+			names []string
+		}{{"tools.allow", a.Tools.Allow}, {"tools.deny", a.Tools.Deny}} {
+			if n := len(list.names); n > l.ToolNames {
+				return &LimitError{Argument: list.name, Size: n, Limit: l.ToolNames, Unit: "names"}
+			}
+			for i, name := range list.names {
+				if err := runes(fmt.Sprintf("%s[%d]", list.name, i), name, l.ToolName); err != nil {
+					return err
+				}
+			}
+		}
+	}
+	return nil
 }

@@ -18,6 +18,7 @@ import (
 	"github.com/subactor/subactor/actors/registry"
 	"github.com/subactor/subactor/agent"
 	"github.com/subactor/subactor/agent/agenttest"
+	"github.com/subactor/subactor/internal/await"
 	"github.com/subactor/subactor/internal/leaktest"
 	"github.com/subactor/subactor/internal/schema"
 	"github.com/subactor/subactor/model/scripted"
@@ -108,12 +109,13 @@ func (e *env) agentAt(t testing.TB, id string, depth int, opts subagent.AgentOpt
 	return a
 }
 
-// events subscribes to the run events of the parent's children. It also
+// events subscribes to the start and end events of the parent's children. It also
 // spawns the parent actor, so actor counts taken afterwards are stable.
 func (e *env) events(t *testing.T, parent *agent.Agent) <-chan subagent.Event {
 	t.Helper()
 	ch := make(chan subagent.Event, 64)
-	t.Cleanup(e.svc.ListenParent(parent.ID(), func(ev subagent.Event) error { ch <- ev; return nil }))
+	t.Cleanup(e.svc.ListenParent(parent.SessionID(), func(ev subagent.Event) error { ch <- ev; return nil },
+		subagent.OnlyEvents(subagent.RunStarted{}.Type(), subagent.RunEnded{}.Type())).Release)
 	return ch
 }
 
@@ -222,8 +224,8 @@ func TestT1_SchemaShowsOnlyWhatTheProviderSupports(t *testing.T) {
 	}{
 		{subagent.Capabilities{}, nil},
 		{subagent.Capabilities{OutputSchema: true, Persona: true}, []string{"output_schema", "persona"}},
-		{subagent.Capabilities{DepthLimit: true, ToolFilter: true}, []string{"max_depth", "tools"}},
-		{subagent.Capabilities{OutputSchema: true, DepthLimit: true, ToolFilter: true, Persona: true}, []string{"output_schema", "max_depth", "tools", "persona"}},
+		{subagent.Capabilities{DepthLimit: true, ToolFilter: true}, []string{"delegation_levels", "tools"}},
+		{subagent.Capabilities{OutputSchema: true, DepthLimit: true, ToolFilter: true, Persona: true}, []string{"output_schema", "delegation_levels", "tools", "persona"}},
 	} {
 		name := fmt.Sprint("stub-", i)
 		e.register(t, newStub(name, c.caps))
@@ -263,10 +265,10 @@ func TestT1_ForegroundAnswerFromARealParent(t *testing.T) {
 		t.Fatalf("tool result %+v", res)
 	}
 	runID, _ := answer["runId"].(string)
-	if want := map[string]any{"kind": "foreground", "runId": runID, "output": "hello"}; !reflect.DeepEqual(answer, want) {
+	if want := map[string]any{"kind": "foreground", "runId": runID, "sessionId": runID, "output": "hello"}; !reflect.DeepEqual(answer, want) {
 		t.Fatalf("answer %v, want %v", answer, want)
 	}
-	// The run id is the child's session, a child of the parent's.
+	// The run id is a fresh child's session id, a child of the parent's.
 	if h, _, err := e.store.Load(t.Context(), runID); err != nil || h.ParentSessionID != "parent" || h.DelegationDepth != 1 {
 		t.Fatalf("child session %q: %+v, %v", runID, h, err)
 	}
@@ -274,8 +276,10 @@ func TestT1_ForegroundAnswerFromARealParent(t *testing.T) {
 	if live[0] != live[1] {
 		t.Fatalf("live actors %d before the call, %d after it", live[0], live[1])
 	}
-	started, ended := (<-events).(subagent.RunStarted), (<-events).(subagent.RunEnded)
-	if started.ID != runID || !started.Local || ended.RunID != started.RunID || ended.StopReason != subagent.Completed {
+	started := await.Recv(t, events, "the start event").(subagent.RunStarted)
+	ended := await.Recv(t, events, "the end event").(subagent.RunEnded)
+	// One run, one id: the tool's answer and the events agree.
+	if started.RunID != runID || started.SessionID != runID || !started.Local || ended.RunID != runID || ended.StopReason != subagent.Completed {
 		t.Fatalf("events %+v %+v", started, ended)
 	}
 }
@@ -333,7 +337,7 @@ func TestT1_NonCompletedChildIsAnError(t *testing.T) {
 func TestE4_ToolsFollowRegistrationWhateverTheOrder(t *testing.T) {
 	e := newEnv(t)
 	caller := e.agentAt(t, "parent", 0, subagent.AgentOptions{}, nil)
-	all := []string{"description", "prompt", "output_schema", "max_depth", "tools", "persona"}
+	all := []string{"description", "prompt", "output_schema", "delegation_levels", "tools", "persona"}
 	p := newStub("late", subagent.Capabilities{OutputSchema: true, DepthLimit: true, ToolFilter: true, Persona: true})
 
 	early := delegatetest.Follow(e.svc)
@@ -399,7 +403,9 @@ func TestK3_HostileArgumentsStartNoChild(t *testing.T) {
 		{full, `{"description":"d","prompt":""}`, delegate.ErrArgs},
 		{full, `"echo x"`, delegate.ErrArgs},
 		{full, `null`, delegate.ErrArgs},
-		{full, `{"description":"d","prompt":"echo x","max_depth":"deep"}`, delegate.ErrArgs},
+		{full, `{"description":"d","prompt":"echo x","delegation_levels":"deep"}`, delegate.ErrArgs},
+		// The parameter's old name is gone: an unknown field.
+		{full, `{"description":"d","prompt":"echo x","max_depth":1}`, delegate.ErrArgs},
 		{full, `{"description":"d","prompt":"echo x","tools":{"allow":["list"],"only":[]}}`, delegate.ErrArgs},
 		{full, `{"description":"d","prompt":"echo x","output_schema":{"type":"string"}}`, subagent.ErrInvalidRequest},
 		{full, `{"description":"d","prompt":"echo x","output_schema":[{"type":"object"}]}`, subagent.ErrInvalidRequest},
@@ -407,12 +413,12 @@ func TestK3_HostileArgumentsStartNoChild(t *testing.T) {
 		{full, `{"description":"d","prompt":"echo x","tools":{}}`, subagent.ErrInvalidRequest},
 		{full, `{"description":"d","prompt":"echo x","tools":{"allow":["list"],"deny":["list"]}}`, subagent.ErrInvalidRequest},
 		{full, `{"description":"d","prompt":"echo x","persona":"  "}`, subagent.ErrInvalidRequest},
-		{full, `{"description":"d","prompt":"echo x","max_depth":-1}`, delegate.ErrArgs},
+		{full, `{"description":"d","prompt":"echo x","delegation_levels":-1}`, delegate.ErrArgs},
 		{full, `{"prompt":"echo x"}`, delegate.ErrArgs},
 		{full, `{"description":" ","prompt":"echo x"}`, delegate.ErrArgs},
 		{limited, `{"description":"d","prompt":"echo x","persona":"p"}`, delegate.ErrArgs},
 		{limited, `{"description":"d","prompt":"echo x","output_schema":{"type":"object"}}`, delegate.ErrArgs},
-		{limited, `{"description":"d","prompt":"echo x","max_depth":1}`, delegate.ErrArgs},
+		{limited, `{"description":"d","prompt":"echo x","delegation_levels":1}`, delegate.ErrArgs},
 		{limited, `{"description":"d","prompt":"echo x","tools":{"deny":["list"]}}`, delegate.ErrArgs},
 	} {
 		out, err := c.tool.Call(t.Context(), parent, json.RawMessage(c.args))
@@ -434,13 +440,15 @@ func TestK3_HostileArgumentsStartNoChild(t *testing.T) {
 	if err := json.Unmarshal([]byte(out), &answer); err != nil {
 		t.Fatal(err)
 	}
-	if ev, ok := (<-events).(subagent.RunStarted); !ok || ev.ID != answer.RunID {
+	if ev, ok := await.Recv(t, events, "the first start event").(subagent.RunStarted); !ok || ev.RunID != answer.RunID {
 		t.Fatalf("first event %+v, want the start of run %s", ev, answer.RunID)
 	}
 }
 
-// Contract D6.
-func TestD6_MaxDepthArgumentTightensTheCap(t *testing.T) {
+// Contract D6: delegation_levels counts from the child; Config.MaxDepth is
+// the absolute cap from the top-level agent, which the argument only
+// tightens.
+func TestD6_DelegationLevelsArgumentTightensTheCap(t *testing.T) {
 	e := newEnv(t)
 	child := agenttest.NewRecorder(func(agent.Request) agent.Response { return final("done") })
 	f := delegatetest.Follow(e.svc)
@@ -459,10 +467,12 @@ func TestD6_MaxDepthArgumentTightensTheCap(t *testing.T) {
 		offered bool // whether the child at depth 1 may delegate
 	}{
 		{top, "default cap", "", true},
-		{top, "no further", `,"max_depth":0`, false},
-		{top, "one more", `,"max_depth":1`, true},
+		{top, "no further", `,"delegation_levels":0`, false},
+		{top, "one more", `,"delegation_levels":1`, true},
+		// A huge count neither overflows nor loosens the tool's cap.
+		{top, "huge", `,"delegation_levels":9223372036854775807`, true},
 		// The argument never loosens a cap the caller inherited.
-		{capped, "loosen", `,"max_depth":5`, false},
+		{capped, "loosen", `,"delegation_levels":5`, false},
 	} {
 		args := fmt.Sprintf(`{"description":"d","prompt":%q%s}`, c.task, c.extra)
 		if _, err := tool.Call(t.Context(), c.caller, json.RawMessage(args)); err != nil {
@@ -501,8 +511,8 @@ func TestE4_AToolMadeBeforeItsProviderIsAvailableOnceRegistered(t *testing.T) {
 func FuzzK3_ArgumentsNeverPanicAndStartOnlyValidChildren(f *testing.F) {
 	for _, seed := range []string{
 		`{"description":"d","prompt":"p"}`,
-		`{"description":"d","prompt":"p","output_schema":{"type":"object"},"max_depth":1,"tools":{"allow":["x"]},"persona":"q"}`,
-		`{"description":"d","prompt":"p","max_depth":-3}`,
+		`{"description":"d","prompt":"p","output_schema":{"type":"object"},"delegation_levels":1,"tools":{"allow":["x"]},"persona":"q"}`,
+		`{"description":"d","prompt":"p","delegation_levels":-3}`,
 		`{"description":"d","prompt":"p"}}`,
 		`[]`, `null`, ``, `{"prompt":7}`, "\xff",
 	} {

@@ -27,7 +27,14 @@ const DefaultMaxBytes = 64 << 10
 const maxReadBytes = 1 << 20
 
 // New returns the list, read and count tools confined to the directory root.
-func New(root string) ([]agent.Tool, error) {
+// The model names paths relative to it, "." being the root.
+func New(root string) ([]agent.Tool, error) { return NewNamed(root, ".") }
+
+// NewNamed is New for a model that names the root name, as a user gave it
+// ("/srv/data", "../src"): every path the model sends is name or below it,
+// so a task can say "survey /srv/data" and the tools follow. A name of "."
+// is New's relative paths. Either way the tools reach nothing outside root.
+func NewNamed(root, name string) ([]agent.Tool, error) {
 	abs, err := filepath.Abs(root)
 	if err != nil {
 		return nil, fmt.Errorf("fstools: %w", err)
@@ -38,37 +45,60 @@ func New(root string) ([]agent.Tool, error) {
 		return nil, fmt.Errorf("fstools: %w", err)
 	}
 	r.Close()
+	name = path.Clean(filepath.ToSlash(name))
 	return []agent.Tool{
-		&tool{root: abs, spec: listSpec, run: list},
-		&tool{root: abs, spec: readSpec, run: read},
-		&tool{root: abs, spec: countSpec, run: count},
+		&tool{root: abs, name: name, spec: listSpec(name), run: list},
+		&tool{root: abs, name: name, spec: readSpec(name), run: read},
+		&tool{root: abs, name: name, spec: countSpec(name), run: count},
 	}, nil
 }
 
-var (
-	listSpec = agent.ToolSpec{
+// pathParam describes the path parameter under the root's name.
+func pathParam(name string, dir bool) string {
+	var d string
+	switch {
+	case name == "." && dir:
+		d = `relative slash-separated path; "." is the root`
+	case name == ".":
+		d = "relative slash-separated path"
+	default:
+		d = fmt.Sprintf("slash-separated path: %q (the root) or below it", name)
+	}
+	b, _ := json.Marshal(d) // a string always marshals
+	return string(b)
+}
+
+func listSpec(name string) agent.ToolSpec {
+	return agent.ToolSpec{
 		Name:        "list",
 		Description: `List a directory. Returns a JSON array sorted by name of {"name","type","size"}; type is "dir", "file", "symlink" or "other"; size is given for files.`,
-		Parameters:  json.RawMessage(`{"type":"object","properties":{"path":{"type":"string","description":"relative slash-separated path; \".\" is the root"}},"required":["path"],"additionalProperties":false}`),
+		Parameters:  json.RawMessage(`{"type":"object","properties":{"path":{"type":"string","description":` + pathParam(name, true) + `}},"required":["path"],"additionalProperties":false}`),
 	}
-	readSpec = agent.ToolSpec{
+}
+
+func readSpec(name string) agent.ToolSpec {
+	return agent.ToolSpec{
 		Name:        "read",
 		Description: "Read a file's text, truncated to maxBytes (default 65536, at most 1048576).",
-		Parameters:  json.RawMessage(`{"type":"object","properties":{"path":{"type":"string","description":"relative slash-separated path"},"maxBytes":{"type":"integer","minimum":1,"maximum":1048576}},"required":["path"],"additionalProperties":false}`),
+		Parameters:  json.RawMessage(`{"type":"object","properties":{"path":{"type":"string","description":` + pathParam(name, false) + `},"maxBytes":{"type":"integer","minimum":1,"maximum":1048576}},"required":["path"],"additionalProperties":false}`),
 	}
-	countSpec = agent.ToolSpec{
+}
+
+func countSpec(name string) agent.ToolSpec {
+	return agent.ToolSpec{
 		Name:        "count",
 		Description: `Count a file's lines, words and bytes. Returns JSON {"path","lines","words","bytes"}.`,
-		Parameters:  json.RawMessage(`{"type":"object","properties":{"path":{"type":"string","description":"relative slash-separated path"}},"required":["path"],"additionalProperties":false}`),
+		Parameters:  json.RawMessage(`{"type":"object","properties":{"path":{"type":"string","description":` + pathParam(name, false) + `}},"required":["path"],"additionalProperties":false}`),
 	}
-)
+}
 
 // tool opens the root for each call: the tools hold no descriptor between
 // calls and need no Close.
 type tool struct {
 	root string
+	name string // what the model calls the root
 	spec agent.ToolSpec
-	run  func(ctx context.Context, r *os.Root, args json.RawMessage) (string, error)
+	run  func(ctx context.Context, r *os.Root, local func(string) (string, error), args json.RawMessage) (string, error)
 }
 
 func (t *tool) Spec() agent.ToolSpec { return t.spec }
@@ -82,7 +112,7 @@ func (t *tool) Call(ctx context.Context, _ *agent.Agent, args json.RawMessage) (
 		return "", fmt.Errorf("%s: %w", t.spec.Name, err)
 	}
 	defer r.Close()
-	out, err := t.run(ctx, r, args)
+	out, err := t.run(ctx, r, t.local, args)
 	if err != nil {
 		return "", fmt.Errorf("%s: %w", t.spec.Name, err)
 	}
@@ -110,11 +140,23 @@ func decode(args json.RawMessage, v any) error {
 // local checks a model-supplied path and turns it into one os.Root accepts.
 // os.Root refuses escapes through symbolic links; the lexical checks here
 // give a clearer message for the common cases.
-func local(p string) (string, error) {
-	switch {
-	case p == "":
+func (t *tool) local(p string) (string, error) {
+	if p == "" {
 		return "", errors.New(`missing "path"`)
-	case path.IsAbs(p) || filepath.IsAbs(p):
+	}
+	if t.name != "." {
+		// Only name and what is below it: strip name to a relative path.
+		clean := path.Clean(p)
+		switch rel, below := strings.CutPrefix(clean, strings.TrimSuffix(t.name, "/")+"/"); {
+		case clean == t.name:
+			return ".", nil
+		case !below:
+			return "", fmt.Errorf("path %q is outside the root %q", p, t.name)
+		default:
+			p = rel
+		}
+	}
+	if path.IsAbs(p) || filepath.IsAbs(p) {
 		return "", fmt.Errorf("path %q is absolute; paths are relative to the root", p)
 	}
 	clean := path.Clean(p)
@@ -126,7 +168,7 @@ func local(p string) (string, error) {
 
 // openPath checks p and opens it under r, which must find a directory when
 // dir is set and a regular file otherwise.
-func openPath(r *os.Root, p string, dir bool) (*os.File, error) {
+func openPath(r *os.Root, local func(string) (string, error), p string, dir bool) (*os.File, error) {
 	name, err := local(p)
 	if err != nil {
 		return nil, err
@@ -156,12 +198,12 @@ type entry struct {
 	Size *int64 `json:"size,omitempty"`
 }
 
-func list(_ context.Context, r *os.Root, raw json.RawMessage) (string, error) {
+func list(_ context.Context, r *os.Root, local func(string) (string, error), raw json.RawMessage) (string, error) {
 	var args pathArgs
 	if err := decode(raw, &args); err != nil {
 		return "", err
 	}
-	f, err := openPath(r, args.Path, true)
+	f, err := openPath(r, local, args.Path, true)
 	if err != nil {
 		return "", err
 	}
@@ -202,7 +244,7 @@ type readArgs struct {
 	MaxBytes int    `json:"maxBytes"`
 }
 
-func read(_ context.Context, r *os.Root, raw json.RawMessage) (string, error) {
+func read(_ context.Context, r *os.Root, local func(string) (string, error), raw json.RawMessage) (string, error) {
 	var args readArgs
 	if err := decode(raw, &args); err != nil {
 		return "", err
@@ -213,7 +255,7 @@ func read(_ context.Context, r *os.Root, raw json.RawMessage) (string, error) {
 	case args.MaxBytes < 0 || args.MaxBytes > maxReadBytes:
 		return "", fmt.Errorf("maxBytes %d is not between 1 and %d", args.MaxBytes, maxReadBytes)
 	}
-	f, err := openPath(r, args.Path, false)
+	f, err := openPath(r, local, args.Path, false)
 	if err != nil {
 		return "", err
 	}
@@ -230,12 +272,12 @@ type counts struct {
 	Bytes int64  `json:"bytes"`
 }
 
-func count(ctx context.Context, r *os.Root, raw json.RawMessage) (string, error) {
+func count(ctx context.Context, r *os.Root, local func(string) (string, error), raw json.RawMessage) (string, error) {
 	var args pathArgs
 	if err := decode(raw, &args); err != nil {
 		return "", err
 	}
-	f, err := openPath(r, args.Path, false)
+	f, err := openPath(r, local, args.Path, false)
 	if err != nil {
 		return "", err
 	}

@@ -292,3 +292,41 @@ func FuzzK3_ToolArgumentsStayInsideTheRoot(f *testing.F) {
 		}
 	})
 }
+
+// TestK3_NamedRootTakesPathsBelowItsNameOnly: with NewNamed the model names
+// the root as the user gave it; paths elsewhere, relative ones included, are
+// refused, and escapes still are. Contract K3 (and N1, whose survey names
+// the directory given by -dir).
+func TestK3_NamedRootTakesPathsBelowItsNameOnly(t *testing.T) {
+	root := tree(t, map[string]string{"a/x.go": "package a\n"})
+	for _, name := range []string{root, "../some dir", "data"} {
+		ts, err := fstools.NewNamed(root, name)
+		if err != nil {
+			t.Fatal(err)
+		}
+		byName := map[string]agent.Tool{}
+		for _, tool := range ts {
+			byName[tool.Spec().Name] = tool
+			var params struct {
+				Properties struct {
+					Path struct{ Description string } `json:"path"`
+				} `json:"properties"`
+			}
+			if err := json.Unmarshal(tool.Spec().Parameters, &params); err != nil ||
+				!strings.Contains(params.Properties.Path.Description, fmt.Sprintf("%q (the root)", name)) {
+				t.Errorf("%s: parameters %s do not name the root %q (%v)", tool.Spec().Name, tool.Spec().Parameters, name, err)
+			}
+		}
+		if got := mustCall(t, byName["list"], fmt.Sprintf(`{"path":%q}`, name+"/")); got != `[{"name":"a","type":"dir"}]` {
+			t.Errorf("%s: list root: %s", name, got)
+		}
+		if got := mustCall(t, byName["count"], fmt.Sprintf(`{"path":%q}`, name+"/a/x.go")); !strings.Contains(got, `"lines":1`) {
+			t.Errorf("%s: count: %s", name, got)
+		}
+		for _, p := range []string{"a/x.go", ".", name + "x/a", name + "/../a", "/etc/passwd"} {
+			if out, err := callTool(t, byName["list"], fmt.Sprintf(`{"path":%q}`, p)); err == nil || !strings.Contains(err.Error(), "outside the root") {
+				t.Errorf("%s: list %q = %q, %v; want outside the root", name, p, out, err)
+			}
+		}
+	}
+}

@@ -40,15 +40,18 @@ func (c *Call) Send(target *actor.PID, msg any) {
 	c.sys.Root.RequestWithCustomSender(target, msg, c.reply)
 }
 
+// Follow sends msg to target from this address without discarding a reply
+// already received: a follow-up about the pending request (a withdraw).
+func (c *Call) Follow(target *actor.PID, msg any) {
+	c.sys.Root.RequestWithCustomSender(target, msg, c.reply)
+}
+
 // Send sends msg to target from a new Call.
 func Send(sys *actor.ActorSystem, target *actor.PID, msg any) *Call {
 	c := New(sys)
 	c.Send(target, msg)
 	return c
 }
-
-// ID identifies the request to its target (it is the sender's id there).
-func (c *Call) ID() string { return c.reply.Id }
 
 // Wait returns the reply, ErrGone if the target is dead, or ctx's error.
 // A request that reaches an actor after it decided to stop is neither

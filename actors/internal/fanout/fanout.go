@@ -1,151 +1,251 @@
-// Package fanout delivers events to listeners, one listener actor each, so
-// that a panicking, erroring or blocked listener is logged and delays nobody
-// but itself. An owner actor (registry or parent) embeds a Fanout and feeds
-// it from its own Receive.
+// Package fanout delivers events to listeners (E3, E5). Each listener has
+// a goroutine of its own and a queue bounded by a count of events, so
+// listener code never runs on a seam actor's goroutine: a panicking,
+// erroring or blocked listener is logged and delays nobody but itself.
+//
+// The policy is never to thin a stream silently: a listener that keeps
+// within its bound receives every event, in the order its owner emitted
+// them; one that falls further behind is detached, and the last thing it
+// receives, after what was queued, is a subagent.ListenerOverflow notice.
+// Memory per listener is at most its bound of queued events.
+//
+// An owner actor (the registry or a parent) holds a Fanout, emits into it
+// from its Receive and hands it the Unsubscribe and Flush commands that
+// subscriptions send.
 package fanout
 
 import (
 	"log/slog"
+	"sync"
+	"sync/atomic"
 
-	"github.com/asynkron/protoactor-go/actor"
-
-	"github.com/subactor/subactor/actors/internal/reply"
-	"github.com/subactor/subactor/messages"
 	"github.com/subactor/subactor/subagent"
 )
 
-// MaxBacklog bounds the events a listener may have outstanding. Beyond it
-// events for that listener are dropped and counted, never queued unbounded.
-const MaxBacklog = 1024
+// DefaultBound is how many events a listener may have outstanding before
+// it is detached. A burst of 2,000 runs with start, progress and end fits
+// several times over; at ~100 bytes an event it costs at most ~1.6 MB.
+const DefaultBound = 16384
 
-type sub struct {
-	pid      *actor.PID
-	backlog  int
-	dropped  int
-	lastDrop int // dropped when last reported
-}
-
-// Fanout is the owner actor's set of listeners, in subscription order.
-type Fanout struct {
+// Sub is one listener's queue and delivery goroutine.
+type Sub struct {
+	l     subagent.Listener
 	log   *slog.Logger
-	order []string
-	subs  map[string]*sub
+	bound int
+	types map[string]bool // nil delivers every type
+
+	mu       sync.Mutex
+	queue    []item
+	queued   int  // events (not flush markers) queued or being delivered
+	detached bool // overflowed: deliver what is queued, then stop
+	wake     chan struct{}
+
+	released atomic.Bool   // no further call may begin
+	done     chan struct{} // closed when the delivery goroutine has returned
 }
 
-// New returns an empty Fanout.
-func New(log *slog.Logger) *Fanout { return &Fanout{log: log, subs: map[string]*sub{}} }
-
-// Add spawns a listener actor as a child of the owner and returns its id.
-func (f *Fanout) Add(c actor.Context, l subagent.Listener) string {
-	pid := c.Spawn(actor.PropsFromProducer(func() actor.Actor { return &listenerActor{l: l, log: f.log} }))
-	f.subs[pid.Id] = &sub{pid: pid}
-	f.order = append(f.order, pid.Id)
-	return pid.Id
+// item is an event or a flush marker.
+type item struct {
+	ev    subagent.Event
+	flush chan struct{}
 }
 
-// Sync is answered by a listener actor once it has handled every event sent
-// to it before.
-type Sync struct{ reply.To }
-
-// Drain is Sync, after which the listener actor stops.
-type Drain struct{ reply.To }
-
-// PID returns the listener actor with id, or nil.
-func (f *Fanout) PID(id string) *actor.PID {
-	if s, ok := f.subs[id]; ok {
-		return s.pid
+// NewSub starts the delivery goroutine of l. bound <= 0 means DefaultBound;
+// types, when non-empty, are the only event types l receives.
+func NewSub(l subagent.Listener, log *slog.Logger, bound int, types []string) *Sub {
+	if bound <= 0 {
+		bound = DefaultBound
 	}
-	return nil
-}
-
-// Len is the number of listeners.
-func (f *Fanout) Len() int { return len(f.order) }
-
-// Remove sends no more events to a listener and returns its actor, which the
-// caller drains; nil if there is no such listener.
-func (f *Fanout) Remove(id string) *actor.PID {
-	s, ok := f.subs[id]
-	if !ok {
-		return nil
-	}
-	delete(f.subs, id)
-	for i, o := range f.order {
-		if o == id {
-			f.order = append(f.order[:i], f.order[i+1:]...)
-			break
+	s := &Sub{l: l, log: log, bound: bound, wake: make(chan struct{}, 1), done: make(chan struct{})}
+	if len(types) > 0 {
+		s.types = make(map[string]bool, len(types))
+		for _, t := range types {
+			s.types[t] = true
 		}
 	}
-	return s.pid
+	go s.deliver()
+	return s
 }
 
-// Emit sends ev to every listener.
-func (f *Fanout) Emit(c actor.Context, ev any) {
-	for _, id := range f.order {
-		f.EmitTo(c, id, ev)
+// Push queues ev for the listener. It returns false once the listener is
+// detached or released: the owner then forgets it.
+func (s *Sub) Push(ev subagent.Event) bool {
+	if s.types != nil && !s.types[ev.Type()] {
+		return !s.released.Load()
 	}
-}
-
-// EmitTo sends ev to one listener, or drops and counts it when that
-// listener's backlog is full.
-func (f *Fanout) EmitTo(c actor.Context, id string, ev any) {
-	s, ok := f.subs[id]
-	if !ok {
-		return
-	}
-	if s.backlog >= MaxBacklog {
-		s.dropped++
-		if s.dropped == s.lastDrop+1 {
-			f.log.Warn("subagent: listener backlog full, dropping events", "listener", id)
-		}
-		return
-	}
-	s.backlog++
-	c.Send(s.pid, ev)
-}
-
-// Delivered handles a listener's acknowledgement; true when msg was one.
-func (f *Fanout) Delivered(c actor.Context, msg any) bool {
-	if _, ok := msg.(*messages.Delivered); !ok {
+	s.mu.Lock()
+	if s.detached || s.released.Load() {
+		s.mu.Unlock()
 		return false
 	}
-	if s, ok := f.subs[c.Sender().GetId()]; ok {
-		s.backlog--
-		if s.dropped > s.lastDrop && s.backlog == 0 {
-			f.log.Warn("subagent: listener caught up", "listener", c.Sender().GetId(), "dropped", s.dropped-s.lastDrop)
-			s.lastDrop = s.dropped
+	if s.queued >= s.bound {
+		// The notice goes after what is queued, so the listener learns
+		// exactly where its stream ends.
+		s.detached = true
+		s.queue = append(s.queue, item{ev: subagent.ListenerOverflow{Bound: s.bound}})
+		s.mu.Unlock()
+		s.log.Warn("subagent: listener fell behind its bound and was detached", "bound", s.bound)
+		s.signal()
+		return false
+	}
+	s.queued++
+	s.queue = append(s.queue, item{ev: ev})
+	s.mu.Unlock()
+	s.signal()
+	return true
+}
+
+// PushFlush queues a marker that is closed once the listener has handled
+// everything queued before it (at once when nothing more will be).
+func (s *Sub) PushFlush(marker chan struct{}) {
+	s.mu.Lock()
+	if s.detached || s.released.Load() {
+		s.mu.Unlock()
+		close(marker)
+		return
+	}
+	s.queue = append(s.queue, item{flush: marker})
+	s.mu.Unlock()
+	s.signal()
+}
+
+// Release stops delivery at once: no call of the listener begins after it
+// returns, and it never waits for the listener's code.
+func (s *Sub) Release() {
+	s.released.Store(true)
+	s.signal()
+}
+
+// Done is closed once the delivery goroutine has returned.
+func (s *Sub) Done() <-chan struct{} { return s.done }
+
+func (s *Sub) signal() {
+	select {
+	case s.wake <- struct{}{}:
+	default:
+	}
+}
+
+func (s *Sub) deliver() {
+	defer close(s.done)
+	for range s.wake {
+		s.mu.Lock()
+		batch := s.queue
+		s.queue = nil
+		s.mu.Unlock()
+		for i, it := range batch {
+			if s.released.Load() {
+				closeFlushes(batch[i:])
+				s.mu.Lock()
+				closeFlushes(s.queue)
+				s.mu.Unlock()
+				return
+			}
+			if it.flush != nil {
+				close(it.flush)
+				continue
+			}
+			s.call(it.ev)
+			if _, last := it.ev.(subagent.ListenerOverflow); last {
+				return
+			}
+			s.mu.Lock()
+			s.queued--
+			s.mu.Unlock()
 		}
+		if s.released.Load() {
+			s.mu.Lock()
+			closeFlushes(s.queue)
+			s.mu.Unlock()
+			return
+		}
+	}
+}
+
+func closeFlushes(items []item) {
+	for _, it := range items {
+		if it.flush != nil {
+			close(it.flush)
+		}
+	}
+}
+
+// call runs the listener on one event; its failures are logged only.
+func (s *Sub) call(ev subagent.Event) {
+	defer func() {
+		if p := recover(); p != nil {
+			s.log.Error("subagent: listener panicked", "event", ev.Type(), "panic", p)
+		}
+	}()
+	if err := s.l(ev); err != nil {
+		s.log.Warn("subagent: listener failed", "event", ev.Type(), "err", err)
+	}
+}
+
+// Unsubscribe tells the owner to forget a released Sub.
+type Unsubscribe struct{ Sub *Sub }
+
+// Flush asks the owner to queue Marker behind what it emitted to Sub.
+type Flush struct {
+	Sub    *Sub
+	Marker chan struct{}
+}
+
+// Fanout is an owner actor's listeners, in subscription order. It is used
+// only from the owner's Receive.
+type Fanout struct{ subs []*Sub }
+
+// Add subscribes s.
+func (f *Fanout) Add(s *Sub) { f.subs = append(f.subs, s) }
+
+// Len is the number of listeners.
+func (f *Fanout) Len() int { return len(f.subs) }
+
+// Emit queues ev for every listener, forgetting those that are detached.
+func (f *Fanout) Emit(ev subagent.Event) {
+	kept := f.subs[:0]
+	for _, s := range f.subs {
+		if s.Push(ev) {
+			kept = append(kept, s)
+		}
+	}
+	clear(f.subs[len(kept):])
+	f.subs = kept
+}
+
+// EmitTo queues ev for one listener.
+func (f *Fanout) EmitTo(s *Sub, ev subagent.Event) {
+	if !s.Push(ev) {
+		f.remove(s)
+	}
+}
+
+// Handle carries out an Unsubscribe or Flush; false when msg is neither.
+func (f *Fanout) Handle(msg any) bool {
+	switch m := msg.(type) {
+	case *Unsubscribe:
+		f.remove(m.Sub)
+	case *Flush:
+		m.Sub.PushFlush(m.Marker)
+	default:
+		return false
 	}
 	return true
 }
 
-// listenerActor calls one listener per event and acknowledges each.
-type listenerActor struct {
-	l   subagent.Listener
-	log *slog.Logger
+// Close releases every listener: the owner is stopping.
+func (f *Fanout) Close() {
+	for _, s := range f.subs {
+		s.Release()
+	}
+	f.subs = nil
 }
 
-func (a *listenerActor) Receive(c actor.Context) {
-	msg := c.Message()
-	switch m := msg.(type) {
-	case *Sync:
-		m.Answer(struct{}{})
-		return
-	case *Drain:
-		m.Answer(struct{}{})
-		c.Stop(c.Self())
-		return
-	}
-	ev, err := messages.ToEvent(msg)
-	if err != nil {
-		return // lifecycle messages
-	}
-	defer c.Request(c.Parent(), &messages.Delivered{})
-	defer func() {
-		if p := recover(); p != nil {
-			a.log.Error("subagent: listener panicked", "event", ev.Type(), "panic", p)
+func (f *Fanout) remove(s *Sub) {
+	for i, o := range f.subs {
+		if o == s {
+			f.subs = append(f.subs[:i], f.subs[i+1:]...)
+			return
 		}
-	}()
-	if err := a.l(ev); err != nil {
-		a.log.Warn("subagent: listener failed", "event", ev.Type(), "err", err)
 	}
 }

@@ -4,8 +4,10 @@
 package spawn
 
 import (
+	"cmp"
 	"context"
 	"errors"
+	"slices"
 
 	"github.com/google/uuid"
 
@@ -28,8 +30,6 @@ type Config struct {
 	// Tools is the child's tool set before the request's tool filter. A
 	// delegate tool among them hides itself at the child's depth cap.
 	Tools []agent.Tool
-	// OnStep, when set, receives every child's progress.
-	OnStep func(agent.Step)
 	// MaxSteps caps each child's model calls; agent.DefaultMaxSteps when 0.
 	MaxSteps int
 }
@@ -65,9 +65,16 @@ func (p *Provider) Capabilities() subagent.Capabilities {
 func (p *Provider) InheritsParentContext() bool { return false }
 
 // Start implements subagent.Provider. The child's session and agent exist
-// before it returns (R1); on any failure, including ctx ending, nothing it
-// created remains: no run actor, no goroutine, no session row (R6).
+// before it returns (R1); its session id is the run id from the request's
+// scope (a fresh one when called without the Service). On any failure,
+// including ctx ending, nothing it created remains: no run actor, no
+// goroutine, no session row (R6). A tool filter naming a tool the child
+// does not have fails with *subagent.UnknownToolError before anything is
+// created.
 func (p *Provider) Start(ctx context.Context, req subagent.StartRequest) (subagent.Run, error) {
+	if err := p.checkFilter(req.ToolFilter); err != nil {
+		return nil, err
+	}
 	depth := subagent.DelegationDepthOf(req.Parent) + 1
 	opts := req.Options
 	opts.SubagentDepth = depth
@@ -79,10 +86,11 @@ func (p *Provider) Start(ctx context.Context, req subagent.StartRequest) (subage
 		}
 		opts.MaxDepth = &m
 	}
+	runID := cmp.Or(req.Scope.RunID, uuid.NewString())
 	cfg := agent.Config{
 		Store: p.cfg.Store,
 		Header: subagent.SessionHeader{
-			SessionID:       uuid.NewString(),
+			SessionID:       runID,
 			ParentSessionID: req.Parent.SessionID(),
 			DelegationDepth: depth,
 		},
@@ -91,7 +99,7 @@ func (p *Provider) Start(ctx context.Context, req subagent.StartRequest) (subage
 		Options:      opts,
 		OutputSchema: req.OutputSchema,
 		ToolFilter:   req.ToolFilter,
-		OnStep:       p.cfg.OnStep,
+		OnStep:       progress(runID, req.Scope.Events),
 		MaxSteps:     p.cfg.MaxSteps,
 	}
 	if req.Persona != nil {
@@ -104,9 +112,10 @@ func (p *Provider) Start(ctx context.Context, req subagent.StartRequest) (subage
 		return nil, err
 	}
 	h := run.Start(p.cfg.System, run.Spec{
-		ID:    child.SessionID(),
-		Agent: child,
-		Ctx:   ctx,
+		RunID:     runID,
+		SessionID: child.SessionID(),
+		Agent:     child,
+		Ctx:       ctx,
 		Body: func(ctx context.Context, steer *run.Gate) (subagent.Result, error) {
 			return child.Run(ctx, req.Prompt, steer), nil
 		},
@@ -119,4 +128,36 @@ func (p *Provider) Start(ctx context.Context, req subagent.StartRequest) (subage
 	}
 	h.Publish()
 	return h, nil
+}
+
+// checkFilter rejects a filter that names a tool the child does not have:
+// a typo there would otherwise leave the child silently without tools.
+func (p *Provider) checkFilter(f *subagent.ToolFilter) error {
+	if f == nil {
+		return nil
+	}
+	have := make(map[string]bool, len(p.cfg.Tools))
+	for _, t := range p.cfg.Tools {
+		have[t.Spec().Name] = true
+	}
+	var unknown []string
+	for _, n := range append(slices.Clone(f.Allow), f.Deny...) {
+		if !have[n] && !slices.Contains(unknown, n) {
+			unknown = append(unknown, n)
+		}
+	}
+	if len(unknown) > 0 {
+		return &subagent.UnknownToolError{Names: unknown}
+	}
+	return nil
+}
+
+// progress turns the child loop's steps into the run's progress events.
+func progress(runID string, sink subagent.EventSink) func(agent.Step) {
+	if sink == nil {
+		return nil
+	}
+	return func(s agent.Step) {
+		sink.Emit(subagent.RunProgress{RunID: runID, Kind: s.Kind, Step: s.N, Text: s.Text, IsError: s.IsError, Usage: s.Usage})
+	}
 }

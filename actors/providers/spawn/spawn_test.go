@@ -198,7 +198,7 @@ func TestP1_StartThroughTheServiceWithTheScriptedModel(t *testing.T) {
 		t.Fatalf("tally: %+v", res)
 	}
 	// 3 files; lines 2+1+1 (the last one unterminated); bytes 11+6+5.
-	jsonEqual(t, res.Structured, `{"path":".","files":3,"lines":4,"bytes":22}`)
+	jsonEqual(t, res.Structured, `{"path":".","files":3,"lines":4,"bytes":22,"folders":3}`)
 }
 
 // Contract P5.
@@ -452,7 +452,7 @@ func TestR6_SetupFailureLeavesNothing(t *testing.T) {
 	e.register(t, spawn.Config{Tools: []agent.Tool{pr, pr}})
 	parent := e.parent(t, "parent", 0, subagent.AgentOptions{})
 	// Subscribing spawns the parent actor before the count is taken.
-	defer e.svc.ListenParent(parent.ID(), func(subagent.Event) error { return nil })()
+	defer e.svc.ListenParent(parent.SessionID(), func(subagent.Event) error { return nil }).Release()
 	created, live := e.store.creates(), e.sys.LiveActors()
 	_, err := e.svc.Start(t.Context(), spawn.DefaultName, subagent.StartRequest{Prompt: prompt("echo no"), Parent: parent})
 	if !errors.Is(err, agent.ErrConfig) {

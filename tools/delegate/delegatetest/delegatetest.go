@@ -4,14 +4,15 @@ package delegatetest
 
 import (
 	"testing"
+	"time"
 
 	"github.com/subactor/subactor/actors/registry"
 	"github.com/subactor/subactor/subagent"
 )
 
 // Following wraps the Service for one tool and reports each provider event
-// after the tool's own listener has handled it. Listeners run on separate
-// actors, so a second listener of the test's would learn of an event with
+// after the tool's own listener has handled it. Listeners run on goroutines
+// of their own, so a second listener of the test's would learn of an event with
 // no ordering against the tool's; wrapping the tool's listener is exact.
 type Following struct {
 	*registry.Service
@@ -24,20 +25,27 @@ func Follow(svc *registry.Service) *Following {
 }
 
 // Listen wraps the tool's listener.
-func (f *Following) Listen(l subagent.Listener) func() {
+func (f *Following) Listen(l subagent.Listener, opts ...subagent.ListenOption) subagent.Subscription {
 	return f.Service.Listen(func(ev subagent.Event) error {
 		err := l(ev)
 		f.handled <- ev
 		return err
-	})
+	}, opts...)
 }
 
-// Await returns once the tool has handled want.
+// Await returns once the tool has handled want, or fails the test after
+// a deadline.
 func (f *Following) Await(t testing.TB, want subagent.Event) {
 	t.Helper()
-	for ev := range f.handled {
-		if ev == want {
-			return
+	deadline := time.After(10 * time.Second)
+	for {
+		select {
+		case ev := <-f.handled:
+			if ev == want {
+				return
+			}
+		case <-deadline:
+			t.Fatalf("the tool never handled %#v", want)
 		}
 	}
 }

@@ -1,0 +1,17 @@
+package persistence
+
+import "os"
+
+// OpenBoltWithFile is OpenBolt with the function bbolt opens its file
+// with, so that a test can hold the *os.File and break it.
+func OpenBoltWithFile(path string, openFile func(string, int, os.FileMode) (*os.File, error)) (*Bolt, error) {
+	return openBolt(path, openFile)
+}
+
+// SetPutHook makes b call hook before it puts each record, failing the
+// transaction with the hook's error; nil removes the hook.
+func SetPutHook(b *Bolt, hook func(seq uint64) error) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	b.putHook = hook
+}
