@@ -180,21 +180,21 @@ func newEventProbe(ctx context.Context, withBlocked bool) (*eventProbe, error) {
 	}
 	p := &eventProbe{seam: s, received: make(chan time.Time, 1)}
 	unblock := make(chan struct{})
-	var releaseBlocked func()
+	var blocked subagent.Subscription
 	if withBlocked {
-		releaseBlocked = s.svc.ListenParent(s.parent.ID(), func(subagent.Event) error { <-unblock; return nil })
+		blocked = s.svc.ListenParent(s.parent.SessionID(), func(subagent.Event) error { <-unblock; return nil })
 	}
-	releaseHealthy := s.svc.ListenParent(s.parent.ID(), func(ev subagent.Event) error {
+	healthy := s.svc.ListenParent(s.parent.SessionID(), func(ev subagent.Event) error {
 		if _, ok := ev.(subagent.RunStarted); ok {
 			p.received <- time.Now()
 		}
 		return nil
 	})
 	p.close = func() {
-		releaseHealthy()
+		healthy.Release()
 		close(unblock)
-		if releaseBlocked != nil {
-			releaseBlocked()
+		if blocked != nil {
+			blocked.Release()
 		}
 		s.close()
 	}
