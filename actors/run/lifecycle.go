@@ -246,13 +246,19 @@ func (l *Lifecycle) cancel(reason string, cause error) []Effect {
 // exitSettle is the result of a child that exited unsettled. Cancel wins:
 // a child cancelled before its exit was handled settles aborted, even if
 // its last turn completed or its transport failed after the cancel, since
-// the caller who cancelled must not act on an unconfirmed answer.
+// the caller who cancelled must not act on an unconfirmed answer; the
+// cancel's cause (a deadline, say) is the result's Cause unless the child
+// named one.
 func (l *Lifecycle) exitSettle(in InExited) Settle {
-	if !l.cancelled || in.Result.StopReason == subagent.Aborted && in.Err == nil {
+	if !l.cancelled {
 		return Settle{Result: in.Result, Err: in.Err}
 	}
 	res := in.Result
-	res.StopReason, res.Detail, res.Cause = subagent.Aborted, l.cause.Error(), l.cause
+	if res.StopReason != subagent.Aborted || in.Err != nil {
+		res.StopReason, res.Detail, res.Cause = subagent.Aborted, l.cause.Error(), l.cause
+	} else if res.Cause == nil {
+		res.Cause = l.cause
+	}
 	return Settle{Result: res}
 }
 

@@ -17,7 +17,8 @@ import (
 // every sequence must keep: the result settles exactly once (R2); a steer is
 // admitted only into a snapshot the child took, is answered exactly once and
 // never after cancellation (R4); Dispose releases its callers only once the
-// child has exited and the actor stopped (R3).
+// child has exited and the actor stopped (R3); cancel wins over whatever the
+// child reports after it (S5).
 func TestR2R4R3_LifecycleProperties(t *testing.T) {
 	rapid.Check(t, func(t *rapid.T) {
 		l := NewLifecycle()
@@ -42,6 +43,11 @@ func TestR2R4R3_LifecycleProperties(t *testing.T) {
 				switch f := f.(type) {
 				case Settle:
 					settles++
+					// Cancel wins: after a cancel, an exit settles aborted,
+					// whatever the child reported (S5).
+					if _, exit := in.(InExited); exit && cancelled && (f.Err != nil || f.Result.StopReason != subagent.Aborted) {
+						t.Fatalf("exit after a cancel settled %v, %v", f.Result.StopReason, f.Err)
+					}
 				case CancelChild:
 					cancels++
 					cancelled = true
@@ -117,7 +123,12 @@ func TestR2R4R3_LifecycleProperties(t *testing.T) {
 			case 5:
 				if childLive {
 					childLive = false
-					apply(InExited{Result: subagent.Stopped(subagent.Completed, "")})
+					exit := rapid.SampledFrom([]InExited{
+						{Result: subagent.Stopped(subagent.Completed, "")},
+						{Result: subagent.Stopped(subagent.Error, "transport")},
+						{Err: errors.New("connection reset")},
+					}).Draw(t, "exit")
+					apply(exit)
 					if len(pendingSteers) > 0 {
 						t.Fatalf("steers left pending after the child exited: %v", pendingSteers)
 					}
@@ -192,7 +203,9 @@ func TestR3_LifecyclePhases(t *testing.T) {
 		t.Fatalf("second dispose: %v", fx)
 	}
 	fx := l.Step(InExited{Result: subagent.Stopped(subagent.Aborted, "")})
-	if fmt.Sprint(fx) != fmt.Sprint([]Effect{Settle{Result: subagent.Stopped(subagent.Aborted, "")}, StopSelf{}}) {
+	aborted := subagent.Stopped(subagent.Aborted, "")
+	aborted.Cause = ErrDisposing
+	if fmt.Sprint(fx) != fmt.Sprint([]Effect{Settle{Result: aborted}, StopSelf{}}) {
 		t.Fatalf("exit under dispose: %v", fx)
 	}
 	fx = l.Step(InStopped{})

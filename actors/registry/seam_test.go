@@ -1,0 +1,104 @@
+package registry_test
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"testing"
+	"time"
+
+	"github.com/subactor/subactor/actors/internal/guard"
+	"github.com/subactor/subactor/actors/run"
+	"github.com/subactor/subactor/internal/await"
+	"github.com/subactor/subactor/subagent"
+)
+
+// Contract S4: a provider that returns neither a run nor an error gets a
+// typed error, and the caller no crash; likewise a typed nil run.
+func TestS4_ANilRunFromAProviderIsATypedError(t *testing.T) {
+	f := newFixture(t)
+	for name, r := range map[string]subagent.Run{"nil": nil, "typed nil": (*run.Handle)(nil)} {
+		p := &testProvider{name: name, sys: f.sys}
+		p.start = func(context.Context, subagent.StartRequest) (subagent.Run, error) { return r, nil }
+		release, err := f.svc.RegisterProvider(p)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer release()
+		got, err := f.svc.Start(await.Ctx(t), name, request("x"))
+		var pe *subagent.ProviderError
+		if got != nil || !errors.As(err, &pe) || pe.Provider != name || !errors.Is(err, subagent.ErrProviderFault) {
+			t.Fatalf("%s run: %v, %v", name, got, err)
+		}
+	}
+}
+
+// Contract S5: a deadline that ends a live child keeps
+// context.DeadlineExceeded visible in the result's cause.
+func TestS5_ADeadlineStaysVisibleInTheResult(t *testing.T) {
+	f := newFixture(t)
+	f.provider(t, "p", allCaps()) // never released: only the deadline ends it
+	ctx, cancel := context.WithTimeout(context.Background(), 50*time.Millisecond)
+	defer cancel()
+	r, err := f.svc.Start(ctx, "p", request("x"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer r.Dispose(await.Ctx(t))
+	res, err := r.Wait(await.Ctx(t))
+	if err != nil || res.StopReason != subagent.Aborted || !errors.Is(res.Cause, context.DeadlineExceeded) {
+		t.Fatalf("run past its deadline settled %+v (cause %v), %v", res, res.Cause, err)
+	}
+}
+
+// Contract A2: a real panic inside the registry's Receive answers the
+// command it was handling with a typed error; the registry keeps its
+// state and its parent actors, so later calls work and none blocks.
+func TestA2_APanicInTheRegistryAnswersTheCallAndKeepsTheState(t *testing.T) {
+	f := newFixture(t)
+	p := f.provider(t, "p", allCaps())
+	close(p.release)
+	events := make(recorder, 8)
+	defer f.svc.ListenParent(top.SessionID(), events.listen).Release()
+	restore := guard.SetHook(func(kind string, msg any) {
+		if kind == "registry" && fmt.Sprintf("%T", msg) == "*registry.listNames" {
+			panic("injected")
+		}
+	})
+	if got := f.svc.List(); got != nil {
+		t.Fatalf("List through a crash = %v, want nothing", got)
+	}
+	restore()
+	if got := f.svc.List(); len(got) != 1 || got[0] != "p" {
+		t.Fatalf("List after the crash = %v", got)
+	}
+	// The parent actor survived: its listener hears the next run.
+	r, err := f.svc.Start(await.Ctx(t), "p", request("after"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	r.Wait(await.Ctx(t))
+	r.Dispose(await.Ctx(t))
+	if _, ok := events.next(t).(subagent.RunStarted); !ok {
+		t.Fatal("the parent's listener missed the start after a registry crash")
+	}
+}
+
+// Contract A1: a caller's settle observer runs on a goroutine of its own,
+// so one that blocks neither stalls the run nor captures a seam actor.
+func TestA1_ACallersBlockingObserverDoesNotStallTheRun(t *testing.T) {
+	f := newFixture(t)
+	p := f.provider(t, "p", allCaps())
+	r, err := f.svc.Start(await.Ctx(t), "p", request("x"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	unblock, observed := make(chan struct{}), make(chan struct{})
+	r.OnSettled(func(subagent.Result, error) { close(observed); <-unblock })
+	defer close(unblock)
+	close(p.release)
+	await.Recv(t, observed, "the observer")
+	if err := r.Dispose(await.Ctx(t)); err != nil {
+		t.Fatalf("Dispose while a caller's observer blocks: %v", err)
+	}
+}
