@@ -411,7 +411,8 @@ func (x *Cancel) GetReason() string {
 	return ""
 }
 
-// Dispose cancels what remains and stops the actor once the child exited.
+// Dispose cancels what remains and stops the actor once the child exited;
+// a sender is answered with RunQuiesced then.
 type Dispose struct {
 	state         protoimpl.MessageState `protogen:"open.v1"`
 	unknownFields protoimpl.UnknownFields
@@ -448,6 +449,151 @@ func (*Dispose) Descriptor() ([]byte, []int) {
 	return file_subactor_proto_rawDescGZIP(), []int{7}
 }
 
+// Watch makes the sender a watcher of the run: it is sent RunSettled once
+// the result is final (at once if it already is) and RunQuiesced once the
+// run has stopped. A caller's handle, a remote proxy, a router or a task
+// manager all watch a run this way.
+type Watch struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *Watch) Reset() {
+	*x = Watch{}
+	mi := &file_subactor_proto_msgTypes[8]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *Watch) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*Watch) ProtoMessage() {}
+
+func (x *Watch) ProtoReflect() protoreflect.Message {
+	mi := &file_subactor_proto_msgTypes[8]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use Watch.ProtoReflect.Descriptor instead.
+func (*Watch) Descriptor() ([]byte, []int) {
+	return file_subactor_proto_rawDescGZIP(), []int{8}
+}
+
+type RunSettled struct {
+	state  protoimpl.MessageState `protogen:"open.v1"`
+	RunId  string                 `protobuf:"bytes,1,opt,name=run_id,json=runId,proto3" json:"run_id,omitempty"`
+	Result *Result                `protobuf:"bytes,2,opt,name=result,proto3" json:"result,omitempty"`
+	// error is an infrastructure fault the result cannot represent.
+	Error         string `protobuf:"bytes,3,opt,name=error,proto3" json:"error,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *RunSettled) Reset() {
+	*x = RunSettled{}
+	mi := &file_subactor_proto_msgTypes[9]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *RunSettled) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*RunSettled) ProtoMessage() {}
+
+func (x *RunSettled) ProtoReflect() protoreflect.Message {
+	mi := &file_subactor_proto_msgTypes[9]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use RunSettled.ProtoReflect.Descriptor instead.
+func (*RunSettled) Descriptor() ([]byte, []int) {
+	return file_subactor_proto_rawDescGZIP(), []int{9}
+}
+
+func (x *RunSettled) GetRunId() string {
+	if x != nil {
+		return x.RunId
+	}
+	return ""
+}
+
+func (x *RunSettled) GetResult() *Result {
+	if x != nil {
+		return x.Result
+	}
+	return nil
+}
+
+func (x *RunSettled) GetError() string {
+	if x != nil {
+		return x.Error
+	}
+	return ""
+}
+
+type RunQuiesced struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	RunId         string                 `protobuf:"bytes,1,opt,name=run_id,json=runId,proto3" json:"run_id,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *RunQuiesced) Reset() {
+	*x = RunQuiesced{}
+	mi := &file_subactor_proto_msgTypes[10]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *RunQuiesced) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*RunQuiesced) ProtoMessage() {}
+
+func (x *RunQuiesced) ProtoReflect() protoreflect.Message {
+	mi := &file_subactor_proto_msgTypes[10]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use RunQuiesced.ProtoReflect.Descriptor instead.
+func (*RunQuiesced) Descriptor() ([]byte, []int) {
+	return file_subactor_proto_rawDescGZIP(), []int{10}
+}
+
+func (x *RunQuiesced) GetRunId() string {
+	if x != nil {
+		return x.RunId
+	}
+	return ""
+}
+
 type ProviderAdded struct {
 	state         protoimpl.MessageState `protogen:"open.v1"`
 	Provider      string                 `protobuf:"bytes,1,opt,name=provider,proto3" json:"provider,omitempty"`
@@ -457,7 +603,7 @@ type ProviderAdded struct {
 
 func (x *ProviderAdded) Reset() {
 	*x = ProviderAdded{}
-	mi := &file_subactor_proto_msgTypes[8]
+	mi := &file_subactor_proto_msgTypes[11]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -469,7 +615,7 @@ func (x *ProviderAdded) String() string {
 func (*ProviderAdded) ProtoMessage() {}
 
 func (x *ProviderAdded) ProtoReflect() protoreflect.Message {
-	mi := &file_subactor_proto_msgTypes[8]
+	mi := &file_subactor_proto_msgTypes[11]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -482,7 +628,7 @@ func (x *ProviderAdded) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ProviderAdded.ProtoReflect.Descriptor instead.
 func (*ProviderAdded) Descriptor() ([]byte, []int) {
-	return file_subactor_proto_rawDescGZIP(), []int{8}
+	return file_subactor_proto_rawDescGZIP(), []int{11}
 }
 
 func (x *ProviderAdded) GetProvider() string {
@@ -501,7 +647,7 @@ type ProviderRemoved struct {
 
 func (x *ProviderRemoved) Reset() {
 	*x = ProviderRemoved{}
-	mi := &file_subactor_proto_msgTypes[9]
+	mi := &file_subactor_proto_msgTypes[12]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -513,7 +659,7 @@ func (x *ProviderRemoved) String() string {
 func (*ProviderRemoved) ProtoMessage() {}
 
 func (x *ProviderRemoved) ProtoReflect() protoreflect.Message {
-	mi := &file_subactor_proto_msgTypes[9]
+	mi := &file_subactor_proto_msgTypes[12]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -526,7 +672,7 @@ func (x *ProviderRemoved) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ProviderRemoved.ProtoReflect.Descriptor instead.
 func (*ProviderRemoved) Descriptor() ([]byte, []int) {
-	return file_subactor_proto_rawDescGZIP(), []int{9}
+	return file_subactor_proto_rawDescGZIP(), []int{12}
 }
 
 func (x *ProviderRemoved) GetName() string {
@@ -548,7 +694,7 @@ type RunStarted struct {
 
 func (x *RunStarted) Reset() {
 	*x = RunStarted{}
-	mi := &file_subactor_proto_msgTypes[10]
+	mi := &file_subactor_proto_msgTypes[13]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -560,7 +706,7 @@ func (x *RunStarted) String() string {
 func (*RunStarted) ProtoMessage() {}
 
 func (x *RunStarted) ProtoReflect() protoreflect.Message {
-	mi := &file_subactor_proto_msgTypes[10]
+	mi := &file_subactor_proto_msgTypes[13]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -573,7 +719,7 @@ func (x *RunStarted) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RunStarted.ProtoReflect.Descriptor instead.
 func (*RunStarted) Descriptor() ([]byte, []int) {
-	return file_subactor_proto_rawDescGZIP(), []int{10}
+	return file_subactor_proto_rawDescGZIP(), []int{13}
 }
 
 func (x *RunStarted) GetRunId() string {
@@ -619,7 +765,7 @@ type RunEnded struct {
 
 func (x *RunEnded) Reset() {
 	*x = RunEnded{}
-	mi := &file_subactor_proto_msgTypes[11]
+	mi := &file_subactor_proto_msgTypes[14]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -631,7 +777,7 @@ func (x *RunEnded) String() string {
 func (*RunEnded) ProtoMessage() {}
 
 func (x *RunEnded) ProtoReflect() protoreflect.Message {
-	mi := &file_subactor_proto_msgTypes[11]
+	mi := &file_subactor_proto_msgTypes[14]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -644,7 +790,7 @@ func (x *RunEnded) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RunEnded.ProtoReflect.Descriptor instead.
 func (*RunEnded) Descriptor() ([]byte, []int) {
-	return file_subactor_proto_rawDescGZIP(), []int{11}
+	return file_subactor_proto_rawDescGZIP(), []int{14}
 }
 
 func (x *RunEnded) GetRunId() string {
@@ -710,7 +856,7 @@ type RunProgress struct {
 
 func (x *RunProgress) Reset() {
 	*x = RunProgress{}
-	mi := &file_subactor_proto_msgTypes[12]
+	mi := &file_subactor_proto_msgTypes[15]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -722,7 +868,7 @@ func (x *RunProgress) String() string {
 func (*RunProgress) ProtoMessage() {}
 
 func (x *RunProgress) ProtoReflect() protoreflect.Message {
-	mi := &file_subactor_proto_msgTypes[12]
+	mi := &file_subactor_proto_msgTypes[15]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -735,7 +881,7 @@ func (x *RunProgress) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RunProgress.ProtoReflect.Descriptor instead.
 func (*RunProgress) Descriptor() ([]byte, []int) {
-	return file_subactor_proto_rawDescGZIP(), []int{12}
+	return file_subactor_proto_rawDescGZIP(), []int{15}
 }
 
 func (x *RunProgress) GetRunId() string {
@@ -789,7 +935,7 @@ type ListenerOverflow struct {
 
 func (x *ListenerOverflow) Reset() {
 	*x = ListenerOverflow{}
-	mi := &file_subactor_proto_msgTypes[13]
+	mi := &file_subactor_proto_msgTypes[16]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -801,7 +947,7 @@ func (x *ListenerOverflow) String() string {
 func (*ListenerOverflow) ProtoMessage() {}
 
 func (x *ListenerOverflow) ProtoReflect() protoreflect.Message {
-	mi := &file_subactor_proto_msgTypes[13]
+	mi := &file_subactor_proto_msgTypes[16]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -814,7 +960,7 @@ func (x *ListenerOverflow) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListenerOverflow.ProtoReflect.Descriptor instead.
 func (*ListenerOverflow) Descriptor() ([]byte, []int) {
-	return file_subactor_proto_rawDescGZIP(), []int{13}
+	return file_subactor_proto_rawDescGZIP(), []int{16}
 }
 
 func (x *ListenerOverflow) GetBound() int64 {
@@ -833,7 +979,7 @@ type ListenerFailed struct {
 
 func (x *ListenerFailed) Reset() {
 	*x = ListenerFailed{}
-	mi := &file_subactor_proto_msgTypes[14]
+	mi := &file_subactor_proto_msgTypes[17]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -845,7 +991,7 @@ func (x *ListenerFailed) String() string {
 func (*ListenerFailed) ProtoMessage() {}
 
 func (x *ListenerFailed) ProtoReflect() protoreflect.Message {
-	mi := &file_subactor_proto_msgTypes[14]
+	mi := &file_subactor_proto_msgTypes[17]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -858,7 +1004,7 @@ func (x *ListenerFailed) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListenerFailed.ProtoReflect.Descriptor instead.
 func (*ListenerFailed) Descriptor() ([]byte, []int) {
-	return file_subactor_proto_rawDescGZIP(), []int{14}
+	return file_subactor_proto_rawDescGZIP(), []int{17}
 }
 
 func (x *ListenerFailed) GetReason() string {
@@ -899,7 +1045,15 @@ const file_subactor_proto_rawDesc = "" +
 	"\x06reason\x18\x03 \x01(\tR\x06reason\" \n" +
 	"\x06Cancel\x12\x16\n" +
 	"\x06reason\x18\x01 \x01(\tR\x06reason\"\t\n" +
-	"\aDispose\"+\n" +
+	"\aDispose\"\a\n" +
+	"\x05Watch\"l\n" +
+	"\n" +
+	"RunSettled\x12\x15\n" +
+	"\x06run_id\x18\x01 \x01(\tR\x05runId\x121\n" +
+	"\x06result\x18\x02 \x01(\v2\x19.subactor.messages.ResultR\x06result\x12\x14\n" +
+	"\x05error\x18\x03 \x01(\tR\x05error\"$\n" +
+	"\vRunQuiesced\x12\x15\n" +
+	"\x06run_id\x18\x01 \x01(\tR\x05runId\"+\n" +
 	"\rProviderAdded\x12\x1a\n" +
 	"\bprovider\x18\x01 \x01(\tR\bprovider\"%\n" +
 	"\x0fProviderRemoved\x12\x12\n" +
@@ -945,7 +1099,7 @@ func file_subactor_proto_rawDescGZIP() []byte {
 	return file_subactor_proto_rawDescData
 }
 
-var file_subactor_proto_msgTypes = make([]protoimpl.MessageInfo, 15)
+var file_subactor_proto_msgTypes = make([]protoimpl.MessageInfo, 18)
 var file_subactor_proto_goTypes = []any{
 	(*ContentBlock)(nil),     // 0: subactor.messages.ContentBlock
 	(*Usage)(nil),            // 1: subactor.messages.Usage
@@ -955,25 +1109,29 @@ var file_subactor_proto_goTypes = []any{
 	(*SteerAnswer)(nil),      // 5: subactor.messages.SteerAnswer
 	(*Cancel)(nil),           // 6: subactor.messages.Cancel
 	(*Dispose)(nil),          // 7: subactor.messages.Dispose
-	(*ProviderAdded)(nil),    // 8: subactor.messages.ProviderAdded
-	(*ProviderRemoved)(nil),  // 9: subactor.messages.ProviderRemoved
-	(*RunStarted)(nil),       // 10: subactor.messages.RunStarted
-	(*RunEnded)(nil),         // 11: subactor.messages.RunEnded
-	(*RunProgress)(nil),      // 12: subactor.messages.RunProgress
-	(*ListenerOverflow)(nil), // 13: subactor.messages.ListenerOverflow
-	(*ListenerFailed)(nil),   // 14: subactor.messages.ListenerFailed
+	(*Watch)(nil),            // 8: subactor.messages.Watch
+	(*RunSettled)(nil),       // 9: subactor.messages.RunSettled
+	(*RunQuiesced)(nil),      // 10: subactor.messages.RunQuiesced
+	(*ProviderAdded)(nil),    // 11: subactor.messages.ProviderAdded
+	(*ProviderRemoved)(nil),  // 12: subactor.messages.ProviderRemoved
+	(*RunStarted)(nil),       // 13: subactor.messages.RunStarted
+	(*RunEnded)(nil),         // 14: subactor.messages.RunEnded
+	(*RunProgress)(nil),      // 15: subactor.messages.RunProgress
+	(*ListenerOverflow)(nil), // 16: subactor.messages.ListenerOverflow
+	(*ListenerFailed)(nil),   // 17: subactor.messages.ListenerFailed
 }
 var file_subactor_proto_depIdxs = []int32{
 	0, // 0: subactor.messages.Result.output:type_name -> subactor.messages.ContentBlock
 	1, // 1: subactor.messages.Result.usage:type_name -> subactor.messages.Usage
 	0, // 2: subactor.messages.Steer.content:type_name -> subactor.messages.ContentBlock
-	1, // 3: subactor.messages.RunEnded.usage:type_name -> subactor.messages.Usage
-	1, // 4: subactor.messages.RunProgress.usage:type_name -> subactor.messages.Usage
-	5, // [5:5] is the sub-list for method output_type
-	5, // [5:5] is the sub-list for method input_type
-	5, // [5:5] is the sub-list for extension type_name
-	5, // [5:5] is the sub-list for extension extendee
-	0, // [0:5] is the sub-list for field type_name
+	2, // 3: subactor.messages.RunSettled.result:type_name -> subactor.messages.Result
+	1, // 4: subactor.messages.RunEnded.usage:type_name -> subactor.messages.Usage
+	1, // 5: subactor.messages.RunProgress.usage:type_name -> subactor.messages.Usage
+	6, // [6:6] is the sub-list for method output_type
+	6, // [6:6] is the sub-list for method input_type
+	6, // [6:6] is the sub-list for extension type_name
+	6, // [6:6] is the sub-list for extension extendee
+	0, // [0:6] is the sub-list for field type_name
 }
 
 func init() { file_subactor_proto_init() }
@@ -987,7 +1145,7 @@ func file_subactor_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_subactor_proto_rawDesc), len(file_subactor_proto_rawDesc)),
 			NumEnums:      0,
-			NumMessages:   15,
+			NumMessages:   18,
 			NumExtensions: 0,
 			NumServices:   0,
 		},

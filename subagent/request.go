@@ -1,6 +1,9 @@
 package subagent
 
-import "encoding/json"
+import (
+	"encoding/json"
+	"time"
+)
 
 // StartRequest asks a provider for a child.
 type StartRequest struct {
@@ -37,6 +40,18 @@ type Scope struct {
 	Parent ParentRef
 	// Events receives the run's progress; never nil from the Service.
 	Events EventSink
+	// Restarts is the embedder's policy for relaunching a continuable
+	// run's child after a crash; a run without a checkpoint to relaunch
+	// from settles error instead.
+	Restarts RestartPolicy
+}
+
+// RestartPolicy is how often a continuable run's child may be relaunched
+// from its last checkpoint after a crash (A2): at most Max relaunches
+// within any Window. The zero policy never relaunches.
+type RestartPolicy struct {
+	Max    int
+	Window time.Duration
 }
 
 // ParentRef names a delegating parent as a plain, serialisable value.

@@ -14,9 +14,14 @@
 // recovered in place; the listeners are told with subagent.ListenerFailed,
 // since an event may be missing.
 //
-// A parent actor with nothing left to do tells the registry, which retires
-// it unless it has handed out a reference the actor has not used yet; a
-// later start or subscription for the same agent gets a fresh one.
+// Run actors live under their parent actor: stopping the parent (its
+// retirement needs none left; Service.Close stops every parent) stops its
+// runs, which cancels their children.
+//
+// A parent actor with nothing left to do (no run expected, live or alive,
+// no listener) tells the registry, which retires it unless it has handed
+// out a reference the actor has not used yet; a later start or
+// subscription for the same agent gets a fresh one.
 package parent
 
 import (
@@ -28,6 +33,7 @@ import (
 	"github.com/subactor/subactor/actors/internal/fanout"
 	"github.com/subactor/subactor/actors/internal/guard"
 	"github.com/subactor/subactor/actors/internal/inline"
+	"github.com/subactor/subactor/actors/internal/reply"
 	"github.com/subactor/subactor/subagent"
 )
 
@@ -36,6 +42,12 @@ import (
 type (
 	// Subscribe adds a listener.
 	Subscribe struct{ Sub *fanout.Sub }
+	// SpawnRun spawns a run actor under this one, so that stopping the
+	// parent stops its runs; answered with the run's PID.
+	SpawnRun struct {
+		reply.To
+		Props *actor.Props
+	}
 	// Expect announces a run whose provider is about to start with a
 	// sink to this actor: its progress is held until Published, and
 	// dropped on Discarded.
@@ -73,6 +85,7 @@ func Props(log *slog.Logger, parentID string) *actor.Props {
 			log:  log,
 			live: map[string]*Published{},
 			held: map[string][]subagent.RunProgress{},
+			runs: map[string]bool{},
 		}
 	})
 }
@@ -83,6 +96,7 @@ type parentActor struct {
 	listeners fanout.Fanout
 	live      map[string]*Published             // started, not yet ended
 	held      map[string][]subagent.RunProgress // expected runs' progress before Published
+	runs      map[string]bool                   // run actors alive under this one, by PID id
 	uses      int64
 }
 
@@ -103,6 +117,15 @@ func (a *parentActor) receive(c actor.Context, msg any) {
 	case *Subscribe:
 		a.uses++
 		a.listeners.Add(m.Sub)
+	case *SpawnRun:
+		pid := c.SpawnPrefix(m.Props, "run-")
+		a.runs[pid.Id] = true
+		m.Answer(pid)
+	case *actor.Terminated:
+		if a.runs[m.Who.Id] {
+			delete(a.runs, m.Who.Id)
+			a.idle(c)
+		}
 	case *Expect:
 		a.uses++
 		a.held[m.RunID] = nil
@@ -153,7 +176,7 @@ func (a *parentActor) end(s *Settled) {
 
 // idle offers the registry to retire this actor once nothing is left.
 func (a *parentActor) idle(c actor.Context) {
-	if len(a.live) == 0 && len(a.held) == 0 && a.listeners.Len() == 0 {
+	if len(a.live) == 0 && len(a.held) == 0 && len(a.runs) == 0 && a.listeners.Len() == 0 {
 		c.Send(c.Parent(), &Idle{ParentID: a.id, Uses: a.uses, PID: c.Self()})
 	}
 }

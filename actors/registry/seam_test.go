@@ -7,7 +7,9 @@ import (
 	"testing"
 	"time"
 
+	"github.com/subactor/subactor/actors"
 	"github.com/subactor/subactor/actors/internal/guard"
+	"github.com/subactor/subactor/actors/registry"
 	"github.com/subactor/subactor/actors/run"
 	"github.com/subactor/subactor/internal/await"
 	"github.com/subactor/subactor/subagent"
@@ -100,5 +102,55 @@ func TestA1_ACallersBlockingObserverDoesNotStallTheRun(t *testing.T) {
 	await.Recv(t, observed, "the observer")
 	if err := r.Dispose(await.Ctx(t)); err != nil {
 		t.Fatalf("Dispose while a caller's observer blocks: %v", err)
+	}
+}
+
+// Contracts A1, R3: run actors live under their parent's actor, so closing
+// the Service stops every live run: its child is cancelled, it settles
+// aborted, and Dispose returns once the child has returned.
+func TestA1R3_ClosingTheServiceStopsTheRunsUnderIt(t *testing.T) {
+	f := newFixture(t)
+	f.provider(t, "p", allCaps()) // never released: the child waits for its cancel
+	r, err := f.svc.Start(await.Ctx(t), "p", request("x"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	f.svc.Close()
+	res, err := r.Wait(await.Ctx(t))
+	if err != nil || res.StopReason != subagent.Aborted || !errors.Is(res.Cause, run.ErrStopped) {
+		t.Fatalf("a run whose Service closed settled %+v, %v", res, err)
+	}
+	if err := r.Dispose(await.Ctx(t)); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// Contract A2: the embedder's restart policy reaches every run through its
+// scope: a continuable child that crashes is relaunched within it.
+func TestA2_TheEmbeddersRestartPolicyReachesTheRuns(t *testing.T) {
+	sys := actors.NewSystem()
+	svc := registry.New(sys, registry.WithRunRestarts(subagent.RestartPolicy{Max: 1, Window: time.Hour}))
+	t.Cleanup(func() { svc.Close(); sys.Shutdown() })
+	f := fixture{sys, svc}
+	p := &testProvider{name: "durable", sys: sys}
+	p.start = func(ctx context.Context, req subagent.StartRequest) (subagent.Run, error) {
+		h := run.Start(sys, run.Spec{Scope: req.Scope, Ctx: ctx,
+			Body: func(context.Context, *run.Gate) (subagent.Result, error) { panic("crash") },
+			Relaunch: func(context.Context, *run.Gate) (subagent.Result, error) {
+				return subagent.Result{Output: []subagent.ContentBlock{subagent.Text("resumed")}, StopReason: subagent.Completed}, nil
+			},
+		})
+		h.Publish()
+		return h, nil
+	}
+	release, _ := f.svc.RegisterProvider(p)
+	defer release()
+	r, err := f.svc.Start(await.Ctx(t), "durable", request("x"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer r.Dispose(await.Ctx(t))
+	if res, err := r.Wait(await.Ctx(t)); err != nil || subagent.TextOf(res.Output) != "resumed" {
+		t.Fatalf("crashed continuable run settled %+v, %v", res, err)
 	}
 }

@@ -60,6 +60,9 @@ type Options struct {
 	// not yet handled; past it the listener is detached with a
 	// subagent.ListenerOverflow notice. Default DefaultListenerBound.
 	ListenerBound int
+	// RunRestarts is how often a continuable run's child is relaunched
+	// from its last checkpoint after a crash (A2). Default: never.
+	RunRestarts subagent.RestartPolicy
 }
 
 // Option configures a Service.
@@ -70,6 +73,9 @@ func WithIdleParents(n int) Option { return func(o *Options) { o.IdleParents = m
 
 // WithListenerBound sets Options.ListenerBound (at least 1).
 func WithListenerBound(n int) Option { return func(o *Options) { o.ListenerBound = max(n, 1) } }
+
+// WithRunRestarts sets Options.RunRestarts.
+func WithRunRestarts(p subagent.RestartPolicy) Option { return func(o *Options) { o.RunRestarts = p } }
 
 // New starts a Service on sys.
 func New(sys *actors.System, opts ...Option) *Service {
@@ -89,9 +95,11 @@ func New(sys *actors.System, opts ...Option) *Service {
 	return &Service{sys: raw, log: sys.Logger(), pid: pid, opts: o, closed: make(chan struct{})}
 }
 
-// Close stops the registry and its parent actors and releases every
-// listener. It never waits for a listener's own code (E5). Runs already
-// returned to callers are theirs to dispose.
+// Close stops the registry and its parent actors, which stops every run
+// actor under them (their children are cancelled and settle aborted), and
+// releases every listener. It never waits for a listener's own code (E5).
+// Callers still dispose the runs they hold; Dispose then returns once the
+// child has returned.
 func (s *Service) Close() {
 	s.closeOnce.Do(func() {
 		_ = s.sys.Root.PoisonFuture(s.pid).Wait()
@@ -279,9 +287,10 @@ func (s *Service) open(ctx context.Context, name string, req subagent.StartReque
 	// event of the run follows its start (E1, E6).
 	s.sys.Root.Send(owner, &parent.Expect{RunID: runID})
 	req.Scope = subagent.Scope{
-		RunID:  runID,
-		Parent: subagent.ParentRef{SessionID: parentID, Depth: subagent.DelegationDepthOf(req.Parent)},
-		Events: sink{sys: s.sys, owner: owner},
+		RunID:    runID,
+		Parent:   subagent.ParentRef{SessionID: parentID, Depth: subagent.DelegationDepthOf(req.Parent)},
+		Events:   sink{s: s, owner: owner},
+		Restarts: s.opts.RunRestarts,
 	}
 	var run subagent.Run
 	if resume {
@@ -315,13 +324,22 @@ func (s *Service) open(ctx context.Context, name string, req subagent.StartReque
 	return wrap(run, runID), nil
 }
 
-// sink forwards a run's progress to its parent actor.
+// sink forwards a run's progress to its parent actor, and spawns the run's
+// actor under it (package run looks for SpawnRun).
 type sink struct {
-	sys   *actor.ActorSystem
+	s     *Service
 	owner *actor.PID
 }
 
-func (k sink) Emit(ev subagent.RunProgress) { k.sys.Root.Send(k.owner, &parent.Progress{Event: ev}) }
+func (k sink) Emit(ev subagent.RunProgress) { k.s.sys.Root.Send(k.owner, &parent.Progress{Event: ev}) }
+
+func (k sink) SpawnRun(props *actor.Props) (*actor.PID, error) {
+	r, err := k.s.call(context.Background(), k.owner, &parent.SpawnRun{To: reply.New(), Props: props})
+	if err != nil {
+		return nil, err
+	}
+	return r.(*actor.PID), nil
+}
 
 // serviceRun is a provider's run as the Service returns it: its id is the
 // one the Service minted, and observers run off the run's goroutines.

@@ -78,7 +78,7 @@ func (p *testProvider) Start(ctx context.Context, req subagent.StartRequest) (su
 }
 
 func (p *testProvider) spawn(ctx context.Context, req subagent.StartRequest, body run.Body) *run.Handle {
-	spec := run.Spec{RunID: req.Scope.RunID, SessionID: fmt.Sprintf("%s-child-%d", p.name, p.starts.Load()), Ctx: ctx, Body: body}
+	spec := run.Spec{Scope: req.Scope, SessionID: fmt.Sprintf("%s-child-%d", p.name, p.starts.Load()), Ctx: ctx, Body: body}
 	if p.local {
 		spec.Agent = parentAgent{id: spec.SessionID, depth: subagent.DelegationDepthOf(req.Parent) + 1}
 	}
@@ -151,14 +151,14 @@ func TestS1_ReleaseBlocksNewStartsButNotLiveRuns(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer r.Dispose(context.Background())
+	defer func() { r.Dispose(await.Ctx(t)) }()
 	release()
 	release() // idempotent
 	if _, err := f.svc.Start(context.Background(), "p", request("x")); !errors.Is(err, subagent.ErrNoProvider) {
 		t.Fatalf("start after release: %v", err)
 	}
 	close(p.release)
-	res, err := r.Wait(context.Background())
+	res, err := r.Wait(await.Ctx(t))
 	if err != nil || subagent.TextOf(res.Output) != "still mine" {
 		t.Fatalf("run returned before release was revoked: %+v, %v", res, err)
 	}
@@ -328,7 +328,7 @@ func TestS4_StartReturnsARunOnceTheChildIsReady(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer r.Dispose(context.Background())
+	defer func() { r.Dispose(await.Ctx(t)) }()
 	if r.SessionID() != "p-child-1" || r.ID() == "" || r.ID() == r.SessionID() || r.LocalAgent() == nil || p.starts.Load() != 1 {
 		t.Fatalf("run %q session %q agent %v starts %d", r.ID(), r.SessionID(), r.LocalAgent(), p.starts.Load())
 	}
@@ -425,7 +425,7 @@ func TestS5_RunReturnedAfterCancellationIsDisposedNotPublished(t *testing.T) {
 	if r != nil || !errors.Is(err, context.Canceled) {
 		t.Fatalf("Start = %v, %v", r, err)
 	}
-	res, _ := handle.Wait(context.Background())
+	res, _ := handle.Wait(await.Ctx(t))
 	if res.StopReason != subagent.Aborted {
 		t.Fatalf("unpublished run not cancelled: %v", res.StopReason)
 	}
@@ -436,7 +436,7 @@ func TestS5_RunReturnedAfterCancellationIsDisposedNotPublished(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer m.Dispose(context.Background())
+	defer func() { m.Dispose(await.Ctx(t)) }()
 	if ev := rec.next(t).(subagent.RunStarted); ev.RunID != m.ID() {
 		t.Fatalf("first event is for %q, not the marker %q", ev.RunID, m.ID())
 	}
@@ -451,9 +451,9 @@ func TestS5_CancelAfterPublicationSettlesNonCompleted(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer r.Dispose(context.Background())
+	defer func() { r.Dispose(await.Ctx(t)) }()
 	cancel()
-	res, err := r.Wait(context.Background())
+	res, err := r.Wait(await.Ctx(t))
 	if err != nil || res.StopReason != subagent.Aborted {
 		t.Fatalf("cancelled run = %+v, %v", res, err)
 	}
@@ -478,7 +478,7 @@ func TestE1E2_StartPrecedesEndEvenForAnAlreadySettledChild(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer r.Dispose(context.Background())
+	defer func() { r.Dispose(await.Ctx(t)) }()
 	start, ok := rec.next(t).(subagent.RunStarted)
 	if !ok {
 		t.Fatal("first event is not subagent/start")
@@ -510,7 +510,7 @@ func TestE2_LocalFlagComesFromTheProvidersAgentNotItsNames(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer r.Dispose(context.Background())
+	defer func() { r.Dispose(await.Ctx(t)) }()
 	if ev := rec.next(t).(subagent.RunStarted); ev.Local || r.LocalAgent() != nil {
 		t.Fatalf("remote run reported local: %#v", ev)
 	}
@@ -531,8 +531,8 @@ func TestE3_RunEventsAreScopedToTheDelegatingParent(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		r.Wait(context.Background())
-		r.Dispose(context.Background())
+		r.Wait(await.Ctx(t))
+		r.Dispose(await.Ctx(t))
 	}
 	for _, c := range []struct {
 		r    recorder
@@ -571,14 +571,14 @@ func TestA1_AStartThatPreparedBeforeReleaseProceeds(t *testing.T) {
 		r, err := f.svc.Start(context.Background(), "p", request("first"))
 		done <- started{r, err}
 	}()
-	<-entered // the registry's mailbox has handed out the provider
+	await.Recv(t, entered, "the provider's Start to be entered") // the registry's mailbox has handed out the provider
 	release()
 	close(proceed)
-	s := <-done
+	s := await.Recv(t, done, "the first Start to return")
 	if s.err != nil {
 		t.Fatalf("a start ordered before the release failed: %v", s.err)
 	}
-	defer s.r.Dispose(context.Background())
+	defer func() { s.r.Dispose(await.Ctx(t)) }()
 	if _, err := f.svc.Start(context.Background(), "p", request("second")); !errors.Is(err, subagent.ErrNoProvider) {
 		t.Fatalf("a start ordered after the release: %v", err)
 	}
@@ -599,8 +599,8 @@ func TestA2_PanickingChildSettlesErrorAndEndsTheRunEvent(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer r.Dispose(context.Background())
-	if res, _ := r.Wait(context.Background()); res.StopReason != subagent.Error {
+	defer func() { r.Dispose(await.Ctx(t)) }()
+	if res, _ := r.Wait(await.Ctx(t)); res.StopReason != subagent.Error {
 		t.Fatalf("stop reason %v", res.StopReason)
 	}
 	rec.next(t)
@@ -623,8 +623,8 @@ func TestR2_InfrastructureFaultEndsWithErrorStopReason(t *testing.T) {
 	release, _ := f.svc.RegisterProvider(p)
 	defer release()
 	r, _ := f.svc.Start(context.Background(), "infra", request("x"))
-	defer r.Dispose(context.Background())
-	if _, err := r.Wait(context.Background()); err == nil {
+	defer func() { r.Dispose(await.Ctx(t)) }()
+	if _, err := r.Wait(await.Ctx(t)); err == nil {
 		t.Fatal("infrastructure fault not reported")
 	}
 	rec.next(t)
@@ -661,8 +661,8 @@ func TestS6_ResumeDispatchesToAResumerAndIsObservedLikeStart(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer r.Dispose(context.Background())
-	res, _ := r.Wait(context.Background())
+	defer func() { r.Dispose(await.Ctx(t)) }()
+	res, _ := r.Wait(await.Ctx(t))
 	if subagent.TextOf(res.Output) != "resumed child-7" {
 		t.Fatalf("resumed output %q", subagent.TextOf(res.Output))
 	}
@@ -690,8 +690,8 @@ func TestA1_ParentActorsAreRetiredOnceIdle(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		r.Wait(context.Background())
-		r.Dispose(context.Background())
+		r.Wait(await.Ctx(t))
+		r.Dispose(await.Ctx(t))
 	}
 	// A listener keeps its parent actor alive and still hears new runs.
 	rec := make(recorder, 4)
@@ -699,8 +699,8 @@ func TestA1_ParentActorsAreRetiredOnceIdle(t *testing.T) {
 	req := request("y")
 	req.Parent = parentAgent{id: "kept"}
 	r, _ := f.svc.Start(context.Background(), "p", req)
-	r.Wait(context.Background())
-	r.Dispose(context.Background())
+	r.Wait(await.Ctx(t))
+	r.Dispose(await.Ctx(t))
 	if _, ok := rec.next(t).(subagent.RunStarted); !ok {
 		t.Fatal("listener of a kept parent missed the start")
 	}

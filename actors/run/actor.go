@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"strconv"
+	"time"
 
 	"github.com/asynkron/protoactor-go/actor"
 
@@ -16,7 +17,7 @@ import (
 // peer can forge them when nodes talk (K3). The child's goroutine, the
 // provider and the Handle send these; the wire messages a run answers are
 // the protobuf ones in package messages (Steer, SteerWithdraw, Cancel,
-// Dispose).
+// Dispose, Watch).
 type (
 	publish      struct{}
 	takeSnapshot struct{ reply chan snapshot }
@@ -27,6 +28,7 @@ type (
 	childExited struct {
 		result subagent.Result
 		err    error
+		panic  string
 	}
 	// cancelFor is the start context ending, with its cause.
 	cancelFor struct{ cause error }
@@ -47,31 +49,32 @@ type runActor struct {
 	life    *Lifecycle
 	settle  context.CancelFunc
 	started bool
-	cancel  context.CancelCauseFunc // the child's context
+	cancel  context.CancelCauseFunc // the live child's context
 	stopCtx func() bool             // detaches the start context's AfterFunc
 	replies map[string]steerFrom    // pending steers by key
 	takes   map[string]chan snapshot
+	senders map[string]*actor.PID // watchers and disposers by key
 	nextKey int
 	// observers are called when the run settles.
 	observers []func(subagent.Result, error)
 }
 
-// Receive recovers a panic in place: the run settles error and its child
-// is cancelled, every pending steer is answered, and Dispose still
-// quiesces it (A2).
+// Receive recovers a panic in place (A2): the crash is a lifecycle input
+// (a relaunch within budget, or an error settle), the command being
+// handled is answered, and a Dispose is never dropped.
 func (a *runActor) Receive(c actor.Context) {
 	msg := c.Message()
 	if p := guard.Receive("run", msg, func() { a.receive(c, msg) }); p != nil {
 		c.Logger().Error("subagent: run actor crashed", "run", a.h.id, "message", fmt.Sprintf("%T", msg), "panic", p)
 		// A steer the crash kept from being recorded is answered here;
-		// one that was recorded is refused by the crash transition.
+		// one that was recorded is refused or kept by the transition.
 		steer, isSteer := msg.(*messages.Steer)
 		unrecorded := isSteer && c.Sender() != nil
 		if unrecorded {
 			_, recorded := a.replies[steerKey(c.Sender(), steer.SteerId)]
 			unrecorded = !recorded
 		}
-		a.step(c, InCrash{Reason: fmt.Sprintf("handling %T: %v", msg, p)})
+		a.step(c, InCrash{Reason: fmt.Sprintf("handling %T: %v", msg, p), At: time.Now()})
 		switch msg.(type) {
 		case *messages.Steer:
 			if unrecorded {
@@ -79,7 +82,7 @@ func (a *runActor) Receive(c actor.Context) {
 			}
 		case *messages.Dispose:
 			// The crash must not drop a Dispose: its callers wait for it.
-			a.step(c, InDispose{})
+			a.step(c, InDispose{ID: a.sender(c)})
 		}
 	}
 }
@@ -89,7 +92,8 @@ func (a *runActor) receive(c actor.Context, msg any) {
 	case *actor.Started:
 		if !a.started {
 			a.started = true
-			a.launch(c)
+			a.watchStart(c)
+			a.launch(c, a.spec.Body)
 		}
 	case *actor.Stopped:
 		a.step(c, InStopped{})
@@ -102,11 +106,12 @@ func (a *runActor) receive(c actor.Context, msg any) {
 	case publish:
 		a.step(c, InPublish{})
 	case takeSnapshot:
-		key := a.key()
+		a.nextKey++
+		key := "take#" + strconv.Itoa(a.nextKey)
 		a.takes[key] = m.reply
 		a.step(c, InTake{ID: key})
 	case childExited:
-		a.step(c, InExited{Result: m.result, Err: m.err})
+		a.step(c, InExited{Result: m.result, Err: m.err, Panic: m.panic, At: time.Now()})
 	case cancelFor:
 		a.step(c, InCancel{Cause: m.cause})
 	case *messages.Steer:
@@ -122,19 +127,30 @@ func (a *runActor) receive(c actor.Context, msg any) {
 	case *messages.Cancel:
 		a.step(c, InCancel{Cause: fmt.Errorf("run: cancelled: %s", m.Reason)})
 	case *messages.Dispose:
-		a.step(c, InDispose{})
+		a.step(c, InDispose{ID: a.sender(c)})
+	case *messages.Watch:
+		if id := a.sender(c); id != "" {
+			a.step(c, InWatch{ID: id})
+		}
 	}
+}
+
+// sender remembers a wire sender to answer later and returns its key, or
+// "" when the message came without one (the local handle).
+func (a *runActor) sender(c actor.Context) string {
+	s := c.Sender()
+	if s == nil {
+		return ""
+	}
+	key := s.Address + "/" + s.Id
+	a.senders[key] = s
+	return key
 }
 
 // steerKey identifies a steer by its sender's address and the sender's id
 // for it: a router steering on behalf of many callers gets each answer.
 func steerKey(s *actor.PID, id uint64) string {
 	return s.Address + "/" + s.Id + "#" + strconv.FormatUint(id, 10)
-}
-
-func (a *runActor) key() string {
-	a.nextKey++
-	return "take#" + strconv.Itoa(a.nextKey)
 }
 
 func (a *runActor) step(c actor.Context, in Input) {
@@ -163,10 +179,26 @@ func (a *runActor) step(c actor.Context, in Input) {
 			}
 			a.observers = nil
 			a.settle()
+		case TellSettled:
+			if to := a.senders[fx.ID]; to != nil {
+				settled := &messages.RunSettled{RunId: a.h.id, Result: messages.FromResult(a.h.result)}
+				if a.h.err != nil {
+					settled.Error = a.h.err.Error()
+				}
+				c.Send(to, settled)
+			}
+		case Relaunch:
+			c.Logger().Warn("subagent: relaunching a crashed run from its last checkpoint", "run", a.h.id, "attempt", fx.Attempt)
+			a.launch(c, a.spec.Relaunch)
 		case StopSelf:
 			c.Stop(c.Self())
 		case Quiesced:
-			close(a.h.quiesced)
+			close(a.h.stopped)
+			a.h.done()
+		case TellQuiesced:
+			if to := a.senders[fx.ID]; to != nil {
+				c.Send(to, &messages.RunQuiesced{RunId: a.h.id})
+			}
 		}
 	}
 }
@@ -185,33 +217,39 @@ func (a *runActor) notify(c actor.Context, f func(subagent.Result, error)) {
 	f(a.h.result, a.h.err)
 }
 
-// launch starts the body on a goroutine the run owns and ties the start
-// context to a cancel message, so cancellation goes through the mailbox.
-func (a *runActor) launch(c actor.Context) {
-	ctx, cancel := context.WithCancelCause(context.Background())
-	a.cancel = cancel
-	self, root := c.Self(), c.ActorSystem().Root
-	start := a.spec.Ctx
+// watchStart ties the start context to a cancel message, so cancellation
+// goes through the mailbox.
+func (a *runActor) watchStart(c actor.Context) {
+	self, root, start := c.Self(), c.ActorSystem().Root, a.spec.Ctx
 	a.stopCtx = context.AfterFunc(start, func() {
 		root.Send(self, cancelFor{cause: context.Cause(start)})
 	})
-	gate := &Gate{pid: self, root: root, gone: a.h.quiesced, reply: make(chan snapshot, 1)}
+}
+
+// launch starts body on a goroutine the run owns.
+func (a *runActor) launch(c actor.Context, body Body) {
+	ctx, cancel := context.WithCancelCause(context.Background())
+	a.cancel = cancel
+	self, root := c.Self(), c.ActorSystem().Root
+	gate := &Gate{pid: self, root: root, gone: a.h.stopped, reply: make(chan snapshot, 1)}
+	a.h.live.Add(1)
 	go func() {
 		var exited childExited
+		defer a.h.done()
 		defer func() { root.Send(self, exited) }()
-		defer a.release(&exited)
+		defer a.release(&exited, cancel)
 		defer func() {
 			if p := recover(); p != nil {
-				exited.result = subagent.Stopped(subagent.Error, fmt.Sprintf("child panicked: %v", p))
+				exited.panic = fmt.Sprint(p)
 			}
 		}()
-		exited.result, exited.err = a.spec.Body(ctx, gate)
+		exited.result, exited.err = body(ctx, gate)
 	}()
 }
 
 // release frees the child's resources; a panic there is an infrastructure
 // fault of the run, reported instead of lost.
-func (a *runActor) release(exited *childExited) {
+func (a *runActor) release(exited *childExited, cancel context.CancelCauseFunc) {
 	defer func() {
 		if p := recover(); p != nil && exited.err == nil {
 			exited.err = fmt.Errorf("releasing child resources panicked: %v", p)
@@ -220,5 +258,5 @@ func (a *runActor) release(exited *childExited) {
 	if a.spec.Release != nil {
 		a.spec.Release()
 	}
-	a.cancel(context.Canceled)
+	cancel(context.Canceled)
 }

@@ -7,6 +7,7 @@ import (
 	"strings"
 	"sync/atomic"
 	"testing"
+	"time"
 
 	"github.com/asynkron/protoactor-go/actor"
 	"google.golang.org/protobuf/reflect/protoreflect"
@@ -81,7 +82,7 @@ func TestA2_ARealPanicInReceiveSettlesErrorAndStillDisposes(t *testing.T) {
 		}
 	})
 	took := make(chan struct{}, 4)
-	h := Start(sys, Spec{RunID: "r", Ctx: context.Background(), Body: parkedBody(took)})
+	h := Start(sys, Spec{Scope: subagent.Scope{RunID: "r"}, Ctx: context.Background(), Body: parkedBody(took)})
 	await.Recv(t, took, "the first snapshot")
 	panicOn.Store("*messages.SteerWithdraw") // never sent: nothing crashes yet
 	handled(t, h)
@@ -114,7 +115,7 @@ func TestR4_TwoSteersFromOneSenderAreBothAnswered(t *testing.T) {
 		}
 	})
 	took := make(chan struct{}, 4)
-	h := Start(sys, Spec{RunID: "r", Ctx: context.Background(), Body: parkedBody(took)})
+	h := Start(sys, Spec{Scope: subagent.Scope{RunID: "r"}, Ctx: context.Background(), Body: parkedBody(took)})
 	defer h.Dispose(context.Background())
 	await.Recv(t, took, "the first snapshot")
 	answers := make(chan *messages.SteerAnswer, 2)
@@ -166,7 +167,7 @@ func TestR4_SteerStaysBlockedUntilTheChildTakesItsNextSnapshot(t *testing.T) {
 		}
 	})
 	took := make(chan struct{}, 4)
-	h := Start(sys, Spec{RunID: "r", Ctx: context.Background(), Body: parkedBody(took)})
+	h := Start(sys, Spec{Scope: subagent.Scope{RunID: "r"}, Ctx: context.Background(), Body: parkedBody(took)})
 	defer h.Dispose(context.Background())
 	await.Recv(t, took, "the first snapshot")
 	steered := make(chan error, 1)
@@ -203,7 +204,7 @@ func TestK3_NoWireMessageCanSettleOrFeedARun(t *testing.T) {
 		}
 	})
 	took := make(chan struct{}, 4)
-	h := Start(sys, Spec{RunID: "r", Ctx: context.Background(), Body: parkedBody(took)})
+	h := Start(sys, Spec{Scope: subagent.Scope{RunID: "r"}, Ctx: context.Background(), Body: parkedBody(took)})
 	await.Recv(t, took, "the first snapshot")
 	allowed := map[protoreflect.FullName]bool{}
 	for _, m := range []interface{ ProtoReflect() protoreflect.Message }{&messages.Steer{}, &messages.SteerWithdraw{}, &messages.Cancel{}, &messages.Dispose{}} {
@@ -246,7 +247,7 @@ func TestR3_DisposeWaitsForABlockedRelease(t *testing.T) {
 	})
 	releasing, unblock := make(chan struct{}), make(chan struct{})
 	took := make(chan struct{}, 4)
-	h := Start(sys, Spec{RunID: "r", Ctx: context.Background(), Body: parkedBody(took), Release: func() {
+	h := Start(sys, Spec{Scope: subagent.Scope{RunID: "r"}, Ctx: context.Background(), Body: parkedBody(took), Release: func() {
 		close(releasing)
 		<-unblock
 	}})
@@ -275,7 +276,7 @@ func TestR2E1_EveryObserverHasRunWhenWaitReturns(t *testing.T) {
 	sys := actors.NewSystem()
 	defer sys.Shutdown()
 	took := make(chan struct{}, 4)
-	h := Start(sys, Spec{RunID: "r", Ctx: context.Background(), Body: parkedBody(took)})
+	h := Start(sys, Spec{Scope: subagent.Scope{RunID: "r"}, Ctx: context.Background(), Body: parkedBody(took)})
 	await.Recv(t, took, "the first snapshot")
 	settledEarly := make(chan bool, 2)
 	for range 2 {
@@ -289,4 +290,108 @@ func TestR2E1_EveryObserverHasRunWhenWaitReturns(t *testing.T) {
 			t.Fatal("Wait could return before an observer registered earlier had run")
 		}
 	}
+}
+
+// TestA2_AContinuableRunRelaunchesWithinItsBudget: a child that panics is
+// relaunched from its checkpoint (the relaunch body) while the budget
+// lasts, and the run settles with the relaunched child's answer; a run
+// actor crash relaunches it too; past the budget the run settles error.
+func TestA2_AContinuableRunRelaunchesWithinItsBudget(t *testing.T) {
+	sys := actors.NewSystem()
+	defer sys.Shutdown()
+	var launches atomic.Int32
+	relaunch := func(ctx context.Context, g *Gate) (subagent.Result, error) {
+		if launches.Add(1) < 3 {
+			panic("child bug")
+		}
+		return subagent.Result{Output: []subagent.ContentBlock{subagent.Text("recovered")}, StopReason: subagent.Completed}, nil
+	}
+	h := Start(sys, Spec{Scope: subagent.Scope{RunID: "r"}, Ctx: context.Background(), Body: func(context.Context, *Gate) (subagent.Result, error) {
+		panic("first bug")
+	}, Relaunch: relaunch, Restarts: subagent.RestartPolicy{Max: 3, Window: time.Hour}})
+	res, err := h.Wait(await.Ctx(t))
+	if err != nil || res.StopReason != subagent.Completed || subagent.TextOf(res.Output) != "recovered" || launches.Load() != 3 {
+		t.Fatalf("relaunched run settled %+v, %v after %d relaunches", res, err, launches.Load())
+	}
+	if err := h.Dispose(await.Ctx(t)); err != nil {
+		t.Fatal(err)
+	}
+
+	// Past the budget: the third crash within the window settles error.
+	var crashes atomic.Int32
+	always := func(context.Context, *Gate) (subagent.Result, error) { crashes.Add(1); panic("always") }
+	h = Start(sys, Spec{Ctx: context.Background(), Body: always, Relaunch: always, Restarts: subagent.RestartPolicy{Max: 2, Window: time.Hour}})
+	res, _ = h.Wait(await.Ctx(t))
+	var crash *CrashError
+	if res.StopReason != subagent.Error || !errors.As(res.Cause, &crash) || crashes.Load() != 3 {
+		t.Fatalf("run past its budget settled %+v after %d launches", res, crashes.Load())
+	}
+	if err := h.Dispose(await.Ctx(t)); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// TestA2_ARunActorCrashRelaunchesTheChild: a real panic in the run actor's
+// Receive stops the child and relaunches it from its checkpoint; the
+// relaunched child's answer settles the run.
+func TestA2_ARunActorCrashRelaunchesTheChild(t *testing.T) {
+	sys := actors.NewSystem()
+	defer sys.Shutdown()
+	watch(t, func(msg any) {
+		if _, ok := msg.(*messages.Cancel); ok {
+			panic("injected")
+		}
+	})
+	took := make(chan struct{}, 4)
+	relaunched := func(ctx context.Context, g *Gate) (subagent.Result, error) {
+		return subagent.Result{Output: []subagent.ContentBlock{subagent.Text("again")}, StopReason: subagent.Completed}, nil
+	}
+	h := Start(sys, Spec{Ctx: context.Background(), Body: parkedBody(took), Relaunch: relaunched, Restarts: subagent.RestartPolicy{Max: 1, Window: time.Hour}})
+	await.Recv(t, took, "the first snapshot")
+	h.sys.Root.Send(h.pid, &messages.Cancel{Reason: "crash the actor"})
+	res, err := h.Wait(await.Ctx(t))
+	if err != nil || res.StopReason != subagent.Completed || subagent.TextOf(res.Output) != "again" {
+		t.Fatalf("run after an actor crash settled %+v, %v", res, err)
+	}
+	if err := h.Dispose(await.Ctx(t)); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// TestK1_AWatcherIsToldOfTheSettleAndQuiescenceOverTheWireProtocol: a
+// watcher actor and a wire disposer hear RunSettled and RunQuiesced as
+// protobuf messages, as a remote proxy or a router would.
+func TestK1_AWatcherIsToldOfTheSettleAndQuiescenceOverTheWireProtocol(t *testing.T) {
+	sys := actors.NewSystem()
+	defer sys.Shutdown()
+	took := make(chan struct{}, 4)
+	h := Start(sys, Spec{Scope: subagent.Scope{RunID: "r"}, Ctx: context.Background(), Body: parkedBody(took)})
+	await.Recv(t, took, "the first snapshot")
+	heard := make(chan any, 8)
+	root := sys.ActorSystem().Root
+	watcher := root.Spawn(actor.PropsFromFunc(func(c actor.Context) {
+		switch m := c.Message().(type) {
+		case string:
+			if m == "watch" {
+				c.Request(h.pid, &messages.Watch{})
+			} else {
+				c.Request(h.pid, &messages.Dispose{})
+			}
+		case *messages.RunSettled, *messages.RunQuiesced:
+			heard <- m
+		}
+	}))
+	defer root.Stop(watcher)
+	root.Send(watcher, "watch")
+	root.Send(watcher, "dispose")
+	settled, ok := await.Recv(t, heard, "RunSettled").(*messages.RunSettled)
+	if !ok || settled.RunId != "r" || settled.Result.GetStopReason() != string(subagent.Aborted) {
+		t.Fatalf("first message %+v, want RunSettled aborted", settled)
+	}
+	for range 2 { // once as a watcher, once as the disposer
+		if q, ok := await.Recv(t, heard, "RunQuiesced").(*messages.RunQuiesced); !ok || q.RunId != "r" {
+			t.Fatalf("got %+v, want RunQuiesced", q)
+		}
+	}
+	await.Recv(t, h.quiesced, "the local handle to see quiescence too")
 }

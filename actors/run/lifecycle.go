@@ -3,6 +3,7 @@ package run
 import (
 	"context"
 	"errors"
+	"time"
 
 	"github.com/subactor/subactor/subagent"
 )
@@ -35,12 +36,24 @@ type (
 	InTake     struct{ ID string }
 	// InCancel asks the child to stop; Cause is why (a deadline, say).
 	InCancel struct{ Cause error }
+	// InExited: the child's goroutine returned. Panic is what it panicked
+	// with, "" when it returned; At is when.
 	InExited struct {
 		Result subagent.Result
 		Err    error
+		Panic  string
+		At     time.Time
 	}
+	// InDispose asks for the run's end; ID, when set, is a sender to
+	// acknowledge once quiesced.
 	InDispose struct{ ID string }
-	InCrash   struct{ Reason string }
+	// InWatch adds a watcher to tell of the settle and of quiescence.
+	InWatch struct{ ID string }
+	// InCrash: the actor itself panicked handling a message.
+	InCrash struct {
+		Reason string
+		At     time.Time
+	}
 	InStopped struct{}
 )
 
@@ -51,6 +64,7 @@ func (InTake) input()     {}
 func (InCancel) input()   {}
 func (InExited) input()   {}
 func (InDispose) input()  {}
+func (InWatch) input()    {}
 func (InCrash) input()    {}
 func (InStopped) input()  {}
 
@@ -79,19 +93,30 @@ type (
 		Result subagent.Result
 		Err    error
 	}
+	// TellSettled sends the settled result to a watcher.
+	TellSettled struct{ ID string }
+	// Relaunch starts the child again from its last checkpoint; Attempt
+	// counts relaunches from 1.
+	Relaunch struct{ Attempt int }
 	// StopSelf stops the actor: the child has exited under Dispose.
 	StopSelf struct{}
-	// Quiesced releases every Dispose, past and future: the child has
-	// exited and the actor has stopped.
+	// Quiesced releases every Dispose, past and future: the child was
+	// stopped and the actor has stopped.
 	Quiesced struct{}
+	// TellQuiesced tells a watcher, or acknowledges a Dispose, once
+	// quiesced.
+	TellQuiesced struct{ ID string }
 )
 
-func (CancelChild) effect() {}
-func (AnswerSteer) effect() {}
-func (Deliver) effect()     {}
-func (Settle) effect()      {}
-func (StopSelf) effect()    {}
-func (Quiesced) effect()    {}
+func (CancelChild) effect()  {}
+func (AnswerSteer) effect()  {}
+func (Deliver) effect()      {}
+func (Settle) effect()       {}
+func (TellSettled) effect()  {}
+func (Relaunch) effect()     {}
+func (StopSelf) effect()     {}
+func (Quiesced) effect()     {}
+func (TellQuiesced) effect() {}
 
 type pendingSteer struct {
 	id      string
@@ -106,21 +131,35 @@ type Lifecycle struct {
 	childLive, cancelled                    bool
 	cause                                   error // why the child was cancelled
 	steers                                  []pendingSteer
+	watchers                                []string // told of the settle and of quiescence
+	acks                                    []string // disposers told of quiescence
+
+	relaunchable bool
+	policy       subagent.RestartPolicy
+	crashes      []time.Time // the relaunches within the policy's window
+	restarting   bool        // the child is being stopped to relaunch
+	attempts     int
 }
 
 // Causes of a cancellation the lifecycle makes itself.
 var (
 	ErrDisposing = errors.New("run: disposing")
 	ErrStopped   = errors.New("run: actor stopped")
+	errRelaunch  = errors.New("run: relaunching after a crash")
 )
 
-// CrashError is the cause of a run whose actor crashed.
+// CrashError is the cause of a run whose actor or child crashed beyond its
+// restart budget.
 type CrashError struct{ Reason string }
 
-func (e *CrashError) Error() string { return "run actor crashed: " + e.Reason }
+func (e *CrashError) Error() string { return "run crashed: " + e.Reason }
 
-// NewLifecycle starts in Starting with the child's goroutine running.
-func NewLifecycle() *Lifecycle { return &Lifecycle{childLive: true} }
+// NewLifecycle starts in Starting with the child's goroutine running. A
+// relaunchable run (one with a relaunch body) relaunches its child after a
+// crash within policy.
+func NewLifecycle(relaunchable bool, policy subagent.RestartPolicy) *Lifecycle {
+	return &Lifecycle{childLive: true, relaunchable: relaunchable, policy: policy}
+}
 
 // Phase reports the current phase.
 func (l *Lifecycle) Phase() Phase {
@@ -140,6 +179,9 @@ func (l *Lifecycle) Phase() Phase {
 // Step applies one input.
 func (l *Lifecycle) Step(in Input) []Effect {
 	if l.disposed {
+		if d, ok := in.(InDispose); ok && d.ID != "" {
+			return []Effect{TellQuiesced{ID: d.ID}}
+		}
 		return nil
 	}
 	switch in := in.(type) {
@@ -158,7 +200,7 @@ func (l *Lifecycle) Step(in Input) []Effect {
 			}
 		}
 	case InTake:
-		if l.closedReason() != "" {
+		if l.restarting || l.closedReason() != "" {
 			return []Effect{Deliver{ID: in.ID, Closed: true}}
 		}
 		var fx []Effect
@@ -173,17 +215,11 @@ func (l *Lifecycle) Step(in Input) []Effect {
 	case InCancel:
 		return l.cancel("cancelled", in.Cause)
 	case InExited:
-		l.childLive = false
-		fx := l.refuseSteers("child exited")
-		if !l.settled {
-			l.settled = true
-			fx = append(fx, l.exitSettle(in))
-		}
-		if l.disposing {
-			fx = append(fx, StopSelf{})
-		}
-		return fx
+		return l.exited(in)
 	case InDispose:
+		if in.ID != "" {
+			l.acks = append(l.acks, in.ID)
+		}
 		if l.disposing {
 			return nil
 		}
@@ -192,14 +228,25 @@ func (l *Lifecycle) Step(in Input) []Effect {
 			return l.cancel("disposing", ErrDisposing)
 		}
 		return []Effect{StopSelf{}}
+	case InWatch:
+		l.watchers = append(l.watchers, in.ID)
+		if l.settled {
+			return []Effect{TellSettled{ID: in.ID}}
+		}
 	case InCrash:
+		if l.mayRelaunch(in.At) {
+			// Stop the child; its exit relaunches it. Pending steers
+			// wait for the relaunched child's first snapshot.
+			l.restarting = true
+			return []Effect{CancelChild{Cause: errRelaunch}}
+		}
 		crash := &CrashError{Reason: in.Reason}
+		l.restarting = false // a crash beyond the budget gives up a pending relaunch
 		fx := l.cancel("run crashed", crash)
 		if !l.settled {
-			l.settled = true
 			res := subagent.Stopped(subagent.Error, crash.Error())
 			res.Cause = crash
-			fx = append(fx, Settle{Result: res})
+			fx = append(fx, l.settle(Settle{Result: res})...)
 		}
 		return fx
 	case InStopped:
@@ -209,13 +256,71 @@ func (l *Lifecycle) Step(in Input) []Effect {
 			fx = append(fx, CancelChild{Cause: ErrStopped})
 		}
 		if !l.settled {
-			l.settled = true
-			fx = append(fx, Settle{Result: subagent.Stopped(subagent.Error, "run actor stopped before the child settled")})
+			res := subagent.Stopped(subagent.Aborted, ErrStopped.Error())
+			res.Cause = ErrStopped
+			fx = append(fx, l.settle(Settle{Result: res})...)
 		}
 		l.disposed = true
-		return append(fx, Quiesced{})
+		fx = append(fx, Quiesced{})
+		for _, id := range append(l.watchers, l.acks...) {
+			fx = append(fx, TellQuiesced{ID: id})
+		}
+		return fx
 	}
 	return nil
+}
+
+// exited handles the end of the child's goroutine: a relaunch, a settle, or
+// nothing more than a stop under Dispose.
+func (l *Lifecycle) exited(in InExited) []Effect {
+	l.childLive = false
+	// A child stopped for a relaunch that still finished its work keeps
+	// its answer; one that aborted, or panicked within budget, relaunches.
+	finished := in.Panic == "" && in.Err == nil && in.Result.StopReason != subagent.Aborted
+	restarting := l.restarting
+	l.restarting = false
+	if (restarting && !finished || in.Panic != "" && l.mayRelaunch(in.At)) && !l.cancelled && !l.disposing {
+		l.childLive = true
+		l.attempts++
+		return []Effect{Relaunch{Attempt: l.attempts}}
+	}
+	fx := l.refuseSteers("child exited")
+	if !l.settled {
+		fx = append(fx, l.settle(l.exitSettle(in))...)
+	}
+	if l.disposing {
+		fx = append(fx, StopSelf{})
+	}
+	return fx
+}
+
+// mayRelaunch reports whether a crash at now is within the restart budget,
+// and if so counts it.
+func (l *Lifecycle) mayRelaunch(now time.Time) bool {
+	if !l.relaunchable || l.settled || l.cancelled || l.disposing || l.restarting || l.policy.Max <= 0 {
+		return false
+	}
+	recent := l.crashes[:0]
+	for _, t := range l.crashes {
+		if now.Sub(t) < l.policy.Window {
+			recent = append(recent, t)
+		}
+	}
+	l.crashes = recent
+	if len(l.crashes) >= l.policy.Max {
+		return false
+	}
+	l.crashes = append(l.crashes, now)
+	return true
+}
+
+func (l *Lifecycle) settle(s Settle) []Effect {
+	l.settled = true
+	fx := []Effect{s}
+	for _, id := range l.watchers {
+		fx = append(fx, TellSettled{ID: id})
+	}
+	return fx
 }
 
 // closedReason says why no more steers are admitted, or "" while they are.
@@ -251,10 +356,16 @@ func (l *Lifecycle) cancel(reason string, cause error) []Effect {
 // named one.
 func (l *Lifecycle) exitSettle(in InExited) Settle {
 	if !l.cancelled {
+		if in.Panic != "" {
+			crash := &CrashError{Reason: "child panicked: " + in.Panic}
+			res := subagent.Stopped(subagent.Error, crash.Error())
+			res.Cause = crash
+			return Settle{Result: res}
+		}
 		return Settle{Result: in.Result, Err: in.Err}
 	}
 	res := in.Result
-	if res.StopReason != subagent.Aborted || in.Err != nil {
+	if res.StopReason != subagent.Aborted || in.Err != nil || in.Panic != "" {
 		res.StopReason, res.Detail, res.Cause = subagent.Aborted, l.cause.Error(), l.cause
 	} else if res.Cause == nil {
 		res.Cause = l.cause

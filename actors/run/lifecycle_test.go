@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"slices"
 	"testing"
+	"time"
 
 	"pgregory.net/rapid"
 
@@ -21,7 +22,7 @@ import (
 // child reports after it (S5).
 func TestR2R4R3_LifecycleProperties(t *testing.T) {
 	rapid.Check(t, func(t *rapid.T) {
-		l := NewLifecycle()
+		l := NewLifecycle(false, subagent.RestartPolicy{})
 		var (
 			next              int
 			pendingSteers     []string // sent, not yet answered
@@ -157,7 +158,7 @@ func TestR2R4R3_LifecycleProperties(t *testing.T) {
 
 // Contract R4.
 func TestR4_LifecycleAdmitsSteerIntoNextSnapshotOnly(t *testing.T) {
-	l := NewLifecycle()
+	l := NewLifecycle(false, subagent.RestartPolicy{})
 	l.Step(InPublish{})
 	if fx := l.Step(InSteer{ID: "s1", Content: []subagent.ContentBlock{subagent.Text("hi")}}); len(fx) != 0 {
 		t.Fatalf("steer answered before a snapshot: %v", fx)
@@ -185,7 +186,7 @@ func TestR4_LifecycleAdmitsSteerIntoNextSnapshotOnly(t *testing.T) {
 
 // Contract R3.
 func TestR3_LifecyclePhases(t *testing.T) {
-	l := NewLifecycle()
+	l := NewLifecycle(false, subagent.RestartPolicy{})
 	check := func(want Phase) {
 		t.Helper()
 		if got := l.Phase(); got != want {
@@ -217,7 +218,7 @@ func TestR3_LifecyclePhases(t *testing.T) {
 
 // Contract A2.
 func TestA2_LifecycleCrashSettlesErrorOnce(t *testing.T) {
-	l := NewLifecycle()
+	l := NewLifecycle(false, subagent.RestartPolicy{})
 	fx := l.Step(InCrash{Reason: "boom"})
 	var crash *CrashError
 	if len(fx) != 2 || !errors.As(fx[0].(CancelChild).Cause, &crash) || crash.Reason != "boom" {
@@ -241,7 +242,7 @@ func TestS5_LifecycleCancelWinsOverALateCompletionOrFault(t *testing.T) {
 		{Result: subagent.Stopped(subagent.Error, "transport closed")},
 		{Err: errors.New("connection reset")},
 	} {
-		l := NewLifecycle()
+		l := NewLifecycle(false, subagent.RestartPolicy{})
 		l.Step(InPublish{})
 		l.Step(InCancel{Cause: context.DeadlineExceeded})
 		fx := l.Step(exit)
@@ -250,11 +251,150 @@ func TestS5_LifecycleCancelWinsOverALateCompletionOrFault(t *testing.T) {
 			t.Fatalf("exit %+v after a cancel settled %+v", exit, fx)
 		}
 	}
-	l := NewLifecycle()
+	l := NewLifecycle(false, subagent.RestartPolicy{})
 	l.Step(InPublish{})
 	fx := l.Step(InExited{Result: subagent.Stopped(subagent.Completed, "")})
 	l.Step(InCancel{Cause: context.Canceled})
 	if s := fx[0].(Settle); s.Result.StopReason != subagent.Completed {
 		t.Fatalf("an exit before the cancel settled %v", s.Result.StopReason)
 	}
+}
+
+// TestA2_LifecycleRelaunchWatchAndAckProperties drives a relaunchable
+// lifecycle with random crashes, child exits (some panicking), watchers,
+// dispose requests and cancels over advancing time, and checks: a relaunch
+// consumes the restart budget, never more than Max within any Window; the
+// run settles at most once and never relaunches after it; every
+// watcher is told of the settle exactly once and only after it; every
+// watcher and every disposer that asked for an acknowledgement is told of
+// quiescence exactly once, and only at it.
+func TestA2_LifecycleRelaunchWatchAndAckProperties(t *testing.T) {
+	rapid.Check(t, func(t *rapid.T) {
+		policy := subagent.RestartPolicy{Max: rapid.IntRange(0, 3).Draw(t, "max"), Window: time.Duration(rapid.IntRange(1, 10).Draw(t, "window")) * time.Second}
+		l := NewLifecycle(true, policy)
+		now := time.Unix(0, 0)
+		var (
+			budget           []time.Time // when a relaunch was granted
+			settled          bool
+			quiesced         bool
+			childLive        = true
+			relaunchPending  bool
+			stopRequested    bool
+			watchers, ackers []string
+			toldSettled      = map[string]int{}
+			toldQuiesced     = map[string]int{}
+			next             int
+		)
+		apply := func(in Input) {
+			for _, f := range l.Step(in) {
+				switch f := f.(type) {
+				case CancelChild:
+					if errors.Is(f.Cause, errRelaunch) {
+						budget = append(budget, now)
+						relaunchPending = true
+					}
+				case Relaunch:
+					if settled {
+						t.Fatalf("relaunched after the settle")
+					}
+					if !relaunchPending {
+						budget = append(budget, now) // a panicking exit relaunches at once
+					}
+					relaunchPending = false
+					childLive = true
+				case Settle:
+					if settled {
+						t.Fatalf("settled twice")
+					}
+					settled = true
+					relaunchPending = false // a settle gives up a pending relaunch
+				case TellSettled:
+					if !settled {
+						t.Fatalf("watcher %s told of a settle before it", f.ID)
+					}
+					toldSettled[f.ID]++
+				case StopSelf:
+					stopRequested = true
+				case Quiesced:
+					quiesced = true
+				case TellQuiesced:
+					if !quiesced {
+						t.Fatalf("%s told of quiescence before it", f.ID)
+					}
+					toldQuiesced[f.ID]++
+				}
+			}
+		}
+		for range rapid.IntRange(1, 60).Draw(t, "steps") {
+			now = now.Add(time.Duration(rapid.IntRange(0, 3000).Draw(t, "ms")) * time.Millisecond)
+			if stopRequested && !quiesced {
+				apply(InStopped{})
+				continue
+			}
+			switch rapid.IntRange(0, 6).Draw(t, "input") {
+			case 0:
+				apply(InCrash{Reason: "boom", At: now})
+			case 1:
+				if childLive {
+					childLive = false
+					exit := InExited{At: now, Result: subagent.Stopped(subagent.Aborted, "")}
+					if rapid.Bool().Draw(t, "panics") {
+						exit.Panic = "bug"
+					} else if !relaunchPending && rapid.Bool().Draw(t, "completes") {
+						exit.Result = subagent.Stopped(subagent.Completed, "")
+					}
+					if relaunchPending && exit.Panic == "" && exit.Result.StopReason != subagent.Aborted {
+						relaunchPending = false // finished its work: keeps its answer
+					}
+					apply(exit)
+					if relaunchPending && !childLive {
+						relaunchPending = false // cancelled or disposed meanwhile
+					}
+				}
+			case 2:
+				if quiesced {
+					continue // the actor is gone: a watch is a dead letter
+				}
+				next++
+				w := fmt.Sprintf("watcher-%d", next)
+				watchers = append(watchers, w)
+				apply(InWatch{ID: w})
+			case 3:
+				if quiesced {
+					continue
+				}
+				next++
+				d := fmt.Sprintf("disposer-%d", next)
+				ackers = append(ackers, d)
+				apply(InDispose{ID: d})
+			case 4:
+				apply(InCancel{Cause: context.Canceled})
+			case 5:
+				apply(InDispose{})
+			case 6:
+				apply(InPublish{})
+			}
+		}
+		for i, at := range budget {
+			n := 0
+			for _, other := range budget[:i+1] {
+				if at.Sub(other) < policy.Window {
+					n++
+				}
+			}
+			if n > policy.Max {
+				t.Fatalf("%d relaunches within %v (max %d): %v", n, policy.Window, policy.Max, budget)
+			}
+		}
+		for _, w := range watchers {
+			if settled && toldSettled[w] != 1 {
+				t.Fatalf("watcher %s told of the settle %d times", w, toldSettled[w])
+			}
+		}
+		for _, id := range append(watchers, ackers...) {
+			if want := map[bool]int{true: 1}[quiesced]; toldQuiesced[id] != want {
+				t.Fatalf("%s told of quiescence %d times (quiesced %v)", id, toldQuiesced[id], quiesced)
+			}
+		}
+	})
 }

@@ -7,6 +7,7 @@ import (
 	"sync/atomic"
 
 	"github.com/asynkron/protoactor-go/actor"
+	"github.com/google/uuid"
 
 	"github.com/subactor/subactor/actors"
 	"github.com/subactor/subactor/actors/internal/ask"
@@ -17,13 +18,17 @@ import (
 
 // Body is the child's work. It runs on a goroutine the run owns, must return
 // when ctx ends, and calls steer.Take before every model request. A panic is
-// recovered and settles the run with stop reason error.
+// recovered: the run relaunches (see Spec.Relaunch) or settles with stop
+// reason error.
 type Body func(ctx context.Context, steer *Gate) (subagent.Result, error)
 
 // Spec describes one activation.
 type Spec struct {
-	// RunID is Run.ID: the id the Service minted (StartRequest.Scope).
-	RunID string
+	// Scope is the one the Service handed the provider: the run id, and
+	// the sink through which the run actor is spawned under its parent's
+	// actor, so that stopping the parent stops its runs. Without a
+	// Service's scope the run gets a fresh id and lives at the root.
+	Scope subagent.Scope
 	// SessionID is the child's session, "" when it has none here.
 	SessionID string
 	Agent     subagent.Agent // the published local agent, or nil
@@ -31,8 +36,14 @@ type Spec struct {
 	// cancelled with its cause (S5).
 	Ctx  context.Context
 	Body Body
-	// Release frees the child's resources after Body returned and before
-	// the run counts as quiesced. Optional.
+	// Relaunch, when set, continues the child from its last checkpoint
+	// after a crash (of the child or of the run actor), within Restarts
+	// (the Scope's policy when zero); without it a crash settles the run
+	// with stop reason error (A2).
+	Relaunch Body
+	Restarts subagent.RestartPolicy
+	// Release frees the child's resources after each Body returned and
+	// before the run counts as quiesced. Optional.
 	Release func()
 }
 
@@ -46,9 +57,20 @@ type Handle struct {
 	settled   context.Context // done once result and err are final
 	result    subagent.Result
 	err       error
-	// quiesced is closed once the child has exited and the actor stopped.
+	// quiesced is closed once the actor has stopped and every goroutine
+	// it launched has returned; live counts those still to finish.
+	// stopped is closed once the actor has stopped: a message sent to it
+	// then is never answered.
 	quiesced chan struct{}
+	stopped  chan struct{}
+	live     atomic.Int32
 	steers   atomic.Uint64 // correlation ids of this handle's steers
+}
+
+// host spawns run actors under a parent actor; the Service's event sink is
+// one.
+type host interface {
+	SpawnRun(props *actor.Props) (*actor.PID, error)
 }
 
 // Start spawns the run actor, which starts the body at once. The provider
@@ -58,14 +80,40 @@ func Start(sys *actors.System, spec Spec) *Handle {
 	if spec.Ctx == nil {
 		spec.Ctx = context.Background()
 	}
+	if spec.Restarts == (subagent.RestartPolicy{}) {
+		spec.Restarts = spec.Scope.Restarts
+	}
+	id := spec.Scope.RunID
+	if id == "" {
+		id = uuid.NewString()
+	}
 	settled, settle := context.WithCancel(context.Background())
 	h := &Handle{
-		sys: sys.ActorSystem(), id: spec.RunID, sessionID: spec.SessionID, agent: spec.Agent,
-		settled: settled, quiesced: make(chan struct{}),
+		sys: sys.ActorSystem(), id: id, sessionID: spec.SessionID, agent: spec.Agent,
+		settled: settled, quiesced: make(chan struct{}), stopped: make(chan struct{}),
 	}
-	a := &runActor{h: h, spec: spec, life: NewLifecycle(), settle: settle, replies: map[string]steerFrom{}, takes: map[string]chan snapshot{}}
-	h.pid = h.sys.Root.SpawnPrefix(inline.Props(func() actor.Actor { return a }), "run-")
+	h.live.Store(1) // the actor itself
+	a := &runActor{
+		h: h, spec: spec, life: NewLifecycle(spec.Relaunch != nil, spec.Restarts), settle: settle,
+		replies: map[string]steerFrom{}, takes: map[string]chan snapshot{}, senders: map[string]*actor.PID{},
+	}
+	props := inline.Props(func() actor.Actor { return a })
+	if parent, ok := spec.Scope.Events.(host); ok {
+		if pid, err := parent.SpawnRun(props); err == nil {
+			h.pid = pid
+			return h
+		}
+	}
+	h.pid = h.sys.Root.SpawnPrefix(props, "run-")
 	return h
+}
+
+// done counts down one of the actor and the goroutines it launched;
+// the last one closes quiesced.
+func (h *Handle) done() {
+	if h.live.Add(-1) == 0 {
+		close(h.quiesced)
+	}
 }
 
 // ID implements subagent.Run.
@@ -129,11 +177,11 @@ func (h *Handle) Steer(ctx context.Context, message []subagent.ContentBlock) err
 	id := h.steers.Add(1)
 	call := ask.Send(h.sys, h.pid, &messages.Steer{SteerId: id, Content: messages.FromContent(message)})
 	defer call.Close()
-	reply, err := call.Wait(ctx, h.quiesced)
+	reply, err := call.Wait(ctx, h.stopped)
 	if err != nil && ctx.Err() != nil {
 		call.Follow(h.pid, &messages.SteerWithdraw{SteerId: id})
 		// The actor answers every steer it holds, so this wait is short.
-		if reply, err := call.Wait(context.Background(), h.quiesced); err == nil && reply.(*messages.SteerAnswer).Admitted {
+		if reply, err := call.Wait(context.Background(), h.stopped); err == nil && reply.(*messages.SteerAnswer).Admitted {
 			return nil
 		}
 		return ctx.Err()

@@ -66,7 +66,7 @@ func (p *parked) body(ctx context.Context, g *run.Gate) (subagent.Result, error)
 func TestR2_SettlesExactlyOnceToTheBodyResult(t *testing.T) {
 	sys := newSystem(t)
 	want := subagent.Result{Output: text("done"), StopReason: subagent.Completed}
-	h := run.Start(sys, run.Spec{RunID: "r1", Ctx: context.Background(), Body: func(context.Context, *run.Gate) (subagent.Result, error) {
+	h := run.Start(sys, run.Spec{Scope: subagent.Scope{RunID: "r1"}, Ctx: context.Background(), Body: func(context.Context, *run.Gate) (subagent.Result, error) {
 		return want, nil
 	}})
 	defer h.Dispose(await.Ctx(t))
@@ -98,7 +98,7 @@ func TestR2_SettlesExactlyOnceToTheBodyResult(t *testing.T) {
 func TestR4_SteerReturnsOnlyOnceAdmittedIntoNextRequest(t *testing.T) {
 	sys := newSystem(t)
 	p := newParked()
-	h := run.Start(sys, run.Spec{RunID: "r", Ctx: context.Background(), Body: p.body})
+	h := run.Start(sys, run.Spec{Scope: subagent.Scope{RunID: "r"}, Ctx: context.Background(), Body: p.body})
 	defer h.Dispose(await.Ctx(t))
 	if first := await.Recv(t, p.took, "the first snapshot"); len(first) != 0 {
 		t.Fatalf("first snapshot should be empty: %v", first)
@@ -124,7 +124,7 @@ func TestR4_SteerReturnsOnlyOnceAdmittedIntoNextRequest(t *testing.T) {
 // Contract R4.
 func TestR4_SteerRefusedAfterSettleIsNotQueued(t *testing.T) {
 	sys := newSystem(t)
-	h := run.Start(sys, run.Spec{RunID: "r", Ctx: context.Background(), Body: func(context.Context, *run.Gate) (subagent.Result, error) {
+	h := run.Start(sys, run.Spec{Scope: subagent.Scope{RunID: "r"}, Ctx: context.Background(), Body: func(context.Context, *run.Gate) (subagent.Result, error) {
 		return subagent.Stopped(subagent.Completed, ""), nil
 	}})
 	defer h.Dispose(await.Ctx(t))
@@ -141,7 +141,7 @@ func TestR4_SteerRefusedAfterSettleIsNotQueued(t *testing.T) {
 func TestR4_SteerWithdrawnWhenItsContextEnds(t *testing.T) {
 	sys := newSystem(t)
 	p := newParked()
-	h := run.Start(sys, run.Spec{RunID: "r", Ctx: context.Background(), Body: p.body})
+	h := run.Start(sys, run.Spec{Scope: subagent.Scope{RunID: "r"}, Ctx: context.Background(), Body: p.body})
 	defer h.Dispose(await.Ctx(t))
 	await.Recv(t, p.took, "the first snapshot")
 	ctx, cancel := context.WithCancel(context.Background())
@@ -165,7 +165,7 @@ func TestS5_StartContextEndingCancelsTheLiveChild(t *testing.T) {
 	sys := newSystem(t)
 	p := newParked()
 	ctx, cancel := context.WithCancel(context.Background())
-	h := run.Start(sys, run.Spec{RunID: "r", Ctx: ctx, Body: p.body})
+	h := run.Start(sys, run.Spec{Scope: subagent.Scope{RunID: "r"}, Ctx: ctx, Body: p.body})
 	defer h.Dispose(await.Ctx(t))
 	await.Recv(t, p.took, "the first snapshot")
 	cancel()
@@ -185,7 +185,7 @@ func TestR3_DisposeIsIdempotentConcurrentAndQuiescent(t *testing.T) {
 	goroutinesBefore := goleak.IgnoreCurrent()
 	p := newParked()
 	var released atomic.Bool
-	h := run.Start(sys, run.Spec{RunID: "r", Ctx: context.Background(), Body: p.body, Release: func() { released.Store(true) }})
+	h := run.Start(sys, run.Spec{Scope: subagent.Scope{RunID: "r"}, Ctx: context.Background(), Body: p.body, Release: func() { released.Store(true) }})
 	await.Recv(t, p.took, "the first snapshot")
 	// The run actor; its child asks on a channel, not a reply actor.
 	if sys.LiveActors() != actorsBefore+1 {
@@ -224,7 +224,7 @@ func TestR3_DisposeIsIdempotentConcurrentAndQuiescent(t *testing.T) {
 // Contract A2.
 func TestA2_PanicInChildSettlesWithError(t *testing.T) {
 	sys := newSystem(t)
-	h := run.Start(sys, run.Spec{RunID: "r", Ctx: context.Background(), Body: func(context.Context, *run.Gate) (subagent.Result, error) {
+	h := run.Start(sys, run.Spec{Scope: subagent.Scope{RunID: "r"}, Ctx: context.Background(), Body: func(context.Context, *run.Gate) (subagent.Result, error) {
 		panic("model exploded")
 	}})
 	res, err := h.Wait(await.Ctx(t))
@@ -239,7 +239,7 @@ func TestA2_PanicInChildSettlesWithError(t *testing.T) {
 // Contract R2.
 func TestR2_InfrastructureErrorSettlesAsError(t *testing.T) {
 	sys := newSystem(t)
-	h := run.Start(sys, run.Spec{RunID: "r", Ctx: context.Background(), Body: func(context.Context, *run.Gate) (subagent.Result, error) {
+	h := run.Start(sys, run.Spec{Scope: subagent.Scope{RunID: "r"}, Ctx: context.Background(), Body: func(context.Context, *run.Gate) (subagent.Result, error) {
 		return subagent.Result{}, errors.New("checkpoint failed")
 	}})
 	defer h.Dispose(await.Ctx(t))
@@ -252,7 +252,7 @@ func TestR2_InfrastructureErrorSettlesAsError(t *testing.T) {
 func TestA2_PanickingObserverNeitherCrashesTheRunNorStrandsWaiters(t *testing.T) {
 	sys := newSystem(t)
 	p := newParked()
-	h := run.Start(sys, run.Spec{RunID: "r", Ctx: context.Background(), Body: p.body})
+	h := run.Start(sys, run.Spec{Scope: subagent.Scope{RunID: "r"}, Ctx: context.Background(), Body: p.body})
 	defer h.Dispose(await.Ctx(t))
 	h.OnSettled(func(subagent.Result, error) { panic("observer bug") })
 	got := make(chan subagent.StopReason, 1)

@@ -111,8 +111,10 @@ func (p *Provider) Start(ctx context.Context, req subagent.StartRequest) (subage
 	if err != nil {
 		return nil, err
 	}
+	scope := req.Scope
+	scope.RunID = runID
 	h := run.Start(p.cfg.System, run.Spec{
-		RunID:     runID,
+		Scope:     scope,
 		SessionID: child.SessionID(),
 		Agent:     child,
 		Ctx:       ctx,
