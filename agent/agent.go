@@ -77,6 +77,10 @@ type Agent struct {
 	onStep       func(Step)
 
 	running atomic.Bool
+	// life ends, with cause ErrClosed, when the agent is closed: its loop
+	// stops, and the seam refuses to start (or keep) its children.
+	life  context.Context
+	close context.CancelCauseFunc
 
 	mu   sync.Mutex
 	msgs []Message
@@ -85,7 +89,13 @@ type Agent struct {
 	settled int
 }
 
-var _ subagent.Agent = (*Agent)(nil)
+var (
+	_ subagent.Agent    = (*Agent)(nil)
+	_ subagent.Closable = (*Agent)(nil)
+)
+
+// ErrClosed is the cause of everything an agent's Close ends.
+var ErrClosed = errors.New("agent: closed")
 
 // New checks cfg and creates (or, with Resume, loads) the session.
 func New(ctx context.Context, cfg Config) (*Agent, error) {
@@ -109,6 +119,7 @@ func New(ctx context.Context, cfg Config) (*Agent, error) {
 		maxSteps:     cmp.Or(cfg.MaxSteps, DefaultMaxSteps),
 		onStep:       cfg.OnStep,
 	}
+	a.life, a.close = context.WithCancelCause(context.Background())
 	seen := make(map[string]bool)
 	for i, t := range cfg.Tools {
 		if t == nil {
@@ -174,6 +185,14 @@ func (a *Agent) load(ctx context.Context) error {
 	}
 	return nil
 }
+
+// Close ends the agent: a Run in progress stops (aborted, cause
+// ErrClosed), later Runs stop at once, and the Service starts no child for
+// it and cancels the children it has. Idempotent; the session stays.
+func (a *Agent) Close() { a.close(ErrClosed) }
+
+// Lifetime implements subagent.Closable: it ends when the agent closes.
+func (a *Agent) Lifetime() context.Context { return a.life }
 
 // ID is the session id.
 func (a *Agent) ID() string { return a.header.SessionID }

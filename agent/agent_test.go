@@ -14,6 +14,7 @@ import (
 	"go.uber.org/goleak"
 
 	"github.com/subactor/subactor/agent"
+	"github.com/subactor/subactor/internal/await"
 	"github.com/subactor/subactor/persistence"
 	"github.com/subactor/subactor/subagent"
 )
@@ -213,7 +214,7 @@ func TestFinalAnswerAndSteps(t *testing.T) {
 		Tools:   []agent.Tool{&fakeTool{name: "count"}},
 		OnStep:  func(s agent.Step) { steps = append(steps, s) },
 	})
-	res := a.Run(t.Context(), prompt("go"), nil)
+	res := a.Run(await.Ctx(t), prompt("go"), nil)
 	wantStop(t, res, subagent.Completed)
 	if subagent.TextOf(res.Output) != "done\nsecond line" || res.Structured != nil {
 		t.Fatalf("result %+v", res)
@@ -315,7 +316,7 @@ func TestToolErrorsBecomeErrorResults(t *testing.T) {
 		answer("survived"),
 	}}
 	a := newAgent(t, agent.Config{Model: model, Tools: tools})
-	wantStop(t, a.Run(t.Context(), prompt("go"), nil), subagent.Completed)
+	wantStop(t, a.Run(await.Ctx(t), prompt("go"), nil), subagent.Completed)
 	got := toolResults(t, model.requests()[1])
 	for id, want := range map[string]struct {
 		isErr bool
@@ -351,12 +352,12 @@ func TestToolFilterAndConditionalToolsAreNotOffered(t *testing.T) {
 		Tools:      []agent.Tool{&kept, &denied, hidden},
 		ToolFilter: &subagent.ToolFilter{Deny: []string{"denied"}},
 	})
-	wantStop(t, a.Run(t.Context(), prompt("go"), nil), subagent.Completed)
+	wantStop(t, a.Run(await.Ctx(t), prompt("go"), nil), subagent.Completed)
 	reqs := model.requests()
 	if names := specNames(reqs[0]); !reflect.DeepEqual(names, []string{"kept"}) {
 		t.Fatalf("offered tools %v, want [kept]", names)
 	}
-	if got := <-hidden.asked; got != a {
+	if got := await.Recv(t, hidden.asked, "the conditional tool's Available call"); got != a {
 		t.Fatalf("Available got %p, want the agent %p", got, a)
 	}
 	got := toolResults(t, reqs[1])
@@ -374,7 +375,7 @@ func TestToolFilterAndConditionalToolsAreNotOffered(t *testing.T) {
 }
 
 func TestCancelDuringModelCall(t *testing.T) {
-	ctx, cancel := context.WithCancel(t.Context())
+	ctx, cancel := context.WithCancel(await.Ctx(t))
 	entered := make(chan struct{})
 	model := modelFunc(func(ctx context.Context, _ agent.Request) (agent.Response, error) {
 		close(entered)
@@ -382,11 +383,11 @@ func TestCancelDuringModelCall(t *testing.T) {
 		return agent.Response{}, ctx.Err()
 	})
 	a := newAgent(t, agent.Config{Model: model})
-	done := make(chan subagent.Result)
+	done := make(chan subagent.Result, 1)
 	go func() { done <- a.Run(ctx, prompt("go"), nil) }()
-	<-entered
+	await.Recv(t, entered, "the model call")
 	cancel()
-	res := <-done
+	res := await.Recv(t, done, "Run to return after the cancel")
 	wantStop(t, res, subagent.Aborted)
 	if !strings.Contains(res.Detail, "canceled") {
 		t.Fatalf("detail %q", res.Detail)
@@ -409,7 +410,7 @@ func TestCancelBetweenSteps(t *testing.T) {
 		"store ignores ctx": blindStore{persistence.NewMemory()},
 	} {
 		t.Run(name, func(t *testing.T) {
-			ctx, cancel := context.WithCancelCause(t.Context())
+			ctx, cancel := context.WithCancelCause(await.Ctx(t))
 			stop := &fakeTool{name: "stop", call: func(context.Context, *agent.Agent, json.RawMessage) (string, error) {
 				cancel(errors.New("user pressed stop"))
 				return "stopping", nil
@@ -429,7 +430,7 @@ func TestModelError(t *testing.T) {
 	model := modelFunc(func(context.Context, agent.Request) (agent.Response, error) {
 		return agent.Response{}, errors.New("rate limited")
 	})
-	res := newAgent(t, agent.Config{Model: model}).Run(t.Context(), prompt("go"), nil)
+	res := newAgent(t, agent.Config{Model: model}).Run(await.Ctx(t), prompt("go"), nil)
 	wantStop(t, res, subagent.Error)
 	if !strings.Contains(res.Detail, "rate limited") {
 		t.Fatalf("detail %q", res.Detail)
@@ -467,7 +468,7 @@ func TestSteerMessagesJoinTheNextRequest(t *testing.T) {
 			steps = append(steps, s)
 		}
 	}})
-	wantStop(t, a.Run(t.Context(), prompt("go"), steer), subagent.Completed)
+	wantStop(t, a.Run(await.Ctx(t), prompt("go"), steer), subagent.Completed)
 	reqs := model.requests()
 	if rolesOf(reqs[0].Messages) != "user" {
 		t.Fatalf("first request roles %q", rolesOf(reqs[0].Messages))
@@ -502,7 +503,7 @@ func (s *countingStore) Append(ctx context.Context, id string, recs ...persisten
 func TestSteerErrorAborts(t *testing.T) {
 	model := &script{}
 	a := newAgent(t, agent.Config{Model: model})
-	res := a.Run(t.Context(), prompt("go"), &steerQueue{err: errors.New("steer closed")})
+	res := a.Run(await.Ctx(t), prompt("go"), &steerQueue{err: errors.New("steer closed")})
 	wantStop(t, res, subagent.Aborted)
 	if !strings.Contains(res.Detail, "steer closed") || len(model.requests()) != 0 {
 		t.Fatalf("detail %q, %d model calls", res.Detail, len(model.requests()))
@@ -526,7 +527,7 @@ func TestOutputSchema(t *testing.T) {
 		t.Run(c.name, func(t *testing.T) {
 			model := &script{steps: []func(agent.Request) agent.Response{answer(c.answer)}}
 			a := newAgent(t, agent.Config{Model: model, OutputSchema: json.RawMessage(figuresSchema)})
-			res := a.Run(t.Context(), prompt("go"), nil)
+			res := a.Run(await.Ctx(t), prompt("go"), nil)
 			wantStop(t, res, c.stop)
 			if string(res.Structured) != c.structured || !strings.Contains(res.Detail, c.detail) {
 				t.Fatalf("structured %s detail %q", res.Structured, res.Detail)
@@ -552,7 +553,7 @@ func TestModelStopReasonsEndTheRun(t *testing.T) {
 				ran = true
 				return "", nil
 			}}
-			res := newAgent(t, agent.Config{Model: model, Tools: []agent.Tool{tool}}).Run(t.Context(), prompt("go"), nil)
+			res := newAgent(t, agent.Config{Model: model, Tools: []agent.Tool{tool}}).Run(await.Ctx(t), prompt("go"), nil)
 			wantStop(t, res, reason)
 			if subagent.TextOf(res.Output) != "partial" || ran {
 				t.Fatalf("output %q, tool ran: %v", subagent.TextOf(res.Output), ran)
@@ -566,7 +567,7 @@ func TestStepLimit(t *testing.T) {
 	model := &script{steps: []func(agent.Request) agent.Response{loop, loop, loop, loop}}
 	steer := &steerQueue{batches: [][][]subagent.ContentBlock{nil, nil, nil, {prompt("never admitted")}}}
 	a := newAgent(t, agent.Config{Model: model, Tools: []agent.Tool{&fakeTool{name: "t"}}, MaxSteps: 3})
-	res := a.Run(t.Context(), prompt("go"), steer)
+	res := a.Run(await.Ctx(t), prompt("go"), steer)
 	wantStop(t, res, subagent.Error)
 	if !strings.Contains(res.Detail, "step limit") || len(model.requests()) != 3 {
 		t.Fatalf("detail %q after %d model calls", res.Detail, len(model.requests()))
@@ -599,7 +600,7 @@ func TestStoreFailureEndsTheRun(t *testing.T) {
 			store := &failingStore{Store: persistence.NewMemory(), ok: ok}
 			model := &script{steps: []func(agent.Request) agent.Response{call(tc("1", "t", `{}`)), answer("ok")}}
 			a := newAgent(t, agent.Config{Store: store, Model: model, Tools: []agent.Tool{&fakeTool{name: "t"}}})
-			res := a.Run(t.Context(), prompt("go"), nil)
+			res := a.Run(await.Ctx(t), prompt("go"), nil)
 			wantStop(t, res, subagent.Error)
 			if !strings.Contains(res.Detail, "persist") || !strings.Contains(res.Detail, "disk full") {
 				t.Fatalf("detail %q", res.Detail)
@@ -621,7 +622,7 @@ func TestTurnsExcludeTheTurnInFlight(t *testing.T) {
 	}}
 	model := &script{steps: []func(agent.Request) agent.Response{call(tc("1", "peek", `{}`)), answer("ok")}}
 	a := newAgent(t, agent.Config{Model: model, Tools: []agent.Tool{peek}})
-	wantStop(t, a.Run(t.Context(), prompt("go"), nil), subagent.Completed)
+	wantStop(t, a.Run(await.Ctx(t), prompt("go"), nil), subagent.Completed)
 	if rolesOf(seen) != "user" {
 		t.Fatalf("turns seen by a running tool: %q", rolesOf(seen))
 	}
@@ -640,13 +641,14 @@ func TestRunIsNotReentrant(t *testing.T) {
 		return agent.Response{Message: agent.Message{Content: prompt("ok")}}, nil
 	})
 	a := newAgent(t, agent.Config{Model: model})
-	done := make(chan subagent.Result)
-	go func() { done <- a.Run(t.Context(), prompt("go"), nil) }()
-	<-entered
-	res := a.Run(t.Context(), prompt("again"), nil)
+	done := make(chan subagent.Result, 1)
+	ctx := await.Ctx(t)
+	go func() { done <- a.Run(ctx, prompt("go"), nil) }()
+	await.Recv(t, entered, "the first Run's model call")
+	res := a.Run(await.Ctx(t), prompt("again"), nil)
 	close(release)
 	wantStop(t, res, subagent.Error)
-	wantStop(t, <-done, subagent.Completed)
+	wantStop(t, await.Recv(t, done, "the first Run to return"), subagent.Completed)
 }
 
 func TestResumeContinuesStoredHistory(t *testing.T) {
@@ -654,7 +656,7 @@ func TestResumeContinuesStoredHistory(t *testing.T) {
 	h := subagent.SessionHeader{SessionID: "s1", ParentSessionID: "p", DelegationDepth: 2}
 	first := &script{steps: []func(agent.Request) agent.Response{answer("one")}}
 	a := newAgent(t, agent.Config{Store: store, Header: h, Model: first})
-	wantStop(t, a.Run(t.Context(), prompt("first"), nil), subagent.Completed)
+	wantStop(t, a.Run(await.Ctx(t), prompt("first"), nil), subagent.Completed)
 	// A log-only record must not become a turn.
 	if err := store.Append(t.Context(), "s1", persistence.Record{Kind: "subagent/descriptor", Data: json.RawMessage(`{"version":1}`)}); err != nil {
 		t.Fatal(err)
@@ -668,7 +670,7 @@ func TestResumeContinuesStoredHistory(t *testing.T) {
 	if !reflect.DeepEqual(b.Turns(), a.Turns()) {
 		t.Fatalf("resumed turns %+v, want %+v", b.Turns(), a.Turns())
 	}
-	wantStop(t, b.Run(t.Context(), prompt("second"), nil), subagent.Completed)
+	wantStop(t, b.Run(await.Ctx(t), prompt("second"), nil), subagent.Completed)
 	msgs := second.requests()[0].Messages
 	if rolesOf(msgs) != "user assistant user" || subagent.TextOf(msgs[1].Content) != "one" || subagent.TextOf(msgs[2].Content) != "second" {
 		t.Fatalf("resumed request %+v", msgs)
@@ -694,7 +696,7 @@ func TestResumeAnswersInterruptedToolCalls(t *testing.T) {
 	if rolesOf(a.Turns()) != "user" {
 		t.Fatalf("dangling tool call counted as a completed turn: %q", rolesOf(a.Turns()))
 	}
-	wantStop(t, a.Run(t.Context(), prompt("again"), nil), subagent.Completed)
+	wantStop(t, a.Run(await.Ctx(t), prompt("again"), nil), subagent.Completed)
 	msgs := model.requests()[0].Messages
 	if rolesOf(msgs) != "user assistant tool user" || msgs[2].ToolCallID != "c1" || !msgs[2].IsError ||
 		!strings.Contains(subagent.TextOf(msgs[2].Content), "interrupted") {
@@ -744,7 +746,7 @@ func TestK3_MalformedToolArguments(t *testing.T) {
 	}}
 	store := persistence.NewMemory()
 	a := newAgent(t, agent.Config{Store: store, Model: model, Tools: []agent.Tool{tool}})
-	wantStop(t, a.Run(t.Context(), prompt("go"), nil), subagent.Completed)
+	wantStop(t, a.Run(await.Ctx(t), prompt("go"), nil), subagent.Completed)
 	close(got)
 	var calls []string
 	for g := range got {
@@ -781,7 +783,7 @@ func TestHistoryHoldsWhatTheStoreDecodes(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			a.Run(t.Context(), []subagent.ContentBlock{subagent.Text(text)}, nil)
+			a.Run(await.Ctx(t), []subagent.ContentBlock{subagent.Text(text)}, nil)
 			_, recs, err := store.Load(t.Context(), id)
 			if err != nil {
 				t.Fatal(err)

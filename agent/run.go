@@ -26,6 +26,12 @@ func (a *Agent) Run(ctx context.Context, prompt []subagent.ContentBlock, steer S
 		return subagent.Stopped(subagent.Error, "agent: Run is already in progress")
 	}
 	defer a.running.Store(false)
+	if a.life.Err() != nil {
+		return aborted(a.life)
+	}
+	ctx, cancel := context.WithCancelCause(ctx)
+	defer cancel(nil)
+	defer context.AfterFunc(a.life, func() { cancel(context.Cause(a.life)) })()
 	usage := &subagent.Usage{}
 	res := a.run(ctx, prompt, steer, usage)
 	res.Usage = usage

@@ -18,6 +18,7 @@ import (
 
 	bolt "go.etcd.io/bbolt"
 
+	"github.com/subactor/subactor/internal/await"
 	"github.com/subactor/subactor/persistence"
 	"github.com/subactor/subactor/persistence/persistencetest"
 	"github.com/subactor/subactor/subagent"
@@ -718,7 +719,7 @@ func TestBoltCloseDuringAppends(t *testing.T) {
 		})
 	}
 	for range writers {
-		<-started
+		await.Recv(t, started, "each writer's first Append")
 	}
 	if err := s.Close(); err != nil {
 		t.Fatal(err)

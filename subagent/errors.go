@@ -22,6 +22,7 @@ var (
 	ErrProviderFault      = errors.New("subagent: provider fault")
 	ErrUnknownTool        = errors.New("subagent: unknown tool")
 	ErrServiceCrashed     = errors.New("subagent: service actor crashed")
+	ErrParentClosed       = errors.New("subagent: parent agent closed")
 )
 
 // UnsupportedError names the capability a provider does not declare.

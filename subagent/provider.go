@@ -1,6 +1,9 @@
 package subagent
 
-import "context"
+import (
+	"context"
+	"fmt"
+)
 
 // Capabilities are the start-time features a provider declares. The Service
 // rejects a request that uses an undeclared one before any provider code runs.
@@ -67,6 +70,27 @@ type Agent interface {
 	SessionID() string
 	Header() SessionHeader
 	Options() AgentOptions
+}
+
+// Closable is an Agent that can be closed. The Service starts no child for
+// a closed parent (ErrParentClosed), and a parent that closes while a
+// provider sets up or while a child runs cancels that child.
+type Closable interface {
+	// Lifetime ends when the agent closes; its cause says why.
+	Lifetime() context.Context
+}
+
+// ParentClosed returns an error wrapping ErrParentClosed if p is a
+// Closable that has closed, nil otherwise.
+func ParentClosed(p Agent) error {
+	c, ok := p.(Closable)
+	if !ok {
+		return nil
+	}
+	if life := c.Lifetime(); life.Err() != nil {
+		return fmt.Errorf("%w: %w", ErrParentClosed, context.Cause(life))
+	}
+	return nil
 }
 
 // SessionHeader is the durable head of a session log.

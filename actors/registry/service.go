@@ -276,9 +276,14 @@ func (s *Service) open(ctx context.Context, name string, req subagent.StartReque
 	if err := validate(p, req, resume); err != nil {
 		return nil, err
 	}
+	ctx, unbind, err := bindToParent(ctx, req.Parent)
+	if err != nil {
+		return nil, err
+	}
 	parentID := req.Parent.SessionID()
 	r, err = s.call(ctx, s.pid, &parentOf{To: reply.New(), parentID: parentID})
 	if err != nil {
+		unbind()
 		return nil, contextual(ctx, err)
 	}
 	owner := r.(*actor.PID)
@@ -286,6 +291,11 @@ func (s *Service) open(ctx context.Context, name string, req subagent.StartReque
 	// The parent actor holds the run's progress until Published, so every
 	// event of the run follows its start (E1, E6).
 	s.sys.Root.Send(owner, &parent.Expect{RunID: runID})
+	discard := func(err error) (subagent.Run, error) {
+		s.sys.Root.Send(owner, &parent.Discarded{RunID: runID})
+		unbind()
+		return nil, err
+	}
 	req.Scope = subagent.Scope{
 		RunID:    runID,
 		Parent:   subagent.ParentRef{SessionID: parentID, Depth: subagent.DelegationDepthOf(req.Parent)},
@@ -300,17 +310,13 @@ func (s *Service) open(ctx context.Context, name string, req subagent.StartReque
 	}
 	switch {
 	case err != nil:
-		s.sys.Root.Send(owner, &parent.Discarded{RunID: runID})
-		return nil, contextual(ctx, err)
+		return discard(contextual(ctx, err))
 	case isNil(run):
-		s.sys.Root.Send(owner, &parent.Discarded{RunID: runID})
-		return nil, &subagent.ProviderError{Provider: name, Reason: "returned neither a run nor an error"}
-	}
-	if err := ctx.Err(); err != nil {
+		return discard(&subagent.ProviderError{Provider: name, Reason: "returned neither a run nor an error"})
+	case ctx.Err() != nil || subagent.ParentClosed(req.Parent) != nil:
 		// Ended before publication: no published child may escape.
 		_ = run.Dispose(context.Background())
-		s.sys.Root.Send(owner, &parent.Discarded{RunID: runID})
-		return nil, subagent.Cancelled(err)
+		return discard(cmp.Or(subagent.ParentClosed(req.Parent), contextual(ctx, nil)))
 	}
 	// Published is enqueued before the observer can send Settled, so start
 	// precedes end even for a child that had already settled (E1). local
@@ -321,7 +327,24 @@ func (s *Service) open(ctx context.Context, name string, req subagent.StartReque
 	run.OnSettled(func(res subagent.Result, err error) {
 		s.sys.Root.Send(owner, &parent.Settled{RunID: runID, Result: res, Err: err})
 	})
-	return wrap(run, runID), nil
+	return wrap(run, runID, unbind), nil
+}
+
+// bindToParent ties ctx to the parent's lifetime when the parent can
+// close: a closed parent starts no child, and one that closes cancels its
+// children, during setup or after (ErrParentClosed). unbind releases the
+// tie once the run is disposed or its start failed.
+func bindToParent(ctx context.Context, p subagent.Agent) (_ context.Context, unbind func(), _ error) {
+	c, ok := p.(subagent.Closable)
+	if !ok {
+		return ctx, func() {}, nil
+	}
+	if err := subagent.ParentClosed(p); err != nil {
+		return nil, nil, err
+	}
+	ctx, cancel := context.WithCancelCause(ctx)
+	stop := context.AfterFunc(c.Lifetime(), func() { cancel(subagent.ParentClosed(p)) })
+	return ctx, func() { stop(); cancel(context.Canceled) }, nil
 }
 
 // sink forwards a run's progress to its parent actor, and spawns the run's
@@ -342,10 +365,20 @@ func (k sink) SpawnRun(props *actor.Props) (*actor.PID, error) {
 }
 
 // serviceRun is a provider's run as the Service returns it: its id is the
-// one the Service minted, and observers run off the run's goroutines.
+// one the Service minted, observers run off the run's goroutines, and its
+// tie to the parent's lifetime is released once disposed.
 type serviceRun struct {
 	subagent.Run
-	id string
+	id     string
+	unbind func()
+}
+
+func (r *serviceRun) Dispose(ctx context.Context) error {
+	if err := r.Run.Dispose(ctx); err != nil {
+		return err
+	}
+	r.unbind()
+	return nil
 }
 
 func (r *serviceRun) ID() string { return r.id }
@@ -364,8 +397,8 @@ func (r *steerableRun) Steer(ctx context.Context, message []subagent.ContentBloc
 	return r.steerer.Steer(ctx, message)
 }
 
-func wrap(run subagent.Run, id string) subagent.Run {
-	r := &serviceRun{Run: run, id: id}
+func wrap(run subagent.Run, id string, unbind func()) subagent.Run {
+	r := &serviceRun{Run: run, id: id, unbind: sync.OnceFunc(unbind)}
 	if st, ok := run.(subagent.Steerer); ok {
 		return &steerableRun{serviceRun: r, steerer: st}
 	}
@@ -385,10 +418,17 @@ func isNil(v any) bool {
 	return false
 }
 
-// contextual reports an error as a cancellation when ctx has ended.
+// contextual reports an error as what ended ctx, when it has ended: the
+// parent closing, or a cancellation.
 func contextual(ctx context.Context, err error) error {
-	if cerr := ctx.Err(); cerr != nil && !errors.Is(err, subagent.ErrCancelled) {
-		return errors.Join(subagent.Cancelled(cerr), err)
+	cerr := ctx.Err()
+	switch cause := context.Cause(ctx); {
+	case cerr == nil:
+		return err
+	case errors.Is(cause, subagent.ErrParentClosed):
+		return errors.Join(cause, err)
+	case errors.Is(err, subagent.ErrCancelled):
+		return err
 	}
-	return err
+	return errors.Join(subagent.Cancelled(cerr), err)
 }

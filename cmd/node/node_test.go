@@ -18,6 +18,7 @@ import (
 
 	"go.uber.org/goleak"
 
+	"github.com/subactor/subactor/internal/await"
 	"github.com/subactor/subactor/internal/leaktest"
 )
 
@@ -164,11 +165,15 @@ func countFolders(t *testing.T, root string) int {
 // node runs the binary in dir and returns its output and exit code.
 func node(t *testing.T, dir string, args ...string) (stdout, stderr string, code int) {
 	t.Helper()
-	cmd := exec.CommandContext(t.Context(), bin, args...)
+	ctx := await.Ctx(t)
+	cmd := exec.CommandContext(ctx, bin, args...)
 	cmd.Dir = dir
 	var out, errOut bytes.Buffer
 	cmd.Stdout, cmd.Stderr = &out, &errOut
 	err := cmd.Run()
+	if ctx.Err() != nil {
+		t.Fatalf("waited %s for node %v to exit", await.Deadline, args)
+	}
 	var exit *exec.ExitError
 	if err != nil && !errors.As(err, &exit) {
 		t.Fatalf("node %v: %v", args, err)
@@ -369,7 +374,7 @@ func TestN1_InProcessRunDisposesEverything(t *testing.T) {
 	want, folders := expected(t, root, root)
 	before := goleak.IgnoreCurrent()
 	var stdout, stderr bytes.Buffer
-	if code := cli(t.Context(), []string{"run", "-dir", root}, &stdout, &stderr); code != 0 {
+	if code := cli(await.Ctx(t), []string{"run", "-dir", root}, &stdout, &stderr); code != 0 {
 		t.Fatalf("exit %d, stderr:\n%s", code, stderr.String())
 	}
 	if err := goleak.Find(before, leaktest.DeadLetters); err != nil {
@@ -397,7 +402,7 @@ func (w *cancelOnWrite) Write(p []byte) (int, error) {
 // Contract N1.
 func TestN1_CancelledRunEndsAborted(t *testing.T) {
 	root := writeTree(t)
-	ctx, cancel := context.WithCancel(t.Context())
+	ctx, cancel := context.WithCancel(await.Ctx(t))
 	stdout := &cancelOnWrite{cancel: cancel} // as SIGINT does through signal.NotifyContext
 	var stderr bytes.Buffer
 	code := cli(ctx, []string{"run", "-dir", root}, stdout, &stderr)

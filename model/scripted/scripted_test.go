@@ -18,6 +18,7 @@ import (
 	"go.uber.org/goleak"
 
 	"github.com/subactor/subactor/agent"
+	"github.com/subactor/subactor/internal/await"
 	"github.com/subactor/subactor/model/scripted"
 	"github.com/subactor/subactor/persistence"
 	"github.com/subactor/subactor/subagent"
@@ -139,7 +140,7 @@ func (e env) agent(t *testing.T) *agent.Agent {
 
 func (e env) run(t *testing.T, task string) subagent.Result {
 	t.Helper()
-	return e.agent(t).Run(t.Context(), prompt(task), e.steer)
+	return e.agent(t).Run(await.Ctx(t), prompt(task), e.steer)
 }
 
 func wantCompleted(t *testing.T, res subagent.Result) {
@@ -279,7 +280,7 @@ func TestSurveyDelegatesEachFolder(t *testing.T) {
 			store := persistence.NewMemory()
 			d := &delegate{root: root, store: store, withSchema: withSchema}
 			a := env{root: root, store: store, tools: []agent.Tool{d}}.agent(t)
-			res := a.Run(t.Context(), prompt("survey ."), nil)
+			res := a.Run(await.Ctx(t), prompt("survey ."), nil)
 			wantCompleted(t, res)
 			if got, want := subagent.TextOf(res.Output), surveyReport(t, root, true, nil); got != want {
 				t.Fatalf("report\n got %s\nwant %s", got, want)
@@ -365,7 +366,7 @@ func TestSteersAreNoted(t *testing.T) {
 func TestResumedTallyFinishes(t *testing.T) {
 	root := project(t)
 	store := persistence.NewMemory()
-	ctx, cancel := context.WithCancel(t.Context())
+	ctx, cancel := context.WithCancel(await.Ctx(t))
 	a := env{root: root, store: store, schema: scripted.TallySchema, onStep: func(s agent.Step) {
 		if s.Kind == subagent.ModelCallStarted && s.N == 3 {
 			cancel() // the third model call sees an ended context
@@ -385,7 +386,7 @@ func TestResumedTallyFinishes(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	res := b.Run(t.Context(), prompt("go on"), nil)
+	res := b.Run(await.Ctx(t), prompt("go on"), nil)
 	wantCompleted(t, res)
 	want := strings.TrimSuffix(tallyJSON("a", walk(t, root, "a", true)), "}") + `,"noted":["go on"]}`
 	if string(res.Structured) != want {

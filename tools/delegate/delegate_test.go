@@ -252,7 +252,7 @@ func TestT1_ForegroundAnswerFromARealParent(t *testing.T) {
 	parent := e.agentAt(t, "parent", 0, subagent.AgentOptions{}, parentModel, tool)
 	events := e.events(t, parent)
 
-	if res := parent.Run(t.Context(), text("delegate"), nil); res.StopReason != subagent.Completed {
+	if res := parent.Run(await.Ctx(t), text("delegate"), nil); res.StopReason != subagent.Completed {
 		t.Fatalf("parent: %+v", res)
 	}
 	reqs := parentModel.Requests("delegate")
@@ -309,7 +309,7 @@ func TestT1_NonCompletedChildIsAnError(t *testing.T) {
 		`{"description":"d","prompt":"schema","output_schema":{"type":"object"}}`: {"error", "not JSON"},
 	} {
 		live := e.sys.LiveActors()
-		out, err := tool.Call(t.Context(), parent, json.RawMessage(args))
+		out, err := tool.Call(await.Ctx(t), parent, json.RawMessage(args))
 		if err == nil || out != "" {
 			t.Fatalf("%s: got %q, %v; want an error", args, out, err)
 		}
@@ -324,7 +324,7 @@ func TestT1_NonCompletedChildIsAnError(t *testing.T) {
 	}
 
 	// The agent loop turns the error into an error tool result.
-	if res := parent.Run(t.Context(), text("delegate"), nil); res.StopReason != subagent.Completed {
+	if res := parent.Run(await.Ctx(t), text("delegate"), nil); res.StopReason != subagent.Completed {
 		t.Fatalf("parent: %+v", res)
 	}
 	reqs := parentModel.Requests("delegate")
@@ -346,7 +346,7 @@ func TestE4_ToolsFollowRegistrationWhateverTheOrder(t *testing.T) {
 	if before.Available(caller) {
 		t.Fatal("available before its provider is registered")
 	}
-	if _, err := before.Call(t.Context(), caller, json.RawMessage(`{"description":"d","prompt":"p"}`)); !errors.Is(err, subagent.ErrNoProvider) {
+	if _, err := before.Call(await.Ctx(t), caller, json.RawMessage(`{"description":"d","prompt":"p"}`)); !errors.Is(err, subagent.ErrNoProvider) {
 		t.Fatalf("Call without provider: %v", err)
 	}
 	release := e.register(t, p)
@@ -421,7 +421,7 @@ func TestK3_HostileArgumentsStartNoChild(t *testing.T) {
 		{limited, `{"description":"d","prompt":"echo x","delegation_levels":1}`, delegate.ErrArgs},
 		{limited, `{"description":"d","prompt":"echo x","tools":{"deny":["list"]}}`, delegate.ErrArgs},
 	} {
-		out, err := c.tool.Call(t.Context(), parent, json.RawMessage(c.args))
+		out, err := c.tool.Call(await.Ctx(t), parent, json.RawMessage(c.args))
 		if !errors.Is(err, c.want) || out != "" {
 			t.Errorf("%s: got %q, %v; want %v", c.args, out, err, c.want)
 		}
@@ -432,7 +432,7 @@ func TestK3_HostileArgumentsStartNoChild(t *testing.T) {
 	}
 	// The parent actor emits in order: the first start it reports is the
 	// valid call's, so no hostile call published a run.
-	out, err := full.Call(t.Context(), parent, json.RawMessage(`{"description":"d","prompt":"echo fine"}`))
+	out, err := full.Call(await.Ctx(t), parent, json.RawMessage(`{"description":"d","prompt":"echo fine"}`))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -475,7 +475,7 @@ func TestD6_DelegationLevelsArgumentTightensTheCap(t *testing.T) {
 		{capped, "loosen", `,"delegation_levels":5`, false},
 	} {
 		args := fmt.Sprintf(`{"description":"d","prompt":%q%s}`, c.task, c.extra)
-		if _, err := tool.Call(t.Context(), c.caller, json.RawMessage(args)); err != nil {
+		if _, err := tool.Call(await.Ctx(t), c.caller, json.RawMessage(args)); err != nil {
 			t.Fatalf("%s: %v", args, err)
 		}
 		reqs := child.Requests(c.task)
@@ -525,7 +525,7 @@ func FuzzK3_ArgumentsNeverPanicAndStartOnlyValidChildren(f *testing.F) {
 	f.Cleanup(tool.Close)
 	caller := e.agentAt(f, "parent", 0, subagent.AgentOptions{}, nil)
 	f.Fuzz(func(t *testing.T, args []byte) {
-		out, err := tool.Call(t.Context(), caller, args)
+		out, err := tool.Call(await.Ctx(t), caller, args)
 		if err == nil || out != "" {
 			// The stub starts no child, so every call must end in an error.
 			t.Fatalf("Call(%q) = %q, %v", args, out, err)

@@ -1,12 +1,16 @@
 package spawn_test
 
 import (
+	"context"
 	"errors"
 	"slices"
 	"testing"
 
 	"github.com/subactor/subactor/actors/providers/spawn"
+	"github.com/subactor/subactor/agent"
 	"github.com/subactor/subactor/internal/await"
+	"github.com/subactor/subactor/model/scripted"
+	"github.com/subactor/subactor/persistence"
 	"github.com/subactor/subactor/subagent"
 	"github.com/subactor/subactor/tools/fstools"
 )
@@ -72,4 +76,95 @@ func TestR1E6_OneIdAndProgressBetweenStartAndEnd(t *testing.T) {
 	if !slices.Equal(kinds, want) {
 		t.Fatalf("events %v, want %v", kinds, want)
 	}
+}
+
+// closingStore closes a parent agent as the provider creates its child's
+// session: the parent closes while the provider sets up.
+type closingStore struct {
+	persistence.Store
+	parent *agent.Agent
+}
+
+func (s closingStore) Create(ctx context.Context, h subagent.SessionHeader) error {
+	err := s.Store.Create(ctx, h)
+	if s.parent != nil && h.SessionID != s.parent.SessionID() {
+		s.parent.Close()
+	}
+	return err
+}
+
+// Contract S4: a Start from a closed parent, or one whose parent closes
+// while the provider sets up, fails with ErrParentClosed: no child, no
+// session, no events. A parent that closes while its child runs cancels
+// the child.
+func TestS4_AClosedParentStartsNoChild(t *testing.T) {
+	e := newEnv(t)
+	e.register(t, spawn.Config{})
+	events := make(chan subagent.Event, 8)
+
+	closed := e.parent(t, "closed", 0, subagent.AgentOptions{})
+	defer e.svc.ListenParent(closed.SessionID(), func(ev subagent.Event) error { events <- ev; return nil }).Release()
+	closed.Close()
+	created := e.store.creates()
+	if _, err := e.svc.Start(await.Ctx(t), spawn.DefaultName, subagent.StartRequest{Prompt: prompt("echo x"), Parent: closed}); !errors.Is(err, subagent.ErrParentClosed) {
+		t.Fatalf("Start from a closed parent: %v", err)
+	}
+	if e.store.creates() != created {
+		t.Fatal("a closed parent's start created a session")
+	}
+
+	// Closing during setup: a provider on a store that closes the parent
+	// as it creates the child's session.
+	store := closingStore{Store: persistence.NewMemory()}
+	closing, err := agent.New(t.Context(), agent.Config{Store: store, Model: scripted.New(), Header: subagent.SessionHeader{SessionID: "closing"}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	store.parent = closing
+	p, err := spawn.New(spawn.Config{Name: "closing", System: e.sys, Store: store, Model: scripted.New()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	release, err := e.svc.RegisterProvider(p)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer release()
+	defer e.svc.ListenParent(closing.SessionID(), func(ev subagent.Event) error { events <- ev; return nil }).Release()
+	live := e.sys.LiveActors()
+	if _, err := e.svc.Start(await.Ctx(t), "closing", subagent.StartRequest{Prompt: prompt("echo x"), Parent: closing}); !errors.Is(err, subagent.ErrParentClosed) {
+		t.Fatalf("Start whose parent closed during setup: %v", err)
+	}
+	if sessions, _ := store.Sessions(t.Context()); len(sessions) != 1 || e.sys.LiveActors() != live {
+		t.Fatalf("after the rollback: %d sessions (want the parent's only), live actors %d→%d", len(sessions), live, e.sys.LiveActors())
+	}
+	select {
+	case ev := <-events:
+		t.Fatalf("an event for a start that failed: %#v", ev)
+	default:
+	}
+
+	// Closing while the child runs cancels it.
+	running := e.parent(t, "running", 0, subagent.AgentOptions{})
+	steps := make(chan struct{}, 64)
+	e.register(t, spawn.Config{Name: "slow", Model: blockingModel{steps}})
+	r, err := e.svc.Start(await.Ctx(t), "slow", subagent.StartRequest{Prompt: prompt("x"), Parent: running})
+	if err != nil {
+		t.Fatal(err)
+	}
+	await.Recv(t, steps, "the child's model call")
+	running.Close()
+	res := finish(t, r)
+	if res.StopReason != subagent.Aborted || !errors.Is(res.Cause, subagent.ErrParentClosed) {
+		t.Fatalf("the child of a parent that closed settled %+v", res)
+	}
+}
+
+// blockingModel reports each call and waits for its context.
+type blockingModel struct{ calls chan<- struct{} }
+
+func (m blockingModel) Generate(ctx context.Context, _ agent.Request) (agent.Response, error) {
+	m.calls <- struct{}{}
+	<-ctx.Done()
+	return agent.Response{}, context.Cause(ctx)
 }

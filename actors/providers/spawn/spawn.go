@@ -122,11 +122,11 @@ func (p *Provider) Start(ctx context.Context, req subagent.StartRequest) (subage
 			return child.Run(ctx, req.Prompt, steer), nil
 		},
 	})
-	if err := ctx.Err(); err != nil {
+	if err := setupEnded(ctx, req.Parent); err != nil {
 		// Roll back: the run quiesces first, so the child appends nothing
 		// after its session is deleted.
 		rollback := context.WithoutCancel(ctx)
-		return nil, errors.Join(subagent.Cancelled(err), h.Dispose(rollback), p.cfg.Store.Delete(rollback, child.SessionID()))
+		return nil, errors.Join(err, h.Dispose(rollback), p.cfg.Store.Delete(rollback, child.SessionID()))
 	}
 	h.Publish()
 	return h, nil
@@ -162,4 +162,17 @@ func progress(runID string, sink subagent.EventSink) func(agent.Step) {
 	return func(s agent.Step) {
 		sink.Emit(subagent.RunProgress{RunID: runID, Kind: s.Kind, Step: s.N, Text: s.Text, IsError: s.IsError, Usage: s.Usage})
 	}
+}
+
+// setupEnded reports why a start must roll back: its context ended, or its
+// parent closed (checked directly too, since a context bound to the
+// parent's lifetime learns of the close asynchronously).
+func setupEnded(ctx context.Context, parent subagent.Agent) error {
+	if err := subagent.ParentClosed(parent); err != nil {
+		return err
+	}
+	if err := ctx.Err(); err != nil {
+		return subagent.Cancelled(err)
+	}
+	return nil
 }

@@ -21,6 +21,7 @@ import (
 	"github.com/subactor/subactor/actors/registry"
 	"github.com/subactor/subactor/agent"
 	"github.com/subactor/subactor/agent/agenttest"
+	"github.com/subactor/subactor/internal/await"
 	"github.com/subactor/subactor/internal/leaktest"
 	"github.com/subactor/subactor/model/scripted"
 	"github.com/subactor/subactor/persistence"
@@ -115,8 +116,8 @@ func (e *env) parent(t *testing.T, id string, depth int, opts subagent.AgentOpti
 // finish waits for run's result and disposes it.
 func finish(t *testing.T, run subagent.Run) subagent.Result {
 	t.Helper()
-	res, err := run.Wait(t.Context())
-	if derr := run.Dispose(context.Background()); derr != nil {
+	res, err := run.Wait(await.Ctx(t))
+	if derr := run.Dispose(await.Ctx(t)); derr != nil {
 		t.Fatalf("Dispose: %v", derr)
 	}
 	if err != nil {
@@ -270,7 +271,7 @@ func TestR1_LocalRunPublishesTheChildAgentAndSession(t *testing.T) {
 	if run.ID() != child.SessionID() || run.ID() == parent.SessionID() {
 		t.Fatalf("run id %q, child session %q, parent %q", run.ID(), child.SessionID(), parent.SessionID())
 	}
-	if got := <-pr.callers; got != child {
+	if got := await.Recv(t, pr.callers, "the probe's caller"); got != child {
 		t.Fatal("the agent that ran is not the exact LocalAgent")
 	}
 	want := subagent.SessionHeader{SessionID: run.ID(), ParentSessionID: "parent", DelegationDepth: 2}
@@ -502,14 +503,14 @@ func TestR4_SteerReachesTheSpawnedChildsNextModelRequest(t *testing.T) {
 	if !ok {
 		t.Fatal("a spawned run is not steerable")
 	}
-	if err := steerer.Steer(t.Context(), prompt("wrap up")); err != nil {
+	if err := steerer.Steer(await.Ctx(t), prompt("wrap up")); err != nil {
 		t.Fatalf("Steer: %v", err)
 	}
 	res := finish(t, run)
 	if res.StopReason != subagent.Completed || subagent.TextOf(res.Output) != "done" {
 		t.Fatalf("the steered child ended %+v", res)
 	}
-	if err := steerer.Steer(t.Context(), prompt("too late")); !errors.Is(err, subagent.ErrNotDelivered) {
+	if err := steerer.Steer(await.Ctx(t), prompt("too late")); !errors.Is(err, subagent.ErrNotDelivered) {
 		t.Fatalf("steer after dispose: %v", err)
 	}
 }
