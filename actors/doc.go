@@ -2,6 +2,54 @@
 // protoactor actor system with our logger; the registry, parent and run
 // actors live in the subpackages, and the providers in actors/providers.
 //
-// Callers embedding subactor create one System, build a registry.Service on
-// it, register providers and never need to import protoactor themselves.
+// Callers embedding subactor create one System (or wrap the protoactor
+// system they already run), build a registry.Service on it, register
+// providers and never need to import protoactor themselves.
+//
+// # The actor tree
+//
+//	registry actor        one per Service: providers in order, parents by session id
+//	  parent actor        one per delegating parent session: run events, listeners
+//	    run actor         one per activation; stopping the parent stops its runs
+//
+// The seam's own actors run their mailboxes inline on the sending goroutine
+// (package internal/inline): their Receive never blocks and never runs user
+// code, so that costs a sender microseconds at most.
+//
+// # What may cross the wire
+//
+// Only protobuf messages in package messages: a run's Steer (with a
+// correlation id; answered by SteerAnswer to the sender), SteerWithdraw,
+// Cancel, Dispose (answered by RunQuiesced to a sender), Watch (RunSettled,
+// then RunQuiesced) and the event types. What a run's own child sends it
+// (its exit, a snapshot request, publication), the registry's and parents'
+// commands and the listeners' queues are Go values that only code in this
+// process can produce: a peer cannot forge them, and a protobuf message
+// that is not a run command changes nothing (K3).
+//
+// # Which goroutine runs user code
+//
+// Provider code (Start, Resume) runs on the caller's goroutine; a child's
+// work (its agent loop, model and tools) on a goroutine its run owns; each
+// listener on a goroutine of its own behind a bounded queue (E5); a
+// caller's OnSettled observer on a goroutine of its own. None runs inside
+// a seam actor's Receive or on a network goroutine.
+//
+// # What a crash does
+//
+// protoactor's restart machinery is not used: each seam actor recovers a
+// panic in its Receive in place (package internal/guard).
+//   - registry: the command being handled is answered with
+//     subagent.ErrServiceCrashed; providers, parents and listeners stay;
+//     its listeners get subagent.ListenerFailed.
+//   - parent: its listeners get subagent.ListenerFailed (an event may be
+//     missing) and stay subscribed; its runs are untouched.
+//   - run: a one-shot run settles with stop reason error and cancels its
+//     child; a continuable one (a provider gave it a relaunch body)
+//     relaunches its child from the last checkpoint within the embedder's
+//     subagent.RestartPolicy. A steer being handled is answered; a Dispose
+//     being handled is carried out. A child's panic is the same kind of
+//     crash.
+//
+// Either way every waiter is answered and no call blocks forever.
 package actors

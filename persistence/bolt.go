@@ -545,15 +545,7 @@ func (b *Bolt) putRecords(sessionID string, sb *bolt.Bucket, vals [][]byte) (uin
 // Load implements Store; see the type's documentation for what it does
 // with values that do not decode.
 func (b *Bolt) Load(ctx context.Context, sessionID string) (subagent.SessionHeader, []Record, error) {
-	h, entries, err := b.LoadFrom(ctx, sessionID, 0)
-	if err != nil {
-		return subagent.SessionHeader{}, nil, err
-	}
-	recs := make([]Record, len(entries))
-	for i, e := range entries {
-		recs[i] = e.Record
-	}
-	return h, recs, nil
+	return records(b.LoadFrom(ctx, sessionID, 0))
 }
 
 // LoadFrom implements Store. From 0 it checks the whole log as Load does;

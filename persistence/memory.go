@@ -119,15 +119,7 @@ func (m *Memory) AppendAt(ctx context.Context, sessionID string, expect uint64, 
 
 // Load implements Store.
 func (m *Memory) Load(ctx context.Context, sessionID string) (subagent.SessionHeader, []Record, error) {
-	h, entries, err := m.LoadFrom(ctx, sessionID, 0)
-	if err != nil {
-		return subagent.SessionHeader{}, nil, err
-	}
-	recs := make([]Record, len(entries))
-	for i, e := range entries {
-		recs[i] = e.Record
-	}
-	return h, recs, nil
+	return records(m.LoadFrom(ctx, sessionID, 0))
 }
 
 // LoadFrom implements Store.

@@ -292,3 +292,16 @@ func toCompact(entries []Entry, last, upTo uint64) ([]uint64, error) {
 	}
 	return removed, nil
 }
+
+// records is Load's answer from LoadFrom's: the records without their
+// sequence numbers.
+func records(h subagent.SessionHeader, entries []Entry, err error) (subagent.SessionHeader, []Record, error) {
+	if err != nil {
+		return subagent.SessionHeader{}, nil, err
+	}
+	recs := make([]Record, len(entries))
+	for i, e := range entries {
+		recs[i] = e.Record
+	}
+	return h, recs, nil
+}

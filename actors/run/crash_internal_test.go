@@ -50,6 +50,17 @@ func handled(t *testing.T, h *Handle) {
 	await.Recv(t, p.seen, "the probe to pass the run's mailbox")
 }
 
+// steersArriving reports each steer as it reaches a run's mailbox.
+func steersArriving(t *testing.T) <-chan struct{} {
+	arrived := make(chan struct{}, 8)
+	watch(t, func(msg any) {
+		if _, ok := msg.(*messages.Steer); ok {
+			arrived <- struct{}{}
+		}
+	})
+	return arrived
+}
+
 func parkedBody(took chan<- struct{}) Body {
 	return func(ctx context.Context, g *Gate) (subagent.Result, error) {
 		for {
@@ -108,12 +119,7 @@ func TestA2_ARealPanicInReceiveSettlesErrorAndStillDisposes(t *testing.T) {
 func TestR4_TwoSteersFromOneSenderAreBothAnswered(t *testing.T) {
 	sys := actors.NewSystem()
 	defer sys.Shutdown()
-	arrived := make(chan struct{}, 2)
-	watch(t, func(msg any) {
-		if _, ok := msg.(*messages.Steer); ok {
-			arrived <- struct{}{}
-		}
-	})
+	arrived := steersArriving(t)
 	took := make(chan struct{}, 4)
 	h := Start(sys, Spec{Scope: subagent.Scope{RunID: "r"}, Ctx: context.Background(), Body: parkedBody(took)})
 	defer h.Dispose(context.Background())
@@ -160,12 +166,7 @@ func TestR4_TwoSteersFromOneSenderAreBothAnswered(t *testing.T) {
 func TestR4_SteerStaysBlockedUntilTheChildTakesItsNextSnapshot(t *testing.T) {
 	sys := actors.NewSystem()
 	defer sys.Shutdown()
-	arrived := make(chan struct{}, 1)
-	watch(t, func(msg any) {
-		if _, ok := msg.(*messages.Steer); ok {
-			arrived <- struct{}{}
-		}
-	})
+	arrived := steersArriving(t)
 	took := make(chan struct{}, 4)
 	h := Start(sys, Spec{Scope: subagent.Scope{RunID: "r"}, Ctx: context.Background(), Body: parkedBody(took)})
 	defer h.Dispose(context.Background())
@@ -191,23 +192,18 @@ func TestR4_SteerStaysBlockedUntilTheChildTakesItsNextSnapshot(t *testing.T) {
 
 // TestK3_NoWireMessageCanSettleOrFeedARun sends a run every protobuf
 // message a peer could send except the commands it may legitimately send
-// (Steer, SteerWithdraw, Cancel, Dispose): the run neither settles nor
+// (Steer, SteerWithdraw, Cancel, Dispose, Watch): the run neither settles nor
 // changes. The messages its own child sends it are Go values a peer
 // cannot produce.
 func TestK3_NoWireMessageCanSettleOrFeedARun(t *testing.T) {
 	sys := actors.NewSystem()
 	defer sys.Shutdown()
-	arrived := make(chan struct{}, 2)
-	watch(t, func(msg any) {
-		if _, ok := msg.(*messages.Steer); ok {
-			arrived <- struct{}{}
-		}
-	})
+	watch(t, nil)
 	took := make(chan struct{}, 4)
 	h := Start(sys, Spec{Scope: subagent.Scope{RunID: "r"}, Ctx: context.Background(), Body: parkedBody(took)})
 	await.Recv(t, took, "the first snapshot")
 	allowed := map[protoreflect.FullName]bool{}
-	for _, m := range []interface{ ProtoReflect() protoreflect.Message }{&messages.Steer{}, &messages.SteerWithdraw{}, &messages.Cancel{}, &messages.Dispose{}} {
+	for _, m := range []interface{ ProtoReflect() protoreflect.Message }{&messages.Steer{}, &messages.SteerWithdraw{}, &messages.Cancel{}, &messages.Dispose{}, &messages.Watch{}} {
 		allowed[m.ProtoReflect().Descriptor().FullName()] = true
 	}
 	sent := 0
