@@ -37,15 +37,32 @@ func (e *UnsupportedError) Error() string {
 func (e *UnsupportedError) Unwrap() error { return ErrUnsupported }
 
 // InvalidRequestError names the field whose value is invalid.
+// Where a field can be wrong in more than one way, Fault tells which (one
+// of the ErrToolFilter… sentinels, matched with errors.Is).
 type InvalidRequestError struct {
 	Field  string
 	Reason string
+	Fault  error
 }
 
 func (e *InvalidRequestError) Error() string {
 	return fmt.Sprintf("subagent: invalid %s: %s", e.Field, e.Reason)
 }
-func (e *InvalidRequestError) Unwrap() error { return ErrInvalidRequest }
+
+// Unwrap returns ErrInvalidRequest and the Fault, if any.
+func (e *InvalidRequestError) Unwrap() []error {
+	if e.Fault == nil {
+		return []error{ErrInvalidRequest}
+	}
+	return []error{ErrInvalidRequest, e.Fault}
+}
+
+// The distinct ways a tool filter can be invalid (InvalidRequestError.Fault).
+var (
+	ErrToolFilterEmpty     = errors.New("subagent: tool filter allows and denies nothing")
+	ErrToolFilterBlankName = errors.New("subagent: tool filter names an empty tool")
+	ErrToolFilterDuplicate = errors.New("subagent: tool filter names a tool twice")
+)
 
 // DepthError reports a delegation beyond the cap.
 type DepthError struct{ Depth, Max int }

@@ -13,10 +13,17 @@ func TestReadmeEmbeddingExampleIsExampleService(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	_, block, ok := strings.Cut(string(readme), "```go\n")
-	block, _, _ = strings.Cut(block, "```")
-	if !ok {
-		t.Fatal("README has no Go code block")
+	// The README's first Go block is the root package's short path, so
+	// find this one by the function it shows.
+	var block string
+	for _, part := range strings.Split(string(readme), "```go\n")[1:] {
+		if b, _, _ := strings.Cut(part, "```"); strings.Contains(b, "func ExampleService()") {
+			block = b
+			break
+		}
+	}
+	if block == "" {
+		t.Fatal("README has no Go code block with ExampleService")
 	}
 	source, err := os.ReadFile("example_test.go")
 	if err != nil {

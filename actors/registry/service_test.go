@@ -264,6 +264,7 @@ func TestS4_InvalidRequestsFailTypedBeforeAnyProviderCode(t *testing.T) {
 		}
 	}
 	is := func(target error) func(error) bool { return func(err error) bool { return errors.Is(err, target) } }
+	both := func(a, b func(error) bool) func(error) bool { return func(err error) bool { return a(err) && b(err) } }
 	cases := []struct {
 		name     string
 		ctx      context.Context
@@ -286,10 +287,11 @@ func TestS4_InvalidRequestsFailTypedBeforeAnyProviderCode(t *testing.T) {
 		{"schema is not JSON", context.Background(), "all", with(func(r *subagent.StartRequest) { r.OutputSchema = json.RawMessage(`{`) }), invalid("outputSchema")},
 		{"schema root not an object", context.Background(), "all", with(func(r *subagent.StartRequest) { r.OutputSchema = json.RawMessage(`{"type":"array"}`) }), invalid("outputSchema")},
 		{"negative max depth", context.Background(), "all", with(func(r *subagent.StartRequest) { r.MaxDepth = &neg }), invalid("maxDepth")},
-		{"empty tool filter", context.Background(), "all", with(func(r *subagent.StartRequest) { r.ToolFilter = &subagent.ToolFilter{} }), invalid("toolFilter")},
+		{"empty tool filter", context.Background(), "all", with(func(r *subagent.StartRequest) { r.ToolFilter = &subagent.ToolFilter{} }), both(invalid("toolFilter"), is(subagent.ErrToolFilterEmpty))},
+		{"blank tool name", context.Background(), "all", with(func(r *subagent.StartRequest) { r.ToolFilter = &subagent.ToolFilter{Deny: []string{""}} }), both(invalid("toolFilter"), is(subagent.ErrToolFilterBlankName))},
 		{"duplicate tool names", context.Background(), "all", with(func(r *subagent.StartRequest) {
 			r.ToolFilter = &subagent.ToolFilter{Allow: []string{"read", "list"}, Deny: []string{"read"}}
-		}), invalid("toolFilter")},
+		}), both(invalid("toolFilter"), is(subagent.ErrToolFilterDuplicate))},
 		{"empty persona", context.Background(), "all", with(func(r *subagent.StartRequest) { r.Persona = &empty }), invalid("persona")},
 		{"blank persona", context.Background(), "all", with(func(r *subagent.StartRequest) { r.Persona = &blank }), invalid("persona")},
 		{"missing parent", context.Background(), "all", with(func(r *subagent.StartRequest) { r.Parent = nil }), invalid("parent")},

@@ -64,19 +64,23 @@ func validate(p subagent.Provider, req subagent.StartRequest, resume bool) error
 
 func validateFilter(f *subagent.ToolFilter) error {
 	if len(f.Allow) == 0 && len(f.Deny) == 0 {
-		return invalid("toolFilter", "must allow or deny at least one tool")
+		return filterFault(subagent.ErrToolFilterEmpty, "must allow or deny at least one tool")
 	}
 	seen := map[string]bool{}
 	for _, n := range append(append([]string(nil), f.Allow...), f.Deny...) {
 		if n == "" {
-			return invalid("toolFilter", "tool names must not be empty")
+			return filterFault(subagent.ErrToolFilterBlankName, "tool names must not be empty")
 		}
 		if seen[n] {
-			return invalid("toolFilter", "duplicate tool name "+n)
+			return filterFault(subagent.ErrToolFilterDuplicate, "duplicate tool name "+n)
 		}
 		seen[n] = true
 	}
 	return nil
+}
+
+func filterFault(fault error, reason string) error {
+	return &subagent.InvalidRequestError{Field: "toolFilter", Reason: reason, Fault: fault}
 }
 
 func invalid(field, reason string) error {

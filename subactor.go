@@ -1,0 +1,157 @@
+// Package subactor is the short path to embedding subactor: New wires an
+// actor System, a registry.Service, a session store and a spawn provider
+// with defaults, NewAgent makes a delegating parent on them, and Delegate
+// runs one child to its result.
+//
+// Nothing is hidden: a Runtime's System, Service, Store and Provider are
+// the same parts an advanced embedder composes by hand (see
+// actors/registry's ExampleService), so a program can start on the short
+// path and register more providers, listen to run events or steer runs
+// through Runtime.Service when it needs to.
+package subactor
+
+import (
+	"cmp"
+	"context"
+	"errors"
+	"sync"
+
+	"github.com/subactor/subactor/actors"
+	"github.com/subactor/subactor/actors/providers/spawn"
+	"github.com/subactor/subactor/actors/registry"
+	"github.com/subactor/subactor/agent"
+	"github.com/subactor/subactor/model/scripted"
+	"github.com/subactor/subactor/persistence"
+	"github.com/subactor/subactor/subagent"
+)
+
+// Config configures a Runtime. Every field is optional.
+type Config struct {
+	// System is the actor runtime to run on; the caller keeps owning it.
+	// When nil, New makes one and Close shuts it down. To run on a
+	// protoactor system you already have, pass actors.Wrap(yours).
+	System *actors.System
+	// Store keeps every session; persistence.NewMemory() when nil.
+	Store persistence.Store
+	// Model drives parents and children; the embedded scripted model
+	// (scripted.New()) when nil.
+	Model agent.Model
+	// Tools are the children's tools.
+	Tools []agent.Tool
+	// Provider is the name the spawn provider registers under;
+	// spawn.DefaultName when empty.
+	Provider string
+	// Options configure the Service.
+	Options []registry.Option
+}
+
+// Runtime is a System, a Service and a spawn provider registered on it,
+// sharing one store and one model. Its methods are safe for concurrent use.
+type Runtime struct {
+	System   *actors.System
+	Service  *registry.Service
+	Store    persistence.Store
+	Model    agent.Model
+	Provider *spawn.Provider
+
+	release    func()
+	ownsSystem bool
+	closeOnce  sync.Once
+}
+
+// New wires a Runtime from cfg. On error nothing it made is left running.
+func New(cfg Config) (*Runtime, error) {
+	r := &Runtime{
+		System:     cfg.System,
+		Store:      cfg.Store,
+		Model:      cfg.Model,
+		ownsSystem: cfg.System == nil,
+	}
+	if r.System == nil {
+		r.System = actors.NewSystem()
+	}
+	if r.Store == nil {
+		r.Store = persistence.NewMemory()
+	}
+	if r.Model == nil {
+		r.Model = scripted.New()
+	}
+	r.Service = registry.New(r.System, cfg.Options...)
+	p, err := spawn.New(spawn.Config{
+		Name:   cmp.Or(cfg.Provider, spawn.DefaultName),
+		System: r.System, Store: r.Store, Model: r.Model, Tools: cfg.Tools,
+	})
+	if err == nil {
+		r.Provider = p
+		r.release, err = r.Service.RegisterProvider(p)
+	}
+	if err != nil {
+		r.Close()
+		return nil, err
+	}
+	return r, nil
+}
+
+// NewAgent creates a top-level agent (delegation depth 0) with a new
+// session sessionID in the runtime's store, on its model, with tools: a
+// parent to delegate from. Config errors come back as *agent.ConfigError.
+func (r *Runtime) NewAgent(ctx context.Context, sessionID string, tools ...agent.Tool) (*agent.Agent, error) {
+	return agent.New(ctx, agent.Config{
+		Store: r.Store, Model: r.Model, Tools: tools,
+		Header: subagent.SessionHeader{SessionID: sessionID},
+	})
+}
+
+// Delegate is the one-call common case: it starts a child of parent on the
+// runtime's provider with prompt, waits for its result and disposes it.
+// The child's resources are gone when Delegate returns, whatever the
+// outcome. The Service's typed errors come back as they are (a nil ctx
+// matches subagent.ErrNilContext, a nil parent *subagent.InvalidRequestError).
+// When ctx ends before the child completes, the error matches
+// subagent.ErrCancelled and ctx's error. Otherwise a child that stopped
+// short (max tokens, an error) is a Result with that StopReason, not an
+// error.
+func (r *Runtime) Delegate(ctx context.Context, parent subagent.Agent, prompt string) (subagent.Result, error) {
+	run, err := r.Service.Start(ctx, r.Provider.Name(), subagent.StartRequest{
+		Parent: parent,
+		Prompt: []subagent.ContentBlock{subagent.Text(prompt)},
+	})
+	if err != nil {
+		return subagent.Result{}, err
+	}
+	res, err := run.Wait(ctx)
+	if cerr := ctx.Err(); cerr != nil && (err != nil || res.StopReason != subagent.Completed) {
+		// Wait may see ctx end or the child settle on it first; either
+		// way the caller gets the same answer.
+		if errors.Is(err, cerr) {
+			err = nil // Wait's own report of ctx, said once below
+		}
+		res, err = subagent.Result{}, errors.Join(subagent.Cancelled(cerr), err)
+	}
+	// Not bounded by ctx: an ended ctx has cancelled the child, and
+	// Dispose then returns once it has quiesced, so nothing outlives
+	// the call.
+	if derr := run.Dispose(context.WithoutCancel(ctx)); derr != nil {
+		err = errors.Join(err, derr)
+	}
+	if err != nil {
+		return subagent.Result{}, err
+	}
+	return res, nil
+}
+
+// Close releases the provider's registration, closes the Service and, if
+// New made the System, shuts it down; a System passed in Config stays up.
+// Runs started through the Service and not yet disposed are the caller's
+// to dispose, before Close. Close is idempotent.
+func (r *Runtime) Close() {
+	r.closeOnce.Do(func() {
+		if r.release != nil {
+			r.release()
+		}
+		r.Service.Close()
+		if r.ownsSystem {
+			r.System.Shutdown()
+		}
+	})
+}
