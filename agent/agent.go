@@ -81,6 +81,8 @@ type Agent struct {
 	// stops, and the seam refuses to start (or keep) its children.
 	life  context.Context
 	close context.CancelCauseFunc
+	// cancelRun cancels the Run in progress; under mu.
+	cancelRun context.CancelCauseFunc
 
 	mu   sync.Mutex
 	msgs []Message
@@ -94,8 +96,10 @@ var (
 	_ subagent.Closable = (*Agent)(nil)
 )
 
-// ErrClosed is the cause of everything an agent's Close ends.
-var ErrClosed = errors.New("agent: closed")
+// ErrClosed is the cause of everything an agent's Close ends. For the
+// agent's children it is their parent closing: it matches
+// subagent.ErrParentClosed.
+var ErrClosed = fmt.Errorf("agent: closed: %w", subagent.ErrParentClosed)
 
 // New checks cfg and creates (or, with Resume, loads) the session.
 func New(ctx context.Context, cfg Config) (*Agent, error) {
@@ -189,7 +193,14 @@ func (a *Agent) load(ctx context.Context) error {
 // Close ends the agent: a Run in progress stops (aborted, cause
 // ErrClosed), later Runs stop at once, and the Service starts no child for
 // it and cancels the children it has. Idempotent; the session stays.
-func (a *Agent) Close() { a.close(ErrClosed) }
+func (a *Agent) Close() {
+	a.close(ErrClosed)
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	if a.cancelRun != nil {
+		a.cancelRun(ErrClosed)
+	}
+}
 
 // Lifetime implements subagent.Closable: it ends when the agent closes.
 func (a *Agent) Lifetime() context.Context { return a.life }

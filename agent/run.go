@@ -26,12 +26,23 @@ func (a *Agent) Run(ctx context.Context, prompt []subagent.ContentBlock, steer S
 		return subagent.Stopped(subagent.Error, "agent: Run is already in progress")
 	}
 	defer a.running.Store(false)
-	if a.life.Err() != nil {
-		return aborted(a.life)
-	}
 	ctx, cancel := context.WithCancelCause(ctx)
 	defer cancel(nil)
-	defer context.AfterFunc(a.life, func() { cancel(context.Cause(a.life)) })()
+	a.mu.Lock()
+	if a.life.Err() != nil {
+		a.mu.Unlock()
+		return aborted(a.life)
+	}
+	a.cancelRun = cancel
+	a.mu.Unlock()
+	defer func() {
+		a.mu.Lock()
+		a.cancelRun = nil
+		a.mu.Unlock()
+	}()
+	// Children this loop starts through the Service are cancelled with
+	// ctx when the agent closes: no second binding is needed.
+	ctx = subagent.WithinLifetime(ctx, a)
 	usage := &subagent.Usage{}
 	res := a.run(ctx, prompt, steer, usage)
 	res.Usage = usage

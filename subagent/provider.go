@@ -80,6 +80,21 @@ type Closable interface {
 	Lifetime() context.Context
 }
 
+type lifetimeKey struct{}
+
+// WithinLifetime marks ctx as one that ends when c closes (an agent's own
+// loop context), so that the Service need not tie a start under it to c's
+// lifetime again.
+func WithinLifetime(ctx context.Context, c Closable) context.Context {
+	return context.WithValue(ctx, lifetimeKey{}, c)
+}
+
+// IsWithinLifetime reports whether ctx was marked by WithinLifetime for c.
+func IsWithinLifetime(ctx context.Context, c Closable) bool {
+	v, _ := ctx.Value(lifetimeKey{}).(Closable)
+	return v != nil && v == c
+}
+
 // ParentClosed returns an error wrapping ErrParentClosed if p is a
 // Closable that has closed, nil otherwise.
 func ParentClosed(p Agent) error {

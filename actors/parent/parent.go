@@ -2,10 +2,11 @@
 // its session id. It owns the run events of that agent's children and
 // their listeners.
 //
-// It is the sequencer of a run's events. The Service announces a run with
-// Expect and hands its provider a sink whose progress comes here, held
-// until the Service sends Published once Start succeeded (or Discarded
-// when it failed); only then it attaches the observer that sends Settled,
+// It is the sequencer of a run's events. The Service hands each provider a
+// sink whose progress comes here while someone listens (announced by
+// Expect), held until the Service sends Published once Start succeeded
+// (or Discarded when it failed); only then it attaches the observer that
+// sends Settled,
 // so by mailbox order a run's events are start, progress, end, even for a
 // child that had already settled.
 //
@@ -27,6 +28,7 @@ package parent
 import (
 	"fmt"
 	"log/slog"
+	"sync/atomic"
 
 	"github.com/asynkron/protoactor-go/actor"
 
@@ -49,8 +51,8 @@ type (
 		Props *actor.Props
 	}
 	// Expect announces a run whose provider is about to start with a
-	// sink to this actor: its progress is held until Published, and
-	// dropped on Discarded.
+	// sink to this actor while someone listens: its progress is held
+	// until Published, and dropped on Discarded.
 	Expect struct{ RunID string }
 	// Published: Start returned the run to its caller.
 	Published struct {
@@ -69,7 +71,7 @@ type (
 	}
 	// Idle tells the registry (the actor's parent) that nothing is left.
 	// Uses counts the references the registry handed out that reached it
-	// (Expect, Subscribe).
+	// (Published, Discarded, Subscribe).
 	Idle struct {
 		ParentID string
 		Uses     int64
@@ -78,14 +80,17 @@ type (
 )
 
 // Props builds the parent actor of the agent whose session is parentID.
-func Props(log *slog.Logger, parentID string) *actor.Props {
+// The actor keeps listening at its number of listeners, so that sinks skip
+// progress nobody would receive.
+func Props(log *slog.Logger, parentID string, listening *atomic.Int32) *actor.Props {
 	return inline.Props(func() actor.Actor {
 		return &parentActor{
-			id:   parentID,
-			log:  log,
-			live: map[string]*Published{},
-			held: map[string][]subagent.RunProgress{},
-			runs: map[string]bool{},
+			id:        parentID,
+			log:       log,
+			listening: listening,
+			live:      map[string]*Published{},
+			held:      map[string][]subagent.RunProgress{},
+			runs:      map[string]bool{},
 		}
 	})
 }
@@ -93,6 +98,7 @@ func Props(log *slog.Logger, parentID string) *actor.Props {
 type parentActor struct {
 	id        string // the delegating agent's session id
 	log       *slog.Logger
+	listening *atomic.Int32
 	listeners fanout.Fanout
 	live      map[string]*Published             // started, not yet ended
 	held      map[string][]subagent.RunProgress // expected runs' progress before Published
@@ -100,16 +106,26 @@ type parentActor struct {
 	uses      int64
 }
 
+// Receive recovers a panic in place (A2): listeners are told an event may
+// be missing and stay subscribed.
 func (a *parentActor) Receive(c actor.Context) {
 	msg := c.Message()
-	if p := guard.Receive("parent", msg, func() { a.receive(c, msg) }); p != nil {
+	defer a.crashed(msg)
+	guard.Enter("parent", msg)
+	a.receive(c, msg)
+}
+
+func (a *parentActor) crashed(msg any) {
+	if p := recover(); p != nil {
 		a.log.Error("subagent: parent actor crashed; listeners told to resynchronise", "parent", a.id, "message", fmt.Sprintf("%T", msg), "panic", p)
 		a.listeners.Emit(subagent.ListenerFailed{Reason: fmt.Sprintf("parent actor crashed handling %T: %v", msg, p)})
+		a.listening.Store(int32(a.listeners.Len()))
 	}
 }
 
 func (a *parentActor) receive(c actor.Context, msg any) {
 	if a.listeners.Handle(msg) {
+		a.listening.Store(int32(a.listeners.Len()))
 		a.idle(c)
 		return
 	}
@@ -117,6 +133,7 @@ func (a *parentActor) receive(c actor.Context, msg any) {
 	case *Subscribe:
 		a.uses++
 		a.listeners.Add(m.Sub)
+		a.listening.Store(int32(a.listeners.Len()))
 	case *SpawnRun:
 		pid := c.SpawnPrefix(m.Props, "run-")
 		a.runs[pid.Id] = true
@@ -127,9 +144,9 @@ func (a *parentActor) receive(c actor.Context, msg any) {
 			a.idle(c)
 		}
 	case *Expect:
-		a.uses++
 		a.held[m.RunID] = nil
 	case *Published:
+		a.uses++
 		a.live[m.RunID] = m
 		a.listeners.Emit(subagent.RunStarted{RunID: m.RunID, Provider: m.Provider, SessionID: m.SessionID, Local: m.Local})
 		for _, p := range a.held[m.RunID] {
@@ -137,6 +154,7 @@ func (a *parentActor) receive(c actor.Context, msg any) {
 		}
 		delete(a.held, m.RunID)
 	case *Discarded:
+		a.uses++
 		delete(a.held, m.RunID)
 		a.idle(c)
 	case *Progress:

@@ -3,6 +3,7 @@ package parent_test
 import (
 	"log/slog"
 	"slices"
+	"sync/atomic"
 	"testing"
 
 	"github.com/asynkron/protoactor-go/actor"
@@ -21,17 +22,25 @@ func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
 // spawnUnderProbe spawns a parent actor under a stand-in for the registry
 // that hands every Idle to idle.
 func spawnUnderProbe(t *testing.T, sys *actor.ActorSystem, idle chan<- int64) *actor.PID {
+	pid, _ := spawnListening(t, sys, idle)
+	return pid
+}
+
+// spawnListening is spawnUnderProbe that also returns the listener count
+// the parent actor keeps.
+func spawnListening(t *testing.T, sys *actor.ActorSystem, idle chan<- int64) (*actor.PID, *atomic.Int32) {
+	listening := new(atomic.Int32)
 	pids := make(chan *actor.PID, 1)
 	probe := sys.Root.Spawn(actor.PropsFromFunc(func(c actor.Context) {
 		switch m := c.Message().(type) {
 		case *actor.Started:
-			pids <- c.Spawn(parent.Props(slog.Default(), "agent"))
+			pids <- c.Spawn(parent.Props(slog.Default(), "agent", listening))
 		case *parent.Idle:
 			idle <- m.Uses
 		}
 	}))
 	t.Cleanup(func() { _ = sys.Root.StopFuture(probe).Wait() })
-	return await.Recv(t, pids, "the parent actor")
+	return await.Recv(t, pids, "the parent actor"), listening
 }
 
 func subscribe(t *testing.T, sys *actor.ActorSystem, pid *actor.PID) (*fanout.Sub, chan subagent.Event) {
@@ -49,7 +58,7 @@ func TestE1E6_StartProgressEndAndIdleOnceNothingIsLeft(t *testing.T) {
 	defer sys.Shutdown()
 	raw := sys.ActorSystem()
 	idle := make(chan int64, 4)
-	pid := spawnUnderProbe(t, raw, idle)
+	pid, listening := spawnListening(t, raw, idle)
 	sub, got := subscribe(t, raw, pid)
 	step := subagent.RunProgress{RunID: "r1", Kind: subagent.ModelCallStarted, Step: 1}
 	raw.Root.Send(pid, &parent.Expect{RunID: "r1"})
@@ -71,12 +80,19 @@ func TestE1E6_StartProgressEndAndIdleOnceNothingIsLeft(t *testing.T) {
 			t.Fatalf("event %d: %#v, want %#v", i, ev, w)
 		}
 	}
+	if n := listening.Load(); n != 1 {
+		t.Fatalf("listener count %d with one listener", n)
+	}
 	// With a listener still subscribed the actor is not idle; once it is
-	// gone it reports the references it used: two expects, one subscribe.
+	// gone it reports the references it used: one publication, one
+	// discard, one subscription.
 	sub.Release()
 	raw.Root.Send(pid, &fanout.Unsubscribe{Sub: sub})
 	if uses := await.Recv(t, idle, "the parent to report idle"); uses != 3 {
 		t.Fatalf("idle after %d uses, want 3", uses)
+	}
+	if n := listening.Load(); n != 0 {
+		t.Fatalf("listener count %d after the listener left", n)
 	}
 	select {
 	case ev := <-got:

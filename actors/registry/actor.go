@@ -4,6 +4,7 @@ import (
 	"container/list"
 	"fmt"
 	"log/slog"
+	"sync/atomic"
 
 	"github.com/asynkron/protoactor-go/actor"
 
@@ -32,9 +33,16 @@ type (
 		name string
 	}
 	listNames struct{ reply.To }
-	// parentOf returns the parent actor for a parent session, counting
-	// the reference, which the caller must use at once (Expect or
-	// Subscribe).
+	// prepare returns, for a start, the provider registered under name
+	// and, when there is one, the parentRef for the parent session,
+	// counting the reference (one round trip instead of two).
+	prepare struct {
+		reply.To
+		name, parentID string
+	}
+	// parentOf returns the parentRef for a parent session, counting the
+	// reference, which the caller must use at once (Published, Discarded
+	// or Subscribe); its pid and listening are fixed, safe to read.
 	parentOf struct {
 		reply.To
 		parentID string
@@ -46,6 +54,11 @@ type (
 		sub *fanout.Sub
 	}
 )
+
+type prepared struct {
+	p   subagent.Provider // nil when none is registered under the name
+	ref *parentRef        // nil when p is
+}
 
 type registered struct {
 	gen uint64 // answered to register, so a release removes only its own
@@ -75,23 +88,32 @@ type registryActor struct {
 // parentRef is a live parent actor and how many references to it were
 // handed out.
 type parentRef struct {
-	pid    *actor.PID
-	refs   int64
-	idleAt *list.Element // in idle, or nil while in use
+	pid       *actor.PID
+	listening *atomic.Int32 // kept by the parent actor: its listener count
+	refs      int64
+	idleAt    *list.Element // in idle, or nil while in use
 }
 
 // Receive recovers a panic in place (A2): the command being handled is
 // answered with the crash, the state stays, and listeners are told.
 func (a *registryActor) Receive(c actor.Context) {
 	msg := c.Message()
-	if p := guard.Receive("registry", msg, func() { a.receive(c, msg) }); p != nil {
-		err := fmt.Errorf("%w: registry crashed handling %T: %v", subagent.ErrServiceCrashed, msg, p)
-		a.log.Error("subagent: registry actor crashed", "err", err)
-		if f, ok := msg.(guard.Failer); ok {
-			f.Fail(err)
-		}
-		a.listeners.Emit(subagent.ListenerFailed{Reason: err.Error()})
+	defer a.crashed(msg)
+	guard.Enter("registry", msg)
+	a.receive(c, msg)
+}
+
+func (a *registryActor) crashed(msg any) {
+	p := recover()
+	if p == nil {
+		return
 	}
+	err := fmt.Errorf("%w: registry crashed handling %T: %v", subagent.ErrServiceCrashed, msg, p)
+	a.log.Error("subagent: registry actor crashed", "err", err)
+	if f, ok := msg.(guard.Failer); ok {
+		f.Fail(err)
+	}
+	a.listeners.Emit(subagent.ListenerFailed{Reason: err.Error()})
 }
 
 func (a *registryActor) receive(c actor.Context, msg any) {
@@ -121,6 +143,13 @@ func (a *registryActor) receive(c actor.Context, msg any) {
 		m.Answer(a.providers[m.name].p)
 	case *listNames:
 		m.Answer(append([]string(nil), a.order...))
+	case *prepare:
+		e, ok := a.providers[m.name]
+		if !ok {
+			m.Answer(prepared{})
+			return
+		}
+		m.Answer(prepared{p: e.p, ref: a.parent(c, m.parentID)})
 	case *parentOf:
 		m.Answer(a.parent(c, m.parentID))
 	case *parent.Idle:
@@ -150,10 +179,11 @@ func (a *registryActor) receive(c actor.Context, msg any) {
 
 // parent hands out a reference to the parent actor for a parent session,
 // spawning it when there is none.
-func (a *registryActor) parent(c actor.Context, id string) *actor.PID {
+func (a *registryActor) parent(c actor.Context, id string) *parentRef {
 	p, ok := a.parents[id]
 	if !ok {
-		p = &parentRef{pid: c.Spawn(parent.Props(a.log, id))}
+		p = &parentRef{listening: new(atomic.Int32)}
+		p.pid = c.Spawn(parent.Props(a.log, id, p.listening))
 		a.parents[id] = p
 	}
 	if p.idleAt != nil {
@@ -161,7 +191,7 @@ func (a *registryActor) parent(c actor.Context, id string) *actor.PID {
 		p.idleAt = nil
 	}
 	p.refs++
-	return p.pid
+	return p
 }
 
 func remove(names []string, name string) []string {

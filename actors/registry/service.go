@@ -18,6 +18,7 @@ import (
 	"log/slog"
 	"reflect"
 	"sync"
+	"sync/atomic"
 
 	"github.com/asynkron/protoactor-go/actor"
 	"github.com/google/uuid"
@@ -200,7 +201,7 @@ func (s *Service) ListenParent(parentSessionID string, l subagent.Listener, opts
 		sub.Release()
 		return &subscription{s: s, sub: sub}
 	}
-	owner := r.(*actor.PID)
+	owner := r.(*parentRef).pid
 	s.sys.Root.Send(owner, &parent.Subscribe{Sub: sub})
 	return &subscription{s: s, owner: owner, sub: sub}
 }
@@ -265,41 +266,50 @@ func (s *Service) open(ctx context.Context, name string, req subagent.StartReque
 	if err := ctx.Err(); err != nil {
 		return nil, subagent.Cancelled(err)
 	}
-	r, err := s.call(ctx, s.pid, &getProvider{To: reply.New(), name: name})
-	if err != nil {
-		return nil, contextual(ctx, err)
+	if isNil(req.Parent) {
+		return nil, invalid("parent", "a delegating parent agent is required")
 	}
-	p, _ := r.(subagent.Provider)
+	parentID := req.Parent.SessionID()
+	// Not bounded by ctx: the registry answers at once, and a reference it
+	// handed out must reach the parent actor.
+	r, err := s.call(context.Background(), s.pid, &prepare{To: reply.New(), name: name, parentID: parentID})
+	if err != nil {
+		return nil, err
+	}
+	prep := r.(prepared)
+	p, ref := prep.p, prep.ref
 	if p == nil {
 		return nil, fmt.Errorf("%w: %q", subagent.ErrNoProvider, name)
 	}
+	owner := ref.pid
+	release := func() { s.sys.Root.Send(owner, &parent.Discarded{}) } // the reference, unused
 	if err := validate(p, req, resume); err != nil {
+		release()
 		return nil, err
 	}
 	ctx, unbind, err := bindToParent(ctx, req.Parent)
 	if err != nil {
+		release()
 		return nil, err
 	}
-	parentID := req.Parent.SessionID()
-	r, err = s.call(ctx, s.pid, &parentOf{To: reply.New(), parentID: parentID})
-	if err != nil {
-		unbind()
-		return nil, contextual(ctx, err)
-	}
-	owner := r.(*actor.PID)
 	runID := uuid.NewString()
 	// The parent actor holds the run's progress until Published, so every
-	// event of the run follows its start (E1, E6).
-	s.sys.Root.Send(owner, &parent.Expect{RunID: runID})
+	// event of the run follows its start (E1, E6). Nobody listening, no
+	// progress is sent at all.
+	if ref.listening.Load() > 0 {
+		s.sys.Root.Send(owner, &parent.Expect{RunID: runID})
+	}
 	discard := func(err error) (subagent.Run, error) {
 		s.sys.Root.Send(owner, &parent.Discarded{RunID: runID})
-		unbind()
+		if unbind != nil {
+			unbind()
+		}
 		return nil, err
 	}
 	req.Scope = subagent.Scope{
 		RunID:    runID,
 		Parent:   subagent.ParentRef{SessionID: parentID, Depth: subagent.DelegationDepthOf(req.Parent)},
-		Events:   sink{s: s, owner: owner},
+		Events:   &sink{s: s, owner: owner, listening: ref.listening},
 		Restarts: s.opts.RunRestarts,
 	}
 	var run subagent.Run
@@ -332,31 +342,41 @@ func (s *Service) open(ctx context.Context, name string, req subagent.StartReque
 
 // bindToParent ties ctx to the parent's lifetime when the parent can
 // close: a closed parent starts no child, and one that closes cancels its
-// children, during setup or after (ErrParentClosed). unbind releases the
-// tie once the run is disposed or its start failed.
+// children, during setup or after (ErrParentClosed). unbind, nil when
+// there is no tie to release, releases it once the run is disposed or its
+// start failed.
 func bindToParent(ctx context.Context, p subagent.Agent) (_ context.Context, unbind func(), _ error) {
 	c, ok := p.(subagent.Closable)
 	if !ok {
-		return ctx, func() {}, nil
+		return ctx, nil, nil
 	}
 	if err := subagent.ParentClosed(p); err != nil {
 		return nil, nil, err
+	}
+	if subagent.IsWithinLifetime(ctx, c) {
+		return ctx, nil, nil // the parent's own loop: ctx ends when it closes
 	}
 	ctx, cancel := context.WithCancelCause(ctx)
 	stop := context.AfterFunc(c.Lifetime(), func() { cancel(subagent.ParentClosed(p)) })
 	return ctx, func() { stop(); cancel(context.Canceled) }, nil
 }
 
-// sink forwards a run's progress to its parent actor, and spawns the run's
-// actor under it (package run looks for SpawnRun).
+// sink forwards a run's progress to its parent actor while anyone listens
+// there, and spawns the run's actor under it (package run looks for
+// SpawnRun).
 type sink struct {
-	s     *Service
-	owner *actor.PID
+	s         *Service
+	owner     *actor.PID
+	listening *atomic.Int32
 }
 
-func (k sink) Emit(ev subagent.RunProgress) { k.s.sys.Root.Send(k.owner, &parent.Progress{Event: ev}) }
+func (k *sink) Emit(ev subagent.RunProgress) {
+	if k.listening.Load() > 0 {
+		k.s.sys.Root.Send(k.owner, &parent.Progress{Event: ev})
+	}
+}
 
-func (k sink) SpawnRun(props *actor.Props) (*actor.PID, error) {
+func (k *sink) SpawnRun(props *actor.Props) (*actor.PID, error) {
 	r, err := k.s.call(context.Background(), k.owner, &parent.SpawnRun{To: reply.New(), Props: props})
 	if err != nil {
 		return nil, err
@@ -369,15 +389,18 @@ func (k sink) SpawnRun(props *actor.Props) (*actor.PID, error) {
 // tie to the parent's lifetime is released once disposed.
 type serviceRun struct {
 	subagent.Run
-	id     string
-	unbind func()
+	id      string
+	unbind  func() // nil when there is no tie to the parent to release
+	unbound atomic.Bool
 }
 
 func (r *serviceRun) Dispose(ctx context.Context) error {
 	if err := r.Run.Dispose(ctx); err != nil {
 		return err
 	}
-	r.unbind()
+	if r.unbind != nil && r.unbound.CompareAndSwap(false, true) {
+		r.unbind()
+	}
 	return nil
 }
 
@@ -389,7 +412,7 @@ func (r *serviceRun) OnSettled(f func(subagent.Result, error)) {
 
 // steerableRun is a serviceRun whose provider's run can be steered.
 type steerableRun struct {
-	*serviceRun
+	serviceRun
 	steerer subagent.Steerer
 }
 
@@ -398,11 +421,10 @@ func (r *steerableRun) Steer(ctx context.Context, message []subagent.ContentBloc
 }
 
 func wrap(run subagent.Run, id string, unbind func()) subagent.Run {
-	r := &serviceRun{Run: run, id: id, unbind: sync.OnceFunc(unbind)}
 	if st, ok := run.(subagent.Steerer); ok {
-		return &steerableRun{serviceRun: r, steerer: st}
+		return &steerableRun{serviceRun: serviceRun{Run: run, id: id, unbind: unbind}, steerer: st}
 	}
-	return r
+	return &serviceRun{Run: run, id: id, unbind: unbind}
 }
 
 // isNil reports a nil interface or one holding a nil pointer, map, slice,

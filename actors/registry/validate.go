@@ -9,6 +9,7 @@ import (
 
 // validate checks a request against the provider before any provider code
 // runs (S4): declared capabilities first, then semantic values, then depth.
+// The Service has checked the parent is there.
 func validate(p subagent.Provider, req subagent.StartRequest, resume bool) error {
 	caps := p.Capabilities()
 	for _, c := range []struct {
@@ -32,8 +33,6 @@ func validate(p subagent.Provider, req subagent.StartRequest, resume bool) error
 		return invalid("continuation", "resume needs a continuation")
 	case !resume && req.Continuation != nil:
 		return invalid("continuation", "a continuation resumes a child: use Resume")
-	case isNil(req.Parent):
-		return invalid("parent", "a delegating parent agent is required")
 	}
 	if len(req.Prompt) == 0 && req.Continuation == nil {
 		return invalid("prompt", "must not be empty")

@@ -51,10 +51,9 @@ type runActor struct {
 	started bool
 	cancel  context.CancelCauseFunc // the live child's context
 	stopCtx func() bool             // detaches the start context's AfterFunc
-	replies map[string]steerFrom    // pending steers by key
-	takes   map[string]chan snapshot
-	senders map[string]*actor.PID // watchers and disposers by key
-	nextKey int
+	replies map[string]steerFrom    // pending steers by key; made on first use
+	take    chan snapshot           // the child's Take awaiting its snapshot
+	senders map[string]*actor.PID   // watchers and disposers by key; made on first use
 	// observers are called when the run settles.
 	observers []func(subagent.Result, error)
 }
@@ -64,26 +63,35 @@ type runActor struct {
 // handled is answered, and a Dispose is never dropped.
 func (a *runActor) Receive(c actor.Context) {
 	msg := c.Message()
-	if p := guard.Receive("run", msg, func() { a.receive(c, msg) }); p != nil {
-		c.Logger().Error("subagent: run actor crashed", "run", a.h.id, "message", fmt.Sprintf("%T", msg), "panic", p)
-		// A steer the crash kept from being recorded is answered here;
-		// one that was recorded is refused or kept by the transition.
-		steer, isSteer := msg.(*messages.Steer)
-		unrecorded := isSteer && c.Sender() != nil
+	defer a.crashed(c, msg)
+	guard.Enter("run", msg)
+	a.receive(c, msg)
+}
+
+// crashed is Receive's deferred recovery.
+func (a *runActor) crashed(c actor.Context, msg any) {
+	p := recover()
+	if p == nil {
+		return
+	}
+	c.Logger().Error("subagent: run actor crashed", "run", a.h.id, "message", fmt.Sprintf("%T", msg), "panic", p)
+	// A steer the crash kept from being recorded is answered here; one
+	// that was recorded is refused or kept by the transition.
+	steer, isSteer := msg.(*messages.Steer)
+	unrecorded := isSteer && c.Sender() != nil
+	if unrecorded {
+		_, recorded := a.replies[steerKey(c.Sender(), steer.SteerId)]
+		unrecorded = !recorded
+	}
+	a.step(c, InCrash{Reason: fmt.Sprintf("handling %T: %v", msg, p), At: time.Now()})
+	switch msg.(type) {
+	case *messages.Steer:
 		if unrecorded {
-			_, recorded := a.replies[steerKey(c.Sender(), steer.SteerId)]
-			unrecorded = !recorded
+			c.Send(c.Sender(), &messages.SteerAnswer{SteerId: steer.SteerId, Reason: "run crashed"})
 		}
-		a.step(c, InCrash{Reason: fmt.Sprintf("handling %T: %v", msg, p), At: time.Now()})
-		switch msg.(type) {
-		case *messages.Steer:
-			if unrecorded {
-				c.Send(c.Sender(), &messages.SteerAnswer{SteerId: steer.SteerId, Reason: "run crashed"})
-			}
-		case *messages.Dispose:
-			// The crash must not drop a Dispose: its callers wait for it.
-			a.step(c, InDispose{ID: a.sender(c)})
-		}
+	case *messages.Dispose:
+		// The crash must not drop a Dispose: its callers wait for it.
+		a.step(c, InDispose{ID: a.sender(c)})
 	}
 }
 
@@ -106,10 +114,10 @@ func (a *runActor) receive(c actor.Context, msg any) {
 	case publish:
 		a.step(c, InPublish{})
 	case takeSnapshot:
-		a.nextKey++
-		key := "take#" + strconv.Itoa(a.nextKey)
-		a.takes[key] = m.reply
-		a.step(c, InTake{ID: key})
+		// The child's loop asks once per model request and waits for the
+		// answer, so there is one Take at a time.
+		a.take = m.reply
+		a.step(c, InTake{ID: "take"})
 	case childExited:
 		a.step(c, InExited{Result: m.result, Err: m.err, Panic: m.panic, At: time.Now()})
 	case cancelFor:
@@ -117,6 +125,9 @@ func (a *runActor) receive(c actor.Context, msg any) {
 	case *messages.Steer:
 		if s := c.Sender(); s != nil {
 			key := steerKey(s, m.SteerId)
+			if a.replies == nil {
+				a.replies = map[string]steerFrom{}
+			}
 			a.replies[key] = steerFrom{pid: s, id: m.SteerId}
 			a.step(c, InSteer{ID: key, Content: messages.ToContent(m.Content)})
 		}
@@ -143,6 +154,9 @@ func (a *runActor) sender(c actor.Context) string {
 		return ""
 	}
 	key := s.Address + "/" + s.Id
+	if a.senders == nil {
+		a.senders = map[string]*actor.PID{}
+	}
 	a.senders[key] = s
 	return key
 }
@@ -164,8 +178,8 @@ func (a *runActor) step(c actor.Context, in Input) {
 				c.Send(to.pid, &messages.SteerAnswer{SteerId: to.id, Admitted: fx.Admitted, Reason: fx.Reason})
 			}
 		case Deliver:
-			if ch, ok := a.takes[fx.ID]; ok {
-				delete(a.takes, fx.ID)
+			if ch := a.take; ch != nil {
+				a.take = nil
 				select { // one slot, one Take at a time: never blocks the actor
 				case ch <- snapshot{steers: fx.Steers, closed: fx.Closed}:
 				default:

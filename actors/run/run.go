@@ -95,7 +95,6 @@ func Start(sys *actors.System, spec Spec) *Handle {
 	h.live.Store(1) // the actor itself
 	a := &runActor{
 		h: h, spec: spec, life: NewLifecycle(spec.Relaunch != nil, spec.Restarts), settle: settle,
-		replies: map[string]steerFrom{}, takes: map[string]chan snapshot{}, senders: map[string]*actor.PID{},
 	}
 	props := inline.Props(func() actor.Actor { return a })
 	if parent, ok := spec.Scope.Events.(host); ok {
