@@ -47,7 +47,6 @@ type runActor struct {
 	h       *Handle
 	spec    Spec
 	life    *Lifecycle
-	settle  context.CancelFunc
 	started bool
 	cancel  context.CancelCauseFunc // the live child's context
 	stopCtx func() bool             // detaches the start context's AfterFunc
@@ -106,7 +105,7 @@ func (a *runActor) receive(c actor.Context, msg any) {
 	case *actor.Stopped:
 		a.step(c, InStopped{})
 	case observe:
-		if a.h.settled.Err() != nil {
+		if a.life.settled {
 			a.notify(c, m.f)
 		} else {
 			a.observers = append(a.observers, m.f)
@@ -192,7 +191,7 @@ func (a *runActor) step(c actor.Context, in Input) {
 				a.notify(c, f)
 			}
 			a.observers = nil
-			a.settle()
+			close(a.h.settled)
 		case TellSettled:
 			if to := a.senders[fx.ID]; to != nil {
 				settled := &messages.RunSettled{RunId: a.h.id, Result: messages.FromResult(a.h.result)}

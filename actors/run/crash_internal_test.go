@@ -218,7 +218,7 @@ func TestK3_NoWireMessageCanSettleOrFeedARun(t *testing.T) {
 		t.Fatalf("only %d wire messages sent", sent)
 	}
 	handled(t, h)
-	if h.settled.Err() != nil {
+	if isClosed(h.settled) {
 		t.Fatalf("a wire message settled the run: %+v", h.result)
 	}
 	if err := h.Dispose(await.Ctx(t)); err != nil {
@@ -276,7 +276,7 @@ func TestR2E1_EveryObserverHasRunWhenWaitReturns(t *testing.T) {
 	await.Recv(t, took, "the first snapshot")
 	settledEarly := make(chan bool, 2)
 	for range 2 {
-		h.OnSettled(func(subagent.Result, error) { settledEarly <- h.settled.Err() != nil })
+		h.OnSettled(func(subagent.Result, error) { settledEarly <- isClosed(h.settled) })
 	}
 	if err := h.Dispose(await.Ctx(t)); err != nil {
 		t.Fatal(err)
@@ -390,4 +390,13 @@ func TestK1_AWatcherIsToldOfTheSettleAndQuiescenceOverTheWireProtocol(t *testing
 		}
 	}
 	await.Recv(t, h.quiesced, "the local handle to see quiescence too")
+}
+
+func isClosed(ch chan struct{}) bool {
+	select {
+	case <-ch:
+		return true
+	default:
+		return false
+	}
 }

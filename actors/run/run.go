@@ -54,7 +54,7 @@ type Handle struct {
 	id        string
 	sessionID string
 	agent     subagent.Agent
-	settled   context.Context // done once result and err are final
+	settled   chan struct{} // closed once result and err are final
 	result    subagent.Result
 	err       error
 	// quiesced is closed once the actor has stopped and every goroutine
@@ -87,14 +87,13 @@ func Start(sys *actors.System, spec Spec) *Handle {
 	if id == "" {
 		id = uuid.NewString()
 	}
-	settled, settle := context.WithCancel(context.Background())
 	h := &Handle{
 		sys: sys.ActorSystem(), id: id, sessionID: spec.SessionID, agent: spec.Agent,
-		settled: settled, quiesced: make(chan struct{}), stopped: make(chan struct{}),
+		settled: make(chan struct{}), quiesced: make(chan struct{}), stopped: make(chan struct{}),
 	}
 	h.live.Store(1) // the actor itself
 	a := &runActor{
-		h: h, spec: spec, life: NewLifecycle(spec.Relaunch != nil, spec.Restarts), settle: settle,
+		h: h, spec: spec, life: NewLifecycle(spec.Relaunch != nil, spec.Restarts),
 	}
 	props := inline.Props(func() actor.Actor { return a })
 	if parent, ok := spec.Scope.Events.(host); ok {
@@ -130,7 +129,7 @@ func (h *Handle) Publish() { h.sys.Root.Send(h.pid, publish{}) }
 // Wait implements subagent.Run.
 func (h *Handle) Wait(ctx context.Context) (subagent.Result, error) {
 	select {
-	case <-h.settled.Done():
+	case <-h.settled:
 		return h.result, h.err
 	case <-ctx.Done():
 		return subagent.Result{}, ctx.Err()
@@ -142,7 +141,7 @@ func (h *Handle) Wait(ctx context.Context) (subagent.Result, error) {
 // waiter does next; f must not block. Register observers before Dispose.
 func (h *Handle) OnSettled(f func(subagent.Result, error)) {
 	select {
-	case <-h.settled.Done():
+	case <-h.settled:
 		f(h.result, h.err)
 	default:
 		h.sys.Root.Send(h.pid, observe{f})
