@@ -268,8 +268,11 @@ func (a *Agent) request() (Request, map[string]Tool) {
 		offered[spec.Name] = t
 	}
 	a.mu.Lock()
-	// Turns are never modified once appended, so the model may share them.
-	req.Messages = append([]Message(nil), a.msgs...)
+	// Turns are never modified once appended, so the model shares the
+	// history instead of a copy per step (a step's cost must not grow with
+	// the history); capping the capacity keeps a model's append from
+	// writing into the loop's next turn.
+	req.Messages = a.msgs[:len(a.msgs):len(a.msgs)]
 	a.mu.Unlock()
 	return req, offered
 }

@@ -41,7 +41,9 @@ type ToolSpec struct {
 
 // Request is what the model sees for one step.
 type Request struct {
-	System       string
+	System string
+	// Messages is the history, shared with the loop: read it, never
+	// change its elements (appending to the slice is safe).
 	Messages     []Message
 	Tools        []ToolSpec
 	MaxTokens    int

@@ -1,0 +1,70 @@
+package agent_test
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"reflect"
+	"testing"
+
+	"github.com/subactor/subactor/agent"
+	"github.com/subactor/subactor/internal/await"
+	"github.com/subactor/subactor/persistence"
+	"github.com/subactor/subactor/subagent"
+)
+
+// appender is a model that calls a tool for steps steps, then answers, and
+// appends to the request's history as a careless model might.
+type appender struct {
+	steps int
+	seen  [][]agent.Message // a deep copy of each request's history
+}
+
+func (m *appender) Generate(_ context.Context, req agent.Request) (agent.Response, error) {
+	b, _ := json.Marshal(req.Messages)
+	var cp []agent.Message
+	_ = json.Unmarshal(b, &cp)
+	m.seen = append(m.seen, cp)
+	_ = append(req.Messages, agent.Message{Role: agent.User, Content: []subagent.ContentBlock{subagent.Text("injected")}})
+	if len(m.seen) <= m.steps {
+		return agent.Response{Message: agent.Message{ToolCalls: []agent.ToolCall{tc(fmt.Sprint(len(m.seen)), "t", `{}`)}}}, nil
+	}
+	return agent.Response{Message: agent.Message{Content: []subagent.ContentBlock{subagent.Text("done")}}}, nil
+}
+
+// The history is shared with the model, not copied per step: what each
+// request carried is exactly the session log up to that step, and a model
+// appending to its request changes neither the loop's history nor the log.
+func TestHistoryIsSharedReadOnlyAndMatchesTheLog(t *testing.T) {
+	store := persistence.NewMemory()
+	model := &appender{steps: 40}
+	a := newAgent(t, agent.Config{Store: store, Model: model, Tools: []agent.Tool{&fakeTool{name: "t"}}, MaxSteps: 100})
+	if res := a.Run(await.Ctx(t), prompt("go"), nil); res.StopReason != subagent.Completed {
+		t.Fatalf("run %+v", res)
+	}
+	_, recs, err := store.Load(await.Ctx(t), a.SessionID())
+	if err != nil {
+		t.Fatal(err)
+	}
+	var logged []agent.Message
+	for _, r := range recs {
+		var m agent.Message
+		if err := json.Unmarshal(r.Data, &m); err != nil {
+			t.Fatal(err)
+		}
+		logged = append(logged, m)
+	}
+	if !reflect.DeepEqual(a.Turns(), logged) {
+		t.Fatal("the loop's history and the session log differ")
+	}
+	for i, seen := range model.seen {
+		if !reflect.DeepEqual(seen, logged[:len(seen)]) {
+			t.Fatalf("request %d carried a history that is not the log's prefix", i+1)
+		}
+	}
+	for _, m := range logged {
+		if subagent.TextOf(m.Content) == "injected" {
+			t.Fatal("a model's append reached the history")
+		}
+	}
+}
