@@ -31,6 +31,12 @@ type Config struct {
 	// Resume loads the header and history of an existing session instead of
 	// creating one; the stored header replaces Header.
 	Resume bool
+	// Seed are model-visible turns a new session starts with (a fork's
+	// copy of its parent's completed turns), and LogOnly log-only records
+	// it starts with (the subagent descriptor): both are created with the
+	// session, all or nothing.
+	Seed    []Message
+	LogOnly []persistence.Record
 	// Model writes the assistant turns; required.
 	Model Model
 	// Tools the model may call; names must be distinct.
@@ -151,8 +157,21 @@ func New(ctx context.Context, cfg Config) (*Agent, error) {
 		}
 		return a, nil
 	}
-	if err := cfg.Store.Create(ctx, cfg.Header); err != nil {
+	recs := slices.Clone(cfg.LogOnly)
+	seed := make([]Message, len(cfg.Seed))
+	for i, m := range cfg.Seed {
+		rec, stored, err := encode(m)
+		if err != nil {
+			return nil, &ConfigError{Field: fmt.Sprintf("Seed[%d]", i), Reason: err.Error()}
+		}
+		recs, seed[i] = append(recs, rec), stored
+	}
+	if _, err := cfg.Store.CreateWith(ctx, cfg.Header, recs...); err != nil {
 		return nil, fmt.Errorf("agent: create session: %w", err)
+	}
+	for _, m := range seed {
+		a.msgs = append(a.msgs, m)
+		a.settle()
 	}
 	return a, nil
 }

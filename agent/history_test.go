@@ -68,3 +68,42 @@ func TestHistoryIsSharedReadOnlyAndMatchesTheLog(t *testing.T) {
 		}
 	}
 }
+
+// A new session can start with seeded turns and log-only records, created
+// with it at once; the seed is history the model sees, the log-only
+// records are not. An empty prompt continues a session as it is.
+func TestSeededSessionAndContinuation(t *testing.T) {
+	store := persistence.NewMemory()
+	seed := []agent.Message{
+		{Role: agent.User, Content: prompt("what is in a?")},
+		{Role: agent.Assistant, Content: prompt("two files")},
+	}
+	descriptor := persistence.Record{Kind: "subagent/descriptor", Data: json.RawMessage(`{"version":1}`)}
+	model := &script{steps: []func(agent.Request) agent.Response{answer("first"), answer("second")}}
+	a := newAgent(t, agent.Config{Store: store, Model: model, Seed: seed, LogOnly: []persistence.Record{descriptor}})
+	if res := a.Run(await.Ctx(t), prompt("and b?"), nil); subagent.TextOf(res.Output) != "first" {
+		t.Fatalf("run %+v", res)
+	}
+	if got := rolesOf(model.requests()[0].Messages); got != "user assistant user" {
+		t.Fatalf("first request roles %q, want the seed then the prompt", got)
+	}
+	_, recs, err := store.Load(await.Ctx(t), a.SessionID())
+	if err != nil || len(recs) != 5 || recs[0].Kind != "subagent/descriptor" {
+		t.Fatalf("log %+v, %v", recs, err)
+	}
+	// Continue without a prompt: the model answers from the history.
+	resumed, err := agent.New(await.Ctx(t), agent.Config{Store: store, Model: model, Header: subagent.SessionHeader{SessionID: a.SessionID()}, Resume: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if res := resumed.Run(await.Ctx(t), nil, nil); subagent.TextOf(res.Output) != "second" {
+		t.Fatalf("continued run %+v", res)
+	}
+	if got := rolesOf(model.requests()[1].Messages); got != "user assistant user assistant" {
+		t.Fatalf("continued request roles %q", got)
+	}
+	empty := newAgent(t, agent.Config{Store: store, Model: model, Header: subagent.SessionHeader{SessionID: "empty"}})
+	if res := empty.Run(await.Ctx(t), nil, nil); res.StopReason != subagent.Error {
+		t.Fatalf("continuing an empty session: %+v", res)
+	}
+}

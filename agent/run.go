@@ -16,7 +16,11 @@ import (
 )
 
 // Run appends prompt as a user turn and loops model calls and tool calls
-// until the model answers, ctx ends, or something fails. Failures settle as a
+// until the model answers, ctx ends, or something fails. An empty prompt
+// continues the session as it is (a resumed child picking up where it
+// stopped). A history that ends in tool calls without results (the process
+// died while they ran) gets error results saying they were interrupted,
+// so the model never sees a call without a result and may retry it. Failures settle as a
 // stop reason with a Detail; Run never returns an error value. steer may be
 // nil. A panic in the Model is not recovered: the caller above the loop (the
 // run actor) owns that failure, while a panicking Tool becomes an error
@@ -50,7 +54,12 @@ func (a *Agent) Run(ctx context.Context, prompt []subagent.ContentBlock, steer S
 }
 
 func (a *Agent) run(ctx context.Context, prompt []subagent.ContentBlock, steer SteerSource, usage *subagent.Usage) subagent.Result {
-	first := append(a.interrupted(), Message{Role: User, Content: prompt})
+	first := a.interrupted()
+	if len(prompt) > 0 {
+		first = append(first, Message{Role: User, Content: prompt})
+	} else if a.empty() {
+		return subagent.Stopped(subagent.Error, "agent: nothing to continue: the session has no turns and the prompt is empty")
+	}
 	if err := a.commit(ctx, first...); err != nil {
 		return a.storeFailed(ctx, err)
 	}
@@ -167,21 +176,27 @@ func (a *Agent) interrupted() []Message {
 	return out
 }
 
+// empty reports whether the history has no turn.
+func (a *Agent) empty() bool {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	return len(a.msgs) == 0
+}
+
 // commit persists msgs, then makes them part of the history. The history
 // holds what the store decodes, never the caller's memory, so a resumed
 // session sees exactly the turns a live one did.
 func (a *Agent) commit(ctx context.Context, msgs ...Message) error {
+	if len(msgs) == 0 {
+		return nil
+	}
 	recs := make([]persistence.Record, len(msgs))
 	stored := make([]Message, len(msgs))
 	for i, m := range msgs {
-		data, err := json.Marshal(m)
-		if err != nil {
+		var err error
+		if recs[i], stored[i], err = encode(m); err != nil {
 			return err
 		}
-		if stored[i], err = decoded(m, data); err != nil {
-			return err
-		}
-		recs[i] = persistence.Record{Kind: persistence.KindMessage, Data: data}
 	}
 	if err := a.store.Append(ctx, a.header.SessionID, recs...); err != nil {
 		return err
@@ -193,6 +208,17 @@ func (a *Agent) commit(ctx context.Context, msgs ...Message) error {
 		a.settle()
 	}
 	return nil
+}
+
+// encode returns m's log record and m as the history keeps it: as decoding
+// the record yields it.
+func encode(m Message) (persistence.Record, Message, error) {
+	data, err := json.Marshal(m)
+	if err != nil {
+		return persistence.Record{}, Message{}, err
+	}
+	stored, err := decoded(m, data)
+	return persistence.Record{Kind: persistence.KindMessage, Data: data}, stored, err
 }
 
 // decoded returns m as decoding data, its JSON, yields it. When every string

@@ -37,14 +37,15 @@ type countingStore struct {
 	created int
 }
 
-func (s *countingStore) Create(ctx context.Context, h subagent.SessionHeader) error {
-	if err := s.Store.Create(ctx, h); err != nil {
-		return err
+func (s *countingStore) CreateWith(ctx context.Context, h subagent.SessionHeader, recs ...persistence.Record) (uint64, error) {
+	seq, err := s.Store.CreateWith(ctx, h, recs...)
+	if err != nil {
+		return seq, err
 	}
 	s.mu.Lock()
 	s.created++
 	s.mu.Unlock()
-	return nil
+	return seq, nil
 }
 
 func (s *countingStore) creates() int {

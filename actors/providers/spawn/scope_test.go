@@ -85,12 +85,12 @@ type closingStore struct {
 	parent *agent.Agent
 }
 
-func (s closingStore) Create(ctx context.Context, h subagent.SessionHeader) error {
-	err := s.Store.Create(ctx, h)
+func (s closingStore) CreateWith(ctx context.Context, h subagent.SessionHeader, recs ...persistence.Record) (uint64, error) {
+	seq, err := s.Store.CreateWith(ctx, h, recs...)
 	if s.parent != nil && h.SessionID != s.parent.SessionID() {
 		s.parent.Close()
 	}
-	return err
+	return seq, err
 }
 
 // Contract S4: a Start from a closed parent, or one whose parent closes

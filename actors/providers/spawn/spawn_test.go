@@ -34,7 +34,7 @@ import (
 func TestMain(m *testing.M) { goleak.VerifyTestMain(m, leaktest.DeadLetters) }
 
 // spyStore records the sessions created through it and may run a hook
-// after each successful Create.
+// after each successful CreateWith (how agents create their sessions).
 type spyStore struct {
 	persistence.Store
 	mu       sync.Mutex
@@ -42,9 +42,10 @@ type spyStore struct {
 	onCreate func(subagent.SessionHeader)
 }
 
-func (s *spyStore) Create(ctx context.Context, h subagent.SessionHeader) error {
-	if err := s.Store.Create(ctx, h); err != nil {
-		return err
+func (s *spyStore) CreateWith(ctx context.Context, h subagent.SessionHeader, recs ...persistence.Record) (uint64, error) {
+	seq, err := s.Store.CreateWith(ctx, h, recs...)
+	if err != nil {
+		return seq, err
 	}
 	s.mu.Lock()
 	s.created = append(s.created, h)
@@ -53,7 +54,7 @@ func (s *spyStore) Create(ctx context.Context, h subagent.SessionHeader) error {
 	if hook != nil {
 		hook(h)
 	}
-	return nil
+	return seq, nil
 }
 
 func (s *spyStore) creates() int {
