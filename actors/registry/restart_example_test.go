@@ -16,7 +16,7 @@ import (
 // crashes; a relaunch continues from the child's checkpoint (here, it
 // simply answers).
 type flaky struct {
-	sys       *actors.System
+	sys        *actors.System
 	relaunches atomic.Int32
 }
 

@@ -2,6 +2,7 @@ package registry_test
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"testing"
@@ -12,6 +13,7 @@ import (
 	"github.com/subactor/subactor/actors/registry"
 	"github.com/subactor/subactor/actors/run"
 	"github.com/subactor/subactor/internal/await"
+	"github.com/subactor/subactor/persistence"
 	"github.com/subactor/subactor/subagent"
 )
 
@@ -152,5 +154,29 @@ func TestA2_TheEmbeddersRestartPolicyReachesTheRuns(t *testing.T) {
 	defer r.Dispose(await.Ctx(t))
 	if res, err := r.Wait(await.Ctx(t)); err != nil || subagent.TextOf(res.Output) != "resumed" {
 		t.Fatalf("crashed continuable run settled %+v, %v", res, err)
+	}
+}
+
+// Contract D3: a continuation whose descriptor is malformed, or of a
+// version this build does not know, fails before any provider dispatch.
+func TestD3_ABadDescriptorFailsBeforeTheProvider(t *testing.T) {
+	f := newFixture(t)
+	p := &resumer{testProvider{name: "durable", sys: f.sys, local: true, release: make(chan struct{})}}
+	release, _ := f.svc.RegisterProvider(p)
+	defer release()
+	for descriptor, want := range map[string]error{
+		`{"version":1,"provider":"durable","extra":true}`: persistence.ErrMalformedDescriptor,
+		`{"version":1,"provider":""}`:                     persistence.ErrMalformedDescriptor,
+		`[1,2]`:                                           persistence.ErrMalformedDescriptor,
+		`{"version":2,"provider":"durable","new":"key"}`:  subagent.ErrNotResumable,
+	} {
+		_, err := f.svc.Resume(await.Ctx(t), "durable", subagent.StartRequest{Parent: top,
+			Continuation: &subagent.Continuation{SessionID: "child", Descriptor: json.RawMessage(descriptor)}})
+		if !errors.Is(err, want) {
+			t.Fatalf("descriptor %s: %v, want %v", descriptor, err, want)
+		}
+	}
+	if n := p.starts.Load(); n != 0 {
+		t.Fatalf("the provider ran %d times for bad descriptors", n)
 	}
 }

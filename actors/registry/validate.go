@@ -4,6 +4,7 @@ import (
 	"strings"
 
 	"github.com/subactor/subactor/internal/schema"
+	"github.com/subactor/subactor/persistence"
 	"github.com/subactor/subactor/subagent"
 )
 
@@ -33,6 +34,14 @@ func validate(p subagent.Provider, req subagent.StartRequest, resume bool) error
 		return invalid("continuation", "resume needs a continuation")
 	case !resume && req.Continuation != nil:
 		return invalid("continuation", "a continuation resumes a child: use Resume")
+	case resume && req.Continuation.SessionID == "":
+		return invalid("continuation", "names no session")
+	case resume && len(req.Continuation.Descriptor) > 0:
+		// D3: a malformed or unsupported descriptor fails before any
+		// provider dispatch.
+		if _, err := persistence.ParseDescriptor(req.Continuation.Descriptor); err != nil {
+			return err
+		}
 	}
 	if len(req.Prompt) == 0 && req.Continuation == nil {
 		return invalid("prompt", "must not be empty")

@@ -1,12 +1,16 @@
 // Package spawn is the provider of fresh in-process children (P1): each
 // Start creates a new session and agent whose parent is the delegating agent,
-// and runs it under a run actor.
+// and runs it under a run actor. Its children are durable: their sessions
+// carry a descriptor (D1), Resume continues one from its log (S6), and a
+// crashed one continues from its log within the embedder's restart policy.
+// With Config.Fork it is the fork provider (P2, package fork).
 package spawn
 
 import (
 	"cmp"
 	"context"
 	"errors"
+	"fmt"
 	"slices"
 
 	"github.com/google/uuid"
@@ -30,6 +34,9 @@ type Config struct {
 	// Tools is the child's tool set before the request's tool filter. A
 	// delegate tool among them hides itself at the child's depth cap.
 	Tools []agent.Tool
+	// Fork makes every child start with its parent's completed turns (the
+	// fork provider, P2; see package fork).
+	Fork bool
 	// MaxSteps caps each child's model calls; agent.DefaultMaxSteps when 0.
 	MaxSteps int
 }
@@ -61,39 +68,146 @@ func (p *Provider) Capabilities() subagent.Capabilities {
 }
 
 // InheritsParentContext implements subagent.Provider: a spawned child starts
-// from its prompt alone (P5).
-func (p *Provider) InheritsParentContext() bool { return false }
+// from its prompt alone, a forked one from its parent's completed turns
+// (P5).
+func (p *Provider) InheritsParentContext() bool { return p.cfg.Fork }
 
 // Start implements subagent.Provider. The child's session and agent exist
 // before it returns (R1); its session id is the run id from the request's
-// scope (a fresh one when called without the Service). On any failure,
-// including ctx ending, nothing it created remains: no run actor, no
-// goroutine, no session row (R6). A tool filter naming a tool the child
-// does not have fails with *subagent.UnknownToolError before anything is
-// created.
+// scope (a fresh one when called without the Service), and the session
+// starts with the child's descriptor (D1) and, for a fork, its parent's
+// completed turns (P2), all created at once. On any failure, including ctx
+// ending, nothing it created remains: no run actor, no goroutine, no
+// session row (R6). A tool filter naming a tool the child does not have
+// fails with *subagent.UnknownToolError before anything is created.
 func (p *Provider) Start(ctx context.Context, req subagent.StartRequest) (subagent.Run, error) {
 	if err := p.checkFilter(req.ToolFilter); err != nil {
 		return nil, err
 	}
-	depth := subagent.DelegationDepthOf(req.Parent) + 1
+	var seed []agent.Message
+	if p.cfg.Fork {
+		turns, ok := req.Parent.(interface{ Turns() []agent.Message })
+		if !ok {
+			return nil, &subagent.InvalidRequestError{Field: "parent", Reason: "a fork needs an in-process parent agent whose turns it can read"}
+		}
+		// Completed turns only: never the turn in flight, whose tool
+		// calls (this delegation among them) have no results yet.
+		seed = turns.Turns()
+	}
+	d, err := persistence.SnapshotDescriptor(persistence.Descriptor{
+		Provider:      p.Name(),
+		AgentProvider: req.Options.ModelProvider,
+		AgentModel:    req.Options.Model,
+		Persona:       req.Persona,
+		ToolFilter:    req.ToolFilter,
+	})
+	if err != nil {
+		return nil, err
+	}
+	rec, err := d.Record()
+	if err != nil {
+		return nil, err
+	}
+	runID := cmp.Or(req.Scope.RunID, uuid.NewString())
+	header := subagent.SessionHeader{
+		SessionID:       runID,
+		ParentSessionID: req.Parent.SessionID(),
+		DelegationDepth: subagent.DelegationDepthOf(req.Parent) + 1,
+	}
+	cfg, err := p.childConfig(req, header, d, runID)
+	if err != nil {
+		return nil, err
+	}
+	cfg.Seed, cfg.LogOnly = seed, []persistence.Record{rec}
+	// New creates the session as its last step, so when it fails there is
+	// no session to remove.
+	child, err := agent.New(ctx, cfg)
+	if err != nil {
+		return nil, err
+	}
+	return p.launch(ctx, req, child, runID, func(rollback context.Context) error {
+		return p.cfg.Store.Delete(rollback, child.SessionID())
+	})
+}
+
+// Resume implements subagent.Resumer (S6): the child named by the
+// continuation is rebuilt from its log with its earlier turns and its
+// descriptor's configuration, and continues with the request's prompt (or
+// as it stopped, when the prompt is empty). A child that was mid-turn when
+// its process died continues from its last complete turn: tool calls
+// without results get error results saying they were interrupted, and the
+// model decides whether to call them again. The run's Output is only what
+// this activation produced. Its session header's delegation depth stays
+// authoritative: it may deepen, never become shallower (D5). The
+// continuation's descriptor is folded from the child's own log when the
+// caller passes none.
+func (p *Provider) Resume(ctx context.Context, req subagent.StartRequest) (subagent.Run, error) {
+	c := req.Continuation
+	if c == nil {
+		return nil, &subagent.InvalidRequestError{Field: "continuation", Reason: "resume needs a continuation"}
+	}
+	header, err := p.cfg.Store.Header(ctx, c.SessionID)
+	if err != nil {
+		return nil, &subagent.InvalidRequestError{Field: "continuation", Reason: fmt.Sprintf("session %q: %v", c.SessionID, err), Fault: err}
+	}
+	d, err := p.descriptor(ctx, c)
+	if err != nil {
+		return nil, err
+	}
+	if d.Provider != p.Name() {
+		return nil, &subagent.InvalidRequestError{Field: "continuation", Reason: fmt.Sprintf("the child was started by provider %q, not %q", d.Provider, p.Name())}
+	}
+	if err := p.checkFilter(d.ToolFilter); err != nil {
+		return nil, err
+	}
+	// D5: the stored depth is a floor; the parent's may push it deeper.
+	header.DelegationDepth = max(header.DelegationDepth, subagent.DelegationDepthOf(req.Parent)+1)
+	runID := cmp.Or(req.Scope.RunID, uuid.NewString())
+	req.Persona, req.ToolFilter = d.Persona, d.ToolFilter
+	cfg, err := p.childConfig(req, header, d, runID)
+	if err != nil {
+		return nil, err
+	}
+	cfg.Resume = true
+	child, err := agent.New(ctx, cfg)
+	if err != nil {
+		return nil, err
+	}
+	// The session is durable: a failed resume leaves it as it was.
+	return p.launch(ctx, req, child, runID, nil)
+}
+
+// descriptor is the continuation's descriptor, or the one in the child's
+// log when the caller passed none.
+func (p *Provider) descriptor(ctx context.Context, c *subagent.Continuation) (persistence.Descriptor, error) {
+	if len(c.Descriptor) > 0 {
+		return persistence.ParseDescriptor(c.Descriptor)
+	}
+	_, recs, err := p.cfg.Store.Load(ctx, c.SessionID)
+	if err != nil {
+		return persistence.Descriptor{}, err
+	}
+	return persistence.FoldDescriptor(recs)
+}
+
+// childConfig is the child agent's configuration: the request's (or, on
+// resume, the descriptor's) choices on the provider's model and tools at
+// the header's depth, under the tighter of the depth caps (D6).
+func (p *Provider) childConfig(req subagent.StartRequest, h subagent.SessionHeader, d persistence.Descriptor, runID string) (agent.Config, error) {
 	opts := req.Options
-	opts.SubagentDepth = depth
+	opts.ModelProvider, opts.Model = d.AgentProvider, d.AgentModel
+	opts.SubagentDepth = h.DelegationDepth
 	if m, ok := subagent.EffectiveMaxDepth(req.Parent, req.MaxDepth); ok {
 		// The Service checked this already; a direct caller gets the same
 		// answer rather than a child beyond the cap (D6).
-		if err := subagent.CheckDepth(depth-1, m); err != nil {
-			return nil, err
+		if err := subagent.CheckDepth(subagent.DelegationDepthOf(req.Parent), m); err != nil {
+			return agent.Config{}, err
 		}
 		opts.MaxDepth = &m
 	}
-	runID := cmp.Or(req.Scope.RunID, uuid.NewString())
 	cfg := agent.Config{
-		Store: p.cfg.Store,
-		Header: subagent.SessionHeader{
-			SessionID:       runID,
-			ParentSessionID: req.Parent.SessionID(),
-			DelegationDepth: depth,
-		},
+		Store:        p.cfg.Store,
+		Header:       h,
 		Model:        p.cfg.Model,
 		Tools:        p.cfg.Tools,
 		Options:      opts,
@@ -105,12 +219,14 @@ func (p *Provider) Start(ctx context.Context, req subagent.StartRequest) (subage
 	if req.Persona != nil {
 		cfg.System = *req.Persona
 	}
-	// New creates the session as its last step, so when it fails there is
-	// no session to remove.
-	child, err := agent.New(ctx, cfg)
-	if err != nil {
-		return nil, err
-	}
+	return cfg, nil
+}
+
+// launch runs child under a run actor and publishes it, or rolls back:
+// the run quiesces first (so the child appends nothing more), then undo
+// removes what the start created. After a crash the child continues from
+// its log within the embedder's restart policy.
+func (p *Provider) launch(ctx context.Context, req subagent.StartRequest, child *agent.Agent, runID string, undo func(context.Context) error) (subagent.Run, error) {
 	scope := req.Scope
 	scope.RunID = runID
 	h := run.Start(p.cfg.System, run.Spec{
@@ -121,12 +237,19 @@ func (p *Provider) Start(ctx context.Context, req subagent.StartRequest) (subage
 		Body: func(ctx context.Context, steer *run.Gate) (subagent.Result, error) {
 			return child.Run(ctx, req.Prompt, steer), nil
 		},
+		// Its history holds exactly what the log acknowledged, so the
+		// same agent continues where the log ends.
+		Relaunch: func(ctx context.Context, steer *run.Gate) (subagent.Result, error) {
+			return child.Run(ctx, nil, steer), nil
+		},
 	})
 	if err := setupEnded(ctx, req.Parent); err != nil {
-		// Roll back: the run quiesces first, so the child appends nothing
-		// after its session is deleted.
 		rollback := context.WithoutCancel(ctx)
-		return nil, errors.Join(err, h.Dispose(rollback), p.cfg.Store.Delete(rollback, child.SessionID()))
+		errs := []error{err, h.Dispose(rollback)}
+		if undo != nil {
+			errs = append(errs, undo(rollback))
+		}
+		return nil, errors.Join(errs...)
 	}
 	h.Publish()
 	return h, nil
