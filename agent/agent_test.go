@@ -251,6 +251,13 @@ func TestFinalAnswerAndSteps(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
+	// The final turn's append also says how the run stopped.
+	var stop agent.Stop
+	if last := recs[len(recs)-1]; last.Kind != agent.KindStop || json.Unmarshal(last.Data, &stop) != nil ||
+		stop.StopReason != subagent.Completed || stop.Usage == nil || stop.Usage.InputTokens != 30 {
+		t.Fatalf("last record %s %s, want how the run stopped", last.Kind, last.Data)
+	}
+	recs = messageRecords(recs)
 	if len(recs) != len(turns) {
 		t.Fatalf("%d records for %d turns", len(recs), len(turns))
 	}
@@ -788,6 +795,7 @@ func TestHistoryHoldsWhatTheStoreDecodes(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
+			recs = messageRecords(recs)
 			turns := a.Turns()
 			if len(recs) != len(turns) {
 				t.Fatalf("%d records, %d turns", len(recs), len(turns))
@@ -800,4 +808,15 @@ func TestHistoryHoldsWhatTheStoreDecodes(t *testing.T) {
 			}
 		})
 	}
+}
+
+// messageRecords keeps the model-visible records of a log.
+func messageRecords(recs []persistence.Record) []persistence.Record {
+	var out []persistence.Record
+	for _, r := range recs {
+		if r.Kind == persistence.KindMessage {
+			out = append(out, r)
+		}
+	}
+	return out
 }

@@ -47,7 +47,7 @@ func TestHistoryIsSharedReadOnlyAndMatchesTheLog(t *testing.T) {
 		t.Fatal(err)
 	}
 	var logged []agent.Message
-	for _, r := range recs {
+	for _, r := range messageRecords(recs) {
 		var m agent.Message
 		if err := json.Unmarshal(r.Data, &m); err != nil {
 			t.Fatal(err)
@@ -88,7 +88,7 @@ func TestSeededSessionAndContinuation(t *testing.T) {
 		t.Fatalf("first request roles %q, want the seed then the prompt", got)
 	}
 	_, recs, err := store.Load(await.Ctx(t), a.SessionID())
-	if err != nil || len(recs) != 5 || recs[0].Kind != "subagent/descriptor" {
+	if err != nil || len(recs) != 6 || recs[0].Kind != "subagent/descriptor" || recs[5].Kind != agent.KindStop {
 		t.Fatalf("log %+v, %v", recs, err)
 	}
 	// Continue without a prompt: the model answers from the history.
@@ -105,5 +105,25 @@ func TestSeededSessionAndContinuation(t *testing.T) {
 	empty := newAgent(t, agent.Config{Store: store, Model: model, Header: subagent.SessionHeader{SessionID: "empty"}})
 	if res := empty.Run(await.Ctx(t), nil, nil); res.StopReason != subagent.Error {
 		t.Fatalf("continuing an empty session: %+v", res)
+	}
+}
+
+// An activation that ends without a final turn (cancelled here) still
+// leaves how it stopped as the log's last record.
+func TestACancelledRunRecordsHowItStopped(t *testing.T) {
+	store := persistence.NewMemory()
+	a := newAgent(t, agent.Config{Store: store, Model: modelFunc(func(ctx context.Context, _ agent.Request) (agent.Response, error) {
+		<-ctx.Done()
+		return agent.Response{}, ctx.Err()
+	})})
+	ctx, cancel := context.WithCancel(await.Ctx(t))
+	cancel()
+	if res := a.Run(ctx, prompt("x"), nil); res.StopReason != subagent.Aborted {
+		t.Fatalf("run %+v", res)
+	}
+	_, recs, err := store.Load(await.Ctx(t), a.SessionID())
+	var stop agent.Stop
+	if err != nil || recs[len(recs)-1].Kind != agent.KindStop || json.Unmarshal(recs[len(recs)-1].Data, &stop) != nil || stop.StopReason != subagent.Aborted {
+		t.Fatalf("log %v, %v", recs, err)
 	}
 }

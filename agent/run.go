@@ -48,33 +48,64 @@ func (a *Agent) Run(ctx context.Context, prompt []subagent.ContentBlock, steer S
 	// ctx when the agent closes: no second binding is needed.
 	ctx = subagent.WithinLifetime(ctx, a)
 	usage := &subagent.Usage{}
-	res := a.run(ctx, prompt, steer, usage)
+	res, recorded := a.run(ctx, prompt, steer, usage)
 	res.Usage = usage
+	if !recorded {
+		a.recordStop(ctx, res)
+	}
 	return res
 }
 
-func (a *Agent) run(ctx context.Context, prompt []subagent.ContentBlock, steer SteerSource, usage *subagent.Usage) subagent.Result {
+// KindStop marks the log-only record an activation ends with: how it
+// stopped, so that a session can be listed with its state without
+// replaying it (see Stop).
+const KindStop = "agent/stop"
+
+// Stop is the data of a KindStop record.
+type Stop struct {
+	StopReason subagent.StopReason `json:"stopReason"`
+	Detail     string              `json:"detail,omitempty"`
+	Usage      *subagent.Usage     `json:"usage,omitempty"`
+}
+
+// stopRecord is the KindStop record of res.
+func stopRecord(res subagent.Result) persistence.Record {
+	data, _ := json.Marshal(Stop{StopReason: res.StopReason, Detail: res.Detail, Usage: res.Usage}) // plain fields always marshal
+	return persistence.Record{Kind: KindStop, Data: data}
+}
+
+// recordStop appends how an activation that ended without a final turn
+// stopped, also after a cancel (a final turn carries it in its own
+// append). It is informational: a failure is the store's to report on the
+// next append, and the result already says how the run ended.
+func (a *Agent) recordStop(ctx context.Context, res subagent.Result) {
+	_ = a.store.Append(context.WithoutCancel(ctx), a.header.SessionID, stopRecord(res))
+}
+
+// run is Run's loop; recorded says whether the result's KindStop record
+// went out with the final turn.
+func (a *Agent) run(ctx context.Context, prompt []subagent.ContentBlock, steer SteerSource, usage *subagent.Usage) (res subagent.Result, recorded bool) {
 	first := a.interrupted()
 	if len(prompt) > 0 {
 		first = append(first, Message{Role: User, Content: prompt})
 	} else if a.empty() {
-		return subagent.Stopped(subagent.Error, "agent: nothing to continue: the session has no turns and the prompt is empty")
+		return subagent.Stopped(subagent.Error, "agent: nothing to continue: the session has no turns and the prompt is empty"), false
 	}
-	if err := a.commit(ctx, first...); err != nil {
-		return a.storeFailed(ctx, err)
+	if err := a.commit(ctx, nil, first...); err != nil {
+		return a.storeFailed(ctx, err), false
 	}
 	for step := 1; ; step++ {
 		if ctx.Err() != nil {
-			return aborted(ctx)
+			return aborted(ctx), false
 		}
 		// Check the budget before Take so that no steer message is taken
 		// that no request will carry.
 		if step > a.maxSteps {
-			return subagent.Stopped(subagent.Error, fmt.Sprintf("agent: step limit of %d model calls reached", a.maxSteps))
+			return subagent.Stopped(subagent.Error, fmt.Sprintf("agent: step limit of %d model calls reached", a.maxSteps)), false
 		}
 		if steer != nil {
 			if res, ok := a.admit(ctx, step, steer); !ok {
-				return res
+				return res, false
 			}
 		}
 		req, offered := a.request()
@@ -83,9 +114,9 @@ func (a *Agent) run(ctx context.Context, prompt []subagent.ContentBlock, steer S
 		if err != nil {
 			a.notify(Step{N: step, Kind: subagent.ModelCallFinished, IsError: true, Text: err.Error()})
 			if ctx.Err() != nil {
-				return aborted(ctx)
+				return aborted(ctx), false
 			}
-			return subagent.Stopped(subagent.Error, "agent: model: "+err.Error())
+			return subagent.Stopped(subagent.Error, "agent: model: "+err.Error()), false
 		}
 		callUsage := resp.Usage
 		a.notify(Step{N: step, Kind: subagent.ModelCallFinished, Usage: &callUsage})
@@ -95,21 +126,29 @@ func (a *Agent) run(ctx context.Context, prompt []subagent.ContentBlock, steer S
 		msg := resp.Message
 		msg.Role = Assistant
 		malformed := sanitizeArgs(&msg)
-		if err := a.commit(ctx, msg); err != nil {
-			return a.storeFailed(ctx, err)
-		}
-		switch resp.StopReason {
-		case "", subagent.Completed:
-		default:
+		var end *subagent.Result // set when this turn ends the run
+		switch {
+		case resp.StopReason != "" && resp.StopReason != subagent.Completed:
 			// Max-tokens, refusal or a reason a model adds: the turn is over.
-			return subagent.Result{Output: slices.Clone(msg.Content), StopReason: resp.StopReason}
+			end = &subagent.Result{Output: slices.Clone(msg.Content), StopReason: resp.StopReason}
+		case len(msg.ToolCalls) == 0:
+			final := a.final(step, msg)
+			end = &final
 		}
-		if len(msg.ToolCalls) == 0 {
-			return a.final(step, msg)
+		if end != nil {
+			// The final turn and how the run stopped share one append.
+			end.Usage = usage
+			if err := a.commit(ctx, []persistence.Record{stopRecord(*end)}, msg); err != nil {
+				return a.storeFailed(ctx, err), false
+			}
+			return *end, true
+		}
+		if err := a.commit(ctx, nil, msg); err != nil {
+			return a.storeFailed(ctx, err), false
 		}
 		results := a.callTools(ctx, step, msg.ToolCalls, offered, malformed)
-		if err := a.commit(ctx, results...); err != nil {
-			return a.storeFailed(ctx, err)
+		if err := a.commit(ctx, nil, results...); err != nil {
+			return a.storeFailed(ctx, err), false
 		}
 	}
 }
@@ -129,7 +168,7 @@ func (a *Agent) admit(ctx context.Context, step int, steer SteerSource) (res sub
 	for i, m := range taken {
 		msgs[i] = Message{Role: User, Content: m}
 	}
-	if err := a.commit(ctx, msgs...); err != nil {
+	if err := a.commit(ctx, nil, msgs...); err != nil {
 		return a.storeFailed(ctx, err), false
 	}
 	for _, m := range taken {
@@ -183,14 +222,15 @@ func (a *Agent) empty() bool {
 	return len(a.msgs) == 0
 }
 
-// commit persists msgs, then makes them part of the history. The history
-// holds what the store decodes, never the caller's memory, so a resumed
-// session sees exactly the turns a live one did.
-func (a *Agent) commit(ctx context.Context, msgs ...Message) error {
-	if len(msgs) == 0 {
+// commit persists msgs, followed by log-only records (how the run
+// stopped), in one append, then makes msgs part of the history. The
+// history holds what the store decodes, never the caller's memory, so a
+// resumed session sees exactly the turns a live one did.
+func (a *Agent) commit(ctx context.Context, logOnly []persistence.Record, msgs ...Message) error {
+	if len(msgs) == 0 && len(logOnly) == 0 {
 		return nil
 	}
-	recs := make([]persistence.Record, len(msgs))
+	recs := make([]persistence.Record, len(msgs), len(msgs)+len(logOnly))
 	stored := make([]Message, len(msgs))
 	for i, m := range msgs {
 		var err error
@@ -198,6 +238,7 @@ func (a *Agent) commit(ctx context.Context, msgs ...Message) error {
 			return err
 		}
 	}
+	recs = append(recs, logOnly...)
 	if err := a.store.Append(ctx, a.header.SessionID, recs...); err != nil {
 		return err
 	}
