@@ -1,0 +1,170 @@
+package openai
+
+import (
+	"context"
+	"fmt"
+	"net/http"
+	"slices"
+	"sort"
+	"strings"
+	"time"
+
+	"github.com/subactor/subactor/agent"
+)
+
+// Well-known endpoints.
+const (
+	OpenAIBaseURL   = "https://api.openai.com/v1"
+	DeepSeekBaseURL = "https://api.deepseek.com/v1"
+	// DefaultOpenAIModel is the model used on OpenAI's own endpoint when
+	// OPENAI_MODEL is unset.
+	DefaultOpenAIModel = "gpt-4o-mini"
+	// DefaultDeepSeekModel is the model DEEPSEEK_API_KEY selects.
+	DefaultDeepSeekModel = "deepseek-chat"
+)
+
+// SchemaMode says how a request's OutputSchema reaches the model.
+type SchemaMode int
+
+const (
+	// SchemaJSONSchema sends response_format {type: json_schema} with the
+	// schema: OpenAI, vLLM and llama.cpp server understand it.
+	SchemaJSONSchema SchemaMode = iota
+	// SchemaJSONObject sends response_format {type: json_object} and puts
+	// the schema in the system prompt, for servers that only know JSON
+	// mode (DeepSeek).
+	SchemaJSONObject
+	// SchemaPrompt only puts the schema in the system prompt.
+	SchemaPrompt
+)
+
+// Config is one endpoint. The zero values of the optional fields are
+// sensible defaults.
+type Config struct {
+	BaseURL string // OpenAIBaseURL when empty
+	APIKey  string // no Authorization header when empty (local servers)
+	Model   string // required
+	// Models, when not empty, are the models a Lookup may choose on this
+	// endpoint; Model need not be among them.
+	Models []string
+
+	// OutputSchema says how structured output is asked for; StrictSchema
+	// sets json_schema's strict flag (OpenAI then insists that every
+	// property be required and additionalProperties false, which not every
+	// schema satisfies, so it is off by default).
+	OutputSchema SchemaMode
+	StrictSchema bool
+
+	// HTTPClient makes the requests; http.DefaultClient when nil. Give it
+	// no overall Timeout: a streamed answer can take minutes, and the
+	// caller's context bounds the call.
+	HTTPClient *http.Client
+
+	// MaxAttempts bounds the HTTP requests of one Generate call (4 when
+	// 0; 1 means no retries). Only 429 and 5xx statuses are retried.
+	MaxAttempts int
+	// Backoff is the wait before the first retry, doubled before each
+	// next one up to MaxBackoff, with jitter (500ms and 30s when 0). A
+	// Retry-After header replaces it; one longer than MaxRetryAfter (60s
+	// when 0) ends the call with its *APIError instead of waiting.
+	Backoff, MaxBackoff, MaxRetryAfter time.Duration
+	// Sleep waits d or until ctx ends, returning ctx's error then; Now
+	// tells the time an HTTP-date Retry-After is measured from. Tests
+	// inject both; nil means the real clock.
+	Sleep func(ctx context.Context, d time.Duration) error
+	Now   func() time.Time
+	// MaxReplyBytes bounds the streamed data of one answer, so that a
+	// hostile or broken server cannot exhaust memory (16 MiB when 0).
+	MaxReplyBytes int
+}
+
+// FromEnv reads an endpoint from the environment through getenv (os.Getenv
+// in production):
+//
+//   - OPENAI_API_KEY or OPENAI_BASE_URL configure an OpenAI-compatible
+//     endpoint (OpenAI's own when OPENAI_BASE_URL is unset); OPENAI_MODEL
+//     names the model, DefaultOpenAIModel on OpenAI's own endpoint (on any
+//     other, a missing OPENAI_MODEL makes New fail with ErrNoModel).
+//   - Otherwise DEEPSEEK_API_KEY selects DeepSeek (DeepSeekBaseURL,
+//     DefaultDeepSeekModel unless OPENAI_MODEL says otherwise, JSON mode
+//     for output schemas).
+//
+// ok is false when neither is set: the caller keeps its default model.
+func FromEnv(getenv func(string) string) (cfg Config, ok bool) {
+	key, base, model := getenv("OPENAI_API_KEY"), getenv("OPENAI_BASE_URL"), getenv("OPENAI_MODEL")
+	switch {
+	case key != "" || base != "":
+		cfg = Config{BaseURL: base, APIKey: key, Model: model}
+		if base == "" {
+			cfg.BaseURL = OpenAIBaseURL
+		}
+		if model == "" && strings.TrimSuffix(cfg.BaseURL, "/") == OpenAIBaseURL {
+			cfg.Model = DefaultOpenAIModel
+		}
+		return cfg, true
+	case getenv("DEEPSEEK_API_KEY") != "":
+		cfg = Config{BaseURL: DeepSeekBaseURL, APIKey: getenv("DEEPSEEK_API_KEY"), Model: model, OutputSchema: SchemaJSONObject}
+		if model == "" {
+			cfg.Model = DefaultDeepSeekModel
+		}
+		return cfg, true
+	}
+	return Config{}, false
+}
+
+// Endpoints names several endpoints, so that a child can choose its model
+// provider and model by name. Lookup only reads it: it is safe for
+// concurrent use as long as nobody writes the map.
+type Endpoints map[string]Config
+
+// Lookup returns a model for the named endpoint, on model when it is not
+// empty (else the endpoint's own Model). An unknown name is an
+// *UnknownEndpointError and a model the endpoint does not offer an
+// *UnknownModelError, so that a child's options can be refused at Start.
+func (e Endpoints) Lookup(provider, model string) (agent.Model, error) {
+	cfg, ok := e[provider]
+	if !ok {
+		return nil, &UnknownEndpointError{Provider: provider, Known: e.names()}
+	}
+	if model != "" && model != cfg.Model {
+		if len(cfg.Models) > 0 && !slices.Contains(cfg.Models, model) {
+			return nil, &UnknownModelError{Provider: provider, Model: model, Known: slices.Clone(cfg.Models)}
+		}
+		cfg.Model = model
+	}
+	c, err := New(cfg)
+	if err != nil {
+		return nil, fmt.Errorf("openai: endpoint %q: %w", provider, err)
+	}
+	return c, nil
+}
+
+func (e Endpoints) names() []string {
+	names := make([]string, 0, len(e))
+	for n := range e {
+		names = append(names, n)
+	}
+	sort.Strings(names)
+	return names
+}
+
+// UnknownEndpointError is a lookup of an endpoint name that is not
+// configured.
+type UnknownEndpointError struct {
+	Provider string
+	Known    []string // the configured names, sorted
+}
+
+func (e *UnknownEndpointError) Error() string {
+	return fmt.Sprintf("openai: unknown model provider %q (configured: %s)", e.Provider, strings.Join(e.Known, ", "))
+}
+
+// UnknownModelError is a lookup of a model an endpoint does not offer.
+type UnknownModelError struct {
+	Provider, Model string
+	Known           []string
+}
+
+func (e *UnknownModelError) Error() string {
+	return fmt.Sprintf("openai: model provider %q does not offer model %q (offered: %s)", e.Provider, e.Model, strings.Join(e.Known, ", "))
+}

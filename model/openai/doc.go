@@ -1,0 +1,19 @@
+// Package openai is an agent.Model over any OpenAI-compatible chat
+// completions API (OpenAI, DeepSeek, vLLM, llama.cpp server, ...), built on
+// github.com/openai/openai-go/v3.
+//
+// It is configured the ecosystem's way: FromEnv reads OPENAI_BASE_URL,
+// OPENAI_API_KEY and OPENAI_MODEL, and DEEPSEEK_API_KEY alone selects
+// DeepSeek. Endpoints names several configurations so that a child's choice
+// of model provider and model can be checked before it starts.
+//
+// Every call streams, reassembles text and tool-call deltas, and maps the
+// finish reason and token usage onto agent.Response. Failed calls with a 429
+// or 5xx status are retried with exponential backoff that honours
+// Retry-After (the SDK's own retries are off, so these are the only ones);
+// when the budget is spent the call fails with an *APIError. Cancelling the
+// context aborts the HTTP request at once.
+//
+// The scripted model (package model/scripted) stays the embedded default;
+// this client is used only when configured.
+package openai
