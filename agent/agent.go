@@ -87,8 +87,10 @@ type Agent struct {
 	// stops, and the seam refuses to start (or keep) its children.
 	life  context.Context
 	close context.CancelCauseFunc
-	// cancelRun cancels the Run in progress; under mu.
+	// cancelRun cancels the Run in progress, and usage sums its model
+	// calls and what its tools report (children's usage); under mu.
 	cancelRun context.CancelCauseFunc
+	usage     *subagent.Usage
 
 	mu   sync.Mutex
 	msgs []Message
@@ -218,6 +220,17 @@ func (a *Agent) Close() {
 	defer a.mu.Unlock()
 	if a.cancelRun != nil {
 		a.cancelRun(ErrClosed)
+	}
+}
+
+// AddUsage adds u to the usage of the Run in progress: the delegate tool
+// rolls its children's usage up into the parent this way (U1). Outside a
+// Run it does nothing.
+func (a *Agent) AddUsage(u subagent.Usage) {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	if a.usage != nil {
+		a.usage.Add(u)
 	}
 }
 

@@ -37,23 +37,31 @@ func (a *Agent) Run(ctx context.Context, prompt []subagent.ContentBlock, steer S
 		a.mu.Unlock()
 		return aborted(a.life)
 	}
-	a.cancelRun = cancel
+	usage := &subagent.Usage{}
+	a.cancelRun, a.usage = cancel, usage
 	a.mu.Unlock()
 	defer func() {
 		a.mu.Lock()
-		a.cancelRun = nil
+		a.cancelRun, a.usage = nil, nil
 		a.mu.Unlock()
 	}()
 	// Children this loop starts through the Service are cancelled with
 	// ctx when the agent closes: no second binding is needed.
 	ctx = subagent.WithinLifetime(ctx, a)
-	usage := &subagent.Usage{}
-	res, recorded := a.run(ctx, prompt, steer, usage)
-	res.Usage = usage
+	res, recorded := a.run(ctx, prompt, steer)
+	res.Usage = a.usageSoFar()
 	if !recorded {
 		a.recordStop(ctx, res)
 	}
 	return res
+}
+
+// usageSoFar copies the usage of the Run in progress.
+func (a *Agent) usageSoFar() *subagent.Usage {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	u := *a.usage
+	return &u
 }
 
 // KindStop marks the log-only record an activation ends with: how it
@@ -84,7 +92,7 @@ func (a *Agent) recordStop(ctx context.Context, res subagent.Result) {
 
 // run is Run's loop; recorded says whether the result's KindStop record
 // went out with the final turn.
-func (a *Agent) run(ctx context.Context, prompt []subagent.ContentBlock, steer SteerSource, usage *subagent.Usage) (res subagent.Result, recorded bool) {
+func (a *Agent) run(ctx context.Context, prompt []subagent.ContentBlock, steer SteerSource) (res subagent.Result, recorded bool) {
 	first := a.interrupted()
 	if len(prompt) > 0 {
 		first = append(first, Message{Role: User, Content: prompt})
@@ -120,8 +128,7 @@ func (a *Agent) run(ctx context.Context, prompt []subagent.ContentBlock, steer S
 		}
 		callUsage := resp.Usage
 		a.notify(Step{N: step, Kind: subagent.ModelCallFinished, Usage: &callUsage})
-		usage.InputTokens += resp.Usage.InputTokens
-		usage.OutputTokens += resp.Usage.OutputTokens
+		a.AddUsage(resp.Usage)
 
 		msg := resp.Message
 		msg.Role = Assistant
@@ -137,7 +144,7 @@ func (a *Agent) run(ctx context.Context, prompt []subagent.ContentBlock, steer S
 		}
 		if end != nil {
 			// The final turn and how the run stopped share one append.
-			end.Usage = usage
+			end.Usage = a.usageSoFar()
 			if err := a.commit(ctx, []persistence.Record{stopRecord(*end)}, msg); err != nil {
 				return a.storeFailed(ctx, err), false
 			}

@@ -53,14 +53,14 @@ func fromUsage(u *subagent.Usage) *Usage {
 	if u == nil {
 		return nil
 	}
-	return &Usage{InputTokens: int64(u.InputTokens), OutputTokens: int64(u.OutputTokens)}
+	return &Usage{InputTokens: int64(u.InputTokens), OutputTokens: int64(u.OutputTokens), CachedInputTokens: int64(u.CachedInputTokens)}
 }
 
 func toUsage(u *Usage) *subagent.Usage {
 	if u == nil {
 		return nil
 	}
-	return &subagent.Usage{InputTokens: int(u.InputTokens), OutputTokens: int(u.OutputTokens)}
+	return &subagent.Usage{InputTokens: int(u.InputTokens), OutputTokens: int(u.OutputTokens), CachedInputTokens: int(u.CachedInputTokens)}
 }
 
 // FromEvent converts a contract event to its wire form. Every type in

@@ -39,7 +39,7 @@ func TestResultRoundTripsThroughTheWire(t *testing.T) {
 // converts to its wire form and back unchanged, so a new event type
 // cannot be dropped silently by a conversion switch that lacks it.
 func TestEveryEventTypeCrossesTheWire(t *testing.T) {
-	usage := &subagent.Usage{InputTokens: 3, OutputTokens: 4}
+	usage := &subagent.Usage{InputTokens: 3, OutputTokens: 4, CachedInputTokens: 2}
 	samples := []subagent.Event{
 		subagent.ProviderAdded{Provider: "p"},
 		subagent.ProviderRemoved{Name: "p"},

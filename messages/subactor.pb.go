@@ -79,11 +79,12 @@ func (x *ContentBlock) GetText() string {
 }
 
 type Usage struct {
-	state         protoimpl.MessageState `protogen:"open.v1"`
-	InputTokens   int64                  `protobuf:"varint,1,opt,name=input_tokens,json=inputTokens,proto3" json:"input_tokens,omitempty"`
-	OutputTokens  int64                  `protobuf:"varint,2,opt,name=output_tokens,json=outputTokens,proto3" json:"output_tokens,omitempty"`
-	unknownFields protoimpl.UnknownFields
-	sizeCache     protoimpl.SizeCache
+	state             protoimpl.MessageState `protogen:"open.v1"`
+	InputTokens       int64                  `protobuf:"varint,1,opt,name=input_tokens,json=inputTokens,proto3" json:"input_tokens,omitempty"`
+	OutputTokens      int64                  `protobuf:"varint,2,opt,name=output_tokens,json=outputTokens,proto3" json:"output_tokens,omitempty"`
+	CachedInputTokens int64                  `protobuf:"varint,3,opt,name=cached_input_tokens,json=cachedInputTokens,proto3" json:"cached_input_tokens,omitempty"`
+	unknownFields     protoimpl.UnknownFields
+	sizeCache         protoimpl.SizeCache
 }
 
 func (x *Usage) Reset() {
@@ -126,6 +127,13 @@ func (x *Usage) GetInputTokens() int64 {
 func (x *Usage) GetOutputTokens() int64 {
 	if x != nil {
 		return x.OutputTokens
+	}
+	return 0
+}
+
+func (x *Usage) GetCachedInputTokens() int64 {
+	if x != nil {
+		return x.CachedInputTokens
 	}
 	return 0
 }
@@ -1021,10 +1029,11 @@ const file_subactor_proto_rawDesc = "" +
 	"\x0esubactor.proto\x12\x11subactor.messages\"6\n" +
 	"\fContentBlock\x12\x12\n" +
 	"\x04type\x18\x01 \x01(\tR\x04type\x12\x12\n" +
-	"\x04text\x18\x02 \x01(\tR\x04text\"O\n" +
+	"\x04text\x18\x02 \x01(\tR\x04text\"\x7f\n" +
 	"\x05Usage\x12!\n" +
 	"\finput_tokens\x18\x01 \x01(\x03R\vinputTokens\x12#\n" +
-	"\routput_tokens\x18\x02 \x01(\x03R\foutputTokens\"\xca\x01\n" +
+	"\routput_tokens\x18\x02 \x01(\x03R\foutputTokens\x12.\n" +
+	"\x13cached_input_tokens\x18\x03 \x01(\x03R\x11cachedInputTokens\"\xca\x01\n" +
 	"\x06Result\x127\n" +
 	"\x06output\x18\x01 \x03(\v2\x1f.subactor.messages.ContentBlockR\x06output\x12\x1e\n" +
 	"\n" +

@@ -27,10 +27,21 @@ type Result struct {
 	Cause error `json:"-"`
 }
 
-// Usage counts model tokens where known.
+// Usage counts model tokens where known. A run's usage includes its
+// children's, recursively (U1).
 type Usage struct {
 	InputTokens  int `json:"inputTokens"`
 	OutputTokens int `json:"outputTokens"`
+	// CachedInputTokens is the part of InputTokens the endpoint served
+	// from its prompt cache, where it reports it.
+	CachedInputTokens int `json:"cachedInputTokens,omitempty"`
+}
+
+// Add adds o to u.
+func (u *Usage) Add(o Usage) {
+	u.InputTokens += o.InputTokens
+	u.OutputTokens += o.OutputTokens
+	u.CachedInputTokens += o.CachedInputTokens
 }
 
 // Stopped returns a result with no output.

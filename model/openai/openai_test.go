@@ -366,9 +366,8 @@ func TestU1_UsageMapped(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	// Cached tokens are part of the prompt tokens; subagent.Usage has no
-	// field to single them out.
-	if resp.Usage != (subagent.Usage{InputTokens: 120, OutputTokens: 34}) {
+	// Cached tokens are part of the prompt tokens, singled out beside them.
+	if resp.Usage != (subagent.Usage{InputTokens: 120, OutputTokens: 34, CachedInputTokens: 100}) {
 		t.Errorf("usage %+v", resp.Usage)
 	}
 }

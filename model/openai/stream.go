@@ -119,7 +119,11 @@ func (r *reply) response() (agent.Response, error) {
 	}
 	resp.Message = msg
 	if r.usage != nil {
-		resp.Usage = subagent.Usage{InputTokens: int(r.usage.PromptTokens), OutputTokens: int(r.usage.CompletionTokens)}
+		resp.Usage = subagent.Usage{
+			InputTokens:       int(r.usage.PromptTokens),
+			OutputTokens:      int(r.usage.CompletionTokens),
+			CachedInputTokens: int(r.usage.PromptTokensDetails.CachedTokens),
+		}
 	}
 	return resp, nil
 }

@@ -304,6 +304,10 @@ func (t *Tool) Call(ctx context.Context, caller *agent.Agent, raw json.RawMessag
 	if err != nil {
 		return "", err
 	}
+	if res.Usage != nil {
+		// What the child spent is the parent's too, whatever its outcome (U1).
+		caller.AddUsage(*res.Usage)
+	}
 	if res.StopReason != subagent.Completed {
 		return "", fmt.Errorf("subagent %s stopped: %s: %s", run.ID(), res.StopReason, cmp.Or(res.Detail, subagent.TextOf(res.Output)))
 	}
