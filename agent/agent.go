@@ -21,6 +21,10 @@ import (
 // DefaultMaxSteps is the model-call budget of a Run when Config.MaxSteps is 0.
 const DefaultMaxSteps = 64
 
+// DefaultMaxParallelTools is how many tool calls of one turn run at once
+// when Config.MaxParallelTools is 0.
+const DefaultMaxParallelTools = 8
+
 // Config configures an Agent.
 type Config struct {
 	// Store keeps the session log; required.
@@ -51,6 +55,9 @@ type Config struct {
 	ToolFilter *subagent.ToolFilter
 	// MaxSteps caps model calls per Run; 0 means DefaultMaxSteps.
 	MaxSteps int
+	// MaxParallelTools caps how many of one model turn's tool calls run at
+	// once (delegations among them, F1); DefaultMaxParallelTools when 0.
+	MaxParallelTools int
 	// OnStep, when set, is told about progress. It is called synchronously
 	// from the loop (from several goroutines while tool calls run
 	// concurrently) and must not block.
@@ -80,9 +87,11 @@ type Agent struct {
 	outputSchema json.RawMessage
 	schema       *jsonschema.Schema
 	maxSteps     int
+	parallel     int
 	onStep       func(Step)
 
 	running atomic.Bool
+	schemas sync.Map // tool parameter schema text → *jsonschema.Schema
 	// life ends, with cause ErrClosed, when the agent is closed: its loop
 	// stops, and the seam refuses to start (or keep) its children.
 	life  context.Context
@@ -120,6 +129,8 @@ func New(ctx context.Context, cfg Config) (*Agent, error) {
 		return nil, &ConfigError{Field: "Header.SessionID", Reason: "required"}
 	case cfg.MaxSteps < 0:
 		return nil, &ConfigError{Field: "MaxSteps", Reason: "must not be negative"}
+	case cfg.MaxParallelTools < 0:
+		return nil, &ConfigError{Field: "MaxParallelTools", Reason: "must not be negative"}
 	}
 	a := &Agent{
 		store:        cfg.Store,
@@ -129,6 +140,7 @@ func New(ctx context.Context, cfg Config) (*Agent, error) {
 		opts:         cloneOptions(cfg.Options),
 		outputSchema: bytes.Clone(cfg.OutputSchema),
 		maxSteps:     cmp.Or(cfg.MaxSteps, DefaultMaxSteps),
+		parallel:     cmp.Or(cfg.MaxParallelTools, DefaultMaxParallelTools),
 		onStep:       cfg.OnStep,
 	}
 	a.life, a.close = context.WithCancelCause(context.Background())

@@ -10,6 +10,8 @@ import (
 	"sync"
 	"unicode/utf8"
 
+	"github.com/santhosh-tekuri/jsonschema/v6"
+
 	"github.com/subactor/subactor/internal/schema"
 	"github.com/subactor/subactor/persistence"
 	"github.com/subactor/subactor/subagent"
@@ -368,18 +370,22 @@ func (a *Agent) final(step int, msg Message) subagent.Result {
 	return res
 }
 
-// callTools runs calls concurrently and returns their results in call order.
+// callTools runs calls concurrently, at most the agent's parallel cap at
+// once, and returns their results in call order. The calls share ctx, so
+// cancelling the parent cancels them all (F1).
 func (a *Agent) callTools(ctx context.Context, step int, calls []ToolCall, offered map[string]Tool, malformed map[int]bool) []Message {
 	results := make([]Message, len(calls))
 	var wg sync.WaitGroup
+	slots := make(chan struct{}, a.parallel)
 	for i, c := range calls {
-		a.notify(Step{N: step, Kind: subagent.ToolCallStarted, Text: c.Name + " " + string(c.Args)})
 		if malformed[i] {
+			a.notify(Step{N: step, Kind: subagent.ToolCallStarted, Text: c.Name + " " + string(c.Args)})
 			results[i] = errorResult(c.ID, "tool "+c.Name+": arguments are not valid JSON")
 			a.notify(Step{N: step, Kind: subagent.ToolCallFinished, Text: c.Name, IsError: true})
 			continue
 		}
 		call := func() {
+			a.notify(Step{N: step, Kind: subagent.ToolCallStarted, Text: c.Name + " " + string(c.Args)})
 			results[i] = a.callTool(ctx, c, offered[c.Name])
 			a.notify(Step{N: step, Kind: subagent.ToolCallFinished, Text: c.Name, IsError: results[i].IsError})
 		}
@@ -389,7 +395,11 @@ func (a *Agent) callTools(ctx context.Context, step int, calls []ToolCall, offer
 			call()
 			continue
 		}
-		wg.Go(call)
+		slots <- struct{}{}
+		wg.Go(func() {
+			defer func() { <-slots }()
+			call()
+		})
 	}
 	wg.Wait()
 	return results
@@ -406,11 +416,35 @@ func (a *Agent) callTool(ctx context.Context, c ToolCall, t Tool) (res Message) 
 			res = errorResult(c.ID, fmt.Sprintf("tool %s panicked: %v", c.Name, r))
 		}
 	}()
+	if err := a.checkArgs(t.Spec(), c.Args); err != nil {
+		return errorResult(c.ID, fmt.Sprintf("tool %s: %v", c.Name, err))
+	}
 	out, err := t.Call(ctx, a, c.Args)
 	if err != nil {
 		return errorResult(c.ID, err.Error())
 	}
 	return Message{Role: ToolRole, ToolCallID: c.ID, Content: []subagent.ContentBlock{subagent.Text(out)}}
+}
+
+// checkArgs validates a call's arguments against the tool's parameter
+// schema before the tool runs (K3): the model gets an error result it can
+// correct, and no tool runs half on bad input. Compiled schemas are
+// cached by their text, since a tool's spec may change between requests.
+func (a *Agent) checkArgs(spec ToolSpec, args json.RawMessage) error {
+	if len(spec.Parameters) == 0 {
+		return nil
+	}
+	key := string(spec.Parameters)
+	s, ok := a.schemas.Load(key)
+	if !ok {
+		compiled, err := schema.Compile(spec.Parameters)
+		if err != nil {
+			return fmt.Errorf("its parameter schema does not compile: %w", err)
+		}
+		s, _ = a.schemas.LoadOrStore(key, compiled)
+	}
+	_, err := schema.Validate(s.(*jsonschema.Schema), string(args))
+	return err
 }
 
 func errorResult(id, text string) Message {

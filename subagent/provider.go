@@ -27,6 +27,13 @@ type Provider interface {
 	Start(ctx context.Context, req StartRequest) (Run, error)
 }
 
+// ModelChecker is a Provider that can tell, before any child exists,
+// whether it can serve a model provider and model named in a request's
+// agent options; the Service asks it during validation (S4, M1).
+type ModelChecker interface {
+	CheckModel(provider, model string) error
+}
+
 // Resumer is a Provider that can continue a child from persistence.
 type Resumer interface {
 	Resume(ctx context.Context, req StartRequest) (Run, error)

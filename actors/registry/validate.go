@@ -65,7 +65,12 @@ func validate(p subagent.Provider, req subagent.StartRequest, resume bool) error
 		return invalid("persona", "must not be empty")
 	}
 	if m, ok := subagent.EffectiveMaxDepth(req.Parent, req.MaxDepth); ok {
-		return subagent.CheckDepth(subagent.DelegationDepthOf(req.Parent), m)
+		if err := subagent.CheckDepth(subagent.DelegationDepthOf(req.Parent), m); err != nil {
+			return err
+		}
+	}
+	if mc, ok := p.(subagent.ModelChecker); ok && !resume && (req.Options.ModelProvider != "" || req.Options.Model != "") {
+		return mc.CheckModel(req.Options.ModelProvider, req.Options.Model)
 	}
 	return nil
 }

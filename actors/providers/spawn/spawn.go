@@ -30,7 +30,13 @@ type Config struct {
 	Name   string // DefaultName when empty
 	System *actors.System
 	Store  persistence.Store
-	Model  agent.Model
+	// Model is the children's model when their options name none.
+	Model agent.Model
+	// Models, when set, gives the model for a child's chosen model
+	// provider and model (its agent options, or its parent's when it
+	// leaves them unset); a name it does not know is refused at Start.
+	// openai.Endpoints is one.
+	Models Models
 	// Tools is the child's tool set before the request's tool filter. A
 	// delegate tool among them hides itself at the child's depth cap.
 	Tools []agent.Tool
@@ -39,6 +45,11 @@ type Config struct {
 	Fork bool
 	// MaxSteps caps each child's model calls; agent.DefaultMaxSteps when 0.
 	MaxSteps int
+}
+
+// Models resolves a model provider and model named in agent options.
+type Models interface {
+	Lookup(provider, model string) (agent.Model, error)
 }
 
 // ErrConfig is returned by New for a missing dependency.
@@ -93,6 +104,10 @@ func (p *Provider) Start(ctx context.Context, req subagent.StartRequest) (subage
 		// Completed turns only: never the turn in flight, whose tool
 		// calls (this delegation among them) have no results yet.
 		seed = turns.Turns()
+	}
+	req.Options = inherit(req.Options, req.Parent.Options())
+	if err := p.CheckModel(req.Options.ModelProvider, req.Options.Model); err != nil {
+		return nil, err
 	}
 	d, err := persistence.SnapshotDescriptor(persistence.Descriptor{
 		Provider:      p.Name(),
@@ -205,10 +220,14 @@ func (p *Provider) childConfig(req subagent.StartRequest, h subagent.SessionHead
 		}
 		opts.MaxDepth = &m
 	}
+	model, err := p.model(d.AgentProvider, d.AgentModel)
+	if err != nil {
+		return agent.Config{}, err
+	}
 	cfg := agent.Config{
 		Store:        p.cfg.Store,
 		Header:       h,
-		Model:        p.cfg.Model,
+		Model:        model,
 		Tools:        p.cfg.Tools,
 		Options:      opts,
 		OutputSchema: req.OutputSchema,
@@ -253,6 +272,42 @@ func (p *Provider) launch(ctx context.Context, req subagent.StartRequest, child 
 	}
 	h.Publish()
 	return h, nil
+}
+
+// inherit fills the options a child leaves unset (model provider, model,
+// max tokens) from its parent's (M1). A model is inherited only with the
+// parent's provider: a child that picks another provider gets that
+// endpoint's default model.
+func inherit(child, parent subagent.AgentOptions) subagent.AgentOptions {
+	if child.ModelProvider == "" {
+		child.ModelProvider = parent.ModelProvider
+		child.Model = cmp.Or(child.Model, parent.Model)
+	}
+	child.MaxTokens = cmp.Or(child.MaxTokens, parent.MaxTokens)
+	return child
+}
+
+// CheckModel implements subagent.ModelChecker: a model provider or model
+// the provider cannot serve is refused before any child exists.
+func (p *Provider) CheckModel(provider, model string) error {
+	_, err := p.model(provider, model)
+	return err
+}
+
+// model is the model for a child's chosen provider and model: the
+// provider's default when it names none.
+func (p *Provider) model(provider, model string) (agent.Model, error) {
+	if provider == "" && model == "" {
+		return p.cfg.Model, nil
+	}
+	if p.cfg.Models == nil {
+		return nil, &subagent.InvalidRequestError{Field: "options", Reason: fmt.Sprintf("provider %q has no model endpoints to choose %q/%q from", p.Name(), provider, model)}
+	}
+	m, err := p.cfg.Models.Lookup(provider, model)
+	if err != nil {
+		return nil, &subagent.InvalidRequestError{Field: "options", Reason: err.Error(), Fault: err}
+	}
+	return m, nil
 }
 
 // checkFilter rejects a filter that names a tool the child does not have:

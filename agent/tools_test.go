@@ -1,0 +1,103 @@
+package agent_test
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"strings"
+	"sync/atomic"
+	"testing"
+
+	"github.com/subactor/subactor/agent"
+	"github.com/subactor/subactor/internal/await"
+	"github.com/subactor/subactor/subagent"
+)
+
+// strictTool has a parameter schema with a required string "path".
+type strictTool struct{ calls atomic.Int32 }
+
+func (t *strictTool) Spec() agent.ToolSpec {
+	return agent.ToolSpec{Name: "read", Parameters: json.RawMessage(
+		`{"type":"object","properties":{"path":{"type":"string","maxLength":8}},"required":["path"],"additionalProperties":false}`)}
+}
+
+func (t *strictTool) Call(context.Context, *agent.Agent, json.RawMessage) (string, error) {
+	t.calls.Add(1)
+	return "ok", nil
+}
+
+// Contract K3: tool-call arguments are validated against the tool's schema
+// before it runs; invalid ones are an error result the model can correct.
+func TestK3_ArgumentsAreValidatedAgainstTheToolsSchema(t *testing.T) {
+	tool := &strictTool{}
+	model := &script{steps: []func(agent.Request) agent.Response{
+		call(tc("1", "read", `{"path":5}`), tc("2", "read", `{}`), tc("3", "read", `{"path":"a","x":1}`), tc("4", "read", `{"path":"far too long"}`), tc("5", "read", `{"path":"ok.txt"}`)),
+		answer("done"),
+	}}
+	a := newAgent(t, agent.Config{Model: model, Tools: []agent.Tool{tool}})
+	if res := a.Run(await.Ctx(t), prompt("go"), nil); res.StopReason != subagent.Completed {
+		t.Fatalf("run %+v", res)
+	}
+	if n := tool.calls.Load(); n != 1 {
+		t.Fatalf("the tool ran %d times, want only for the valid call", n)
+	}
+	results := model.requests()[1].Messages[2:]
+	for i, r := range results[:4] {
+		if !r.IsError || !strings.Contains(subagent.TextOf(r.Content), "read") {
+			t.Fatalf("call %d: result %+v, want an error naming the tool", i+1, r)
+		}
+	}
+	if results[4].IsError {
+		t.Fatalf("the valid call failed: %+v", results[4])
+	}
+}
+
+// Contract F1: a turn's tool calls run concurrently up to the cap, and
+// their results come back in call order.
+func TestF1_ToolCallsRunConcurrentlyUpToTheCap(t *testing.T) {
+	const calls, limit = 6, 2
+	var inFlight, peak atomic.Int32
+	entered := make(chan struct{}, calls)
+	release := make(chan struct{})
+	tool := &fakeTool{name: "slow", call: func(ctx context.Context, _ *agent.Agent, args json.RawMessage) (string, error) {
+		n := inFlight.Add(1)
+		for p := peak.Load(); n > p && !peak.CompareAndSwap(p, n); p = peak.Load() {
+		}
+		entered <- struct{}{}
+		select {
+		case <-release:
+		case <-ctx.Done():
+		}
+		inFlight.Add(-1)
+		return string(args), nil
+	}}
+	var tcs []agent.ToolCall
+	for i := range calls {
+		tcs = append(tcs, tc(fmt.Sprint(i), "slow", fmt.Sprintf(`{"n":%d}`, i)))
+	}
+	model := &script{steps: []func(agent.Request) agent.Response{call(tcs...), answer("done")}}
+	a := newAgent(t, agent.Config{Model: model, Tools: []agent.Tool{tool}, MaxParallelTools: limit})
+	done := make(chan subagent.Result, 1)
+	go func() { done <- a.Run(await.Ctx(t), prompt("go"), nil) }()
+	await.Recv(t, entered, "the first call")
+	await.Recv(t, entered, "the second call, beside the first")
+	for i := 2; i < calls; i++ {
+		release <- struct{}{}
+		await.Recv(t, entered, fmt.Sprintf("call %d once a slot freed", i+1))
+	}
+	for range limit {
+		release <- struct{}{}
+	}
+	if res := await.Recv(t, done, "the run"); res.StopReason != subagent.Completed {
+		t.Fatalf("run %+v", res)
+	}
+	if p := peak.Load(); p != limit {
+		t.Fatalf("peak concurrency %d, want the cap %d", p, limit)
+	}
+	results := model.requests()[1].Messages[2:]
+	for i, r := range results {
+		if r.ToolCallID != fmt.Sprint(i) || subagent.TextOf(r.Content) != fmt.Sprintf(`{"n":%d}`, i) {
+			t.Fatalf("result %d is %+v: not in call order", i, r)
+		}
+	}
+}
