@@ -519,20 +519,23 @@ func TestSteerErrorAborts(t *testing.T) {
 
 const figuresSchema = `{"type":"object","properties":{"n":{"type":"integer"}},"required":["n"]}`
 
+// An answer that misses the output schema gets one corrective turn; a
+// second miss settles error with the validation message.
 func TestOutputSchema(t *testing.T) {
 	for _, c := range []struct {
-		name, answer string
-		stop         subagent.StopReason
-		structured   string
-		detail       string
+		name, answer, retry string
+		stop                subagent.StopReason
+		structured          string
+		detail              string
 	}{
-		{"valid", " {\"n\": 3}\n", subagent.Completed, `{"n": 3}`, ""},
-		{"mismatch", `{"n":"three"}`, subagent.Error, "", "does not match the output schema"},
-		{"not JSON", `n is 3`, subagent.Error, "", "not JSON"},
-		{"trailing text", `{"n":3} and more`, subagent.Error, "", "not JSON"},
+		{"valid", " {\"n\": 3}\n", "", subagent.Completed, `{"n": 3}`, ""},
+		{"mismatch", `{"n":"three"}`, `{"n":"still three"}`, subagent.Error, "", "does not match the output schema"},
+		{"not JSON", `n is 3`, `still n is 3`, subagent.Error, "", "not JSON"},
+		{"trailing text", `{"n":3} and more`, `{"n":3} and more`, subagent.Error, "", "not JSON"},
+		{"corrected", `n is 3`, `{"n":3}`, subagent.Completed, `{"n":3}`, ""},
 	} {
 		t.Run(c.name, func(t *testing.T) {
-			model := &script{steps: []func(agent.Request) agent.Response{answer(c.answer)}}
+			model := &script{steps: []func(agent.Request) agent.Response{answer(c.answer), answer(c.retry)}}
 			a := newAgent(t, agent.Config{Model: model, OutputSchema: json.RawMessage(figuresSchema)})
 			res := a.Run(await.Ctx(t), prompt("go"), nil)
 			wantStop(t, res, c.stop)
@@ -541,6 +544,12 @@ func TestOutputSchema(t *testing.T) {
 			}
 			if string(model.requests()[0].OutputSchema) != figuresSchema {
 				t.Fatalf("request schema %s", model.requests()[0].OutputSchema)
+			}
+			if reqs := model.requests(); c.retry != "" {
+				msgs := reqs[len(reqs)-1].Messages
+				if len(reqs) != 2 || !strings.Contains(subagent.TextOf(msgs[len(msgs)-1].Content), "does not match the required JSON schema") {
+					t.Fatalf("%d requests; the corrective turn was %+v", len(reqs), msgs[len(msgs)-1])
+				}
 			}
 		})
 	}

@@ -104,6 +104,7 @@ func (a *Agent) run(ctx context.Context, prompt []subagent.ContentBlock, steer S
 	if err := a.commit(ctx, nil, first...); err != nil {
 		return a.storeFailed(ctx, err), false
 	}
+	corrected := false // an answer that missed the output schema was sent back once
 	for step := 1; ; step++ {
 		if ctx.Err() != nil {
 			return aborted(ctx), false
@@ -141,7 +142,19 @@ func (a *Agent) run(ctx context.Context, prompt []subagent.ContentBlock, steer S
 			// Max-tokens, refusal or a reason a model adds: the turn is over.
 			end = &subagent.Result{Output: slices.Clone(msg.Content), StopReason: resp.StopReason}
 		case len(msg.ToolCalls) == 0:
-			final := a.final(step, msg)
+			final, invalid := a.final(step, msg)
+			if invalid != nil && !corrected {
+				// One corrective turn: the model sees why its answer
+				// missed the schema and answers again.
+				corrected = true
+				fix := Message{Role: User, Content: []subagent.ContentBlock{subagent.Text(
+					"Your final answer does not match the required JSON schema: " + invalid.Error() +
+						". Answer again with only a JSON value that matches it.")}}
+				if err := a.commit(ctx, nil, msg, fix); err != nil {
+					return a.storeFailed(ctx, err), false
+				}
+				continue
+			}
 			end = &final
 		}
 		if end != nil {
@@ -353,21 +366,22 @@ func (a *Agent) request() (Request, map[string]Tool) {
 	return req, offered
 }
 
-// final settles a model answer without tool calls.
-func (a *Agent) final(step int, msg Message) subagent.Result {
+// final settles a model answer without tool calls; invalid says why it
+// misses the output schema, if it does.
+func (a *Agent) final(step int, msg Message) (res subagent.Result, invalid error) {
 	text := subagent.TextOf(msg.Content)
 	a.notify(Step{N: step, Kind: subagent.MessageText, Text: text})
-	res := subagent.Result{Output: slices.Clone(msg.Content), StopReason: subagent.Completed}
+	res = subagent.Result{Output: slices.Clone(msg.Content), StopReason: subagent.Completed}
 	if a.schema == nil {
-		return res
+		return res, nil
 	}
 	structured, err := schema.Validate(a.schema, text)
 	if err != nil {
 		res.StopReason, res.Detail = subagent.Error, "agent: "+err.Error()
-		return res
+		return res, err
 	}
 	res.Structured = structured
-	return res
+	return res, nil
 }
 
 // callTools runs calls concurrently, at most the agent's parallel cap at
