@@ -184,3 +184,51 @@ func TestF1_CancellingTheParentCancelsAllItsChildren(t *testing.T) {
 		}
 	}
 }
+
+// Contract E6: a child on a streaming endpoint reports its text as it
+// streams: the parent's listener gets the pieces, in order, between the
+// child's start and end, and they make up the answer.
+func TestE6_StreamedTextReachesTheParentsListenerAsProgress(t *testing.T) {
+	children := openaitest.NewServer(t, openaitest.Step{Text: "one two three four", ChunkSize: 4})
+	rt, err := subactor.New(subactor.Config{Model: clientOf(t, endpoint(t, children))})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer rt.Close()
+	parent, err := rt.NewAgent(await.Ctx(t), "p")
+	if err != nil {
+		t.Fatal(err)
+	}
+	events := make(chan subagent.Event, 64)
+	sub := rt.Service.ListenParent(parent.SessionID(), func(ev subagent.Event) error { events <- ev; return nil })
+	defer sub.Release()
+	res, err := rt.Delegate(await.Ctx(t), parent, "count")
+	if err != nil || subagent.TextOf(res.Output) != "one two three four" {
+		t.Fatalf("child %+v, %v", res, err)
+	}
+	if err := sub.Flush(await.Ctx(t)); err != nil {
+		t.Fatal(err)
+	}
+	var streamed string
+	var pieces int
+	for started := false; ; {
+		ev := await.Recv(t, events, "the child's events")
+		switch ev := ev.(type) {
+		case subagent.RunStarted:
+			started = true
+		case subagent.RunProgress:
+			if !started {
+				t.Fatal("progress before the start")
+			}
+			if ev.Kind == subagent.TextDelta {
+				streamed += ev.Text
+				pieces++
+			}
+		case subagent.RunEnded:
+			if streamed != "one two three four" || pieces < 4 {
+				t.Fatalf("streamed %q in %d pieces", streamed, pieces)
+			}
+			return
+		}
+	}
+}

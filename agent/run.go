@@ -120,6 +120,9 @@ func (a *Agent) run(ctx context.Context, prompt []subagent.ContentBlock, steer S
 			}
 		}
 		req, offered := a.request()
+		if a.onStep != nil {
+			req.OnText = func(delta string) { a.notify(Step{N: step, Kind: subagent.TextDelta, Text: delta}) }
+		}
 		a.notify(Step{N: step, Kind: subagent.ModelCallStarted})
 		resp, err := a.model.Generate(ctx, req)
 		if err != nil {

@@ -48,6 +48,10 @@ type Request struct {
 	Tools        []ToolSpec
 	MaxTokens    int
 	OutputSchema json.RawMessage
+	// OnText, when set, is given the answer's text as a streaming model
+	// produces it, piece by piece (live progress, E6). A model that does
+	// not stream may ignore it. It must not block.
+	OnText func(delta string)
 }
 
 // Response is the model's answer for one step. A Message without tool calls

@@ -43,7 +43,8 @@ const (
 	ToolCallStarted   ProgressKind = "tool-call-started"   // Text: the tool's name and arguments
 	ToolCallFinished  ProgressKind = "tool-call-finished"  // Text: the tool's name; IsError
 	SteerAdmitted     ProgressKind = "steer-admitted"      // Text: the message's first line
-	MessageText       ProgressKind = "message-text"        // Text: assistant text as it is produced
+	MessageText       ProgressKind = "message-text"        // Text: the final answer's text
+	TextDelta         ProgressKind = "text-delta"          // Text: a piece of assistant text as it streams
 )
 
 // RunProgress is what a running child is doing (E6): a run event like

@@ -93,7 +93,7 @@ func (c *Client) Generate(ctx context.Context, req agent.Request) (agent.Respons
 		return agent.Response{}, err
 	}
 	for attempt := 1; ; attempt++ {
-		resp, err := c.attempt(ctx, params)
+		resp, err := c.attempt(ctx, params, req.OnText)
 		if err == nil {
 			return resp, nil
 		}
@@ -135,7 +135,7 @@ func (c *Client) backoff(attempt int, e *APIError) (wait time.Duration, ok bool)
 }
 
 // attempt makes one request and reads its stream.
-func (c *Client) attempt(ctx context.Context, params sdk.ChatCompletionNewParams) (agent.Response, error) {
+func (c *Client) attempt(ctx context.Context, params sdk.ChatCompletionNewParams, onText func(string)) (agent.Response, error) {
 	// The SDK turns an error status into its own error, which loses the
 	// body when it is not JSON and never shows Retry-After; we keep both
 	// from the raw response.
@@ -157,7 +157,7 @@ func (c *Client) attempt(ctx context.Context, params sdk.ChatCompletionNewParams
 	if failed != nil {
 		return agent.Response{}, failed
 	}
-	r := newReply(c.cfg.MaxReplyBytes)
+	r := newReply(c.cfg.MaxReplyBytes, onText)
 	for stream.Next() {
 		if err := r.add(stream.Current()); err != nil {
 			return agent.Response{}, err

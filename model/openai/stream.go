@@ -22,6 +22,7 @@ type reply struct {
 	byIndex map[int64]*partialCall // the call each delta index last named
 	finish  string
 	usage   *sdk.CompletionUsage
+	onText  func(string) // agent.Request.OnText, or nil
 }
 
 type partialCall struct {
@@ -29,8 +30,8 @@ type partialCall struct {
 	args     strings.Builder
 }
 
-func newReply(limit int) *reply {
-	return &reply{limit: limit, byIndex: map[int64]*partialCall{}}
+func newReply(limit int, onText func(string)) *reply {
+	return &reply{limit: limit, byIndex: map[int64]*partialCall{}, onText: onText}
 }
 
 // add folds one chunk in.
@@ -49,6 +50,9 @@ func (r *reply) add(c sdk.ChatCompletionChunk) error {
 		}
 		d := ch.Delta
 		r.text.WriteString(d.Content)
+		if d.Content != "" && r.onText != nil {
+			r.onText(d.Content)
+		}
 		r.refusal.WriteString(d.Refusal)
 		for _, tc := range d.ToolCalls {
 			r.addCall(tc)
