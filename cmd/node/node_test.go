@@ -25,17 +25,39 @@ import (
 // bin is the node binary, built once for every test.
 var bin string
 
+// TestMain builds the binary and points every place the node could keep
+// sessions at temporary directories, so that no test reaches the real home
+// directory: node and cli default to a data directory of their own per test
+// (see node), and HOME and XDG_DATA_HOME are temporary in case one does not.
 func TestMain(m *testing.M) {
 	dir, err := os.MkdirTemp("", "node-test-")
 	if err != nil {
 		fmt.Fprintln(os.Stderr, err)
 		os.Exit(1)
 	}
-	bin = filepath.Join(dir, "node")
-	if out, err := exec.Command("go", "build", "-o", bin, ".").CombinedOutput(); err != nil {
-		fmt.Fprintf(os.Stderr, "go build: %v\n%s", err, out)
+	fail := func(err error) {
+		fmt.Fprintln(os.Stderr, err)
 		os.RemoveAll(dir)
 		os.Exit(1)
+	}
+	// Built before HOME changes: the go command finds its caches there.
+	bin = filepath.Join(dir, "node")
+	if out, err := exec.Command("go", "build", "-o", bin, ".").CombinedOutput(); err != nil {
+		fail(fmt.Errorf("go build: %v\n%s", err, out))
+	}
+	for name, value := range map[string]string{
+		"HOME":          filepath.Join(dir, "home"),
+		"XDG_DATA_HOME": filepath.Join(dir, "xdg"),
+		envDataDir:      filepath.Join(dir, "data"),
+	} {
+		if err := os.Setenv(name, value); err != nil {
+			fail(err)
+		}
+	}
+	for _, name := range []string{envAppendsFile, envKillAfter} {
+		if err := os.Unsetenv(name); err != nil {
+			fail(err)
+		}
 	}
 	goleak.VerifyTestMain(m, leaktest.DeadLetters, goleak.Cleanup(func(int) { os.RemoveAll(dir) }))
 }
@@ -162,12 +184,21 @@ func countFolders(t *testing.T, root string) int {
 	return n
 }
 
-// node runs the binary in dir and returns its output and exit code.
+// node runs the binary in dir, with a data directory of its own, and
+// returns its output and exit code.
 func node(t *testing.T, dir string, args ...string) (stdout, stderr string, code int) {
+	t.Helper()
+	return nodeEnv(t, dir, []string{envDataDir + "=" + t.TempDir()}, args...)
+}
+
+// nodeEnv runs the binary in dir with env added to the test's environment
+// (a later entry wins) and returns its output and exit code.
+func nodeEnv(t *testing.T, dir string, env []string, args ...string) (stdout, stderr string, code int) {
 	t.Helper()
 	ctx := await.Ctx(t)
 	cmd := exec.CommandContext(ctx, bin, args...)
 	cmd.Dir = dir
+	cmd.Env = append(os.Environ(), env...)
 	var out, errOut bytes.Buffer
 	cmd.Stdout, cmd.Stderr = &out, &errOut
 	err := cmd.Run()
@@ -179,6 +210,19 @@ func node(t *testing.T, dir string, args ...string) (stdout, stderr string, code
 		t.Fatalf("node %v: %v", args, err)
 	}
 	return out.String(), errOut.String(), cmd.ProcessState.ExitCode()
+}
+
+var sessionLine = regexp.MustCompile(`^session ([0-9a-f-]{36})\n`)
+
+// cutSession takes the "session <id>" line off the start of a run's
+// stdout and returns the id and the rest.
+func cutSession(t *testing.T, stdout string) (id, rest string) {
+	t.Helper()
+	m := sessionLine.FindStringSubmatch(stdout)
+	if m == nil {
+		t.Fatalf("stdout does not start with the session id:\n%s", stdout)
+	}
+	return m[1], stdout[len(m[0]):]
 }
 
 var (
@@ -260,6 +304,7 @@ func TestN1_RunSurveysCurrentDirectoryWithProgress(t *testing.T) {
 	if code != 0 {
 		t.Fatalf("exit %d, stderr:\n%s", code, stderr)
 	}
+	_, stdout = cutSession(t, stdout)
 	progress, answer, ok := strings.Cut(stdout, "\n\n")
 	if !ok {
 		t.Fatalf("no blank line between progress and answer:\n%s", stdout)
@@ -292,8 +337,12 @@ func TestN1_SurveyNamesTheDirectoryGivenAndCountsEveryFolder(t *testing.T) {
 		name := path.Clean(filepath.ToSlash(c.dir))
 		want, folders := expected(t, root, name)
 		stdout, stderr, code := node(t, c.cwd, "run", "-dir", c.dir)
+		if code != 0 {
+			t.Fatalf("-dir %s: exit %d, stderr: %s", c.dir, code, stderr)
+		}
+		_, stdout = cutSession(t, stdout)
 		progress, answer, _ := strings.Cut(stdout, "\n\n")
-		if code != 0 || answer != want+"\n" {
+		if answer != want+"\n" {
 			t.Fatalf("-dir %s: exit %d, answer\n%s\nwant\n%s\nstderr: %s", c.dir, code, answer, want, stderr)
 		}
 		checkProgress(t, progress, folders)
@@ -305,7 +354,10 @@ func TestN1_QuietPrintsOnlyTheAnswer(t *testing.T) {
 	root := writeTree(t)
 	want, _ := expected(t, root, root)
 	stdout, stderr, code := node(t, t.TempDir(), "run", "-quiet", "-dir", root)
-	if code != 0 || stdout != want+"\n" {
+	if code != 0 {
+		t.Fatalf("exit %d, stderr: %s", code, stderr)
+	}
+	if _, stdout = cutSession(t, stdout); stdout != want+"\n" {
 		t.Fatalf("exit %d, stdout\n%s\nwant\n%s\nstderr: %s", code, stdout, want, stderr)
 	}
 }
@@ -316,7 +368,10 @@ func TestN1_MaxDepthZeroSurveysWithoutChildren(t *testing.T) {
 	want, folders := expected(t, root, ".")
 	want = strings.Replace(want, fmt.Sprintf("(%d delegated)", len(folders)), "(0 delegated)", 1)
 	stdout, stderr, code := node(t, root, "run", "-max-depth", "0")
-	if code != 0 || stdout != "\n"+want+"\n" {
+	if code != 0 {
+		t.Fatalf("exit %d, stderr: %s", code, stderr)
+	}
+	if _, stdout = cutSession(t, stdout); stdout != "\n"+want+"\n" {
 		t.Fatalf("exit %d, stdout\n%s\nwant no progress and\n%s\nstderr: %s", code, stdout, want, stderr)
 	}
 }
@@ -343,6 +398,11 @@ func TestN1_UsageErrorsExitTwo(t *testing.T) {
 		{[]string{"run", "-max-depth", "many"}, `invalid value "many" for flag -max-depth`},
 		{[]string{"run", "-max-depth", "-1"}, "-max-depth -1 must not be negative"},
 		{[]string{"run", "extra"}, `unexpected argument "extra"`},
+		{[]string{"run", "-continue", ""}, "-continue needs a session id"},
+		{[]string{"run", "-continue", "x", "-dir", "."}, "-dir cannot be used with -continue"},
+		{[]string{"sessions", "a", "b"}, `unexpected argument "b"`},
+		{[]string{"sessions", "-bogus"}, "flag provided but not defined: -bogus"},
+		{[]string{"sessions", "-data", memoryData}, "keeps no sessions past its own process"},
 		{[]string{"frob"}, `unknown command "frob"`},
 		{nil, "usage: node <command>"},
 	} {
@@ -357,12 +417,17 @@ func TestN1_UsageErrorsExitTwo(t *testing.T) {
 func TestN1_HelpExitsZero(t *testing.T) {
 	for _, args := range [][]string{{"help"}, {"-h"}, {"--help"}} {
 		stdout, stderr, code := node(t, t.TempDir(), args...)
-		if code != 0 || !strings.Contains(stdout, "usage: node <command>") || !strings.Contains(stdout, "-max-depth") || stderr != "" {
+		if code != 0 || stderr != "" || !strings.Contains(stdout, "usage: node <command>") ||
+			!strings.Contains(stdout, "-max-depth") || !strings.Contains(stdout, "-continue") ||
+			!strings.Contains(stdout, "sessions [-data DIR] [SESSION]") || !strings.Contains(stdout, envDataDir) {
 			t.Errorf("%q: exit %d, stdout %q, stderr %q", args, code, stdout, stderr)
 		}
 	}
 	if _, stderr, code := node(t, t.TempDir(), "run", "-h"); code != 0 || !strings.Contains(stderr, "-quiet") {
 		t.Errorf("run -h: exit %d, stderr %q", code, stderr)
+	}
+	if _, stderr, code := node(t, t.TempDir(), "sessions", "-h"); code != 0 || !strings.Contains(stderr, "-data") {
+		t.Errorf("sessions -h: exit %d, stderr %q", code, stderr)
 	}
 }
 
@@ -371,6 +436,7 @@ func TestN1_HelpExitsZero(t *testing.T) {
 // Contract N1.
 func TestN1_InProcessRunDisposesEverything(t *testing.T) {
 	root := writeTree(t)
+	t.Setenv(envDataDir, t.TempDir())
 	want, folders := expected(t, root, root)
 	before := goleak.IgnoreCurrent()
 	var stdout, stderr bytes.Buffer
@@ -380,28 +446,32 @@ func TestN1_InProcessRunDisposesEverything(t *testing.T) {
 	if err := goleak.Find(before, leaktest.DeadLetters); err != nil {
 		t.Fatalf("cli left goroutines behind: %v", err)
 	}
-	progress, answer, _ := strings.Cut(stdout.String(), "\n\n")
+	_, out := cutSession(t, stdout.String())
+	progress, answer, _ := strings.Cut(out, "\n\n")
 	if answer != want+"\n" {
 		t.Fatalf("answer\n%s\nwant\n%s", answer, want)
 	}
 	checkProgress(t, progress, folders)
 }
 
-// cancelOnWrite cancels the run at its first progress line, while the
-// children are live.
+// cancelOnWrite cancels the run at its first progress line (a child's),
+// while the children are live.
 type cancelOnWrite struct {
 	bytes.Buffer
 	cancel context.CancelFunc
 }
 
 func (w *cancelOnWrite) Write(p []byte) (int, error) {
-	w.cancel()
+	if bytes.HasPrefix(p, []byte("child ")) {
+		w.cancel()
+	}
 	return w.Buffer.Write(p)
 }
 
 // Contract N1.
 func TestN1_CancelledRunEndsAborted(t *testing.T) {
 	root := writeTree(t)
+	t.Setenv(envDataDir, t.TempDir())
 	ctx, cancel := context.WithCancel(await.Ctx(t))
 	stdout := &cancelOnWrite{cancel: cancel} // as SIGINT does through signal.NotifyContext
 	var stderr bytes.Buffer

@@ -1,0 +1,388 @@
+package main
+
+import (
+	"bufio"
+	"bytes"
+	"encoding/json"
+	"fmt"
+	"math/rand/v2"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"slices"
+	"strings"
+	"syscall"
+	"testing"
+
+	"github.com/subactor/subactor/agent"
+	"github.com/subactor/subactor/internal/await"
+	"github.com/subactor/subactor/persistence"
+)
+
+// crashFolders is how many sub-folders the crash test's tree has: one
+// child each, every child taking five model calls (eleven writes), so
+// that a run makes about eighty acknowledged writes, most of them while
+// children are mid-turn.
+const crashFolders = 7
+
+// writeCrashTree creates the crash test's tree: crashFolders sub-folders,
+// each three deep with a file per level, and a file at the top.
+func writeCrashTree(t *testing.T) string {
+	t.Helper()
+	root := t.TempDir()
+	files := map[string]string{"top.txt": "top\n"}
+	for i := range crashFolders {
+		d := fmt.Sprintf("f%d", i)
+		files[d+"/a.txt"] = strings.Repeat("a\n", i+1)
+		files[d+"/s/b.txt"] = "b\n"
+		files[d+"/s/t/c.txt"] = "c"
+	}
+	for name, content := range files {
+		p := filepath.Join(root, filepath.FromSlash(name))
+		if err := os.MkdirAll(filepath.Dir(p), 0o755); err != nil {
+			t.Fatal(err)
+		}
+		if err := os.WriteFile(p, []byte(content), 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	return root
+}
+
+// readAcks reads the appends file a node wrote under envAppendsFile and
+// checks that its writes are numbered 1, 2, 3...
+func readAcks(t *testing.T, path string) []ackedWrite {
+	t.Helper()
+	f, err := os.Open(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	var out []ackedWrite
+	sc := bufio.NewScanner(f)
+	sc.Buffer(nil, 1<<20)
+	for sc.Scan() {
+		var w ackedWrite
+		if err := json.Unmarshal(sc.Bytes(), &w); err != nil {
+			t.Fatalf("appends file line %d: %v", len(out)+1, err)
+		}
+		if w.N != len(out)+1 {
+			t.Fatalf("appends file line %d is write %d", len(out)+1, w.N)
+		}
+		out = append(out, w)
+	}
+	if err := sc.Err(); err != nil {
+		t.Fatal(err)
+	}
+	return out
+}
+
+// killPoints picks k distinct points in 1..total from a fixed seed, the
+// first and the last among them, in increasing order.
+func killPoints(total, k int) []int {
+	r := rand.New(rand.NewPCG(6, 2026))
+	points := []int{1, total}
+	for _, p := range r.Perm(total - 2)[:k-2] {
+		points = append(points, p+2)
+	}
+	slices.Sort(points)
+	return points
+}
+
+// Contract S6 with real processes: a node SIGKILLed right after its Nth
+// acknowledged write (the hidden hook SUBACTOR_TEST_KILL_AFTER_APPENDS),
+// for 50 seeded N spread over a whole run's writes, most of them while
+// children are mid-turn, leaves a store that opens; every log loads; every
+// acknowledged record is in its log exactly once, at the sequence number
+// it was acknowledged under, with its kind and data, and nothing sits
+// between acknowledged records (only the writes in flight at the kill may
+// follow them); node sessions lists the killed session as it stood; and
+// node run -continue resumes it in the same session, its earlier records
+// untouched, the model answering from them.
+func TestS6_SIGKILLAtFiftyAppendPointsLosesNothingAcknowledged(t *testing.T) {
+	root := writeCrashTree(t)
+	want, folders := expected(t, root, ".")
+
+	// A whole run, counting its writes; the count is the same every run
+	// (the model is scripted), whatever order the children write in.
+	data, acks := t.TempDir(), filepath.Join(t.TempDir(), "acks")
+	stdout, stderr, code := nodeEnv(t, root, []string{envDataDir + "=" + data, envAppendsFile + "=" + acks}, "run", "-quiet")
+	if code != 0 {
+		t.Fatalf("counting run: exit %d, stderr %s", code, stderr)
+	}
+	if _, answer := cutSession(t, stdout); answer != want+"\n" {
+		t.Fatalf("counting run answered\n%s\nwant\n%s", answer, want)
+	}
+	total := len(readAcks(t, acks))
+	const points = 50
+	if total < points+20 {
+		t.Fatalf("a run makes %d writes, too few to spread %d kill points over: the fixture changed", total, points)
+	}
+	kills := killPoints(total, points)
+	t.Logf("kill points, of %d acknowledged writes per run: %v", total, kills)
+
+	var interrupted, tails int
+	for _, n := range kills {
+		t.Run(fmt.Sprint("kill-after-", n), func(t *testing.T) {
+			c := crashAt(t, root, n)
+			c.checkListed(t, root)
+			c.checkContinues(t, root, want, folders)
+			if c.pending != nil {
+				interrupted++
+			}
+			tails += c.unacked
+		})
+		if t.Failed() {
+			break
+		}
+	}
+	t.Logf("%d kills left tool calls without results; %d records were stored but not yet acknowledged at a kill", interrupted, tails)
+}
+
+// crash is what a killed node left.
+type crash struct {
+	n    int
+	data string
+	top  string
+	// topLog is the top-level session's log after the kill.
+	topLog []persistence.Entry
+	// stopped says whether the top-level session's log ends with a stop
+	// record after its last turn.
+	stopped bool
+	// pending are the names of the tool calls of the top-level agent's
+	// last turn that have no results.
+	pending []string
+	// children is how many child sessions the top-level one has.
+	children int
+	// unacked counts records stored but not acknowledged.
+	unacked int
+}
+
+// crashAt runs a node that kills itself after its nth acknowledged write
+// and checks the store it leaves against the writes it acknowledged.
+func crashAt(t *testing.T, root string, n int) *crash {
+	t.Helper()
+	c := &crash{n: n, data: t.TempDir()}
+	acks := filepath.Join(t.TempDir(), "acks")
+	cmd := exec.CommandContext(await.Ctx(t), bin, "run")
+	cmd.Dir = root
+	cmd.Env = append(os.Environ(), envDataDir+"="+c.data, envAppendsFile+"="+acks, fmt.Sprint(envKillAfter, "=", n))
+	var stderr bytes.Buffer
+	cmd.Stderr = &stderr
+	_ = cmd.Run() // the exit status says how it ended
+	if ws, ok := cmd.ProcessState.Sys().(syscall.WaitStatus); !ok || !ws.Signaled() || ws.Signal() != syscall.SIGKILL {
+		t.Fatalf("the node was not killed after write %d: %v, stderr %s", n, cmd.ProcessState, stderr.String())
+	}
+	written := readAcks(t, acks)
+	if len(written) != n {
+		t.Fatalf("%d writes acknowledged before the kill, want %d", len(written), n)
+	}
+	// The first write is the top-level session's creation, with its
+	// node/survey record.
+	if rs := written[0].Records; len(rs) != 1 || rs[0].Kind != kindSurvey {
+		t.Fatalf("the first write is %+v, want the top-level session's creation", written[0])
+	}
+	c.top = written[0].Session
+	acked := map[string][]ackedEntry{}
+	for _, w := range written {
+		acked[w.Session] = append(acked[w.Session], w.Records...)
+	}
+
+	b := openData(t, c.data)
+	ctx := await.Ctx(t)
+	infos, err := b.Sessions(ctx)
+	if err != nil {
+		t.Fatalf("list sessions after the kill: %v", err)
+	}
+	for _, info := range infos {
+		id := info.Header.SessionID
+		_, entries, err := b.LoadFrom(ctx, id, 0)
+		if err != nil {
+			t.Fatalf("load session %s after the kill: %v", id, err)
+		}
+		c.unacked += checkAcked(t, id, entries, acked[id])
+		delete(acked, id)
+		if id == c.top {
+			c.topLog = entries
+		}
+	}
+	for id := range acked {
+		t.Fatalf("session %s was acknowledged but is not in the store", id)
+	}
+	children, err := b.Children(ctx, c.top)
+	if err != nil {
+		t.Fatal(err)
+	}
+	c.children = len(children)
+	if err := b.Close(); err != nil {
+		t.Fatal(err)
+	}
+	c.stopped, c.pending = state(t, c.topLog)
+	return c
+}
+
+// checkAcked checks a session's log against the records acknowledged in
+// it: each at its sequence number with its kind and data, none twice, and
+// none unacknowledged before the last acknowledged one (a session has one
+// writer, so only the write in flight at the kill may follow). It returns
+// how many records follow.
+func checkAcked(t *testing.T, id string, entries []persistence.Entry, acked []ackedEntry) (unacked int) {
+	t.Helper()
+	bySeq := map[uint64]persistence.Entry{}
+	seen := map[string]uint64{}
+	for _, e := range entries {
+		bySeq[e.Seq] = e
+		key := e.Kind + " " + digest(e.Data)
+		if first, dup := seen[key]; dup {
+			t.Fatalf("session %s: records %d and %d are the same %s record", id, first, e.Seq, e.Kind)
+		}
+		seen[key] = e.Seq
+	}
+	var last uint64
+	for _, a := range acked {
+		e, ok := bySeq[a.Seq]
+		switch {
+		case !ok:
+			t.Fatalf("session %s: acknowledged record %d (%s) is missing", id, a.Seq, a.Kind)
+		case e.Kind != a.Kind || digest(e.Data) != a.SHA256:
+			t.Fatalf("session %s: record %d is %s %s, acknowledged as %s %s", id, a.Seq, e.Kind, digest(e.Data), a.Kind, a.SHA256)
+		}
+		last = max(last, a.Seq)
+	}
+	for _, e := range entries {
+		if e.Seq > last {
+			unacked++
+		}
+	}
+	if int(last) != len(acked) || len(entries) != len(acked)+unacked {
+		t.Fatalf("session %s: %d records, %d acknowledged up to record %d: records in between were never acknowledged", id, len(entries), len(acked), last)
+	}
+	return unacked
+}
+
+// state reads how a log stands: whether a stop record follows its last
+// turn, and the tool calls of its last assistant turn without results.
+func state(t *testing.T, log []persistence.Entry) (stopped bool, pending []string) {
+	t.Helper()
+	answered := map[string]bool{}
+	var calls []agent.ToolCall
+	for _, m := range messages(t, log) {
+		switch m.Role {
+		case agent.Assistant:
+			calls = m.ToolCalls
+		case agent.ToolRole:
+			answered[m.ToolCallID] = true
+		}
+	}
+	for _, c := range calls {
+		if !answered[c.ID] {
+			pending = append(pending, c.Name)
+		}
+	}
+	for _, e := range log {
+		switch e.Kind {
+		case persistence.KindMessage:
+			stopped = false
+		case agent.KindStop:
+			stopped = true
+		}
+	}
+	return stopped, pending
+}
+
+// checkListed checks that node sessions lists the killed session as its
+// log stands, with every child it had.
+func (c *crash) checkListed(t *testing.T, root string) {
+	t.Helper()
+	stdout, stderr, code := nodeEnv(t, root, withData(c.data), "sessions", c.top)
+	if code != 0 {
+		t.Fatalf("sessions after the kill: exit %d, stderr %s", code, stderr)
+	}
+	lines := parseListing(t, stdout)
+	wantState := stateInterrupted
+	if c.stopped {
+		wantState = "completed"
+	}
+	top := listedLine{id: c.top, turns: len(messages(t, c.topLog)), state: wantState}
+	if top.turns > 0 {
+		top.prompt = "survey ."
+	}
+	if len(lines) == 0 || lines[0] != top {
+		t.Fatalf("sessions lists %+v first, want %+v", lines, top)
+	}
+	if got := len(lines) - 1; got != c.children {
+		t.Fatalf("sessions lists %d children, the store has %d:\n%s", got, c.children, stdout)
+	}
+}
+
+// checkContinues continues the killed session and checks that it resumes
+// in place: its earlier records stay as they were, it gains turns and a
+// completed stop, and the answer is what the model makes of the earlier
+// turns. The scripted model treats a tool call the kill interrupted as a
+// failed one: an interrupted list of the directory fails the survey, and
+// interrupted delegations fail their folders; with none, the answer is
+// the full survey, its children delegated anew where they had not been.
+func (c *crash) checkContinues(t *testing.T, root, want string, folders []string) {
+	t.Helper()
+	stdout, stderr, code := nodeEnv(t, t.TempDir(), withData(c.data), "run", "-quiet", "-continue", c.top)
+	if code != 0 {
+		t.Fatalf("continue after the kill: exit %d, stderr %s", code, stderr)
+	}
+	id, answer := cutSession(t, stdout)
+	if id != c.top {
+		t.Fatalf("continued session %s, want %s", id, c.top)
+	}
+	answer = strings.TrimSuffix(answer, "\n")
+	const cut = "tool call %s was interrupted before it finished"
+	switch {
+	case len(c.pending) == 0:
+		if answer != want {
+			t.Fatalf("continued answer\n%s\nwant\n%s", answer, want)
+		}
+	case slices.Contains(c.pending, "list"):
+		if w := "survey .: failed: " + fmt.Sprintf(cut, "list"); answer != w {
+			t.Fatalf("continued answer\n%s\nwant\n%s", answer, w)
+		}
+	default:
+		lines := strings.Split(answer, "\n")
+		if !strings.HasPrefix(lines[0], "survey .: ") {
+			t.Fatalf("continued answer\n%s", answer)
+		}
+		for _, f := range folders {
+			if w := "- " + f + ": failed: " + fmt.Sprintf(cut, "subagent"); !slices.Contains(lines, w) {
+				t.Fatalf("continued answer\n%s\nlacks %q", answer, w)
+			}
+		}
+	}
+	after := logOf(t, c.data, c.top)
+	checkPrefix(t, c.topLog, after)
+	var stop agent.Stop
+	if last := after[len(after)-1]; last.Kind != agent.KindStop || json.Unmarshal(last.Data, &stop) != nil || stop.StopReason != "completed" {
+		t.Fatalf("the continued log ends with %s %s, want a completed stop", last.Kind, last.Data)
+	}
+}
+
+// Contract S6: the crash test's store wrapper is not there unless its
+// variable is set, and a kill point without an appends file, or one that
+// is not a positive number, is refused rather than ignored.
+func TestS6_CrashHooksAreInertWithoutTheirVariables(t *testing.T) {
+	store := persistence.NewMemory()
+	t.Setenv(envAppendsFile, "")
+	t.Setenv(envKillAfter, "")
+	got, closeHooks, err := withCrashHooks(store)
+	if err != nil || got != persistence.Store(store) {
+		t.Fatalf("without the variables: %T, %v; want the store itself", got, err)
+	}
+	closeHooks()
+	t.Setenv(envKillAfter, "3")
+	if _, _, err := withCrashHooks(store); err == nil || !strings.Contains(err.Error(), envAppendsFile) {
+		t.Fatalf("a kill point without an appends file: %v", err)
+	}
+	t.Setenv(envAppendsFile, filepath.Join(t.TempDir(), "acks"))
+	for _, bad := range []string{"0", "-1", "many"} {
+		t.Setenv(envKillAfter, bad)
+		if _, _, err := withCrashHooks(store); err == nil || !strings.Contains(err.Error(), envKillAfter) {
+			t.Fatalf("%s=%s: %v", envKillAfter, bad, err)
+		}
+	}
+}

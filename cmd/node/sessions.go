@@ -1,0 +1,191 @@
+package main
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"strings"
+
+	"github.com/subactor/subactor/agent"
+	"github.com/subactor/subactor/persistence"
+	"github.com/subactor/subactor/subagent"
+)
+
+// stateInterrupted is the state of a session whose log has no stop record
+// after its last turn: a run is still going, or its process died.
+const stateInterrupted = "running/interrupted"
+
+// stateUnreadable is the state of a session whose log does not load.
+const stateUnreadable = "unreadable"
+
+func sessionsFlags(data *string) *flag.FlagSet {
+	fs := flag.NewFlagSet("node sessions", flag.ContinueOnError)
+	dataFlag(fs, data)
+	return fs
+}
+
+// sessionsCommand runs the sessions subcommand: one line per session on
+// stdout (see sessionLine), errors on stderr. It only reads: a missing data
+// directory or store file has no sessions and is not created.
+func sessionsCommand(ctx context.Context, args []string, stdout, stderr io.Writer) int {
+	var data string
+	fs := sessionsFlags(&data)
+	fs.SetOutput(stderr)
+	fs.Usage = func() { usage(stderr) }
+	if err := fs.Parse(args); err != nil {
+		if errors.Is(err, flag.ErrHelp) {
+			return exitOK
+		}
+		return exitUsage
+	}
+	if fs.NArg() > 1 {
+		fmt.Fprintf(stderr, "node sessions: unexpected argument %q (one session id at most)\n", fs.Arg(1))
+		return exitUsage
+	}
+	dir, err := dataDir(data)
+	if err != nil {
+		fmt.Fprintf(stderr, "node sessions: %v\n", err)
+		return exitFailed
+	}
+	if dir == memoryData {
+		fmt.Fprintf(stderr, "node sessions: -data %s keeps no sessions past its own process: nothing to list\n", memoryData)
+		return exitUsage
+	}
+	store, closeStore, err := openStore(dir, false)
+	if err != nil {
+		fmt.Fprintf(stderr, "node sessions: %v\n", err)
+		return exitFailed
+	}
+	defer closeStore()
+	l := &lister{ctx: ctx, store: store, w: stdout, errs: stderr, seen: map[string]bool{}}
+	if fs.NArg() == 0 {
+		err = l.topLevel()
+	} else {
+		err = l.tree(fs.Arg(0))
+		if errors.Is(err, persistence.ErrNotFound) {
+			err = fmt.Errorf("%w %q in data directory %q", errUnknownSession, fs.Arg(0), dir)
+		}
+	}
+	if err != nil {
+		fmt.Fprintf(stderr, "node sessions: %v\n", err)
+		return exitFailed
+	}
+	if l.unreadable {
+		return exitFailed
+	}
+	return exitOK
+}
+
+// lister prints session lines.
+type lister struct {
+	ctx   context.Context
+	store persistence.Store
+	w     io.Writer
+	errs  io.Writer
+	// seen guards the tree against a store whose parent links loop.
+	seen map[string]bool
+	// unreadable is set once a log did not load; its line says so and
+	// the error went to errs.
+	unreadable bool
+}
+
+// topLevel prints a line for every session without a parent, in creation
+// order.
+func (l *lister) topLevel() error {
+	infos, err := l.store.Sessions(l.ctx)
+	if err != nil {
+		return err
+	}
+	for _, info := range infos {
+		if info.Header.ParentSessionID == "" {
+			l.line(info.Header.SessionID, 0)
+		}
+	}
+	return nil
+}
+
+// tree prints id's line, then its children's trees indented one level
+// further, each level in creation order.
+func (l *lister) tree(id string) error {
+	if _, err := l.store.Header(l.ctx, id); err != nil {
+		return err
+	}
+	return l.subtree(id, 0)
+}
+
+func (l *lister) subtree(id string, depth int) error {
+	l.seen[id] = true
+	l.line(id, depth)
+	children, err := l.store.Children(l.ctx, id)
+	if err != nil {
+		return err
+	}
+	for _, c := range children {
+		if l.seen[c.Header.SessionID] {
+			continue
+		}
+		if err := l.subtree(c.Header.SessionID, depth+1); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// line prints one session:
+//
+//	<indent><id> turns=<n> state=<state> prompt=<quoted first line of the first prompt>
+//
+// indented by two spaces per depth. A log that does not load is listed
+// with state unreadable and its error goes to errs.
+func (l *lister) line(id string, depth int) {
+	s, err := summarize(l.ctx, l.store, id)
+	if err != nil {
+		l.unreadable = true
+		fmt.Fprintf(l.errs, "node sessions: %v\n", err)
+		s = summary{state: stateUnreadable}
+	}
+	fmt.Fprintf(l.w, "%s%s turns=%d state=%s prompt=%q\n", strings.Repeat("  ", depth), id, s.turns, s.state, s.prompt)
+}
+
+// summary is what a session line says about a log.
+type summary struct {
+	turns  int    // message records
+	state  string // the last stop reason, or stateInterrupted
+	prompt string // the first line of the first user turn
+}
+
+// summarize reads a session's log. The state is the stop reason of its last
+// agent.KindStop record when no turn follows it: every activation's log
+// ends with one, so a log without it after its last turn belongs to a run
+// that is still going or whose process died.
+func summarize(ctx context.Context, store persistence.Store, id string) (summary, error) {
+	_, recs, err := store.Load(ctx, id)
+	if err != nil {
+		return summary{}, err
+	}
+	s := summary{state: stateInterrupted}
+	prompted := false
+	for _, r := range recs {
+		switch r.Kind {
+		case persistence.KindMessage:
+			s.turns++
+			s.state = stateInterrupted
+			var m agent.Message
+			if !prompted && json.Unmarshal(r.Data, &m) == nil && m.Role == agent.User {
+				s.prompt, _, _ = strings.Cut(subagent.TextOf(m.Content), "\n")
+				prompted = true
+			}
+		case agent.KindStop:
+			var stop agent.Stop
+			if json.Unmarshal(r.Data, &stop) != nil || stop.StopReason == "" {
+				s.state = "unknown"
+				continue
+			}
+			s.state = string(stop.StopReason)
+		}
+	}
+	return s, nil
+}
