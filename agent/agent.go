@@ -91,7 +91,6 @@ type Agent struct {
 	onStep       func(Step)
 
 	running atomic.Bool
-	schemas sync.Map // tool parameter schema text → *jsonschema.Schema
 	// life ends, with cause ErrClosed, when the agent is closed: its loop
 	// stops, and the seam refuses to start (or keep) its children.
 	life  context.Context

@@ -10,8 +10,6 @@ import (
 	"sync"
 	"unicode/utf8"
 
-	"github.com/santhosh-tekuri/jsonschema/v6"
-
 	"github.com/subactor/subactor/internal/schema"
 	"github.com/subactor/subactor/persistence"
 	"github.com/subactor/subactor/subagent"
@@ -51,7 +49,9 @@ func (a *Agent) Run(ctx context.Context, prompt []subagent.ContentBlock, steer S
 	// ctx when the agent closes: no second binding is needed.
 	ctx = subagent.WithinLifetime(ctx, a)
 	res, recorded := a.run(ctx, prompt, steer)
-	res.Usage = a.usageSoFar()
+	if res.Usage == nil {
+		res.Usage = a.usageSoFar()
+	}
 	if !recorded {
 		a.recordStop(ctx, res)
 	}
@@ -105,7 +105,12 @@ func (a *Agent) run(ctx context.Context, prompt []subagent.ContentBlock, steer S
 		return a.storeFailed(ctx, err), false
 	}
 	corrected := false // an answer that missed the output schema was sent back once
-	for step := 1; ; step++ {
+	step := 0
+	var onText func(string) // one per Run: the model calls it on this goroutine, during step
+	if a.onStep != nil {
+		onText = func(delta string) { a.notify(Step{N: step, Kind: subagent.TextDelta, Text: delta}) }
+	}
+	for step = 1; ; step++ {
 		if ctx.Err() != nil {
 			return aborted(ctx), false
 		}
@@ -120,9 +125,7 @@ func (a *Agent) run(ctx context.Context, prompt []subagent.ContentBlock, steer S
 			}
 		}
 		req, offered := a.request()
-		if a.onStep != nil {
-			req.OnText = func(delta string) { a.notify(Step{N: step, Kind: subagent.TextDelta, Text: delta}) }
-		}
+		req.OnText = onText
 		a.notify(Step{N: step, Kind: subagent.ModelCallStarted})
 		resp, err := a.model.Generate(ctx, req)
 		if err != nil {
@@ -445,22 +448,16 @@ func (a *Agent) callTool(ctx context.Context, c ToolCall, t Tool) (res Message) 
 
 // checkArgs validates a call's arguments against the tool's parameter
 // schema before the tool runs (K3): the model gets an error result it can
-// correct, and no tool runs half on bad input. Compiled schemas are
-// cached by their text, since a tool's spec may change between requests.
+// correct, and no tool runs half on bad input.
 func (a *Agent) checkArgs(spec ToolSpec, args json.RawMessage) error {
 	if len(spec.Parameters) == 0 {
 		return nil
 	}
-	key := string(spec.Parameters)
-	s, ok := a.schemas.Load(key)
-	if !ok {
-		compiled, err := schema.Compile(spec.Parameters)
-		if err != nil {
-			return fmt.Errorf("its parameter schema does not compile: %w", err)
-		}
-		s, _ = a.schemas.LoadOrStore(key, compiled)
+	s, err := schema.Compile(spec.Parameters)
+	if err != nil {
+		return fmt.Errorf("its parameter schema does not compile: %w", err)
 	}
-	_, err := schema.Validate(s.(*jsonschema.Schema), string(args))
+	_, err = schema.Validate(s, string(args))
 	return err
 }
 

@@ -49,7 +49,8 @@ type Request struct {
 	MaxTokens    int
 	OutputSchema json.RawMessage
 	// OnText, when set, is given the answer's text as a streaming model
-	// produces it, piece by piece (live progress, E6). A model that does
+	// produces it, piece by piece (live progress, E6), on the goroutine
+	// that called Generate and before Generate returns. A model that does
 	// not stream may ignore it. It must not block.
 	OnText func(delta string)
 }

@@ -15,6 +15,7 @@ import (
 	"errors"
 	"fmt"
 	"strings"
+	"sync"
 
 	"github.com/santhosh-tekuri/jsonschema/v6"
 )
@@ -55,8 +56,41 @@ const (
 
 // Compile compiles raw without ever reading a referenced document: schemas
 // come from callers and models, so a $ref must not reach the file system or
-// the network. Its errors are *Error.
+// the network. Its errors are *Error. A compiled schema is immutable and
+// compiling costs far more than validating (tens of microseconds and
+// hundreds of allocations), so results are kept by their text, process
+// wide, for the next agent with the same tools or output schema.
 func Compile(raw json.RawMessage) (*jsonschema.Schema, error) {
+	cache.mu.Lock()
+	r, ok := cache.m[string(raw)] // no copy of raw for a lookup
+	cache.mu.Unlock()
+	if ok {
+		return r.s, r.err
+	}
+	s, err := compile(raw)
+	cache.mu.Lock()
+	defer cache.mu.Unlock()
+	if len(cache.m) >= cacheSize {
+		clear(cache.m) // bounded: a process that makes schemas without end recompiles
+	}
+	cache.m[string(raw)] = compiled{s, err}
+	return s, err
+}
+
+// cacheSize bounds the compiled schemas kept.
+const cacheSize = 1024
+
+type compiled struct {
+	s   *jsonschema.Schema
+	err error
+}
+
+var cache = struct {
+	mu sync.Mutex
+	m  map[string]compiled
+}{m: map[string]compiled{}}
+
+func compile(raw json.RawMessage) (*jsonschema.Schema, error) {
 	doc, err := jsonschema.UnmarshalJSON(bytes.NewReader(raw))
 	if err != nil {
 		return nil, &Error{Reason: "not JSON: " + err.Error()}
