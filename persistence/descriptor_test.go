@@ -125,6 +125,7 @@ func TestD1_DescriptorRecordsExplicitFieldsOnly(t *testing.T) {
 	}
 }
 
+// Contract D2: snapshot validates and deep-copies.
 func TestD2_SnapshotValidatesAndDeepCopies(t *testing.T) {
 	in := fullDescriptor()
 	in.ProviderData = json.RawMessage(`{ "version": 2, "sessionId": "remote-7" }`)
