@@ -1,0 +1,146 @@
+package tasks_test
+
+import (
+	"context"
+	"errors"
+	"testing"
+	"time"
+
+	"go.uber.org/goleak"
+
+	"github.com/subactor/subactor"
+	"github.com/subactor/subactor/actors/tasks"
+	"github.com/subactor/subactor/agent"
+	"github.com/subactor/subactor/internal/await"
+	"github.com/subactor/subactor/internal/leaktest"
+	"github.com/subactor/subactor/persistence"
+	"github.com/subactor/subactor/subagent"
+)
+
+func TestMain(m *testing.M) { goleak.VerifyTestMain(m, leaktest.DeadLetters) }
+
+// gated answers once released, or aborts when its context ends.
+type gated struct{ release chan struct{} }
+
+func (g gated) Generate(ctx context.Context, req agent.Request) (agent.Response, error) {
+	select {
+	case <-g.release:
+		return agent.Response{Message: agent.Message{Content: []subagent.ContentBlock{subagent.Text("done: " + subagent.TextOf(req.Messages[0].Content))}}}, nil
+	case <-ctx.Done():
+		return agent.Response{}, context.Cause(ctx)
+	}
+}
+
+type env struct {
+	rt      *subactor.Runtime
+	store   *persistence.Memory
+	mgr     *tasks.Manager
+	parent  *agent.Agent
+	release chan struct{}
+}
+
+func newEnv(t *testing.T) *env {
+	store := persistence.NewMemory()
+	release := make(chan struct{})
+	rt, err := subactor.New(subactor.Config{Store: store, Model: gated{release}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	mgr := tasks.New(rt.System, store)
+	t.Cleanup(func() {
+		// t's own context has ended by now.
+		ctx, cancel := context.WithTimeout(context.Background(), await.Deadline)
+		defer cancel()
+		if err := mgr.Close(ctx); err != nil {
+			t.Error(err)
+		}
+		rt.Close()
+	})
+	parent, err := rt.NewAgent(await.Ctx(t), "parent")
+	if err != nil {
+		t.Fatal(err)
+	}
+	return &env{rt: rt, store: store, mgr: mgr, parent: parent, release: release}
+}
+
+func (e *env) start(t *testing.T, prompt string) tasks.Task {
+	t.Helper()
+	task, err := e.mgr.Start(await.Ctx(t), e.parent.SessionID(), "spawn", func(context.Context) (subagent.Run, error) {
+		// Not the caller's context: a background run outlives the call.
+		return e.rt.Service.Start(context.Background(), e.rt.Provider.Name(), subagent.StartRequest{
+			Parent: e.parent, Prompt: []subagent.ContentBlock{subagent.Text(prompt)}})
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return task
+}
+
+// Contract T3: a background task's status, collected with a wait limit:
+// running while its child works, completed with its output once it
+// finished, and recorded in the task store.
+func TestT3_StatusAndCollectWithAWaitLimit(t *testing.T) {
+	e := newEnv(t)
+	task := e.start(t, "survey")
+	if task.State != tasks.Running || task.RunID == "" || task.SessionID == "" {
+		t.Fatalf("started task %+v", task)
+	}
+	got, err := e.mgr.Collect(await.Ctx(t), "parent", task.ID, time.Millisecond)
+	if err != nil || got.State != tasks.Running || got.Result != nil {
+		t.Fatalf("collect while running: %+v, %v", got, err)
+	}
+	close(e.release)
+	got, err = e.mgr.Collect(await.Ctx(t), "parent", task.ID, await.Deadline)
+	if err != nil || got.State != tasks.Completed || subagent.TextOf(got.Result.Output) != "done: survey" {
+		t.Fatalf("collected %+v, %v", got, err)
+	}
+	for deadline := time.Now().Add(await.Deadline); ; {
+		rec, err := e.store.GetTask(await.Ctx(t), task.ID)
+		if err == nil && rec.State == string(tasks.Completed) && rec.ChildSessionID == task.SessionID {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("task record %+v, %v", rec, err)
+		}
+		got, _ = e.mgr.Collect(await.Ctx(t), "parent", task.ID, 10*time.Millisecond)
+	}
+	if list, err := e.mgr.List(await.Ctx(t), "parent"); err != nil || len(list) != 1 || list[0].ID != task.ID {
+		t.Fatalf("list %+v, %v", list, err)
+	}
+}
+
+// Contract T3: killing a running task cancels and disposes its child; the
+// task ends killed, and killing it again changes nothing.
+func TestT3_KillStopsTheChild(t *testing.T) {
+	e := newEnv(t)
+	task := e.start(t, "forever")
+	live := e.rt.System.LiveActors()
+	got, err := e.mgr.Kill(await.Ctx(t), "parent", task.ID)
+	if err != nil || got.State != tasks.Killed || got.Result == nil || got.Result.StopReason != subagent.Aborted {
+		t.Fatalf("killed task %+v, %v", got, err)
+	}
+	if n := e.rt.System.LiveActors(); n >= live {
+		t.Fatalf("live actors %d after the kill, %d before: the run was not disposed", n, live)
+	}
+	if again, err := e.mgr.Kill(await.Ctx(t), "parent", task.ID); err != nil || again.State != tasks.Killed {
+		t.Fatalf("second kill: %+v, %v", again, err)
+	}
+}
+
+// Contract T3: a parent sees only its own tasks.
+func TestT3_AnotherParentsTaskIsNotThere(t *testing.T) {
+	e := newEnv(t)
+	task := e.start(t, "mine")
+	for _, err := range []error{
+		func() error { _, err := e.mgr.Get(await.Ctx(t), "intruder", task.ID); return err }(),
+		func() error { _, err := e.mgr.Kill(await.Ctx(t), "intruder", task.ID); return err }(),
+		func() error { _, err := e.mgr.Collect(await.Ctx(t), "intruder", task.ID, time.Millisecond); return err }(),
+	} {
+		if !errors.Is(err, tasks.ErrNoTask) {
+			t.Fatalf("another parent's access: %v", err)
+		}
+	}
+	if got, _ := e.mgr.Get(await.Ctx(t), "parent", task.ID); got.State != tasks.Running {
+		t.Fatalf("the owner's task %+v", got)
+	}
+}
