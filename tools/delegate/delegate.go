@@ -17,6 +17,7 @@ import (
 	"sync/atomic"
 	"unicode/utf8"
 
+	"github.com/subactor/subactor/actors/tasks"
 	"github.com/subactor/subactor/agent"
 	"github.com/subactor/subactor/subagent"
 )
@@ -58,6 +59,12 @@ type Config struct {
 	// Limits bound the model-supplied arguments; zero fields take the
 	// defaults.
 	Limits Limits
+	// Tasks, when set, offers background delegation (T1): with
+	// run_in_background the child runs as a task of the calling agent and
+	// the tool answers at once with its id, for task_output and task_kill
+	// (package tools/tasks). A background child lives until it finishes,
+	// is killed, or its parent agent closes.
+	Tasks *tasks.Manager
 }
 
 // Limits bound the delegate tool's model-supplied arguments (K3). They are
@@ -209,15 +216,16 @@ func (t *Tool) spec(caps subagent.Capabilities) agent.ToolSpec {
 	if caps.Persona {
 		props["persona"] = str(l.Persona, "The child's system prompt.")
 	}
+	description := "Delegate a self-contained task to a child agent and wait for its answer."
+	if t.cfg.Tasks != nil {
+		props["run_in_background"] = map[string]any{"type": "boolean", "description": "Answer at once with a task id instead of waiting; read the result with task_output, stop it with task_kill."}
+		description = "Delegate a self-contained task to a child agent and wait for its answer, or run it in the background."
+	}
 	params, _ := json.Marshal(map[string]any{
 		"type": "object", "properties": props,
 		"required": []string{"description", "prompt"}, "additionalProperties": false,
 	})
-	return agent.ToolSpec{
-		Name:        t.cfg.Name,
-		Description: "Delegate a self-contained task to a child agent and wait for its answer.",
-		Parameters:  params,
-	}
+	return agent.ToolSpec{Name: t.cfg.Name, Description: description, Parameters: params}
 }
 
 // args are the tool's parameters as the model sends them: hostile input.
@@ -228,6 +236,7 @@ type args struct {
 	Levels       *int                 `json:"delegation_levels,omitempty"`
 	Tools        *subagent.ToolFilter `json:"tools,omitempty"`
 	Persona      *string              `json:"persona,omitempty"`
+	Background   bool                 `json:"run_in_background,omitempty"`
 }
 
 // ErrArgs is matched by every argument error.
@@ -256,6 +265,14 @@ type Answer struct {
 	SessionID  string          `json:"sessionId"` // the child's session
 	Output     string          `json:"output"`
 	Structured json.RawMessage `json:"structured,omitempty"`
+}
+
+// BackgroundAnswer is the tool's result for a background delegation.
+type BackgroundAnswer struct {
+	Kind      string `json:"kind"` // "background"
+	TaskID    string `json:"taskId"`
+	RunID     string `json:"runId"`
+	SessionID string `json:"sessionId"`
 }
 
 // Call implements agent.Tool: it starts the child, awaits its result,
@@ -291,6 +308,9 @@ func (t *Tool) Call(ctx context.Context, caller *agent.Agent, raw json.RawMessag
 			m = min(m, subagent.DelegationDepthOf(caller)+1+min(*a.Levels, max(m, 0)))
 		}
 		req.MaxDepth = &m
+	}
+	if a.Background {
+		return t.background(ctx, caller, req)
 	}
 	run, err := t.cfg.Service.Start(ctx, t.cfg.Provider, req)
 	if err != nil {
@@ -336,6 +356,7 @@ func (t *Tool) parse(raw json.RawMessage, caps subagent.Capabilities) (args, err
 		{a.Levels != nil, caps.DepthLimit, "delegation_levels"},
 		{a.Tools != nil, caps.ToolFilter, "tools"},
 		{a.Persona != nil, caps.Persona, "persona"},
+		{a.Background, t.cfg.Tasks != nil, "run_in_background"},
 	} {
 		if p.used && !p.ok {
 			return a, fmt.Errorf("%w: provider %q does not support %s", ErrArgs, t.cfg.Provider, p.name)
@@ -398,4 +419,18 @@ func (t *Tool) checkLimits(a args) error {
 		}
 	}
 	return nil
+}
+
+// background starts the child as a task of caller and answers at once.
+// The child's context is not the call's: it outlives this turn, and the
+// Service ties it to the caller's lifetime instead.
+func (t *Tool) background(ctx context.Context, caller *agent.Agent, req subagent.StartRequest) (string, error) {
+	task, err := t.cfg.Tasks.Start(ctx, caller.SessionID(), t.cfg.Provider, func(context.Context) (subagent.Run, error) {
+		return t.cfg.Service.Start(context.Background(), t.cfg.Provider, req)
+	})
+	if err != nil {
+		return "", err
+	}
+	out, err := json.Marshal(BackgroundAnswer{Kind: "background", TaskID: task.ID, RunID: task.RunID, SessionID: task.SessionID})
+	return string(out), err
 }

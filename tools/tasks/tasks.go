@@ -1,0 +1,149 @@
+// Package tasks holds the model-facing task tools (T3), shared by every
+// background delegation: task_output reads a task's state and result,
+// waiting up to a limit for it to finish, and task_kill stops it. A model
+// sees only the tasks its own agent started.
+package tasks
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"time"
+
+	"github.com/subactor/subactor/actors/tasks"
+	"github.com/subactor/subactor/agent"
+	"github.com/subactor/subactor/subagent"
+)
+
+// Tool names.
+const (
+	OutputName = "task_output"
+	KillName   = "task_kill"
+)
+
+// MaxWait bounds task_output's wait_seconds (K3).
+const MaxWait = 600
+
+// maxTaskID bounds a task id argument (ids are UUIDs).
+const maxTaskID = 64
+
+// ErrArgs is matched by every argument error.
+var ErrArgs = errors.New("tasks: invalid arguments")
+
+// Tools returns task_output and task_kill over m.
+func Tools(m *tasks.Manager) []agent.Tool {
+	return []agent.Tool{&output{m: m}, &kill{m: m}}
+}
+
+// Answer is what both tools return: the task as it stands.
+type Answer struct {
+	TaskID     string              `json:"taskId"`
+	State      tasks.State         `json:"state"`
+	RunID      string              `json:"runId"`
+	SessionID  string              `json:"sessionId"`
+	Output     string              `json:"output,omitempty"`
+	Structured json.RawMessage     `json:"structured,omitempty"`
+	StopReason subagent.StopReason `json:"stopReason,omitempty"`
+	Detail     string              `json:"detail,omitempty"`
+}
+
+func answer(t tasks.Task) (string, error) {
+	a := Answer{TaskID: t.ID, State: t.State, RunID: t.RunID, SessionID: t.SessionID}
+	if r := t.Result; r != nil {
+		a.Output, a.Structured, a.StopReason, a.Detail = subagent.TextOf(r.Output), r.Structured, r.StopReason, r.Detail
+		if t.Err != "" {
+			a.Detail = t.Err
+		}
+	}
+	out, err := json.Marshal(a)
+	return string(out), err
+}
+
+type output struct{ m *tasks.Manager }
+
+func (o *output) Spec() agent.ToolSpec {
+	return agent.ToolSpec{
+		Name:        OutputName,
+		Description: "Read a background task's state and result, waiting up to wait_seconds for it to finish.",
+		Parameters: json.RawMessage(fmt.Sprintf(`{"type":"object","properties":{`+
+			`"task_id":{"type":"string","maxLength":%d,"description":"The task id a background delegation answered with."},`+
+			`"wait_seconds":{"type":"integer","minimum":0,"maximum":%d,"description":"How long to wait for the task to finish; 0 answers at once."}},`+
+			`"required":["task_id"],"additionalProperties":false}`, maxTaskID, MaxWait)),
+	}
+}
+
+func (o *output) Call(ctx context.Context, caller *agent.Agent, raw json.RawMessage) (string, error) {
+	var a struct {
+		TaskID string `json:"task_id"`
+		Wait   int    `json:"wait_seconds"`
+	}
+	if err := parse(raw, &a); err != nil {
+		return "", err
+	}
+	if err := checkID(a.TaskID); err != nil {
+		return "", err
+	}
+	if a.Wait < 0 || a.Wait > MaxWait {
+		return "", fmt.Errorf("%w: wait_seconds must be from 0 to %d", ErrArgs, MaxWait)
+	}
+	t, err := o.m.Collect(ctx, caller.SessionID(), a.TaskID, time.Duration(a.Wait)*time.Second)
+	if err != nil {
+		return "", err
+	}
+	return answer(t)
+}
+
+type kill struct{ m *tasks.Manager }
+
+func (k *kill) Spec() agent.ToolSpec {
+	return agent.ToolSpec{
+		Name:        KillName,
+		Description: "Stop a background task; its child is cancelled.",
+		Parameters: json.RawMessage(fmt.Sprintf(`{"type":"object","properties":{`+
+			`"task_id":{"type":"string","maxLength":%d,"description":"The task id a background delegation answered with."}},`+
+			`"required":["task_id"],"additionalProperties":false}`, maxTaskID)),
+	}
+}
+
+func (k *kill) Call(ctx context.Context, caller *agent.Agent, raw json.RawMessage) (string, error) {
+	var a struct {
+		TaskID string `json:"task_id"`
+	}
+	if err := parse(raw, &a); err != nil {
+		return "", err
+	}
+	if err := checkID(a.TaskID); err != nil {
+		return "", err
+	}
+	t, err := k.m.Kill(ctx, caller.SessionID(), a.TaskID)
+	if err != nil {
+		return "", err
+	}
+	return answer(t)
+}
+
+// parse decodes model-supplied arguments strictly (K3).
+func parse(raw json.RawMessage, v any) error {
+	dec := json.NewDecoder(bytes.NewReader(raw))
+	dec.DisallowUnknownFields()
+	if err := dec.Decode(v); err != nil {
+		return fmt.Errorf("%w: %v", ErrArgs, err)
+	}
+	if _, err := dec.Token(); err != io.EOF {
+		return fmt.Errorf("%w: trailing data after the arguments object", ErrArgs)
+	}
+	return nil
+}
+
+func checkID(id string) error {
+	switch {
+	case id == "":
+		return fmt.Errorf("%w: task_id is required", ErrArgs)
+	case len(id) > maxTaskID:
+		return fmt.Errorf("%w: task_id has %d bytes, over its limit of %d", ErrArgs, len(id), maxTaskID)
+	}
+	return nil
+}

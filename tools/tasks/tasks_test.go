@@ -1,0 +1,146 @@
+package tasks_test
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"strings"
+	"sync"
+	"testing"
+
+	"go.uber.org/goleak"
+
+	"github.com/subactor/subactor"
+	mgrpkg "github.com/subactor/subactor/actors/tasks"
+	"github.com/subactor/subactor/agent"
+	"github.com/subactor/subactor/internal/await"
+	"github.com/subactor/subactor/internal/leaktest"
+	"github.com/subactor/subactor/persistence"
+	"github.com/subactor/subactor/subagent"
+	"github.com/subactor/subactor/tools/delegate"
+	"github.com/subactor/subactor/tools/tasks"
+)
+
+func TestMain(m *testing.M) { goleak.VerifyTestMain(m, leaktest.DeadLetters) }
+
+// children answer "fast" at once and wait on "slow" until cancelled.
+type children struct{}
+
+func (children) Generate(ctx context.Context, req agent.Request) (agent.Response, error) {
+	if p := subagent.TextOf(req.Messages[0].Content); p != "slow" {
+		return agent.Response{Message: agent.Message{Content: []subagent.ContentBlock{subagent.Text("did " + p)}}}, nil
+	}
+	<-ctx.Done()
+	return agent.Response{}, context.Cause(ctx)
+}
+
+// parentModel delegates two background children, then collects the fast
+// one and kills the slow one, then answers with what it read.
+type parentModel struct {
+	mu   sync.Mutex
+	seen []agent.Request
+}
+
+func (m *parentModel) Generate(_ context.Context, req agent.Request) (agent.Response, error) {
+	m.mu.Lock()
+	m.seen = append(m.seen, req)
+	step := len(m.seen)
+	m.mu.Unlock()
+	call := func(id, name, args string) agent.ToolCall {
+		return agent.ToolCall{ID: id, Name: name, Args: json.RawMessage(args)}
+	}
+	last := func(n int) []agent.Message { return req.Messages[len(req.Messages)-n:] }
+	switch step {
+	case 1:
+		return agent.Response{Message: agent.Message{ToolCalls: []agent.ToolCall{
+			call("a", "subagent", `{"description":"slow one","prompt":"slow","run_in_background":true}`),
+			call("b", "subagent", `{"description":"fast one","prompt":"fast","run_in_background":true}`),
+		}}}, nil
+	case 2:
+		var slow, fast delegate.BackgroundAnswer
+		res := last(2)
+		if json.Unmarshal([]byte(subagent.TextOf(res[0].Content)), &slow) != nil || json.Unmarshal([]byte(subagent.TextOf(res[1].Content)), &fast) != nil {
+			return agent.Response{Message: agent.Message{Content: []subagent.ContentBlock{subagent.Text("bad background answers")}}}, nil
+		}
+		return agent.Response{Message: agent.Message{ToolCalls: []agent.ToolCall{
+			call("c", tasks.OutputName, fmt.Sprintf(`{"task_id":%q,"wait_seconds":600}`, fast.TaskID)),
+			call("d", tasks.KillName, fmt.Sprintf(`{"task_id":%q}`, slow.TaskID)),
+		}}}, nil
+	}
+	res := last(2)
+	return agent.Response{Message: agent.Message{Content: []subagent.ContentBlock{
+		subagent.Text(subagent.TextOf(res[0].Content) + "\n" + subagent.TextOf(res[1].Content))}}}, nil
+}
+
+// Contracts T1, T3: background delegation answers at once with a task id;
+// task_output collects a finished child's result, task_kill stops a
+// running one.
+func TestT1T3_BackgroundDelegationWithTaskTools(t *testing.T) {
+	rt, err := subactor.New(subactor.Config{Model: children{}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer rt.Close()
+	mgr := mgrpkg.New(rt.System, rt.Store.(persistence.TaskStore)) // the memory store keeps tasks too
+	defer mgr.Close(context.Background())
+	tool := delegate.New(delegate.Config{Service: rt.Service, Provider: rt.Provider.Name(), Tasks: mgr})
+	defer tool.Close()
+	if !strings.Contains(string(tool.Spec().Parameters), "run_in_background") {
+		t.Fatalf("the tool's schema offers no background mode: %s", tool.Spec().Parameters)
+	}
+	model := &parentModel{}
+	parent, err := agent.New(await.Ctx(t), agent.Config{Store: rt.Store, Model: model,
+		Tools: append([]agent.Tool{tool}, tasks.Tools(mgr)...), Header: subagent.SessionHeader{SessionID: "parent"}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	res := parent.Run(await.Ctx(t), []subagent.ContentBlock{subagent.Text("go")}, nil)
+	if res.StopReason != subagent.Completed {
+		t.Fatalf("parent %+v", res)
+	}
+	lines := strings.Split(subagent.TextOf(res.Output), "\n")
+	var collected, killed tasks.Answer
+	if len(lines) != 2 || json.Unmarshal([]byte(lines[0]), &collected) != nil || json.Unmarshal([]byte(lines[1]), &killed) != nil {
+		t.Fatalf("parent answered %q", subagent.TextOf(res.Output))
+	}
+	if collected.State != mgrpkg.Completed || collected.Output != "did fast" || collected.StopReason != subagent.Completed {
+		t.Fatalf("task_output gave %+v", collected)
+	}
+	if killed.State != mgrpkg.Killed || killed.StopReason != subagent.Aborted {
+		t.Fatalf("task_kill gave %+v", killed)
+	}
+}
+
+// Contract K3: the task tools' arguments are hostile input: strict, bounded
+// and advertised in their schemas.
+func TestK3_TaskToolArgumentsAreStrictAndBounded(t *testing.T) {
+	rt, err := subactor.New(subactor.Config{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer rt.Close()
+	mgr := mgrpkg.New(rt.System, nil)
+	defer mgr.Close(context.Background())
+	parent, err := rt.NewAgent(await.Ctx(t), "p")
+	if err != nil {
+		t.Fatal(err)
+	}
+	tools := tasks.Tools(mgr)
+	for _, tool := range tools {
+		if !strings.Contains(string(tool.Spec().Parameters), `"maxLength":64`) {
+			t.Fatalf("%s does not advertise its id limit: %s", tool.Spec().Name, tool.Spec().Parameters)
+		}
+	}
+	for _, args := range []string{
+		`{}`, `{"task_id":""}`, `{"task_id":"x","extra":1}`, `{"task_id":"x"} {}`,
+		`{"task_id":"` + strings.Repeat("x", 65) + `"}`, `{"task_id":"x","wait_seconds":601}`, `{"task_id":"x","wait_seconds":-1}`,
+	} {
+		if _, err := tools[0].Call(await.Ctx(t), parent, json.RawMessage(args)); !errors.Is(err, tasks.ErrArgs) {
+			t.Errorf("task_output %s: %v, want ErrArgs", args, err)
+		}
+	}
+	if _, err := tools[1].Call(await.Ctx(t), parent, json.RawMessage(`{"task_id":"nobody"}`)); !errors.Is(err, mgrpkg.ErrNoTask) {
+		t.Errorf("task_kill of an unknown task: %v", err)
+	}
+}
