@@ -69,15 +69,46 @@ type (
 		Result subagent.Result
 		Err    error
 	}
+	// Route asks how to deliver a follow-up to the continuable child
+	// childID (S8). It is answered with a Routed once the route is known:
+	// at once when the child has a live activation or none is starting,
+	// after the starting one is Activated or Released otherwise, so that
+	// one child never has two activations.
+	Route struct {
+		reply.To
+		ChildID string
+	}
+	// Activated: the child's activation run is live.
+	Activated struct {
+		ChildID string
+		Run     subagent.Run
+	}
+	// Released: the child's activation settled (Run), or a reserved start
+	// failed (Run nil); the next follow-up starts a new one.
+	Released struct {
+		ChildID string
+		Run     subagent.Run
+	}
 	// Idle tells the registry (the actor's parent) that nothing is left.
 	// Uses counts the references the registry handed out that reached it
-	// (Published, Discarded, Subscribe).
+	// (Published, Discarded, Subscribe, Route, Activated, Released).
 	Idle struct {
 		ParentID string
 		Uses     int64
 		PID      *actor.PID
 	}
 )
+
+// Routed answers a Route: Run is the live activation to steer, or, when
+// nil, the asker has reserved the child and must start an activation and
+// send Activated (or Released if it cannot).
+type Routed struct{ Run subagent.Run }
+
+// route is a continuable child's activation slot.
+type route struct {
+	run     subagent.Run // nil while an activation is starting
+	waiters []reply.To   // follow-ups waiting for it to start
+}
 
 // Props builds the parent actor of the agent whose session is parentID.
 // The actor keeps listening at its number of listeners, so that sinks skip
@@ -91,6 +122,7 @@ func Props(log *slog.Logger, parentID string, listening *atomic.Int32) *actor.Pr
 			live:      map[string]*Published{},
 			held:      map[string][]subagent.RunProgress{},
 			runs:      map[string]bool{},
+			routes:    map[string]*route{},
 		}
 	})
 }
@@ -103,6 +135,7 @@ type parentActor struct {
 	live      map[string]*Published             // started, not yet ended
 	held      map[string][]subagent.RunProgress // expected runs' progress before Published
 	runs      map[string]bool                   // run actors alive under this one, by PID id
+	routes    map[string]*route                 // continuable children with an activation live or starting
 	uses      int64
 }
 
@@ -118,6 +151,9 @@ func (a *parentActor) Receive(c actor.Context) {
 func (a *parentActor) crashed(msg any) {
 	if p := recover(); p != nil {
 		a.log.Error("subagent: parent actor crashed; listeners told to resynchronise", "parent", a.id, "message", fmt.Sprintf("%T", msg), "panic", p)
+		if f, ok := msg.(guard.Failer); ok {
+			f.Fail(fmt.Errorf("%w: parent actor crashed handling %T: %v", subagent.ErrServiceCrashed, msg, p))
+		}
 		a.listeners.Emit(subagent.ListenerFailed{Reason: fmt.Sprintf("parent actor crashed handling %T: %v", msg, p)})
 		a.listening.Store(int32(a.listeners.Len()))
 	}
@@ -142,6 +178,39 @@ func (a *parentActor) receive(c actor.Context, msg any) {
 		if a.runs[m.Who.Id] {
 			delete(a.runs, m.Who.Id)
 			a.idle(c)
+		}
+	case *Route:
+		a.uses++
+		switch r := a.routes[m.ChildID]; {
+		case r == nil:
+			a.routes[m.ChildID] = &route{}
+			m.Answer(Routed{})
+		case r.run != nil:
+			m.Answer(Routed{Run: r.run})
+		default:
+			r.waiters = append(r.waiters, m.To)
+		}
+	case *Activated:
+		a.uses++
+		if r := a.routes[m.ChildID]; r != nil && r.run == nil {
+			r.run = m.Run
+			for _, w := range r.waiters {
+				w.Answer(Routed{Run: m.Run})
+			}
+			r.waiters = nil
+		}
+	case *Released:
+		a.uses++
+		if r := a.routes[m.ChildID]; r != nil && r.run == m.Run {
+			if len(r.waiters) == 0 {
+				delete(a.routes, m.ChildID)
+				a.idle(c)
+				return
+			}
+			// The next follow-up in line starts the next activation.
+			r.run = nil
+			r.waiters[0].Answer(Routed{})
+			r.waiters = r.waiters[1:]
 		}
 	case *Expect:
 		a.held[m.RunID] = nil
@@ -194,7 +263,7 @@ func (a *parentActor) end(s *Settled) {
 
 // idle offers the registry to retire this actor once nothing is left.
 func (a *parentActor) idle(c actor.Context) {
-	if len(a.live) == 0 && len(a.held) == 0 && len(a.runs) == 0 && a.listeners.Len() == 0 {
+	if len(a.live) == 0 && len(a.held) == 0 && len(a.runs) == 0 && len(a.routes) == 0 && a.listeners.Len() == 0 {
 		c.Send(c.Parent(), &Idle{ParentID: a.id, Uses: a.uses, PID: c.Self()})
 	}
 }

@@ -28,6 +28,7 @@ import (
 	"github.com/subactor/subactor/actors/internal/inline"
 	"github.com/subactor/subactor/actors/internal/reply"
 	"github.com/subactor/subactor/actors/parent"
+	"github.com/subactor/subactor/actors/tasks"
 	"github.com/subactor/subactor/subagent"
 )
 
@@ -64,6 +65,9 @@ type Options struct {
 	// RunRestarts is how often a continuable run's child is relaunched
 	// from its last checkpoint after a crash (A2). Default: never.
 	RunRestarts subagent.RestartPolicy
+	// Tasks runs continuable children's activations (StartContinuable,
+	// SendMessage). Default: none, and those calls fail with ErrNoTasks.
+	Tasks *tasks.Manager
 }
 
 // Option configures a Service.
@@ -249,17 +253,23 @@ func (x *subscription) Flush(ctx context.Context) error {
 // ended after, the live child is cancelled and settles with a non-completed
 // stop reason. A request with a Continuation goes to Resume.
 func (s *Service) Start(ctx context.Context, name string, req subagent.StartRequest) (subagent.Run, error) {
-	return s.open(ctx, name, req, false)
+	return s.open(ctx, name, req, false, "")
 }
 
 // Resume continues a durable child through a provider that can resume, and
 // observes the returned run exactly like Start (S6). Descriptor lookup and
 // authorization are the caller's.
 func (s *Service) Resume(ctx context.Context, name string, req subagent.StartRequest) (subagent.Run, error) {
-	return s.open(ctx, name, req, true)
+	return s.open(ctx, name, req, true, "")
 }
 
-func (s *Service) open(ctx context.Context, name string, req subagent.StartRequest, resume bool) (subagent.Run, error) {
+// openAs starts a run whose id is runID: a continuable child's first
+// activation, whose run id becomes its durable session id.
+func (s *Service) openAs(ctx context.Context, name string, req subagent.StartRequest, runID string) (subagent.Run, error) {
+	return s.open(ctx, name, req, false, runID)
+}
+
+func (s *Service) open(ctx context.Context, name string, req subagent.StartRequest, resume bool, runID string) (subagent.Run, error) {
 	if ctx == nil {
 		return nil, subagent.ErrNilContext
 	}
@@ -292,7 +302,9 @@ func (s *Service) open(ctx context.Context, name string, req subagent.StartReque
 		release()
 		return nil, err
 	}
-	runID := uuid.NewString()
+	if runID == "" {
+		runID = uuid.NewString()
+	}
 	// The parent actor holds the run's progress until Published, so every
 	// event of the run follows its start (E1, E6). Nobody listening, no
 	// progress is sent at all.
