@@ -18,7 +18,6 @@ import (
 	"github.com/subactor/subactor/actors/providers/spawn"
 	"github.com/subactor/subactor/actors/registry"
 	"github.com/subactor/subactor/agent"
-	"github.com/subactor/subactor/model/scripted"
 	"github.com/subactor/subactor/persistence"
 	"github.com/subactor/subactor/subagent"
 	"github.com/subactor/subactor/tools/delegate"
@@ -38,8 +37,10 @@ commands:
   run [-dir DIR] [flags]
          survey a directory: a top-level agent delegates one child per
          sub-folder and sums their figures and folders (scripted model,
-         no network); prints "session <id>" first, then progress, then
-         the answer
+         no network, unless a model is configured: see below); prints
+         "session <id>" first, then progress, then "usage: input=<n>
+         output=<n> cached=<n>" (tokens, children's included), a blank
+         line and the answer
   run -continue SESSION [flags] [prompt...]
          continue a top-level session: its agent is loaded from its log
          and runs again on the prompt, or goes on as it stopped without
@@ -56,6 +57,25 @@ $SUBACTOR_DATA_DIR, else $XDG_DATA_HOME/subactor, else
 ~/.local/share/subactor, created (0700) when missing. -data :memory: keeps
 them in memory, gone when the process ends. One node at a time can use a
 data directory.
+
+Models: the embedded scripted model unless one is configured.
+$OPENAI_BASE_URL, $OPENAI_API_KEY and $OPENAI_MODEL select any
+OpenAI-compatible endpoint (OpenAI's own when only the key is set);
+$DEEPSEEK_API_KEY alone selects DeepSeek (deepseek-chat). -base-url and
+-model override $OPENAI_BASE_URL and $OPENAI_MODEL. Keys are read from the
+environment only, never from a flag, so that they stay out of shell
+history. -models FILE names several endpoints instead, as JSON:
+{"endpoints": {"NAME": {"baseURL": "...", "model": "...", "models": ["..."],
+"apiKeyEnv": "VAR"}}, "default": "NAME"}; unknown keys are errors. A bad
+model configuration exits 2.
+
+Progress: on a terminal, one live row per running child and a line per
+child that ended; otherwise plain lines "child <id> started", "child <id>
+step <n> <what>", "child <id> ended: <stop reason> in <time>". -json prints
+one JSON object per line instead: {"type":"node/session"}, then every child
+event ("subagent/start", "subagent/progress", "subagent/end" with runId,
+sessionId, provider, kind, step, text, stopReason, usage...), then
+{"type":"node/result"} with stopReason, answer and usage.
 `
 
 // cli runs the command line args and returns the process's exit code.
@@ -78,26 +98,62 @@ func cli(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	return exitUsage
 }
 
-// runCommand runs the run subcommand: the session id, progress and the
-// answer on stdout, errors on stderr.
+// runCommand runs the run subcommand: the session id, progress, the usage
+// totals and the answer on stdout (with -json, one JSON object per line),
+// errors on stderr.
 func runCommand(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	o, code, ok := parseRun(args, stderr)
 	if !ok {
 		return code
 	}
-	progress := stdout
-	if o.quiet {
-		progress = io.Discard
+	m, err := resolveModels(o, os.Getenv)
+	if err != nil {
+		fmt.Fprintf(stderr, "node run: %v\n", err)
+		var bad *modelError
+		if errors.As(err, &bad) {
+			return exitUsage
+		}
+		return exitFailed
 	}
-	answer, err := survey(ctx, o, stdout, progress, stderr)
+	var rep reporter
+	switch {
+	case o.quiet:
+		rep = newProgress(io.Discard)
+	case o.json:
+		rep = newJSONProgress(stdout)
+	case isTerminal(stdout):
+		rep = newLive(stdout)
+	default:
+		rep = newProgress(stdout)
+	}
+	out, err := survey(ctx, o, m, stdout, rep, stderr)
 	if err != nil {
 		fmt.Fprintf(stderr, "node run: %v\n", err)
 		return exitFailed
 	}
-	if !o.quiet {
-		fmt.Fprintln(stdout)
+	if o.json {
+		res := jsonResult{Type: typeResult, SessionID: out.session, StopReason: string(out.res.StopReason), Detail: out.res.Detail, Answer: subagent.TextOf(out.res.Output), Usage: out.res.Usage}
+		if err := newEncoder(stdout).Encode(res); err != nil {
+			fmt.Fprintf(stderr, "node run: %v\n", err)
+			return exitFailed
+		}
+	} else if !o.quiet {
+		// Before the blank line, so that the answer stays the last part
+		// of the output, whole.
+		if out.res.Usage != nil {
+			fmt.Fprintln(stdout, usageLine(*out.res.Usage))
+		}
+		if out.res.StopReason == subagent.Completed {
+			fmt.Fprintln(stdout)
+		}
 	}
-	fmt.Fprintln(stdout, answer)
+	if out.res.StopReason != subagent.Completed {
+		fmt.Fprintf(stderr, "node run: the survey ended %s: %s\n", out.res.StopReason, out.res.Detail)
+		return exitFailed
+	}
+	if !o.json {
+		fmt.Fprintln(stdout, subagent.TextOf(out.res.Output))
+	}
 	return exitOK
 }
 
@@ -110,15 +166,23 @@ type options struct {
 	// cont is the session to continue, prompt what to tell it.
 	cont   string
 	prompt string
+	// json prints JSON lines instead of text.
+	json bool
+	// The model configuration (see resolveModels).
+	baseURL, model, modelsFile string
 }
 
 func runFlags(o *options) *flag.FlagSet {
 	fs := flag.NewFlagSet("node run", flag.ContinueOnError)
 	fs.StringVar(&o.dir, "dir", ".", "the `DIR` to survey (not with -continue: the session's own is used)")
 	fs.IntVar(&o.maxDepth, "max-depth", delegate.DefaultMaxDepth, "the deepest delegation level below the top-level agent; 0 surveys without children")
-	fs.BoolVar(&o.quiet, "quiet", false, "print the session id and the answer only, no progress")
+	fs.BoolVar(&o.quiet, "quiet", false, "print the session id and the answer only, no progress or usage (with -json: the session and result lines)")
 	dataFlag(fs, &o.data)
 	fs.StringVar(&o.cont, "continue", "", "continue the top-level `SESSION` (its id); arguments after the flags are the prompt")
+	fs.BoolVar(&o.json, "json", false, "print one JSON object per line: the session, every child event, then the result")
+	fs.StringVar(&o.baseURL, "base-url", "", "the OpenAI-compatible endpoint's base `URL`, ending in /v1 (default $"+envBaseURL+"); its key comes from $"+envAPIKey+" only")
+	fs.StringVar(&o.model, "model", "", "the `MODEL` to ask for (default $"+envModel+"); with -models, one of the default endpoint's")
+	fs.StringVar(&o.modelsFile, "models", "", "a JSON `FILE` naming several model endpoints (see above); replaces the environment's endpoint")
 	return fs
 }
 
@@ -163,6 +227,9 @@ func parseRun(args []string, stderr io.Writer) (o options, code int, ok bool) {
 	case o.maxDepth < 0:
 		fmt.Fprintf(stderr, "node run: -max-depth %d must not be negative\n", o.maxDepth)
 		return o, exitUsage, false
+	case set["models"] && o.modelsFile == "":
+		fmt.Fprintln(stderr, "node run: -models needs a file")
+		return o, exitUsage, false
 	}
 	o.prompt = strings.Join(fs.Args(), " ")
 	return o, exitOK, true
@@ -191,37 +258,53 @@ var (
 	errNotNodeSession = errors.New("not a session of node run (it records no directory)")
 )
 
-// survey wires the embedded default and runs the top-level agent: a new
-// session on "survey <o.dir>", or the session o.cont continued. It writes
-// "session <id>" to out once the session exists, the children's progress
-// to progress and warnings to logs. The file tools are confined to the
-// directory and name it as the user gave it, so the prompt, the children's
-// paths and the answer all say which directory was surveyed. It returns
-// the agent's answer, or an error when the run could not be done or did
-// not complete. Everything it starts is closed before it returns.
-func survey(ctx context.Context, o options, out, progress, logs io.Writer) (string, error) {
+// outcome is how a survey's top-level run ended.
+type outcome struct {
+	session string
+	res     subagent.Result // Usage includes the children's
+}
+
+// systemPrompt is the top agent's system prompt on a real model: the task
+// text alone ("survey DIR") is what the scripted model follows, and a real
+// one needs to be told what a survey is. The scripted model ignores it.
+const systemPrompt = `You survey a directory tree with read-only file tools. ` +
+	`Delegate each sub-folder of the directory to a child agent with the subagent tool ` +
+	`(a short description, and a prompt naming the folder's path and asking for its files, lines and bytes, all nested folders included). ` +
+	`Count the directory's own top-level files yourself. ` +
+	`Answer with one line of totals for the whole tree, then one line per sub-folder and one for the top level.`
+
+// survey wires the models m and runs the top-level agent: a new session on
+// "survey <o.dir>", or the session o.cont continued. It writes "session
+// <id>" (with -json, a node/session record) to out once the session
+// exists, the children's events to rep and warnings to logs. The file
+// tools are confined to the directory and name it as the user gave it, so
+// the prompt, the children's paths and the answer all say which directory
+// was surveyed. It returns the top run's result, whatever its stop reason,
+// or an error when the run could not be done. Everything it starts is
+// closed before it returns.
+func survey(ctx context.Context, o options, m models, out io.Writer, rep reporter, logs io.Writer) (outcome, error) {
 	data, err := dataDir(o.data)
 	if err != nil {
-		return "", err
+		return outcome{}, err
 	}
 	target := surveyed{Name: o.dir}
 	if o.cont == "" {
 		// Checked before the data directory is touched: a run that
 		// cannot start leaves nothing behind.
 		if target.Dir, err = readableDir(o.dir); err != nil {
-			return "", err
+			return outcome{}, err
 		}
 	}
 	// A continued session must exist already: no directory is created
 	// for it.
 	store, closeStore, err := openStore(data, o.cont == "")
 	if err != nil {
-		return "", err
+		return outcome{}, err
 	}
 	defer closeStore()
 	store, closeHooks, err := withCrashHooks(store)
 	if err != nil {
-		return "", err
+		return outcome{}, err
 	}
 	defer closeHooks()
 
@@ -229,10 +312,10 @@ func survey(ctx context.Context, o options, out, progress, logs io.Writer) (stri
 	if o.cont != "" {
 		var turns int
 		if target, turns, err = continued(ctx, store, o.cont); err != nil {
-			return "", fmt.Errorf("-continue %s: data directory %q: %w", o.cont, data, err)
+			return outcome{}, fmt.Errorf("-continue %s: data directory %q: %w", o.cont, data, err)
 		}
 		if _, err := readableDir(target.Dir); err != nil {
-			return "", err
+			return outcome{}, err
 		}
 		if prompt == "" && turns == 0 {
 			// Killed before its prompt was stored: start it now.
@@ -243,9 +326,8 @@ func survey(ctx context.Context, o options, out, progress, logs io.Writer) (stri
 	}
 	fsTools, err := fstools.NewNamed(target.Dir, target.Name)
 	if err != nil {
-		return "", fmt.Errorf("cannot read directory %q: %w", target.Name, err)
+		return outcome{}, fmt.Errorf("cannot read directory %q: %w", target.Name, err)
 	}
-	prog := newProgress(progress)
 
 	sys := actors.NewSystem(actors.WithLogger(slog.New(slog.NewTextHandler(logs, &slog.HandlerOptions{Level: slog.LevelWarn}))))
 	defer sys.Shutdown()
@@ -256,42 +338,56 @@ func survey(ctx context.Context, o options, out, progress, logs io.Writer) (stri
 	defer tool.Close()
 	tools := append(fsTools, tool)
 
-	model := scripted.New()
-	provider, err := spawn.New(spawn.Config{System: sys, Store: store, Model: model, Tools: tools})
+	provider, err := spawn.New(spawn.Config{System: sys, Store: store, Model: m.top, Models: m.spawnModels(), Tools: tools})
 	if err != nil {
-		return "", err
+		return outcome{}, err
 	}
 	release, err := svc.RegisterProvider(provider)
 	if err != nil {
-		return "", err
+		return outcome{}, err
 	}
 	defer release()
 
 	// The option caps the tool's depth too: it takes the tighter of both.
 	maxDepth := o.maxDepth
 	cfg := agent.Config{
-		Store:   store,
-		Header:  subagent.SessionHeader{SessionID: o.cont},
-		Resume:  o.cont != "",
-		Model:   model,
-		Tools:   tools,
-		Options: subagent.AgentOptions{MaxDepth: &maxDepth},
+		Store:  store,
+		Header: subagent.SessionHeader{SessionID: o.cont},
+		Resume: o.cont != "",
+		Model:  m.top,
+		Tools:  tools,
+		// With -models, children inherit the endpoint and model, and
+		// their descriptors record them (a resumed child uses those).
+		Options: subagent.AgentOptions{MaxDepth: &maxDepth, ModelProvider: m.endpoint, Model: m.name},
+	}
+	if m.real {
+		cfg.System = systemPrompt
 	}
 	if o.cont == "" {
 		rec, err := json.Marshal(target)
 		if err != nil {
-			return "", err
+			return outcome{}, err
 		}
 		cfg.Header.SessionID = uuid.NewString()
 		cfg.LogOnly = []persistence.Record{{Kind: kindSurvey, Data: rec}}
 	}
 	top, err := agent.New(ctx, cfg)
 	if err != nil {
-		return "", err
+		return outcome{}, err
 	}
 	defer top.Close()
-	fmt.Fprintf(out, "session %s\n", top.SessionID())
-	events := svc.ListenParent(top.SessionID(), prog.event)
+	if o.json {
+		err = newEncoder(out).Encode(jsonEvent{Type: typeSession, SessionID: top.SessionID()})
+	} else {
+		_, err = fmt.Fprintf(out, "session %s\n", top.SessionID())
+	}
+	if err != nil {
+		return outcome{}, err
+	}
+	// The view closes after the listener is released (deferred calls run
+	// last first), before anything else is printed.
+	defer rep.close()
+	events := svc.ListenParent(top.SessionID(), rep.event)
 	defer events.Release()
 	var blocks []subagent.ContentBlock
 	if prompt != "" {
@@ -301,12 +397,9 @@ func survey(ctx context.Context, o options, out, progress, logs io.Writer) (stri
 	// Every child has settled and been disposed; flushing the listener
 	// prints their end lines before the answer, also after a cancel.
 	if err := events.Flush(context.WithoutCancel(ctx)); err != nil {
-		return "", err
+		return outcome{}, err
 	}
-	if res.StopReason != subagent.Completed {
-		return "", fmt.Errorf("the survey ended %s: %s", res.StopReason, res.Detail)
-	}
-	return subagent.TextOf(res.Output), nil
+	return outcome{session: top.SessionID(), res: res}, nil
 }
 
 // readableDir returns dir's absolute path, or an error naming dir if it

@@ -321,7 +321,7 @@ func TestS6_ContinueAddsTurnsToTheSameSession(t *testing.T) {
 		t.Fatalf("continued session %s, want %s", id, top)
 	}
 	// No progress: every tally was in the history already.
-	if rest != "\n"+want+"\nnoted: count again\n" {
+	if rest, _ = cutUsage(t, rest); rest != "\n"+want+"\nnoted: count again\n" {
 		t.Fatalf("continued answer\n%s\nwant\n%s\nnoted: count again", rest, want)
 	}
 	after := logOf(t, data, top)
@@ -342,7 +342,7 @@ func TestS6_ContinueAddsTurnsToTheSameSession(t *testing.T) {
 	if err := goleak.Find(leaks, leaktest.DeadLetters); err != nil {
 		t.Fatalf("cli left goroutines behind: %v", err)
 	}
-	if out.String() != "session "+top+"\n\n"+want+"\nnoted: count again\n" {
+	if got, _ := cutUsage(t, out.String()); got != "session "+top+"\n\n"+want+"\nnoted: count again\n" {
 		t.Fatalf("continued without a prompt:\n%s", out.String())
 	}
 	final := logOf(t, data, top)

@@ -12,6 +12,7 @@ import (
 	"path/filepath"
 	"regexp"
 	"slices"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -20,6 +21,7 @@ import (
 
 	"github.com/subactor/subactor/internal/await"
 	"github.com/subactor/subactor/internal/leaktest"
+	"github.com/subactor/subactor/subagent"
 )
 
 // bin is the node binary, built once for every test.
@@ -54,7 +56,9 @@ func TestMain(m *testing.M) {
 			fail(err)
 		}
 	}
-	for _, name := range []string{envAppendsFile, envKillAfter} {
+	// A developer's model configuration would take the runs off the
+	// scripted model and onto the network.
+	for _, name := range []string{envAppendsFile, envKillAfter, envBaseURL, envAPIKey, envModel, envDeepSeekKey} {
 		if err := os.Unsetenv(name); err != nil {
 			fail(err)
 		}
@@ -225,6 +229,26 @@ func cutSession(t *testing.T, stdout string) (id, rest string) {
 	return m[1], stdout[len(m[0]):]
 }
 
+// usageLineRe matches the usage totals line, followed by the blank line before the
+// answer.
+var usageLineRe = regexp.MustCompile(`(?m)^usage: input=(\d+) output=(\d+) cached=(\d+)\n\n`)
+
+// cutUsage takes the usage line out of a run's stdout, leaving the blank
+// line before the answer, and returns the rest and the totals. The scripted
+// model reports usage: a line is always there.
+func cutUsage(t *testing.T, stdout string) (rest string, u subagent.Usage) {
+	t.Helper()
+	all := usageLineRe.FindAllStringSubmatchIndex(stdout, -1)
+	if len(all) != 1 {
+		t.Fatalf("want one usage line followed by a blank line, found %d:\n%s", len(all), stdout)
+	}
+	m := all[0]
+	for i, p := range []*int{&u.InputTokens, &u.OutputTokens, &u.CachedInputTokens} {
+		*p, _ = strconv.Atoi(stdout[m[2+2*i]:m[3+2*i]])
+	}
+	return stdout[:m[0]] + "\n" + stdout[m[1]:], u
+}
+
 var (
 	startLine = regexp.MustCompile(`^child (\S{8}) started$`)
 	stepLine  = regexp.MustCompile(`^child (\S{8}) step (\d+) (\w+)(?: (.*))?$`)
@@ -305,6 +329,10 @@ func TestN1_RunSurveysCurrentDirectoryWithProgress(t *testing.T) {
 		t.Fatalf("exit %d, stderr:\n%s", code, stderr)
 	}
 	_, stdout = cutSession(t, stdout)
+	stdout, u := cutUsage(t, stdout)
+	if u.InputTokens == 0 || u.OutputTokens == 0 {
+		t.Fatalf("usage %+v: the scripted model reports some", u)
+	}
 	progress, answer, ok := strings.Cut(stdout, "\n\n")
 	if !ok {
 		t.Fatalf("no blank line between progress and answer:\n%s", stdout)
@@ -341,6 +369,7 @@ func TestN1_SurveyNamesTheDirectoryGivenAndCountsEveryFolder(t *testing.T) {
 			t.Fatalf("-dir %s: exit %d, stderr: %s", c.dir, code, stderr)
 		}
 		_, stdout = cutSession(t, stdout)
+		stdout, _ = cutUsage(t, stdout)
 		progress, answer, _ := strings.Cut(stdout, "\n\n")
 		if answer != want+"\n" {
 			t.Fatalf("-dir %s: exit %d, answer\n%s\nwant\n%s\nstderr: %s", c.dir, code, answer, want, stderr)
@@ -371,7 +400,8 @@ func TestN1_MaxDepthZeroSurveysWithoutChildren(t *testing.T) {
 	if code != 0 {
 		t.Fatalf("exit %d, stderr: %s", code, stderr)
 	}
-	if _, stdout = cutSession(t, stdout); stdout != "\n"+want+"\n" {
+	_, stdout = cutSession(t, stdout)
+	if stdout, _ = cutUsage(t, stdout); stdout != "\n"+want+"\n" {
 		t.Fatalf("exit %d, stdout\n%s\nwant no progress and\n%s\nstderr: %s", code, stdout, want, stderr)
 	}
 }
@@ -447,6 +477,7 @@ func TestN1_InProcessRunDisposesEverything(t *testing.T) {
 		t.Fatalf("cli left goroutines behind: %v", err)
 	}
 	_, out := cutSession(t, stdout.String())
+	out, _ = cutUsage(t, out)
 	progress, answer, _ := strings.Cut(out, "\n\n")
 	if answer != want+"\n" {
 		t.Fatalf("answer\n%s\nwant\n%s", answer, want)

@@ -1,10 +1,16 @@
 package main
 
 import (
+	"bytes"
+	"encoding/json"
 	"fmt"
 	"io"
+	"os"
+	"slices"
 	"strings"
+	"sync"
 	"time"
+	"unicode/utf8"
 
 	"github.com/subactor/subactor/subagent"
 )
@@ -12,11 +18,20 @@ import (
 // shortID is how many characters of a child's id progress lines show.
 const shortID = 8
 
-// progress prints the top agent's children from their run events: a line
-// when one starts, one per model call, tool call, steer and answer, and one
-// when it ends. It is a run listener: its calls come one at a time on the
-// listener's own goroutine, and a run's events come in order, start first
-// and end last, so no line needs holding back.
+// reporter shows a run's children as their events come: event is the top
+// agent's run listener (its calls come one at a time, on the listener's
+// goroutine), close ends the display once every child has ended, from the
+// goroutine that runs the command.
+type reporter interface {
+	event(ev subagent.Event) error
+	close()
+}
+
+// progress prints the top agent's children from their run events, one plain
+// line each: when one starts, per model call, tool call, steer and answer,
+// and when it ends. Streamed text is left out: it would flood the lines.
+// A run's events come in order, start first and end last, so no line needs
+// holding back. Tests parse these lines: keep their formats.
 type progress struct {
 	w     io.Writer
 	since map[string]time.Time // by run id, until its end
@@ -33,23 +48,19 @@ func (p *progress) event(ev subagent.Event) error {
 		p.since[ev.RunID] = time.Now()
 		p.println(ev.RunID, "started")
 	case subagent.RunProgress:
-		if word := stepWords[ev.Kind]; word != "" && (ev.Kind != subagent.ToolCallFinished || ev.IsError) {
-			line := fmt.Sprintf("step %d %s", ev.Step, word)
-			if ev.Text != "" {
-				first, _, _ := strings.Cut(ev.Text, "\n")
-				line += " " + first
-			}
+		if line := stepText(ev); line != "" {
 			p.println(ev.RunID, line)
 		}
 	case subagent.RunEnded:
-		elapsed := time.Since(p.since[ev.RunID]).Round(time.Microsecond)
+		p.println(ev.RunID, endText(ev, p.since[ev.RunID]))
 		delete(p.since, ev.RunID)
-		p.println(ev.RunID, fmt.Sprintf("ended: %s in %s", ev.StopReason, elapsed))
 	case subagent.ListenerOverflow, subagent.ListenerFailed:
 		fmt.Fprintf(p.w, "progress incomplete: %s\n", ev.Type())
 	}
 	return nil
 }
+
+func (p *progress) close() {}
 
 // stepWords name the progress kinds a line is printed for; a finished
 // tool call is shown only when it failed.
@@ -61,6 +72,326 @@ var stepWords = map[subagent.ProgressKind]string{
 	subagent.MessageText:      "final",
 }
 
+// stepText is the plain line of a progress event after the child's id,
+// "step <n> <word>[ <first line of the text>]", or "" for a kind plain
+// output leaves out.
+func stepText(ev subagent.RunProgress) string {
+	word := stepWords[ev.Kind]
+	if word == "" || ev.Kind == subagent.ToolCallFinished && !ev.IsError {
+		return ""
+	}
+	line := fmt.Sprintf("step %d %s", ev.Step, word)
+	if ev.Text != "" {
+		first, _, _ := strings.Cut(ev.Text, "\n")
+		line += " " + first
+	}
+	return line
+}
+
+// endText is the line of a child's end after its id, with the time since it
+// started.
+func endText(ev subagent.RunEnded, since time.Time) string {
+	return fmt.Sprintf("ended: %s in %s", ev.StopReason, time.Since(since).Round(time.Microsecond))
+}
+
 func (p *progress) println(id, line string) {
-	fmt.Fprintf(p.w, "child %s %s\n", id[:min(shortID, len(id))], line)
+	fmt.Fprintf(p.w, "child %s %s\n", short(id), line)
+}
+
+func short(id string) string { return id[:min(shortID, len(id))] }
+
+// Usage line and -json records of the run itself (its children's are the
+// subagent events).
+const (
+	typeSession = "node/session"
+	typeResult  = "node/result"
+)
+
+// usageLine is the run's token totals, its children's included:
+//
+//	usage: input=<n> output=<n> cached=<n>
+func usageLine(u subagent.Usage) string {
+	return fmt.Sprintf("usage: input=%d output=%d cached=%d", u.InputTokens, u.OutputTokens, u.CachedInputTokens)
+}
+
+// jsonEvent is one line of -json output: a child's run event, or the run's
+// own session and result records. Fields a record does not have are left
+// out.
+type jsonEvent struct {
+	Type                 string          `json:"type"`
+	RunID                string          `json:"runId,omitempty"`
+	SessionID            string          `json:"sessionId,omitempty"`
+	Provider             string          `json:"provider,omitempty"`
+	Local                bool            `json:"local,omitempty"`
+	Kind                 string          `json:"kind,omitempty"`
+	Step                 int             `json:"step,omitempty"`
+	Text                 string          `json:"text,omitempty"`
+	IsError              bool            `json:"isError,omitempty"`
+	StopReason           string          `json:"stopReason,omitempty"`
+	Detail               string          `json:"detail,omitempty"`
+	LastAssistantMessage string          `json:"lastAssistantMessage,omitempty"`
+	Usage                *subagent.Usage `json:"usage,omitempty"`
+	// Bound is a listener overflow's, Reason a listener failure's.
+	Bound  int    `json:"bound,omitempty"`
+	Reason string `json:"reason,omitempty"`
+}
+
+// jsonResult is the last line of -json output: how the top agent's run
+// ended, its answer and its usage with its children's.
+type jsonResult struct {
+	Type       string          `json:"type"`
+	SessionID  string          `json:"sessionId"`
+	StopReason string          `json:"stopReason"`
+	Detail     string          `json:"detail,omitempty"`
+	Answer     string          `json:"answer"`
+	Usage      *subagent.Usage `json:"usage,omitempty"`
+}
+
+// jsonProgress prints every run event, streamed text included, as one JSON
+// object per line.
+type jsonProgress struct{ enc *json.Encoder }
+
+func newJSONProgress(w io.Writer) *jsonProgress { return &jsonProgress{enc: newEncoder(w)} }
+
+// newEncoder writes one JSON value per line, "<" and ">" as they are.
+func newEncoder(w io.Writer) *json.Encoder {
+	enc := json.NewEncoder(w)
+	enc.SetEscapeHTML(false)
+	return enc
+}
+
+func (p *jsonProgress) event(ev subagent.Event) error {
+	return p.enc.Encode(toJSON(ev))
+}
+
+func (p *jsonProgress) close() {}
+
+// toJSON maps an event onto its -json record.
+func toJSON(ev subagent.Event) jsonEvent {
+	j := jsonEvent{Type: ev.Type()}
+	switch ev := ev.(type) {
+	case subagent.RunStarted:
+		j.RunID, j.SessionID, j.Provider, j.Local = ev.RunID, ev.SessionID, ev.Provider, ev.Local
+	case subagent.RunProgress:
+		j.RunID, j.Kind, j.Step, j.Text, j.IsError, j.Usage = ev.RunID, string(ev.Kind), ev.Step, ev.Text, ev.IsError, ev.Usage
+	case subagent.RunEnded:
+		j.RunID, j.SessionID, j.Provider, j.Local = ev.RunID, ev.SessionID, ev.Provider, ev.Local
+		j.StopReason, j.LastAssistantMessage, j.Usage = string(ev.StopReason), ev.LastAssistantMessage, ev.Usage
+	case subagent.ListenerOverflow:
+		j.Bound = ev.Bound
+	case subagent.ListenerFailed:
+		j.Reason = ev.Reason
+	}
+	return j
+}
+
+// ANSI sequences of the live view.
+const (
+	// noWrap and wrap turn the terminal's line wrapping off and on
+	// (DECAWM): a status line wider than the terminal is clipped instead
+	// of taking two rows, which would throw the redraw's row count off.
+	noWrap = "\x1b[?7l"
+	wrap   = "\x1b[?7h"
+	// eraseBelow erases from the cursor to the end of the screen.
+	eraseBelow = "\x1b[J"
+)
+
+// Live view bounds.
+const (
+	// liveRows is the most children shown at once; the rest are counted
+	// on one more row, so that the block fits a small terminal (cursor-up
+	// cannot reach rows that scrolled away).
+	liveRows = 8
+	// liveText is the most runes of a child's text a row shows.
+	liveText = 160
+	// textRedraw is the least time between two redraws for streamed
+	// text, which comes a few characters an event.
+	textRedraw = 50 * time.Millisecond
+)
+
+// live is the view on a terminal: one status row per running child,
+// redrawn in place, and a final line per child that ended, printed above
+// them. It is a listener, called one event at a time; close comes from
+// another goroutine, so a mutex guards the state.
+type live struct {
+	mu      sync.Mutex
+	w       io.Writer
+	running []*liveChild  // in start order
+	drawn   int           // rows of the status block on the screen
+	last    time.Time     // of the last redraw
+	every   time.Duration // textRedraw; tests draw every delta
+	closed  bool
+}
+
+// liveChild is a running child's row.
+type liveChild struct {
+	id     string
+	since  time.Time
+	step   int
+	status string // what it is doing, a line
+	text   string // the current model call's streamed text, its last line
+}
+
+func newLive(w io.Writer) *live { return &live{w: w, every: textRedraw} }
+
+func (l *live) event(ev subagent.Event) error {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if l.closed {
+		return nil
+	}
+	var final string
+	switch ev := ev.(type) {
+	case subagent.RunStarted:
+		l.running = append(l.running, &liveChild{id: ev.RunID, since: time.Now(), status: "started"})
+	case subagent.RunProgress:
+		c := l.child(ev.RunID)
+		if c == nil {
+			return nil
+		}
+		c.step = ev.Step
+		switch ev.Kind {
+		case subagent.TextDelta:
+			c.text = lastLine(c.text + ev.Text)
+			if time.Since(l.last) < l.every {
+				return nil
+			}
+		case subagent.ModelCallStarted:
+			c.status, c.text = "model", ""
+		case subagent.ModelCallFinished:
+			// The row keeps what it shows until the next step.
+			return nil
+		case subagent.ToolCallFinished:
+			if !ev.IsError {
+				return nil
+			}
+			c.status = "failed " + firstLine(ev.Text)
+		default:
+			if line := stepText(ev); line != "" {
+				c.status, c.text = strings.TrimPrefix(line, fmt.Sprintf("step %d ", ev.Step)), ""
+			}
+		}
+	case subagent.RunEnded:
+		c := l.child(ev.RunID)
+		since := time.Now()
+		if c != nil {
+			since = c.since
+			l.running = slices.DeleteFunc(l.running, func(r *liveChild) bool { return r == c })
+		}
+		final = fmt.Sprintf("child %s %s", short(ev.RunID), endText(ev, since))
+		if msg := firstLine(ev.LastAssistantMessage); msg != "" {
+			final += ": " + clip(msg, liveText)
+		}
+	case subagent.ListenerOverflow, subagent.ListenerFailed:
+		final = "progress incomplete: " + ev.Type()
+	}
+	l.redraw(final)
+	return nil
+}
+
+func (l *live) child(id string) *liveChild {
+	for _, c := range l.running {
+		if c.id == id {
+			return c
+		}
+	}
+	return nil
+}
+
+// redraw erases the status block, prints final (when not empty) where it
+// was, and draws the block again below it, in one write.
+func (l *live) redraw(final string) {
+	var b bytes.Buffer
+	if l.drawn > 0 {
+		fmt.Fprintf(&b, "\r\x1b[%dA", l.drawn)
+	}
+	b.WriteString(eraseBelow)
+	if final != "" {
+		b.WriteString(final + "\n")
+	}
+	b.WriteString(noWrap)
+	l.drawn = 0
+	now := time.Now()
+	for i, c := range l.running {
+		if i == liveRows {
+			fmt.Fprintf(&b, "… and %d more running\n", len(l.running)-liveRows)
+			l.drawn++
+			break
+		}
+		row := fmt.Sprintf("child %s %s", short(c.id), now.Sub(c.since).Round(100*time.Millisecond))
+		if c.step > 0 {
+			row += fmt.Sprintf(" step %d", c.step)
+		}
+		row += " " + c.status
+		if c.text != "" {
+			row += ": " + c.text
+		}
+		b.WriteString(clip(row, liveText+40) + "\n")
+		l.drawn++
+	}
+	b.WriteString(wrap)
+	l.last = now
+	// A failed write (a closed terminal) has nowhere to be reported.
+	_, _ = l.w.Write(b.Bytes())
+}
+
+// close erases what is left of the status block (children whose end never
+// came, after an overflow) and stops the view.
+func (l *live) close() {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if l.closed {
+		return
+	}
+	l.closed = true
+	if l.drawn > 0 {
+		fmt.Fprintf(l.w, "\r\x1b[%dA%s", l.drawn, eraseBelow)
+		l.drawn = 0
+	}
+}
+
+// firstLine is s up to its first newline.
+func firstLine(s string) string {
+	first, _, _ := strings.Cut(s, "\n")
+	return first
+}
+
+// lastLine is the last line of s, its last liveText runes at most, so that
+// a streaming row shows the newest text.
+func lastLine(s string) string {
+	if i := strings.LastIndexByte(s, '\n'); i >= 0 {
+		s = s[i+1:]
+	}
+	for utf8.RuneCountInString(s) > liveText {
+		_, size := utf8.DecodeRuneInString(s)
+		s = s[size:]
+	}
+	return s
+}
+
+// clip cuts s to n runes, marking the cut; control characters become
+// spaces so that a model's text cannot move the cursor.
+func clip(s string, n int) string {
+	s = strings.Map(func(r rune) rune {
+		if r < ' ' || r == 0x7f || r >= 0x80 && r < 0xa0 {
+			return ' '
+		}
+		return r
+	}, s)
+	if utf8.RuneCountInString(s) <= n {
+		return s
+	}
+	return string([]rune(s)[:n-1]) + "…"
+}
+
+// isTerminal says whether w is a terminal the live view can redraw: a
+// character device (no new dependency for the ioctl check) whose TERM is not
+// "dumb".
+func isTerminal(w io.Writer) bool {
+	f, ok := w.(*os.File)
+	if !ok || os.Getenv("TERM") == "dumb" {
+		return false
+	}
+	fi, err := f.Stat()
+	return err == nil && fi.Mode()&os.ModeCharDevice != 0
 }

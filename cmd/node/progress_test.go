@@ -1,0 +1,175 @@
+package main
+
+import (
+	"fmt"
+	"regexp"
+	"strconv"
+	"strings"
+	"testing"
+
+	"github.com/subactor/subactor/subagent"
+)
+
+// screen is a terminal just big enough for the live view: it draws text,
+// CR, LF (as a terminal's output processing does, to the next line's start),
+// cursor up (CSI n A), erase below (CSI J), and ignores the wrap mode
+// switches (CSI ?7l, CSI ?7h). Anything else fails the test, so the view
+// cannot start using a sequence nobody checked.
+type screen struct {
+	t        *testing.T
+	rows     [][]rune
+	row, col int
+}
+
+var csi = regexp.MustCompile(`^\x1b\[(\??)(\d*)([A-Za-z])`)
+
+func (s *screen) Write(p []byte) (int, error) {
+	in := string(p)
+	for len(in) > 0 {
+		if m := csi.FindStringSubmatch(in); m != nil {
+			n, _ := strconv.Atoi(m[2])
+			switch {
+			case m[1] == "?" && m[2] == "7" && (m[3] == "l" || m[3] == "h"):
+			case m[1] == "" && m[3] == "A":
+				s.row = max(0, s.row-max(n, 1))
+			case m[1] == "" && m[2] == "" && m[3] == "J":
+				s.grow()
+				s.rows[s.row] = s.rows[s.row][:min(s.col, len(s.rows[s.row]))]
+				s.rows = s.rows[:s.row+1]
+			default:
+				s.t.Fatalf("unexpected escape sequence %q", m[0])
+			}
+			in = in[len(m[0]):]
+			continue
+		}
+		r := []rune(in)[0]
+		in = in[len(string(r)):]
+		switch {
+		case r == '\r':
+			s.col = 0
+		case r == '\n':
+			s.row, s.col = s.row+1, 0
+		case r < ' ' || r == 0x7f:
+			s.t.Fatalf("control character %q reached the terminal", r)
+		default:
+			s.grow()
+			line := s.rows[s.row]
+			for len(line) <= s.col {
+				line = append(line, ' ')
+			}
+			line[s.col] = r
+			s.rows[s.row] = line
+			s.col++
+		}
+	}
+	return len(p), nil
+}
+
+func (s *screen) grow() {
+	for len(s.rows) <= s.row {
+		s.rows = append(s.rows, nil)
+	}
+}
+
+// lines is what the screen shows, the cursor's empty row left out.
+func (s *screen) lines() []string {
+	var out []string
+	for _, r := range s.rows {
+		out = append(out, string(r))
+	}
+	for len(out) > 0 && out[len(out)-1] == "" {
+		out = out[:len(out)-1]
+	}
+	return out
+}
+
+// want checks the screen's lines against patterns, one each.
+func (s *screen) want(t *testing.T, when string, patterns ...string) {
+	t.Helper()
+	got := s.lines()
+	ok := len(got) == len(patterns)
+	for i := 0; ok && i < len(got); i++ {
+		ok = regexp.MustCompile("^" + patterns[i] + "$").MatchString(got[i])
+	}
+	if !ok {
+		t.Fatalf("after %s the screen shows\n%s\nwant lines matching\n%s", when, strings.Join(got, "\n"), strings.Join(patterns, "\n"))
+	}
+}
+
+// Contracts N1, E6: on a terminal the live view keeps one row per running
+// child, redrawn in place, showing its step and the newest streamed text
+// (control characters neutralised), and prints a final line above the rows
+// for every child that ended; once all have ended and the view closes, only
+// the final lines remain.
+func TestN1_LiveViewRedrawsOneRowPerRunningChild(t *testing.T) {
+	scr := &screen{t: t}
+	scr.Write([]byte("session s\n"))
+	l := newLive(scr)
+	l.every = 0
+	const a, b = "aaaaaaaa-1", "bbbbbbbb-2"
+	ev := func(e subagent.Event) {
+		t.Helper()
+		if err := l.event(e); err != nil {
+			t.Fatal(err)
+		}
+	}
+	ev(subagent.RunStarted{RunID: a})
+	ev(subagent.RunStarted{RunID: b})
+	scr.want(t, "two starts", "session s", `child aaaaaaaa \S+ started`, `child bbbbbbbb \S+ started`)
+
+	ev(subagent.RunProgress{RunID: a, Kind: subagent.ModelCallStarted, Step: 1})
+	ev(subagent.RunProgress{RunID: a, Kind: subagent.TextDelta, Step: 1, Text: "first line\nsec"})
+	ev(subagent.RunProgress{RunID: a, Kind: subagent.TextDelta, Step: 1, Text: "ond \x1b[2J line"})
+	ev(subagent.RunProgress{RunID: b, Kind: subagent.ToolCallStarted, Step: 1, Text: `list {"path":"b"}`})
+	scr.want(t, "streamed text and a tool call", "session s",
+		`child aaaaaaaa \S+ step 1 model: second  \[2J line`,
+		`child bbbbbbbb \S+ step 1 tool list \{"path":"b"\}`)
+
+	ev(subagent.RunProgress{RunID: a, Kind: subagent.ModelCallFinished, Step: 1, Usage: &subagent.Usage{InputTokens: 1}})
+	ev(subagent.RunProgress{RunID: b, Kind: subagent.ToolCallFinished, Step: 1, Text: "list", IsError: true})
+	scr.want(t, "a finished call and a failed tool", "session s",
+		`child aaaaaaaa \S+ step 1 model: second  \[2J line`,
+		`child bbbbbbbb \S+ step 1 failed list`)
+
+	ev(subagent.RunEnded{RunID: a, StopReason: subagent.Completed, LastAssistantMessage: "all done\nmore"})
+	scr.want(t, "one end", "session s",
+		`child aaaaaaaa ended: completed in \S+: all done`,
+		`child bbbbbbbb \S+ step 1 failed list`)
+
+	ev(subagent.RunProgress{RunID: b, Kind: subagent.MessageText, Step: 2, Text: "tally"})
+	ev(subagent.RunEnded{RunID: b, StopReason: subagent.Error})
+	l.close()
+	scr.want(t, "both ends", "session s",
+		`child aaaaaaaa ended: completed in \S+: all done`,
+		`child bbbbbbbb ended: error in \S+`)
+	if scr.row != 3 || scr.col != 0 {
+		t.Fatalf("cursor at %d:%d, want the start of the line below the last", scr.row, scr.col)
+	}
+	ev(subagent.RunStarted{RunID: "late"})
+	scr.want(t, "an event after close", "session s",
+		`child aaaaaaaa ended: completed in \S+: all done`,
+		`child bbbbbbbb ended: error in \S+`)
+}
+
+// Contract N1: the live view shows at most liveRows children and counts the
+// rest, so that the block fits a small terminal; close erases the rows of
+// children whose end never came (an overflow detached the listener).
+func TestN1_LiveViewBoundsItsRows(t *testing.T) {
+	scr := &screen{t: t}
+	l := newLive(scr)
+	for i := range liveRows + 3 {
+		if err := l.event(subagent.RunStarted{RunID: fmt.Sprintf("child%03d", i)}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	var want []string
+	for i := range liveRows {
+		want = append(want, fmt.Sprintf(`child child%03d \S+ started`, i))
+	}
+	scr.want(t, "many starts", append(want, "… and 3 more running")...)
+	if err := l.event(subagent.ListenerOverflow{Bound: 4}); err != nil {
+		t.Fatal(err)
+	}
+	l.close()
+	scr.want(t, "an overflow and close", "progress incomplete: subagent/listener-overflow")
+}
