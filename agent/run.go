@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"slices"
 	"strings"
@@ -220,8 +221,21 @@ func (a *Agent) storeFailed(ctx context.Context, err error) subagent.Result {
 	if ctx.Err() != nil {
 		return aborted(ctx)
 	}
-	return subagent.Stopped(subagent.Error, "agent: persist turn: "+err.Error())
+	res := subagent.Stopped(subagent.Error, "agent: persist turn: "+err.Error())
+	res.Cause = &CheckpointError{Err: err}
+	return res
 }
+
+// ErrCheckpoint is matched by every CheckpointError.
+var ErrCheckpoint = errors.New("agent: a turn could not be made durable")
+
+// CheckpointError is the Cause of a run that stopped because the log
+// refused a turn: nothing after the last acknowledged turn is durable, so
+// a run's owner must not publish output from it (R5).
+type CheckpointError struct{ Err error }
+
+func (e *CheckpointError) Error() string   { return ErrCheckpoint.Error() + ": " + e.Err.Error() }
+func (e *CheckpointError) Unwrap() []error { return []error{ErrCheckpoint, e.Err} }
 
 // interrupted answers the tool calls of a history that ends in an assistant
 // turn without tool results (a run stopped while its tools ran), so that the

@@ -259,3 +259,46 @@ func TestA2_ACrashedSpawnedChildContinuesFromItsLog(t *testing.T) {
 		t.Fatalf("a crashed child settled %+v after %d model calls", res, model.calls.Load())
 	}
 }
+
+// failingStore refuses appends once failAfter have succeeded.
+type failingStore struct {
+	persistence.Store
+	left atomic.Int32
+}
+
+func (s *failingStore) Append(ctx context.Context, id string, recs ...persistence.Record) error {
+	if s.left.Add(-1) < 0 {
+		return errors.New("disk full")
+	}
+	return s.Store.Append(ctx, id, recs...)
+}
+
+// Contract R5: a completed result means the log acknowledged the final
+// turn; a turn the log refused is an infrastructure error, and the
+// unconfirmed output is not published.
+func TestR5_AnUnconfirmedFinalTurnIsAnInfrastructureError(t *testing.T) {
+	e := newEnv(t)
+	store := &failingStore{Store: persistence.NewMemory()}
+	store.left.Store(1) // the prompt is logged, the answer is not
+	p, err := spawn.New(spawn.Config{Name: "fragile", System: e.sys, Store: store, Model: agenttest.NewRecorder(echoLast)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	release, _ := e.svc.RegisterProvider(p)
+	defer release()
+	parent, err := agent.New(t.Context(), agent.Config{Store: store, Model: agenttest.NewRecorder(echoLast), Header: subagent.SessionHeader{SessionID: "p"}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	r, err := e.svc.Start(await.Ctx(t), "fragile", subagent.StartRequest{Prompt: prompt("hello"), Parent: parent})
+	if err != nil {
+		t.Fatal(err)
+	}
+	res, err := r.Wait(await.Ctx(t))
+	if derr := r.Dispose(await.Ctx(t)); derr != nil {
+		t.Fatal(derr)
+	}
+	if !errors.Is(err, agent.ErrCheckpoint) || len(res.Output) != 0 || res.StopReason == subagent.Completed {
+		t.Fatalf("a refused final turn settled %+v, %v", res, err)
+	}
+}

@@ -254,12 +254,12 @@ func (p *Provider) launch(ctx context.Context, req subagent.StartRequest, child 
 		Agent:     child,
 		Ctx:       ctx,
 		Body: func(ctx context.Context, steer *run.Gate) (subagent.Result, error) {
-			return child.Run(ctx, req.Prompt, steer), nil
+			return confirmed(child.Run(ctx, req.Prompt, steer))
 		},
 		// Its history holds exactly what the log acknowledged, so the
 		// same agent continues where the log ends.
 		Relaunch: func(ctx context.Context, steer *run.Gate) (subagent.Result, error) {
-			return child.Run(ctx, nil, steer), nil
+			return confirmed(child.Run(ctx, nil, steer))
 		},
 	})
 	if err := setupEnded(ctx, req.Parent); err != nil {
@@ -340,6 +340,16 @@ func progress(runID string, sink subagent.EventSink) func(agent.Step) {
 	return func(s agent.Step) {
 		sink.Emit(subagent.RunProgress{RunID: runID, Kind: s.Kind, Step: s.N, Text: s.Text, IsError: s.IsError, Usage: s.Usage})
 	}
+}
+
+// confirmed passes on a result whose turns the log acknowledged. One the
+// log refused is an infrastructure fault, not a child's answer: the run
+// settles with the error and without the unconfirmed output (R5).
+func confirmed(res subagent.Result) (subagent.Result, error) {
+	if errors.Is(res.Cause, agent.ErrCheckpoint) {
+		return subagent.Result{StopReason: subagent.Error, Detail: res.Detail, Usage: res.Usage}, res.Cause
+	}
+	return res, nil
 }
 
 // setupEnded reports why a start must roll back: its context ended, or its
