@@ -17,6 +17,7 @@ import (
 	"sync/atomic"
 	"unicode/utf8"
 
+	"github.com/subactor/subactor/actors/registry"
 	"github.com/subactor/subactor/actors/tasks"
 	"github.com/subactor/subactor/agent"
 	"github.com/subactor/subactor/subagent"
@@ -220,6 +221,9 @@ func (t *Tool) spec(caps subagent.Capabilities) agent.ToolSpec {
 	if t.cfg.Tasks != nil {
 		props["run_in_background"] = map[string]any{"type": "boolean", "description": "Answer at once with a task id instead of waiting; read the result with task_output, stop it with task_kill."}
 		description = "Delegate a self-contained task to a child agent and wait for its answer, or run it in the background."
+		if t.continuer() != nil {
+			props["continuable"] = map[string]any{"type": "boolean", "description": "Keep the child for follow-ups with send_message (its subagentId); runs it in the background."}
+		}
 	}
 	params, _ := json.Marshal(map[string]any{
 		"type": "object", "properties": props,
@@ -237,6 +241,7 @@ type args struct {
 	Tools        *subagent.ToolFilter `json:"tools,omitempty"`
 	Persona      *string              `json:"persona,omitempty"`
 	Background   bool                 `json:"run_in_background,omitempty"`
+	Continuable  bool                 `json:"continuable,omitempty"`
 }
 
 // ErrArgs is matched by every argument error.
@@ -273,6 +278,30 @@ type BackgroundAnswer struct {
 	TaskID    string `json:"taskId"`
 	RunID     string `json:"runId"`
 	SessionID string `json:"sessionId"`
+	// SubagentID is a continuable child's durable id, for send_message.
+	SubagentID string `json:"subagentId,omitempty"`
+}
+
+// Continuer is a Delegator that can start continuable children (the
+// registry's Service with a task manager).
+type Continuer interface {
+	StartContinuable(ctx context.Context, provider string, req subagent.StartRequest) (registry.Continuable, error)
+}
+
+func (t *Tool) continuer() Continuer {
+	c, _ := t.cfg.Service.(Continuer)
+	return c
+}
+
+// continuable starts a durable child whose first activation runs in the
+// background; follow-ups go to it with send_message.
+func (t *Tool) continuable(ctx context.Context, req subagent.StartRequest) (string, error) {
+	c, err := t.continuer().StartContinuable(ctx, t.cfg.Provider, req)
+	if err != nil {
+		return "", err
+	}
+	out, err := json.Marshal(BackgroundAnswer{Kind: "background", TaskID: c.Task.ID, RunID: c.Task.RunID, SessionID: c.Task.SessionID, SubagentID: c.ChildID})
+	return string(out), err
 }
 
 // Call implements agent.Tool: it starts the child, awaits its result,
@@ -308,6 +337,9 @@ func (t *Tool) Call(ctx context.Context, caller *agent.Agent, raw json.RawMessag
 			m = min(m, subagent.DelegationDepthOf(caller)+1+min(*a.Levels, max(m, 0)))
 		}
 		req.MaxDepth = &m
+	}
+	if a.Continuable {
+		return t.continuable(ctx, req)
 	}
 	if a.Background {
 		return t.background(ctx, caller, req)
@@ -357,6 +389,7 @@ func (t *Tool) parse(raw json.RawMessage, caps subagent.Capabilities) (args, err
 		{a.Tools != nil, caps.ToolFilter, "tools"},
 		{a.Persona != nil, caps.Persona, "persona"},
 		{a.Background, t.cfg.Tasks != nil, "run_in_background"},
+		{a.Continuable, t.cfg.Tasks != nil && t.continuer() != nil, "continuable"},
 	} {
 		if p.used && !p.ok {
 			return a, fmt.Errorf("%w: provider %q does not support %s", ErrArgs, t.cfg.Provider, p.name)

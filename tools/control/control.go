@@ -1,0 +1,110 @@
+// Package control holds send_message (T2): the model-facing follow-up to a
+// continuable child by its id. It steers the child's live activation, or
+// starts a new one resumed from the child's log with the message as its
+// prompt; either way the model gets the route and, for a start, the task
+// to collect with task_output.
+package control
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"strings"
+	"unicode/utf8"
+
+	"github.com/subactor/subactor/actors/registry"
+	"github.com/subactor/subactor/agent"
+	"github.com/subactor/subactor/subagent"
+)
+
+// Name is the tool's name.
+const Name = "send_message"
+
+// Default limits of the model-supplied arguments (K3).
+const (
+	DefaultMessageLimit = 64 << 10 // runes
+	maxChildID          = 64       // bytes: child ids are UUIDs
+)
+
+// ErrArgs is matched by every argument error.
+var ErrArgs = errors.New("control: invalid arguments")
+
+// Sender is what the tool needs of the Service.
+type Sender interface {
+	SendMessage(ctx context.Context, parent subagent.Agent, childID string, message []subagent.ContentBlock, provider string) (registry.Delivery, error)
+}
+
+// Config configures the tool.
+type Config struct {
+	Service Sender
+	// Provider resumes children that have no live activation: the one
+	// that started them as continuable.
+	Provider string
+	// MessageLimit bounds the message in runes; DefaultMessageLimit when 0.
+	MessageLimit int
+}
+
+// Tool is send_message.
+type Tool struct{ cfg Config }
+
+// New returns the tool.
+func New(cfg Config) *Tool {
+	if cfg.MessageLimit <= 0 {
+		cfg.MessageLimit = DefaultMessageLimit
+	}
+	return &Tool{cfg: cfg}
+}
+
+// Answer is the tool's result.
+type Answer struct {
+	Route  registry.Route `json:"route"`            // "steered" or "started"
+	TaskID string         `json:"taskId,omitempty"` // the new activation's task, when started
+}
+
+// Spec implements agent.Tool.
+func (t *Tool) Spec() agent.ToolSpec {
+	return agent.ToolSpec{
+		Name:        Name,
+		Description: "Send a follow-up message to a continuable child by its subagent id: it joins the child's work if it is running, or resumes the child with it.",
+		Parameters: json.RawMessage(fmt.Sprintf(`{"type":"object","properties":{`+
+			`"subagent_id":{"type":"string","maxLength":%d,"description":"The child's id, as a continuable delegation answered."},`+
+			`"message":{"type":"string","maxLength":%d,"description":"The follow-up for the child."}},`+
+			`"required":["subagent_id","message"],"additionalProperties":false}`, maxChildID, t.cfg.MessageLimit)),
+	}
+}
+
+// Call implements agent.Tool.
+func (t *Tool) Call(ctx context.Context, caller *agent.Agent, raw json.RawMessage) (string, error) {
+	if caller == nil {
+		return "", &subagent.InvalidRequestError{Field: "parent", Reason: "a delegating parent agent is required"}
+	}
+	var a struct {
+		ChildID string `json:"subagent_id"`
+		Message string `json:"message"`
+	}
+	dec := json.NewDecoder(bytes.NewReader(raw))
+	dec.DisallowUnknownFields()
+	if err := dec.Decode(&a); err != nil {
+		return "", fmt.Errorf("%w: %v", ErrArgs, err)
+	}
+	if _, err := dec.Token(); err != io.EOF {
+		return "", fmt.Errorf("%w: trailing data after the arguments object", ErrArgs)
+	}
+	switch n := utf8.RuneCountInString(a.Message); {
+	case a.ChildID == "" || len(a.ChildID) > maxChildID:
+		return "", fmt.Errorf("%w: subagent_id must have 1 to %d bytes", ErrArgs, maxChildID)
+	case strings.TrimSpace(a.Message) == "":
+		return "", fmt.Errorf("%w: message is required", ErrArgs)
+	case n > t.cfg.MessageLimit:
+		return "", fmt.Errorf("%w: message has %d characters, over its limit of %d", ErrArgs, n, t.cfg.MessageLimit)
+	}
+	d, err := t.cfg.Service.SendMessage(ctx, caller, a.ChildID, []subagent.ContentBlock{subagent.Text(a.Message)}, t.cfg.Provider)
+	if err != nil {
+		return "", err
+	}
+	out, err := json.Marshal(Answer{Route: d.Route, TaskID: d.Task.ID})
+	return string(out), err
+}
