@@ -168,3 +168,26 @@ func (m blockingModel) Generate(ctx context.Context, _ agent.Request) (agent.Res
 	<-ctx.Done()
 	return agent.Response{}, context.Cause(ctx)
 }
+
+// Contract E6: a progress listener that blocks does not slow the child: it
+// runs to its end while the listener holds its first event.
+func TestE6_ABlockedProgressListenerDoesNotSlowTheChild(t *testing.T) {
+	e := newEnv(t)
+	e.register(t, spawn.Config{})
+	parent := e.parent(t, "p", 0, subagent.AgentOptions{})
+	unblock, entered := make(chan struct{}), make(chan struct{}, 1)
+	defer close(unblock)
+	defer e.svc.ListenParent(parent.SessionID(), func(subagent.Event) error {
+		select {
+		case entered <- struct{}{}:
+		default:
+		}
+		<-unblock
+		return nil
+	}).Release()
+	_, res := e.start(t, subagent.StartRequest{Prompt: prompt("echo hi"), Parent: parent})
+	if res.StopReason != subagent.Completed {
+		t.Fatalf("child %+v", res)
+	}
+	await.Recv(t, entered, "the listener to hold an event")
+}
