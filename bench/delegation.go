@@ -27,14 +27,29 @@ func (echoActor) Receive(c actor.Context) {
 	}
 }
 
-// RawProtoactor is the floor: the least the actor runtime does for one
-// child, spawn an actor, one request/response, poison it and wait.
+// RawProtoactor is the floor on protoactor's default dispatcher: the
+// least the actor runtime does for one child, spawn an actor, one
+// request/response, poison it and wait.
 func RawProtoactor(b *testing.B) {
+	rawProtoactor(b, actor.PropsFromProducer(func() actor.Actor { return echoActor{} }))
+}
+
+// RawProtoactorInline is the same floor with the dispatcher subactor's own
+// actors use (actors/internal/inline): the mailbox runs on the sender's
+// goroutine, protoactor's synchronised dispatcher.
+func RawProtoactorInline(b *testing.B) {
+	rawProtoactor(b, actor.PropsFromProducer(func() actor.Actor { return echoActor{} },
+		actor.WithDispatcher(actor.NewSynchronizedDispatcher(inlineThroughput))))
+}
+
+// inlineThroughput is actors/internal/inline's.
+const inlineThroughput = 300
+
+func rawProtoactor(b *testing.B, props *actor.Props) {
 	sys := actor.NewActorSystem(actor.WithLoggerFactory(func(*actor.ActorSystem) *slog.Logger {
 		return slog.New(slog.NewTextHandler(io.Discard, nil))
 	}))
 	defer sys.Shutdown()
-	props := actor.PropsFromProducer(func() actor.Actor { return echoActor{} })
 	b.ReportAllocs()
 	for b.Loop() {
 		pid := sys.Root.Spawn(props)
@@ -90,10 +105,23 @@ func spawnDelegations(b *testing.B, store persistence.Store) {
 // model calls the delegate tool once, the child answering at once, the
 // parent answering with the child's output. Each run has a fresh parent
 // session, as each Eino run starts from its query.
-func SubactorParentRun(b *testing.B) {
+func SubactorParentRun(b *testing.B) { parentRuns(b, persistence.NewMemory()) }
+
+// SubactorParentRunBolt is SubactorParentRun with parent and child
+// sessions in the bbolt store, every turn fsynced.
+func SubactorParentRunBolt(b *testing.B) {
+	store, err := persistence.OpenBolt(filepath.Join(b.TempDir(), "sessions.db"))
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer store.Close()
+	parentRuns(b, store)
+}
+
+func parentRuns(b *testing.B, store persistence.Store) {
 	ctx := context.Background()
 	model := delegating{child: scripted.New()}
-	s, err := newSeam(ctx, model)
+	s, err := newSeamWith(ctx, spawn.Config{Model: model, Store: store})
 	if err != nil {
 		b.Fatal(err)
 	}

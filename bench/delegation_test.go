@@ -12,8 +12,12 @@ func TestMain(m *testing.M) {
 	goleak.VerifyTestMain(m, leaktest.DeadLetters)
 }
 
-func BenchmarkRawProtoactor(b *testing.B)     { RawProtoactor(b) }
-func BenchmarkSubactorSpawn(b *testing.B)     { SubactorSpawn(b) }
-func BenchmarkSubactorParentRun(b *testing.B) { SubactorParentRun(b) }
-
-func BenchmarkSubactorSpawnBolt(b *testing.B) { SubactorSpawnBolt(b) }
+func BenchmarkRawProtoactor(b *testing.B)         { RawProtoactor(b) }
+func BenchmarkRawProtoactorInline(b *testing.B)   { RawProtoactorInline(b) }
+func BenchmarkSubactorSpawn(b *testing.B)         { SubactorSpawn(b) }
+func BenchmarkSubactorSpawnBolt(b *testing.B)     { SubactorSpawnBolt(b) }
+func BenchmarkSubactorParentRun(b *testing.B)     { SubactorParentRun(b) }
+func BenchmarkSubactorParentRunBolt(b *testing.B) { SubactorParentRunBolt(b) }
+func BenchmarkColdStart(b *testing.B)             { ColdStart(b) }
+func BenchmarkColdStartWithSystem(b *testing.B)   { ColdStartWithSystem(b) }
+func BenchmarkNewSystem(b *testing.B)             { NewSystem(b) }

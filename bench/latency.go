@@ -40,6 +40,7 @@ type Latencies struct {
 	// subagent/start, alone and beside a blocked listener.
 	Event        Distribution `json:"event"`
 	EventBlocked Distribution `json:"eventBesideBlocked"`
+	Isolation    Isolation    `json:"isolation"`
 }
 
 // MeasureLatencies runs each measurement over runs children.
@@ -55,7 +56,7 @@ func MeasureLatencies(ctx context.Context, runs int) (Latencies, error) {
 	if l.Steer, err = steerToAdmit(ctx, runs); err != nil {
 		return l, err
 	}
-	l.Event, l.EventBlocked, err = eventDelivery(ctx, runs)
+	l.Event, l.EventBlocked, l.Isolation, err = eventDelivery(ctx, runs)
 	return l, err
 }
 
@@ -141,28 +142,58 @@ func steerToAdmit(ctx context.Context, n int) (Distribution, error) {
 	return distribution(d), nil
 }
 
+// Isolation compares delivery to a healthy listener alone with delivery
+// to one beside a blocked listener, in rounds.
+type Isolation struct {
+	Rounds          int `json:"rounds"`
+	SamplesPerRound int `json:"samplesPerRound"`
+	// Ratio is the median over rounds of the round's median delivery
+	// beside the blocked listener ÷ its median delivery alone.
+	Ratio float64 `json:"ratio"`
+	// Spread is the ratio's interquartile range over rounds.
+	RatioQ1 float64 `json:"ratioQ1"`
+	RatioQ3 float64 `json:"ratioQ3"`
+}
+
 // eventDelivery measures two Services, one with a blocked listener beside
 // the healthy one, alternating sample by sample so that whatever else the
-// machine does weighs on both alike.
-func eventDelivery(ctx context.Context, n int) (alone, besideBlocked Distribution, err error) {
+// machine does weighs on both alike. The samples come in rounds; each
+// round gives a ratio of medians, and the median of those ratios is what
+// a busy machine does not swamp: a burst of load moves a round's two
+// sides together, and a stray round moves the median of many rounds
+// little. The blocked listener's bound is above every event the probe
+// makes, so it stays attached, blocked, throughout.
+func eventDelivery(ctx context.Context, n int) (alone, besideBlocked Distribution, iso Isolation, err error) {
 	var probes [2]*eventProbe
 	for i := range probes {
 		if probes[i], err = newEventProbe(ctx, i == 1); err != nil {
-			return alone, besideBlocked, err
+			return alone, besideBlocked, iso, err
 		}
 		defer probes[i].close()
 	}
-	var d [2][]time.Duration
-	for range n {
-		for i, p := range probes {
-			sample, err := p.sample(ctx)
-			if err != nil {
-				return alone, besideBlocked, err
+	iso.SamplesPerRound = 25
+	iso.Rounds = max(1, n/iso.SamplesPerRound)
+	var all [2][]time.Duration
+	ratios := make([]float64, 0, iso.Rounds)
+	for range iso.Rounds {
+		var round [2][]float64
+		for j := range iso.SamplesPerRound {
+			for k := range probes {
+				i := (j + k) % 2 // alternate which side goes first
+				sample, err := probes[i].sample(ctx)
+				if err != nil {
+					return alone, besideBlocked, iso, err
+				}
+				all[i] = append(all[i], sample)
+				round[i] = append(round[i], float64(sample))
 			}
-			d[i] = append(d[i], sample)
 		}
+		ratios = append(ratios, median(round[1])/median(round[0]))
 	}
-	return distribution(d[0]), distribution(d[1]), nil
+	iso.Ratio = median(ratios)
+	slices.Sort(ratios)
+	iso.RatioQ1, iso.RatioQ3 = ratios[len(ratios)/4], ratios[len(ratios)*3/4]
+	return distribution(all[0]), distribution(all[1]), iso, nil
 }
 
 // eventProbe is a Service whose parent has a healthy listener that stamps
@@ -182,7 +213,8 @@ func newEventProbe(ctx context.Context, withBlocked bool) (*eventProbe, error) {
 	unblock := make(chan struct{})
 	var blocked subagent.Subscription
 	if withBlocked {
-		blocked = s.svc.ListenParent(s.parent.SessionID(), func(subagent.Event) error { <-unblock; return nil })
+		blocked = s.svc.ListenParent(s.parent.SessionID(), func(subagent.Event) error { <-unblock; return nil },
+			subagent.ListenBound(math.MaxInt32))
 	}
 	healthy := s.svc.ListenParent(s.parent.SessionID(), func(ev subagent.Event) error {
 		if _, ok := ev.(subagent.RunStarted); ok {

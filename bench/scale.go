@@ -7,7 +7,9 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/subactor/subactor/actors/providers/spawn"
 	"github.com/subactor/subactor/agent"
+	"github.com/subactor/subactor/persistence"
 	"github.com/subactor/subactor/subagent"
 )
 
@@ -37,16 +39,23 @@ func (g *gate) Generate(ctx context.Context, _ agent.Request) (agent.Response, e
 }
 
 // Scale starts n children through the Service, each parked on its model,
-// measures heap, stack and goroutines per live child once all are parked,
-// then disposes them all.
+// with sessions in memory, measures heap, stack and goroutines per live
+// child once all are parked, then disposes them all.
 func Scale(ctx context.Context, n int) (ScaleResult, error) {
+	return ScaleOn(ctx, n, persistence.NewMemory())
+}
+
+// ScaleOn is Scale with the sessions in store.
+func ScaleOn(ctx context.Context, n int, store persistence.Store) (ScaleResult, error) {
 	g := &gate{all: make(chan struct{}), n: int64(n)}
-	s, err := newSeam(ctx, g)
+	s, err := newSeamWith(ctx, spawn.Config{Model: g, Store: store})
 	if err != nil {
 		return ScaleResult{}, err
 	}
 	defer s.close()
 	var before, after runtime.MemStats
+	// Twice: what the first collection's finalizers free goes in the second.
+	runtime.GC()
 	runtime.GC()
 	runtime.ReadMemStats(&before)
 	goroutines := runtime.NumGoroutine()

@@ -1,7 +1,6 @@
 package fstools
 
 import (
-	"bufio"
 	"bytes"
 	"context"
 	"encoding/json"
@@ -14,7 +13,7 @@ import (
 	"path/filepath"
 	"slices"
 	"strings"
-	"unicode"
+	"syscall"
 
 	"github.com/subactor/subactor/agent"
 )
@@ -173,7 +172,11 @@ func openPath(r *os.Root, local func(string) (string, error), p string, dir bool
 	if err != nil {
 		return nil, err
 	}
-	f, err := r.Open(name)
+	// O_NONBLOCK: opening a FIFO does not wait for a writer (the check
+	// below then refuses it), and os skips the two fcntl calls it makes
+	// to set the flag and the two to clear it again once epoll turns a
+	// regular file or directory down. Reads of those ignore the flag.
+	f, err := r.OpenFile(name, os.O_RDONLY|syscall.O_NONBLOCK, 0)
 	if err != nil {
 		return nil, err
 	}
@@ -289,41 +292,4 @@ func count(ctx context.Context, r *os.Root, local func(string) (string, error), 
 	c.Path = path.Clean(args.Path)
 	out, err := json.Marshal(c)
 	return string(out), err
-}
-
-// countReader streams rd and counts like wc, with words as strings.Fields
-// splits them: runs of runes that are not unicode.IsSpace, where an invalid
-// UTF-8 byte is a non-space rune of one byte.
-func countReader(ctx context.Context, rd io.Reader) (counts, error) {
-	var c counts
-	br := bufio.NewReader(rd)
-	inWord := false
-	last := rune('\n') // an empty file has no unterminated last line
-	for n := 1; ; n++ {
-		ch, size, err := br.ReadRune()
-		if err == io.EOF {
-			break
-		}
-		if err != nil {
-			return counts{}, err
-		}
-		// Honour cancellation on huge files without a check per rune.
-		if n%(1<<16) == 0 && ctx.Err() != nil {
-			return counts{}, ctx.Err()
-		}
-		c.Bytes += int64(size)
-		if ch == '\n' {
-			c.Lines++
-		}
-		space := unicode.IsSpace(ch)
-		if !space && !inWord {
-			c.Words++
-		}
-		inWord = !space
-		last = ch
-	}
-	if last != '\n' {
-		c.Lines++
-	}
-	return c, nil
 }

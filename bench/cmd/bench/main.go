@@ -1,10 +1,13 @@
 // Command bench runs every subactor benchmark in one process and writes
 // RESULTS.md and results.json: per-delegation cost beside the raw
-// protoactor floor and the Eino peer, live children at scale, fsynced
-// session appends, and lifecycle latency distributions, each checked
-// against the goals of the benchmark issue.
+// protoactor floors and the Eino peer, cold start, live children at scale
+// on both stores, the cost per step of a long-running child, parents
+// delegating at once, resume from disk, fsynced session appends, a model
+// call over HTTP, the node's main job beside a shell pipeline, and
+// lifecycle latency distributions, each goal judged from this run's
+// figures.
 //
-//	go run ./cmd/bench [-count 5] [-scale 1000,10000,100000] [-runs 5000] [-out .]
+//	go run ./cmd/bench [-count 5] [-scale 1000,10000,100000] [-only delegation,mainjob] [-out .]
 package main
 
 import (
@@ -13,7 +16,9 @@ import (
 	"flag"
 	"fmt"
 	"os"
+	"os/exec"
 	"path/filepath"
+	"reflect"
 	"runtime"
 	"slices"
 	"strconv"
@@ -22,74 +27,239 @@ import (
 	"time"
 
 	"github.com/subactor/subactor/bench"
+	"github.com/subactor/subactor/persistence"
 )
+
+// sections are the parts of a run, in the order they run.
+var sections = []string{"delegation", "scale", "steps", "parallel", "resume", "appends", "model", "latency", "mainjob"}
+
+type config struct {
+	count          int
+	scale          []int
+	scaleBolt      []int
+	runs           int
+	steps          int
+	stepChildren   int
+	parallelRounds int
+	parallelDur    time.Duration
+	resumeSamples  int
+	appendDur      time.Duration
+	modelCalls     int
+	mainMB         int
+	mainRounds     int
+	node           string
+	only           map[string]bool
+	out            string
+}
 
 func main() {
 	testing.Init()
-	count := flag.Int("count", 5, "runs of each per-delegation benchmark; the median is reported")
-	scales := flag.String("scale", "1000,10000,100000", "live-children counts to measure")
-	runs := flag.Int("runs", 5000, "children per latency distribution")
-	out := flag.String("out", ".", "directory for RESULTS.md and results.json")
+	var c config
+	var scale, scaleBolt, only string
+	flag.IntVar(&c.count, "count", 5, "rounds of each per-operation benchmark; the median is reported")
+	flag.StringVar(&scale, "scale", "1000,10000,100000", "live-children counts to measure on the memory store")
+	flag.StringVar(&scaleBolt, "scale-bolt", "1000,10000", "live-children counts to measure on the bbolt store")
+	flag.IntVar(&c.runs, "runs", 5000, "children per latency distribution")
+	flag.IntVar(&c.steps, "steps", 420, "steps of each child in the step-growth measurement (at least 406)")
+	flag.IntVar(&c.stepChildren, "step-children", 20, "children in the step-growth measurement")
+	flag.IntVar(&c.parallelRounds, "parallel-rounds", 5, "rounds of the parallel-parents measurement")
+	flag.DurationVar(&c.parallelDur, "parallel-dur", 300*time.Millisecond, "duration of each parent count in a parallel round")
+	flag.IntVar(&c.resumeSamples, "resume-samples", 30, "resumes per history length")
+	flag.DurationVar(&c.appendDur, "append-dur", 1500*time.Millisecond, "duration of each fsynced-append measurement")
+	flag.IntVar(&c.modelCalls, "model-calls", 2000, "model calls (and as many bare requests) over HTTP")
+	flag.IntVar(&c.mainMB, "mainjob-mb", 300, "size of the main job's generated tree in MB")
+	flag.IntVar(&c.mainRounds, "mainjob-rounds", 7, "rounds of the main job beside the pipeline")
+	flag.StringVar(&c.node, "node", "", "the node binary for the main job (default: built from the main module)")
+	flag.StringVar(&only, "only", "", "comma-separated sections to run ("+strings.Join(sections, ",")+"); the others' goals are then not met")
+	flag.StringVar(&c.out, "out", ".", "directory for RESULTS.md and results.json")
 	flag.Parse()
-	if err := run(*count, *scales, *runs, *out); err != nil {
+	var err error
+	if c.scale, err = ints(scale); err == nil {
+		c.scaleBolt, err = ints(scaleBolt)
+	}
+	if err == nil && only != "" {
+		c.only = map[string]bool{}
+		for _, s := range strings.Split(only, ",") {
+			if !slices.Contains(sections, s) {
+				err = fmt.Errorf("unknown section %q in -only", s)
+			}
+			c.only[s] = true
+		}
+	}
+	if err == nil {
+		err = run(c)
+	}
+	if err != nil {
 		fmt.Fprintln(os.Stderr, "bench:", err)
 		os.Exit(1)
 	}
 }
 
-func run(count int, scales string, runs int, out string) error {
-	ctx := context.Background()
-	r := Results{Machine: machine(), Date: time.Now().UTC().Format(time.RFC3339)}
-	r.Delegation = delegations(count, []named{
-		{"RawProtoactor", bench.RawProtoactor},
-		{"SubactorSpawn", bench.SubactorSpawn},
-		{"SubactorSpawnBolt", bench.SubactorSpawnBolt},
-		{"SubactorParentRun", bench.SubactorParentRun},
-		{"EinoAgentTool", bench.EinoAgentTool},
-	})
-	for _, field := range strings.Split(scales, ",") {
-		n, err := strconv.Atoi(strings.TrimSpace(field))
+func ints(s string) ([]int, error) {
+	var out []int
+	for _, field := range strings.Split(s, ",") {
+		if field = strings.TrimSpace(field); field == "" {
+			continue
+		}
+		n, err := strconv.Atoi(field)
 		if err != nil || n <= 0 {
-			return fmt.Errorf("bad -scale entry %q", field)
+			return nil, fmt.Errorf("bad count %q", field)
 		}
-		fmt.Fprintf(os.Stderr, "scale: %d live children\n", n)
-		s, err := bench.Scale(ctx, n)
-		if err != nil {
-			return err
-		}
-		r.Scale = append(r.Scale, s)
+		out = append(out, n)
 	}
+	return out, nil
+}
+
+func logf(format string, a ...any) {
+	fmt.Fprintf(os.Stderr, time.Now().Format("15:04:05 ")+format+"\n", a...)
+}
+
+func run(c config) error {
+	ctx := context.Background()
+	began := time.Now()
+	r := Results{Machine: machine(), Date: began.UTC().Format(time.RFC3339)}
+	on := func(s string) bool { return c.only == nil || c.only[s] }
 	dir, err := os.MkdirTemp("", "subactor-bench-")
 	if err != nil {
 		return err
 	}
 	defer os.RemoveAll(dir)
-	for _, writers := range []int{1, 16} {
-		fmt.Fprintf(os.Stderr, "bbolt appends: %d writers\n", writers)
-		rate, err := bench.BoltAppends(ctx, dir, writers, 1000*writers)
+
+	if on("delegation") {
+		r.Delegation = delegations(c.count, []named{
+			{"RawProtoactor", bench.RawProtoactor},
+			{"RawProtoactorInline", bench.RawProtoactorInline},
+			{"SubactorSpawn", bench.SubactorSpawn},
+			{"SubactorSpawnBolt", bench.SubactorSpawnBolt},
+			{"SubactorParentRun", bench.SubactorParentRun},
+			{"SubactorParentRunBolt", bench.SubactorParentRunBolt},
+			{"EinoAgentTool", bench.EinoAgentTool},
+			{"ColdStart", bench.ColdStart},
+			{"ColdStartWithSystem", bench.ColdStartWithSystem},
+			{"NewSystem", bench.NewSystem},
+		})
+	}
+	if on("scale") {
+		for _, n := range c.scale {
+			logf("scale: %d live children, memory store", n)
+			s, err := bench.Scale(ctx, n)
+			if err != nil {
+				return err
+			}
+			r.Scale = append(r.Scale, ScaleRow{"memory", s})
+		}
+		for _, n := range c.scaleBolt {
+			logf("scale: %d live children, bbolt store", n)
+			s, err := boltScale(ctx, dir, n)
+			if err != nil {
+				return err
+			}
+			r.Scale = append(r.Scale, ScaleRow{"bbolt", s})
+		}
+	}
+	if on("steps") {
+		logf("step growth: %d children of %d steps", c.stepChildren, c.steps)
+		sg, err := bench.StepGrowth(ctx, c.stepChildren, c.steps, 10, 400, 5)
 		if err != nil {
 			return err
 		}
-		r.Appends = append(r.Appends, rate)
+		r.StepGrowth = &sg
 	}
-	fmt.Fprintf(os.Stderr, "latencies: %d children each\n", runs)
-	if r.Latencies, err = bench.MeasureLatencies(ctx, runs); err != nil {
-		return err
+	if on("parallel") {
+		logf("parallel parents: %d rounds", c.parallelRounds)
+		if r.Parallel, err = bench.Parallel(ctx, []int{1, 4, 16, 64}, c.parallelRounds, c.parallelDur); err != nil {
+			return err
+		}
 	}
+	if on("resume") {
+		logf("resume from disk: %d samples each", c.resumeSamples)
+		if r.Resume, err = bench.Resume(ctx, dir, []int{10, 100, 1000}, c.resumeSamples); err != nil {
+			return err
+		}
+	}
+	if on("appends") {
+		for _, writers := range []int{1, 8, 64} {
+			for _, group := range []bool{true, false} {
+				logf("bbolt appends: %d writers, group commit %v", writers, group)
+				rate, err := bench.BoltAppends(ctx, dir, writers, group, c.appendDur)
+				if err != nil {
+					return err
+				}
+				r.Appends = append(r.Appends, rate)
+			}
+		}
+	}
+	if on("model") {
+		logf("model calls over HTTP: %d each", c.modelCalls)
+		m, err := bench.ModelCall(ctx, c.modelCalls)
+		if err != nil {
+			return err
+		}
+		r.ModelCall = &m
+	}
+	if on("latency") {
+		logf("latencies: %d children each", c.runs)
+		l, err := bench.MeasureLatencies(ctx, c.runs)
+		if err != nil {
+			return err
+		}
+		r.Latencies = &l
+	}
+	if on("mainjob") {
+		logf("main job: %d MB tree, %d rounds", c.mainMB, c.mainRounds)
+		m := mainJob(ctx, c, dir)
+		r.MainJob = &m
+		if m.Error != "" {
+			logf("main job failed: %s", m.Error)
+		}
+	}
+	r.Seconds = time.Since(began).Seconds()
 	r.Goals = goals(r)
+	zeroNonFinite(reflect.ValueOf(&r))
 	js, err := json.MarshalIndent(r, "", "  ")
 	if err != nil {
 		return err
 	}
 	md := markdown(r)
-	if err := os.WriteFile(filepath.Join(out, "results.json"), append(js, '\n'), 0o644); err != nil {
+	if err := os.WriteFile(filepath.Join(c.out, "results.json"), append(js, '\n'), 0o644); err != nil {
 		return err
 	}
-	if err := os.WriteFile(filepath.Join(out, "RESULTS.md"), []byte(md), 0o644); err != nil {
+	if err := os.WriteFile(filepath.Join(c.out, "RESULTS.md"), []byte(md), 0o644); err != nil {
 		return err
 	}
 	fmt.Print(md)
 	return nil
+}
+
+// boltScale is bench.ScaleOn with a bbolt store of its own in dir.
+func boltScale(ctx context.Context, dir string, n int) (bench.ScaleResult, error) {
+	store, err := persistence.OpenBolt(filepath.Join(dir, fmt.Sprintf("scale-%d.db", n)))
+	if err != nil {
+		return bench.ScaleResult{}, err
+	}
+	defer store.Close()
+	return bench.ScaleOn(ctx, n, store)
+}
+
+// mainJob builds the node binary from the main module (bench's parent
+// directory) unless -node names one, and measures the main job. A failure
+// is recorded in the result, so that the rest of the run is kept and the
+// goal reads as not met.
+func mainJob(ctx context.Context, c config, dir string) bench.MainJobResult {
+	node := c.node
+	if node == "" {
+		node = filepath.Join(dir, "node")
+		cmd := exec.CommandContext(ctx, "go", "build", "-o", node, "./cmd/node")
+		cmd.Dir = ".."
+		if out, err := cmd.CombinedOutput(); err != nil {
+			return bench.MainJobResult{Error: fmt.Sprintf("go build ./cmd/node: %v: %s", err, out)}
+		}
+	}
+	m, err := bench.MainJob(ctx, node, filepath.Join(dir, "mainjob"), int64(c.mainMB)<<20, c.mainRounds)
+	if err != nil {
+		m.Error = err.Error()
+	}
+	return m
 }
 
 type named struct {
@@ -105,9 +275,9 @@ func delegations(count int, benches []named) []Delegation {
 	samples := make([][3][]float64, len(benches))
 	for round := range count {
 		for i, b := range benches {
-			fmt.Fprintf(os.Stderr, "delegation: %s (round %d of %d)\n", b.name, round+1, count)
+			logf("per operation: %s (round %d of %d)", b.name, round+1, count)
 			res := testing.Benchmark(b.f)
-			for k, v := range []float64{float64(res.NsPerOp()), float64(res.AllocedBytesPerOp()), float64(res.AllocsPerOp())} {
+			for k, v := range []float64{float64(res.T.Nanoseconds()) / float64(res.N), float64(res.AllocedBytesPerOp()), float64(res.AllocsPerOp())} {
 				samples[i][k] = append(samples[i][k], v)
 			}
 		}
@@ -115,7 +285,7 @@ func delegations(count int, benches []named) []Delegation {
 	mid := func(v []float64) float64 { slices.Sort(v); return v[len(v)/2] }
 	out := make([]Delegation, len(benches))
 	for i, b := range benches {
-		out[i] = Delegation{Name: b.name, NsPerOp: mid(samples[i][0]), BytesPerOp: mid(samples[i][1]), AllocsPerOp: mid(samples[i][2])}
+		out[i] = Delegation{Name: b.name, Rounds: count, NsPerOp: mid(samples[i][0]), BytesPerOp: mid(samples[i][1]), AllocsPerOp: mid(samples[i][2])}
 	}
 	return out
 }

@@ -1,0 +1,275 @@
+package bench
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"fmt"
+	"math"
+	"math/rand/v2"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"regexp"
+	"slices"
+	"strconv"
+	"strings"
+	"time"
+)
+
+// TreeTotals are the figures of a generated tree, known from generating it.
+type TreeTotals struct {
+	Files int64 `json:"files"`
+	Bytes int64 `json:"bytes"`
+	// Newlines is what wc -l counts; Unterminated is how many non-empty
+	// files lack a final newline (the survey counts their last line too).
+	Newlines     int64 `json:"newlines"`
+	Unterminated int64 `json:"unterminated"`
+	Folders      int64 `json:"folders"`
+}
+
+// GenerateTree writes a deterministic tree of about size bytes under root,
+// shaped like /usr/lib on this kind of machine (61,000 files, 4 GB: a
+// median file of 3 KB, a mean of 65 KB, about half of its eight-byte
+// blocks plain ASCII): a dozen top-level folders nested up to five deep,
+// file sizes log-normal with that median and mean, half the files binary
+// (runs of zeros, small integers, strings and random bytes, as in object
+// files), most others source-like ASCII text, a few UTF-8 prose with
+// multi-byte spaces; a third of the text files end without a newline.
+func GenerateTree(root string, size int64, seed uint64) (TreeTotals, error) {
+	rng := rand.New(rand.NewPCG(seed, 0x5eed))
+	var t TreeTotals
+	dirs := []string{"."}
+	var walk func(dir string, depth int)
+	walk = func(dir string, depth int) {
+		n := 12
+		if depth > 0 {
+			n = rng.IntN(4)
+		}
+		for i := range n {
+			d := filepath.Join(dir, fmt.Sprintf("d%d-%d", depth, i))
+			dirs = append(dirs, d)
+			if depth < 4 {
+				walk(d, depth+1)
+			}
+		}
+	}
+	walk(".", 0)
+	for _, d := range dirs {
+		if err := os.MkdirAll(filepath.Join(root, d), 0o755); err != nil {
+			return t, err
+		}
+	}
+	t.Folders = int64(len(dirs))
+	text, prose := corpus(rng, false), corpus(rng, true)
+	var buf []byte
+	for t.Bytes < size {
+		// Log-normal: median e^8 ≈ 3 KB, mean e^(8+2.45²/2) ≈ 60 KB.
+		n := int(min(math.Exp(8+2.45*rng.NormFloat64()), 64<<20, float64(size-t.Bytes)))
+		buf = buf[:0]
+		switch k := rng.IntN(20); {
+		case k < 10:
+			buf = appendBinary(buf, rng, n)
+		case k < 19:
+			buf = appendSlice(buf, rng, text, n)
+		default:
+			buf = appendSlice(buf, rng, prose, n)
+		}
+		if rng.IntN(3) > 0 && len(buf) > 0 && buf[len(buf)-1] != '\n' {
+			buf[len(buf)-1] = '\n'
+		}
+		dir := dirs[rng.IntN(len(dirs))]
+		name := filepath.Join(root, dir, fmt.Sprintf("f%05d.%s", t.Files, []string{"c", "go", "txt", "so", "py"}[rng.IntN(5)]))
+		if err := os.WriteFile(name, buf, 0o644); err != nil {
+			return t, err
+		}
+		t.Files++
+		t.Bytes += int64(len(buf))
+		t.Newlines += int64(bytes.Count(buf, []byte{'\n'}))
+		if len(buf) > 0 && buf[len(buf)-1] != '\n' {
+			t.Unterminated++
+		}
+	}
+	return t, nil
+}
+
+// appendBinary appends n bytes shaped like an object file: runs of zeros,
+// small little-endian integers, NUL-terminated names and random bytes.
+func appendBinary(dst []byte, rng *rand.Rand, n int) []byte {
+	end := len(dst) + n
+	for len(dst) < end {
+		k := 1 + rng.IntN(64)
+		switch rng.IntN(4) {
+		case 0:
+			dst = append(dst, make([]byte, k)...)
+		case 1:
+			for range k / 4 {
+				dst = append(dst, byte(rng.IntN(256)), byte(rng.IntN(16)), 0, 0)
+			}
+		case 2:
+			for range k {
+				dst = append(dst, "_abcdefghijklmnopqrstuvwxyz.0123456789"[rng.IntN(38)])
+			}
+			dst = append(dst, 0)
+		default:
+			for range k {
+				dst = append(dst, byte(rng.Uint32()))
+			}
+		}
+	}
+	return dst[:end]
+}
+
+// corpus is 1 MiB of lines to cut files from: source-like ASCII, or prose
+// with UTF-8 letters and multi-byte spaces.
+func corpus(rng *rand.Rand, prose bool) []byte {
+	words := []string{"func", "return", "err", "if", "x", "nil", "for", "range", "int", "(a,", "b)", "{", "}", "//", "value", "struct"}
+	if prose {
+		words = []string{"über", "naïve", "café", "日本語", "the", "and", "\u00a0", "\u3000", "déjà", "vu", "—", "\u2003", "smörgåsbord"}
+	}
+	var b []byte
+	for len(b) < 1<<20 {
+		b = append(b, strings.Repeat("\t", rng.IntN(3))...)
+		for range 1 + rng.IntN(10) {
+			b = append(b, words[rng.IntN(len(words))]...)
+			b = append(b, ' ')
+		}
+		b = append(b, '\n')
+	}
+	return b
+}
+
+// appendSlice appends n bytes of src from a random offset, wrapping round.
+func appendSlice(dst []byte, rng *rand.Rand, src []byte, n int) []byte {
+	off := rng.IntN(len(src))
+	for n > 0 {
+		k := min(n, len(src)-off)
+		dst = append(dst, src[off:off+k]...)
+		n -= k
+		off = 0
+	}
+	return dst
+}
+
+// MainJobResult compares the node's survey of a generated tree with
+// find | xargs cat | wc -lc on the same tree.
+type MainJobResult struct {
+	Tree     TreeTotals `json:"tree"`
+	Rounds   int        `json:"rounds"`
+	NodeSecs float64    `json:"nodeSeconds"`     // median
+	PipeSecs float64    `json:"pipelineSeconds"` // median
+	// Ratio is the median of the per-round ratios node ÷ pipeline.
+	Ratio float64 `json:"ratio"`
+	// MemorySecs and MemoryRatio are the same for node run -data :memory:
+	// (sessions in memory, no fsync), for reference.
+	MemorySecs  float64 `json:"memorySeconds"`
+	MemoryRatio float64 `json:"memoryRatio"`
+	// What the node's answer and the pipeline reported (last round).
+	NodeFiles, NodeLines, NodeBytes int64
+	PipeLines, PipeBytes            int64
+	Answer                          string `json:"answer"`
+	Error                           string `json:"error,omitempty"`
+}
+
+var surveyLine = regexp.MustCompile(`survey [^:]*: (\d+) files, (\d+) lines, (\d+) bytes in (\d+) folders`)
+
+// MainJob runs the node binary's survey (node run -quiet on its default
+// on-disk session store, a fresh data directory each round; and again with
+// sessions in memory) and the shell pipeline alternately, rounds times each, on a tree of size bytes that it
+// generates under dir. The page cache is warmed by one untimed run of
+// each first.
+func MainJob(ctx context.Context, node, dir string, size int64, rounds int) (MainJobResult, error) {
+	var r MainJobResult
+	tree := filepath.Join(dir, "tree")
+	var err error
+	if r.Tree, err = GenerateTree(tree, size, 11); err != nil {
+		return r, err
+	}
+	pipeline := func() (time.Duration, error) {
+		cmd := exec.CommandContext(ctx, "bash", "-c", `find "$1" -type f -print0 | xargs -0 cat | wc -lc`, "pipeline", tree)
+		began := time.Now()
+		out, err := cmd.Output()
+		took := time.Since(began)
+		if err != nil {
+			return 0, fmt.Errorf("pipeline: %w", err)
+		}
+		f := strings.Fields(string(out))
+		if len(f) != 2 {
+			return 0, fmt.Errorf("pipeline printed %q", out)
+		}
+		r.PipeLines, _ = strconv.ParseInt(f[0], 10, 64)
+		r.PipeBytes, _ = strconv.ParseInt(f[1], 10, 64)
+		return took, nil
+	}
+	survey := func(round int, memory bool) (time.Duration, error) {
+		data := filepath.Join(dir, fmt.Sprintf("data-%d", round))
+		if memory {
+			data = ":memory:"
+		}
+		cmd := exec.CommandContext(ctx, node, "run", "-quiet", "-data", data, "-dir", tree)
+		var stderr bytes.Buffer
+		cmd.Stderr = &stderr
+		began := time.Now()
+		out, err := cmd.Output()
+		took := time.Since(began)
+		if !memory {
+			_ = os.RemoveAll(data)
+		}
+		if err != nil {
+			return 0, fmt.Errorf("node run: %w: %s", err, stderr.Bytes())
+		}
+		m := surveyLine.FindStringSubmatch(string(out))
+		if m == nil {
+			return 0, fmt.Errorf("node run printed no survey line: %q", out)
+		}
+		r.Answer = m[0]
+		r.NodeFiles, _ = strconv.ParseInt(m[1], 10, 64)
+		r.NodeLines, _ = strconv.ParseInt(m[2], 10, 64)
+		r.NodeBytes, _ = strconv.ParseInt(m[3], 10, 64)
+		return took, nil
+	}
+	// Warm the page cache and check that both work.
+	if _, err := pipeline(); err != nil {
+		return r, err
+	}
+	if _, err := survey(-1, false); err != nil {
+		return r, err
+	}
+	var nodeT, memT, pipeT, ratios, memRatios []float64
+	for round := range rounds {
+		p, err := pipeline()
+		if err != nil {
+			return r, err
+		}
+		n, err := survey(round, false)
+		if err != nil {
+			return r, err
+		}
+		m, err := survey(round, true)
+		if err != nil {
+			return r, err
+		}
+		nodeT, memT, pipeT = append(nodeT, n.Seconds()), append(memT, m.Seconds()), append(pipeT, p.Seconds())
+		ratios, memRatios = append(ratios, n.Seconds()/p.Seconds()), append(memRatios, m.Seconds()/p.Seconds())
+	}
+	r.Rounds = rounds
+	r.NodeSecs, r.PipeSecs, r.Ratio = median(nodeT), median(pipeT), median(ratios)
+	r.MemorySecs, r.MemoryRatio = median(memT), median(memRatios)
+	if r.NodeFiles != r.Tree.Files || r.NodeBytes != r.Tree.Bytes || r.PipeBytes != r.Tree.Bytes ||
+		r.PipeLines != r.Tree.Newlines || r.NodeLines != r.Tree.Newlines+r.Tree.Unterminated {
+		return r, errors.New("the survey's totals differ from the tree's")
+	}
+	return r, nil
+}
+
+func median(v []float64) float64 {
+	if len(v) == 0 {
+		return math.NaN()
+	}
+	s := slices.Clone(v)
+	slices.Sort(s)
+	if len(s)%2 == 1 {
+		return s[len(s)/2]
+	}
+	return (s[len(s)/2-1] + s[len(s)/2]) / 2
+}
