@@ -109,7 +109,7 @@ func (a *Agent) run(ctx context.Context, prompt []subagent.ContentBlock, steer S
 	step := 0
 	var onText func(string) // one per Run: the model calls it on this goroutine, during step
 	if a.onStep != nil {
-		onText = func(delta string) { a.notify(Step{N: step, Kind: subagent.TextDelta, Text: delta}) }
+		onText = func(delta string) { a.notify(step, subagent.TextDelta, delta, false, nil) }
 	}
 	for step = 1; ; step++ {
 		if ctx.Err() != nil {
@@ -127,17 +127,17 @@ func (a *Agent) run(ctx context.Context, prompt []subagent.ContentBlock, steer S
 		}
 		req, offered := a.request()
 		req.OnText = onText
-		a.notify(Step{N: step, Kind: subagent.ModelCallStarted})
+		a.notify(step, subagent.ModelCallStarted, "", false, nil)
 		resp, err := a.model.Generate(ctx, req)
 		if err != nil {
-			a.notify(Step{N: step, Kind: subagent.ModelCallFinished, IsError: true, Text: err.Error()})
+			a.notify(step, subagent.ModelCallFinished, err.Error(), true, nil)
 			if ctx.Err() != nil {
 				return aborted(ctx), false
 			}
 			return subagent.Stopped(subagent.Error, "agent: model: "+err.Error()), false
 		}
 		callUsage := resp.Usage
-		a.notify(Step{N: step, Kind: subagent.ModelCallFinished, Usage: &callUsage})
+		a.notify(step, subagent.ModelCallFinished, "", false, &callUsage)
 		a.AddUsage(resp.Usage)
 
 		msg := resp.Message
@@ -201,7 +201,7 @@ func (a *Agent) admit(ctx context.Context, step int, steer SteerSource) (res sub
 		return a.storeFailed(ctx, err), false
 	}
 	for _, m := range taken {
-		a.notify(Step{N: step, Kind: subagent.SteerAdmitted, Text: firstLine(subagent.TextOf(m))})
+		a.notify(step, subagent.SteerAdmitted, firstLine(subagent.TextOf(m)), false, nil)
 	}
 	return subagent.Result{}, true
 }
@@ -390,7 +390,7 @@ func (a *Agent) request() (Request, map[string]Tool) {
 // misses the output schema, if it does.
 func (a *Agent) final(step int, msg Message) (res subagent.Result, invalid error) {
 	text := subagent.TextOf(msg.Content)
-	a.notify(Step{N: step, Kind: subagent.MessageText, Text: text})
+	a.notify(step, subagent.MessageText, text, false, nil)
 	res = subagent.Result{Output: slices.Clone(msg.Content), StopReason: subagent.Completed}
 	if a.schema == nil {
 		return res, nil
@@ -413,15 +413,15 @@ func (a *Agent) callTools(ctx context.Context, step int, calls []ToolCall, offer
 	slots := make(chan struct{}, a.parallel)
 	for i, c := range calls {
 		if malformed[i] {
-			a.notify(Step{N: step, Kind: subagent.ToolCallStarted, Text: c.Name + " " + string(c.Args)})
+			a.notify(step, subagent.ToolCallStarted, c.Name+" "+string(c.Args), false, nil)
 			results[i] = errorResult(c.ID, "tool "+c.Name+": arguments are not valid JSON")
-			a.notify(Step{N: step, Kind: subagent.ToolCallFinished, Text: c.Name, IsError: true})
+			a.notify(step, subagent.ToolCallFinished, c.Name, true, nil)
 			continue
 		}
 		call := func() {
-			a.notify(Step{N: step, Kind: subagent.ToolCallStarted, Text: c.Name + " " + string(c.Args)})
+			a.notify(step, subagent.ToolCallStarted, c.Name+" "+string(c.Args), false, nil)
 			results[i] = a.callTool(ctx, c, offered[c.Name])
-			a.notify(Step{N: step, Kind: subagent.ToolCallFinished, Text: c.Name, IsError: results[i].IsError})
+			a.notify(step, subagent.ToolCallFinished, c.Name, results[i].IsError, nil)
 		}
 		if len(calls) == 1 {
 			// A lone call runs on the loop's goroutine: no goroutine to
@@ -479,10 +479,13 @@ func errorResult(id, text string) Message {
 	return Message{Role: ToolRole, ToolCallID: id, IsError: true, Content: []subagent.ContentBlock{subagent.Text(text)}}
 }
 
-func (a *Agent) notify(s Step) {
+// notify tells OnStep of progress. It takes the step's fields rather than
+// a Step so that its many call sites in the loop pass them in registers
+// instead of each keeping a Step on the stack: a parked child's stack is
+// most of what it costs (issue 11's child-memory goal).
+func (a *Agent) notify(n int, kind subagent.ProgressKind, text string, isError bool, usage *subagent.Usage) {
 	if a.onStep != nil {
-		s.Agent = a.ID()
-		a.onStep(s)
+		a.onStep(Step{Agent: a.ID(), N: n, Kind: kind, Text: text, IsError: isError, Usage: usage})
 	}
 }
 
