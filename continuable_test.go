@@ -8,6 +8,7 @@ import (
 	"math"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -226,19 +227,22 @@ func TestS8_ConcurrentFollowUpsMakeOneActivation(t *testing.T) {
 // for admission, the shared activation is cancelled, and the call returns
 // only once it has quiesced.
 func TestS8_ACancelledDeliveryCancelsTheActivation(t *testing.T) {
-	e := newContinuable(t, blockingChild{})
+	child := &blockingChild{entered: make(chan struct{}, 1)}
+	e := newContinuable(t, child)
 	c, err := e.rt.Service.StartContinuable(await.Ctx(t), e.provider, subagent.StartRequest{Parent: e.parent, Prompt: text("first")})
 	if err != nil {
 		t.Fatal(err)
 	}
+	// The child is in its model call: a steer now waits for a next request
+	// that never comes.
+	await.Recv(t, child.entered, "the child's model call")
 	ctx, cancel := context.WithTimeout(await.Ctx(t), 50*time.Millisecond)
 	defer cancel()
-	live := e.rt.System.LiveActors()
 	if _, err := e.rt.Service.SendMessage(ctx, e.parent, c.ChildID, text("late"), e.provider); !errors.Is(err, context.DeadlineExceeded) {
 		t.Fatalf("a delivery whose context ended: %v", err)
 	}
-	if n := e.rt.System.LiveActors(); n >= live {
-		t.Fatalf("live actors %d, %d before: the activation did not quiesce before the call returned", n, live)
+	if !child.returned.Load() {
+		t.Fatal("the call returned before the activation's child had stopped")
 	}
 	if done := e.collect(t, c.Task.ID); done.Result.StopReason != subagent.Aborted {
 		t.Fatalf("the cancelled activation %+v", done)
@@ -246,10 +250,18 @@ func TestS8_ACancelledDeliveryCancelsTheActivation(t *testing.T) {
 }
 
 // blockingChild waits in its model call until cancelled: a steer is never
-// admitted.
-type blockingChild struct{}
+// admitted. returned says the call has ended.
+type blockingChild struct {
+	entered  chan struct{}
+	returned atomic.Bool
+}
 
-func (blockingChild) Generate(ctx context.Context, _ agent.Request) (agent.Response, error) {
+func (b *blockingChild) Generate(ctx context.Context, _ agent.Request) (agent.Response, error) {
+	select {
+	case b.entered <- struct{}{}:
+	default:
+	}
 	<-ctx.Done()
+	b.returned.Store(true)
 	return agent.Response{}, context.Cause(ctx)
 }
