@@ -1,0 +1,307 @@
+package acp
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"path/filepath"
+	"slices"
+	"strings"
+	"sync"
+
+	sdk "github.com/coder/acp-go-sdk"
+
+	"github.com/subactor/subactor/subagent"
+)
+
+// maxReadFile caps a file served by fs/read_text_file: the answer must fit
+// in one line of the agent's reader, which the SDK caps at 10 MiB.
+const maxReadFile = 8 << 20
+
+// client is our side of the connection: the SDK calls it for every
+// request and notification the agent sends. Updates are folded into the
+// turn under mu; permission and file requests run concurrently on the
+// SDK's goroutines.
+type client struct {
+	policy PermissionPolicy
+	root   *os.Root // the working directory, when files are served
+	dir    string
+	read   bool
+	write  bool
+	events subagent.EventSink // nil-safe: see emit
+
+	mu        sync.Mutex
+	session   sdk.SessionId
+	accepting bool // updates count: not during a load's replay, not after release
+	turn      *turnState
+
+	// cancelled ends when the turn is being cancelled (or the run
+	// released): permission requests pending then, or arriving later,
+	// are answered "cancelled".
+	cancelled context.Context
+	cancel    context.CancelFunc
+}
+
+func newClient(cfg Config, dir string, runID string, events subagent.EventSink) (*client, error) {
+	c := &client{
+		policy: cfg.Permissions, dir: dir, read: cfg.ReadFiles, write: cfg.WriteFiles,
+		events: events, turn: newTurnState(runID, cfg.MaxOutput),
+	}
+	c.cancelled, c.cancel = context.WithCancel(context.Background())
+	if c.read || c.write {
+		root, err := os.OpenRoot(dir)
+		if err != nil {
+			c.cancel()
+			return nil, &DirError{Dir: dir, Reason: "cannot be opened", Err: err}
+		}
+		c.root = root
+	}
+	return c, nil
+}
+
+// listen starts counting updates for session; replay is true while a
+// session/load replays history, whose updates are not this turn's.
+func (c *client) listen(session sdk.SessionId, replay bool) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.session, c.accepting = session, !replay
+}
+
+// close stops counting updates, answers every permission request with
+// "cancelled" and releases the working directory.
+func (c *client) close() {
+	c.cancel()
+	c.mu.Lock()
+	c.accepting = false
+	c.mu.Unlock()
+	if c.root != nil {
+		_ = c.root.Close()
+	}
+}
+
+// answer returns the turn's output so far.
+func (c *client) answer() []subagent.ContentBlock {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.turn.answer()
+}
+
+// finalText emits the answer as the turn's final text, once.
+func (c *client) finalText() {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.turn.finalSent || c.turn.out.Len() == 0 {
+		return
+	}
+	c.turn.finalSent = true
+	c.emit(c.turn.event(subagent.MessageText, c.turn.out.String(), false))
+}
+
+// emit sends progress to the Service's sink, which never blocks; a
+// provider called without the Service has none. Called under mu, so a
+// run's events keep the order of its updates.
+func (c *client) emit(evs []subagent.RunProgress) {
+	if c.events == nil {
+		return
+	}
+	for _, ev := range evs {
+		c.events.Emit(ev)
+	}
+}
+
+// update folds one session/update in; frames calls it for every one, in
+// order. Updates of other sessions, of a replay, or after release are
+// ignored.
+func (c *client) update(n sdk.SessionNotification) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if !c.accepting || n.SessionId != c.session {
+		return
+	}
+	c.emit(c.turn.apply(n.Update))
+}
+
+// SessionUpdate implements sdk.Client. frames handles every session/update
+// before the SDK sees it, so this is a fallback that never fails: an
+// error here would only reach the SDK's log.
+func (c *client) SessionUpdate(_ context.Context, n sdk.SessionNotification) error {
+	c.update(n)
+	return nil
+}
+
+// RequestPermission implements sdk.Client: the policy decides, and the
+// answer is the first option of the matching kind (once before always).
+// A request after the turn's cancel, or one offering no option for the
+// decision, is answered "cancelled".
+func (c *client) RequestPermission(ctx context.Context, req sdk.RequestPermissionRequest) (sdk.RequestPermissionResponse, error) {
+	c.mu.Lock()
+	session := c.session
+	call := c.turn.known(req.ToolCall)
+	c.mu.Unlock()
+	if req.SessionId != session {
+		return sdk.RequestPermissionResponse{}, sdk.NewInvalidParams(map[string]any{"error": "unknown session"})
+	}
+	pctx, stop := context.WithCancel(ctx)
+	defer stop()
+	unhook := context.AfterFunc(c.cancelled, stop)
+	defer unhook()
+
+	verdict, choice := "cancelled", sdk.PermissionOptionId("")
+	if pctx.Err() == nil {
+		allow := c.policy(pctx, call)
+		if pctx.Err() == nil {
+			if id, ok := pick(req.Options, allow); ok {
+				choice, verdict = id, map[bool]string{true: "allowed", false: "rejected"}[allow]
+			}
+		}
+	}
+	c.mu.Lock()
+	if c.accepting {
+		c.emit(c.turn.event(PermissionAnswered, verdict+": "+orID(call.Title, req.ToolCall.ToolCallId), false))
+	}
+	c.mu.Unlock()
+	if choice == "" {
+		return sdk.RequestPermissionResponse{Outcome: sdk.RequestPermissionOutcome{
+			Cancelled: &sdk.RequestPermissionOutcomeCancelled{Outcome: "cancelled"},
+		}}, nil
+	}
+	return sdk.RequestPermissionResponse{Outcome: sdk.RequestPermissionOutcome{
+		Selected: &sdk.RequestPermissionOutcomeSelected{Outcome: "selected", OptionId: choice},
+	}}, nil
+}
+
+// pick returns the option answering allow: a one-time choice before a
+// standing one, so a decision never outlives the request.
+func pick(opts []sdk.PermissionOption, allow bool) (sdk.PermissionOptionId, bool) {
+	kinds := []sdk.PermissionOptionKind{sdk.PermissionOptionKindRejectOnce, sdk.PermissionOptionKindRejectAlways}
+	if allow {
+		kinds = []sdk.PermissionOptionKind{sdk.PermissionOptionKindAllowOnce, sdk.PermissionOptionKindAllowAlways}
+	}
+	for _, k := range kinds {
+		for _, o := range opts {
+			if o.Kind == k && o.OptionId != "" {
+				return o.OptionId, true
+			}
+		}
+	}
+	return "", false
+}
+
+// errOutside refuses a path outside the working directory.
+var errOutside = errors.New("path is outside the agent's working directory")
+
+// inside returns path relative to the working directory, refusing a
+// relative path, any ".." element and anything outside it. Symlinks are
+// left to os.Root, which refuses to follow one out of the directory.
+func (c *client) inside(path string) (string, error) {
+	if !filepath.IsAbs(path) || slices.Contains(strings.Split(filepath.ToSlash(path), "/"), "..") {
+		return "", errOutside
+	}
+	rel, err := filepath.Rel(c.dir, filepath.Clean(path))
+	if err != nil || rel == ".." || strings.HasPrefix(rel, "../") || filepath.IsAbs(rel) {
+		return "", errOutside
+	}
+	return rel, nil
+}
+
+func refused(path string, err error) error {
+	return sdk.NewInvalidParams(map[string]any{"path": path, "error": err.Error()})
+}
+
+// ReadTextFile implements sdk.Client, inside the working directory when
+// Config.ReadFiles is set. Line (1-based) and Limit select lines.
+func (c *client) ReadTextFile(_ context.Context, req sdk.ReadTextFileRequest) (sdk.ReadTextFileResponse, error) {
+	if !c.read {
+		return sdk.ReadTextFileResponse{}, sdk.NewMethodNotFound(sdk.ClientMethodFsReadTextFile)
+	}
+	rel, err := c.inside(req.Path)
+	if err != nil {
+		return sdk.ReadTextFileResponse{}, refused(req.Path, err)
+	}
+	f, err := c.root.Open(rel)
+	if err != nil {
+		return sdk.ReadTextFileResponse{}, refused(req.Path, err)
+	}
+	defer f.Close()
+	data, err := io.ReadAll(io.LimitReader(f, maxReadFile+1))
+	switch {
+	case err != nil:
+		return sdk.ReadTextFileResponse{}, refused(req.Path, err)
+	case len(data) > maxReadFile:
+		return sdk.ReadTextFileResponse{}, refused(req.Path, fmt.Errorf("file is larger than %d bytes", maxReadFile))
+	}
+	if req.Line != nil || req.Limit != nil {
+		data = lines(data, req.Line, req.Limit)
+	}
+	return sdk.ReadTextFileResponse{Content: string(data)}, nil
+}
+
+// lines selects limit lines from line (1-based) on.
+func lines(data []byte, line, limit *int) []byte {
+	start := 1
+	if line != nil && *line > 1 {
+		start = *line
+	}
+	all := bytes.SplitAfter(data, []byte("\n"))
+	if start > len(all) {
+		return nil
+	}
+	all = all[start-1:]
+	if limit != nil && *limit >= 0 && *limit < len(all) {
+		all = all[:*limit]
+	}
+	return bytes.Join(all, nil)
+}
+
+// WriteTextFile implements sdk.Client, inside the working directory when
+// Config.WriteFiles is set; missing parent directories are created.
+func (c *client) WriteTextFile(_ context.Context, req sdk.WriteTextFileRequest) (sdk.WriteTextFileResponse, error) {
+	if !c.write {
+		return sdk.WriteTextFileResponse{}, sdk.NewMethodNotFound(sdk.ClientMethodFsWriteTextFile)
+	}
+	rel, err := c.inside(req.Path)
+	if err != nil {
+		return sdk.WriteTextFileResponse{}, refused(req.Path, err)
+	}
+	if d := filepath.Dir(rel); d != "." {
+		if err := c.root.MkdirAll(d, 0o755); err != nil {
+			return sdk.WriteTextFileResponse{}, refused(req.Path, err)
+		}
+	}
+	if err := c.root.WriteFile(rel, []byte(req.Content), 0o644); err != nil {
+		return sdk.WriteTextFileResponse{}, refused(req.Path, err)
+	}
+	return sdk.WriteTextFileResponse{}, nil
+}
+
+// We run no terminals for agents: they own their tools.
+
+// CreateTerminal implements sdk.Client: method not found.
+func (c *client) CreateTerminal(context.Context, sdk.CreateTerminalRequest) (sdk.CreateTerminalResponse, error) {
+	return sdk.CreateTerminalResponse{}, sdk.NewMethodNotFound(sdk.ClientMethodTerminalCreate)
+}
+
+// KillTerminal implements sdk.Client: method not found.
+func (c *client) KillTerminal(context.Context, sdk.KillTerminalRequest) (sdk.KillTerminalResponse, error) {
+	return sdk.KillTerminalResponse{}, sdk.NewMethodNotFound(sdk.ClientMethodTerminalKill)
+}
+
+// TerminalOutput implements sdk.Client: method not found.
+func (c *client) TerminalOutput(context.Context, sdk.TerminalOutputRequest) (sdk.TerminalOutputResponse, error) {
+	return sdk.TerminalOutputResponse{}, sdk.NewMethodNotFound(sdk.ClientMethodTerminalOutput)
+}
+
+// ReleaseTerminal implements sdk.Client: method not found.
+func (c *client) ReleaseTerminal(context.Context, sdk.ReleaseTerminalRequest) (sdk.ReleaseTerminalResponse, error) {
+	return sdk.ReleaseTerminalResponse{}, sdk.NewMethodNotFound(sdk.ClientMethodTerminalRelease)
+}
+
+// WaitForTerminalExit implements sdk.Client: method not found.
+func (c *client) WaitForTerminalExit(context.Context, sdk.WaitForTerminalExitRequest) (sdk.WaitForTerminalExitResponse, error) {
+	return sdk.WaitForTerminalExitResponse{}, sdk.NewMethodNotFound(sdk.ClientMethodTerminalWaitForExit)
+}
+
+var _ sdk.Client = (*client)(nil)

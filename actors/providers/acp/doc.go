@@ -1,0 +1,48 @@
+// Package acp is the provider of out-of-process children speaking the
+// Agent Client Protocol over stdio (P3): any ACP agent (a coding agent, the
+// SDK's example agent, our own) becomes a child a parent delegates to
+// exactly as to an in-process one.
+//
+// Each Start launches the configured command as the leader of its own
+// process group, in the configured (or the node's) working directory,
+// with the node's environment minus its credential-like variables plus the
+// configured ones. It runs initialize (protocol version 1) and
+// session/new, and returns once the agent's session exists; the prompt
+// turn then runs on a run actor like every child's. The agent's message
+// chunks become the output; its tool calls, plans, thoughts and other
+// updates become progress events for the parent's listeners (E6). Its
+// stop reason maps end_turn→completed, cancelled→aborted,
+// max_tokens→max-tokens, refusal→refusal, anything else→error with the
+// agent's words in the result's Detail.
+//
+// Cancelling (the start context ending, or Dispose mid-turn) sends
+// session/cancel while the prompt stays open, waits a bounded time for the
+// agent's answer and answers pending permission requests "cancelled"; the
+// result settles aborted. The run's release ends the process on a ladder
+// (close stdin, SIGTERM to the group, SIGKILL to the group, each with a
+// bounded wait), reaps it and ends whatever else is left in its group.
+//
+// The agent's requests are answered by us: session/request_permission by
+// a PermissionPolicy (ReadOnly by default), fs/read_text_file and
+// fs/write_text_file inside the working directory when enabled, anything
+// else "method not found". Its output is hostile input (K3): lines past
+// MaxLine close the connection, unknown update kinds are ignored, the
+// kept answer is capped, and progress goes straight to the Service's sink,
+// which never blocks, so a flooding agent costs bounded memory here.
+//
+// With a Store, each child's descriptor (D1) keeps the agent's session id
+// and whether the agent can load sessions in its provider data
+// (ProviderData). Resume then continues the child through session/load,
+// keeping the replayed history out of the new output, when the agent
+// advertised loadSession; otherwise it fails before any process starts
+// with subagent.ErrNotResumable.
+//
+// ACP has no way to add a message to a turn in flight, so an ACP run is
+// not a subagent.Steerer. Each activation is one prompt turn: the process
+// ends with it, and a later turn is a Resume. The request's agent options
+// (model provider, model) are not passed on: the agent's own configuration
+// chooses its model.
+//
+// ParseConfigFile reads the agent_servers config file editors use, into
+// one Config per agent.
+package acp

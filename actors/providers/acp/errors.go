@@ -1,0 +1,108 @@
+package acp
+
+import (
+	"errors"
+	"fmt"
+	"strings"
+
+	"github.com/subactor/subactor/subagent"
+)
+
+// Errors of this package, matched with errors.Is. The typed errors below
+// wrap them.
+var (
+	// ErrConfig is a configuration New or ParseConfigFile refuses.
+	ErrConfig = errors.New("acp: invalid config")
+	// ErrDir is a working directory a child cannot run in (*DirError).
+	ErrDir = errors.New("acp: unusable working directory")
+	// ErrStart is an agent that did not get as far as a session
+	// (*StartError).
+	ErrStart = errors.New("acp: agent did not start")
+	// ErrProtocolVersion is an agent answering initialize with a protocol
+	// version other than the one we speak.
+	ErrProtocolVersion = errors.New("acp: unsupported protocol version")
+	// ErrCancelUnanswered is in the Cause of an aborted result when the
+	// agent did not answer session/cancel within Config.CancelWait and
+	// the turn was abandoned.
+	ErrCancelUnanswered = errors.New("acp: agent did not answer session/cancel")
+	// ErrAgentExited is in the Cause of a result whose agent process ended
+	// during the turn.
+	ErrAgentExited = errors.New("acp: agent process ended")
+)
+
+// DirError reports a working directory that is not absolute, does not
+// exist, is no directory or cannot be entered. Start and Resume return it
+// before any process starts.
+type DirError struct {
+	Dir    string
+	Reason string
+	Err    error // the underlying error, when there is one
+}
+
+func (e *DirError) Error() string {
+	if e.Err != nil {
+		return fmt.Sprintf("acp: working directory %q %s: %v", e.Dir, e.Reason, e.Err)
+	}
+	return fmt.Sprintf("acp: working directory %q %s", e.Dir, e.Reason)
+}
+
+// Unwrap returns ErrDir and the cause, if any.
+func (e *DirError) Unwrap() []error {
+	if e.Err == nil {
+		return []error{ErrDir}
+	}
+	return []error{ErrDir, e.Err}
+}
+
+// StartError reports an agent that failed before its session existed:
+// it could not be launched, exited, answered an error or an unsupported
+// protocol version, or did not answer in time. Everything the start
+// created is gone when Start returns it.
+type StartError struct {
+	// Step is where it failed: "launch", "initialize", "session/new",
+	// "session/load" or "store".
+	Step string
+	Err  error
+	// Exit says how the process ended, when it ended ("exit status 2").
+	Exit string
+	// Stderr is the end of what the agent wrote to its standard error.
+	Stderr string
+}
+
+func (e *StartError) Error() string {
+	var b strings.Builder
+	fmt.Fprintf(&b, "acp: agent did not start: %s: %v", e.Step, e.Err)
+	if e.Exit != "" {
+		fmt.Fprintf(&b, " (agent %s)", e.Exit)
+	}
+	if e.Stderr != "" {
+		fmt.Fprintf(&b, "; stderr: %s", e.Stderr)
+	}
+	return b.String()
+}
+
+// Unwrap returns ErrStart and the cause.
+func (e *StartError) Unwrap() []error { return []error{ErrStart, e.Err} }
+
+// NotResumableError says why a child cannot be resumed; it wraps
+// subagent.ErrNotResumable. Resume returns it before any process starts
+// when the child's descriptor says its agent cannot load sessions.
+type NotResumableError struct {
+	Reason string
+	Err    error // the underlying error, when there is one
+}
+
+func (e *NotResumableError) Error() string {
+	if e.Err != nil {
+		return fmt.Sprintf("acp: child is not resumable: %s: %v", e.Reason, e.Err)
+	}
+	return "acp: child is not resumable: " + e.Reason
+}
+
+// Unwrap returns subagent.ErrNotResumable and the cause, if any.
+func (e *NotResumableError) Unwrap() []error {
+	if e.Err == nil {
+		return []error{subagent.ErrNotResumable}
+	}
+	return []error{subagent.ErrNotResumable, e.Err}
+}

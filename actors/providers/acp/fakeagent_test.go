@@ -1,0 +1,360 @@
+package acp_test
+
+// The fake ACP agent: the test binary re-executed with ACPTEST_FAKE set to
+// a mode. It speaks ACP with the SDK's agent side and runs each prompt as
+// a script, one command a line (see (*fakeAgent).run), so that every test
+// says exactly what its agent does.
+
+import (
+	"bufio"
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"math"
+	"os"
+	"os/exec"
+	"os/signal"
+	"strconv"
+	"strings"
+	"sync"
+	"syscall"
+	"time"
+
+	sdk "github.com/coder/acp-go-sdk"
+
+	"github.com/subactor/subactor/actors/providers/acp"
+)
+
+// Environment of the fake agent.
+const (
+	envMode    = "ACPTEST_FAKE"    // its startup mode; unset in the test process
+	envStarts  = "ACPTEST_STARTS"  // a file it appends a line to when it starts
+	envPidFile = "ACPTEST_PIDFILE" // where "grandchild" writes its grandchild's pid
+)
+
+// Startup modes.
+const (
+	modeNormal     = "normal"      // no loadSession
+	modeLoadable   = "loadable"    // advertises loadSession and replays history on load
+	modeExitEarly  = "exit-early"  // writes to stderr and exits 3 before reading anything
+	modeBadVersion = "bad-version" // answers initialize with protocol version 99
+	modeHangInit   = "hang-init"   // never answers initialize
+	modeStubborn   = "stubborn"    // ignores SIGTERM and the end of its input
+	modeGrandchild = "grandchild"  // starts a grandchild that ignores SIGTERM and holds stdout
+	modeSleeper    = "sleeper"     // the grandchild itself
+)
+
+// runFakeAgent is the fake agent's main.
+func runFakeAgent(mode string) int {
+	if f := os.Getenv(envStarts); f != "" {
+		if fh, err := os.OpenFile(f, os.O_APPEND|os.O_CREATE|os.O_WRONLY, 0o644); err == nil {
+			fmt.Fprintln(fh, mode, os.Getpid())
+			_ = fh.Close()
+		}
+	}
+	switch mode {
+	case modeSleeper:
+		signal.Ignore(syscall.SIGTERM)
+		fmt.Fprintln(os.Stderr, "ready") // to the agent that started us
+		blockForever()
+	case modeExitEarly:
+		fmt.Fprintln(os.Stderr, "fake agent: cannot start")
+		return 3
+	case modeStubborn:
+		signal.Ignore(syscall.SIGTERM)
+	case modeGrandchild:
+		exe, _ := os.Executable()
+		cmd := exec.Command(exe)
+		cmd.Env = append(os.Environ(), envMode+"="+modeSleeper)
+		cmd.Stdout = os.Stdout // holds our output open after we are gone
+		ready, err := cmd.StderrPipe()
+		if err == nil {
+			err = cmd.Start()
+		}
+		if err != nil {
+			fmt.Fprintln(os.Stderr, err)
+			return 4
+		}
+		// Only once it ignores SIGTERM is it the grandchild tests want.
+		if _, err := bufio.NewReader(ready).ReadString('\n'); err != nil {
+			fmt.Fprintln(os.Stderr, err)
+			return 4
+		}
+		_ = os.WriteFile(os.Getenv(envPidFile), []byte(strconv.Itoa(cmd.Process.Pid)), 0o644)
+	}
+	out := &lockedWriter{w: os.Stdout}
+	a := &fakeAgent{mode: mode, out: out}
+	a.conn = sdk.NewAgentSideConnection(a, out, os.Stdin)
+	<-a.conn.Done()
+	if mode == modeStubborn {
+		blockForever()
+	}
+	return 0
+}
+
+// lockedWriter lets raw lines and the SDK's messages share stdout, whole
+// lines each.
+type lockedWriter struct {
+	mu sync.Mutex
+	w  io.Writer
+}
+
+func (l *lockedWriter) Write(b []byte) (int, error) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.w.Write(b)
+}
+
+type fakeAgent struct {
+	mode   string
+	out    *lockedWriter
+	conn   *sdk.AgentSideConnection
+	mu     sync.Mutex
+	loaded sdk.SessionId
+}
+
+func (a *fakeAgent) Initialize(context.Context, sdk.InitializeRequest) (sdk.InitializeResponse, error) {
+	switch a.mode {
+	case modeHangInit:
+		blockForever()
+	case modeBadVersion:
+		return sdk.InitializeResponse{ProtocolVersion: 99}, nil
+	}
+	return sdk.InitializeResponse{
+		ProtocolVersion:   sdk.ProtocolVersionNumber,
+		AgentCapabilities: sdk.AgentCapabilities{LoadSession: a.mode == modeLoadable},
+	}, nil
+}
+
+func (a *fakeAgent) NewSession(context.Context, sdk.NewSessionRequest) (sdk.NewSessionResponse, error) {
+	return sdk.NewSessionResponse{SessionId: sdk.SessionId(fmt.Sprintf("fake-%d", os.Getpid()))}, nil
+}
+
+// LoadSession replays an earlier turn, as agents do, before answering.
+func (a *fakeAgent) LoadSession(_ context.Context, p sdk.LoadSessionRequest) (sdk.LoadSessionResponse, error) {
+	a.mu.Lock()
+	a.loaded = p.SessionId
+	a.mu.Unlock()
+	for _, u := range []sdk.SessionUpdate{
+		sdk.UpdateUserMessageText("OLD PROMPT"),
+		sdk.UpdateAgentMessageText("OLD ANSWER"),
+		sdk.StartToolCall("old-call", "OLD TOOL", sdk.WithStartStatus(sdk.ToolCallStatusCompleted)),
+	} {
+		_ = a.conn.SessionUpdate(context.Background(), sdk.SessionNotification{SessionId: p.SessionId, Update: u})
+	}
+	return sdk.LoadSessionResponse{}, nil
+}
+
+func (a *fakeAgent) Authenticate(context.Context, sdk.AuthenticateRequest) (sdk.AuthenticateResponse, error) {
+	return sdk.AuthenticateResponse{}, nil
+}
+func (a *fakeAgent) Cancel(context.Context, sdk.CancelNotification) error { return nil }
+func (a *fakeAgent) CloseSession(context.Context, sdk.CloseSessionRequest) (sdk.CloseSessionResponse, error) {
+	return sdk.CloseSessionResponse{}, nil
+}
+func (a *fakeAgent) ListSessions(context.Context, sdk.ListSessionsRequest) (sdk.ListSessionsResponse, error) {
+	return sdk.ListSessionsResponse{}, nil
+}
+func (a *fakeAgent) ResumeSession(context.Context, sdk.ResumeSessionRequest) (sdk.ResumeSessionResponse, error) {
+	return sdk.ResumeSessionResponse{}, nil
+}
+func (a *fakeAgent) SetSessionConfigOption(context.Context, sdk.SetSessionConfigOptionRequest) (sdk.SetSessionConfigOptionResponse, error) {
+	return sdk.SetSessionConfigOptionResponse{}, nil
+}
+func (a *fakeAgent) SetSessionMode(context.Context, sdk.SetSessionModeRequest) (sdk.SetSessionModeResponse, error) {
+	return sdk.SetSessionModeResponse{}, nil
+}
+
+// Prompt runs the prompt's text as a script. ctx ends on session/cancel.
+func (a *fakeAgent) Prompt(ctx context.Context, p sdk.PromptRequest) (sdk.PromptResponse, error) {
+	var script strings.Builder
+	for _, b := range p.Prompt {
+		if b.Text != nil {
+			script.WriteString(b.Text.Text)
+			script.WriteByte('\n')
+		}
+	}
+	s := &turn{a: a, ctx: ctx, sid: p.SessionId, stop: sdk.StopReasonEndTurn}
+	sc := bufio.NewScanner(strings.NewReader(script.String()))
+	for sc.Scan() {
+		if err := s.run(strings.TrimSpace(sc.Text())); err != nil {
+			return sdk.PromptResponse{}, err
+		}
+		if ctx.Err() != nil {
+			return sdk.PromptResponse{StopReason: sdk.StopReasonCancelled}, nil
+		}
+	}
+	return sdk.PromptResponse{StopReason: s.stop, Usage: s.usage}, nil
+}
+
+type turn struct {
+	a     *fakeAgent
+	ctx   context.Context
+	sid   sdk.SessionId
+	stop  sdk.StopReason
+	usage *sdk.Usage
+}
+
+func (s *turn) update(u sdk.SessionUpdate) {
+	// Not the prompt's ctx: a cancelled turn still reports.
+	_ = s.a.conn.SessionUpdate(context.Background(), sdk.SessionNotification{SessionId: s.sid, Update: u})
+}
+
+func (s *turn) say(text string) { s.update(sdk.UpdateAgentMessageText(text)) }
+
+func (s *turn) raw(line string) {
+	_, _ = s.a.out.Write([]byte(line + "\n"))
+}
+
+// code is a request error's JSON-RPC code, or "ok".
+func code(err error) string {
+	var re *sdk.RequestError
+	switch {
+	case err == nil:
+		return "ok"
+	case errors.As(err, &re):
+		return strconv.Itoa(re.Code)
+	}
+	return err.Error()
+}
+
+// run executes one command of a prompt script.
+func (s *turn) run(line string) error {
+	cmd, arg, _ := strings.Cut(line, " ")
+	switch cmd {
+	case "":
+	case "say":
+		s.say(arg)
+	case "think":
+		s.update(sdk.UpdateAgentThoughtText(arg))
+	case "tool": // tool ID KIND TITLE
+		f := strings.SplitN(arg, " ", 3)
+		s.update(sdk.StartToolCall(sdk.ToolCallId(f[0]), f[2], sdk.WithStartKind(sdk.ToolKind(f[1])), sdk.WithStartStatus(sdk.ToolCallStatusPending)))
+	case "done", "fail":
+		status := sdk.ToolCallStatusCompleted
+		if cmd == "fail" {
+			status = sdk.ToolCallStatusFailed
+		}
+		s.update(sdk.UpdateToolCall(sdk.ToolCallId(arg), sdk.WithUpdateStatus(status)))
+	case "plan":
+		s.update(sdk.UpdatePlan(
+			sdk.PlanEntry{Content: "look", Status: sdk.PlanEntryStatusCompleted, Priority: sdk.PlanEntryPriorityHigh},
+			sdk.PlanEntry{Content: "answer", Status: sdk.PlanEntryStatusPending, Priority: sdk.PlanEntryPriorityLow},
+		))
+	case "ask", "ask-noallow", "ask-noreject": // ask KIND TITLE
+		kind, title, _ := strings.Cut(arg, " ")
+		opts := []sdk.PermissionOption{
+			{Kind: sdk.PermissionOptionKindAllowAlways, Name: "Always", OptionId: "allow-always"},
+			{Kind: sdk.PermissionOptionKindAllowOnce, Name: "Allow", OptionId: "allow-once"},
+			{Kind: sdk.PermissionOptionKindRejectOnce, Name: "Reject", OptionId: "reject-once"},
+		}
+		switch cmd {
+		case "ask-noallow":
+			opts = opts[2:]
+		case "ask-noreject":
+			opts = opts[:2]
+		}
+		resp, err := s.a.conn.RequestPermission(context.Background(), sdk.RequestPermissionRequest{
+			SessionId: s.sid, Options: opts,
+			ToolCall: sdk.ToolCallUpdate{ToolCallId: "perm-call", Title: sdk.Ptr(title), Kind: sdk.Ptr(sdk.ToolKind(kind))},
+		})
+		switch {
+		case err != nil:
+			s.say("perm-error:" + code(err) + ";")
+		case resp.Outcome.Selected != nil:
+			s.say("perm:selected:" + string(resp.Outcome.Selected.OptionId) + ";")
+		default:
+			s.say("perm:cancelled;")
+		}
+	case "read", "readl": // read PATH | readl PATH LINE LIMIT
+		req := sdk.ReadTextFileRequest{SessionId: s.sid, Path: arg}
+		if cmd == "readl" {
+			f := strings.Fields(arg)
+			line, _ := strconv.Atoi(f[1])
+			limit, _ := strconv.Atoi(f[2])
+			req.Path, req.Line, req.Limit = f[0], &line, &limit
+		}
+		resp, err := s.a.conn.ReadTextFile(context.Background(), req)
+		if err != nil {
+			s.say("read-error:" + code(err) + ";")
+		} else {
+			s.say("read:" + resp.Content + ";")
+		}
+	case "write": // write PATH CONTENT
+		path, content, _ := strings.Cut(arg, " ")
+		_, err := s.a.conn.WriteTextFile(context.Background(), sdk.WriteTextFileRequest{SessionId: s.sid, Path: path, Content: content})
+		s.say("write:" + code(err) + ";")
+	case "terminal":
+		_, err := s.a.conn.CreateTerminal(context.Background(), sdk.CreateTerminalRequest{SessionId: s.sid, Command: "true"})
+		s.say("terminal:" + code(err) + ";")
+	case "ext":
+		_, err := s.a.conn.CallExtension(context.Background(), "_fake/ext", map[string]any{})
+		s.say("ext:" + code(err) + ";")
+	case "env":
+		v, ok := os.LookupEnv(arg)
+		if !ok {
+			v = "<unset>"
+		}
+		s.say("env:" + arg + "=" + v + ";")
+	case "cwd":
+		wd, _ := os.Getwd()
+		s.say("cwd:" + wd + ";")
+	case "session":
+		s.a.mu.Lock()
+		loaded := s.a.loaded
+		s.a.mu.Unlock()
+		s.say("session:" + string(s.sid) + " loaded:" + string(loaded) + ";")
+	case "raw":
+		s.raw(arg)
+	case "garbage":
+		s.raw("this is not json")
+		s.raw(`{"jsonrpc":"2.0","method":`)
+		s.raw(`[1,2,3]`)
+		s.raw(`{"jsonrpc":"2.0"}`)
+		s.raw(`{"jsonrpc":"2.0","method":"session/update","params":"not an object"}`)
+	case "unknown":
+		s.raw(fmt.Sprintf(`{"jsonrpc":"2.0","method":"session/update","params":{"sessionId":%q,"update":{"sessionUpdate":"hologram","content":{"type":"text","text":"UNKNOWN"}}}}`, s.sid))
+		s.raw(fmt.Sprintf(`{"jsonrpc":"2.0","method":"session/update","params":{"sessionId":%q,"update":{"sessionUpdate":"agent_message_chunk","content":{"type":"hologram","text":"HOLO"}}}}`, s.sid))
+		s.raw(`{"jsonrpc":"2.0","method":"_fake/notice","params":{}}`)
+		s.raw(`{"jsonrpc":"2.0","method":"fake/unknown","params":{}}`)
+	case "orphan":
+		s.raw(`{"jsonrpc":"2.0","id":987654,"result":{"stopReason":"end_turn"}}`)
+		s.raw(`{"jsonrpc":"2.0","id":"nobody","error":{"code":-32000,"message":"stray"}}`)
+	case "overlong":
+		line := strings.Repeat("x", acp.MaxLine+1024)
+		s.raw(line)
+	case "flood": // flood N
+		n, _ := strconv.Atoi(arg)
+		chunk := strings.Repeat("f", 100)
+		for range n {
+			s.say(chunk)
+		}
+	case "wait":
+		<-s.ctx.Done()
+	case "hang":
+		blockForever()
+	case "crash":
+		n, _ := strconv.Atoi(arg)
+		fmt.Fprintln(os.Stderr, "fake agent: crashing on purpose")
+		os.Exit(n)
+	case "stop":
+		s.stop = sdk.StopReason(arg)
+	case "usage":
+		s.usage = &sdk.Usage{InputTokens: 11, OutputTokens: 7, TotalTokens: 18, CachedReadTokens: sdk.Ptr(3)}
+	case "error":
+		return &sdk.RequestError{Code: -32042, Message: arg, Data: map[string]any{"why": "scripted"}}
+	case "pid":
+		s.say("pid:" + strconv.Itoa(os.Getpid()) + ";")
+	default:
+		s.say("unknown-command:" + cmd + ";")
+	}
+	return nil
+}
+
+// blockForever blocks until the process is killed. A bare select{} would
+// not: with no other goroutine left, the runtime ends the program as
+// deadlocked; a pending timer keeps it waiting.
+func blockForever() {
+	<-time.NewTimer(time.Duration(math.MaxInt64)).C
+}

@@ -1,0 +1,171 @@
+package acp
+
+import (
+	"bufio"
+	"bytes"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"sync"
+	"sync/atomic"
+
+	sdk "github.com/coder/acp-go-sdk"
+)
+
+// MaxLine is the longest line (one JSON-RPC message) we accept from an
+// agent. It is below the SDK's own 10 MiB cap so that an over-long line
+// fails here, with an error that says so, rather than as an anonymous
+// disconnect; it also bounds what one message can make us hold.
+const MaxLine = 8 << 20
+
+// ErrLineTooLong is in the result of a turn whose agent wrote a line
+// longer than MaxLine: the connection was closed at that point.
+var ErrLineTooLong = errors.New("acp: agent wrote a line longer than the limit")
+
+// loggedDrops is how many dropped lines a run logs one by one; the rest
+// are only counted.
+const loggedDrops = 3
+
+// frames is the agent's output on its way to the SDK's connection: the
+// boundary where it is checked (K3). It reads it line by line (one
+// JSON-RPC message a line) on the connection's reader goroutine and
+//
+//   - fails the stream at a line longer than MaxLine;
+//   - drops what is not a JSON-RPC object, and notifications we do not
+//     handle, which the SDK would only log;
+//   - hands session/update notifications to onUpdate itself, in order,
+//     before reading on;
+//   - passes responses, requests and $/cancel_request to the SDK.
+//
+// Handling updates here rather than in the SDK's notification queue is
+// what bounds memory against a flooding agent: the SDK queues up to 1024
+// notifications and closes the connection when an agent outruns it (a
+// long history replayed by session/load can), while here the agent simply
+// waits on its pipe until we have read on. A response still follows every
+// update the agent sent before it, which is the order the SDK promises.
+type frames struct {
+	gate     chan struct{} // closed by open
+	opened   sync.Once
+	src      *bufio.Reader
+	onUpdate func(sdk.SessionNotification)
+	log      *slog.Logger
+	pending  []byte // a line passed on, not yet read by the SDK
+	err      error  // sticky, once the stream has failed or ended
+	failed   atomic.Pointer[error]
+	dropped  atomic.Int64
+}
+
+func newFrames(r io.Reader, onUpdate func(sdk.SessionNotification), log *slog.Logger) *frames {
+	return &frames{gate: make(chan struct{}), src: bufio.NewReaderSize(r, 64<<10), onUpdate: onUpdate, log: log}
+}
+
+// open lets the SDK's reader start. The SDK's connection starts its
+// goroutines at once, and its SetLogger writes a field they read without
+// a lock; holding back the first Read until SetLogger has returned keeps
+// them from logging (or doing anything) before. Idempotent.
+func (f *frames) open() { f.opened.Do(func() { close(f.gate) }) }
+
+// Read implements io.Reader for the SDK's connection.
+func (f *frames) Read(p []byte) (int, error) {
+	<-f.gate
+	for len(f.pending) == 0 {
+		if f.err != nil {
+			return 0, f.err
+		}
+		line, err := f.line()
+		if len(line) > 0 {
+			f.route(line)
+		}
+		if err != nil {
+			f.err = err
+			if errors.Is(err, ErrLineTooLong) {
+				f.failed.Store(&err)
+			}
+		}
+	}
+	n := copy(p, f.pending)
+	f.pending = f.pending[n:]
+	return n, nil
+}
+
+// line reads one line, newline included (the last one of the stream may
+// lack it), refusing to hold more than MaxLine bytes of it.
+func (f *frames) line() ([]byte, error) {
+	var line []byte
+	for {
+		chunk, err := f.src.ReadSlice('\n')
+		if len(line)+len(chunk) > MaxLine+1 { // +1: the newline
+			return nil, fmt.Errorf("%w (%d bytes)", ErrLineTooLong, MaxLine)
+		}
+		if err == bufio.ErrBufferFull {
+			line = append(line, chunk...)
+			continue
+		}
+		if line == nil {
+			// ReadSlice's bytes are only good until the next read.
+			line = bytes.Clone(chunk)
+		} else {
+			line = append(line, chunk...)
+		}
+		return line, err
+	}
+}
+
+// envelope is what routing needs of a JSON-RPC message.
+type envelope struct {
+	ID     json.RawMessage `json:"id"`
+	Method string          `json:"method"`
+	Params json.RawMessage `json:"params"`
+}
+
+// route decides what becomes of one line.
+func (f *frames) route(line []byte) {
+	trimmed := bytes.TrimSpace(line)
+	if len(trimmed) == 0 {
+		return
+	}
+	var env envelope
+	if trimmed[0] != '{' || json.Unmarshal(trimmed, &env) != nil {
+		f.drop("not a JSON-RPC object", trimmed)
+		return
+	}
+	isNotification := len(env.ID) == 0
+	switch {
+	case isNotification && env.Method == sdk.ClientMethodSessionUpdate:
+		var n sdk.SessionNotification
+		if err := json.Unmarshal(env.Params, &n); err != nil {
+			f.drop("session/update with invalid params", trimmed)
+			return
+		}
+		f.onUpdate(n)
+	case isNotification && env.Method == "$/cancel_request":
+		f.pass(line)
+	case isNotification:
+		f.drop("a notification we do not handle", trimmed)
+	default: // a response, or a request the SDK answers
+		f.pass(line)
+	}
+}
+
+func (f *frames) pass(line []byte) {
+	if line[len(line)-1] != '\n' {
+		line = append(line, '\n')
+	}
+	f.pending = line
+}
+
+func (f *frames) drop(why string, line []byte) {
+	if f.dropped.Add(1) <= loggedDrops {
+		f.log.Warn("acp: dropped a line from the agent", "why", why, "line", truncate(string(line), maxLogValue))
+	}
+}
+
+// failure is why the stream was cut (ErrLineTooLong), nil otherwise.
+func (f *frames) failure() error {
+	if e := f.failed.Load(); e != nil {
+		return *e
+	}
+	return nil
+}

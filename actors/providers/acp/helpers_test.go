@@ -1,0 +1,242 @@
+package acp_test
+
+import (
+	"context"
+	"errors"
+	"os"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"sync"
+	"syscall"
+	"testing"
+	"time"
+
+	"go.uber.org/goleak"
+
+	"github.com/subactor/subactor/actors"
+	"github.com/subactor/subactor/actors/providers/acp"
+	"github.com/subactor/subactor/internal/await"
+	"github.com/subactor/subactor/internal/leaktest"
+	"github.com/subactor/subactor/subagent"
+)
+
+func TestMain(m *testing.M) {
+	if mode := os.Getenv(envMode); mode != "" {
+		os.Exit(runFakeAgent(mode))
+	}
+	goleak.VerifyTestMain(m, leaktest.DeadLetters)
+}
+
+// parentAgent is a delegating agent as the seam sees it.
+type parentAgent struct{ id string }
+
+func (a parentAgent) ID() string        { return a.id }
+func (a parentAgent) SessionID() string { return "session-" + a.id }
+func (a parentAgent) Header() subagent.SessionHeader {
+	return subagent.SessionHeader{SessionID: a.SessionID()}
+}
+func (a parentAgent) Options() subagent.AgentOptions { return subagent.AgentOptions{} }
+
+var top = parentAgent{id: "top"}
+
+func newSystem(t *testing.T) *actors.System {
+	t.Helper()
+	sys := actors.NewSystem()
+	t.Cleanup(sys.Shutdown)
+	return sys
+}
+
+// fakeConfig configures the fake agent in mode, with short ladder rungs.
+func fakeConfig(t *testing.T, sys *actors.System, mode string) acp.Config {
+	t.Helper()
+	exe, err := os.Executable()
+	if err != nil {
+		t.Fatal(err)
+	}
+	return acp.Config{
+		System:  sys,
+		Command: exe,
+		Env: map[string]string{
+			envMode:   mode,
+			envStarts: filepath.Join(t.TempDir(), "starts"),
+			// A race-enabled binary sleeps a second before it exits,
+			// which every ladder would wait for.
+			"GORACE": strings.TrimSpace(os.Getenv("GORACE") + " atexit_sleep_ms=0"),
+		},
+		Dir:          t.TempDir(),
+		StartTimeout: await.Deadline / 2,
+		CancelWait:   300 * time.Millisecond,
+		StopWait:     300 * time.Millisecond,
+	}
+}
+
+// starts counts the fake agents started under cfg.
+func starts(t *testing.T, cfg acp.Config) int {
+	t.Helper()
+	data, err := os.ReadFile(cfg.Env[envStarts])
+	if errors.Is(err, os.ErrNotExist) {
+		return 0
+	}
+	if err != nil {
+		t.Fatal(err)
+	}
+	return strings.Count(string(data), "\n")
+}
+
+// startedPids are the process ids of the fake agents started under cfg.
+func startedPids(t *testing.T, cfg acp.Config) []int {
+	t.Helper()
+	data, err := os.ReadFile(cfg.Env[envStarts])
+	if err != nil {
+		t.Fatal(err)
+	}
+	var pids []int
+	for _, line := range strings.Split(strings.TrimSpace(string(data)), "\n") {
+		f := strings.Fields(line)
+		pid, err := strconv.Atoi(f[len(f)-1])
+		if err != nil {
+			t.Fatalf("starts file line %q", line)
+		}
+		pids = append(pids, pid)
+	}
+	return pids
+}
+
+func newProvider(t *testing.T, cfg acp.Config) *acp.Provider {
+	t.Helper()
+	p, err := acp.New(cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return p
+}
+
+// recorder is an EventSink that keeps every event.
+type recorder struct {
+	mu      sync.Mutex
+	evs     []subagent.RunProgress
+	changed chan struct{}
+}
+
+func newRecorder() *recorder { return &recorder{changed: make(chan struct{}, 1)} }
+
+func (r *recorder) Emit(ev subagent.RunProgress) {
+	r.mu.Lock()
+	r.evs = append(r.evs, ev)
+	r.mu.Unlock()
+	select {
+	case r.changed <- struct{}{}:
+	default:
+	}
+}
+
+func (r *recorder) all() []subagent.RunProgress {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return append([]subagent.RunProgress(nil), r.evs...)
+}
+
+// waitFor waits until an event satisfies pred.
+func (r *recorder) waitFor(t *testing.T, what string, pred func(subagent.RunProgress) bool) {
+	t.Helper()
+	deadline := time.NewTimer(await.Deadline)
+	defer deadline.Stop()
+	for {
+		for _, ev := range r.all() {
+			if pred(ev) {
+				return
+			}
+		}
+		select {
+		case <-r.changed:
+		case <-deadline.C:
+			t.Fatalf("waited %s for %s; events: %+v", await.Deadline, what, r.all())
+		}
+	}
+}
+
+func kindIs(k subagent.ProgressKind) func(subagent.RunProgress) bool {
+	return func(ev subagent.RunProgress) bool { return ev.Kind == k }
+}
+
+// request is a start request whose prompt is a fake-agent script.
+func request(rec *recorder, lines ...string) subagent.StartRequest {
+	req := subagent.StartRequest{
+		Prompt: []subagent.ContentBlock{subagent.Text(strings.Join(lines, "\n"))},
+		Parent: top,
+	}
+	if rec != nil {
+		req.Scope.Events = rec
+	}
+	return req
+}
+
+// start starts a run and disposes it when the test ends.
+func start(t *testing.T, ctx context.Context, p *acp.Provider, req subagent.StartRequest) *acp.Run {
+	t.Helper()
+	r, err := p.Start(ctx, req)
+	if err != nil {
+		t.Fatalf("Start: %v", err)
+	}
+	t.Cleanup(func() {
+		if err := r.Dispose(context.Background()); err != nil {
+			t.Errorf("Dispose: %v", err)
+		}
+	})
+	return r.(*acp.Run)
+}
+
+// wait waits for a run's result.
+func wait(t *testing.T, r subagent.Run) subagent.Result {
+	t.Helper()
+	res, err := r.Wait(await.Ctx(t))
+	if err != nil {
+		t.Fatalf("Wait: %v", err)
+	}
+	return res
+}
+
+// groupGone reports whether no process is left in the process group:
+// kill(-pgid, 0) finds none, or (for an orphan that init has yet to reap)
+// only zombies.
+func groupGone(pgid int) bool {
+	if errors.Is(syscall.Kill(-pgid, 0), syscall.ESRCH) {
+		return true
+	}
+	entries, _ := os.ReadDir("/proc")
+	for _, e := range entries {
+		if _, err := strconv.Atoi(e.Name()); err != nil {
+			continue
+		}
+		if state, group, ok := procStat(e.Name()); ok && group == pgid && state != "Z" {
+			return false
+		}
+	}
+	return true
+}
+
+// processGone reports whether the process no longer runs: it does not
+// exist, or it is a zombie awaiting its parent.
+func processGone(pid int) bool {
+	if errors.Is(syscall.Kill(pid, 0), syscall.ESRCH) {
+		return true
+	}
+	state, _, ok := procStat(strconv.Itoa(pid))
+	return !ok || state == "Z"
+}
+
+// procStat reads a process's state and process group from /proc.
+func procStat(pid string) (state string, pgrp int, ok bool) {
+	data, err := os.ReadFile("/proc/" + pid + "/stat")
+	if err != nil {
+		return "", 0, false
+	}
+	i := strings.LastIndexByte(string(data), ')')
+	f := strings.Fields(string(data[i+1:]))
+	if i < 0 || len(f) < 3 {
+		return "", 0, false
+	}
+	g, err := strconv.Atoi(f[2])
+	return f[0], g, err == nil
+}

@@ -1,0 +1,620 @@
+package acp
+
+import (
+	"cmp"
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"maps"
+	"os"
+	"reflect"
+	"slices"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	sdk "github.com/coder/acp-go-sdk"
+	"github.com/google/uuid"
+
+	"github.com/subactor/subactor/actors/run"
+	"github.com/subactor/subactor/persistence"
+	"github.com/subactor/subactor/subagent"
+)
+
+// Provider starts ACP agents as children (P3). It declares none of the
+// start-time capabilities (the agent owns its tools and persona), and its
+// children do not see their parent's turns (P5). It is safe for
+// concurrent use.
+type Provider struct {
+	cfg Config
+	log *slog.Logger
+}
+
+var (
+	_ subagent.Provider = (*Provider)(nil)
+	_ subagent.Resumer  = (*Provider)(nil)
+)
+
+// New returns a Provider. It checks the configuration's shape; the
+// working directory is checked at each Start, since it may appear later.
+func New(cfg Config) (*Provider, error) {
+	if err := cfg.validate(); err != nil {
+		return nil, err
+	}
+	cfg = cfg.withDefaults()
+	cfg.Args, cfg.Env = slices.Clone(cfg.Args), maps.Clone(cfg.Env)
+	return &Provider{cfg: cfg, log: cfg.System.Logger().With("provider", cfg.Name)}, nil
+}
+
+// Name implements subagent.Provider.
+func (p *Provider) Name() string { return p.cfg.Name }
+
+// Capabilities implements subagent.Provider: none.
+func (p *Provider) Capabilities() subagent.Capabilities { return subagent.Capabilities{} }
+
+// InheritsParentContext implements subagent.Provider: an ACP child starts
+// from its prompt alone (P5).
+func (p *Provider) InheritsParentContext() bool { return false }
+
+// Start implements subagent.Provider. It launches the agent in its own
+// process group, runs initialize (protocol version 1) and session/new,
+// and, with a Store, writes the child's descriptor as the first record of
+// a session named by the run id; it returns once the agent's session
+// exists, and the turn runs on. On any failure, including ctx ending,
+// nothing it made remains: the process is ended on the shutdown ladder
+// and reaped, and the session row removed (R6). A working directory that
+// cannot be used is a *DirError before any process starts.
+func (p *Provider) Start(ctx context.Context, req subagent.StartRequest) (subagent.Run, error) {
+	if err := p.check(req); err != nil {
+		return nil, err
+	}
+	dir, err := workingDir(p.cfg.Dir)
+	if err != nil {
+		return nil, err
+	}
+	c := p.child(req, dir)
+	if p.cfg.Store != nil {
+		c.storeSession = c.runID
+	}
+	return p.launch(ctx, c)
+}
+
+// Resume implements subagent.Resumer: it continues the child named by the
+// request's continuation through session/load, in the directory its
+// session belongs to, then prompts. The agent's replay of the earlier
+// history stays out of the new output and events. The descriptor comes
+// from the continuation or, when it carries none, from Config.Store. A
+// child whose agent did not advertise loadSession when it started fails
+// with a *NotResumableError (subagent.ErrNotResumable) before any process
+// starts.
+func (p *Provider) Resume(ctx context.Context, req subagent.StartRequest) (subagent.Run, error) {
+	cont := req.Continuation
+	if cont == nil || cont.SessionID == "" {
+		return nil, &subagent.InvalidRequestError{Field: "continuation", Reason: "resume needs a continuation naming a session"}
+	}
+	if err := p.check(req); err != nil {
+		return nil, err
+	}
+	d, err := p.descriptor(ctx, cont)
+	if err != nil {
+		return nil, err
+	}
+	if d.Provider != p.Name() {
+		return nil, &subagent.InvalidRequestError{Field: "continuation", Reason: fmt.Sprintf("the child was started by provider %q, not %q", d.Provider, p.Name())}
+	}
+	pd, err := ParseProviderData(d.ProviderData)
+	if err != nil {
+		return nil, err
+	}
+	if !pd.LoadSession {
+		return nil, &NotResumableError{Reason: "its agent did not advertise loadSession when the child started"}
+	}
+	dir, err := workingDir(pd.Cwd)
+	if err != nil {
+		return nil, err
+	}
+	c := p.child(req, dir)
+	c.resume, c.storeSession = &pd, cont.SessionID
+	return p.launch(ctx, c)
+}
+
+// descriptor is the continuation's descriptor, or the first one in the
+// child's log.
+func (p *Provider) descriptor(ctx context.Context, c *subagent.Continuation) (persistence.Descriptor, error) {
+	if len(c.Descriptor) > 0 {
+		return persistence.ParseDescriptor(c.Descriptor)
+	}
+	if p.cfg.Store == nil {
+		return persistence.Descriptor{}, &subagent.InvalidRequestError{Field: "continuation", Reason: "it carries no descriptor and the provider has no store to find one in"}
+	}
+	_, recs, err := p.cfg.Store.Load(ctx, c.SessionID)
+	if err != nil {
+		return persistence.Descriptor{}, &subagent.InvalidRequestError{Field: "continuation", Reason: fmt.Sprintf("session %q: %v", c.SessionID, err), Fault: err}
+	}
+	return persistence.FoldDescriptor(recs)
+}
+
+// check refuses, before anything exists, what an ACP child cannot do. The
+// Service refuses the same features; a direct caller gets the same
+// answer.
+func (p *Provider) check(req subagent.StartRequest) error {
+	if isNil(req.Parent) {
+		return &subagent.InvalidRequestError{Field: "parent", Reason: "a delegating parent agent is required"}
+	}
+	if strings.TrimSpace(subagent.TextOf(req.Prompt)) == "" {
+		return &subagent.InvalidRequestError{Field: "prompt", Reason: "an ACP turn needs a prompt"}
+	}
+	for _, u := range []struct {
+		used bool
+		name string
+	}{
+		{len(req.OutputSchema) > 0, "outputSchema"}, {req.MaxDepth != nil, "depthLimit"},
+		{req.ToolFilter != nil, "toolFilter"}, {req.Persona != nil, "persona"},
+	} {
+		if u.used {
+			return &subagent.UnsupportedError{Provider: p.Name(), Capability: u.name}
+		}
+	}
+	return nil
+}
+
+func (p *Provider) child(req subagent.StartRequest, dir string) *child {
+	runID := cmp.Or(req.Scope.RunID, uuid.NewString())
+	return &child{
+		p: p, req: req, runID: runID, dir: dir,
+		ready: make(chan error, 1),
+		log:   slog.New(truncating{p.log.Handler()}).With("run", runID),
+	}
+}
+
+// launch runs c under a run actor whose body sets the agent up and runs
+// the turn, and waits for the setup: it publishes the run once the
+// agent's session exists, or disposes it (which ends the process) and
+// removes what the setup stored.
+func (p *Provider) launch(ctx context.Context, c *child) (subagent.Run, error) {
+	scope := c.req.Scope
+	scope.RunID = c.runID
+	h := run.Start(p.cfg.System, run.Spec{
+		Scope:     scope,
+		SessionID: c.storeSession,
+		Ctx:       ctx,
+		Body:      c.body,
+		Release:   c.release,
+	})
+	var err error
+	select {
+	case err = <-c.ready:
+	case <-ctx.Done():
+	}
+	if err == nil {
+		err = setupEnded(ctx, c.req.Parent)
+	}
+	if err != nil {
+		rollback := context.WithoutCancel(ctx)
+		errs := []error{err, h.Dispose(rollback)}
+		// Read after Dispose: the body that set it has returned.
+		if c.created.Load() {
+			errs = append(errs, p.cfg.Store.Delete(rollback, c.storeSession))
+		}
+		return nil, errors.Join(errs...)
+	}
+	h.Publish()
+	return &Run{h: h, c: c}, nil
+}
+
+// Run is an ACP child's activation. It is deliberately not a
+// subagent.Steerer: ACP has no way to add a message to a turn in flight,
+// so the Service offers no Steer for it and send_message to a live ACP
+// child is refused rather than queued (R4).
+type Run struct {
+	h *run.Handle
+	c *child
+}
+
+var _ subagent.Run = (*Run)(nil)
+
+// ID implements subagent.Run.
+func (r *Run) ID() string { return r.h.ID() }
+
+// SessionID implements subagent.Run: the store session holding the
+// child's descriptor, "" when the provider has no Store.
+func (r *Run) SessionID() string { return r.h.SessionID() }
+
+// LocalAgent implements subagent.Run: an ACP child is no in-process agent.
+func (r *Run) LocalAgent() subagent.Agent { return nil }
+
+// Wait implements subagent.Run.
+func (r *Run) Wait(ctx context.Context) (subagent.Result, error) { return r.h.Wait(ctx) }
+
+// OnSettled implements subagent.Run.
+func (r *Run) OnSettled(f func(subagent.Result, error)) { r.h.OnSettled(f) }
+
+// Dispose implements subagent.Run: a turn in flight is cancelled (see
+// Config.CancelWait), then the agent is ended on the shutdown ladder and
+// reaped with whatever it started in its process group. Idempotent and
+// safe to call concurrently.
+func (r *Run) Dispose(ctx context.Context) error { return r.h.Dispose(ctx) }
+
+// ProcessID is the agent's process id, which is also its process group
+// id: the group is gone once Dispose has returned.
+func (r *Run) ProcessID() int { return int(r.c.pid.Load()) }
+
+// AgentSessionID is the agent's own id for the session (ACP's sessionId).
+func (r *Run) AgentSessionID() string { return string(r.c.session) }
+
+// child is one activation's state. The body goroutine sets it up and
+// runs the turn; release runs on the same goroutine after the body, so
+// the fields set during setup need no lock there.
+type child struct {
+	p            *Provider
+	req          subagent.StartRequest
+	runID        string
+	dir          string
+	resume       *ProviderData // set on Resume
+	storeSession string
+	log          *slog.Logger
+
+	ready   chan error // the setup's outcome, sent once
+	pid     atomic.Int64
+	created atomic.Bool // the store session exists
+
+	// Set during setup; read after ready by Run's accessors.
+	proc    *proc
+	conn    *sdk.ClientSideConnection
+	frames  *frames // the agent's output on its way to conn
+	cl      *client
+	session sdk.SessionId
+	wg      sync.WaitGroup // the session/cancel sender
+}
+
+// body is the run's goroutine: setup, then one prompt turn.
+func (c *child) body(ctx context.Context, _ *run.Gate) (subagent.Result, error) {
+	signalled := false
+	defer func() {
+		if !signalled { // a panic during setup: Start must not wait forever
+			c.ready <- &StartError{Step: "setup", Err: errors.New("the provider's setup panicked")}
+		}
+	}()
+	err := c.setup(ctx)
+	c.ready <- err
+	signalled = true
+	if err != nil {
+		// Nobody reads this result: Start disposes the run.
+		return subagent.Stopped(subagent.Error, err.Error()), nil
+	}
+	return c.turn(ctx), nil
+}
+
+// setup launches the agent and opens (or loads) its session, within
+// Config.StartTimeout.
+func (c *child) setup(ctx context.Context) error {
+	cfg := c.p.cfg
+	cl, err := newClient(cfg, c.dir, c.runID, c.req.Scope.Events)
+	if err != nil {
+		return err
+	}
+	c.cl = cl
+	proc, err := launch(cfg.Command, cfg.Args, c.dir, childEnv(os.Environ(), cfg.Env), cfg.StopWait, c.log)
+	if err != nil {
+		return &StartError{Step: "launch", Err: err}
+	}
+	c.proc = proc
+	c.pid.Store(int64(proc.pid))
+	c.frames = newFrames(proc.stdout, cl.update, c.log)
+	c.conn = sdk.NewClientSideConnection(cl, proc.stdin, c.frames)
+	c.conn.SetLogger(c.log)
+	c.frames.open()
+
+	sctx, cancel := context.WithTimeoutCause(ctx, cfg.StartTimeout, fmt.Errorf("no answer within %s", cfg.StartTimeout))
+	defer cancel()
+	sctx, stop := c.untilExit(sctx)
+	defer stop()
+
+	init, err := c.conn.Initialize(sctx, sdk.InitializeRequest{
+		ProtocolVersion: sdk.ProtocolVersionNumber,
+		ClientCapabilities: sdk.ClientCapabilities{
+			Fs: sdk.FileSystemCapabilities{ReadTextFile: cfg.ReadFiles, WriteTextFile: cfg.WriteFiles},
+		},
+		ClientInfo: &sdk.Implementation{Name: "subactor", Version: "1"},
+	})
+	if err != nil {
+		return c.startError("initialize", err, sctx)
+	}
+	if init.ProtocolVersion != sdk.ProtocolVersionNumber {
+		return c.startError("initialize", fmt.Errorf("%w: the agent answered version %d, we speak %d",
+			ErrProtocolVersion, init.ProtocolVersion, sdk.ProtocolVersionNumber), sctx)
+	}
+	loadable := init.AgentCapabilities.LoadSession
+	if c.resume != nil {
+		if !loadable {
+			return &NotResumableError{Reason: "the agent no longer advertises loadSession"}
+		}
+		c.session = sdk.SessionId(c.resume.SessionID)
+		cl.listen(c.session, true)
+		if _, err := c.conn.LoadSession(sctx, sdk.LoadSessionRequest{
+			SessionId: c.session, Cwd: c.dir, McpServers: []sdk.McpServer{},
+		}); err != nil {
+			return c.startError("session/load", err, sctx)
+		}
+		// The SDK has handed us every update the agent sent before its
+		// answer, so the replay is over: what follows is this turn's.
+		cl.listen(c.session, false)
+		return nil
+	}
+	ns, err := c.conn.NewSession(sctx, sdk.NewSessionRequest{Cwd: c.dir, McpServers: []sdk.McpServer{}})
+	if err != nil {
+		return c.startError("session/new", err, sctx)
+	}
+	if ns.SessionId == "" {
+		return c.startError("session/new", errors.New("the agent answered no session id"), sctx)
+	}
+	c.session = ns.SessionId
+	cl.listen(c.session, false)
+	if cfg.Store != nil {
+		return c.store(sctx, ProviderData{SessionID: string(ns.SessionId), LoadSession: loadable, Cwd: c.dir})
+	}
+	return nil
+}
+
+// store creates the child's session with its descriptor (D1), the agent's
+// session id in its provider data.
+func (c *child) store(ctx context.Context, pd ProviderData) error {
+	raw, err := pd.encode()
+	if err != nil {
+		return &StartError{Step: "store", Err: err}
+	}
+	rec, err := persistence.Descriptor{Provider: c.p.Name(), ProviderData: raw}.Record()
+	if err != nil {
+		return &StartError{Step: "store", Err: err}
+	}
+	h := subagent.SessionHeader{
+		SessionID:       c.storeSession,
+		ParentSessionID: c.req.Parent.SessionID(),
+		DelegationDepth: subagent.DelegationDepthOf(c.req.Parent) + 1,
+	}
+	if _, err := c.p.cfg.Store.CreateWith(context.WithoutCancel(ctx), h, rec); err != nil {
+		return &StartError{Step: "store", Err: err}
+	}
+	c.created.Store(true)
+	return nil
+}
+
+// untilExit returns ctx ended (with ErrAgentExited) a short grace after
+// the agent process exits: an agent that died leaving a process that
+// holds its output open would otherwise never be noticed.
+func (c *child) untilExit(ctx context.Context) (context.Context, func()) {
+	ctx, cancel := context.WithCancelCause(ctx)
+	done := make(chan struct{})
+	var wg sync.WaitGroup
+	wg.Add(1)
+	go func() {
+		defer wg.Done()
+		select {
+		case <-c.proc.exited:
+		case <-done:
+			return
+		}
+		t := time.NewTimer(exitGrace)
+		defer t.Stop()
+		select {
+		case <-t.C:
+			cancel(ErrAgentExited)
+		case <-done:
+		}
+	}()
+	return ctx, func() {
+		close(done)
+		wg.Wait()
+		cancel(nil)
+	}
+}
+
+// startError describes a failed setup step with how the agent ended, if
+// it did.
+func (c *child) startError(step string, err error, ctx context.Context) error {
+	if ctx.Err() != nil {
+		if cause := context.Cause(ctx); cause != nil {
+			err = cause
+		}
+	}
+	if bad := c.frames.failure(); bad != nil {
+		err = bad
+	}
+	exit, stderr := c.ending()
+	return &StartError{Step: step, Err: err, Exit: exit, Stderr: stderr}
+}
+
+// ending says how the agent process ended and what it last wrote on
+// stderr, once the connection is gone; "" while it still runs.
+func (c *child) ending() (exit, stderr string) {
+	select {
+	case <-c.conn.Done():
+		c.proc.exitedWithin(c.p.cfg.StopWait)
+	case <-c.proc.exited:
+	default:
+		return "", ""
+	}
+	exit = c.proc.exitStatus()
+	if exit != "" {
+		// Its last words may still be in the pipe.
+		t := time.NewTimer(exitGrace)
+		select {
+		case <-c.proc.drained:
+		case <-t.C:
+		}
+		t.Stop()
+	}
+	return exit, strings.TrimSpace(c.proc.tail.String())
+}
+
+// promptAnswer is session/prompt's outcome.
+type promptAnswer struct {
+	resp sdk.PromptResponse
+	err  error
+}
+
+// turn runs one session/prompt. When ctx ends (a cancel, a Dispose) the
+// turn is cancelled the ACP way: session/cancel goes out from another
+// goroutine while the prompt's own context stays alive, and the agent's
+// answer is awaited for Config.CancelWait.
+func (c *child) turn(ctx context.Context) subagent.Result {
+	pctx, hardStop := context.WithCancel(context.Background())
+	defer hardStop()
+	done := make(chan promptAnswer, 1)
+	go func() {
+		resp, err := c.conn.Prompt(pctx, sdk.PromptRequest{SessionId: c.session, Prompt: blocks(c.req.Prompt)})
+		done <- promptAnswer{resp, err}
+	}()
+	// abandon gives up on the agent's answer; closing its input (the
+	// ladder's first rung) also unblocks a write it is not reading.
+	abandon := func() promptAnswer {
+		hardStop()
+		c.proc.closeStdin()
+		return <-done
+	}
+	select {
+	case a := <-done:
+		return c.result(a)
+	case <-c.proc.exited:
+		// A crash: what it wrote before dying may still be on its way.
+		t := time.NewTimer(exitGrace)
+		defer t.Stop()
+		select {
+		case a := <-done:
+			return c.result(a)
+		case <-t.C:
+			a := abandon()
+			a.err = errors.Join(ErrAgentExited, a.err)
+			return c.result(a)
+		}
+	case <-ctx.Done():
+	}
+	cause := context.Cause(ctx)
+	c.cl.cancel() // pending and later permission requests: "cancelled"
+	c.wg.Add(1)
+	go func() {
+		defer c.wg.Done()
+		// May block on a full pipe until the ladder closes stdin.
+		_ = c.conn.Cancel(context.Background(), sdk.CancelNotification{SessionId: c.session})
+	}()
+	t := time.NewTimer(c.p.cfg.CancelWait)
+	defer t.Stop()
+	res := subagent.Result{StopReason: subagent.Aborted, Cause: cause}
+	select {
+	case a := <-done:
+		switch {
+		case a.err != nil:
+			res.Detail = "cancelled; the agent's turn ended with an error: " + describe(a.err)
+		case a.resp.StopReason == sdk.StopReasonCancelled:
+			res.Detail = "cancelled; the agent stopped its turn"
+		default:
+			res.Detail = fmt.Sprintf("cancelled; the agent ended its turn with %q", a.resp.StopReason)
+		}
+		res.Usage = usage(a.resp.Usage)
+	case <-t.C:
+		abandon()
+		res.Detail = fmt.Sprintf("cancelled; the agent did not answer session/cancel within %s, so its turn was abandoned", c.p.cfg.CancelWait)
+		res.Cause = errors.Join(cause, ErrCancelUnanswered)
+	}
+	res.Output = c.cl.answer()
+	return res
+}
+
+// result maps the agent's answer to the turn onto the run's result.
+func (c *child) result(a promptAnswer) subagent.Result {
+	if a.err != nil {
+		res := subagent.Result{StopReason: subagent.Error, Output: c.cl.answer(), Cause: a.err}
+		if bad := c.frames.failure(); bad != nil {
+			res.Detail, res.Cause = bad.Error()+"; the connection was closed", errors.Join(bad, a.err)
+			return res
+		}
+		if exit, stderr := c.ending(); exit != "" {
+			res.Detail = fmt.Sprintf("the agent process ended during the turn (%s)", exit)
+			if stderr != "" {
+				res.Detail += "; stderr: " + stderr
+			}
+			if !errors.Is(a.err, ErrAgentExited) {
+				res.Cause = errors.Join(ErrAgentExited, a.err)
+			}
+			return res
+		}
+		res.Detail = "the agent answered the prompt with an error: " + describe(a.err)
+		return res
+	}
+	reason, detail := stopResult(a.resp.StopReason)
+	if reason == subagent.Completed {
+		c.cl.finalText()
+	}
+	return subagent.Result{Output: c.cl.answer(), StopReason: reason, Detail: detail, Usage: usage(a.resp.Usage)}
+}
+
+// describe keeps an agent's error in its own words, JSON-RPC code and
+// data included, within bounds.
+func describe(err error) string {
+	return truncate(err.Error(), maxEventText)
+}
+
+// release frees the child after the body returned: no more updates count,
+// the process is ended on the ladder, and the connection's reader and our
+// cancel sender have returned.
+func (c *child) release() {
+	if c.cl != nil {
+		c.cl.close()
+	}
+	if c.proc != nil {
+		c.proc.stop()
+	}
+	if c.conn != nil {
+		c.frames.open() // in case setup stopped between the two
+		<-c.conn.Done()
+		if n := c.frames.dropped.Load(); n > loggedDrops {
+			c.log.Warn("acp: dropped lines from the agent", "count", n)
+		}
+	}
+	c.wg.Wait()
+}
+
+// blocks is a prompt as ACP content blocks.
+func blocks(prompt []subagent.ContentBlock) []sdk.ContentBlock {
+	out := make([]sdk.ContentBlock, 0, len(prompt))
+	for _, b := range prompt {
+		out = append(out, sdk.TextBlock(b.Text))
+	}
+	return out
+}
+
+// usage is the agent's report of a turn's tokens, where it gives one.
+func usage(u *sdk.Usage) *subagent.Usage {
+	if u == nil {
+		return nil
+	}
+	out := &subagent.Usage{InputTokens: u.InputTokens, OutputTokens: u.OutputTokens}
+	if u.CachedReadTokens != nil {
+		out.CachedInputTokens = *u.CachedReadTokens
+	}
+	return out
+}
+
+// setupEnded reports why a start must roll back: its context ended, or its
+// parent closed (checked directly too, since a context bound to the
+// parent's lifetime learns of the close asynchronously).
+func setupEnded(ctx context.Context, parent subagent.Agent) error {
+	if err := subagent.ParentClosed(parent); err != nil {
+		return err
+	}
+	if err := ctx.Err(); err != nil {
+		return subagent.Cancelled(context.Cause(ctx))
+	}
+	return nil
+}
+
+// isNil reports a nil interface or one holding a nil pointer.
+func isNil(v any) bool {
+	if v == nil {
+		return true
+	}
+	rv := reflect.ValueOf(v)
+	return rv.Kind() == reflect.Pointer && rv.IsNil()
+}

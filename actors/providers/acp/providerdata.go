@@ -1,0 +1,86 @@
+package acp
+
+import (
+	"encoding/json"
+	"fmt"
+	"path/filepath"
+	"unicode/utf8"
+
+	"github.com/subactor/subactor/persistence"
+	"github.com/subactor/subactor/subagent"
+)
+
+// providerDataVersion is the version of ProviderData this package writes
+// and reads.
+const providerDataVersion = 1
+
+// ProviderData is what an ACP child's descriptor keeps of it
+// (persistence.Descriptor.ProviderData), version 1:
+//
+//	{"version":1,"sessionId":"…","loadSession":true,"cwd":"/abs/dir"}
+//
+// The agent's session id and whether the agent advertised loadSession when
+// the child started decide whether it can be resumed; cwd is the directory
+// the session belongs to, where a resumed agent runs again.
+type ProviderData struct {
+	Version     int    `json:"version"`
+	SessionID   string `json:"sessionId"`
+	LoadSession bool   `json:"loadSession"`
+	Cwd         string `json:"cwd"`
+}
+
+// encode returns d as version-1 JSON.
+func (d ProviderData) encode() (json.RawMessage, error) {
+	d.Version = providerDataVersion
+	return json.Marshal(d)
+}
+
+// ParseProviderData validates a descriptor's provider data strictly (every
+// key known and present once, exact case, no null). Data of another
+// version is a *NotResumableError (subagent.ErrNotResumable); malformed
+// data is a *subagent.InvalidRequestError wrapping
+// persistence.ErrMalformedDescriptor.
+func ParseProviderData(raw json.RawMessage) (ProviderData, error) {
+	if len(raw) == 0 {
+		return ProviderData{}, &NotResumableError{Reason: "its descriptor has no ACP provider data"}
+	}
+	bad := func(reason string, err error) error {
+		return &subagent.InvalidRequestError{Field: "continuation", Reason: "ACP provider data: " + reason,
+			Fault: &persistence.DescriptorError{Reason: "ACP provider data: " + reason, Err: err}}
+	}
+	fields, err := objectFields(raw, "provider data")
+	if err != nil {
+		return ProviderData{}, bad("not a JSON object", err)
+	}
+	var d ProviderData
+	if v, ok := fields["version"]; !ok {
+		return ProviderData{}, bad(`no "version"`, nil)
+	} else if err := decodeValue(v, &d.Version); err != nil {
+		return ProviderData{}, bad(`"version" is not an integer`, err)
+	}
+	if d.Version != providerDataVersion {
+		return ProviderData{}, &NotResumableError{Reason: fmt.Sprintf("ACP provider data version %d is not supported (want %d)", d.Version, providerDataVersion)}
+	}
+	if k, ok := unknownKey(fields, "version", "sessionId", "loadSession", "cwd"); ok {
+		return ProviderData{}, bad(fmt.Sprintf("unknown key %q", k), nil)
+	}
+	for _, f := range []struct {
+		key string
+		dst any
+	}{{"sessionId", &d.SessionID}, {"loadSession", &d.LoadSession}, {"cwd", &d.Cwd}} {
+		v, ok := fields[f.key]
+		if !ok {
+			return ProviderData{}, bad(fmt.Sprintf("no %q", f.key), nil)
+		}
+		if err := decodeValue(v, f.dst); err != nil {
+			return ProviderData{}, bad(fmt.Sprintf("%q has the wrong type", f.key), err)
+		}
+	}
+	switch {
+	case d.SessionID == "" || !utf8.ValidString(d.SessionID):
+		return ProviderData{}, bad("empty or invalid sessionId", nil)
+	case !filepath.IsAbs(d.Cwd):
+		return ProviderData{}, bad(fmt.Sprintf("cwd %q is not absolute", d.Cwd), nil)
+	}
+	return d, nil
+}

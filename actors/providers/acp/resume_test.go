@@ -1,0 +1,169 @@
+package acp_test
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"strings"
+	"testing"
+
+	"github.com/subactor/subactor/actors/providers/acp"
+	"github.com/subactor/subactor/actors/registry"
+	"github.com/subactor/subactor/internal/await"
+	"github.com/subactor/subactor/persistence"
+	"github.com/subactor/subactor/subagent"
+)
+
+// Contract D1 (ACP): with a Store, Start writes the child's descriptor as
+// the first record of a session named by the run id, whose header names
+// the parent; its provider data keeps the agent's session id, whether the
+// agent can load sessions, and the directory.
+func TestP3_DescriptorKeepsTheAgentSession(t *testing.T) {
+	sys := newSystem(t)
+	store := persistence.NewMemory()
+	cfg := fakeConfig(t, sys, modeLoadable)
+	cfg.Store = store
+	r := start(t, await.Ctx(t), newProvider(t, cfg), request(nil, "say hi"))
+	wait(t, r)
+	if r.SessionID() != r.ID() || r.AgentSessionID() == "" {
+		t.Fatalf("session %q, run %q, agent session %q", r.SessionID(), r.ID(), r.AgentSessionID())
+	}
+	h, recs, err := store.Load(await.Ctx(t), r.SessionID())
+	if err != nil {
+		t.Fatal(err)
+	}
+	if h.ParentSessionID != top.SessionID() || h.DelegationDepth != 1 || len(recs) != 1 {
+		t.Fatalf("header %+v, %d records", h, len(recs))
+	}
+	d, err := persistence.FoldDescriptor(recs)
+	if err != nil {
+		t.Fatal(err)
+	}
+	pd, err := acp.ParseProviderData(d.ProviderData)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if d.Provider != acp.DefaultName || pd != (acp.ProviderData{Version: 1, SessionID: r.AgentSessionID(), LoadSession: true, Cwd: cfg.Dir}) {
+		t.Fatalf("descriptor %+v, provider data %+v", d, pd)
+	}
+}
+
+// Contract S6 / P3: an agent that advertises loadSession is resumed
+// through session/load with the session id its descriptor keeps, in the
+// directory it ran in; the history the agent replays stays out of the
+// new output and events, and the new prompt continues the session.
+func TestS6_ResumeLoadsTheAgentSessionWithoutItsReplay(t *testing.T) {
+	sys := newSystem(t)
+	svc := registry.New(sys)
+	t.Cleanup(svc.Close)
+	store := persistence.NewMemory()
+	cfg := fakeConfig(t, sys, modeLoadable)
+	cfg.Store = store
+	release, err := svc.RegisterProvider(newProvider(t, cfg))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(release)
+	first, err := svc.Start(await.Ctx(t), acp.DefaultName, request(nil, "session"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	res := wait(t, first)
+	must(t, first.Dispose(await.Ctx(t)))
+	agentSession := strings.TrimSuffix(strings.TrimPrefix(subagent.TextOf(res.Output), "session:"), " loaded:;")
+
+	events := make(chan subagent.Event, 64)
+	sub := svc.ListenParent(top.SessionID(), func(ev subagent.Event) error { events <- ev; return nil })
+	t.Cleanup(sub.Release)
+	req := request(nil, "session", "say continued")
+	req.Continuation = &subagent.Continuation{SessionID: first.SessionID()}
+	second, err := svc.Resume(await.Ctx(t), acp.DefaultName, req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = second.Dispose(context.Background()) })
+	res = wait(t, second)
+	want := "session:" + agentSession + " loaded:" + agentSession + ";continued"
+	if res.StopReason != subagent.Completed || subagent.TextOf(res.Output) != want {
+		t.Fatalf("resumed: %s %q, want %q", res.StopReason, subagent.TextOf(res.Output), want)
+	}
+	if second.SessionID() != first.SessionID() {
+		t.Fatalf("resumed session %q, want %q", second.SessionID(), first.SessionID())
+	}
+	must(t, sub.Flush(await.Ctx(t)))
+	close(events)
+	for ev := range events {
+		if p, ok := ev.(subagent.RunProgress); ok && strings.Contains(p.Text, "OLD") {
+			t.Fatalf("replayed history became progress: %+v", p)
+		}
+	}
+}
+
+// Contract S6 / P3: a child whose agent did not advertise loadSession is
+// not resumable: a clear error before any process starts.
+func TestS6_ResumeWithoutLoadSessionIsNotResumable(t *testing.T) {
+	sys := newSystem(t)
+	store := persistence.NewMemory()
+	cfg := fakeConfig(t, sys, modeNormal)
+	cfg.Store = store
+	p := newProvider(t, cfg)
+	r := start(t, await.Ctx(t), p, request(nil, "say hi"))
+	wait(t, r)
+	before := starts(t, cfg)
+	req := request(nil, "say again")
+	req.Continuation = &subagent.Continuation{SessionID: r.SessionID()}
+	_, err := p.Resume(await.Ctx(t), req)
+	var nr *acp.NotResumableError
+	if !errors.As(err, &nr) || !errors.Is(err, subagent.ErrNotResumable) || !strings.Contains(err.Error(), "loadSession") {
+		t.Fatalf("err %v", err)
+	}
+	if starts(t, cfg) != before {
+		t.Fatal("an agent was started for a child that cannot be resumed")
+	}
+}
+
+// Contract D3 / K3: provider data is validated strictly before any
+// process starts: another version is not resumable, a malformed one is an
+// invalid request, and a descriptor of another provider is refused.
+func TestK3_ResumeValidatesProviderData(t *testing.T) {
+	sys := newSystem(t)
+	cfg := fakeConfig(t, sys, modeLoadable)
+	p := newProvider(t, cfg)
+	descriptor := func(provider, data string) json.RawMessage {
+		rec, err := persistence.Descriptor{Provider: provider, ProviderData: json.RawMessage(data)}.Record()
+		if err != nil {
+			t.Fatal(err)
+		}
+		return rec.Data
+	}
+	dir := cfg.Dir
+	for _, c := range []struct {
+		name string
+		desc json.RawMessage
+		want error
+	}{
+		{"other version", descriptor(acp.DefaultName, `{"version":2,"sessionId":"s","loadSession":true,"cwd":"`+dir+`"}`), subagent.ErrNotResumable},
+		{"no provider data", descriptor(acp.DefaultName, ``), subagent.ErrNotResumable},
+		{"unknown key", descriptor(acp.DefaultName, `{"version":1,"sessionId":"s","loadSession":true,"cwd":"`+dir+`","x":1}`), persistence.ErrMalformedDescriptor},
+		{"key case", descriptor(acp.DefaultName, `{"version":1,"SessionId":"s","loadSession":true,"cwd":"`+dir+`"}`), persistence.ErrMalformedDescriptor},
+		{"null", descriptor(acp.DefaultName, `{"version":1,"sessionId":null,"loadSession":true,"cwd":"`+dir+`"}`), persistence.ErrMalformedDescriptor},
+		{"empty session", descriptor(acp.DefaultName, `{"version":1,"sessionId":"","loadSession":true,"cwd":"`+dir+`"}`), subagent.ErrInvalidRequest},
+		{"relative cwd", descriptor(acp.DefaultName, `{"version":1,"sessionId":"s","loadSession":true,"cwd":"rel"}`), subagent.ErrInvalidRequest},
+		{"missing cwd", descriptor(acp.DefaultName, `{"version":1,"sessionId":"s","loadSession":true,"cwd":"/nonexistent/acp-dir"}`), acp.ErrDir},
+		{"other provider", descriptor("spawn", `{"version":1,"sessionId":"s","loadSession":true,"cwd":"`+dir+`"}`), subagent.ErrInvalidRequest},
+	} {
+		req := request(nil, "say x")
+		req.Continuation = &subagent.Continuation{SessionID: "child", Descriptor: c.desc}
+		if _, err := p.Resume(await.Ctx(t), req); !errors.Is(err, c.want) {
+			t.Errorf("%s: %v, want %v", c.name, err, c.want)
+		}
+	}
+	req := request(nil, "say x")
+	req.Continuation = &subagent.Continuation{SessionID: "child"}
+	if _, err := p.Resume(await.Ctx(t), req); !errors.Is(err, subagent.ErrInvalidRequest) {
+		t.Errorf("no descriptor and no store: %v", err)
+	}
+	if n := starts(t, cfg); n != 0 {
+		t.Fatalf("%d agents started for refused resumes", n)
+	}
+}
