@@ -7,6 +7,7 @@ replace github.com/subactor/subactor => ../
 require (
 	github.com/asynkron/protoactor-go v0.0.0-20240822202345-3c0e61ca19c9
 	github.com/cloudwego/eino v0.7.36
+	github.com/coder/acp-go-sdk v0.13.0
 	github.com/subactor/subactor v0.0.0-00010101000000-000000000000
 	go.uber.org/goleak v1.3.0
 )

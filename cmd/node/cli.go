@@ -10,6 +10,7 @@ import (
 	"log/slog"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 
 	"github.com/google/uuid"
@@ -31,7 +32,9 @@ const (
 	exitUsage  = 2
 )
 
-const usageHeader = `usage: node <command> [flags] [arguments]
+// usageHeader is the help text before the flags; {prog} stands for the
+// name the program was invoked by.
+const usageHeader = `usage: {prog} <command> [flags] [arguments]
 
 commands:
   run [-dir DIR] [flags]
@@ -50,6 +53,12 @@ commands:
          line: "<id> turns=<n> state=<state> prompt=<first prompt, quoted>",
          children indented by two spaces a level; state is the stop reason
          of the session's last run, or running/interrupted
+  delegate -config FILE [-provider NAME] [flags] PROMPT...
+         start one child on an ACP agent server of FILE with the prompt,
+         show its progress, then print a blank line and its output; exit
+         0 only when it completed (1 otherwise, its stop reason on
+         stderr). It runs in -dir unless its entry gives "dir"; its parent
+         is a top-level session of its own in the data directory
   help   show this help
 
 Sessions are kept in the data directory (file sessions.db): -data DIR, else
@@ -76,6 +85,18 @@ one JSON object per line instead: {"type":"node/session"}, then every child
 event ("subagent/start", "subagent/progress", "subagent/end" with runId,
 sessionId, provider, kind, step, text, stopReason, usage...), then
 {"type":"node/result"} with stopReason, answer and usage.
+
+ACP agents: -config FILE (run and delegate) names agent servers the way
+editors do: {"agent_servers": {"NAME": {"command": "...", "args": ["..."],
+"env": {"VAR": "..."}}}}, plus our own keys "dir" (absolute), "permissions"
+(read-only, the default, allow-all or reject-all), "read_files" and
+"write_files" (booleans). Unknown keys are errors; a bad file exits 2. With
+-config, run gives its top agent one delegate tool per server, named after
+it (subagent_NAME when that name is taken), its children working in the
+surveyed directory unless the entry gives "dir". Many agents start through
+"#!/usr/bin/env node": a program named node first on PATH shadows Node.js
+for them, so build this one under another name (go build -o subactor
+./cmd/node).
 `
 
 // cli runs the command line args and returns the process's exit code.
@@ -89,11 +110,17 @@ func cli(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 		return runCommand(ctx, args[1:], stdout, stderr)
 	case "sessions":
 		return sessionsCommand(ctx, args[1:], stdout, stderr)
+	case "delegate":
+		return delegateCommand(ctx, args[1:], stdout, stderr)
 	case "help", "-h", "-help", "--help":
 		usage(stdout)
 		return exitOK
 	}
-	fmt.Fprintf(stderr, "node: unknown command %q\n\n", args[0])
+	if msg := runAsNodeJS(args[0]); msg != "" {
+		fmt.Fprintf(stderr, "%s: %s\n", prog, msg)
+		return exitUsage
+	}
+	fmt.Fprintf(stderr, "%s: unknown command %q\n\n", prog, args[0])
 	usage(stderr)
 	return exitUsage
 }
@@ -107,34 +134,29 @@ func runCommand(ctx context.Context, args []string, stdout, stderr io.Writer) in
 		return code
 	}
 	m, err := resolveModels(o, os.Getenv)
-	if err != nil {
-		fmt.Fprintf(stderr, "node run: %v\n", err)
-		var bad *modelError
-		if errors.As(err, &bad) {
-			return exitUsage
+	if err == nil && o.config != "" {
+		o.servers, err = loadAgentServers(o.config)
+		if err == nil {
+			err = o.servers.checkBesideSpawn()
 		}
-		return exitFailed
+		if w := shadowWarning(); err == nil && w != "" {
+			fmt.Fprintf(stderr, "%s run: %s\n", prog, w)
+		}
 	}
-	var rep reporter
-	switch {
-	case o.quiet:
-		rep = newProgress(io.Discard)
-	case o.json:
-		rep = newJSONProgress(stdout)
-	case isTerminal(stdout):
-		rep = newLive(stdout)
-	default:
-		rep = newProgress(stdout)
+	if err != nil {
+		fmt.Fprintf(stderr, "%s run: %v\n", prog, err)
+		return exitCode(err)
 	}
+	rep := newReporter(o.quiet, o.json, stdout)
 	out, err := survey(ctx, o, m, stdout, rep, stderr)
 	if err != nil {
-		fmt.Fprintf(stderr, "node run: %v\n", err)
-		return exitFailed
+		fmt.Fprintf(stderr, "%s run: %v\n", prog, err)
+		return exitCode(err)
 	}
 	if o.json {
 		res := jsonResult{Type: typeResult, SessionID: out.session, StopReason: string(out.res.StopReason), Detail: out.res.Detail, Answer: subagent.TextOf(out.res.Output), Usage: out.res.Usage}
 		if err := newEncoder(stdout).Encode(res); err != nil {
-			fmt.Fprintf(stderr, "node run: %v\n", err)
+			fmt.Fprintf(stderr, "%s run: %v\n", prog, err)
 			return exitFailed
 		}
 	} else if !o.quiet {
@@ -148,13 +170,40 @@ func runCommand(ctx context.Context, args []string, stdout, stderr io.Writer) in
 		}
 	}
 	if out.res.StopReason != subagent.Completed {
-		fmt.Fprintf(stderr, "node run: the survey ended %s: %s\n", out.res.StopReason, out.res.Detail)
+		fmt.Fprintf(stderr, "%s run: the survey ended %s: %s\n", prog, out.res.StopReason, out.res.Detail)
 		return exitFailed
 	}
 	if !o.json {
 		fmt.Fprintln(stdout, subagent.TextOf(out.res.Output))
 	}
 	return exitOK
+}
+
+// exitCode is the exit code of a command that failed with err before its
+// run could end: exitUsage for a configuration the node refuses (models
+// or agent servers), exitFailed for anything else.
+func exitCode(err error) int {
+	var badModel *modelError
+	var badConfig *configError
+	if errors.As(err, &badModel) || errors.As(err, &badConfig) {
+		return exitUsage
+	}
+	return exitFailed
+}
+
+// newReporter is the progress view a command's flags and stdout call for:
+// none with quiet, JSON lines with json, the live view on a terminal and
+// plain lines otherwise.
+func newReporter(quiet, json bool, stdout io.Writer) reporter {
+	switch {
+	case quiet:
+		return newProgress(io.Discard)
+	case json:
+		return newJSONProgress(stdout)
+	case isTerminal(stdout):
+		return newLive(stdout)
+	}
+	return newProgress(stdout)
 }
 
 // options are the flags and arguments of run.
@@ -170,10 +219,14 @@ type options struct {
 	json bool
 	// The model configuration (see resolveModels).
 	baseURL, model, modelsFile string
+	// config is the -config file of ACP agent servers, servers what it
+	// says (set by runCommand).
+	config  string
+	servers agentServers
 }
 
 func runFlags(o *options) *flag.FlagSet {
-	fs := flag.NewFlagSet("node run", flag.ContinueOnError)
+	fs := flag.NewFlagSet(prog+" run", flag.ContinueOnError)
 	fs.StringVar(&o.dir, "dir", ".", "the `DIR` to survey (not with -continue: the session's own is used)")
 	fs.IntVar(&o.maxDepth, "max-depth", delegate.DefaultMaxDepth, "the deepest delegation level below the top-level agent; 0 surveys without children")
 	fs.BoolVar(&o.quiet, "quiet", false, "print the session id and the answer only, no progress or usage (with -json: the session and result lines)")
@@ -183,6 +236,7 @@ func runFlags(o *options) *flag.FlagSet {
 	fs.StringVar(&o.baseURL, "base-url", "", "the OpenAI-compatible endpoint's base `URL`, ending in /v1 (default $"+envBaseURL+"); its key comes from $"+envAPIKey+" only")
 	fs.StringVar(&o.model, "model", "", "the `MODEL` to ask for (default $"+envModel+"); with -models, one of the default endpoint's")
 	fs.StringVar(&o.modelsFile, "models", "", "a JSON `FILE` naming several model endpoints (see above); replaces the environment's endpoint")
+	configFlag(fs, &o.config, "the top agent gets a delegate tool per server")
 	return fs
 }
 
@@ -191,10 +245,15 @@ func dataFlag(fs *flag.FlagSet, p *string) {
 	fs.StringVar(p, "data", "", "the data `DIR` where sessions are kept (default $"+envDataDir+", else $XDG_DATA_HOME/subactor, else ~/.local/share/subactor); "+memoryData+" keeps them in memory")
 }
 
+// configFlag defines -config on fs; what says what the servers are for.
+func configFlag(fs *flag.FlagSet, p *string, what string) {
+	fs.StringVar(p, "config", "", `a JSON `+"`FILE`"+` of ACP agent servers, {"agent_servers": {"NAME": {"command": ...}}} (see above); `+what)
+}
+
 func usage(w io.Writer) {
-	fmt.Fprint(w, usageHeader)
-	for _, fs := range []*flag.FlagSet{runFlags(&options{}), sessionsFlags(new(string))} {
-		fmt.Fprintf(w, "\nflags of %s:\n", strings.TrimPrefix(fs.Name(), "node "))
+	fmt.Fprint(w, strings.ReplaceAll(usageHeader, "{prog}", prog))
+	for _, fs := range []*flag.FlagSet{runFlags(&options{}), sessionsFlags(new(string)), delegateFlags(&delegateOptions{})} {
+		fmt.Fprintf(w, "\nflags of %s:\n", strings.TrimPrefix(fs.Name(), prog+" "))
 		fs.SetOutput(w)
 		fs.PrintDefaults()
 	}
@@ -216,19 +275,22 @@ func parseRun(args []string, stderr io.Writer) (o options, code int, ok bool) {
 	fs.Visit(func(f *flag.Flag) { set[f.Name] = true })
 	switch {
 	case set["continue"] && o.cont == "":
-		fmt.Fprintln(stderr, "node run: -continue needs a session id")
+		fmt.Fprintf(stderr, "%s run: -continue needs a session id\n", prog)
 		return o, exitUsage, false
 	case o.cont != "" && set["dir"]:
-		fmt.Fprintln(stderr, "node run: -dir cannot be used with -continue: a session surveys the directory it started with")
+		fmt.Fprintf(stderr, "%s run: -dir cannot be used with -continue: a session surveys the directory it started with\n", prog)
 		return o, exitUsage, false
 	case o.cont == "" && fs.NArg() > 0:
-		fmt.Fprintf(stderr, "node run: unexpected argument %q (a prompt is given only with -continue)\n", fs.Arg(0))
+		fmt.Fprintf(stderr, "%s run: unexpected argument %q (a prompt is given only with -continue)\n", prog, fs.Arg(0))
 		return o, exitUsage, false
 	case o.maxDepth < 0:
-		fmt.Fprintf(stderr, "node run: -max-depth %d must not be negative\n", o.maxDepth)
+		fmt.Fprintf(stderr, "%s run: -max-depth %d must not be negative\n", prog, o.maxDepth)
 		return o, exitUsage, false
 	case set["models"] && o.modelsFile == "":
-		fmt.Fprintln(stderr, "node run: -models needs a file")
+		fmt.Fprintf(stderr, "%s run: -models needs a file\n", prog)
+		return o, exitUsage, false
+	case set["config"] && o.config == "":
+		fmt.Fprintf(stderr, "%s run: -config needs a file\n", prog)
 		return o, exitUsage, false
 	}
 	o.prompt = strings.Join(fs.Args(), " ")
@@ -347,6 +409,17 @@ func survey(ctx context.Context, o options, m models, out io.Writer, rep reporte
 		return outcome{}, err
 	}
 	defer release()
+	// The ACP agents are the top agent's alone: its in-process children
+	// keep the survey's tools.
+	topTools := tools
+	if len(o.servers.names) > 0 {
+		agentTools, closeAgents, err := o.servers.register(svc, sys, store, target.Dir, toolNamesOf(tools), o.maxDepth)
+		if err != nil {
+			return outcome{}, err
+		}
+		defer closeAgents()
+		topTools = slices.Concat(tools, agentTools)
+	}
 
 	// The option caps the tool's depth too: it takes the tighter of both.
 	maxDepth := o.maxDepth
@@ -355,7 +428,7 @@ func survey(ctx context.Context, o options, m models, out io.Writer, rep reporte
 		Header: subagent.SessionHeader{SessionID: o.cont},
 		Resume: o.cont != "",
 		Model:  m.top,
-		Tools:  tools,
+		Tools:  topTools,
 		// With -models, children inherit the endpoint and model, and
 		// their descriptors record them (a resumed child uses those).
 		Options: subagent.AgentOptions{MaxDepth: &maxDepth, ModelProvider: m.endpoint, Model: m.name},

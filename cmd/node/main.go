@@ -11,9 +11,21 @@
 // ~/.local/share/subactor), so that a run can be continued and its
 // sessions listed later.
 //
-//	node run [-dir .] [-max-depth 3] [-quiet] [-json] [-data DIR] [-base-url URL] [-model NAME] [-models FILE]
+// Its delegate subcommand starts one child on an out-of-process agent
+// speaking the Agent Client Protocol, named in a -config file of the shape
+// editors use ({"agent_servers": {"NAME": {"command", "args", "env"}}}),
+// shows its progress and prints its output; with -config, run gives its top
+// agent a delegate tool per agent server too.
+//
+// Build it under another name than node (go build -o subactor ./cmd/node):
+// a program called node early on PATH shadows Node.js for the many agents
+// that start through "#!/usr/bin/env node". Its help and errors use the
+// name it was invoked by.
+//
+//	node run [-dir .] [-max-depth 3] [-quiet] [-json] [-data DIR] [-base-url URL] [-model NAME] [-models FILE] [-config FILE]
 //	node run -continue SESSION [flags] [prompt...]
 //	node sessions [-data DIR] [SESSION]
+//	node delegate -config FILE [-provider NAME] [-dir DIR] [-data DIR] [-json] [-quiet] PROMPT...
 //	node help
 package main
 
@@ -21,10 +33,12 @@ import (
 	"context"
 	"os"
 	"os/signal"
+	"path/filepath"
 	"syscall"
 )
 
 func main() {
+	prog = filepath.Base(os.Args[0])
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	// The first signal cancels the run; a second one kills the process.
 	context.AfterFunc(ctx, stop)

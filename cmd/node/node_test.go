@@ -31,7 +31,13 @@ var bin string
 // sessions at temporary directories, so that no test reaches the real home
 // directory: node and cli default to a data directory of their own per test
 // (see node), and HOME and XDG_DATA_HOME are temporary in case one does not.
+//
+// Re-executed with envFakeAgent set, the test binary is the fake ACP agent
+// instead (fakeagent_test.go).
 func TestMain(m *testing.M) {
+	if os.Getenv(envFakeAgent) != "" {
+		os.Exit(runFakeAgent())
+	}
 	dir, err := os.MkdirTemp("", "node-test-")
 	if err != nil {
 		fmt.Fprintln(os.Stderr, err)

@@ -12,6 +12,7 @@ import (
 	"time"
 	"unicode/utf8"
 
+	"github.com/subactor/subactor/actors/providers/acp"
 	"github.com/subactor/subactor/subagent"
 )
 
@@ -63,13 +64,17 @@ func (p *progress) event(ev subagent.Event) error {
 func (p *progress) close() {}
 
 // stepWords name the progress kinds a line is printed for; a finished
-// tool call is shown only when it failed.
+// tool call is shown only when it failed. An ACP agent's permission
+// answers and plans are shown too (its streamed thoughts, like streamed
+// text, are not).
 var stepWords = map[subagent.ProgressKind]string{
 	subagent.ModelCallStarted: "model",
 	subagent.ToolCallStarted:  "tool",
 	subagent.ToolCallFinished: "failed",
 	subagent.SteerAdmitted:    "steer",
 	subagent.MessageText:      "final",
+	acp.PermissionAnswered:    "permission",
+	acp.PlanUpdated:           "plan",
 }
 
 // stepText is the plain line of a progress event after the child's id,

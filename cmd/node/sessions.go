@@ -22,7 +22,7 @@ const stateInterrupted = "running/interrupted"
 const stateUnreadable = "unreadable"
 
 func sessionsFlags(data *string) *flag.FlagSet {
-	fs := flag.NewFlagSet("node sessions", flag.ContinueOnError)
+	fs := flag.NewFlagSet(prog+" sessions", flag.ContinueOnError)
 	dataFlag(fs, data)
 	return fs
 }
@@ -42,21 +42,21 @@ func sessionsCommand(ctx context.Context, args []string, stdout, stderr io.Write
 		return exitUsage
 	}
 	if fs.NArg() > 1 {
-		fmt.Fprintf(stderr, "node sessions: unexpected argument %q (one session id at most)\n", fs.Arg(1))
+		fmt.Fprintf(stderr, "%s sessions: unexpected argument %q (one session id at most)\n", prog, fs.Arg(1))
 		return exitUsage
 	}
 	dir, err := dataDir(data)
 	if err != nil {
-		fmt.Fprintf(stderr, "node sessions: %v\n", err)
+		fmt.Fprintf(stderr, "%s sessions: %v\n", prog, err)
 		return exitFailed
 	}
 	if dir == memoryData {
-		fmt.Fprintf(stderr, "node sessions: -data %s keeps no sessions past its own process: nothing to list\n", memoryData)
+		fmt.Fprintf(stderr, "%s sessions: -data %s keeps no sessions past its own process: nothing to list\n", prog, memoryData)
 		return exitUsage
 	}
 	store, closeStore, err := openStore(dir, false)
 	if err != nil {
-		fmt.Fprintf(stderr, "node sessions: %v\n", err)
+		fmt.Fprintf(stderr, "%s sessions: %v\n", prog, err)
 		return exitFailed
 	}
 	defer closeStore()
@@ -70,7 +70,7 @@ func sessionsCommand(ctx context.Context, args []string, stdout, stderr io.Write
 		}
 	}
 	if err != nil {
-		fmt.Fprintf(stderr, "node sessions: %v\n", err)
+		fmt.Fprintf(stderr, "%s sessions: %v\n", prog, err)
 		return exitFailed
 	}
 	if l.unreadable {
@@ -144,7 +144,7 @@ func (l *lister) line(id string, depth int) {
 	s, err := summarize(l.ctx, l.store, id)
 	if err != nil {
 		l.unreadable = true
-		fmt.Fprintf(l.errs, "node sessions: %v\n", err)
+		fmt.Fprintf(l.errs, "%s sessions: %v\n", prog, err)
 		s = summary{state: stateUnreadable}
 	}
 	fmt.Fprintf(l.w, "%s%s turns=%d state=%s prompt=%q\n", strings.Repeat("  ", depth), id, s.turns, s.state, s.prompt)
@@ -176,6 +176,14 @@ func summarize(ctx context.Context, store persistence.Store, id string) (summary
 			var m agent.Message
 			if !prompted && json.Unmarshal(r.Data, &m) == nil && m.Role == agent.User {
 				s.prompt, _, _ = strings.Cut(subagent.TextOf(m.Content), "\n")
+				prompted = true
+			}
+		case kindDelegate:
+			// A delegate command's parent has no turns: its prompt is
+			// the one it delegated.
+			var d delegated
+			if !prompted && json.Unmarshal(r.Data, &d) == nil {
+				s.prompt, _, _ = strings.Cut(d.Prompt, "\n")
 				prompted = true
 			}
 		case agent.KindStop:

@@ -5,7 +5,8 @@
 // delegating at once, resume from disk, fsynced session appends, a model
 // call over HTTP, the node's main job beside a shell pipeline, and
 // lifecycle latency distributions, each goal judged from this run's
-// figures.
+// figures; and an ACP child's start, turn and dispose with the ACP Go
+// SDK's example agent, when it is installed.
 //
 //	go run ./cmd/bench [-count 5] [-scale 1000,10000,100000] [-only delegation,mainjob] [-out .]
 package main
@@ -31,7 +32,7 @@ import (
 )
 
 // sections are the parts of a run, in the order they run.
-var sections = []string{"delegation", "scale", "steps", "parallel", "resume", "appends", "model", "latency", "mainjob"}
+var sections = []string{"delegation", "scale", "steps", "parallel", "resume", "appends", "model", "latency", "mainjob", "acp"}
 
 type config struct {
 	count          int
@@ -48,6 +49,8 @@ type config struct {
 	mainMB         int
 	mainRounds     int
 	node           string
+	acpSamples     int
+	acpAgent       string
 	only           map[string]bool
 	out            string
 }
@@ -70,6 +73,8 @@ func main() {
 	flag.IntVar(&c.mainMB, "mainjob-mb", 300, "size of the main job's generated tree in MB")
 	flag.IntVar(&c.mainRounds, "mainjob-rounds", 7, "rounds of the main job beside the pipeline")
 	flag.StringVar(&c.node, "node", "", "the node binary for the main job (default: built from the main module)")
+	flag.IntVar(&c.acpSamples, "acp-samples", 5, "ACP children started, awaited and disposed one at a time (each turn of the example agent takes about 5 s)")
+	flag.StringVar(&c.acpAgent, "acp-agent", "", "the ACP Go SDK's example agent (default: agent in the Go bin directory or on PATH; skipped when absent)")
 	flag.StringVar(&only, "only", "", "comma-separated sections to run ("+strings.Join(sections, ",")+"); the others' goals are then not met")
 	flag.StringVar(&c.out, "out", ".", "directory for RESULTS.md and results.json")
 	flag.Parse()
@@ -213,6 +218,13 @@ func run(c config) error {
 			logf("main job failed: %s", m.Error)
 		}
 	}
+	if on("acp") {
+		a, err := acpChild(ctx, c)
+		if err != nil {
+			return err
+		}
+		r.ACP = &a
+	}
 	r.Seconds = time.Since(began).Seconds()
 	r.Goals = goals(r)
 	zeroNonFinite(reflect.ValueOf(&r))
@@ -260,6 +272,22 @@ func mainJob(ctx context.Context, c config, dir string) bench.MainJobResult {
 		m.Error = err.Error()
 	}
 	return m
+}
+
+// acpChild measures ACP children on the example agent, or records why it
+// was skipped: a machine without the agent still gets the rest of the
+// run.
+func acpChild(ctx context.Context, c config) (bench.ACPResult, error) {
+	agent := c.acpAgent
+	if agent == "" {
+		agent = bench.FindExampleAgent()
+	}
+	if agent == "" {
+		logf("ACP child: skipped, the example agent is not installed (%s)", bench.ExampleAgentInstall)
+		return bench.ACPResult{Skipped: "the ACP Go SDK's example agent is not installed: " + bench.ExampleAgentInstall}, nil
+	}
+	logf("ACP child: %d children of %s", c.acpSamples, agent)
+	return bench.ACPChild(ctx, agent, nil, nil, bench.ExamplePrompt, c.acpSamples)
 }
 
 type named struct {

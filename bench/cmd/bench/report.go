@@ -23,6 +23,7 @@ type Results struct {
 	ModelCall  *bench.ModelCallResult  `json:"modelCall,omitempty"`
 	MainJob    *bench.MainJobResult    `json:"mainJob,omitempty"`
 	Latencies  *bench.Latencies        `json:"latencies,omitempty"`
+	ACP        *bench.ACPResult        `json:"acp,omitempty"`
 	Goals      []Goal                  `json:"goals"`
 }
 
@@ -348,6 +349,20 @@ func markdown(r Results) string {
 			{"the same, beside a blocked listener", l.EventBlocked},
 		} {
 			w("| %s | %d | %.1f | %.1f | %.1f |\n", row.name, row.d.Samples, row.d.P50, row.d.P99, row.d.Max)
+		}
+	}
+	if a := r.ACP; a != nil {
+		w("\n## ACP child\n\nThe ACP Go SDK's example agent (`%s`, scripted, no model) as a child through the Service on the acp provider, one at a time, start→result→dispose: Start until the run is published (the process launched in its own group, initialize, session/new, the descriptor stored); the agent's turn until its answer to session/prompt (its own scripted pauses, about 5 s); exit, from that answer until the result settles (the process ended on the shutdown ladder: stdin closed, its exit awaited, reaped); and Dispose of the settled run.\n\n", bench.ExampleAgentInstall)
+		if a.Skipped != "" {
+			w("Skipped: %s.\n", a.Skipped)
+		} else {
+			w("| what | samples | p50 | p99 | max |\n|---|---|---|---|---|\n")
+			for _, row := range []struct {
+				name string
+				d    bench.Distribution
+			}{{"start", a.Start}, {"turn (the agent's)", a.Turn}, {"exit", a.Exit}, {"dispose", a.Dispose}, {"start→result→dispose", a.Total}} {
+				w("| %s | %d | %.2f ms | %.2f ms | %.2f ms |\n", row.name, row.d.Samples, row.d.P50/1e3, row.d.P99/1e3, row.d.Max/1e3)
+			}
 		}
 	}
 	return b.String()

@@ -123,3 +123,25 @@ func TestReportShowsTheFiguresAndVerdicts(t *testing.T) {
 		}
 	}
 }
+
+// The ACP child shows its figures, in milliseconds, or why it was skipped;
+// it has no goal of its own.
+func TestReportShowsTheACPChildOrWhyItWasSkipped(t *testing.T) {
+	r := figures()
+	r.ACP = &bench.ACPResult{Agent: "agent", Samples: 2, Start: bench.Distribution{Samples: 2, P50: 4200, P99: 5100, Max: 5100},
+		Turn: bench.Distribution{Samples: 2, P50: 5_250_000}, Dispose: bench.Distribution{Samples: 2, P50: 1500}, Total: bench.Distribution{Samples: 2}}
+	r.Goals = goals(r)
+	if len(r.Goals) != len(allGoals) {
+		t.Fatalf("%d goals, want %d", len(r.Goals), len(allGoals))
+	}
+	md := markdown(r)
+	for _, want := range []string{"## ACP child", "| start | 2 | 4.20 ms | 5.10 ms | 5.10 ms |", "| turn (the agent's) | 2 | 5250.00 ms |", "| dispose | 2 | 1.50 ms |"} {
+		if !strings.Contains(md, want) {
+			t.Errorf("report lacks %q", want)
+		}
+	}
+	r.ACP = &bench.ACPResult{Skipped: "the ACP Go SDK's example agent is not installed: " + bench.ExampleAgentInstall}
+	if md := markdown(r); !strings.Contains(md, "Skipped: the ACP Go SDK's example agent is not installed: go install github.com/coder/acp-go-sdk/example/agent@v0.13.0.") {
+		t.Errorf("report lacks the skip note:\n%s", md[strings.Index(md, "## ACP child"):])
+	}
+}

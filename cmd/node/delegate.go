@@ -1,0 +1,275 @@
+package main
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"log/slog"
+	"os"
+	"path/filepath"
+	"strings"
+	"sync"
+
+	"github.com/google/uuid"
+
+	"github.com/subactor/subactor/actors"
+	"github.com/subactor/subactor/actors/registry"
+	"github.com/subactor/subactor/agent"
+	"github.com/subactor/subactor/model/scripted"
+	"github.com/subactor/subactor/persistence"
+	"github.com/subactor/subactor/subagent"
+)
+
+// errNoPrompt is delegate without a prompt.
+var errNoPrompt = errors.New("no prompt: give the child's task after the flags")
+
+// delegateOptions are the flags and arguments of delegate.
+type delegateOptions struct {
+	config   string
+	provider string
+	dir      string
+	data     string
+	json     bool
+	quiet    bool
+	prompt   string
+}
+
+func delegateFlags(o *delegateOptions) *flag.FlagSet {
+	fs := flag.NewFlagSet(prog+" delegate", flag.ContinueOnError)
+	configFlag(fs, &o.config, "required")
+	fs.StringVar(&o.provider, "provider", "", "the agent server to delegate to, a `NAME` in the -config file (may be left out when it names one only)")
+	fs.StringVar(&o.dir, "dir", ".", "the `DIR` the child works in, unless its server's entry gives \"dir\"")
+	dataFlag(fs, &o.data)
+	fs.BoolVar(&o.json, "json", false, "print one JSON object per line: the session, every child event, then the result")
+	fs.BoolVar(&o.quiet, "quiet", false, "print the session id and the output only, no progress (with -json: the session and result lines)")
+	return fs
+}
+
+// parseDelegate parses the flags of delegate; when ok is false the command
+// ends with code (0 after -h).
+func parseDelegate(args []string, stderr io.Writer) (o delegateOptions, code int, ok bool) {
+	fs := delegateFlags(&o)
+	fs.SetOutput(stderr)
+	fs.Usage = func() { usage(stderr) }
+	if err := fs.Parse(args); err != nil {
+		if errors.Is(err, flag.ErrHelp) {
+			return o, exitOK, false
+		}
+		return o, exitUsage, false
+	}
+	o.prompt = strings.TrimSpace(strings.Join(fs.Args(), " "))
+	var msg string
+	switch {
+	case o.config == "":
+		msg = `-config FILE is required: it names the agent servers, {"agent_servers": {"NAME": {"command": ...}}}`
+	case o.prompt == "":
+		msg = errNoPrompt.Error()
+	case o.dir == "":
+		msg = "-dir needs a directory"
+	}
+	if msg != "" {
+		fmt.Fprintf(stderr, "%s delegate: %s\n", prog, msg)
+		return o, exitUsage, false
+	}
+	return o, exitOK, true
+}
+
+// delegateCommand runs the delegate subcommand: the parent's session id,
+// the child's progress, a blank line and its output on stdout (with
+// -json, one JSON object per line), errors and the stop reason of a child
+// that did not complete on stderr. It exits 0 only when the child
+// completed.
+func delegateCommand(ctx context.Context, args []string, stdout, stderr io.Writer) int {
+	o, code, ok := parseDelegate(args, stderr)
+	if !ok {
+		return code
+	}
+	fail := func(err error) int {
+		fmt.Fprintf(stderr, "%s delegate: %v\n", prog, err)
+		return exitCode(err)
+	}
+	servers, err := loadAgentServers(o.config)
+	if err != nil {
+		return fail(err)
+	}
+	name, err := servers.pick(o.provider)
+	if err != nil {
+		return fail(err)
+	}
+	dir := servers.cfgs[name].Dir
+	if dir == "" {
+		// Checked before the data directory is touched, as run does.
+		if dir, err = enterableDir(o.dir); err != nil {
+			return fail(err)
+		}
+	}
+	if w := shadowWarning(); w != "" {
+		fmt.Fprintf(stderr, "%s delegate: %s\n", prog, w)
+	}
+	out, err := delegateOnce(ctx, o, servers, name, dir, stdout, newReporter(o.quiet, o.json, stdout), stderr)
+	if err != nil {
+		return fail(err)
+	}
+	res := out.res
+	answer := subagent.TextOf(res.Output)
+	if o.json {
+		r := jsonResult{Type: typeResult, SessionID: out.session, StopReason: string(res.StopReason), Detail: res.Detail, Answer: answer, Usage: res.Usage}
+		if err := newEncoder(stdout).Encode(r); err != nil {
+			return fail(err)
+		}
+	} else {
+		if res.Usage != nil && !o.quiet {
+			fmt.Fprintln(stdout, usageLine(*res.Usage))
+		}
+		// The output comes whatever the stop reason: a refusal's or an
+		// aborted turn's words are worth reading too.
+		if answer != "" || res.StopReason == subagent.Completed {
+			if !o.quiet {
+				fmt.Fprintln(stdout)
+			}
+			fmt.Fprintln(stdout, answer)
+		}
+	}
+	if res.StopReason != subagent.Completed {
+		fmt.Fprintf(stderr, "%s delegate: the child ended %s: %s\n", prog, res.StopReason, res.Detail)
+		return exitFailed
+	}
+	return exitOK
+}
+
+// enterableDir returns dir's absolute path, or an error naming dir if it
+// is no directory.
+func enterableDir(dir string) (string, error) {
+	abs, err := filepath.Abs(dir)
+	if err == nil {
+		var info os.FileInfo
+		if info, err = os.Stat(abs); err == nil && !info.IsDir() {
+			err = errors.New("not a directory")
+		}
+	}
+	if err != nil {
+		return "", fmt.Errorf("cannot use directory %q: %w", dir, err)
+	}
+	return abs, nil
+}
+
+// kindDelegate marks the log-only record a delegate command's parent
+// session starts with: what it delegated, so that the session can be
+// listed with its prompt.
+const kindDelegate = "node/delegate"
+
+// delegated is the data of a kindDelegate record.
+type delegated struct {
+	Provider string `json:"provider"`
+	Dir      string `json:"dir"`
+	Prompt   string `json:"prompt"`
+}
+
+// delegateOnce runs one child on server name through a Service: its
+// parent is a top-level agent made for it, with a session of its own in
+// the data directory (so that `sessions` lists it with its child, whose
+// session keeps the agent's session id), and it works in dir unless the
+// server's entry gives one. It writes "session <id>" (a node/session
+// record with -json) to out once the parent exists, the child's events to
+// rep and warnings to logs, and returns the child's result, whatever its
+// stop reason, or an error when no child could be started. The parent's
+// log ends with an agent/stop record of that result. Everything it starts
+// is closed before it returns.
+func delegateOnce(ctx context.Context, o delegateOptions, servers agentServers, name, dir string, out io.Writer, rep reporter, logs io.Writer) (outcome, error) {
+	data, err := dataDir(o.data)
+	if err != nil {
+		return outcome{}, err
+	}
+	store, closeStore, err := openStore(data, true)
+	if err != nil {
+		return outcome{}, err
+	}
+	defer closeStore()
+
+	sys := actors.NewSystem(actors.WithLogger(slog.New(slog.NewTextHandler(logs, &slog.HandlerOptions{Level: slog.LevelWarn}))))
+	defer sys.Shutdown()
+	svc := registry.New(sys)
+	defer svc.Close()
+	provider, err := servers.provider(name, sys, store, dir)
+	if err != nil {
+		return outcome{}, err
+	}
+	release, err := svc.RegisterProvider(provider)
+	if err != nil {
+		return outcome{}, err
+	}
+	defer release()
+
+	rec, err := json.Marshal(delegated{Provider: name, Dir: dir, Prompt: o.prompt})
+	if err != nil {
+		return outcome{}, err
+	}
+	// The parent never runs a turn of its own: its model is a stand-in.
+	parent, err := agent.New(ctx, agent.Config{
+		Store:   store,
+		Model:   scripted.New(),
+		Header:  subagent.SessionHeader{SessionID: uuid.NewString()},
+		LogOnly: []persistence.Record{{Kind: kindDelegate, Data: rec}},
+	})
+	if err != nil {
+		return outcome{}, err
+	}
+	closeParent := sync.OnceFunc(parent.Close)
+	defer closeParent()
+	if o.json {
+		err = newEncoder(out).Encode(jsonEvent{Type: typeSession, SessionID: parent.SessionID()})
+	} else {
+		_, err = fmt.Fprintf(out, "session %s\n", parent.SessionID())
+	}
+	if err != nil {
+		return outcome{}, err
+	}
+	defer rep.close()
+	events := svc.ListenParent(parent.SessionID(), rep.event)
+	defer events.Release()
+
+	res, runErr := runChild(ctx, svc, name, parent, o.prompt)
+	// The run has ended and been disposed: flushing prints its end line
+	// before the output, also after a cancel.
+	if err := events.Flush(context.WithoutCancel(ctx)); err != nil {
+		return outcome{}, err
+	}
+	closeParent()
+	stop := agent.Stop{StopReason: res.StopReason, Detail: res.Detail, Usage: res.Usage}
+	if runErr != nil {
+		stop = agent.Stop{StopReason: subagent.Error, Detail: runErr.Error()}
+	}
+	stopData, err := json.Marshal(stop)
+	if err == nil {
+		err = store.Append(context.WithoutCancel(ctx), parent.SessionID(), persistence.Record{Kind: agent.KindStop, Data: stopData})
+	}
+	if runErr != nil {
+		return outcome{}, runErr
+	}
+	if err != nil {
+		return outcome{}, fmt.Errorf("the child ended %s, but its parent's stop record was not stored: %w", res.StopReason, err)
+	}
+	return outcome{session: parent.SessionID(), res: res}, nil
+}
+
+// runChild starts the child, waits for its result and disposes it. ctx
+// is the run's cancellation (SIGINT): once cancelled the run settles
+// aborted on its own, within the provider's bounded waits, so the result
+// is awaited without it.
+func runChild(ctx context.Context, svc *registry.Service, name string, parent subagent.Agent, prompt string) (subagent.Result, error) {
+	run, err := svc.Start(ctx, name, subagent.StartRequest{
+		Parent: parent,
+		Prompt: []subagent.ContentBlock{subagent.Text(prompt)},
+	})
+	if err != nil {
+		return subagent.Result{}, err
+	}
+	res, err := run.Wait(context.WithoutCancel(ctx))
+	if derr := run.Dispose(context.WithoutCancel(ctx)); err == nil {
+		err = derr
+	}
+	return res, err
+}

@@ -1,0 +1,101 @@
+package main
+
+// The fake ACP agent of the node's tests: the test binary re-executed with
+// envFakeAgent set (TestMain runs it instead of the tests). It answers
+// every prompt at once, so that the delegate command's own behaviour is
+// tested in milliseconds; the real agents' tests are in agents_test.go.
+//
+// A prompt starting with "refuse" is refused, one starting with "wait"
+// blocks until the turn is cancelled; any other is echoed as
+// "echo: <prompt>" after a plan and a read tool call.
+
+import (
+	"context"
+	"fmt"
+	"os"
+	"strings"
+	"sync"
+
+	sdk "github.com/coder/acp-go-sdk"
+)
+
+// envFakeAgent makes the test binary the fake agent.
+const envFakeAgent = "NODETEST_FAKE_ACP_AGENT"
+
+// runFakeAgent is the fake agent's main: it serves ACP on stdio until its
+// input ends.
+func runFakeAgent() int {
+	a := &fakeAgent{}
+	a.conn = sdk.NewAgentSideConnection(a, &lockedStdout{}, os.Stdin)
+	<-a.conn.Done()
+	return 0
+}
+
+// lockedStdout keeps the SDK's messages whole lines.
+type lockedStdout struct{ mu sync.Mutex }
+
+func (l *lockedStdout) Write(b []byte) (int, error) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return os.Stdout.Write(b)
+}
+
+type fakeAgent struct{ conn *sdk.AgentSideConnection }
+
+func (a *fakeAgent) Initialize(context.Context, sdk.InitializeRequest) (sdk.InitializeResponse, error) {
+	return sdk.InitializeResponse{ProtocolVersion: sdk.ProtocolVersionNumber}, nil
+}
+
+func (a *fakeAgent) NewSession(context.Context, sdk.NewSessionRequest) (sdk.NewSessionResponse, error) {
+	return sdk.NewSessionResponse{SessionId: sdk.SessionId(fmt.Sprintf("fake-%d", os.Getpid()))}, nil
+}
+
+func (a *fakeAgent) Authenticate(context.Context, sdk.AuthenticateRequest) (sdk.AuthenticateResponse, error) {
+	return sdk.AuthenticateResponse{}, nil
+}
+func (a *fakeAgent) Cancel(context.Context, sdk.CancelNotification) error { return nil }
+func (a *fakeAgent) CloseSession(context.Context, sdk.CloseSessionRequest) (sdk.CloseSessionResponse, error) {
+	return sdk.CloseSessionResponse{}, nil
+}
+func (a *fakeAgent) ListSessions(context.Context, sdk.ListSessionsRequest) (sdk.ListSessionsResponse, error) {
+	return sdk.ListSessionsResponse{}, nil
+}
+func (a *fakeAgent) ResumeSession(context.Context, sdk.ResumeSessionRequest) (sdk.ResumeSessionResponse, error) {
+	return sdk.ResumeSessionResponse{}, nil
+}
+func (a *fakeAgent) SetSessionConfigOption(context.Context, sdk.SetSessionConfigOptionRequest) (sdk.SetSessionConfigOptionResponse, error) {
+	return sdk.SetSessionConfigOptionResponse{}, nil
+}
+func (a *fakeAgent) SetSessionMode(context.Context, sdk.SetSessionModeRequest) (sdk.SetSessionModeResponse, error) {
+	return sdk.SetSessionModeResponse{}, nil
+}
+
+// Prompt answers one turn; ctx ends on session/cancel.
+func (a *fakeAgent) Prompt(ctx context.Context, p sdk.PromptRequest) (sdk.PromptResponse, error) {
+	var text strings.Builder
+	for _, b := range p.Prompt {
+		if b.Text != nil {
+			text.WriteString(b.Text.Text)
+		}
+	}
+	prompt := text.String()
+	// Not the turn's ctx: a cancelled turn still reports.
+	update := func(u sdk.SessionUpdate) {
+		_ = a.conn.SessionUpdate(context.Background(), sdk.SessionNotification{SessionId: p.SessionId, Update: u})
+	}
+	switch {
+	case strings.HasPrefix(prompt, "refuse"):
+		update(sdk.UpdateAgentMessageText("I will not do that."))
+		return sdk.PromptResponse{StopReason: sdk.StopReasonRefusal}, nil
+	case strings.HasPrefix(prompt, "wait"):
+		update(sdk.UpdateAgentMessageText("waiting"))
+		<-ctx.Done()
+		return sdk.PromptResponse{StopReason: sdk.StopReasonCancelled}, nil
+	}
+	update(sdk.UpdatePlan(sdk.PlanEntry{Content: "Echo the prompt", Status: sdk.PlanEntryStatusInProgress, Priority: sdk.PlanEntryPriorityHigh}))
+	update(sdk.StartToolCall("read-1", "Reading the prompt", sdk.WithStartKind(sdk.ToolKindRead)))
+	update(sdk.UpdateToolCall("read-1", sdk.WithUpdateStatus(sdk.ToolCallStatusCompleted)))
+	update(sdk.UpdateAgentMessageText("echo: "))
+	update(sdk.UpdateAgentMessageText(prompt))
+	return sdk.PromptResponse{StopReason: sdk.StopReasonEndTurn}, nil
+}
