@@ -3,6 +3,7 @@ package acp
 import (
 	"cmp"
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"log/slog"
@@ -19,6 +20,7 @@ import (
 	"github.com/google/uuid"
 
 	"github.com/subactor/subactor/actors/run"
+	"github.com/subactor/subactor/agent"
 	"github.com/subactor/subactor/persistence"
 	"github.com/subactor/subactor/subagent"
 )
@@ -284,7 +286,23 @@ func (c *child) body(ctx context.Context, _ *run.Gate) (subagent.Result, error) 
 		// Nobody reads this result: Start disposes the run.
 		return subagent.Stopped(subagent.Error, err.Error()), nil
 	}
-	return c.turn(ctx), nil
+	res := c.turn(ctx)
+	c.recordStop(ctx, res)
+	return res, nil
+}
+
+// recordStop appends how the turn stopped to the child's session, when
+// there is one, as the agent loop does for in-process children
+// (agent.KindStop), so that listings show the child's state. It is
+// informational: a failure leaves the result as it is.
+func (c *child) recordStop(ctx context.Context, res subagent.Result) {
+	if c.p.cfg.Store == nil || c.storeSession == "" {
+		return
+	}
+	data, err := json.Marshal(agent.Stop{StopReason: res.StopReason, Detail: res.Detail, Usage: res.Usage})
+	if err == nil {
+		_ = c.p.cfg.Store.Append(context.WithoutCancel(ctx), c.storeSession, persistence.Record{Kind: agent.KindStop, Data: data})
+	}
 }
 
 // setup launches the agent and opens (or loads) its session, within

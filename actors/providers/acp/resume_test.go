@@ -9,6 +9,7 @@ import (
 
 	"github.com/subactor/subactor/actors/providers/acp"
 	"github.com/subactor/subactor/actors/registry"
+	"github.com/subactor/subactor/agent"
 	"github.com/subactor/subactor/internal/await"
 	"github.com/subactor/subactor/persistence"
 	"github.com/subactor/subactor/subagent"
@@ -32,8 +33,11 @@ func TestP3_DescriptorKeepsTheAgentSession(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if h.ParentSessionID != top.SessionID() || h.DelegationDepth != 1 || len(recs) != 1 {
-		t.Fatalf("header %+v, %d records", h, len(recs))
+	// The descriptor first; how the turn stopped last (agent.KindStop).
+	var stop agent.Stop
+	if h.ParentSessionID != top.SessionID() || h.DelegationDepth != 1 || len(recs) != 2 ||
+		recs[1].Kind != agent.KindStop || json.Unmarshal(recs[1].Data, &stop) != nil || stop.StopReason != subagent.Completed {
+		t.Fatalf("header %+v, records %+v", h, recs)
 	}
 	d, err := persistence.FoldDescriptor(recs)
 	if err != nil {
