@@ -5,7 +5,6 @@ import (
 	"bytes"
 	"encoding/json"
 	"fmt"
-	"go/build"
 	"io"
 	"os"
 	"os/exec"
@@ -18,6 +17,7 @@ import (
 
 	"go.uber.org/goleak"
 
+	"github.com/subactor/subactor/actors/providers/acp/acptest"
 	"github.com/subactor/subactor/internal/await"
 	"github.com/subactor/subactor/internal/leaktest"
 	"github.com/subactor/subactor/model/openaitest"
@@ -57,31 +57,6 @@ func fakeServer(t *testing.T) string {
 // fakeConfig is a -config file whose one server, "fake", is the fake agent.
 func fakeConfig(t *testing.T) string {
 	return writeConfig(t, `{"agent_servers": {"fake": `+fakeServer(t)+`}}`)
-}
-
-const exampleAgentInstall = "go install github.com/coder/acp-go-sdk/example/agent@v0.13.0"
-
-// exampleAgent locates the ACP Go SDK's example agent (installed by
-// .ci/run). Locally a missing one skips the test; in CI (CI=true) it fails
-// it.
-func exampleAgent(t *testing.T) string {
-	t.Helper()
-	if p := filepath.Join(build.Default.GOPATH, "bin", "agent"); isFile(p) {
-		return p
-	}
-	if p, err := exec.LookPath("agent"); err == nil {
-		return p
-	}
-	if os.Getenv("CI") == "true" {
-		t.Fatalf("the ACP example agent is not installed: %s", exampleAgentInstall)
-	}
-	t.Skipf("the ACP example agent is not installed (%s)", exampleAgentInstall)
-	return ""
-}
-
-func isFile(p string) bool {
-	info, err := os.Stat(p)
-	return err == nil && info.Mode().IsRegular()
 }
 
 // Progress lines of an ACP child: its tool calls, plan and permission
@@ -401,7 +376,7 @@ func TestN1_RunBadConfigExitsTwo(t *testing.T) {
 // as progress, its output is printed, exit 0.
 func TestP3_DelegateExampleAgentEndToEnd(t *testing.T) {
 	t.Parallel()
-	agent := exampleAgent(t)
+	agent := acptest.ExampleAgent(t)
 	config := writeConfig(t, fmt.Sprintf(`{"agent_servers": {"example": {"command": %q}}}`, agent))
 	began := time.Now()
 	stdout, stderr, code := node(t, t.TempDir(), "delegate", "-config", config, "-provider", "example", "Please improve the project")

@@ -17,6 +17,8 @@ import (
 	"sync"
 
 	sdk "github.com/coder/acp-go-sdk"
+
+	"github.com/subactor/subactor/actors/providers/acp/acptest"
 )
 
 // envFakeAgent makes the test binary the fake agent.
@@ -40,7 +42,10 @@ func (l *lockedStdout) Write(b []byte) (int, error) {
 	return os.Stdout.Write(b)
 }
 
-type fakeAgent struct{ conn *sdk.AgentSideConnection }
+type fakeAgent struct {
+	acptest.Unscripted
+	conn *sdk.AgentSideConnection
+}
 
 func (a *fakeAgent) Initialize(context.Context, sdk.InitializeRequest) (sdk.InitializeResponse, error) {
 	return sdk.InitializeResponse{ProtocolVersion: sdk.ProtocolVersionNumber}, nil
@@ -48,26 +53,6 @@ func (a *fakeAgent) Initialize(context.Context, sdk.InitializeRequest) (sdk.Init
 
 func (a *fakeAgent) NewSession(context.Context, sdk.NewSessionRequest) (sdk.NewSessionResponse, error) {
 	return sdk.NewSessionResponse{SessionId: sdk.SessionId(fmt.Sprintf("fake-%d", os.Getpid()))}, nil
-}
-
-func (a *fakeAgent) Authenticate(context.Context, sdk.AuthenticateRequest) (sdk.AuthenticateResponse, error) {
-	return sdk.AuthenticateResponse{}, nil
-}
-func (a *fakeAgent) Cancel(context.Context, sdk.CancelNotification) error { return nil }
-func (a *fakeAgent) CloseSession(context.Context, sdk.CloseSessionRequest) (sdk.CloseSessionResponse, error) {
-	return sdk.CloseSessionResponse{}, nil
-}
-func (a *fakeAgent) ListSessions(context.Context, sdk.ListSessionsRequest) (sdk.ListSessionsResponse, error) {
-	return sdk.ListSessionsResponse{}, nil
-}
-func (a *fakeAgent) ResumeSession(context.Context, sdk.ResumeSessionRequest) (sdk.ResumeSessionResponse, error) {
-	return sdk.ResumeSessionResponse{}, nil
-}
-func (a *fakeAgent) SetSessionConfigOption(context.Context, sdk.SetSessionConfigOptionRequest) (sdk.SetSessionConfigOptionResponse, error) {
-	return sdk.SetSessionConfigOptionResponse{}, nil
-}
-func (a *fakeAgent) SetSessionMode(context.Context, sdk.SetSessionModeRequest) (sdk.SetSessionModeResponse, error) {
-	return sdk.SetSessionModeResponse{}, nil
 }
 
 // Prompt answers one turn; ctx ends on session/cancel.

@@ -7,46 +7,19 @@ package acp_test
 
 import (
 	"context"
-	"go/build"
-	"os"
-	"os/exec"
-	"path/filepath"
 	"strings"
 	"testing"
 	"time"
 
 	"github.com/subactor/subactor/actors/providers/acp"
+	"github.com/subactor/subactor/actors/providers/acp/acptest"
 	"github.com/subactor/subactor/internal/await"
 	"github.com/subactor/subactor/subagent"
 )
 
-const exampleAgentInstall = "go install github.com/coder/acp-go-sdk/example/agent@v0.13.0"
-
-// exampleAgent locates the example agent. Locally a missing one skips the
-// test; in CI (CI=true) it fails it.
-func exampleAgent(t *testing.T) string {
-	t.Helper()
-	if p := filepath.Join(build.Default.GOPATH, "bin", "agent"); fileExists(p) {
-		return p
-	}
-	if p, err := exec.LookPath("agent"); err == nil {
-		return p
-	}
-	if os.Getenv("CI") == "true" {
-		t.Fatalf("the ACP example agent is not installed: %s", exampleAgentInstall)
-	}
-	t.Skipf("the ACP example agent is not installed (%s)", exampleAgentInstall)
-	return ""
-}
-
-func fileExists(p string) bool {
-	info, err := os.Stat(p)
-	return err == nil && !info.IsDir()
-}
-
 func exampleConfig(t *testing.T) acp.Config {
 	return acp.Config{
-		System: newSystem(t), Command: exampleAgent(t), Dir: t.TempDir(),
+		System: newSystem(t), Command: acptest.ExampleAgent(t), Dir: t.TempDir(),
 		CancelWait: 2 * time.Second, StopWait: 2 * time.Second,
 	}
 }

@@ -24,6 +24,7 @@ import (
 	sdk "github.com/coder/acp-go-sdk"
 
 	"github.com/subactor/subactor/actors/providers/acp"
+	"github.com/subactor/subactor/actors/providers/acp/acptest"
 )
 
 // Environment of the fake agent.
@@ -107,6 +108,7 @@ func (l *lockedWriter) Write(b []byte) (int, error) {
 }
 
 type fakeAgent struct {
+	acptest.Unscripted
 	mode   string
 	out    *lockedWriter
 	conn   *sdk.AgentSideConnection
@@ -144,26 +146,6 @@ func (a *fakeAgent) LoadSession(_ context.Context, p sdk.LoadSessionRequest) (sd
 		_ = a.conn.SessionUpdate(context.Background(), sdk.SessionNotification{SessionId: p.SessionId, Update: u})
 	}
 	return sdk.LoadSessionResponse{}, nil
-}
-
-func (a *fakeAgent) Authenticate(context.Context, sdk.AuthenticateRequest) (sdk.AuthenticateResponse, error) {
-	return sdk.AuthenticateResponse{}, nil
-}
-func (a *fakeAgent) Cancel(context.Context, sdk.CancelNotification) error { return nil }
-func (a *fakeAgent) CloseSession(context.Context, sdk.CloseSessionRequest) (sdk.CloseSessionResponse, error) {
-	return sdk.CloseSessionResponse{}, nil
-}
-func (a *fakeAgent) ListSessions(context.Context, sdk.ListSessionsRequest) (sdk.ListSessionsResponse, error) {
-	return sdk.ListSessionsResponse{}, nil
-}
-func (a *fakeAgent) ResumeSession(context.Context, sdk.ResumeSessionRequest) (sdk.ResumeSessionResponse, error) {
-	return sdk.ResumeSessionResponse{}, nil
-}
-func (a *fakeAgent) SetSessionConfigOption(context.Context, sdk.SetSessionConfigOptionRequest) (sdk.SetSessionConfigOptionResponse, error) {
-	return sdk.SetSessionConfigOptionResponse{}, nil
-}
-func (a *fakeAgent) SetSessionMode(context.Context, sdk.SetSessionModeRequest) (sdk.SetSessionModeResponse, error) {
-	return sdk.SetSessionModeResponse{}, nil
 }
 
 // Prompt runs the prompt's text as a script. ctx ends on session/cancel.
