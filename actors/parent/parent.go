@@ -6,9 +6,8 @@
 // sink whose progress comes here while someone listens (announced by
 // Expect), held until the Service sends Published once Start succeeded
 // (or Discarded when it failed); only then it attaches the observer that
-// sends Settled,
-// so by mailbox order a run's events are start, progress, end, even for a
-// child that had already settled.
+// sends Settled, so by mailbox order a run's events are start, progress,
+// end, even for a child that had already settled.
 //
 // Listener code never runs here: events are queued to each listener's own
 // goroutine (package fanout). A panic while handling a message is
@@ -19,8 +18,13 @@
 // retirement needs none left; Service.Close stops every parent) stops its
 // runs, which cancels their children.
 //
+// It also routes follow-ups to the parent's continuable children (S8): a
+// Route is answered with the child's live activation, or reserves the
+// child for the asker to start one; follow-ups arriving meanwhile wait
+// for it, so one child never has two activations.
+//
 // A parent actor with nothing left to do (no run expected, live or alive,
-// no listener) tells the registry, which retires it unless it has handed
+// no routed child, no listener) tells the registry, which retires it unless it has handed
 // out a reference the actor has not used yet; a later start or
 // subscription for the same agent gets a fresh one.
 package parent
