@@ -65,6 +65,8 @@ type Manager struct {
 	closed chan struct{}
 	once   sync.Once
 	waits  atomic.Uint64 // names Collect's waits
+	// settling counts the settle observers still to record their task.
+	settling sync.WaitGroup
 }
 
 // New starts a manager on sys; store may be nil.
@@ -93,7 +95,9 @@ func (m *Manager) Start(ctx context.Context, parentSessionID, provider string, s
 	if _, err := m.call(ctx, &add{To: reply.New(), task: t, run: run}); err != nil {
 		return Task{}, errors.Join(err, run.Dispose(context.WithoutCancel(ctx)))
 	}
+	m.settling.Add(1)
 	run.OnSettled(func(res subagent.Result, err error) {
+		defer m.settling.Done()
 		done := settled{id: t.ID, result: res}
 		if err != nil {
 			done.err = err.Error()
@@ -172,7 +176,8 @@ func (m *Manager) List(ctx context.Context, parentSessionID string) ([]Task, err
 }
 
 // Close kills every running task, waits until their runs are disposed and
-// stops the manager. Idempotent.
+// every task is recorded (a killed one as killed), and stops the manager.
+// Idempotent.
 func (m *Manager) Close(ctx context.Context) error {
 	var err error
 	m.once.Do(func() {
@@ -181,6 +186,15 @@ func (m *Manager) Close(ctx context.Context) error {
 			for _, run := range runs.([]subagent.Run) {
 				err = errors.Join(err, run.Dispose(ctx))
 			}
+		}
+		// Every settle observer records its task before the actor goes,
+		// so a task killed here is stored as killed.
+		recorded := make(chan struct{})
+		go func() { m.settling.Wait(); close(recorded) }()
+		select {
+		case <-recorded:
+		case <-ctx.Done():
+			err = errors.Join(err, ctx.Err())
 		}
 		_ = m.sys.Root.PoisonFuture(m.pid).Wait()
 		close(m.closed)

@@ -144,3 +144,20 @@ func TestT3_AnotherParentsTaskIsNotThere(t *testing.T) {
 		t.Fatalf("the owner's task %+v", got)
 	}
 }
+
+// Contract T3: closing the manager kills its running tasks and records
+// them as killed before it stops.
+func TestT3_CloseKillsAndRecordsRunningTasks(t *testing.T) {
+	e := newEnv(t)
+	task := e.start(t, "forever")
+	if err := e.mgr.Close(await.Ctx(t)); err != nil {
+		t.Fatal(err)
+	}
+	rec, err := e.store.GetTask(await.Ctx(t), task.ID)
+	if err != nil || rec.State != string(tasks.Killed) {
+		t.Fatalf("task record after Close: %+v, %v", rec, err)
+	}
+	if _, err := e.mgr.Get(await.Ctx(t), "parent", task.ID); !errors.Is(err, tasks.ErrClosed) {
+		t.Fatalf("Get after Close: %v", err)
+	}
+}
