@@ -440,6 +440,16 @@ func (c *child) startError(step string, err error, ctx context.Context) error {
 	if bad := c.frames.failure(); bad != nil {
 		err = bad
 	}
+	// A write that failed (a broken pipe, say) usually means the agent is
+	// exiting: give its exit a moment to show, so the error says how it
+	// ended rather than only what the write saw.
+	t := time.NewTimer(exitGrace)
+	select {
+	case <-c.proc.exited:
+	case <-c.conn.Done():
+	case <-t.C:
+	}
+	t.Stop()
 	exit, stderr := c.ending()
 	return &StartError{Step: step, Err: err, Exit: exit, Stderr: stderr}
 }
