@@ -96,8 +96,11 @@ type Agent struct {
 	life  context.Context
 	close context.CancelCauseFunc
 	// cancelRun cancels the Run in progress, and usage sums its model
-	// calls and what its tools report (children's usage); under mu.
+	// calls and what its tools report (children's usage); onClose are
+	// what OnClose registered; all under mu.
 	cancelRun context.CancelCauseFunc
+	onClose   map[uint64]context.CancelCauseFunc
+	nextClose uint64
 	usage     *subagent.Usage
 
 	mu   sync.Mutex
@@ -231,6 +234,31 @@ func (a *Agent) Close() {
 	defer a.mu.Unlock()
 	if a.cancelRun != nil {
 		a.cancelRun(ErrClosed)
+	}
+	for _, cancel := range a.onClose {
+		cancel(ErrClosed)
+	}
+	a.onClose = nil
+}
+
+// OnClose implements subagent.Closable.
+func (a *Agent) OnClose(cancel context.CancelCauseFunc) (stop func()) {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	if a.life.Err() != nil {
+		cancel(ErrClosed)
+		return func() {}
+	}
+	if a.onClose == nil {
+		a.onClose = map[uint64]context.CancelCauseFunc{}
+	}
+	id := a.nextClose
+	a.nextClose++
+	a.onClose[id] = cancel
+	return func() {
+		a.mu.Lock()
+		defer a.mu.Unlock()
+		delete(a.onClose, id)
 	}
 }
 

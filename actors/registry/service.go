@@ -369,7 +369,7 @@ func bindToParent(ctx context.Context, p subagent.Agent) (_ context.Context, unb
 		return ctx, nil, nil // the parent's own loop: ctx ends when it closes
 	}
 	ctx, cancel := context.WithCancelCause(ctx)
-	stop := context.AfterFunc(c.Lifetime(), func() { cancel(subagent.ParentClosed(p)) })
+	stop := c.OnClose(cancel)
 	return ctx, func() { stop(); cancel(context.Canceled) }, nil
 }
 
