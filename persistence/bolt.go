@@ -17,6 +17,7 @@ import (
 	"time"
 
 	bolt "go.etcd.io/bbolt"
+	berrors "go.etcd.io/bbolt/errors"
 
 	"github.com/subactor/subactor/subagent"
 )
@@ -206,9 +207,9 @@ func openBolt(path string, openFile func(string, int, os.FileMode) (*os.File, er
 		_ = db.Close()
 	}
 	switch {
-	case errors.Is(err, bolt.ErrTimeout):
+	case errors.Is(err, berrors.ErrTimeout):
 		err = fmt.Errorf("file is locked by another store (in this or another process): %w", err)
-	case errors.Is(err, bolt.ErrInvalid), errors.Is(err, bolt.ErrVersionMismatch), errors.Is(err, bolt.ErrChecksum):
+	case errors.Is(err, berrors.ErrInvalid), errors.Is(err, berrors.ErrVersionMismatch), errors.Is(err, berrors.ErrChecksum):
 		err = fmt.Errorf("not a bbolt database, or a damaged one: %w", err)
 	}
 	return nil, fmt.Errorf("persistence: open bolt store %q: %w", path, err)

@@ -17,6 +17,7 @@ import (
 	"time"
 
 	bolt "go.etcd.io/bbolt"
+	berrors "go.etcd.io/bbolt/errors"
 
 	"github.com/subactor/subactor/internal/await"
 	"github.com/subactor/subactor/persistence"
@@ -633,7 +634,7 @@ func TestBoltOpenErrors(t *testing.T) {
 			_ = second.Close()
 			t.Fatal("a second OpenBolt of a held file succeeded")
 		}
-		if !errors.Is(err, bolt.ErrTimeout) || !strings.Contains(err.Error(), "locked") {
+		if !errors.Is(err, berrors.ErrTimeout) || !strings.Contains(err.Error(), "locked") {
 			t.Fatalf("second OpenBolt: got %v, want a locked-file error", err)
 		}
 		// The holder is unaffected.

@@ -63,18 +63,16 @@ func steersArriving(t *testing.T) <-chan struct{} {
 
 func parkedBody(took chan<- struct{}) Body {
 	return func(ctx context.Context, g *Gate) (subagent.Result, error) {
-		for {
-			steers, err := g.Take(ctx)
-			if err != nil {
-				return subagent.Stopped(subagent.Aborted, err.Error()), nil
-			}
-			took <- struct{}{}
-			if len(steers) > 0 {
-				return subagent.Result{Output: steers[len(steers)-1], StopReason: subagent.Completed}, nil
-			}
-			<-ctx.Done()
-			return subagent.Stopped(subagent.Aborted, "cancelled"), nil
+		steers, err := g.Take(ctx)
+		if err != nil {
+			return subagent.Stopped(subagent.Aborted, err.Error()), nil
 		}
+		took <- struct{}{}
+		if len(steers) > 0 {
+			return subagent.Result{Output: steers[len(steers)-1], StopReason: subagent.Completed}, nil
+		}
+		<-ctx.Done()
+		return subagent.Stopped(subagent.Aborted, "cancelled"), nil
 	}
 }
 

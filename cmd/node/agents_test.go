@@ -478,7 +478,7 @@ func TestP3_NpmAgentStartsFromANodeBuiltUnderAnotherName(t *testing.T) {
 	if code != 0 || stderr != "" || !strings.HasSuffix(stdout, "\n\nHello from the model.\n") {
 		t.Fatalf("built as subactor: exit %d, stdout %q, stderr %q", code, stdout, stderr)
 	}
-	stdout, stderr, code = run(subactor, goBin, "help")
+	stdout, _, code = run(subactor, goBin, "help")
 	if code != 0 || !strings.HasPrefix(stdout, "usage: subactor <command>") || !strings.Contains(stdout, "flags of delegate:") {
 		t.Fatalf("help: exit %d, stdout %q", code, stdout)
 	}

@@ -6,7 +6,7 @@ import (
 	"os"
 	"path/filepath"
 
-	bolt "go.etcd.io/bbolt"
+	berrors "go.etcd.io/bbolt/errors"
 
 	"github.com/subactor/subactor/persistence"
 )
@@ -90,7 +90,7 @@ func openStore(dir string, create bool) (persistence.Store, func() error, error)
 	}
 	b, err := persistence.OpenBolt(path)
 	switch {
-	case errors.Is(err, bolt.ErrTimeout):
+	case errors.Is(err, berrors.ErrTimeout):
 		// OpenBolt waited about a second for the lock: the other holder
 		// is not an exiting process but a live one.
 		return nil, nil, &dataDirError{Dir: dir, Err: fmt.Errorf("%w (%s is locked; wait for it to end or give another -data): %w", errDataDirLocked, storeFile, err)}
