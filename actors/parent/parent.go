@@ -119,15 +119,7 @@ type route struct {
 // progress nobody would receive.
 func Props(log *slog.Logger, parentID string, listening *atomic.Int32) *actor.Props {
 	return inline.Props(func() actor.Actor {
-		return &parentActor{
-			id:        parentID,
-			log:       log,
-			listening: listening,
-			live:      map[string]*Published{},
-			held:      map[string][]subagent.RunProgress{},
-			runs:      map[string]bool{},
-			routes:    map[string]*route{},
-		}
+		return &parentActor{id: parentID, log: log, listening: listening, live: map[string]*Published{}}
 	})
 }
 
@@ -137,9 +129,9 @@ type parentActor struct {
 	listening *atomic.Int32
 	listeners fanout.Fanout
 	live      map[string]*Published             // started, not yet ended
-	held      map[string][]subagent.RunProgress // expected runs' progress before Published
-	runs      map[string]bool                   // run actors alive under this one, by PID id
-	routes    map[string]*route                 // continuable children with an activation live or starting
+	held      map[string][]subagent.RunProgress // expected runs' progress before Published; made on first use
+	runs      int                               // run actors alive under this one (its only children)
+	routes    map[string]*route                 // continuable children with an activation live or starting; made on first use
 	uses      int64
 }
 
@@ -175,18 +167,20 @@ func (a *parentActor) receive(c actor.Context, msg any) {
 		a.listeners.Add(m.Sub)
 		a.listening.Store(int32(a.listeners.Len()))
 	case *SpawnRun:
-		pid := c.SpawnPrefix(m.Props, "run-")
-		a.runs[pid.Id] = true
-		m.Answer(pid)
+		a.runs++
+		m.Answer(c.SpawnPrefix(m.Props, "run-"))
 	case *actor.Terminated:
-		if a.runs[m.Who.Id] {
-			delete(a.runs, m.Who.Id)
-			a.idle(c)
-		}
+		// Only run actors are spawned here, and protoactor tells a parent
+		// of each child's end once.
+		a.runs--
+		a.idle(c)
 	case *Route:
 		a.uses++
 		switch r := a.routes[m.ChildID]; {
 		case r == nil:
+			if a.routes == nil {
+				a.routes = map[string]*route{}
+			}
 			a.routes[m.ChildID] = &route{}
 			m.Answer(Routed{})
 		case r.run != nil:
@@ -217,6 +211,9 @@ func (a *parentActor) receive(c actor.Context, msg any) {
 			r.waiters = r.waiters[1:]
 		}
 	case *Expect:
+		if a.held == nil {
+			a.held = map[string][]subagent.RunProgress{}
+		}
 		a.held[m.RunID] = nil
 	case *Published:
 		a.uses++
@@ -267,7 +264,7 @@ func (a *parentActor) end(s *Settled) {
 
 // idle offers the registry to retire this actor once nothing is left.
 func (a *parentActor) idle(c actor.Context) {
-	if len(a.live) == 0 && len(a.held) == 0 && len(a.runs) == 0 && len(a.routes) == 0 && a.listeners.Len() == 0 {
+	if len(a.live) == 0 && len(a.held) == 0 && a.runs == 0 && len(a.routes) == 0 && a.listeners.Len() == 0 {
 		c.Send(c.Parent(), &Idle{ParentID: a.id, Uses: a.uses, PID: c.Self()})
 	}
 }

@@ -89,7 +89,7 @@ type registryActor struct {
 // handed out.
 type parentRef struct {
 	pid       *actor.PID
-	listening *atomic.Int32 // kept by the parent actor: its listener count
+	listening atomic.Int32 // kept by the parent actor: its listener count
 	refs      int64
 	idleAt    *list.Element // in idle, or nil while in use
 }
@@ -182,8 +182,8 @@ func (a *registryActor) receive(c actor.Context, msg any) {
 func (a *registryActor) parent(c actor.Context, id string) *parentRef {
 	p, ok := a.parents[id]
 	if !ok {
-		p = &parentRef{listening: new(atomic.Int32)}
-		p.pid = c.Spawn(parent.Props(a.log, id, p.listening))
+		p = &parentRef{}
+		p.pid = c.Spawn(parent.Props(a.log, id, &p.listening))
 		a.parents[id] = p
 	}
 	if p.idleAt != nil {

@@ -321,7 +321,7 @@ func (s *Service) open(ctx context.Context, name string, req subagent.StartReque
 	req.Scope = subagent.Scope{
 		RunID:    runID,
 		Parent:   subagent.ParentRef{SessionID: parentID, Depth: subagent.DelegationDepthOf(req.Parent)},
-		Events:   &sink{s: s, owner: owner, listening: ref.listening},
+		Events:   &sink{s: s, owner: owner, listening: &ref.listening},
 		Restarts: s.opts.RunRestarts,
 	}
 	var run subagent.Run
