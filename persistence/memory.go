@@ -30,7 +30,10 @@ type memLog struct {
 	// below it after a Compact, but never at it.
 	last uint64
 	// entries is replaced, never changed in place, once a reader may hold
-	// it: Append only adds past its length and Compact builds a new one.
+	// it: Append only adds past its length and Compact builds a new one,
+	// so LoadFrom reads the slice it took under the lock without it. The
+	// data of the records one call stored shares one allocation (see
+	// copyRecords), never the caller's memory.
 	entries []Entry
 }
 
@@ -60,7 +63,8 @@ func (m *Memory) CreateWith(ctx context.Context, h subagent.SessionHeader, recs 
 	if err := ValidateHeader(h); err != nil {
 		return 0, err
 	}
-	copied, err := copyRecords(recs)
+	var buf [stackEntries]Entry
+	copied, err := copyRecords(buf[:0], recs)
 	if err != nil {
 		return 0, err
 	}
@@ -81,7 +85,8 @@ func (m *Memory) Append(ctx context.Context, sessionID string, recs ...Record) e
 	if err := ctx.Err(); err != nil {
 		return err
 	}
-	copied, err := copyRecords(recs)
+	var buf [stackEntries]Entry
+	copied, err := copyRecords(buf[:0], recs)
 	if err != nil {
 		return err
 	}
@@ -100,7 +105,8 @@ func (m *Memory) AppendAt(ctx context.Context, sessionID string, expect uint64, 
 	if err := ctx.Err(); err != nil {
 		return 0, err
 	}
-	copied, err := copyRecords(recs)
+	var buf [stackEntries]Entry
+	copied, err := copyRecords(buf[:0], recs)
 	if err != nil {
 		return 0, err
 	}
@@ -119,35 +125,50 @@ func (m *Memory) AppendAt(ctx context.Context, sessionID string, expect uint64, 
 
 // Load implements Store.
 func (m *Memory) Load(ctx context.Context, sessionID string) (subagent.SessionHeader, []Record, error) {
-	return records(m.LoadFrom(ctx, sessionID, 0))
+	h, stored, err := m.snapshot(ctx, sessionID)
+	if err != nil {
+		return subagent.SessionHeader{}, nil, err
+	}
+	recs := make([]Record, len(stored))
+	slab := make([]byte, 0, dataSize(stored))
+	for i, e := range stored {
+		recs[i] = Record{Kind: e.Kind, Data: carve(&slab, e.Data)}
+	}
+	return h, recs, nil
 }
 
 // LoadFrom implements Store.
 func (m *Memory) LoadFrom(ctx context.Context, sessionID string, after uint64) (subagent.SessionHeader, []Entry, error) {
+	h, stored, err := m.snapshot(ctx, sessionID)
+	if err != nil {
+		return subagent.SessionHeader{}, nil, err
+	}
+	if stored == nil {
+		return h, nil, nil
+	}
+	stored = stored[sort.Search(len(stored), func(i int) bool { return stored[i].Seq > after }):]
+	entries := make([]Entry, len(stored))
+	slab := make([]byte, 0, dataSize(stored))
+	for i, e := range stored {
+		entries[i] = Entry{Seq: e.Seq, Record: Record{Kind: e.Kind, Data: carve(&slab, e.Data)}}
+	}
+	return h, entries, nil
+}
+
+// snapshot returns a session's header and its stored entries, which the
+// caller may read without the lock (stored entries are never changed in
+// place) but must copy before it hands them out.
+func (m *Memory) snapshot(ctx context.Context, sessionID string) (subagent.SessionHeader, []Entry, error) {
 	if err := ctx.Err(); err != nil {
 		return subagent.SessionHeader{}, nil, err
 	}
 	m.mu.Lock()
+	defer m.mu.Unlock()
 	l, err := m.log(sessionID)
-	var (
-		h       subagent.SessionHeader
-		entries []Entry
-	)
-	if err == nil {
-		h = l.header
-		// Stored entries are never changed, so copying the slice is a
-		// consistent snapshot; the deep copy can run unlocked.
-		from := sort.Search(len(l.entries), func(i int) bool { return l.entries[i].Seq > after })
-		entries = slices.Clone(l.entries[from:])
-	}
-	m.mu.Unlock()
 	if err != nil {
 		return subagent.SessionHeader{}, nil, err
 	}
-	for i, e := range entries {
-		entries[i].Record = cloneRecord(e.Record)
-	}
-	return h, entries, nil
+	return l.header, l.entries, nil
 }
 
 // Header implements Store.
@@ -207,7 +228,6 @@ func (m *Memory) Compact(ctx context.Context, sessionID string, upTo uint64, sum
 	if err := ValidateRecord(summary); err != nil {
 		return err
 	}
-	summary = cloneRecord(summary)
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	l, err := m.log(sessionID)
@@ -228,6 +248,14 @@ func (m *Memory) Compact(ctx context.Context, sessionID string, upTo uint64, sum
 		if e.Seq > upTo || IsLogOnly(e.Kind) {
 			kept = append(kept, e)
 		}
+	}
+	// A kept record may share its allocation with removed ones stored by
+	// the same call (an agent appends its messages and a log-only record
+	// together); copying what is kept into a new one lets the removed
+	// data go once no reader holds the old slice.
+	slab := make([]byte, 0, dataSize(kept))
+	for i := range kept {
+		kept[i].Data = carve(&slab, kept[i].Data)
 	}
 	l.entries = kept
 	return nil
@@ -322,29 +350,75 @@ func (m *Memory) log(sessionID string) (*memLog, error) {
 	return l, nil
 }
 
-// add numbers recs on from l.last and appends them.
-func (l *memLog) add(recs []Record) {
-	for _, r := range recs {
-		l.last++
-		l.entries = append(l.entries, Entry{Seq: l.last, Record: r})
+// stackEntries is how many records a call copies without allocating the
+// slice it gathers them in; an agent appends a turn's few records at once.
+const stackEntries = 8
+
+// minEntries is the capacity a log's first records get, so that a short
+// log does not grow its slice record by record (1, 2, 4, ...).
+const minEntries = 8
+
+// add numbers entries on from l.last and appends them. It only adds past
+// the length of l.entries, which readers may hold (see memLog.entries).
+func (l *memLog) add(entries []Entry) {
+	if len(entries) == 0 {
+		return
 	}
+	for i := range entries {
+		l.last++
+		entries[i].Seq = l.last
+	}
+	if cap(l.entries) == 0 {
+		l.entries = make([]Entry, 0, max(minEntries, len(entries)))
+	}
+	l.entries = append(l.entries, entries...)
 }
 
-// copyRecords validates recs and copies them, so that the caller may reuse
-// its slices; it runs before any lock is taken.
-func copyRecords(recs []Record) ([]Record, error) {
-	copied := make([]Record, len(recs))
-	for i, r := range recs {
-		if err := ValidateRecord(r); err != nil {
+// copyRecords validates recs and copies them, as entries without sequence
+// numbers, into dst's spare capacity or a new slice, so that the caller
+// may reuse its slices; it runs before any lock is taken. The data of all
+// recs goes into one allocation, and it is the copy that is validated, so
+// what is stored is what passed.
+func copyRecords(dst []Entry, recs []Record) ([]Entry, error) {
+	if len(recs) == 0 {
+		return nil, nil
+	}
+	if cap(dst)-len(dst) < len(recs) {
+		dst = make([]Entry, 0, len(recs))
+	}
+	size := 0
+	for _, r := range recs {
+		size += len(r.Data)
+	}
+	slab := make([]byte, 0, size)
+	for _, r := range recs {
+		c := Record{Kind: r.Kind, Data: carve(&slab, r.Data)}
+		if err := ValidateRecord(c); err != nil {
 			return nil, err
 		}
-		copied[i] = cloneRecord(r)
+		dst = append(dst, Entry{Record: c})
 	}
-	return copied, nil
+	return dst, nil
 }
 
-func cloneRecord(r Record) Record {
-	return Record{Kind: r.Kind, Data: bytes.Clone(r.Data)}
+// dataSize is the length of all entries' data together.
+func dataSize(entries []Entry) int {
+	n := 0
+	for _, e := range entries {
+		n += len(e.Data)
+	}
+	return n
+}
+
+// carve appends data to *slab and returns the copy, with its capacity
+// cut to its length so that appending to it can never write into the
+// next record's data. Sized from the same data, *slab does not grow.
+func carve(slab *[]byte, data []byte) []byte {
+	s := *slab
+	from := len(s)
+	s = append(s, data...)
+	*slab = s
+	return s[from:len(s):len(s)]
 }
 
 // cloneTask copies t's result and keeps its time in UTC without a
