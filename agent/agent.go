@@ -91,17 +91,32 @@ type Agent struct {
 	onStep       func(Step)
 
 	running atomic.Bool
-	// life ends, with cause ErrClosed, when the agent is closed: its loop
-	// stops, and the seam refuses to start (or keep) its children.
-	life  context.Context
-	close context.CancelCauseFunc
-	// cancelRun cancels the Run in progress, and usage sums its model
-	// calls and what its tools report (children's usage); onClose are
-	// what OnClose registered; all under mu.
+	// closed is set when the agent is closed: its loop stops, and the seam
+	// refuses to start (or keep) its children.
+	closed atomic.Bool
+	// life is made on first use (Lifetime) and ends, with cause ErrClosed,
+	// when the agent is closed; under lifeMu.
+	lifeMu sync.Mutex
+	life   context.Context
+	close  context.CancelCauseFunc
+	// cancelRun cancels the Run in progress, and usage (runUsage while a
+	// Run is in progress) sums its model calls and what its tools report
+	// (children's usage); onClose are what OnClose registered; all under
+	// mu.
 	cancelRun context.CancelCauseFunc
 	onClose   map[uint64]context.CancelCauseFunc
 	nextClose uint64
 	usage     *subagent.Usage
+	runUsage  subagent.Usage
+
+	// The loop's own, used only by the goroutine of the Run in progress:
+	// onText is the Request.OnText of every step, telling OnStep of step
+	// textStep; offerSpecs and offers are what the last request offered
+	// (see request).
+	onText     func(string)
+	textStep   int
+	offerSpecs []ToolSpec
+	offers     []offer
 
 	mu   sync.Mutex
 	msgs []Message
@@ -145,7 +160,6 @@ func New(ctx context.Context, cfg Config) (*Agent, error) {
 		parallel:     cmp.Or(cfg.MaxParallelTools, DefaultMaxParallelTools),
 		onStep:       cfg.OnStep,
 	}
-	a.life, a.close = context.WithCancelCause(context.Background())
 	seen := make(map[string]bool)
 	for i, t := range cfg.Tools {
 		if t == nil {
@@ -157,6 +171,9 @@ func New(ctx context.Context, cfg Config) (*Agent, error) {
 		}
 		seen[name] = true
 		if cfg.ToolFilter.Apply(name) {
+			if a.tools == nil {
+				a.tools = make([]Tool, 0, len(cfg.Tools)-i)
+			}
 			a.tools = append(a.tools, t)
 		}
 	}
@@ -173,23 +190,37 @@ func New(ctx context.Context, cfg Config) (*Agent, error) {
 		}
 		return a, nil
 	}
-	recs := slices.Clone(cfg.LogOnly)
-	seed := make([]Message, len(cfg.Seed))
-	for i, m := range cfg.Seed {
-		rec, stored, err := encode(m)
-		if err != nil {
-			return nil, &ConfigError{Field: fmt.Sprintf("Seed[%d]", i), Reason: err.Error()}
+	if err := a.create(ctx, cfg.LogOnly, cfg.Seed); err != nil {
+		return nil, err
+	}
+	return a, nil
+}
+
+// create creates the session with the log-only records and the seed.
+func (a *Agent) create(ctx context.Context, logOnly []persistence.Record, seed []Message) error {
+	if len(seed) == 0 {
+		// The store copies what it is given (persistence.Store).
+		if _, err := a.store.CreateWith(ctx, a.header, logOnly...); err != nil {
+			return fmt.Errorf("agent: create session: %w", err)
 		}
-		recs, seed[i] = append(recs, rec), stored
+		return nil
 	}
-	if _, err := cfg.Store.CreateWith(ctx, cfg.Header, recs...); err != nil {
-		return nil, fmt.Errorf("agent: create session: %w", err)
+	b := getBatch()
+	defer b.release()
+	for i, m := range seed {
+		if err := b.add(m, ownNothing); err != nil {
+			return &ConfigError{Field: fmt.Sprintf("Seed[%d]", i), Reason: err.Error()}
+		}
 	}
-	for _, m := range seed {
+	recs := append(slices.Clone(logOnly), b.records()...)
+	if _, err := a.store.CreateWith(ctx, a.header, recs...); err != nil {
+		return fmt.Errorf("agent: create session: %w", err)
+	}
+	for _, m := range b.stored {
 		a.msgs = append(a.msgs, m)
 		a.settle()
 	}
-	return a, nil
+	return nil
 }
 
 func cloneOptions(o subagent.AgentOptions) subagent.AgentOptions {
@@ -229,7 +260,12 @@ func (a *Agent) load(ctx context.Context) error {
 // ErrClosed), later Runs stop at once, and the Service starts no child for
 // it and cancels the children it has. Idempotent; the session stays.
 func (a *Agent) Close() {
-	a.close(ErrClosed)
+	a.closed.Store(true)
+	a.lifeMu.Lock()
+	if a.close != nil {
+		a.close(ErrClosed)
+	}
+	a.lifeMu.Unlock()
 	a.mu.Lock()
 	defer a.mu.Unlock()
 	if a.cancelRun != nil {
@@ -245,7 +281,7 @@ func (a *Agent) Close() {
 func (a *Agent) OnClose(cancel context.CancelCauseFunc) (stop func()) {
 	a.mu.Lock()
 	defer a.mu.Unlock()
-	if a.life.Err() != nil {
+	if a.closed.Load() {
 		cancel(ErrClosed)
 		return func() {}
 	}
@@ -274,7 +310,25 @@ func (a *Agent) AddUsage(u subagent.Usage) {
 }
 
 // Lifetime implements subagent.Closable: it ends when the agent closes.
-func (a *Agent) Lifetime() context.Context { return a.life }
+func (a *Agent) Lifetime() context.Context {
+	a.lifeMu.Lock()
+	defer a.lifeMu.Unlock()
+	if a.life == nil {
+		// Made on first use: most agents (children) are never asked.
+		a.life, a.close = context.WithCancelCause(context.Background())
+		if a.closed.Load() {
+			a.close(ErrClosed)
+		}
+	}
+	return a.life
+}
+
+// closedResult is how a Run of a closed agent settles.
+func closedResult() subagent.Result {
+	res := subagent.Stopped(subagent.Aborted, ErrClosed.Error())
+	res.Cause = ErrClosed
+	return res
+}
 
 // ID is the session id.
 func (a *Agent) ID() string { return a.header.SessionID }

@@ -12,7 +12,6 @@ import (
 	"unicode/utf8"
 
 	"github.com/subactor/subactor/internal/schema"
-	"github.com/subactor/subactor/persistence"
 	"github.com/subactor/subactor/subagent"
 )
 
@@ -34,12 +33,12 @@ func (a *Agent) Run(ctx context.Context, prompt []subagent.ContentBlock, steer S
 	ctx, cancel := context.WithCancelCause(ctx)
 	defer cancel(nil)
 	a.mu.Lock()
-	if a.life.Err() != nil {
+	if a.closed.Load() {
 		a.mu.Unlock()
-		return aborted(a.life)
+		return closedResult()
 	}
-	usage := &subagent.Usage{}
-	a.cancelRun, a.usage = cancel, usage
+	a.runUsage = subagent.Usage{}
+	a.cancelRun, a.usage = cancel, &a.runUsage
 	a.mu.Unlock()
 	defer func() {
 		a.mu.Lock()
@@ -79,39 +78,38 @@ type Stop struct {
 	Usage      *subagent.Usage     `json:"usage,omitempty"`
 }
 
-// stopRecord is the KindStop record of res.
-func stopRecord(res subagent.Result) persistence.Record {
-	data, _ := json.Marshal(Stop{StopReason: res.StopReason, Detail: res.Detail, Usage: res.Usage}) // plain fields always marshal
-	return persistence.Record{Kind: KindStop, Data: data}
-}
-
 // recordStop appends how an activation that ended without a final turn
 // stopped, also after a cancel (a final turn carries it in its own
 // append). It is informational: a failure is the store's to report on the
-// next append, and the result already says how the run ended.
+// next append, and the result already says how the run ended. Not inlined:
+// its locals in Run's frame would sit under every call of the loop, and a
+// parked child's stack is most of what it costs (issue 11).
+//
+//go:noinline
 func (a *Agent) recordStop(ctx context.Context, res subagent.Result) {
-	_ = a.store.Append(context.WithoutCancel(ctx), a.header.SessionID, stopRecord(res))
+	_ = a.commit(context.WithoutCancel(ctx), &res, ownNothing)
 }
 
 // run is Run's loop; recorded says whether the result's KindStop record
-// went out with the final turn.
+// went out with the final turn. What a step does before and after its
+// model call is in generate and turn: their locals are not on the stack
+// while the model works (a parked child's stack is most of what it costs,
+// issue 11).
 func (a *Agent) run(ctx context.Context, prompt []subagent.ContentBlock, steer SteerSource) (res subagent.Result, recorded bool) {
-	first := a.interrupted()
-	if len(prompt) > 0 {
-		first = append(first, Message{Role: User, Content: prompt})
-	} else if a.empty() {
-		return subagent.Stopped(subagent.Error, "agent: nothing to continue: the session has no turns and the prompt is empty"), false
-	}
-	if err := a.commit(ctx, nil, first...); err != nil {
-		return a.storeFailed(ctx, err), false
+	if res, ok := a.begin(ctx, prompt); !ok {
+		return res, false
 	}
 	corrected := false // an answer that missed the output schema was sent back once
-	step := 0
-	var onText func(string) // one per Run: the model calls it on this goroutine, during step
+	// The model calls onText on this goroutine, during the step: one per
+	// agent, reading the step from it.
+	var onText func(string)
 	if a.onStep != nil {
-		onText = func(delta string) { a.notify(step, subagent.TextDelta, delta, false, nil) }
+		if a.onText == nil {
+			a.onText = func(delta string) { a.notify(a.textStep, subagent.TextDelta, delta, false, nil) }
+		}
+		onText = a.onText
 	}
-	for step = 1; ; step++ {
+	for step := 1; ; step++ {
 		if ctx.Err() != nil {
 			return aborted(ctx), false
 		}
@@ -125,10 +123,8 @@ func (a *Agent) run(ctx context.Context, prompt []subagent.ContentBlock, steer S
 				return res, false
 			}
 		}
-		req, offered := a.request()
-		req.OnText = onText
-		a.notify(step, subagent.ModelCallStarted, "", false, nil)
-		resp, err := a.model.Generate(ctx, req)
+		var resp Response
+		offered, err := a.generate(ctx, step, onText, &resp)
 		if err != nil {
 			a.notify(step, subagent.ModelCallFinished, err.Error(), true, nil)
 			if ctx.Err() != nil {
@@ -136,50 +132,109 @@ func (a *Agent) run(ctx context.Context, prompt []subagent.ContentBlock, steer S
 			}
 			return subagent.Stopped(subagent.Error, "agent: model: "+err.Error()), false
 		}
-		callUsage := resp.Usage
-		a.notify(step, subagent.ModelCallFinished, "", false, &callUsage)
-		a.AddUsage(resp.Usage)
-
-		msg := resp.Message
-		msg.Role = Assistant
-		malformed := sanitizeArgs(&msg)
-		var end *subagent.Result // set when this turn ends the run
-		switch {
-		case resp.StopReason != "" && resp.StopReason != subagent.Completed:
-			// Max-tokens, refusal or a reason a model adds: the turn is over.
-			end = &subagent.Result{Output: slices.Clone(msg.Content), StopReason: resp.StopReason}
-		case len(msg.ToolCalls) == 0:
-			final, invalid := a.final(step, msg)
-			if invalid != nil && !corrected {
-				// One corrective turn: the model sees why its answer
-				// missed the schema and answers again.
-				corrected = true
-				fix := Message{Role: User, Content: []subagent.ContentBlock{subagent.Text(
-					"Your final answer does not match the required JSON schema: " + invalid.Error() +
-						". Answer again with only a JSON value that matches it.")}}
-				if err := a.commit(ctx, nil, msg, fix); err != nil {
-					return a.storeFailed(ctx, err), false
-				}
-				continue
-			}
-			end = &final
-		}
-		if end != nil {
-			// The final turn and how the run stopped share one append.
-			end.Usage = a.usageSoFar()
-			if err := a.commit(ctx, []persistence.Record{stopRecord(*end)}, msg); err != nil {
-				return a.storeFailed(ctx, err), false
-			}
-			return *end, true
-		}
-		if err := a.commit(ctx, nil, msg); err != nil {
-			return a.storeFailed(ctx, err), false
-		}
-		results := a.callTools(ctx, step, msg.ToolCalls, offered, malformed)
-		if err := a.commit(ctx, nil, results...); err != nil {
-			return a.storeFailed(ctx, err), false
+		if res, recorded, done := a.turn(ctx, step, &resp, offered, &corrected); done {
+			return res, recorded
 		}
 	}
+}
+
+// begin appends the results of the calls an earlier run left without
+// (see interrupted) and prompt as a user turn; ok is false when the run
+// must end with res at once.
+func (a *Agent) begin(ctx context.Context, prompt []subagent.ContentBlock) (res subagent.Result, ok bool) {
+	first := a.interrupted()
+	var err error
+	switch {
+	case len(prompt) > 0 && len(first) == 0:
+		err = a.commit(ctx, nil, ownNothing, Message{Role: User, Content: prompt})
+	case len(prompt) > 0:
+		// The interrupted calls' results are the loop's own, the prompt
+		// the caller's.
+		err = a.commit(ctx, nil, ownNothing, append(first, Message{Role: User, Content: prompt})...)
+	case a.empty():
+		return subagent.Stopped(subagent.Error, "agent: nothing to continue: the session has no turns and the prompt is empty"), false
+	default:
+		err = a.commit(ctx, nil, ownContent, first...)
+	}
+	if err != nil {
+		return a.storeFailed(ctx, err), false
+	}
+	return subagent.Result{}, true
+}
+
+// generate asks the model for the turn of step, into resp, and returns the
+// tools its request offered.
+func (a *Agent) generate(ctx context.Context, step int, onText func(string), resp *Response) (offered []offer, err error) {
+	req, offered := a.request()
+	req.OnText = onText
+	a.textStep = step
+	a.notify(step, subagent.ModelCallStarted, "", false, nil)
+	*resp, err = a.model.Generate(ctx, req)
+	return offered, err
+}
+
+// turn takes the model's turn of step: it commits it and runs its tool
+// calls, or settles the run. done says whether the run ends, with res,
+// recorded as for run.
+func (a *Agent) turn(ctx context.Context, step int, resp *Response, offered []offer, corrected *bool) (res subagent.Result, recorded, done bool) {
+	if a.onStep != nil {
+		callUsage := resp.Usage // a copy per notification: OnStep may keep it
+		a.notify(step, subagent.ModelCallFinished, "", false, &callUsage)
+	}
+	a.AddUsage(resp.Usage)
+
+	msg := resp.Message
+	msg.Role = Assistant
+	malformed := sanitizeArgs(&msg)
+	var end *subagent.Result // set when this turn ends the run
+	switch {
+	case resp.StopReason != "" && resp.StopReason != subagent.Completed:
+		// Max-tokens, refusal or a reason a model adds: the turn is over.
+		end = &subagent.Result{Output: splitContent(&msg), StopReason: resp.StopReason}
+	case len(msg.ToolCalls) == 0:
+		final, invalid := a.final(step, msg)
+		if invalid != nil && !*corrected {
+			// One corrective turn: the model sees why its answer
+			// missed the schema and answers again.
+			*corrected = true
+			fix := Message{Role: User, Content: []subagent.ContentBlock{subagent.Text(
+				"Your final answer does not match the required JSON schema: " + invalid.Error() +
+					". Answer again with only a JSON value that matches it.")}}
+			if err := a.commit(ctx, nil, ownNothing, msg, fix); err != nil {
+				return a.storeFailed(ctx, err), false, true
+			}
+			return subagent.Result{}, false, false
+		}
+		final.Output = splitContent(&msg)
+		end = &final
+	}
+	if end != nil {
+		// The final turn and how the run stopped share one append.
+		end.Usage = a.usageSoFar()
+		if err := a.commit(ctx, end, ownCalls|ownContent, msg); err != nil {
+			return a.storeFailed(ctx, err), false, true
+		}
+		return *end, true, true
+	}
+	// The tool calls are sanitizeArgs' copy: the history keeps them.
+	if err := a.commit(ctx, nil, ownCalls, msg); err != nil {
+		return a.storeFailed(ctx, err), false, true
+	}
+	if err := a.runTools(ctx, step, msg.ToolCalls, offered, malformed); err != nil {
+		return a.storeFailed(ctx, err), false, true
+	}
+	return subagent.Result{}, false, false
+}
+
+// runTools runs a turn's tool calls and commits their results.
+func (a *Agent) runTools(ctx context.Context, step int, calls []ToolCall, offered []offer, malformed []bool) error {
+	b := getBatch() // its turns hold the results until they are committed
+	defer b.release()
+	results := slices.Grow(b.stored[:0], len(calls))[:len(calls)]
+	b.stored = results
+	a.callTools(ctx, step, calls, offered, malformed, results)
+	// The results are the loop's own: the history keeps their content.
+	return a.commit(ctx, nil, ownContent, results...)
 }
 
 // admit takes the pending steer messages and appends them as user turns,
@@ -197,7 +252,7 @@ func (a *Agent) admit(ctx context.Context, step int, steer SteerSource) (res sub
 	for i, m := range taken {
 		msgs[i] = Message{Role: User, Content: m}
 	}
-	if err := a.commit(ctx, nil, msgs...); err != nil {
+	if err := a.commit(ctx, nil, ownNothing, msgs...); err != nil {
 		return a.storeFailed(ctx, err), false
 	}
 	for _, m := range taken {
@@ -250,7 +305,10 @@ func (a *Agent) interrupted() []Message {
 	if last.Role != Assistant {
 		return nil
 	}
-	var out []Message
+	if len(last.ToolCalls) == 0 {
+		return nil
+	}
+	out := make([]Message, 0, len(last.ToolCalls)+1) // room for a prompt
 	for _, c := range last.ToolCalls {
 		out = append(out, errorResult(c.ID, "tool call "+c.Name+" was interrupted before it finished"))
 	}
@@ -264,51 +322,62 @@ func (a *Agent) empty() bool {
 	return len(a.msgs) == 0
 }
 
-// commit persists msgs, followed by log-only records (how the run
-// stopped), in one append, then makes msgs part of the history. The
-// history holds what the store decodes, never the caller's memory, so a
-// resumed session sees exactly the turns a live one did.
-func (a *Agent) commit(ctx context.Context, logOnly []persistence.Record, msgs ...Message) error {
-	if len(msgs) == 0 && len(logOnly) == 0 {
+// ownership says which parts of the messages given to commit the loop made
+// itself and shares with no one: the history keeps those as they are
+// instead of a copy.
+type ownership uint8
+
+const (
+	ownNothing ownership = 0
+	ownContent ownership = 1 // Content
+	ownCalls   ownership = 2 // ToolCalls with their arguments
+)
+
+// commit persists msgs, followed by the KindStop record of stop when it is
+// not nil (how the run stopped), in one append, then makes msgs part of
+// the history. The history holds what the store decodes, never the
+// caller's memory, so a resumed session sees exactly the turns a live one
+// did.
+func (a *Agent) commit(ctx context.Context, stop *subagent.Result, own ownership, msgs ...Message) error {
+	if len(msgs) == 0 && stop == nil {
 		return nil
 	}
-	recs := make([]persistence.Record, len(msgs), len(msgs)+len(logOnly))
-	stored := make([]Message, len(msgs))
-	for i, m := range msgs {
-		var err error
-		if recs[i], stored[i], err = encode(m); err != nil {
+	b := getBatch()
+	defer b.release()
+	for _, m := range msgs {
+		if err := b.add(m, own); err != nil {
 			return err
 		}
 	}
-	recs = append(recs, logOnly...)
-	if err := a.store.Append(ctx, a.header.SessionID, recs...); err != nil {
+	if stop != nil {
+		b.addStop(*stop)
+	}
+	if err := a.store.Append(ctx, a.header.SessionID, b.records()...); err != nil {
 		return err
 	}
 	a.mu.Lock()
 	defer a.mu.Unlock()
-	for _, m := range stored {
+	if n := len(b.stored); n > 0 {
+		// An assistant turn with tool calls is followed by their results
+		// and the next turn: room for them too.
+		if last := b.stored[n-1]; stop == nil && last.Role == Assistant && len(last.ToolCalls) > 0 {
+			n += len(last.ToolCalls) + 1
+		}
+		a.msgs = slices.Grow(a.msgs, n)
+	}
+	for _, m := range b.stored {
 		a.msgs = append(a.msgs, m)
 		a.settle()
 	}
 	return nil
 }
 
-// encode returns m's log record and m as the history keeps it: as decoding
-// the record yields it.
-func encode(m Message) (persistence.Record, Message, error) {
-	data, err := json.Marshal(m)
-	if err != nil {
-		return persistence.Record{}, Message{}, err
-	}
-	stored, err := decoded(m, data)
-	return persistence.Record{Kind: persistence.KindMessage, Data: data}, stored, err
-}
-
 // decoded returns m as decoding data, its JSON, yields it. When every string
-// of m is valid UTF-8 that is a deep copy with empty slices as nil, made
-// without paying for a decode; otherwise JSON replaced the invalid bytes and
-// only decoding tells how.
-func decoded(m Message, data []byte) (Message, error) {
+// of m is valid UTF-8 that is m with empty slices as nil, deeply copied
+// but for the parts own says the loop owns, made without paying for a
+// decode; otherwise JSON replaced the invalid bytes and only decoding tells
+// how.
+func decoded(m Message, data []byte, own ownership) (Message, error) {
 	valid := utf8.ValidString(string(m.Role)) && utf8.ValidString(m.ToolCallID)
 	for _, c := range m.Content {
 		valid = valid && utf8.ValidString(c.Type) && utf8.ValidString(c.Text)
@@ -321,13 +390,16 @@ func decoded(m Message, data []byte) (Message, error) {
 		err := json.Unmarshal(data, &out)
 		return out, err
 	}
-	m.Content = slices.Clone(m.Content)
-	if len(m.Content) == 0 {
+	switch {
+	case len(m.Content) == 0:
 		m.Content = nil
+	case own&ownContent == 0:
+		m.Content = slices.Clone(m.Content)
 	}
-	if len(m.ToolCalls) == 0 {
+	switch {
+	case len(m.ToolCalls) == 0:
 		m.ToolCalls = nil
-	} else {
+	case own&ownCalls == 0:
 		m.ToolCalls = slices.Clone(m.ToolCalls)
 		for i := range m.ToolCalls {
 			m.ToolCalls[i].Args = bytes.Clone(m.ToolCalls[i].Args)
@@ -336,46 +408,80 @@ func decoded(m Message, data []byte) (Message, error) {
 	return m, nil
 }
 
-// sanitizeArgs makes the arguments of every tool call of msg compact JSON
-// and reports the calls whose arguments were not JSON. Arguments are model
-// output, hostile input (K3): empty ones become {}, malformed ones are kept
-// as a JSON string so the model still sees what it sent, and those calls
-// never reach a tool.
-func sanitizeArgs(msg *Message) map[int]bool {
+// sanitizeArgs makes the arguments of every tool call of msg compact JSON,
+// in memory of the loop's own, and reports the calls whose arguments were
+// not JSON (nil when there are none). Arguments are model output, hostile
+// input (K3): empty ones become {}, malformed ones are kept as a JSON
+// string so the model still sees what it sent, and those calls never
+// reach a tool.
+func sanitizeArgs(msg *Message) (malformed []bool) {
 	msg.ToolCalls = slices.Clone(msg.ToolCalls)
-	malformed := make(map[int]bool)
 	for i, c := range msg.ToolCalls {
-		var buf bytes.Buffer
-		switch {
-		case len(bytes.TrimSpace(c.Args)) == 0:
+		if len(bytes.TrimSpace(c.Args)) == 0 {
 			msg.ToolCalls[i].Args = json.RawMessage(`{}`)
-		case json.Compact(&buf, c.Args) != nil:
-			quoted, _ := json.Marshal(string(c.Args)) // a string always marshals
-			msg.ToolCalls[i].Args = quoted
-			malformed[i] = true
-		default:
-			msg.ToolCalls[i].Args = buf.Bytes()
+			continue
 		}
+		buf := bytes.NewBuffer(make([]byte, 0, len(c.Args))) // compact JSON is no longer
+		if json.Compact(buf, c.Args) == nil {
+			msg.ToolCalls[i].Args = buf.Bytes()
+			continue
+		}
+		quoted, _ := json.Marshal(string(c.Args)) // a string always marshals
+		msg.ToolCalls[i].Args = quoted
+		if malformed == nil {
+			malformed = make([]bool, len(msg.ToolCalls))
+		}
+		malformed[i] = true
 	}
 	return malformed
 }
 
-// request snapshots the next model request and the tools it offers.
-func (a *Agent) request() (Request, map[string]Tool) {
-	req := Request{
+// offer is a tool a request offers, under the name its spec had; at is
+// its index in the agent's tools (Tool values need not be comparable).
+type offer struct {
+	name string
+	tool Tool
+	at   int
+}
+
+// request snapshots the next model request and the tools it offers,
+// offered[i] being the tool of req.Tools[i]. The tools and their specs are
+// asked afresh every step; when they are what the last request offered,
+// the two share the slices (which are never changed once made).
+func (a *Agent) request() (req Request, offered []offer) {
+	req = Request{
 		System:       a.system,
 		MaxTokens:    a.opts.MaxTokens,
 		OutputSchema: a.outputSchema,
 	}
-	offered := make(map[string]Tool)
-	for _, t := range a.tools {
+	specs, offers := a.offerSpecs, a.offers
+	n, fresh := 0, false
+	for i, t := range a.tools {
 		if c, ok := t.(Conditional); ok && !c.Available(a) {
 			continue
 		}
 		spec := t.Spec()
-		req.Tools = append(req.Tools, spec)
-		offered[spec.Name] = t
+		if !fresh && n < len(offers) && offers[n].at == i && sameSpec(specs[n], spec) {
+			n++
+			continue
+		}
+		if !fresh {
+			// The offer departs from the last one here: new slices from
+			// the part the two share.
+			specs = append(make([]ToolSpec, 0, len(a.tools)), specs[:n]...)
+			offers = append(make([]offer, 0, len(a.tools)), offers[:n]...)
+			fresh = true
+		}
+		specs = append(specs, spec)
+		offers = append(offers, offer{name: spec.Name, tool: t, at: i})
+		n++
 	}
+	if n == 0 {
+		specs, offers = nil, nil
+	}
+	specs, offers = specs[:n:n], offers[:n:n]
+	a.offerSpecs, a.offers = specs, offers
+	req.Tools = specs
 	a.mu.Lock()
 	// Turns are never modified once appended, so the model shares the
 	// history instead of a copy per step (a step's cost must not grow with
@@ -383,15 +489,50 @@ func (a *Agent) request() (Request, map[string]Tool) {
 	// writing into the loop's next turn.
 	req.Messages = a.msgs[:len(a.msgs):len(a.msgs)]
 	a.mu.Unlock()
-	return req, offered
+	return req, offers
 }
 
-// final settles a model answer without tool calls; invalid says why it
-// misses the output schema, if it does.
+// sameSpec reports whether a and b describe a tool alike.
+func sameSpec(a, b ToolSpec) bool {
+	return a.Name == b.Name && a.Description == b.Description &&
+		bytes.Equal(a.Parameters, b.Parameters) && (a.Parameters == nil) == (b.Parameters == nil)
+}
+
+// offeredTool is the tool offered under name; the last one when several
+// were (a tool whose spec's name changed after New).
+func offeredTool(offered []offer, name string) Tool {
+	for i := len(offered) - 1; i >= 0; i-- {
+		if offered[i].name == name {
+			return offered[i].tool
+		}
+	}
+	return nil
+}
+
+// splitContent gives the result and the history each a copy of msg's
+// content, made in one allocation: it returns the result's and leaves msg
+// with the history's, which the loop then owns.
+func splitContent(msg *Message) []subagent.ContentBlock {
+	n := len(msg.Content)
+	if n == 0 {
+		return slices.Clone(msg.Content)
+	}
+	both := make([]subagent.ContentBlock, 2*n)
+	copy(both, msg.Content)
+	copy(both[n:], msg.Content)
+	msg.Content = both[n : 2*n : 2*n]
+	return both[:n:n]
+}
+
+// final settles a model answer without tool calls, but for its Output;
+// invalid says why it misses the output schema, if it does.
 func (a *Agent) final(step int, msg Message) (res subagent.Result, invalid error) {
-	text := subagent.TextOf(msg.Content)
+	var text string
+	if a.onStep != nil || a.schema != nil {
+		text = textOf(msg.Content)
+	}
 	a.notify(step, subagent.MessageText, text, false, nil)
-	res = subagent.Result{Output: slices.Clone(msg.Content), StopReason: subagent.Completed}
+	res = subagent.Result{StopReason: subagent.Completed}
 	if a.schema == nil {
 		return res, nil
 	}
@@ -404,39 +545,54 @@ func (a *Agent) final(step int, msg Message) (res subagent.Result, invalid error
 	return res, nil
 }
 
+// textOf is subagent.TextOf, without a copy of a lone block's text.
+func textOf(blocks []subagent.ContentBlock) string {
+	if len(blocks) == 1 {
+		return blocks[0].Text
+	}
+	return subagent.TextOf(blocks)
+}
+
 // callTools runs calls concurrently, at most the agent's parallel cap at
-// once, and returns their results in call order. The calls share ctx, so
-// cancelling the parent cancels them all (F1).
-func (a *Agent) callTools(ctx context.Context, step int, calls []ToolCall, offered map[string]Tool, malformed map[int]bool) []Message {
-	results := make([]Message, len(calls))
+// once, and puts their results in call order in results. The calls share
+// ctx, so cancelling the parent cancels them all (F1).
+func (a *Agent) callTools(ctx context.Context, step int, calls []ToolCall, offered []offer, malformed []bool, results []Message) {
+	if len(calls) == 1 {
+		// A lone call runs on the loop's goroutine: no goroutine to
+		// start, no fresh stack to grow.
+		results[0] = a.callOne(ctx, step, calls[0], offered, malformed != nil && malformed[0])
+		return
+	}
 	var wg sync.WaitGroup
 	slots := make(chan struct{}, a.parallel)
 	for i, c := range calls {
-		if malformed[i] {
-			a.notify(step, subagent.ToolCallStarted, c.Name+" "+string(c.Args), false, nil)
-			results[i] = errorResult(c.ID, "tool "+c.Name+": arguments are not valid JSON")
-			a.notify(step, subagent.ToolCallFinished, c.Name, true, nil)
-			continue
-		}
-		call := func() {
-			a.notify(step, subagent.ToolCallStarted, c.Name+" "+string(c.Args), false, nil)
-			results[i] = a.callTool(ctx, c, offered[c.Name])
-			a.notify(step, subagent.ToolCallFinished, c.Name, results[i].IsError, nil)
-		}
-		if len(calls) == 1 {
-			// A lone call runs on the loop's goroutine: no goroutine to
-			// start, no fresh stack to grow.
-			call()
+		if malformed != nil && malformed[i] {
+			results[i] = a.callOne(ctx, step, c, offered, true)
 			continue
 		}
 		slots <- struct{}{}
 		wg.Go(func() {
 			defer func() { <-slots }()
-			call()
+			results[i] = a.callOne(ctx, step, c, offered, false)
 		})
 	}
 	wg.Wait()
-	return results
+}
+
+// callOne runs one call of a turn and tells OnStep of it; a malformed
+// one never reaches its tool.
+func (a *Agent) callOne(ctx context.Context, step int, c ToolCall, offered []offer, malformed bool) Message {
+	if a.onStep != nil {
+		a.notify(step, subagent.ToolCallStarted, c.Name+" "+string(c.Args), false, nil)
+	}
+	var res Message
+	if malformed {
+		res = errorResult(c.ID, "tool "+c.Name+": arguments are not valid JSON")
+	} else {
+		res = a.callTool(ctx, c, offeredTool(offered, c.Name))
+	}
+	a.notify(step, subagent.ToolCallFinished, c.Name, res.IsError, nil)
+	return res
 }
 
 // callTool runs one call. Tools are user code: a panic becomes an error
@@ -453,7 +609,8 @@ func (a *Agent) callTool(ctx context.Context, c ToolCall, t Tool) (res Message) 
 	if err := a.checkArgs(t.Spec(), c.Args); err != nil {
 		return errorResult(c.ID, fmt.Sprintf("tool %s: %v", c.Name, err))
 	}
-	out, err := t.Call(ctx, a, c.Args)
+	// The history keeps c.Args: the tool gets a copy of its own.
+	out, err := t.Call(ctx, a, bytes.Clone(c.Args))
 	if err != nil {
 		return errorResult(c.ID, err.Error())
 	}
@@ -470,6 +627,12 @@ func (a *Agent) checkArgs(spec ToolSpec, args json.RawMessage) error {
 	s, err := schema.Compile(spec.Parameters)
 	if err != nil {
 		return fmt.Errorf("its parameter schema does not compile: %w", err)
+	}
+	// The arguments as the schema package would decode them, read without
+	// a json.Decoder; anything the reader does not take, and every
+	// failure (for its wording), goes the schema package's way.
+	if doc, ok := readArgs(string(args)); ok && s.Validate(doc) == nil {
+		return nil
 	}
 	_, err = schema.Validate(s, string(args))
 	return err

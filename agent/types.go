@@ -44,7 +44,10 @@ type Request struct {
 	System string
 	// Messages is the history, shared with the loop: read it, never
 	// change its elements (appending to the slice is safe).
-	Messages     []Message
+	Messages []Message
+	// Tools are the tools offered; like Messages, shared with the loop
+	// (and with other requests that offer the same): read it, never
+	// change its elements.
 	Tools        []ToolSpec
 	MaxTokens    int
 	OutputSchema json.RawMessage

@@ -76,6 +76,9 @@ func ScaleOn(ctx context.Context, n int, store persistence.Store) (ScaleResult, 
 	}
 	started := time.Since(began)
 	<-g.all
+	// Twice as before; and a collection halves a goroutine's stack at
+	// most once, while a parked child in a long-lived process sees many.
+	runtime.GC()
 	runtime.GC()
 	runtime.ReadMemStats(&after)
 	res := ScaleResult{

@@ -355,8 +355,10 @@ func (m *Memory) log(sessionID string) (*memLog, error) {
 const stackEntries = 8
 
 // minEntries is the capacity a log's first records get, so that a short
-// log does not grow its slice record by record (1, 2, 4, ...).
-const minEntries = 8
+// log does not grow its slice record by record (1, 2, 4, ...): a child
+// that answers at once has four (descriptor, prompt, answer, stop), and
+// a parked one holds its spare room as long as it lives.
+const minEntries = 4
 
 // add numbers entries on from l.last and appends them. It only adds past
 // the length of l.entries, which readers may hold (see memLog.entries).

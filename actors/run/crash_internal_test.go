@@ -105,7 +105,7 @@ func TestA2_ARealPanicInReceiveSettlesErrorAndStillDisposes(t *testing.T) {
 	if werr != nil || res.StopReason != subagent.Error || !errors.As(res.Cause, &crash) || !strings.Contains(res.Detail, "injected in *messages.Steer") {
 		t.Fatalf("crashed run settled %+v, %v", res, werr)
 	}
-	panicOn.Store("*messages.Dispose")
+	panicOn.Store("run.dispose") // the Handle's
 	if err := h.Dispose(await.Ctx(t)); err != nil {
 		t.Fatalf("Dispose whose handling panicked: %v", err)
 	}
@@ -235,7 +235,7 @@ func TestR3_DisposeWaitsForABlockedRelease(t *testing.T) {
 	defer sys.Shutdown()
 	exitSeen := make(chan struct{}, 1)
 	watch(t, func(msg any) {
-		if _, ok := msg.(childExited); ok {
+		if _, ok := msg.(*childExited); ok {
 			exitSeen <- struct{}{}
 		}
 	})

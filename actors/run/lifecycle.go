@@ -3,6 +3,7 @@ package run
 import (
 	"context"
 	"errors"
+	"slices"
 	"time"
 
 	"github.com/subactor/subactor/subagent"
@@ -68,7 +69,11 @@ func (InWatch) input()    {}
 func (InCrash) input()    {}
 func (InStopped) input()  {}
 
-// Effects the actor carries out, in order.
+// Effects the actor carries out, in order. Step returns those that carry
+// data as pointers into the Lifecycle (*Settle, *Deliver, ...), and the
+// zero-size ones (StopSelf, Quiesced) as values, so that a step allocates
+// nothing; like the slice that holds them, they are valid until the next
+// Step.
 type (
 	Effect interface{ effect() }
 
@@ -108,15 +113,85 @@ type (
 	TellQuiesced struct{ ID string }
 )
 
-func (CancelChild) effect()  {}
-func (AnswerSteer) effect()  {}
-func (Deliver) effect()      {}
-func (Settle) effect()       {}
-func (TellSettled) effect()  {}
-func (Relaunch) effect()     {}
-func (StopSelf) effect()     {}
-func (Quiesced) effect()     {}
-func (TellQuiesced) effect() {}
+func (*CancelChild) effect()  {}
+func (*AnswerSteer) effect()  {}
+func (*Deliver) effect()      {}
+func (*Settle) effect()       {}
+func (*TellSettled) effect()  {}
+func (*Relaunch) effect()     {}
+func (StopSelf) effect()      {}
+func (Quiesced) effect()      {}
+func (*TellQuiesced) effect() {}
+
+// effects is what one Step returns: the list, and the effects its entries
+// point to. Step reuses all of it, so a run steps without allocating once
+// its buffers have grown to what it needs; buf holds the list of most
+// steps without a heap allocation at all. (Three entries also keep the
+// run's one allocation within a size class of 1,152 bytes.)
+type effects struct {
+	list     []Effect
+	buf      [3]Effect
+	cancel   CancelChild
+	deliver  Deliver
+	settle   Settle
+	relaunch Relaunch
+	answers  []AnswerSteer
+	settled  []TellSettled
+	quiesced []TellQuiesced
+}
+
+// reset empties the list and the per-id effects for the next Step, and
+// lets go of the steers the last snapshot delivered. The other single
+// effects are overwritten when next emitted.
+func (e *effects) reset() {
+	clear(e.list)
+	if e.list == nil {
+		e.list = e.buf[:0]
+	} else {
+		e.list = e.list[:0]
+	}
+	e.deliver.Steers = nil
+	clear(e.answers)
+	clear(e.settled)
+	clear(e.quiesced)
+	e.answers, e.settled, e.quiesced = e.answers[:0], e.settled[:0], e.quiesced[:0]
+}
+
+func (e *effects) add(f Effect) { e.list = append(e.list, f) }
+
+// The per-id effects append to their own slice and list a pointer to the
+// new element. A slice that grows leaves the earlier pointers on its old
+// array, which holds the same values, so they stay right.
+
+func (e *effects) answerSteer(id string, admitted bool, reason string) {
+	e.answers = append(e.answers, AnswerSteer{ID: id, Admitted: admitted, Reason: reason})
+	e.add(&e.answers[len(e.answers)-1])
+}
+
+func (e *effects) tellSettled(id string) {
+	e.settled = append(e.settled, TellSettled{ID: id})
+	e.add(&e.settled[len(e.settled)-1])
+}
+
+func (e *effects) tellQuiesced(id string) {
+	e.quiesced = append(e.quiesced, TellQuiesced{ID: id})
+	e.add(&e.quiesced[len(e.quiesced)-1])
+}
+
+func (e *effects) cancelChild(cause error) {
+	e.cancel = CancelChild{Cause: cause}
+	e.add(&e.cancel)
+}
+
+func (e *effects) deliverSnapshot(id string, steers [][]subagent.ContentBlock, closed bool) {
+	e.deliver = Deliver{ID: id, Steers: steers, Closed: closed}
+	e.add(&e.deliver)
+}
+
+func (e *effects) relaunchChild(attempt int) {
+	e.relaunch = Relaunch{Attempt: attempt}
+	e.add(&e.relaunch)
+}
 
 type pendingSteer struct {
 	id      string
@@ -129,16 +204,18 @@ type pendingSteer struct {
 type Lifecycle struct {
 	published, settled, disposing, disposed bool
 	childLive, cancelled                    bool
+	relaunchable                            bool
+	restarting                              bool  // the child is being stopped to relaunch
 	cause                                   error // why the child was cancelled
 	steers                                  []pendingSteer
 	watchers                                []string // told of the settle and of quiescence
 	acks                                    []string // disposers told of quiescence
 
-	relaunchable bool
-	policy       subagent.RestartPolicy
-	crashes      []time.Time // the relaunches within the policy's window
-	restarting   bool        // the child is being stopped to relaunch
-	attempts     int
+	policy   subagent.RestartPolicy
+	crashes  []time.Time // the relaunches within the policy's window
+	attempts int
+
+	fx effects // the last Step's
 }
 
 // Causes of a cancellation the lifecycle makes itself.
@@ -158,7 +235,14 @@ func (e *CrashError) Error() string { return "run crashed: " + e.Reason }
 // relaunchable run (one with a relaunch body) relaunches its child after a
 // crash within policy.
 func NewLifecycle(relaunchable bool, policy subagent.RestartPolicy) *Lifecycle {
-	return &Lifecycle{childLive: true, relaunchable: relaunchable, policy: policy}
+	l := new(Lifecycle)
+	l.init(relaunchable, policy)
+	return l
+}
+
+// init is NewLifecycle for a Lifecycle allocated with the run it belongs to.
+func (l *Lifecycle) init(relaunchable bool, policy subagent.RestartPolicy) {
+	l.childLive, l.relaunchable, l.policy = true, relaunchable, policy
 }
 
 // Phase reports the current phase.
@@ -176,122 +260,166 @@ func (l *Lifecycle) Phase() Phase {
 	return Starting
 }
 
-// Step applies one input.
+// Step applies one input and returns the effects to carry out, in order.
+// The returned slice and the effects it points to are the Lifecycle's own
+// and are valid only until the next Step, which reuses them: a caller
+// carries them out (or copies them) before stepping again.
+//
+// Step only dispatches; each transition is a method of its own, so that
+// the frame of a step, which runs deep on the child's goroutine when the
+// run actor handles a message inline, is no larger than the transition
+// taken needs.
 func (l *Lifecycle) Step(in Input) []Effect {
+	l.fx.reset()
 	if l.disposed {
 		if d, ok := in.(InDispose); ok && d.ID != "" {
-			return []Effect{TellQuiesced{ID: d.ID}}
+			l.fx.tellQuiesced(d.ID)
 		}
-		return nil
+		return l.fx.list
 	}
-	switch in := in.(type) {
+	switch m := in.(type) {
 	case InPublish:
 		l.published = true
 	case InSteer:
-		if reason := l.closedReason(); reason != "" {
-			return []Effect{AnswerSteer{ID: in.ID, Reason: reason}}
-		}
-		l.steers = append(l.steers, pendingSteer{in.ID, in.Content})
+		l.steer(m.ID, m.Content)
 	case InWithdraw:
-		for i, s := range l.steers {
-			if s.id == in.ID {
-				l.steers = append(l.steers[:i], l.steers[i+1:]...)
-				return []Effect{AnswerSteer{ID: in.ID, Reason: "withdrawn"}}
-			}
-		}
+		l.withdraw(m.ID)
 	case InTake:
-		if l.restarting || l.closedReason() != "" {
-			return []Effect{Deliver{ID: in.ID, Closed: true}}
-		}
-		var fx []Effect
-		var steers [][]subagent.ContentBlock
-		for _, s := range l.steers {
-			steers = append(steers, s.content)
-			fx = append(fx, AnswerSteer{ID: s.id, Admitted: true})
-		}
-		l.steers = nil
-		// The child gets its snapshot before the senders learn of admission.
-		return append([]Effect{Deliver{ID: in.ID, Steers: steers}}, fx...)
+		l.take(m.ID)
 	case InCancel:
-		return l.cancel("cancelled", in.Cause)
+		l.cancel("cancelled", m.Cause)
 	case InExited:
-		return l.exited(in)
+		l.exited(in) // not m: its copy would take room in this frame
 	case InDispose:
-		if in.ID != "" {
-			l.acks = append(l.acks, in.ID)
-		}
-		if l.disposing {
-			return nil
-		}
-		l.disposing = true
-		if l.childLive {
-			return l.cancel("disposing", ErrDisposing)
-		}
-		return []Effect{StopSelf{}}
+		l.dispose(m.ID)
 	case InWatch:
-		l.watchers = append(l.watchers, in.ID)
+		l.watchers = append(l.watchers, m.ID)
 		if l.settled {
-			return []Effect{TellSettled{ID: in.ID}}
+			l.fx.tellSettled(m.ID)
 		}
 	case InCrash:
-		if l.mayRelaunch(in.At) {
-			// Stop the child; its exit relaunches it. Pending steers
-			// wait for the relaunched child's first snapshot.
-			l.restarting = true
-			return []Effect{CancelChild{Cause: errRelaunch}}
-		}
-		crash := &CrashError{Reason: in.Reason}
-		l.restarting = false // a crash beyond the budget gives up a pending relaunch
-		fx := l.cancel("run crashed", crash)
-		if !l.settled {
-			res := subagent.Stopped(subagent.Error, crash.Error())
-			res.Cause = crash
-			fx = append(fx, l.settle(Settle{Result: res})...)
-		}
-		return fx
+		l.crash(m.Reason, m.At)
 	case InStopped:
-		fx := l.refuseSteers("run stopped")
-		if l.childLive && !l.cancelled {
-			l.cancelled, l.cause = true, ErrStopped
-			fx = append(fx, CancelChild{Cause: ErrStopped})
-		}
-		if !l.settled {
-			res := subagent.Stopped(subagent.Aborted, ErrStopped.Error())
-			res.Cause = ErrStopped
-			fx = append(fx, l.settle(Settle{Result: res})...)
-		}
-		l.disposed = true
-		fx = append(fx, Quiesced{})
-		for _, id := range append(l.watchers, l.acks...) {
-			fx = append(fx, TellQuiesced{ID: id})
-		}
-		return fx
+		l.stopped()
 	}
-	return nil
+	return l.fx.list
 }
 
-// exited handles the end of the child's goroutine: a relaunch, a settle, or
-// nothing more than a stop under Dispose.
-func (l *Lifecycle) exited(in InExited) []Effect {
+func (l *Lifecycle) steer(id string, content []subagent.ContentBlock) {
+	if reason := l.closedReason(); reason != "" {
+		l.fx.answerSteer(id, false, reason)
+		return
+	}
+	l.steers = append(l.steers, pendingSteer{id, content})
+}
+
+func (l *Lifecycle) withdraw(id string) {
+	for i, s := range l.steers {
+		if s.id == id {
+			l.steers = slices.Delete(l.steers, i, i+1)
+			l.fx.answerSteer(id, false, "withdrawn")
+			return
+		}
+	}
+}
+
+func (l *Lifecycle) take(id string) {
+	if l.restarting || l.closedReason() != "" {
+		l.fx.deliverSnapshot(id, nil, true)
+		return
+	}
+	var steers [][]subagent.ContentBlock
+	if len(l.steers) > 0 {
+		steers = make([][]subagent.ContentBlock, len(l.steers))
+		for i, s := range l.steers {
+			steers[i] = s.content
+		}
+	}
+	// The child gets its snapshot before the senders learn of admission.
+	l.fx.deliverSnapshot(id, steers, false)
+	for _, s := range l.steers {
+		l.fx.answerSteer(s.id, true, "")
+	}
+	l.dropSteers()
+}
+
+func (l *Lifecycle) dispose(id string) {
+	if id != "" {
+		l.acks = append(l.acks, id)
+	}
+	if l.disposing {
+		return
+	}
+	l.disposing = true
+	if l.childLive {
+		l.cancel("disposing", ErrDisposing)
+		return
+	}
+	l.fx.add(StopSelf{})
+}
+
+func (l *Lifecycle) crash(reason string, at time.Time) {
+	if l.mayRelaunch(at) {
+		// Stop the child; its exit relaunches it. Pending steers
+		// wait for the relaunched child's first snapshot.
+		l.restarting = true
+		l.fx.cancelChild(errRelaunch)
+		return
+	}
+	crash := &CrashError{Reason: reason}
+	l.restarting = false // a crash beyond the budget gives up a pending relaunch
+	l.cancel("run crashed", crash)
+	if !l.settled {
+		l.settleStopped(subagent.Error, crash)
+	}
+}
+
+// stopped handles the actor's stop: whatever is still open is closed, and
+// everyone waiting for quiescence is released.
+func (l *Lifecycle) stopped() {
+	l.refuseSteers("run stopped")
+	if l.childLive && !l.cancelled {
+		l.cancelled, l.cause = true, ErrStopped
+		l.fx.cancelChild(ErrStopped)
+	}
+	if !l.settled {
+		l.settleStopped(subagent.Aborted, ErrStopped)
+	}
+	l.disposed = true
+	l.fx.add(Quiesced{})
+	for _, id := range l.watchers {
+		l.fx.tellQuiesced(id)
+	}
+	for _, id := range l.acks {
+		l.fx.tellQuiesced(id)
+	}
+}
+
+// exited handles the end of the child's goroutine (in is an InExited): a
+// relaunch, a settle, or nothing more than a stop under Dispose. It takes
+// the input as Step got it, so the copy of this large one is in this
+// frame rather than in Step's.
+func (l *Lifecycle) exited(in Input) {
+	e := in.(InExited)
 	l.childLive = false
 	// A child stopped for a relaunch that still finished its work keeps
 	// its answer; one that aborted, or panicked within budget, relaunches.
-	finished := in.Panic == "" && in.Err == nil && in.Result.StopReason != subagent.Aborted
+	finished := e.Panic == "" && e.Err == nil && e.Result.StopReason != subagent.Aborted
 	restarting := l.restarting
 	l.restarting = false
-	if (restarting && !finished || in.Panic != "" && l.mayRelaunch(in.At)) && !l.cancelled && !l.disposing {
+	if (restarting && !finished || e.Panic != "" && l.mayRelaunch(e.At)) && !l.cancelled && !l.disposing {
 		l.childLive = true
 		l.attempts++
-		return []Effect{Relaunch{Attempt: l.attempts}}
+		l.fx.relaunchChild(l.attempts)
+		return
 	}
-	fx := l.refuseSteers("child exited")
+	l.refuseSteers("child exited")
 	if !l.settled {
-		fx = append(fx, l.settle(l.exitSettle(in))...)
+		l.exitSettle(&e)
 	}
 	if l.disposing {
-		fx = append(fx, StopSelf{})
+		l.fx.add(StopSelf{})
 	}
-	return fx
 }
 
 // mayRelaunch reports whether a crash at now is within the restart budget,
@@ -314,13 +442,21 @@ func (l *Lifecycle) mayRelaunch(now time.Time) bool {
 	return true
 }
 
-func (l *Lifecycle) settle(s Settle) []Effect {
+// settle emits the Settle its caller filled in, then tells every watcher.
+func (l *Lifecycle) settle() {
 	l.settled = true
-	fx := []Effect{s}
+	l.fx.add(&l.fx.settle)
 	for _, id := range l.watchers {
-		fx = append(fx, TellSettled{ID: id})
+		l.fx.tellSettled(id)
 	}
-	return fx
+}
+
+// settleStopped settles with reason, cause and its message as the detail.
+func (l *Lifecycle) settleStopped(reason subagent.StopReason, cause error) {
+	s := &l.fx.settle
+	s.Result = subagent.Stopped(reason, cause.Error())
+	s.Result.Cause, s.Err = cause, nil
+	l.settle()
 }
 
 // closedReason says why no more steers are admitted, or "" while they are.
@@ -336,48 +472,52 @@ func (l *Lifecycle) closedReason() string {
 	return ""
 }
 
-func (l *Lifecycle) cancel(reason string, cause error) []Effect {
+func (l *Lifecycle) cancel(reason string, cause error) {
 	if cause == nil {
 		cause = context.Canceled
 	}
-	fx := l.refuseSteers(reason)
+	l.refuseSteers(reason)
 	if l.childLive && !l.cancelled {
 		l.cancelled, l.cause = true, cause
-		fx = append(fx, CancelChild{Cause: cause})
+		l.fx.cancelChild(cause)
 	}
-	return fx
 }
 
-// exitSettle is the result of a child that exited unsettled. Cancel wins:
-// a child cancelled before its exit was handled settles aborted, even if
-// its last turn completed or its transport failed after the cancel, since
-// the caller who cancelled must not act on an unconfirmed answer; the
-// cancel's cause (a deadline, say) is the result's Cause unless the child
-// named one.
-func (l *Lifecycle) exitSettle(in InExited) Settle {
-	if !l.cancelled {
-		if in.Panic != "" {
-			crash := &CrashError{Reason: "child panicked: " + in.Panic}
-			res := subagent.Stopped(subagent.Error, crash.Error())
-			res.Cause = crash
-			return Settle{Result: res}
+// exitSettle settles a child that exited unsettled. Cancel wins: a child
+// cancelled before its exit was handled settles aborted, even if its last
+// turn completed or its transport failed after the cancel, since the
+// caller who cancelled must not act on an unconfirmed answer; the cancel's
+// cause (a deadline, say) is the result's Cause unless the child named one.
+func (l *Lifecycle) exitSettle(in *InExited) {
+	s := &l.fx.settle
+	switch {
+	case l.cancelled:
+		s.Result, s.Err = in.Result, nil
+		res := &s.Result
+		if res.StopReason != subagent.Aborted || in.Err != nil || in.Panic != "" {
+			res.StopReason, res.Detail, res.Cause = subagent.Aborted, l.cause.Error(), l.cause
+		} else if res.Cause == nil {
+			res.Cause = l.cause
 		}
-		return Settle{Result: in.Result, Err: in.Err}
+		l.settle()
+	case in.Panic != "":
+		l.settleStopped(subagent.Error, &CrashError{Reason: "child panicked: " + in.Panic})
+	default:
+		s.Result, s.Err = in.Result, in.Err
+		l.settle()
 	}
-	res := in.Result
-	if res.StopReason != subagent.Aborted || in.Err != nil || in.Panic != "" {
-		res.StopReason, res.Detail, res.Cause = subagent.Aborted, l.cause.Error(), l.cause
-	} else if res.Cause == nil {
-		res.Cause = l.cause
-	}
-	return Settle{Result: res}
 }
 
-func (l *Lifecycle) refuseSteers(reason string) []Effect {
-	fx := make([]Effect, 0, len(l.steers))
+// refuseSteers answers every pending steer with reason.
+func (l *Lifecycle) refuseSteers(reason string) {
 	for _, s := range l.steers {
-		fx = append(fx, AnswerSteer{ID: s.id, Reason: reason})
+		l.fx.answerSteer(s.id, false, reason)
 	}
-	l.steers = nil
-	return fx
+	l.dropSteers()
+}
+
+// dropSteers empties the pending steers, keeping their array for the next.
+func (l *Lifecycle) dropSteers() {
+	clear(l.steers)
+	l.steers = l.steers[:0]
 }

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"reflect"
 	"slices"
 	"testing"
 	"time"
@@ -42,17 +43,17 @@ func TestR2R4R3_LifecycleProperties(t *testing.T) {
 			admittedSinceTake = nil
 			for _, f := range fx {
 				switch f := f.(type) {
-				case Settle:
+				case *Settle:
 					settles++
 					// Cancel wins: after a cancel, an exit settles aborted,
 					// whatever the child reported (S5).
 					if _, exit := in.(InExited); exit && cancelled && (f.Err != nil || f.Result.StopReason != subagent.Aborted) {
 						t.Fatalf("exit after a cancel settled %v, %v", f.Result.StopReason, f.Err)
 					}
-				case CancelChild:
+				case *CancelChild:
 					cancels++
 					cancelled = true
-				case AnswerSteer:
+				case *AnswerSteer:
 					if answered[f.ID] {
 						t.Fatalf("steer %s answered twice", f.ID)
 					}
@@ -67,7 +68,7 @@ func TestR2R4R3_LifecycleProperties(t *testing.T) {
 						}
 						admittedSinceTake = append(admittedSinceTake, f.ID)
 					}
-				case Deliver:
+				case *Deliver:
 					if !f.Closed && (cancelled || !childLive) {
 						t.Fatalf("open snapshot delivered after cancellation")
 					}
@@ -156,6 +157,18 @@ func TestR2R4R3_LifecycleProperties(t *testing.T) {
 	})
 }
 
+// values is what fx points to, to compare with effect values.
+func values(fx []Effect) []any {
+	vs := make([]any, len(fx))
+	for i, f := range fx {
+		vs[i] = f
+		if v := reflect.ValueOf(f); v.Kind() == reflect.Pointer {
+			vs[i] = v.Elem().Interface()
+		}
+	}
+	return vs
+}
+
 // Contract R4.
 func TestR4_LifecycleAdmitsSteerIntoNextSnapshotOnly(t *testing.T) {
 	l := NewLifecycle(false, subagent.RestartPolicy{})
@@ -164,11 +177,11 @@ func TestR4_LifecycleAdmitsSteerIntoNextSnapshotOnly(t *testing.T) {
 		t.Fatalf("steer answered before a snapshot: %v", fx)
 	}
 	fx := l.Step(InTake{ID: "t1"})
-	want := []Effect{
+	want := []any{
 		Deliver{ID: "t1", Steers: [][]subagent.ContentBlock{{subagent.Text("hi")}}},
 		AnswerSteer{ID: "s1", Admitted: true},
 	}
-	if fmt.Sprint(fx) != fmt.Sprint(want) {
+	if fmt.Sprint(values(fx)) != fmt.Sprint(want) {
 		t.Fatalf("take: got %v, want %v", fx, want)
 	}
 	fx = l.Step(InSteer{ID: "s2"})
@@ -176,10 +189,10 @@ func TestR4_LifecycleAdmitsSteerIntoNextSnapshotOnly(t *testing.T) {
 		t.Fatalf("steer while running answered early: %v", fx)
 	}
 	fx = l.Step(InExited{Result: subagent.Stopped(subagent.Completed, "")})
-	if fx[0] != (AnswerSteer{ID: "s2", Reason: "child exited"}) {
+	if *fx[0].(*AnswerSteer) != (AnswerSteer{ID: "s2", Reason: "child exited"}) {
 		t.Fatalf("steer pending at exit: got %v", fx[0])
 	}
-	if fx = l.Step(InSteer{ID: "s3"}); fx[0] != (AnswerSteer{ID: "s3", Reason: "run has settled"}) {
+	if fx = l.Step(InSteer{ID: "s3"}); *fx[0].(*AnswerSteer) != (AnswerSteer{ID: "s3", Reason: "run has settled"}) {
 		t.Fatalf("steer after settle: %v", fx)
 	}
 }
@@ -196,7 +209,7 @@ func TestR3_LifecyclePhases(t *testing.T) {
 	check(Starting)
 	l.Step(InPublish{})
 	check(Published)
-	if fx := l.Step(InDispose{}); fmt.Sprint(fx) != fmt.Sprint([]Effect{CancelChild{Cause: ErrDisposing}}) {
+	if fx := l.Step(InDispose{}); fmt.Sprint(values(fx)) != fmt.Sprint([]any{CancelChild{Cause: ErrDisposing}}) {
 		t.Fatalf("dispose of a live child: %v", fx)
 	}
 	check(Disposing)
@@ -206,11 +219,11 @@ func TestR3_LifecyclePhases(t *testing.T) {
 	fx := l.Step(InExited{Result: subagent.Stopped(subagent.Aborted, "")})
 	aborted := subagent.Stopped(subagent.Aborted, "")
 	aborted.Cause = ErrDisposing
-	if fmt.Sprint(fx) != fmt.Sprint([]Effect{Settle{Result: aborted}, StopSelf{}}) {
+	if fmt.Sprint(values(fx)) != fmt.Sprint([]any{Settle{Result: aborted}, StopSelf{}}) {
 		t.Fatalf("exit under dispose: %v", fx)
 	}
 	fx = l.Step(InStopped{})
-	if fmt.Sprint(fx) != fmt.Sprint([]Effect{Quiesced{}}) {
+	if fmt.Sprint(values(fx)) != fmt.Sprint([]any{Quiesced{}}) {
 		t.Fatalf("stopped: %v", fx)
 	}
 	check(Disposed)
@@ -221,10 +234,10 @@ func TestA2_LifecycleCrashSettlesErrorOnce(t *testing.T) {
 	l := NewLifecycle(false, subagent.RestartPolicy{})
 	fx := l.Step(InCrash{Reason: "boom"})
 	var crash *CrashError
-	if len(fx) != 2 || !errors.As(fx[0].(CancelChild).Cause, &crash) || crash.Reason != "boom" {
+	if len(fx) != 2 || !errors.As(fx[0].(*CancelChild).Cause, &crash) || crash.Reason != "boom" {
 		t.Fatalf("crash: %v", fx)
 	}
-	if s, ok := fx[1].(Settle); !ok || s.Result.StopReason != subagent.Error {
+	if s, ok := fx[1].(*Settle); !ok || s.Result.StopReason != subagent.Error {
 		t.Fatalf("crash must settle with error: %v", fx[1])
 	}
 	if fx := l.Step(InExited{Result: subagent.Stopped(subagent.Completed, "")}); len(fx) != 0 {
@@ -246,7 +259,7 @@ func TestS5_LifecycleCancelWinsOverALateCompletionOrFault(t *testing.T) {
 		l.Step(InPublish{})
 		l.Step(InCancel{Cause: context.DeadlineExceeded})
 		fx := l.Step(exit)
-		s, ok := fx[len(fx)-1].(Settle)
+		s, ok := fx[len(fx)-1].(*Settle)
 		if !ok || s.Err != nil || s.Result.StopReason != subagent.Aborted || !errors.Is(s.Result.Cause, context.DeadlineExceeded) {
 			t.Fatalf("exit %+v after a cancel settled %+v", exit, fx)
 		}
@@ -254,8 +267,9 @@ func TestS5_LifecycleCancelWinsOverALateCompletionOrFault(t *testing.T) {
 	l := NewLifecycle(false, subagent.RestartPolicy{})
 	l.Step(InPublish{})
 	fx := l.Step(InExited{Result: subagent.Stopped(subagent.Completed, "")})
+	s := *fx[0].(*Settle) // the effects are valid until the next Step
 	l.Step(InCancel{Cause: context.Canceled})
-	if s := fx[0].(Settle); s.Result.StopReason != subagent.Completed {
+	if s.Result.StopReason != subagent.Completed {
 		t.Fatalf("an exit before the cancel settled %v", s.Result.StopReason)
 	}
 }
@@ -288,12 +302,12 @@ func TestA2_LifecycleRelaunchWatchAndAckProperties(t *testing.T) {
 		apply := func(in Input) {
 			for _, f := range l.Step(in) {
 				switch f := f.(type) {
-				case CancelChild:
+				case *CancelChild:
 					if errors.Is(f.Cause, errRelaunch) {
 						budget = append(budget, now)
 						relaunchPending = true
 					}
-				case Relaunch:
+				case *Relaunch:
 					if settled {
 						t.Fatalf("relaunched after the settle")
 					}
@@ -302,13 +316,13 @@ func TestA2_LifecycleRelaunchWatchAndAckProperties(t *testing.T) {
 					}
 					relaunchPending = false
 					childLive = true
-				case Settle:
+				case *Settle:
 					if settled {
 						t.Fatalf("settled twice")
 					}
 					settled = true
 					relaunchPending = false // a settle gives up a pending relaunch
-				case TellSettled:
+				case *TellSettled:
 					if !settled {
 						t.Fatalf("watcher %s told of a settle before it", f.ID)
 					}
@@ -317,7 +331,7 @@ func TestA2_LifecycleRelaunchWatchAndAckProperties(t *testing.T) {
 					stopRequested = true
 				case Quiesced:
 					quiesced = true
-				case TellQuiesced:
+				case *TellQuiesced:
 					if !quiesced {
 						t.Fatalf("%s told of quiescence before it", f.ID)
 					}
@@ -397,4 +411,25 @@ func TestA2_LifecycleRelaunchWatchAndAckProperties(t *testing.T) {
 			}
 		}
 	})
+}
+
+// The steps of a delegation allocate nothing: the effects and the list of
+// them live in the Lifecycle.
+func TestLifecycleStepsOfADelegationDoNotAllocate(t *testing.T) {
+	res := subagent.Result{Output: []subagent.ContentBlock{subagent.Text("done")}, StopReason: subagent.Completed}
+	var l *Lifecycle
+	allocs := testing.AllocsPerRun(100, func() {
+		l = NewLifecycle(true, subagent.RestartPolicy{Max: 1, Window: time.Minute})
+		l.Step(InPublish{})
+		l.Step(InTake{ID: "take"})
+		l.Step(InExited{Result: res})
+		l.Step(InDispose{})
+		l.Step(InStopped{})
+	})
+	if allocs > 1 { // the Lifecycle
+		t.Fatalf("a delegation's steps allocated %v times", allocs)
+	}
+	if l.Phase() != Disposed {
+		t.Fatalf("phase %v", l.Phase())
+	}
 }

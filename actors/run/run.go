@@ -47,7 +47,8 @@ type Spec struct {
 	Release func()
 }
 
-// Handle is the caller's side of a run.
+// Handle is the caller's side of a run. It lives in its run actor's
+// allocation (see runActor).
 type Handle struct {
 	sys       *actor.ActorSystem
 	pid       *actor.PID
@@ -87,14 +88,13 @@ func Start(sys *actors.System, spec Spec) *Handle {
 	if id == "" {
 		id = uuid.NewString()
 	}
-	h := &Handle{
-		sys: sys.ActorSystem(), id: id, sessionID: spec.SessionID, agent: spec.Agent,
-		settled: make(chan struct{}), quiesced: make(chan struct{}), stopped: make(chan struct{}),
-	}
+	a := &runActor{spec: spec}
+	h := &a.h
+	h.sys, h.id, h.sessionID, h.agent = sys.ActorSystem(), id, spec.SessionID, spec.Agent
+	h.settled, h.quiesced, h.stopped = make(chan struct{}), make(chan struct{}), make(chan struct{})
 	h.live.Store(1) // the actor itself
-	a := &runActor{
-		h: h, spec: spec, life: NewLifecycle(spec.Relaunch != nil, spec.Restarts),
-	}
+	a.life.init(spec.Relaunch != nil, spec.Restarts)
+	a.observers = a.observer[:0]
 	props := inline.Props(func() actor.Actor { return a })
 	if parent, ok := spec.Scope.Events.(host); ok {
 		if pid, err := parent.SpawnRun(props); err == nil {
@@ -104,14 +104,6 @@ func Start(sys *actors.System, spec Spec) *Handle {
 	}
 	h.pid = h.sys.Root.SpawnPrefix(props, "run-")
 	return h
-}
-
-// done counts down one of the actor and the goroutines it launched;
-// the last one closes quiesced.
-func (h *Handle) done() {
-	if h.live.Add(-1) == 0 {
-		close(h.quiesced)
-	}
 }
 
 // ID implements subagent.Run.
@@ -156,7 +148,7 @@ func (h *Handle) Dispose(ctx context.Context) error {
 		return nil
 	default:
 	}
-	h.sys.Root.Send(h.pid, &messages.Dispose{})
+	h.sys.Root.Send(h.pid, dispose{})
 	select {
 	case <-h.quiesced:
 		return nil
@@ -198,8 +190,14 @@ func (h *Handle) Steer(ctx context.Context, message []subagent.ContentBlock) err
 type Gate struct {
 	pid   *actor.PID
 	root  *actor.RootContext
-	gone  <-chan struct{}
-	reply chan snapshot // one channel for every Take of the run
+	reply chan snapshot // one channel for every Take of the child
+
+	// The child's goroutine: what it runs, and its exit for the actor.
+	run    *runActor // whose Handle's stopped ends every Take
+	ctx    context.Context
+	cancel context.CancelCauseFunc
+	body   Body
+	exited childExited
 }
 
 // errClosed tells the loop it may make no further model request.
@@ -218,7 +216,7 @@ func (g *Gate) Take(ctx context.Context) ([][]subagent.ContentBlock, error) {
 			return nil, errClosed
 		}
 		return snap.steers, nil
-	case <-g.gone:
+	case <-g.run.h.stopped:
 		return nil, errClosed
 	case <-ctx.Done():
 		return nil, ctx.Err()

@@ -269,3 +269,32 @@ func TestA2_PanickingObserverNeitherCrashesTheRunNorStrandsWaiters(t *testing.T)
 		t.Fatalf("second observer got %v", r)
 	}
 }
+
+// BenchmarkRun is one activation of a run and nothing else: a body that
+// takes one snapshot and returns, under a start context that can end, an
+// observer, then Wait and Dispose.
+func BenchmarkRun(b *testing.B) {
+	sys := actors.NewSystem()
+	defer sys.Shutdown()
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	body := func(ctx context.Context, g *run.Gate) (subagent.Result, error) {
+		if _, err := g.Take(ctx); err != nil {
+			return subagent.Result{}, err
+		}
+		return subagent.Stopped(subagent.Completed, ""), nil
+	}
+	observer := func(subagent.Result, error) {}
+	b.ReportAllocs()
+	for b.Loop() {
+		h := run.Start(sys, run.Spec{Scope: subagent.Scope{RunID: "r"}, Ctx: ctx, Body: body})
+		h.OnSettled(observer)
+		h.Publish()
+		if _, err := h.Wait(ctx); err != nil {
+			b.Fatal(err)
+		}
+		if err := h.Dispose(ctx); err != nil {
+			b.Fatal(err)
+		}
+	}
+}

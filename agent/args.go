@@ -1,0 +1,294 @@
+package agent
+
+import (
+	"encoding/json"
+	"unicode"
+	"unicode/utf16"
+	"unicode/utf8"
+)
+
+// readArgs reads a tool call's arguments, compact JSON (sanitizeArgs), into
+// what jsonschema.UnmarshalJSON (the schema package's reader) makes of
+// them: map[string]any, []any, string, json.Number, bool and nil, a
+// repeated key's last value winning. It leaves out the json.Decoder and
+// its copies: strings without escapes are slices of s. ok is false for
+// anything else than one compact JSON value nested at most maxArgsDepth
+// deep; the caller then takes the schema package's way, which decides.
+func readArgs(s string) (doc any, ok bool) {
+	r := argsReader{s: s}
+	v, ok := r.value(0)
+	if !ok || r.i != len(s) {
+		return nil, false
+	}
+	return v, true
+}
+
+// maxArgsDepth bounds the reader's recursion; deeper arguments are read
+// the schema package's way.
+const maxArgsDepth = 64
+
+type argsReader struct {
+	s string
+	i int
+}
+
+func (r *argsReader) value(depth int) (any, bool) {
+	if r.i >= len(r.s) || depth > maxArgsDepth {
+		return nil, false
+	}
+	switch c := r.s[r.i]; {
+	case c == '{':
+		return r.object(depth)
+	case c == '[':
+		return r.array(depth)
+	case c == '"':
+		s, ok := r.str()
+		if !ok {
+			return nil, false
+		}
+		return s, true
+	case c == 't':
+		return true, r.literal("true")
+	case c == 'f':
+		return false, r.literal("false")
+	case c == 'n':
+		return nil, r.literal("null")
+	case c == '-' || '0' <= c && c <= '9':
+		return r.number()
+	}
+	return nil, false
+}
+
+func (r *argsReader) literal(lit string) bool {
+	if len(r.s)-r.i < len(lit) || r.s[r.i:r.i+len(lit)] != lit {
+		return false
+	}
+	r.i += len(lit)
+	return true
+}
+
+func (r *argsReader) object(depth int) (any, bool) {
+	r.i++ // {
+	m := make(map[string]any)
+	if r.i < len(r.s) && r.s[r.i] == '}' {
+		r.i++
+		return m, true
+	}
+	for {
+		if r.i >= len(r.s) || r.s[r.i] != '"' {
+			return nil, false
+		}
+		key, ok := r.str()
+		if !ok || r.i >= len(r.s) || r.s[r.i] != ':' {
+			return nil, false
+		}
+		r.i++
+		v, ok := r.value(depth + 1)
+		if !ok {
+			return nil, false
+		}
+		m[key] = v
+		if r.i >= len(r.s) {
+			return nil, false
+		}
+		switch r.s[r.i] {
+		case ',':
+			r.i++
+		case '}':
+			r.i++
+			return m, true
+		default:
+			return nil, false
+		}
+	}
+}
+
+func (r *argsReader) array(depth int) (any, bool) {
+	r.i++ // [
+	a := make([]any, 0)
+	if r.i < len(r.s) && r.s[r.i] == ']' {
+		r.i++
+		return a, true
+	}
+	for {
+		v, ok := r.value(depth + 1)
+		if !ok {
+			return nil, false
+		}
+		a = append(a, v)
+		if r.i >= len(r.s) {
+			return nil, false
+		}
+		switch r.s[r.i] {
+		case ',':
+			r.i++
+		case ']':
+			r.i++
+			return a, true
+		default:
+			return nil, false
+		}
+	}
+}
+
+// number reads a JSON number as its text, as a decoder with UseNumber does.
+func (r *argsReader) number() (any, bool) {
+	s, start := r.s, r.i
+	i := start
+	if s[i] == '-' {
+		i++
+	}
+	switch {
+	case i < len(s) && s[i] == '0':
+		i++
+	case i < len(s) && '1' <= s[i] && s[i] <= '9':
+		for i < len(s) && '0' <= s[i] && s[i] <= '9' {
+			i++
+		}
+	default:
+		return nil, false
+	}
+	if i < len(s) && s[i] == '.' {
+		i++
+		if i >= len(s) || s[i] < '0' || s[i] > '9' {
+			return nil, false
+		}
+		for i < len(s) && '0' <= s[i] && s[i] <= '9' {
+			i++
+		}
+	}
+	if i < len(s) && (s[i] == 'e' || s[i] == 'E') {
+		i++
+		if i < len(s) && (s[i] == '+' || s[i] == '-') {
+			i++
+		}
+		if i >= len(s) || s[i] < '0' || s[i] > '9' {
+			return nil, false
+		}
+		for i < len(s) && '0' <= s[i] && s[i] <= '9' {
+			i++
+		}
+	}
+	r.i = i
+	return json.Number(s[start:i]), true
+}
+
+// str reads a JSON string at r.i, its opening quote.
+func (r *argsReader) str() (string, bool) {
+	s := r.s
+	start := r.i + 1
+	plain := true // no escape, valid UTF-8: the text is the string
+	ascii := true
+	i := start
+	for ; i < len(s); i++ {
+		c := s[i]
+		switch {
+		case c == '"':
+			lit := s[start:i]
+			r.i = i + 1
+			if !ascii && plain {
+				plain = utf8.ValidString(lit)
+			}
+			if plain {
+				return lit, true
+			}
+			return unquote(lit)
+		case c == '\\':
+			plain = false
+			i++ // the escaped byte; \u's digits are checked by unquote
+		case c < ' ':
+			return "", false
+		case c >= utf8.RuneSelf:
+			ascii = false
+		}
+	}
+	return "", false
+}
+
+// unquote is encoding/json's unquoting of a string literal's text s: the
+// escapes resolved, a \u escape of a lone surrogate and every byte that is
+// not UTF-8 replaced by U+FFFD.
+func unquote(s string) (string, bool) {
+	b := make([]byte, 0, len(s)+2*utf8.UTFMax)
+	for r := 0; r < len(s); {
+		switch c := s[r]; {
+		case c == '\\':
+			r++
+			if r >= len(s) {
+				return "", false
+			}
+			switch s[r] {
+			default:
+				return "", false
+			case '"', '\\', '/': // what JSON allows (encoding/json's unquote also takes \', which its scanner refuses)
+				b = append(b, s[r])
+				r++
+			case 'b':
+				b = append(b, '\b')
+				r++
+			case 'f':
+				b = append(b, '\f')
+				r++
+			case 'n':
+				b = append(b, '\n')
+				r++
+			case 'r':
+				b = append(b, '\r')
+				r++
+			case 't':
+				b = append(b, '\t')
+				r++
+			case 'u':
+				r--
+				rr := getu4(s[r:])
+				if rr < 0 {
+					return "", false
+				}
+				r += 6
+				if utf16.IsSurrogate(rr) {
+					rr1 := getu4(s[r:])
+					if dec := utf16.DecodeRune(rr, rr1); dec != unicode.ReplacementChar {
+						r += 6
+						b = utf8.AppendRune(b, dec)
+						break
+					}
+					rr = unicode.ReplacementChar
+				}
+				b = utf8.AppendRune(b, rr)
+			}
+		case c == '"', c < ' ':
+			return "", false
+		case c < utf8.RuneSelf:
+			b = append(b, c)
+			r++
+		default:
+			rr, size := utf8.DecodeRuneInString(s[r:])
+			r += size
+			b = utf8.AppendRune(b, rr)
+		}
+	}
+	return string(b), true
+}
+
+// getu4 decodes \uXXXX at the start of s, or returns -1.
+func getu4(s string) rune {
+	if len(s) < 6 || s[0] != '\\' || s[1] != 'u' {
+		return -1
+	}
+	var r rune
+	for i := 2; i < 6; i++ {
+		c := s[i]
+		switch {
+		case '0' <= c && c <= '9':
+			c -= '0'
+		case 'a' <= c && c <= 'f':
+			c = c - 'a' + 10
+		case 'A' <= c && c <= 'F':
+			c = c - 'A' + 10
+		default:
+			return -1
+		}
+		r = r*16 + rune(c)
+	}
+	return r
+}
