@@ -10,6 +10,7 @@ import (
 
 	"github.com/asynkron/protoactor-go/actor"
 
+	"github.com/subactor/subactor/actors"
 	"github.com/subactor/subactor/actors/providers/spawn"
 	"github.com/subactor/subactor/agent"
 	"github.com/subactor/subactor/model/scripted"
@@ -34,16 +35,12 @@ func RawProtoactor(b *testing.B) {
 	rawProtoactor(b, actor.PropsFromProducer(func() actor.Actor { return echoActor{} }))
 }
 
-// RawProtoactorInline is the same floor with the dispatcher subactor's own
-// actors use (actors/internal/inline): the mailbox runs on the sender's
-// goroutine, protoactor's synchronised dispatcher.
+// RawProtoactorInline is the same floor with the mailbox subactor's own
+// actors use (actors.InlineProps): messages handled on the sender's
+// goroutine.
 func RawProtoactorInline(b *testing.B) {
-	rawProtoactor(b, actor.PropsFromProducer(func() actor.Actor { return echoActor{} },
-		actor.WithDispatcher(actor.NewSynchronizedDispatcher(inlineThroughput))))
+	rawProtoactor(b, actors.InlineProps(func() actor.Actor { return echoActor{} }))
 }
-
-// inlineThroughput is actors/internal/inline's.
-const inlineThroughput = 300
 
 func rawProtoactor(b *testing.B, props *actor.Props) {
 	sys := actor.NewActorSystem(actor.WithLoggerFactory(func(*actor.ActorSystem) *slog.Logger {

@@ -5,9 +5,11 @@ import (
 	"cmp"
 	"context"
 	"fmt"
+	"hash/maphash"
 	"slices"
 	"sort"
 	"sync"
+	"sync/atomic"
 
 	"github.com/subactor/subactor/subagent"
 )
@@ -15,12 +17,26 @@ import (
 // Memory is a Store and a TaskStore that keeps everything in process
 // memory. It is safe for concurrent use; the zero value is not usable,
 // call NewMemory.
+//
+// Sessions are spread over shards, each with a lock of its own: every
+// turn of every agent appends here, and one lock for all of them was
+// where parents delegating at once queued.
 type Memory struct {
+	seed   maphash.Seed
+	shards [memShards]memShard
+	// created numbers sessions in creation order, for Sessions.
+	created atomic.Uint64
+
+	tasksMu sync.Mutex
+	tasks   map[string]TaskRecord
+}
+
+const memShards = 32
+
+type memShard struct {
 	mu       sync.Mutex
 	sessions map[string]*memLog
-	// created numbers sessions in creation order, for Sessions.
-	created uint64
-	tasks   map[string]TaskRecord
+	_        [40]byte // keeps shards' locks on separate cache lines
 }
 
 type memLog struct {
@@ -46,7 +62,16 @@ var (
 
 // NewMemory returns an empty in-memory store.
 func NewMemory() *Memory {
-	return &Memory{sessions: make(map[string]*memLog), tasks: make(map[string]TaskRecord)}
+	m := &Memory{seed: maphash.MakeSeed(), tasks: make(map[string]TaskRecord)}
+	for i := range m.shards {
+		m.shards[i].sessions = make(map[string]*memLog)
+	}
+	return m
+}
+
+// shard is where sessionID's log lives.
+func (m *Memory) shard(sessionID string) *memShard {
+	return &m.shards[maphash.String(m.seed, sessionID)%memShards]
 }
 
 // Create implements Store.
@@ -68,15 +93,18 @@ func (m *Memory) CreateWith(ctx context.Context, h subagent.SessionHeader, recs 
 	if err != nil {
 		return 0, err
 	}
-	m.mu.Lock()
-	defer m.mu.Unlock()
-	if _, ok := m.sessions[h.SessionID]; ok {
+	// Made before the lock is taken: an allocation may have to help the
+	// collector, and nobody should wait for that.
+	l := &memLog{header: h}
+	l.add(copied)
+	sh := m.shard(h.SessionID)
+	sh.mu.Lock()
+	defer sh.mu.Unlock()
+	if _, ok := sh.sessions[h.SessionID]; ok {
 		return 0, fmt.Errorf("%w: %q", ErrExists, h.SessionID)
 	}
-	m.created++
-	l := &memLog{header: h, created: m.created}
-	l.add(copied)
-	m.sessions[h.SessionID] = l
+	l.created = m.created.Add(1)
+	sh.sessions[h.SessionID] = l
 	return l.last, nil
 }
 
@@ -90,9 +118,10 @@ func (m *Memory) Append(ctx context.Context, sessionID string, recs ...Record) e
 	if err != nil {
 		return err
 	}
-	m.mu.Lock()
-	defer m.mu.Unlock()
-	l, err := m.log(sessionID)
+	sh := m.shard(sessionID)
+	sh.mu.Lock()
+	defer sh.mu.Unlock()
+	l, err := sh.log(sessionID)
 	if err != nil {
 		return err
 	}
@@ -110,9 +139,10 @@ func (m *Memory) AppendAt(ctx context.Context, sessionID string, expect uint64, 
 	if err != nil {
 		return 0, err
 	}
-	m.mu.Lock()
-	defer m.mu.Unlock()
-	l, err := m.log(sessionID)
+	sh := m.shard(sessionID)
+	sh.mu.Lock()
+	defer sh.mu.Unlock()
+	l, err := sh.log(sessionID)
 	if err != nil {
 		return 0, err
 	}
@@ -162,9 +192,10 @@ func (m *Memory) snapshot(ctx context.Context, sessionID string) (subagent.Sessi
 	if err := ctx.Err(); err != nil {
 		return subagent.SessionHeader{}, nil, err
 	}
-	m.mu.Lock()
-	defer m.mu.Unlock()
-	l, err := m.log(sessionID)
+	sh := m.shard(sessionID)
+	sh.mu.Lock()
+	defer sh.mu.Unlock()
+	l, err := sh.log(sessionID)
 	if err != nil {
 		return subagent.SessionHeader{}, nil, err
 	}
@@ -176,9 +207,10 @@ func (m *Memory) Header(ctx context.Context, sessionID string) (subagent.Session
 	if err := ctx.Err(); err != nil {
 		return subagent.SessionHeader{}, err
 	}
-	m.mu.Lock()
-	defer m.mu.Unlock()
-	l, err := m.log(sessionID)
+	sh := m.shard(sessionID)
+	sh.mu.Lock()
+	defer sh.mu.Unlock()
+	l, err := sh.log(sessionID)
 	if err != nil {
 		return subagent.SessionHeader{}, err
 	}
@@ -200,23 +232,32 @@ func (m *Memory) Children(ctx context.Context, parentSessionID string) ([]Sessio
 	return m.list(ctx, func(l *memLog) bool { return l.header.ParentSessionID == parentSessionID })
 }
 
+// list collects the sessions keep wants, oldest first, shard by shard: a
+// session created while it runs may be missing.
 func (m *Memory) list(ctx context.Context, keep func(*memLog) bool) ([]SessionInfo, error) {
 	if err := ctx.Err(); err != nil {
 		return nil, err
 	}
-	m.mu.Lock()
-	logs := make([]*memLog, 0, len(m.sessions))
-	for _, l := range m.sessions {
-		if keep(l) {
-			logs = append(logs, l)
+	type listed struct {
+		created uint64
+		info    SessionInfo
+	}
+	var found []listed
+	for i := range m.shards {
+		sh := &m.shards[i]
+		sh.mu.Lock()
+		for _, l := range sh.sessions {
+			if keep(l) {
+				found = append(found, listed{l.created, l.info()})
+			}
 		}
+		sh.mu.Unlock()
 	}
-	infos := make([]SessionInfo, len(logs))
-	slices.SortFunc(logs, func(a, b *memLog) int { return cmp.Compare(a.created, b.created) })
-	for i, l := range logs {
-		infos[i] = l.info()
+	slices.SortFunc(found, func(a, b listed) int { return cmp.Compare(a.created, b.created) })
+	infos := make([]SessionInfo, len(found))
+	for i, f := range found {
+		infos[i] = f.info
 	}
-	m.mu.Unlock()
 	return infos, nil
 }
 
@@ -228,9 +269,10 @@ func (m *Memory) Compact(ctx context.Context, sessionID string, upTo uint64, sum
 	if err := ValidateRecord(summary); err != nil {
 		return err
 	}
-	m.mu.Lock()
-	defer m.mu.Unlock()
-	l, err := m.log(sessionID)
+	sh := m.shard(sessionID)
+	sh.mu.Lock()
+	defer sh.mu.Unlock()
+	l, err := sh.log(sessionID)
 	if err != nil {
 		return err
 	}
@@ -266,12 +308,13 @@ func (m *Memory) Delete(ctx context.Context, sessionID string) error {
 	if err := ctx.Err(); err != nil {
 		return err
 	}
-	m.mu.Lock()
-	defer m.mu.Unlock()
-	if _, err := m.log(sessionID); err != nil {
+	sh := m.shard(sessionID)
+	sh.mu.Lock()
+	defer sh.mu.Unlock()
+	if _, err := sh.log(sessionID); err != nil {
 		return err
 	}
-	delete(m.sessions, sessionID)
+	delete(sh.sessions, sessionID)
 	return nil
 }
 
@@ -284,8 +327,8 @@ func (m *Memory) PutTask(ctx context.Context, t TaskRecord) error {
 		return err
 	}
 	t = cloneTask(t)
-	m.mu.Lock()
-	defer m.mu.Unlock()
+	m.tasksMu.Lock()
+	defer m.tasksMu.Unlock()
 	m.tasks[t.ID] = t
 	return nil
 }
@@ -295,9 +338,9 @@ func (m *Memory) GetTask(ctx context.Context, id string) (TaskRecord, error) {
 	if err := ctx.Err(); err != nil {
 		return TaskRecord{}, err
 	}
-	m.mu.Lock()
+	m.tasksMu.Lock()
 	t, ok := m.tasks[id]
-	m.mu.Unlock()
+	m.tasksMu.Unlock()
 	if !ok {
 		return TaskRecord{}, fmt.Errorf("%w: %q", ErrTaskNotFound, id)
 	}
@@ -313,13 +356,13 @@ func (m *Memory) ListTasks(ctx context.Context, parentSessionID string) ([]TaskR
 		return nil, fmt.Errorf("%w: empty parent session id", ErrInvalid)
 	}
 	var out []TaskRecord
-	m.mu.Lock()
+	m.tasksMu.Lock()
 	for _, t := range m.tasks {
 		if t.ParentSessionID == parentSessionID {
 			out = append(out, t)
 		}
 	}
-	m.mu.Unlock()
+	m.tasksMu.Unlock()
 	slices.SortFunc(out, func(a, b TaskRecord) int { return cmp.Compare(a.ID, b.ID) })
 	for i, t := range out {
 		out[i] = cloneTask(t)
@@ -332,8 +375,8 @@ func (m *Memory) DeleteTask(ctx context.Context, id string) error {
 	if err := ctx.Err(); err != nil {
 		return err
 	}
-	m.mu.Lock()
-	defer m.mu.Unlock()
+	m.tasksMu.Lock()
+	defer m.tasksMu.Unlock()
 	if _, ok := m.tasks[id]; !ok {
 		return fmt.Errorf("%w: %q", ErrTaskNotFound, id)
 	}
@@ -341,9 +384,9 @@ func (m *Memory) DeleteTask(ctx context.Context, id string) error {
 	return nil
 }
 
-// log returns the session's log or ErrNotFound; m.mu must be held.
-func (m *Memory) log(sessionID string) (*memLog, error) {
-	l, ok := m.sessions[sessionID]
+// log returns the session's log or ErrNotFound; sh.mu must be held.
+func (sh *memShard) log(sessionID string) (*memLog, error) {
+	l, ok := sh.sessions[sessionID]
 	if !ok {
 		return nil, fmt.Errorf("%w: %q", ErrNotFound, sessionID)
 	}
