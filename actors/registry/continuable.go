@@ -6,7 +6,7 @@ import (
 	"fmt"
 
 	"github.com/asynkron/protoactor-go/actor"
-	"github.com/google/uuid"
+	"github.com/subactor/subactor/internal/ids"
 
 	"github.com/subactor/subactor/actors/internal/reply"
 	"github.com/subactor/subactor/actors/parent"
@@ -52,7 +52,7 @@ func (s *Service) StartContinuable(ctx context.Context, provider string, req sub
 	if isNil(req.Parent) {
 		return Continuable{}, invalid("parent", "a delegating parent agent is required")
 	}
-	childID := uuid.NewString()
+	childID := ids.New()
 	if err := s.routeTo(req.Parent.SessionID(), childID); err != nil {
 		return Continuable{}, err
 	}

@@ -21,7 +21,7 @@ import (
 	"sync/atomic"
 
 	"github.com/asynkron/protoactor-go/actor"
-	"github.com/google/uuid"
+	"github.com/subactor/subactor/internal/ids"
 
 	"github.com/subactor/subactor/actors"
 	"github.com/subactor/subactor/actors/internal/fanout"
@@ -303,7 +303,7 @@ func (s *Service) open(ctx context.Context, name string, req subagent.StartReque
 		return nil, err
 	}
 	if runID == "" {
-		runID = uuid.NewString()
+		runID = ids.New()
 	}
 	// The parent actor holds the run's progress until Published, so every
 	// event of the run follows its start (E1, E6). Nobody listening, no

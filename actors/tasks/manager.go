@@ -23,7 +23,7 @@ import (
 	"time"
 
 	"github.com/asynkron/protoactor-go/actor"
-	"github.com/google/uuid"
+	"github.com/subactor/subactor/internal/ids"
 
 	"github.com/subactor/subactor/actors"
 	"github.com/subactor/subactor/actors/internal/guard"
@@ -87,7 +87,7 @@ func (m *Manager) Start(ctx context.Context, parentSessionID, provider string, s
 	if err != nil {
 		return Task{}, err
 	}
-	t := Task{ID: uuid.NewString(), ParentSessionID: parentSessionID, Provider: provider,
+	t := Task{ID: ids.New(), ParentSessionID: parentSessionID, Provider: provider,
 		RunID: run.ID(), SessionID: run.SessionID(), State: Running}
 	if err := m.record(ctx, t); err != nil {
 		return Task{}, errors.Join(err, run.Dispose(context.WithoutCancel(ctx)))

@@ -1,7 +1,6 @@
 package acp
 
 import (
-	"cmp"
 	"context"
 	"encoding/json"
 	"errors"
@@ -17,7 +16,7 @@ import (
 	"time"
 
 	sdk "github.com/coder/acp-go-sdk"
-	"github.com/google/uuid"
+	"github.com/subactor/subactor/internal/ids"
 
 	"github.com/subactor/subactor/actors/run"
 	"github.com/subactor/subactor/agent"
@@ -163,7 +162,10 @@ func (p *Provider) check(req subagent.StartRequest) error {
 }
 
 func (p *Provider) child(req subagent.StartRequest, dir string) *child {
-	runID := cmp.Or(req.Scope.RunID, uuid.NewString())
+	runID := req.Scope.RunID
+	if runID == "" {
+		runID = ids.New()
+	}
 	return &child{
 		p: p, req: req, runID: runID, dir: dir,
 		ready: make(chan error, 1),

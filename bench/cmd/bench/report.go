@@ -154,7 +154,7 @@ func goals(r Results) []Goal {
 		goal("eino-allocs", "a parent run with one delegation makes at least 5× fewer allocations than Eino's",
 			fmt.Sprintf("%.0f allocations against %.0f (bytes: %.0f against %.0f)", parent.AllocsPerOp, eino.AllocsPerOp, parent.BytesPerOp, eino.BytesPerOp),
 			check("Eino ÷ subactor, allocations", ratio(eino.AllocsPerOp, parent.AllocsPerOp), ">=", 5, "×")),
-		goal("floor", "a delegation (SubactorSpawn) within 3× the raw protoactor floor on the inline dispatcher",
+		goal("floor", "a delegation (SubactorSpawn) within 3× the raw protoactor floor on the inline mailbox subactor's actors use",
 			fmt.Sprintf("%.1f µs against %.1f µs; on the default dispatcher the floor is %.1f µs (%.2f×)",
 				spawn.NsPerOp/1e3, inline.NsPerOp/1e3, floor.NsPerOp/1e3, spawn.NsPerOp/floor.NsPerOp),
 			check("SubactorSpawn ÷ inline floor", ratio(spawn.NsPerOp, inline.NsPerOp), "<=", 3, "×")),
@@ -268,7 +268,7 @@ func markdown(r Results) string {
 	}
 	inline, eino := r.delegation("RawProtoactorInline"), r.delegation("EinoAgentTool")
 	w("\n## Per delegation\n\n")
-	w("RawProtoactor and RawProtoactorInline are the floor: spawn an actor, one request/response, poison it, on protoactor's default dispatcher and on the synchronised (inline) one subactor's own actors use. SubactorSpawn is one child through the Service: start→result→dispose on the scripted model with in-memory sessions; SubactorSpawnBolt the same with sessions in the bbolt store. SubactorParentRun and EinoAgentTool are the same work on both runtimes: a parent run whose scripted model calls one child (the delegate tool; adk.NewAgentTool, the Eino agent built once outside the timed loop) that answers at once; SubactorParentRunBolt is SubactorParentRun on the bbolt store.\n\n")
+	w("RawProtoactor and RawProtoactorInline are the floor: spawn an actor, one request/response, poison it, on protoactor's default dispatcher and on the inline mailbox subactor's own actors use (actors.InlineProps: messages handled on the sender's goroutine). SubactorSpawn is one child through the Service: start→result→dispose on the scripted model with in-memory sessions; SubactorSpawnBolt the same with sessions in the bbolt store. SubactorParentRun and EinoAgentTool are the same work on both runtimes: a parent run whose scripted model calls one child (the delegate tool; adk.NewAgentTool, the Eino agent built once outside the timed loop) that answers at once; SubactorParentRunBolt is SubactorParentRun on the bbolt store.\n\n")
 	w("| implementation | time/op | bytes/op | allocs/op | × inline floor (time) | Eino ÷ this (time / allocs) |\n|---|---|---|---|---|---|\n")
 	for _, d := range r.Delegation {
 		switch d.Name {
