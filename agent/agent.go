@@ -7,6 +7,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"math"
 	"slices"
 	"sync"
 	"sync/atomic"
@@ -78,35 +79,29 @@ func (e *ConfigError) Unwrap() error { return ErrConfig }
 
 // Agent is one session's agent loop.
 type Agent struct {
-	store        persistence.Store
-	header       subagent.SessionHeader
-	model        Model
-	tools        []Tool // after the tool filter, in Config order
-	system       string
-	opts         subagent.AgentOptions
-	outputSchema json.RawMessage
-	schema       *jsonschema.Schema
-	maxSteps     int
-	parallel     int
-	onStep       func(Step)
+	store    persistence.Store
+	header   subagent.SessionHeader
+	model    Model
+	tools    []Tool // after the tool filter, in Config order
+	opts     subagent.AgentOptions
+	shape    *shape // nil without Config.System and Config.OutputSchema
+	maxSteps int32  // at most math.MaxInt32 model calls, beyond any run's reach
+	parallel int32
+	onStep   func(Step)
 
 	running atomic.Bool
 	// closed is set when the agent is closed: its loop stops, and the seam
 	// refuses to start (or keep) its children.
 	closed atomic.Bool
-	// life is made on first use (Lifetime) and ends, with cause ErrClosed,
-	// when the agent is closed; under lifeMu.
-	lifeMu sync.Mutex
-	life   context.Context
-	close  context.CancelCauseFunc
-	// cancelRun cancels the Run in progress, and usage (runUsage while a
-	// Run is in progress) sums its model calls and what its tools report
-	// (children's usage); onClose are what OnClose registered; all under
-	// mu.
+	// parent is what only an agent that delegates needs (its Lifetime and
+	// what OnClose registered), made on first use: most agents are
+	// children that never delegate, and a parked child's memory is what
+	// issue 11 counts.
+	parent atomic.Pointer[parentSide]
+	// cancelRun cancels the Run in progress (nil when none), and runUsage
+	// sums its model calls and what its tools report (children's usage);
+	// both under mu, as are parent's onClose.
 	cancelRun context.CancelCauseFunc
-	onClose   map[uint64]context.CancelCauseFunc
-	nextClose uint64
-	usage     *subagent.Usage
 	runUsage  subagent.Usage
 
 	// The loop's own, used only by the goroutine of the Run in progress:
@@ -114,15 +109,54 @@ type Agent struct {
 	// textStep; offerSpecs and offers are what the last request offered
 	// (see request).
 	onText     func(string)
-	textStep   int
 	offerSpecs []ToolSpec
 	offers     []offer
+	textStep   int32 // a step number, within maxSteps
 
-	mu   sync.Mutex
-	msgs []Message
 	// settled is how many leading msgs are completed turns: it stops short
-	// of an assistant message whose tool calls have no results yet.
-	settled int
+	// of an assistant message whose tool calls have no results yet. Both
+	// under mu. (A history of math.MaxInt32 turns would not fit in memory.)
+	settled int32
+	mu      sync.Mutex
+	msgs    []Message
+}
+
+// shape is what every request of an agent carries besides the history and
+// the tools, when it carries anything: Config.System, and
+// Config.OutputSchema as given and compiled. Children are mostly without
+// either, and a parked child's memory is what issue 11 counts.
+type shape struct {
+	system   string
+	schema   json.RawMessage
+	compiled *jsonschema.Schema // nil when schema is empty
+}
+
+// parentSide is the part of an Agent only a delegating agent uses.
+type parentSide struct {
+	// life is made on first use (Lifetime) and ends, with cause
+	// ErrClosed, when the agent is closed; under lifeMu.
+	lifeMu sync.Mutex
+	life   context.Context
+	close  context.CancelCauseFunc
+	// onClose are what OnClose registered, watchers what WatchClose did,
+	// by slot (nil where unwatched, free listing those slots); under the
+	// agent's mu.
+	onClose   map[uint64]context.CancelCauseFunc
+	nextClose uint64
+	watchers  []CloseWatcher
+	free      []int32
+}
+
+// CloseWatcher is told of an agent's close (see WatchClose).
+type CloseWatcher = interface{ Closed(cause error) }
+
+// side returns the agent's parentSide, made on first use.
+func (a *Agent) side() *parentSide {
+	if p := a.parent.Load(); p != nil {
+		return p
+	}
+	a.parent.CompareAndSwap(nil, new(parentSide))
+	return a.parent.Load()
 }
 
 var (
@@ -150,15 +184,13 @@ func New(ctx context.Context, cfg Config) (*Agent, error) {
 		return nil, &ConfigError{Field: "MaxParallelTools", Reason: "must not be negative"}
 	}
 	a := &Agent{
-		store:        cfg.Store,
-		header:       cfg.Header,
-		model:        cfg.Model,
-		system:       cfg.System,
-		opts:         cloneOptions(cfg.Options),
-		outputSchema: bytes.Clone(cfg.OutputSchema),
-		maxSteps:     cmp.Or(cfg.MaxSteps, DefaultMaxSteps),
-		parallel:     cmp.Or(cfg.MaxParallelTools, DefaultMaxParallelTools),
-		onStep:       cfg.OnStep,
+		store:    cfg.Store,
+		header:   cfg.Header,
+		model:    cfg.Model,
+		opts:     cloneOptions(cfg.Options),
+		maxSteps: int32(min(cmp.Or(cfg.MaxSteps, DefaultMaxSteps), math.MaxInt32)),
+		parallel: int32(min(cmp.Or(cfg.MaxParallelTools, DefaultMaxParallelTools), math.MaxInt32)),
+		onStep:   cfg.OnStep,
 	}
 	seen := make(map[string]bool)
 	for i, t := range cfg.Tools {
@@ -177,12 +209,16 @@ func New(ctx context.Context, cfg Config) (*Agent, error) {
 			a.tools = append(a.tools, t)
 		}
 	}
+	if cfg.System != "" || cfg.OutputSchema != nil {
+		// An empty schema is none, but the request carries it as given.
+		a.shape = &shape{system: cfg.System, schema: bytes.Clone(cfg.OutputSchema)}
+	}
 	if len(cfg.OutputSchema) > 0 {
 		s, err := schema.Compile(cfg.OutputSchema)
 		if err != nil {
 			return nil, &ConfigError{Field: "OutputSchema", Reason: err.Error()}
 		}
-		a.schema = s
+		a.shape.compiled = s
 	}
 	if cfg.Resume {
 		if err := a.load(ctx); err != nil {
@@ -261,20 +297,32 @@ func (a *Agent) load(ctx context.Context) error {
 // it and cancels the children it has. Idempotent; the session stays.
 func (a *Agent) Close() {
 	a.closed.Store(true)
-	a.lifeMu.Lock()
-	if a.close != nil {
-		a.close(ErrClosed)
+	p := a.parent.Load()
+	if p != nil {
+		p.lifeMu.Lock()
+		if p.close != nil {
+			p.close(ErrClosed)
+		}
+		p.lifeMu.Unlock()
 	}
-	a.lifeMu.Unlock()
 	a.mu.Lock()
 	defer a.mu.Unlock()
 	if a.cancelRun != nil {
 		a.cancelRun(ErrClosed)
 	}
-	for _, cancel := range a.onClose {
-		cancel(ErrClosed)
+	// OnClose makes parent under mu before registering: one made since
+	// the Load above has nothing registered but what is read here.
+	if p = a.parent.Load(); p != nil {
+		for _, cancel := range p.onClose {
+			cancel(ErrClosed)
+		}
+		for _, w := range p.watchers {
+			if w != nil {
+				w.Closed(ErrClosed)
+			}
+		}
+		p.onClose, p.watchers, p.free = nil, nil, nil
 	}
-	a.onClose = nil
 }
 
 // OnClose implements subagent.Closable.
@@ -285,17 +333,54 @@ func (a *Agent) OnClose(cancel context.CancelCauseFunc) (stop func()) {
 		cancel(ErrClosed)
 		return func() {}
 	}
-	if a.onClose == nil {
-		a.onClose = map[uint64]context.CancelCauseFunc{}
+	p := a.side()
+	if p.onClose == nil {
+		p.onClose = map[uint64]context.CancelCauseFunc{}
 	}
-	id := a.nextClose
-	a.nextClose++
-	a.onClose[id] = cancel
+	id := p.nextClose
+	p.nextClose++
+	p.onClose[id] = cancel
 	return func() {
 		a.mu.Lock()
 		defer a.mu.Unlock()
-		delete(a.onClose, id)
+		delete(p.onClose, id)
 	}
+}
+
+// WatchClose is OnClose for a watcher that is an object already: w.Closed
+// is called with the close's cause when the agent closes (at once if it
+// has, and slot is then -1), until UnwatchClose(w, slot). It takes no
+// function value, stop closure or map entry per watcher, memory each of a
+// parent's live children would hold (the Service ties its children to
+// their parent this way, issue 11). w must be comparable.
+func (a *Agent) WatchClose(w CloseWatcher) (slot int) {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	if a.closed.Load() {
+		w.Closed(ErrClosed)
+		return -1
+	}
+	p := a.side()
+	if n := len(p.free); n > 0 {
+		slot, p.free = int(p.free[n-1]), p.free[:n-1]
+		p.watchers[slot] = w
+		return slot
+	}
+	p.watchers = append(p.watchers, w)
+	return len(p.watchers) - 1
+}
+
+// UnwatchClose ends what the WatchClose(w) that returned slot began; it
+// does nothing when w is not watching there.
+func (a *Agent) UnwatchClose(w CloseWatcher, slot int) {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	p := a.parent.Load()
+	if p == nil || slot < 0 || slot >= len(p.watchers) || p.watchers[slot] != w {
+		return
+	}
+	p.watchers[slot] = nil
+	p.free = append(p.free, int32(slot)) // a slot per live watcher: far within int32
 }
 
 // AddUsage adds u to the usage of the Run in progress: the delegate tool
@@ -304,23 +389,24 @@ func (a *Agent) OnClose(cancel context.CancelCauseFunc) (stop func()) {
 func (a *Agent) AddUsage(u subagent.Usage) {
 	a.mu.Lock()
 	defer a.mu.Unlock()
-	if a.usage != nil {
-		a.usage.Add(u)
+	if a.cancelRun != nil {
+		a.runUsage.Add(u)
 	}
 }
 
 // Lifetime implements subagent.Closable: it ends when the agent closes.
 func (a *Agent) Lifetime() context.Context {
-	a.lifeMu.Lock()
-	defer a.lifeMu.Unlock()
-	if a.life == nil {
+	p := a.side()
+	p.lifeMu.Lock()
+	defer p.lifeMu.Unlock()
+	if p.life == nil {
 		// Made on first use: most agents (children) are never asked.
-		a.life, a.close = context.WithCancelCause(context.Background())
+		p.life, p.close = context.WithCancelCause(context.Background())
 		if a.closed.Load() {
-			a.close(ErrClosed)
+			p.close(ErrClosed)
 		}
 	}
-	return a.life
+	return p.life
 }
 
 // closedResult is how a Run of a closed agent settles.
@@ -358,7 +444,7 @@ func (a *Agent) Turns() []Message {
 // results. Callers hold mu (or own a not yet shared Agent).
 func (a *Agent) settle() {
 	if last := a.msgs[len(a.msgs)-1]; last.Role != Assistant || len(last.ToolCalls) == 0 {
-		a.settled = len(a.msgs)
+		a.settled = int32(len(a.msgs))
 	}
 }
 

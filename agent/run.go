@@ -11,6 +11,8 @@ import (
 	"sync"
 	"unicode/utf8"
 
+	"github.com/santhosh-tekuri/jsonschema/v6"
+
 	"github.com/subactor/subactor/internal/schema"
 	"github.com/subactor/subactor/subagent"
 )
@@ -26,43 +28,141 @@ import (
 // run actor) owns that failure, while a panicking Tool becomes an error
 // result.
 func (a *Agent) Run(ctx context.Context, prompt []subagent.ContentBlock, steer SteerSource) subagent.Result {
-	if !a.running.CompareAndSwap(false, true) {
-		return subagent.Stopped(subagent.Error, "agent: Run is already in progress")
-	}
-	defer a.running.Store(false)
 	ctx, cancel := context.WithCancelCause(ctx)
 	defer cancel(nil)
+	var res subagent.Result
+	a.RunUnder(ctx, cancel, prompt, steer, &res)
+	return res
+}
+
+// RunUnder is Run for a caller that made the activation's context itself:
+// the loop runs under ctx as it is, without a context of its own, and
+// Close cancels it through cancel (with ErrClosed), which must be ctx's.
+// The caller cancels ctx once RunUnder has returned. The result is written
+// to *res, not returned: a parked child's stack is most of what it costs
+// (issue 11), and a result passed up by value takes room in every frame
+// under the model call. The run actor's children run this way, under the
+// one context their run made for them.
+func (a *Agent) RunUnder(ctx context.Context, cancel context.CancelCauseFunc, prompt []subagent.ContentBlock, steer SteerSource, res *subagent.Result) {
+	if !a.running.CompareAndSwap(false, true) {
+		inProgress(res)
+		return
+	}
+	defer a.leave()
+	if !a.enter(cancel) {
+		closedTo(res)
+		return
+	}
+	l := loop{a: a, ctx: ctx}
+	recorded := false
+	if l.begin(prompt, res) {
+		// The loop is here rather than in a function of its own: a frame
+		// less under the model call (see loop).
+		for l.step = 1; ; l.step++ {
+			if l.ctx.Err() != nil {
+				abortedTo(l.ctx, res)
+				break
+			}
+			// Check the budget before Take so that no steer message is
+			// taken that no request will carry.
+			if l.step > int(a.maxSteps) {
+				a.stepLimit(res)
+				break
+			}
+			if steer != nil && !l.admit(steer, res) {
+				break
+			}
+			var done bool
+			if done, recorded = l.generate(res); done {
+				break
+			}
+		}
+	}
+	l.end(res, recorded)
+}
+
+// loop is what a step of RunUnder's loop needs, in RunUnder's frame: a
+// parked child's stack is most of what it costs (issue 11), and Go halves
+// a parked goroutine's stack only when it uses less than a quarter of it,
+// so the frames under the model call hold little more than the call's own
+// arguments and answer. recorded, where a step returns it, says whether
+// the result's KindStop record went out with the final turn.
+type loop struct {
+	a         *Agent
+	ctx       context.Context
+	tools     context.Context // see toolCtx
+	step      int
+	corrected bool // an answer that missed the output schema was sent back once
+}
+
+// toolCtx is the loop's context for its tools, marked as one that ends
+// when the agent closes (subagent.WithinLifetime): children the tools
+// start through the Service are cancelled with it when the agent closes,
+// and need no second binding. It is made for the first tool call: a child
+// parked on its first model call has no use for it, and a parked child's
+// memory is what issue 11 counts.
+func (l *loop) toolCtx() context.Context {
+	if l.tools == nil {
+		l.tools = subagent.WithinLifetime(l.ctx, l.a)
+	}
+	return l.tools
+}
+
+// enter marks the start of a Run under cancel; false when the agent is
+// closed.
+func (a *Agent) enter(cancel context.CancelCauseFunc) bool {
 	a.mu.Lock()
+	defer a.mu.Unlock()
 	if a.closed.Load() {
-		a.mu.Unlock()
-		return closedResult()
+		return false
 	}
 	a.runUsage = subagent.Usage{}
-	a.cancelRun, a.usage = cancel, &a.runUsage
+	if cancel == nil {
+		cancel = func(error) {} // a Run in progress has one (see AddUsage)
+	}
+	a.cancelRun = cancel
+	return true
+}
+
+// leave marks the end of the Run that RunUnder began.
+func (a *Agent) leave() {
+	a.mu.Lock()
+	a.cancelRun = nil
 	a.mu.Unlock()
-	defer func() {
-		a.mu.Lock()
-		a.cancelRun, a.usage = nil, nil
-		a.mu.Unlock()
-	}()
-	// Children this loop starts through the Service are cancelled with
-	// ctx when the agent closes: no second binding is needed.
-	ctx = subagent.WithinLifetime(ctx, a)
-	res, recorded := a.run(ctx, prompt, steer)
+	a.running.Store(false)
+}
+
+// inProgress is how a Run settles while another is in progress.
+//
+//go:noinline
+func inProgress(res *subagent.Result) {
+	*res = subagent.Stopped(subagent.Error, "agent: Run is already in progress")
+}
+
+// closedTo is how a Run of a closed agent settles.
+//
+//go:noinline
+func closedTo(res *subagent.Result) { *res = closedResult() }
+
+// end completes the result with the run's usage and, unless the final
+// turn carried it, records how the run stopped.
+//
+//go:noinline
+func (l *loop) end(res *subagent.Result, recorded bool) {
+	a, ctx := l.a, l.ctx
 	if res.Usage == nil {
 		res.Usage = a.usageSoFar()
 	}
 	if !recorded {
-		a.recordStop(ctx, res)
+		a.recordStop(ctx, *res)
 	}
-	return res
 }
 
 // usageSoFar copies the usage of the Run in progress.
 func (a *Agent) usageSoFar() *subagent.Usage {
 	a.mu.Lock()
 	defer a.mu.Unlock()
-	u := *a.usage
+	u := a.runUsage
 	return &u
 }
 
@@ -90,58 +190,33 @@ func (a *Agent) recordStop(ctx context.Context, res subagent.Result) {
 	_ = a.commit(context.WithoutCancel(ctx), &res, ownNothing)
 }
 
-// run is Run's loop; recorded says whether the result's KindStop record
-// went out with the final turn. What a step does before and after its
-// model call is in generate and turn: their locals are not on the stack
-// while the model works (a parked child's stack is most of what it costs,
-// issue 11).
-func (a *Agent) run(ctx context.Context, prompt []subagent.ContentBlock, steer SteerSource) (res subagent.Result, recorded bool) {
-	if res, ok := a.begin(ctx, prompt); !ok {
-		return res, false
+// textSink is the Request.OnText of every step: the model calls it on the
+// loop's goroutine, during the step, so one per agent does, reading the
+// step from textStep. Nil without OnStep.
+func (a *Agent) textSink() func(string) {
+	if a.onStep == nil {
+		return nil
 	}
-	corrected := false // an answer that missed the output schema was sent back once
-	// The model calls onText on this goroutine, during the step: one per
-	// agent, reading the step from it.
-	var onText func(string)
-	if a.onStep != nil {
-		if a.onText == nil {
-			a.onText = func(delta string) { a.notify(a.textStep, subagent.TextDelta, delta, false, nil) }
-		}
-		onText = a.onText
+	if a.onText == nil {
+		a.onText = func(delta string) { a.notify(int(a.textStep), subagent.TextDelta, delta, false, nil) }
 	}
-	for step := 1; ; step++ {
-		if ctx.Err() != nil {
-			return aborted(ctx), false
-		}
-		// Check the budget before Take so that no steer message is taken
-		// that no request will carry.
-		if step > a.maxSteps {
-			return subagent.Stopped(subagent.Error, fmt.Sprintf("agent: step limit of %d model calls reached", a.maxSteps)), false
-		}
-		if steer != nil {
-			if res, ok := a.admit(ctx, step, steer); !ok {
-				return res, false
-			}
-		}
-		var resp Response
-		offered, err := a.generate(ctx, step, onText, &resp)
-		if err != nil {
-			a.notify(step, subagent.ModelCallFinished, err.Error(), true, nil)
-			if ctx.Err() != nil {
-				return aborted(ctx), false
-			}
-			return subagent.Stopped(subagent.Error, "agent: model: "+err.Error()), false
-		}
-		if res, recorded, done := a.turn(ctx, step, &resp, offered, &corrected); done {
-			return res, recorded
-		}
-	}
+	return a.onText
+}
+
+// stepLimit settles a run out of model calls.
+//
+//go:noinline
+func (a *Agent) stepLimit(res *subagent.Result) {
+	*res = subagent.Stopped(subagent.Error, fmt.Sprintf("agent: step limit of %d model calls reached", a.maxSteps))
 }
 
 // begin appends the results of the calls an earlier run left without
-// (see interrupted) and prompt as a user turn; ok is false when the run
-// must end with res at once.
-func (a *Agent) begin(ctx context.Context, prompt []subagent.ContentBlock) (res subagent.Result, ok bool) {
+// (see interrupted) and prompt as a user turn; false when the run must end
+// at once, with *res.
+//
+//go:noinline
+func (l *loop) begin(prompt []subagent.ContentBlock, res *subagent.Result) bool {
+	a, ctx := l.a, l.ctx
 	first := a.interrupted()
 	var err error
 	switch {
@@ -152,31 +227,54 @@ func (a *Agent) begin(ctx context.Context, prompt []subagent.ContentBlock) (res 
 		// the caller's.
 		err = a.commit(ctx, nil, ownNothing, append(first, Message{Role: User, Content: prompt})...)
 	case a.empty():
-		return subagent.Stopped(subagent.Error, "agent: nothing to continue: the session has no turns and the prompt is empty"), false
+		*res = subagent.Stopped(subagent.Error, "agent: nothing to continue: the session has no turns and the prompt is empty")
+		return false
 	default:
 		err = a.commit(ctx, nil, ownContent, first...)
 	}
 	if err != nil {
-		return a.storeFailed(ctx, err), false
+		*res = a.storeFailed(ctx, err)
+		return false
 	}
-	return subagent.Result{}, true
+	return true
 }
 
-// generate asks the model for the turn of step, into resp, and returns the
-// tools its request offered.
-func (a *Agent) generate(ctx context.Context, step int, onText func(string), resp *Response) (offered []offer, err error) {
-	req, offered := a.request()
-	req.OnText = onText
-	a.textStep = step
-	a.notify(step, subagent.ModelCallStarted, "", false, nil)
-	*resp, err = a.model.Generate(ctx, req)
-	return offered, err
+// generate asks the model for the turn of l.step and takes it (see turn);
+// done says whether the run ended, with *res. It is the frame under the
+// model call, which holds little more than the call's arguments and
+// answer. (res is not in loop: a loop's contents reach the heap, through
+// its context, and res would go with them.)
+func (l *loop) generate(res *subagent.Result) (done, recorded bool) {
+	resp, err := l.a.model.Generate(l.ctx, l.a.request(l.step))
+	if err != nil {
+		l.a.modelFailed(l.ctx, l.step, err, res)
+		return true, false
+	}
+	// By value: a pointer to resp would make the compiler keep a second
+	// copy of the answer in this frame.
+	return l.a.turn(l, resp, res)
 }
 
-// turn takes the model's turn of step: it commits it and runs its tool
-// calls, or settles the run. done says whether the run ends, with res,
-// recorded as for run.
-func (a *Agent) turn(ctx context.Context, step int, resp *Response, offered []offer, corrected *bool) (res subagent.Result, recorded, done bool) {
+// modelFailed settles a run whose model call failed.
+//
+//go:noinline
+func (a *Agent) modelFailed(ctx context.Context, step int, err error, res *subagent.Result) {
+	a.notify(step, subagent.ModelCallFinished, err.Error(), true, nil)
+	if ctx.Err() != nil {
+		*res = aborted(ctx)
+		return
+	}
+	*res = subagent.Stopped(subagent.Error, "agent: model: "+err.Error())
+}
+
+// turn takes the model's answer resp, the turn of l.step: it commits it
+// and runs its tool calls, or settles the run with *res. done says
+// whether the run ends, recorded is as for loop. The tools offered are
+// those of the step's request (a.offers).
+//
+//go:noinline
+func (a *Agent) turn(l *loop, resp Response, res *subagent.Result) (done, recorded bool) {
+	ctx, step, corrected := l.ctx, l.step, &l.corrected
 	if a.onStep != nil {
 		callUsage := resp.Usage // a copy per notification: OnStep may keep it
 		a.notify(step, subagent.ModelCallFinished, "", false, &callUsage)
@@ -190,7 +288,8 @@ func (a *Agent) turn(ctx context.Context, step int, resp *Response, offered []of
 	switch {
 	case resp.StopReason != "" && resp.StopReason != subagent.Completed:
 		// Max-tokens, refusal or a reason a model adds: the turn is over.
-		end = &subagent.Result{Output: splitContent(&msg), StopReason: resp.StopReason}
+		*res = subagent.Result{Output: splitContent(&msg), StopReason: resp.StopReason}
+		end = res
 	case len(msg.ToolCalls) == 0:
 		final, invalid := a.final(step, msg)
 		if invalid != nil && !*corrected {
@@ -201,29 +300,34 @@ func (a *Agent) turn(ctx context.Context, step int, resp *Response, offered []of
 				"Your final answer does not match the required JSON schema: " + invalid.Error() +
 					". Answer again with only a JSON value that matches it.")}}
 			if err := a.commit(ctx, nil, ownNothing, msg, fix); err != nil {
-				return a.storeFailed(ctx, err), false, true
+				*res = a.storeFailed(ctx, err)
+				return true, false
 			}
-			return subagent.Result{}, false, false
+			return false, false
 		}
 		final.Output = splitContent(&msg)
-		end = &final
+		*res = final
+		end = res
 	}
 	if end != nil {
 		// The final turn and how the run stopped share one append.
 		end.Usage = a.usageSoFar()
 		if err := a.commit(ctx, end, ownCalls|ownContent, msg); err != nil {
-			return a.storeFailed(ctx, err), false, true
+			*res = a.storeFailed(ctx, err)
+			return true, false
 		}
-		return *end, true, true
+		return true, true
 	}
 	// The tool calls are sanitizeArgs' copy: the history keeps them.
 	if err := a.commit(ctx, nil, ownCalls, msg); err != nil {
-		return a.storeFailed(ctx, err), false, true
+		*res = a.storeFailed(ctx, err)
+		return true, false
 	}
-	if err := a.runTools(ctx, step, msg.ToolCalls, offered, malformed); err != nil {
-		return a.storeFailed(ctx, err), false, true
+	if err := a.runTools(l.toolCtx(), step, msg.ToolCalls, a.offers, malformed); err != nil {
+		*res = a.storeFailed(ctx, err)
+		return true, false
 	}
-	return subagent.Result{}, false, false
+	return false, false
 }
 
 // runTools runs a turn's tool calls and commits their results.
@@ -238,28 +342,38 @@ func (a *Agent) runTools(ctx context.Context, step int, calls []ToolCall, offere
 }
 
 // admit takes the pending steer messages and appends them as user turns,
-// so that the next request carries them. ok is false when the run must end
-// with res.
-func (a *Agent) admit(ctx context.Context, step int, steer SteerSource) (res subagent.Result, ok bool) {
+// so that the next request carries them. It is false when the run must end,
+// with *res.
+//
+//go:noinline
+func (l *loop) admit(steer SteerSource, res *subagent.Result) bool {
+	a, ctx, step := l.a, l.ctx, l.step
 	taken, err := steer.Take(ctx)
 	if err != nil {
-		return subagent.Stopped(subagent.Aborted, "agent: steer: "+err.Error()), false
+		*res = subagent.Stopped(subagent.Aborted, "agent: steer: "+err.Error())
+		return false
 	}
 	if len(taken) == 0 {
-		return subagent.Result{}, true
+		return true
 	}
 	msgs := make([]Message, len(taken))
 	for i, m := range taken {
 		msgs[i] = Message{Role: User, Content: m}
 	}
 	if err := a.commit(ctx, nil, ownNothing, msgs...); err != nil {
-		return a.storeFailed(ctx, err), false
+		*res = a.storeFailed(ctx, err)
+		return false
 	}
 	for _, m := range taken {
 		a.notify(step, subagent.SteerAdmitted, firstLine(subagent.TextOf(m)), false, nil)
 	}
-	return subagent.Result{}, true
+	return true
 }
+
+// abortedTo settles a run whose context ended (see aborted).
+//
+//go:noinline
+func abortedTo(ctx context.Context, res *subagent.Result) { *res = aborted(ctx) }
 
 // aborted settles a run whose context ended, keeping why (a deadline, a
 // cancel) as the Cause.
@@ -444,15 +558,20 @@ type offer struct {
 	at   int
 }
 
-// request snapshots the next model request and the tools it offers,
-// offered[i] being the tool of req.Tools[i]. The tools and their specs are
-// asked afresh every step; when they are what the last request offered,
-// the two share the slices (which are never changed once made).
-func (a *Agent) request() (req Request, offered []offer) {
+// request snapshots the model request of step, and the tools it offers
+// into a.offers, a.offers[i] being the tool of req.Tools[i], then tells
+// OnStep the model call starts. The tools and their specs are asked
+// afresh every step; when they are what the last request offered, the two
+// share the slices (which are never changed once made).
+//
+//go:noinline
+func (a *Agent) request(step int) (req Request) {
 	req = Request{
-		System:       a.system,
-		MaxTokens:    a.opts.MaxTokens,
-		OutputSchema: a.outputSchema,
+		MaxTokens: a.opts.MaxTokens,
+		OnText:    a.textSink(),
+	}
+	if sh := a.shape; sh != nil {
+		req.System, req.OutputSchema = sh.system, sh.schema
 	}
 	specs, offers := a.offerSpecs, a.offers
 	n, fresh := 0, false
@@ -489,7 +608,9 @@ func (a *Agent) request() (req Request, offered []offer) {
 	// writing into the loop's next turn.
 	req.Messages = a.msgs[:len(a.msgs):len(a.msgs)]
 	a.mu.Unlock()
-	return req, offers
+	a.textStep = int32(step)
+	a.notify(step, subagent.ModelCallStarted, "", false, nil)
+	return req
 }
 
 // sameSpec reports whether a and b describe a tool alike.
@@ -528,15 +649,19 @@ func splitContent(msg *Message) []subagent.ContentBlock {
 // invalid says why it misses the output schema, if it does.
 func (a *Agent) final(step int, msg Message) (res subagent.Result, invalid error) {
 	var text string
-	if a.onStep != nil || a.schema != nil {
+	var compiled *jsonschema.Schema
+	if a.shape != nil {
+		compiled = a.shape.compiled
+	}
+	if a.onStep != nil || compiled != nil {
 		text = textOf(msg.Content)
 	}
 	a.notify(step, subagent.MessageText, text, false, nil)
 	res = subagent.Result{StopReason: subagent.Completed}
-	if a.schema == nil {
+	if compiled == nil {
 		return res, nil
 	}
-	structured, err := schema.Validate(a.schema, text)
+	structured, err := schema.Validate(compiled, text)
 	if err != nil {
 		res.StopReason, res.Detail = subagent.Error, "agent: "+err.Error()
 		return res, err

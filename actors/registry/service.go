@@ -368,9 +368,92 @@ func bindToParent(ctx context.Context, p subagent.Agent) (_ context.Context, unb
 	if subagent.IsWithinLifetime(ctx, c) {
 		return ctx, nil, nil // the parent's own loop: ctx ends when it closes
 	}
+	if w, ok := c.(closeWatcher); ok && ctx.Done() == nil {
+		// Nothing but the parent's close and unbind ends it: see boundCtx.
+		b := &boundCtx{parent: w}
+		b.Context, b.cancel = context.WithCancelCause(ctx)
+		b.slot = int32(w.WatchClose(b)) // a slot per live child: far within int32
+		return b, b.unbind, nil
+	}
 	ctx, cancel := context.WithCancelCause(ctx)
 	stop := c.OnClose(cancel)
 	return ctx, func() { stop(); cancel(context.Canceled) }, nil
+}
+
+// closeWatcher is a parent that tells an object of its close, which costs
+// it no closure per child (*agent.Agent).
+type closeWatcher interface {
+	WatchClose(w interface{ Closed(cause error) }) (slot int)
+	UnwatchClose(w interface{ Closed(cause error) }, slot int)
+}
+
+// boundCtx is a start context tied to its parent's close, made from one
+// that never ends by itself: the close and unbind are its only ends, so it
+// tells the one who watches it (the run actor, through WatchEnd) itself.
+// A child then costs no function values for the tie and the watch, nor a
+// done channel, children map and context of the watch's own: memory every
+// parked child holds (issue 11).
+type boundCtx struct {
+	context.Context // WithCancelCause of the start context
+	cancel          context.CancelCauseFunc
+	parent          closeWatcher
+	w               interface{ Ended(cause error) } // the watcher, once state is watched
+	state           atomic.Uint32
+	slot            int32 // b's with parent
+}
+
+// The states of a boundCtx's watch.
+const (
+	boundIdle uint32 = iota
+	boundWatched
+	boundUnwatched
+	boundEnded
+)
+
+// Closed implements the parent's close watcher.
+func (b *boundCtx) Closed(cause error) { b.end(cause) }
+
+func (b *boundCtx) unbind() {
+	b.parent.UnwatchClose(b, int(b.slot))
+	b.end(context.Canceled)
+}
+
+// end cancels b with cause and tells its watcher, on a goroutine of its
+// own as context.AfterFunc would.
+func (b *boundCtx) end(cause error) {
+	b.cancel(cause)
+	if b.state.Swap(boundEnded) == boundWatched {
+		go b.w.Ended(context.Cause(b.Context))
+	}
+}
+
+// WatchEnd has w.Ended called with b's cause once b ends (at once if it
+// has), as context.AfterFunc(b, ...) would, until UnwatchEnd. b takes one
+// watcher, once: false when it has had one.
+func (b *boundCtx) WatchEnd(w interface{ Ended(cause error) }) bool {
+	switch b.state.Load() {
+	case boundIdle:
+		b.w = w
+		if b.state.CompareAndSwap(boundIdle, boundWatched) {
+			return true
+		}
+		b.w = nil // ended meanwhile: end has not read it
+	case boundEnded:
+	default:
+		return false
+	}
+	go w.Ended(context.Cause(b.Context))
+	return true
+}
+
+// UnwatchEnd ends what WatchEnd began: true when it kept w from being
+// told, false when w was told or is being told.
+func (b *boundCtx) UnwatchEnd() bool {
+	if !b.state.CompareAndSwap(boundWatched, boundUnwatched) {
+		return false
+	}
+	b.w = nil
+	return true
 }
 
 // sink forwards a run's progress to its parent actor while anyone listens

@@ -28,11 +28,9 @@ type (
 	}
 	// childExited is sent as a pointer to its Gate's own: the child's
 	// goroutine writes it before it sends it and never touches it after.
-	childExited struct {
-		result subagent.Result
-		err    error
-		panic  string
-	}
+	childExited struct{ Exit }
+	// childPanic is the Err of a childExited whose child panicked.
+	childPanic struct{ value string }
 	// cancelFor is the start context ending, with its cause.
 	cancelFor struct{ cause error }
 	observe   struct{ f func(subagent.Result, error) }
@@ -49,25 +47,62 @@ type steerFrom struct {
 
 // runActor feeds its mailbox to the Lifecycle and carries out the effects.
 // It is the run's one allocation: its Handle, its Lifecycle and the first
-// child's Gate live in it, since they live as long as the run does. It
-// takes 1,144 bytes on 64-bit platforms, so with the allocator's 8-byte
-// header it fits the 1,152-byte size class: mind the next one (1,280)
-// when adding to it.
+// child's Gate live in it, since they live as long as the run does. Mind
+// its size class (see TestRunActorSize) when adding to it: every parked
+// child has one (issue 11).
 type runActor struct {
-	h       Handle
-	life    Lifecycle
-	spec    Spec
-	started bool
-	cancel  context.CancelCauseFunc // the live child's context
-	stopCtx func() bool             // detaches the start context's AfterFunc; nil when none
-	replies map[string]steerFrom    // pending steers by key; made on first use
-	take    chan snapshot           // the child's Take awaiting its snapshot
-	senders map[string]*actor.PID   // watchers and disposers by key; made on first use
-	// observers are called when the run settles; observer holds the
-	// first, usually the only one (the Service's).
+	h    Handle
+	life Lifecycle
+	// What the Spec gave the run, dropped once it has quiesced.
+	start   context.Context
+	child   Child
+	bodies  *bodies       // nil without Body, Relaunch and Release
+	stopCtx func() bool   // detaches the start context's AfterFunc; nil when none
+	take    chan snapshot // the child's Take awaiting its snapshot
+	// observer is the first observer to call when the run settles,
+	// usually the only one (the Service's); more.observers the others.
+	observer func(subagent.Result, error)
+	more     *actorMore // made on first use
+	live     *Gate      // the live child's; nil until the actor started
+	gate     Gate       // the first child's
+	watching bool       // the start context is an endWatcher a is watching
+}
+
+// bodies are a Spec's Body, Relaunch and Release: most runs (the spawn
+// provider's) have a Child and no Release instead.
+type bodies struct {
+	body, again Body
+	free        func()
+}
+
+// actorMore is what few runs need: pending steers, wire senders, more
+// than one observer.
+type actorMore struct {
+	replies   map[string]steerFrom  // pending steers by key
+	senders   map[string]*actor.PID // watchers and disposers by key
 	observers []func(subagent.Result, error)
-	observer  [1]func(subagent.Result, error)
-	gate      Gate // the first child's
+}
+
+func (a *runActor) extra() *actorMore {
+	if a.more == nil {
+		a.more = new(actorMore)
+	}
+	return a.more
+}
+
+// replies and senders are more's, nil when there is none.
+func (a *runActor) replies() map[string]steerFrom {
+	if a.more == nil {
+		return nil
+	}
+	return a.more.replies
+}
+
+func (a *runActor) senders() map[string]*actor.PID {
+	if a.more == nil {
+		return nil
+	}
+	return a.more.senders
 }
 
 // Receive recovers a panic in place (A2): the crash is a lifecycle input
@@ -92,7 +127,7 @@ func (a *runActor) crashed(c actor.Context, msg any) {
 	steer, isSteer := msg.(*messages.Steer)
 	unrecorded := isSteer && c.Sender() != nil
 	if unrecorded {
-		_, recorded := a.replies[steerKey(c.Sender(), steer.SteerId)]
+		_, recorded := a.replies()[steerKey(c.Sender(), steer.SteerId)]
 		unrecorded = !recorded
 	}
 	a.step(c, InCrash{Reason: fmt.Sprintf("handling %T: %v", msg, p), At: time.Now()})
@@ -114,18 +149,24 @@ func (a *runActor) crashed(c actor.Context, msg any) {
 func (a *runActor) receive(c actor.Context, msg any) {
 	switch m := msg.(type) {
 	case *actor.Started:
-		if !a.started {
-			a.started = true
-			a.watchStart(c)
-			a.launch(c, a.spec.Body)
+		if a.live == nil {
+			// For the start context's watch and the child, which may
+			// need it before Start has it: see Handle.pid.
+			a.h.pid.Store(c.Self())
+			a.watchStart()
+			a.launch()
 		}
 	case *actor.Stopped:
 		a.step(c, InStopped{})
 	case observe:
-		if a.life.settled {
+		switch {
+		case a.life.settled:
 			a.notify(c, m.f)
-		} else {
-			a.observers = append(a.observers, m.f)
+		case a.observer == nil:
+			a.observer = m.f
+		default:
+			more := a.extra()
+			more.observers = append(more.observers, m.f)
 		}
 	case publish:
 		a.step(c, InPublish{})
@@ -155,8 +196,14 @@ func (a *runActor) receive(c actor.Context, msg any) {
 	}
 }
 
+func (e *childPanic) Error() string { return "child panicked: " + e.value }
+
 func (a *runActor) exited(c actor.Context, m *childExited) {
-	a.step(c, InExited{Result: m.result, Err: m.err, Panic: m.panic, At: time.Now()})
+	in := InExited{Result: m.Result, Err: m.Err, At: time.Now()}
+	if p, ok := m.Err.(*childPanic); ok {
+		in.Err, in.Panic = nil, p.value
+	}
+	a.step(c, in)
 }
 
 func (a *runActor) steer(c actor.Context, m *messages.Steer) {
@@ -165,10 +212,11 @@ func (a *runActor) steer(c actor.Context, m *messages.Steer) {
 		return
 	}
 	key := steerKey(s, m.SteerId)
-	if a.replies == nil {
-		a.replies = map[string]steerFrom{}
+	more := a.extra()
+	if more.replies == nil {
+		more.replies = map[string]steerFrom{}
 	}
-	a.replies[key] = steerFrom{pid: s, id: m.SteerId}
+	more.replies[key] = steerFrom{pid: s, id: m.SteerId}
 	a.step(c, InSteer{ID: key, Content: messages.ToContent(m.Content)})
 }
 
@@ -190,10 +238,11 @@ func (a *runActor) sender(c actor.Context) string {
 		return ""
 	}
 	key := s.Address + "/" + s.Id
-	if a.senders == nil {
-		a.senders = map[string]*actor.PID{}
+	more := a.extra()
+	if more.senders == nil {
+		more.senders = map[string]*actor.PID{}
 	}
-	a.senders[key] = s
+	more.senders[key] = s
 	return key
 }
 
@@ -209,13 +258,13 @@ func (a *runActor) step(c actor.Context, in Input) {
 	for _, fx := range a.life.Step(in) {
 		switch fx := fx.(type) {
 		case *CancelChild:
-			a.cancel(fx.Cause)
+			a.live.cancel(fx.Cause)
 		case *AnswerSteer:
 			a.answerSteer(c, fx)
 		case *Deliver:
 			a.deliver(fx)
 		case *Settle:
-			a.settle(c, fx)
+			a.settle(c)
 		case *TellSettled:
 			a.tellSettled(c, fx.ID)
 		case *Relaunch:
@@ -223,17 +272,18 @@ func (a *runActor) step(c actor.Context, in Input) {
 		case StopSelf:
 			c.Stop(c.Self())
 		case Quiesced:
-			close(a.h.stopped)
+			a.h.latches.actorStopped(a.live)
 			a.done()
 		case *TellQuiesced:
 			a.tellQuiesced(c, fx.ID)
 		}
 	}
+	a.life.Release() // see Lifecycle
 }
 
 func (a *runActor) answerSteer(c actor.Context, fx *AnswerSteer) {
-	if to, ok := a.replies[fx.ID]; ok {
-		delete(a.replies, fx.ID)
+	if to, ok := a.replies()[fx.ID]; ok {
+		delete(a.more.replies, fx.ID)
 		c.Send(to.pid, &messages.SteerAnswer{SteerId: to.id, Admitted: fx.Admitted, Reason: fx.Reason})
 	}
 }
@@ -248,25 +298,29 @@ func (a *runActor) deliver(fx *Deliver) {
 	}
 }
 
-func (a *runActor) settle(c actor.Context, fx *Settle) {
-	if a.stopCtx != nil {
-		a.stopCtx()
-		a.stopCtx = nil // it holds the start context
-	}
-	a.h.result, a.h.err = fx.Result, fx.Err
-	for _, f := range a.observers {
+// settle tells the observers of the settle and then the Handle's waiters;
+// the result is the Lifecycle's, which the Handle reads (Handle.result).
+func (a *runActor) settle(c actor.Context) {
+	a.unwatchStart()
+	if f := a.observer; f != nil {
+		a.observer = nil
 		a.notify(c, f)
 	}
-	clear(a.observers)
-	a.observers = nil
-	close(a.h.settled)
+	if more := a.more; more != nil {
+		for _, f := range more.observers {
+			a.notify(c, f)
+		}
+		more.observers = nil
+	}
+	a.h.latches.close(settled)
 }
 
 func (a *runActor) tellSettled(c actor.Context, id string) {
-	if to := a.senders[id]; to != nil {
-		settled := &messages.RunSettled{RunId: a.h.id, Result: messages.FromResult(a.h.result)}
-		if a.h.err != nil {
-			settled.Error = a.h.err.Error()
+	if to := a.senders()[id]; to != nil {
+		res := a.h.result
+		settled := &messages.RunSettled{RunId: a.h.id, Result: messages.FromResult(res.Result)}
+		if res.Err != nil {
+			settled.Error = res.Err.Error()
 		}
 		c.Send(to, settled)
 	}
@@ -274,11 +328,11 @@ func (a *runActor) tellSettled(c actor.Context, id string) {
 
 func (a *runActor) relaunch(c actor.Context, attempt int) {
 	c.Logger().Warn("subagent: relaunching a crashed run from its last checkpoint", "run", a.h.id, "attempt", attempt)
-	a.launch(c, a.spec.Relaunch)
+	a.launch()
 }
 
 func (a *runActor) tellQuiesced(c actor.Context, id string) {
-	if to := a.senders[id]; to != nil {
+	if to := a.senders()[id]; to != nil {
 		c.Send(to, &messages.RunQuiesced{RunId: a.h.id})
 	}
 }
@@ -289,10 +343,13 @@ func (a *runActor) tellQuiesced(c actor.Context, id string) {
 // the run (its closures, the start context): with nothing of the run
 // left running, nothing reads them any more.
 func (a *runActor) done() {
-	if a.h.live.Add(-1) == 0 {
-		a.spec = Spec{}
-		a.gate.ctx, a.gate.cancel, a.gate.body = nil, nil, nil
-		close(a.h.quiesced)
+	if a.h.latches.live.Add(-1) == 0 {
+		a.start, a.child, a.bodies = nil, nil, nil
+		a.gate.ctx, a.gate.cancel = nil, nil
+		if g := a.live; g != nil {
+			g.ctx, g.cancel = nil, nil
+		}
+		a.h.latches.close(quiesced)
 	}
 }
 
@@ -307,65 +364,126 @@ func (a *runActor) notify(c actor.Context, f func(subagent.Result, error)) {
 			c.Logger().Error("subagent: settle observer panicked", "run", a.h.id, "panic", p)
 		}
 	}()
-	f(a.h.result, a.h.err)
+	f(a.h.result.Result, a.h.result.Err)
+}
+
+// endWatcher is a start context that tells one watcher of its end itself,
+// with its cause, as context.AfterFunc would (the Service's, tied to the
+// parent's close): watching it costs the run no function values, and no
+// context of its own in the start context's tree. WatchEnd is false when
+// the context takes no (more) watcher; UnwatchEnd is context.AfterFunc's
+// stop.
+type endWatcher interface {
+	WatchEnd(w interface{ Ended(cause error) }) bool
+	UnwatchEnd() bool
 }
 
 // watchStart ties the start context to a cancel message, so cancellation
 // goes through the mailbox. A start context that can never end needs no
 // watch.
-func (a *runActor) watchStart(c actor.Context) {
-	start := a.spec.Ctx
+func (a *runActor) watchStart() {
+	start := a.start
+	if w, ok := start.(endWatcher); ok && w.WatchEnd(a) {
+		a.watching = true
+		return
+	}
 	if start.Done() == nil {
 		return
 	}
-	self, root := c.Self(), c.ActorSystem().Root
-	a.stopCtx = context.AfterFunc(start, func() {
-		root.Send(self, cancelFor{cause: context.Cause(start)})
-	})
+	a.stopCtx = context.AfterFunc(start, func() { a.Ended(context.Cause(start)) })
 }
 
-// launch starts body on a goroutine the run owns. The first child's Gate
-// is the run's own; a relaunched child gets a fresh one, since its
-// predecessor may have left its Gate with someone.
-func (a *runActor) launch(c actor.Context, body Body) {
+// unwatchStart ends what watchStart began; it is called once the run has
+// settled, before the start context is dropped (see done).
+func (a *runActor) unwatchStart() {
+	if a.watching {
+		a.watching = false
+		a.start.(endWatcher).UnwatchEnd()
+	}
+	if a.stopCtx != nil {
+		a.stopCtx()
+		a.stopCtx = nil // it holds the start context
+	}
+}
+
+// Ended is told that the start context ended, with its cause, on a
+// goroutine of its own.
+func (a *runActor) Ended(cause error) {
+	a.h.sys.Root.Send(a.h.pid.Load(), cancelFor{cause: cause})
+}
+
+// launch starts the child on a goroutine the run owns: its first
+// activation, or a relaunch. The first child's Gate is the run's own; a
+// relaunched child gets a fresh one, since its predecessor may have left
+// its Gate with someone.
+func (a *runActor) launch() {
 	ctx, cancel := context.WithCancelCause(context.Background())
-	a.cancel = cancel
 	g := &a.gate
 	if g.run != nil {
 		g = new(Gate)
 	}
-	g.pid, g.root, g.reply = c.Self(), c.ActorSystem().Root, make(chan snapshot, 1)
-	g.run, g.ctx, g.cancel, g.body = a, ctx, cancel, body
-	a.h.live.Add(1)
+	g.run, g.ctx, g.cancel = a, ctx, cancel
+	a.live = g
+	a.h.latches.live.Add(1)
 	go g.child()
 }
 
-// child is the child's goroutine: it runs the body, releases the child's
-// resources, then sends its exit to the actor.
+// child is the child's goroutine: it runs the child, then (see finish)
+// releases the child's resources and sends its exit to the actor. Its
+// frame is under the child's whole loop, so it holds no more than the
+// call: a parked child's stack is most of what it costs (issue 11).
 func (g *Gate) child() {
 	growStack()
+	defer g.finish()
+	if c := g.run.child; c != nil {
+		c.Run(g)
+		return
+	}
+	g.runBody()
+}
+
+// runBody runs a Body child.
+//
+//go:noinline
+func (g *Gate) runBody() {
+	var body Body
+	if b := g.run.bodies; b != nil {
+		body = b.body
+		if g.Relaunched() {
+			body = b.again
+		}
+	}
+	g.exited.Result, g.exited.Err = body(g.ctx, g)
+}
+
+// finish is the end of the child's goroutine, whether the child returned
+// or panicked: it records a panic, releases the child's resources, sends
+// the child's exit to the actor and counts the goroutine done, each step
+// even if the one before it panicked.
+func (g *Gate) finish() {
+	if p := recover(); p != nil {
+		// As for a Body whose results never came: nothing of what a
+		// Child wrote before it panicked counts.
+		g.exited.Exit = Exit{Err: &childPanic{fmt.Sprint(p)}}
+	}
 	a := g.run
 	defer a.done()
 	defer g.exit()
-	defer a.release(&g.exited, g.cancel)
-	defer g.recoverPanic()
-	g.exited.result, g.exited.err = g.body(g.ctx, g)
-}
-
-func (g *Gate) recoverPanic() {
-	if p := recover(); p != nil {
-		g.exited.panic = fmt.Sprint(p)
-	}
+	a.release(&g.exited, g.cancel)
 }
 
 // exit sends the child's exit to the actor. It is the last the child's
 // goroutine does with g.exited.
-func (g *Gate) exit() { g.root.Send(g.pid, &g.exited) }
+func (g *Gate) exit() {
+	h := &g.run.h
+	h.sys.Root.Send(h.pid.Load(), &g.exited)
+}
 
 // growStack grows the new goroutine's stack to what a child's loop needs
 // in one step, while it holds one frame: growing it on demand deep in the
 // loop copies the stack twice and adjusts every frame on it each time,
-// about a seventh of a delegation's CPU.
+// about a seventh of a delegation's CPU. A child parked on its model uses
+// little enough of it that a collection halves it (issue 11).
 //
 //go:noinline
 func growStack() {
@@ -380,12 +498,12 @@ func touch([]byte) {}
 // fault of the run, reported instead of lost.
 func (a *runActor) release(exited *childExited, cancel context.CancelCauseFunc) {
 	defer func() {
-		if p := recover(); p != nil && exited.err == nil {
-			exited.err = fmt.Errorf("releasing child resources panicked: %v", p)
+		if p := recover(); p != nil && exited.Err == nil {
+			exited.Err = fmt.Errorf("releasing child resources panicked: %v", p)
 		}
 	}()
-	if a.spec.Release != nil {
-		a.spec.Release()
+	if b := a.bodies; b != nil && b.free != nil {
+		b.free()
 	}
 	cancel(context.Canceled)
 }

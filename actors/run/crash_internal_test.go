@@ -46,7 +46,7 @@ func watch(t *testing.T, onMsg func(msg any)) {
 func handled(t *testing.T, h *Handle) {
 	t.Helper()
 	p := probe{seen: make(chan struct{})}
-	h.sys.Root.Send(h.pid, p)
+	h.sys.Root.Send(h.pid.Load(), p)
 	await.Recv(t, p.seen, "the probe to pass the run's mailbox")
 }
 
@@ -127,7 +127,7 @@ func TestR4_TwoSteersFromOneSenderAreBothAnswered(t *testing.T) {
 	router := root.Spawn(actor.PropsFromFunc(func(c actor.Context) {
 		switch m := c.Message().(type) {
 		case *messages.Steer:
-			c.Request(h.pid, m)
+			c.Request(h.pid.Load(), m)
 		case *messages.SteerAnswer:
 			answers <- m
 		}
@@ -140,7 +140,7 @@ func TestR4_TwoSteersFromOneSenderAreBothAnswered(t *testing.T) {
 	await.Recv(t, arrived, "the first steer to reach the run")
 	await.Recv(t, arrived, "the second steer to reach the run")
 	reply := make(chan snapshot, 1)
-	root.Send(h.pid, takeSnapshot{reply: reply})
+	root.Send(h.pid.Load(), takeSnapshot{reply: reply})
 	snap := await.Recv(t, reply, "a snapshot with both steers")
 	if len(snap.steers) != 2 {
 		t.Fatalf("snapshot carried %d steers, want 2", len(snap.steers))
@@ -179,7 +179,7 @@ func TestR4_SteerStaysBlockedUntilTheChildTakesItsNextSnapshot(t *testing.T) {
 	default:
 	}
 	reply := make(chan snapshot, 1)
-	h.sys.Root.Send(h.pid, takeSnapshot{reply: reply})
+	h.sys.Root.Send(h.pid.Load(), takeSnapshot{reply: reply})
 	if snap := await.Recv(t, reply, "the next snapshot"); len(snap.steers) != 1 {
 		t.Fatalf("next snapshot carried %d steers", len(snap.steers))
 	}
@@ -207,7 +207,7 @@ func TestK3_NoWireMessageCanSettleOrFeedARun(t *testing.T) {
 	sent := 0
 	protoregistry.GlobalTypes.RangeMessages(func(mt protoreflect.MessageType) bool {
 		if name := mt.Descriptor().FullName(); name.Parent() == "subactor.messages" && !allowed[name] {
-			h.sys.Root.Send(h.pid, mt.New().Interface())
+			h.sys.Root.Send(h.pid.Load(), mt.New().Interface())
 			sent++
 		}
 		return true
@@ -216,8 +216,8 @@ func TestK3_NoWireMessageCanSettleOrFeedARun(t *testing.T) {
 		t.Fatalf("only %d wire messages sent", sent)
 	}
 	handled(t, h)
-	if isClosed(h.settled) {
-		t.Fatalf("a wire message settled the run: %+v", h.result)
+	if h.latches.isClosed(settled) {
+		t.Fatalf("a wire message settled the run: %+v", h.result.Result)
 	}
 	if err := h.Dispose(await.Ctx(t)); err != nil {
 		t.Fatal(err)
@@ -274,7 +274,7 @@ func TestR2E1_EveryObserverHasRunWhenWaitReturns(t *testing.T) {
 	await.Recv(t, took, "the first snapshot")
 	settledEarly := make(chan bool, 2)
 	for range 2 {
-		h.OnSettled(func(subagent.Result, error) { settledEarly <- isClosed(h.settled) })
+		h.OnSettled(func(subagent.Result, error) { settledEarly <- h.latches.isClosed(settled) })
 	}
 	if err := h.Dispose(await.Ctx(t)); err != nil {
 		t.Fatal(err)
@@ -342,7 +342,7 @@ func TestA2_ARunActorCrashRelaunchesTheChild(t *testing.T) {
 	}
 	h := Start(sys, Spec{Ctx: context.Background(), Body: parkedBody(took), Relaunch: relaunched, Restarts: subagent.RestartPolicy{Max: 1, Window: time.Hour}})
 	await.Recv(t, took, "the first snapshot")
-	h.sys.Root.Send(h.pid, &messages.Cancel{Reason: "crash the actor"})
+	h.sys.Root.Send(h.pid.Load(), &messages.Cancel{Reason: "crash the actor"})
 	res, err := h.Wait(await.Ctx(t))
 	if err != nil || res.StopReason != subagent.Completed || subagent.TextOf(res.Output) != "again" {
 		t.Fatalf("run after an actor crash settled %+v, %v", res, err)
@@ -367,9 +367,9 @@ func TestK1_AWatcherIsToldOfTheSettleAndQuiescenceOverTheWireProtocol(t *testing
 		switch m := c.Message().(type) {
 		case string:
 			if m == "watch" {
-				c.Request(h.pid, &messages.Watch{})
+				c.Request(h.pid.Load(), &messages.Watch{})
 			} else {
-				c.Request(h.pid, &messages.Dispose{})
+				c.Request(h.pid.Load(), &messages.Dispose{})
 			}
 		case *messages.RunSettled, *messages.RunQuiesced:
 			heard <- m
@@ -387,14 +387,5 @@ func TestK1_AWatcherIsToldOfTheSettleAndQuiescenceOverTheWireProtocol(t *testing
 			t.Fatalf("got %+v, want RunQuiesced", q)
 		}
 	}
-	await.Recv(t, h.quiesced, "the local handle to see quiescence too")
-}
-
-func isClosed(ch chan struct{}) bool {
-	select {
-	case <-ch:
-		return true
-	default:
-		return false
-	}
+	await.Recv(t, h.latches.wait(quiesced), "the local handle to see quiescence too")
 }

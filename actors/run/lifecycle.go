@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"slices"
+	"sync"
 	"time"
 
 	"github.com/subactor/subactor/subagent"
@@ -124,18 +125,26 @@ func (Quiesced) effect()      {}
 func (*TellQuiesced) effect() {}
 
 // effects is what one Step returns: the list, and the effects its entries
-// point to. Step reuses all of it, so a run steps without allocating once
-// its buffers have grown to what it needs; buf holds the list of most
-// steps without a heap allocation at all. (Three entries also keep the
-// run's one allocation within a size class of 1,152 bytes.)
+// point to (but the Settle, which is the Lifecycle's result). Step reuses
+// all of it, so a run steps without allocating once its buffers have grown
+// to what it needs; buf holds the list of most steps without a heap
+// allocation at all. Released effects go to spareEffects, buffers and all,
+// for the next Step of any Lifecycle.
 type effects struct {
 	list     []Effect
 	buf      [3]Effect
 	cancel   CancelChild
 	deliver  Deliver
-	settle   Settle
 	relaunch Relaunch
 	answers  []AnswerSteer
+	tells    *tells // made on first use: only wire watchers and disposers are told
+}
+
+// spareEffects are effects no Lifecycle holds (see Lifecycle.Release).
+var spareEffects = sync.Pool{New: func() any { return new(effects) }}
+
+// tells are the effects that tell wire watchers and disposers.
+type tells struct {
 	settled  []TellSettled
 	quiesced []TellQuiesced
 }
@@ -152,9 +161,12 @@ func (e *effects) reset() {
 	}
 	e.deliver.Steers = nil
 	clear(e.answers)
-	clear(e.settled)
-	clear(e.quiesced)
-	e.answers, e.settled, e.quiesced = e.answers[:0], e.settled[:0], e.quiesced[:0]
+	e.answers = e.answers[:0]
+	if t := e.tells; t != nil {
+		clear(t.settled)
+		clear(t.quiesced)
+		t.settled, t.quiesced = t.settled[:0], t.quiesced[:0]
+	}
 }
 
 func (e *effects) add(f Effect) { e.list = append(e.list, f) }
@@ -169,13 +181,22 @@ func (e *effects) answerSteer(id string, admitted bool, reason string) {
 }
 
 func (e *effects) tellSettled(id string) {
-	e.settled = append(e.settled, TellSettled{ID: id})
-	e.add(&e.settled[len(e.settled)-1])
+	t := e.told()
+	t.settled = append(t.settled, TellSettled{ID: id})
+	e.add(&t.settled[len(t.settled)-1])
 }
 
 func (e *effects) tellQuiesced(id string) {
-	e.quiesced = append(e.quiesced, TellQuiesced{ID: id})
-	e.add(&e.quiesced[len(e.quiesced)-1])
+	t := e.told()
+	t.quiesced = append(t.quiesced, TellQuiesced{ID: id})
+	e.add(&t.quiesced[len(t.quiesced)-1])
+}
+
+func (e *effects) told() *tells {
+	if e.tells == nil {
+		e.tells = new(tells)
+	}
+	return e.tells
 }
 
 func (e *effects) cancelChild(cause error) {
@@ -201,6 +222,11 @@ type pendingSteer struct {
 // Lifecycle is the run's state machine. It does no I/O: Step takes one input
 // and returns the effects to carry out, so every transition can be tested
 // without actors or goroutines.
+//
+// Its effects are in a buffer of their own, which a run gives back
+// between steps (Release): a run is parked most of its life, waiting for
+// its child's model, and every parked child has a Lifecycle (issue 11).
+// Its result, once settled, stays in the Lifecycle.
 type Lifecycle struct {
 	published, settled, disposing, disposed bool
 	childLive, cancelled                    bool
@@ -208,14 +234,43 @@ type Lifecycle struct {
 	restarting                              bool  // the child is being stopped to relaunch
 	cause                                   error // why the child was cancelled
 	steers                                  []pendingSteer
-	watchers                                []string // told of the settle and of quiescence
-	acks                                    []string // disposers told of quiescence
+	policy                                  subagent.RestartPolicy
+	// more is what few runs need, made on first use: wire watchers and
+	// disposers, and the crashes that count against the restart budget.
+	// Every parked child has a Lifecycle (issue 11).
+	more *lifeMore
 
-	policy   subagent.RestartPolicy
+	fx     *effects // the last Step's; nil once released
+	result Settle   // the Settle effect, emitted once
+}
+
+type lifeMore struct {
+	watchers []string    // told of the settle and of quiescence
+	acks     []string    // disposers told of quiescence
 	crashes  []time.Time // the relaunches within the policy's window
 	attempts int
+}
 
-	fx effects // the last Step's
+func (l *Lifecycle) extra() *lifeMore {
+	if l.more == nil {
+		l.more = new(lifeMore)
+	}
+	return l.more
+}
+
+// watchers and acks are more's, nil when there is none.
+func (l *Lifecycle) watchers() []string {
+	if l.more == nil {
+		return nil
+	}
+	return l.more.watchers
+}
+
+func (l *Lifecycle) acks() []string {
+	if l.more == nil {
+		return nil
+	}
+	return l.more.acks
 }
 
 // Causes of a cancellation the lifecycle makes itself.
@@ -235,9 +290,14 @@ func (e *CrashError) Error() string { return "run crashed: " + e.Reason }
 // relaunchable run (one with a relaunch body) relaunches its child after a
 // crash within policy.
 func NewLifecycle(relaunchable bool, policy subagent.RestartPolicy) *Lifecycle {
-	l := new(Lifecycle)
-	l.init(relaunchable, policy)
-	return l
+	// One allocation: a Lifecycle of its own keeps its effects.
+	x := new(struct {
+		l  Lifecycle
+		fx effects
+	})
+	x.l.fx = &x.fx
+	x.l.init(relaunchable, policy)
+	return &x.l
 }
 
 // init is NewLifecycle for a Lifecycle allocated with the run it belongs to.
@@ -262,14 +322,18 @@ func (l *Lifecycle) Phase() Phase {
 
 // Step applies one input and returns the effects to carry out, in order.
 // The returned slice and the effects it points to are the Lifecycle's own
-// and are valid only until the next Step, which reuses them: a caller
-// carries them out (or copies them) before stepping again.
+// and are valid only until the next Step, which reuses them, or Release:
+// a caller carries them out (or copies them) before stepping again. The
+// *Settle stays valid: it is the Lifecycle's result.
 //
 // Step only dispatches; each transition is a method of its own, so that
 // the frame of a step, which runs deep on the child's goroutine when the
 // run actor handles a message inline, is no larger than the transition
 // taken needs.
 func (l *Lifecycle) Step(in Input) []Effect {
+	if l.fx == nil {
+		l.fx = spareEffects.Get().(*effects)
+	}
 	l.fx.reset()
 	if l.disposed {
 		if d, ok := in.(InDispose); ok && d.ID != "" {
@@ -293,7 +357,8 @@ func (l *Lifecycle) Step(in Input) []Effect {
 	case InDispose:
 		l.dispose(m.ID)
 	case InWatch:
-		l.watchers = append(l.watchers, m.ID)
+		more := l.extra()
+		more.watchers = append(more.watchers, m.ID)
 		if l.settled {
 			l.fx.tellSettled(m.ID)
 		}
@@ -303,6 +368,20 @@ func (l *Lifecycle) Step(in Input) []Effect {
 		l.stopped()
 	}
 	return l.fx.list
+}
+
+// Release gives back the effects of the last Step, which must have been
+// carried out: a Lifecycle that steps rarely (a run, between messages)
+// need not keep them. The next Step takes them, or others, again.
+func (l *Lifecycle) Release() {
+	fx := l.fx
+	if fx == nil {
+		return
+	}
+	l.fx = nil
+	fx.reset()
+	fx.cancel, fx.deliver, fx.relaunch = CancelChild{}, Deliver{}, Relaunch{}
+	spareEffects.Put(fx)
 }
 
 func (l *Lifecycle) steer(id string, content []subagent.ContentBlock) {
@@ -345,7 +424,8 @@ func (l *Lifecycle) take(id string) {
 
 func (l *Lifecycle) dispose(id string) {
 	if id != "" {
-		l.acks = append(l.acks, id)
+		m := l.extra()
+		m.acks = append(m.acks, id)
 	}
 	if l.disposing {
 		return
@@ -387,10 +467,10 @@ func (l *Lifecycle) stopped() {
 	}
 	l.disposed = true
 	l.fx.add(Quiesced{})
-	for _, id := range l.watchers {
+	for _, id := range l.watchers() {
 		l.fx.tellQuiesced(id)
 	}
-	for _, id := range l.acks {
+	for _, id := range l.acks() {
 		l.fx.tellQuiesced(id)
 	}
 }
@@ -409,8 +489,9 @@ func (l *Lifecycle) exited(in Input) {
 	l.restarting = false
 	if (restarting && !finished || e.Panic != "" && l.mayRelaunch(e.At)) && !l.cancelled && !l.disposing {
 		l.childLive = true
-		l.attempts++
-		l.fx.relaunchChild(l.attempts)
+		m := l.extra()
+		m.attempts++
+		l.fx.relaunchChild(m.attempts)
 		return
 	}
 	l.refuseSteers("child exited")
@@ -428,32 +509,33 @@ func (l *Lifecycle) mayRelaunch(now time.Time) bool {
 	if !l.relaunchable || l.settled || l.cancelled || l.disposing || l.restarting || l.policy.Max <= 0 {
 		return false
 	}
-	recent := l.crashes[:0]
-	for _, t := range l.crashes {
+	m := l.extra()
+	recent := m.crashes[:0]
+	for _, t := range m.crashes {
 		if now.Sub(t) < l.policy.Window {
 			recent = append(recent, t)
 		}
 	}
-	l.crashes = recent
-	if len(l.crashes) >= l.policy.Max {
+	m.crashes = recent
+	if len(m.crashes) >= l.policy.Max {
 		return false
 	}
-	l.crashes = append(l.crashes, now)
+	m.crashes = append(m.crashes, now)
 	return true
 }
 
 // settle emits the Settle its caller filled in, then tells every watcher.
 func (l *Lifecycle) settle() {
 	l.settled = true
-	l.fx.add(&l.fx.settle)
-	for _, id := range l.watchers {
+	l.fx.add(&l.result)
+	for _, id := range l.watchers() {
 		l.fx.tellSettled(id)
 	}
 }
 
 // settleStopped settles with reason, cause and its message as the detail.
 func (l *Lifecycle) settleStopped(reason subagent.StopReason, cause error) {
-	s := &l.fx.settle
+	s := &l.result
 	s.Result = subagent.Stopped(reason, cause.Error())
 	s.Result.Cause, s.Err = cause, nil
 	l.settle()
@@ -489,7 +571,7 @@ func (l *Lifecycle) cancel(reason string, cause error) {
 // caller who cancelled must not act on an unconfirmed answer; the cancel's
 // cause (a deadline, say) is the result's Cause unless the child named one.
 func (l *Lifecycle) exitSettle(in *InExited) {
-	s := &l.fx.settle
+	s := &l.result
 	switch {
 	case l.cancelled:
 		s.Result, s.Err = in.Result, nil

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"sync"
 	"sync/atomic"
 
 	"github.com/asynkron/protoactor-go/actor"
@@ -22,6 +23,26 @@ import (
 // reason error.
 type Body func(ctx context.Context, steer *Gate) (subagent.Result, error)
 
+// Child is the child's work in the form that keeps its result off the
+// child's stack: Run writes how the child ended to g.Exit() rather than
+// returning it, so that the result takes no room in the frames under the
+// model call while the child is parked there (a parked child's stack is
+// most of what it costs, issue 11). Otherwise it is a Body: Run runs on a
+// goroutine the run owns, must return when g.Context() ends, and calls
+// g.Take before every model request; a panic is recovered.
+type Child interface {
+	// Run runs the child: its first activation, or, when g.Relaunched(),
+	// a continuation from its last checkpoint after a crash.
+	Run(g *Gate)
+}
+
+// Exit is how a child ended: its result, or the error that kept it from
+// having one (a Body's two results).
+type Exit struct {
+	Result subagent.Result
+	Err    error
+}
+
 // Spec describes one activation.
 type Spec struct {
 	// Scope is the one the Service handed the provider: the run id, and
@@ -33,7 +54,8 @@ type Spec struct {
 	SessionID string
 	Agent     subagent.Agent // the published local agent, or nil
 	// Ctx is the start request's context: when it ends, the child is
-	// cancelled with its cause (S5).
+	// cancelled with its cause (S5). A context that tells a watcher of its
+	// end itself (the Service's, see endWatcher) is watched that way.
 	Ctx  context.Context
 	Body Body
 	// Relaunch, when set, continues the child from its last checkpoint
@@ -41,7 +63,11 @@ type Spec struct {
 	// (the Scope's policy when zero); without it a crash settles the run
 	// with stop reason error (A2).
 	Relaunch Body
-	Restarts subagent.RestartPolicy
+	// Child, when set, is the child's work instead of Body and Relaunch;
+	// with Relaunchable it is relaunched after a crash as Relaunch is.
+	Child        Child
+	Relaunchable bool
+	Restarts     subagent.RestartPolicy
 	// Release frees the child's resources after each Body returned and
 	// before the run counts as quiesced. Optional.
 	Release func()
@@ -50,22 +76,83 @@ type Spec struct {
 // Handle is the caller's side of a run. It lives in its run actor's
 // allocation (see runActor).
 type Handle struct {
-	sys       *actor.ActorSystem
-	pid       *actor.PID
+	sys *actor.ActorSystem
+	// pid is stored by Start once the actor is spawned, and by the actor
+	// as it starts, which may be first: with the inline mailbox the actor
+	// starts (and launches its child) while Start is still spawning it.
+	pid       atomic.Pointer[actor.PID]
 	id        string
 	sessionID string
 	agent     subagent.Agent
-	settled   chan struct{} // closed once result and err are final
-	result    subagent.Result
-	err       error
-	// quiesced is closed once the actor has stopped and every goroutine
-	// it launched has returned; live counts those still to finish.
-	// stopped is closed once the actor has stopped: a message sent to it
-	// then is never answered.
-	quiesced chan struct{}
-	stopped  chan struct{}
-	live     atomic.Int32
-	steers   atomic.Uint64 // correlation ids of this handle's steers
+	// result is the run's result once the settled latch is closed: the
+	// Lifecycle's Settle effect, which it emits once and never changes
+	// after.
+	result *Settle
+	// latches: settled once result is final; stopped once the actor has
+	// stopped (a message sent to it then is never answered); quiesced
+	// once it has stopped and every goroutine it launched has returned,
+	// live counting those still to finish.
+	latches latches
+	steers  atomic.Uint64 // correlation ids of this handle's steers
+}
+
+// The run's latches.
+const (
+	settled = iota
+	stopped
+	quiesced
+)
+
+// latches are one-way signals, each a channel closed once. A channel is
+// made only when someone waits before its latch closes: most runs are
+// never waited on while they work, and three channels per parked child
+// are memory issue 11 counts.
+type latches struct {
+	chs    [3]chan struct{}
+	mu     sync.Mutex
+	live   atomic.Int32 // the Handle's (here, it fills what closed leaves of a word)
+	closed [3]bool
+}
+
+// closedChan is what a latch closed before anyone waited hands out.
+var closedChan = func() chan struct{} {
+	ch := make(chan struct{})
+	close(ch)
+	return ch
+}()
+
+// wait returns a channel closed once latch i is.
+func (l *latches) wait(i int) <-chan struct{} {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if l.chs[i] == nil {
+		if l.closed[i] {
+			return closedChan
+		}
+		l.chs[i] = make(chan struct{})
+	}
+	return l.chs[i]
+}
+
+// isClosed reports whether latch i is closed.
+func (l *latches) isClosed(i int) bool {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.closed[i]
+}
+
+// close closes latch i; once only.
+func (l *latches) close(i int) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	l.closeLocked(i)
+}
+
+func (l *latches) closeLocked(i int) {
+	l.closed[i] = true
+	if l.chs[i] != nil {
+		close(l.chs[i])
+	}
 }
 
 // host spawns run actors under a parent actor; the Service's event sink is
@@ -88,21 +175,27 @@ func Start(sys *actors.System, spec Spec) *Handle {
 	if id == "" {
 		id = uuid.NewString()
 	}
-	a := &runActor{spec: spec}
+	a := &runActor{start: spec.Ctx, child: spec.Child}
+	if spec.Body != nil || spec.Relaunch != nil || spec.Release != nil {
+		a.bodies = &bodies{body: spec.Body, again: spec.Relaunch, free: spec.Release}
+	}
 	h := &a.h
 	h.sys, h.id, h.sessionID, h.agent = sys.ActorSystem(), id, spec.SessionID, spec.Agent
-	h.settled, h.quiesced, h.stopped = make(chan struct{}), make(chan struct{}), make(chan struct{})
-	h.live.Store(1) // the actor itself
-	a.life.init(spec.Relaunch != nil, spec.Restarts)
-	a.observers = a.observer[:0]
+	h.result = &a.life.result
+	h.latches.live.Store(1) // the actor itself
+	relaunchable := spec.Relaunch != nil
+	if spec.Child != nil {
+		relaunchable = spec.Relaunchable
+	}
+	a.life.init(relaunchable, spec.Restarts)
 	props := inline.Props(func() actor.Actor { return a })
 	if parent, ok := spec.Scope.Events.(host); ok {
 		if pid, err := parent.SpawnRun(props); err == nil {
-			h.pid = pid
+			h.pid.Store(pid)
 			return h
 		}
 	}
-	h.pid = h.sys.Root.SpawnPrefix(props, "run-")
+	h.pid.Store(h.sys.Root.SpawnPrefix(props, "run-"))
 	return h
 }
 
@@ -116,13 +209,13 @@ func (h *Handle) SessionID() string { return h.sessionID }
 func (h *Handle) LocalAgent() subagent.Agent { return h.agent }
 
 // Publish records that the caller now owns the run.
-func (h *Handle) Publish() { h.sys.Root.Send(h.pid, publish{}) }
+func (h *Handle) Publish() { h.sys.Root.Send(h.pid.Load(), publish{}) }
 
 // Wait implements subagent.Run.
 func (h *Handle) Wait(ctx context.Context) (subagent.Result, error) {
 	select {
-	case <-h.settled:
-		return h.result, h.err
+	case <-h.latches.wait(settled):
+		return h.result.Result, h.result.Err
 	case <-ctx.Done():
 		return subagent.Result{}, ctx.Err()
 	}
@@ -132,25 +225,22 @@ func (h *Handle) Wait(ctx context.Context) (subagent.Result, error) {
 // before Wait returns, so what f sends is ordered before anything the
 // waiter does next; f must not block. Register observers before Dispose.
 func (h *Handle) OnSettled(f func(subagent.Result, error)) {
-	select {
-	case <-h.settled:
-		f(h.result, h.err)
-	default:
-		h.sys.Root.Send(h.pid, observe{f})
+	if h.latches.isClosed(settled) {
+		f(h.result.Result, h.result.Err)
+		return
 	}
+	h.sys.Root.Send(h.pid.Load(), observe{f})
 }
 
 // Dispose implements subagent.Run. Every caller waits for the same signal,
 // so concurrent and repeated calls all return once the run has quiesced.
 func (h *Handle) Dispose(ctx context.Context) error {
-	select {
-	case <-h.quiesced:
+	if h.latches.isClosed(quiesced) {
 		return nil
-	default:
 	}
-	h.sys.Root.Send(h.pid, dispose{})
+	h.sys.Root.Send(h.pid.Load(), dispose{})
 	select {
-	case <-h.quiesced:
+	case <-h.latches.wait(quiesced):
 		return nil
 	case <-ctx.Done():
 		return ctx.Err()
@@ -165,13 +255,13 @@ func (h *Handle) Steer(ctx context.Context, message []subagent.ContentBlock) err
 		return &subagent.InvalidRequestError{Field: "message", Reason: "must not be empty"}
 	}
 	id := h.steers.Add(1)
-	call := ask.Send(h.sys, h.pid, &messages.Steer{SteerId: id, Content: messages.FromContent(message)})
+	call := ask.Send(h.sys, h.pid.Load(), &messages.Steer{SteerId: id, Content: messages.FromContent(message)})
 	defer call.Close()
-	reply, err := call.Wait(ctx, h.stopped)
+	reply, err := call.Wait(ctx, h.latches.wait(stopped))
 	if err != nil && ctx.Err() != nil {
-		call.Follow(h.pid, &messages.SteerWithdraw{SteerId: id})
+		call.Follow(h.pid.Load(), &messages.SteerWithdraw{SteerId: id})
 		// The actor answers every steer it holds, so this wait is short.
-		if reply, err := call.Wait(context.Background(), h.stopped); err == nil && reply.(*messages.SteerAnswer).Admitted {
+		if reply, err := call.Wait(context.Background(), h.latches.wait(stopped)); err == nil && reply.(*messages.SteerAnswer).Admitted {
 			return nil
 		}
 		return ctx.Err()
@@ -186,39 +276,95 @@ func (h *Handle) Steer(ctx context.Context, message []subagent.ContentBlock) err
 }
 
 // Gate is the child's side of steering: Take is asked before every model
-// request and returns the steers admitted into it.
+// request and returns the steers admitted into it. It also carries what
+// the child's goroutine runs and how the child ended.
 type Gate struct {
-	pid   *actor.PID
-	root  *actor.RootContext
-	reply chan snapshot // one channel for every Take of the child
-
-	// The child's goroutine: what it runs, and its exit for the actor.
-	run    *runActor // whose Handle's stopped ends every Take
+	run *runActor // whose actor answers every Take
+	// waiting is the reply channel of the Take in progress, nil when
+	// none; under the run's latches.mu, with which the actor closes the
+	// stopped latch.
+	waiting chan snapshot
+	// The child's goroutine: its context and cancel, and its exit for
+	// the actor.
 	ctx    context.Context
 	cancel context.CancelCauseFunc
-	body   Body
 	exited childExited
 }
+
+// Context is the child's context: it ends when the run cancels the child.
+func (g *Gate) Context() context.Context { return g.ctx }
+
+// CancelFunc cancels the child's context with a cause, as the run does
+// (a child may cancel itself: an agent closing). The run cancels it, with
+// context.Canceled, once the child has returned.
+func (g *Gate) CancelFunc() context.CancelCauseFunc { return g.cancel }
+
+// Relaunched reports whether the child is a relaunch after a crash.
+func (g *Gate) Relaunched() bool { return g != &g.run.gate } // the first child's is the run's own
+
+// Exit is where a Child writes how it ended.
+func (g *Gate) Exit() *Exit { return &g.exited.Exit }
 
 // errClosed tells the loop it may make no further model request.
 var errClosed = errors.New("run: closed for new requests")
 
+// replies are the reply channels of Takes: a Take borrows one for as long
+// as it waits, so a child parked on its model holds none.
+var replies = sync.Pool{New: func() any { return make(chan snapshot, 1) }}
+
 // Take implements agent.SteerSource.
 func (g *Gate) Take(ctx context.Context) ([][]subagent.ContentBlock, error) {
-	select { // a snapshot for a Take whose caller stopped waiting
-	case <-g.reply:
+	h := &g.run.h
+	reply := replies.Get().(chan snapshot)
+	h.latches.mu.Lock()
+	if h.latches.closed[stopped] {
+		h.latches.mu.Unlock()
+		replies.Put(reply)
+		return nil, errClosed
+	}
+	g.waiting = reply
+	h.latches.mu.Unlock()
+	h.sys.Root.Send(h.pid.Load(), takeSnapshot{reply: reply})
+	var snap snapshot
+	var err error
+	select {
+	case snap = <-reply:
+	case <-ctx.Done():
+		err = ctx.Err()
+	}
+	h.latches.mu.Lock()
+	g.waiting = nil
+	h.latches.mu.Unlock()
+	if err != nil {
+		// The snapshot may still come: the channel is left to it.
+		return nil, err
+	}
+	// The actor answers a Take once, and the notice of its stop comes
+	// only while the Take waits: what is left now is that notice, after
+	// the answer. The channel is then empty and no one's.
+	select {
+	case <-reply:
 	default:
 	}
-	g.root.Send(g.pid, takeSnapshot{reply: g.reply})
-	select {
-	case snap := <-g.reply:
-		if snap.closed {
-			return nil, errClosed
-		}
-		return snap.steers, nil
-	case <-g.run.h.stopped:
+	replies.Put(reply)
+	if snap.closed {
 		return nil, errClosed
-	case <-ctx.Done():
-		return nil, ctx.Err()
+	}
+	return snap.steers, nil
+}
+
+// actorStopped closes the stopped latch of the run whose live child's
+// Gate is g (nil when the actor never started one): a Take waiting for an
+// answer that will never come gets a closed snapshot, and every later
+// Take returns at once.
+func (l *latches) actorStopped(g *Gate) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	l.closeLocked(stopped)
+	if g != nil && g.waiting != nil {
+		select { // one slot: the answer, or else this notice
+		case g.waiting <- snapshot{closed: true}:
+		default:
+		}
 	}
 }

@@ -129,19 +129,19 @@ func (p *Provider) Start(ctx context.Context, req subagent.StartRequest) (subage
 		ParentSessionID: req.Parent.SessionID(),
 		DelegationDepth: subagent.DelegationDepthOf(req.Parent) + 1,
 	}
-	cfg, err := p.childConfig(req, header, d, runID)
+	c := &child{prompt: req.Prompt, runID: runID, sink: req.Scope.Events}
+	cfg, err := p.childConfig(req, header, d, c)
 	if err != nil {
 		return nil, err
 	}
 	cfg.Seed, cfg.LogOnly = seed, []persistence.Record{rec}
 	// New creates the session as its last step, so when it fails there is
 	// no session to remove.
-	child, err := agent.New(ctx, cfg)
-	if err != nil {
+	if c.agent, err = agent.New(ctx, cfg); err != nil {
 		return nil, err
 	}
-	return p.launch(ctx, req, child, runID, func(rollback context.Context) error {
-		return p.cfg.Store.Delete(rollback, child.SessionID())
+	return p.launch(ctx, req, c, func(rollback context.Context) error {
+		return p.cfg.Store.Delete(rollback, c.agent.SessionID())
 	})
 }
 
@@ -179,17 +179,17 @@ func (p *Provider) Resume(ctx context.Context, req subagent.StartRequest) (subag
 	header.DelegationDepth = max(header.DelegationDepth, subagent.DelegationDepthOf(req.Parent)+1)
 	runID := cmp.Or(req.Scope.RunID, uuid.NewString())
 	req.Persona, req.ToolFilter = d.Persona, d.ToolFilter
-	cfg, err := p.childConfig(req, header, d, runID)
+	ch := &child{prompt: req.Prompt, runID: runID, sink: req.Scope.Events}
+	cfg, err := p.childConfig(req, header, d, ch)
 	if err != nil {
 		return nil, err
 	}
 	cfg.Resume = true
-	child, err := agent.New(ctx, cfg)
-	if err != nil {
+	if ch.agent, err = agent.New(ctx, cfg); err != nil {
 		return nil, err
 	}
 	// The session is durable: a failed resume leaves it as it was.
-	return p.launch(ctx, req, child, runID, nil)
+	return p.launch(ctx, req, ch, nil)
 }
 
 // descriptor is the continuation's descriptor, or the one in the child's
@@ -207,8 +207,9 @@ func (p *Provider) descriptor(ctx context.Context, c *subagent.Continuation) (pe
 
 // childConfig is the child agent's configuration: the request's (or, on
 // resume, the descriptor's) choices on the provider's model and tools at
-// the header's depth, under the tighter of the depth caps (D6).
-func (p *Provider) childConfig(req subagent.StartRequest, h subagent.SessionHeader, d persistence.Descriptor, runID string) (agent.Config, error) {
+// the header's depth, under the tighter of the depth caps (D6), telling c
+// of its steps.
+func (p *Provider) childConfig(req subagent.StartRequest, h subagent.SessionHeader, d persistence.Descriptor, c *child) (agent.Config, error) {
 	opts := req.Options
 	opts.ModelProvider, opts.Model = d.AgentProvider, d.AgentModel
 	opts.SubagentDepth = h.DelegationDepth
@@ -232,7 +233,7 @@ func (p *Provider) childConfig(req subagent.StartRequest, h subagent.SessionHead
 		Options:      opts,
 		OutputSchema: req.OutputSchema,
 		ToolFilter:   req.ToolFilter,
-		OnStep:       progress(runID, req.Scope.Events),
+		OnStep:       c.onStep(),
 		MaxSteps:     p.cfg.MaxSteps,
 	}
 	if req.Persona != nil {
@@ -245,22 +246,16 @@ func (p *Provider) childConfig(req subagent.StartRequest, h subagent.SessionHead
 // the run quiesces first (so the child appends nothing more), then undo
 // removes what the start created. After a crash the child continues from
 // its log within the embedder's restart policy.
-func (p *Provider) launch(ctx context.Context, req subagent.StartRequest, child *agent.Agent, runID string, undo func(context.Context) error) (subagent.Run, error) {
+func (p *Provider) launch(ctx context.Context, req subagent.StartRequest, c *child, undo func(context.Context) error) (subagent.Run, error) {
 	scope := req.Scope
-	scope.RunID = runID
+	scope.RunID = c.runID
 	h := run.Start(p.cfg.System, run.Spec{
-		Scope:     scope,
-		SessionID: child.SessionID(),
-		Agent:     child,
-		Ctx:       ctx,
-		Body: func(ctx context.Context, steer *run.Gate) (subagent.Result, error) {
-			return confirmed(child.Run(ctx, req.Prompt, steer))
-		},
-		// Its history holds exactly what the log acknowledged, so the
-		// same agent continues where the log ends.
-		Relaunch: func(ctx context.Context, steer *run.Gate) (subagent.Result, error) {
-			return confirmed(child.Run(ctx, nil, steer))
-		},
+		Scope:        scope,
+		SessionID:    c.agent.SessionID(),
+		Agent:        c.agent,
+		Ctx:          ctx,
+		Child:        c,
+		Relaunchable: true,
 	})
 	if err := setupEnded(ctx, req.Parent); err != nil {
 		rollback := context.WithoutCancel(ctx)
@@ -332,24 +327,53 @@ func (p *Provider) checkFilter(f *subagent.ToolFilter) error {
 	return nil
 }
 
-// progress turns the child loop's steps into the run's progress events.
-func progress(runID string, sink subagent.EventSink) func(agent.Step) {
-	if sink == nil {
-		return nil
-	}
-	return func(s agent.Step) {
-		sink.Emit(subagent.RunProgress{RunID: runID, Kind: s.Kind, Step: s.N, Text: s.Text, IsError: s.IsError, Usage: s.Usage})
-	}
+// child is a spawned (or resumed) child as its run runs it: its agent,
+// the prompt of its first activation, and where its progress goes. It is
+// the run's Child and its agent's OnStep in one allocation.
+type child struct {
+	agent  *agent.Agent
+	prompt []subagent.ContentBlock
+	runID  string
+	sink   subagent.EventSink // nil: no progress events
 }
 
-// confirmed passes on a result whose turns the log acknowledged. One the
+// Run implements run.Child: the agent's loop under the run's context,
+// with the prompt, or, relaunched after a crash, from where the log ends
+// (its history holds exactly what the log acknowledged, so the same
+// agent continues there). The result goes straight to the Gate's Exit,
+// not up the child's stack (issue 11).
+func (c *child) Run(g *run.Gate) {
+	prompt := c.prompt
+	if g.Relaunched() {
+		prompt = nil
+	}
+	exit := g.Exit()
+	c.agent.RunUnder(g.Context(), g.CancelFunc(), prompt, g, &exit.Result)
+	confirm(exit)
+}
+
+// onStep is the child agent's OnStep: the run's progress events, nil when
+// no sink takes them.
+func (c *child) onStep() func(agent.Step) {
+	if c.sink == nil {
+		return nil
+	}
+	return c.progress
+}
+
+// progress turns the child loop's steps into the run's progress events.
+func (c *child) progress(s agent.Step) {
+	c.sink.Emit(subagent.RunProgress{RunID: c.runID, Kind: s.Kind, Step: s.N, Text: s.Text, IsError: s.IsError, Usage: s.Usage})
+}
+
+// confirm passes on a result whose turns the log acknowledged. One the
 // log refused is an infrastructure fault, not a child's answer: the run
 // settles with the error and without the unconfirmed output (R5).
-func confirmed(res subagent.Result) (subagent.Result, error) {
-	if errors.Is(res.Cause, agent.ErrCheckpoint) {
-		return subagent.Result{StopReason: subagent.Error, Detail: res.Detail, Usage: res.Usage}, res.Cause
+func confirm(exit *run.Exit) {
+	if res := &exit.Result; errors.Is(res.Cause, agent.ErrCheckpoint) {
+		exit.Err = res.Cause
+		*res = subagent.Result{StopReason: subagent.Error, Detail: res.Detail, Usage: res.Usage}
 	}
-	return res, nil
 }
 
 // setupEnded reports why a start must roll back: its context ended, or its
