@@ -318,10 +318,11 @@ func (s *Service) open(ctx context.Context, name string, req subagent.StartReque
 		}
 		return nil, err
 	}
+	st := &started{sink: sink{s: s, owner: owner, listening: &ref.listening}}
 	req.Scope = subagent.Scope{
 		RunID:    runID,
 		Parent:   subagent.ParentRef{SessionID: parentID, Depth: subagent.DelegationDepthOf(req.Parent)},
-		Events:   &sink{s: s, owner: owner, listening: &ref.listening},
+		Events:   &st.sink,
 		Restarts: s.opts.RunRestarts,
 	}
 	var run subagent.Run
@@ -346,10 +347,7 @@ func (s *Service) open(ctx context.Context, name string, req subagent.StartReque
 	s.sys.Root.Send(owner, &parent.Published{
 		RunID: runID, Provider: name, SessionID: run.SessionID(), Local: !isNil(run.LocalAgent()),
 	})
-	run.OnSettled(func(res subagent.Result, err error) {
-		s.sys.Root.Send(owner, &parent.Settled{RunID: runID, Result: res, Err: err})
-	})
-	return wrap(run, runID, unbind), nil
+	return st.wrap(run, runID, unbind), nil
 }
 
 // bindToParent ties ctx to the parent's lifetime when the parent can
@@ -515,11 +513,27 @@ func (r *steerableRun) Steer(ctx context.Context, message []subagent.ContentBloc
 	return r.steerer.Steer(ctx, message)
 }
 
-func wrap(run subagent.Run, id string, unbind func()) subagent.Run {
-	if st, ok := run.(subagent.Steerer); ok {
-		return &steerableRun{serviceRun: serviceRun{Run: run, id: id, unbind: unbind}, steerer: st}
+// started is what the Service keeps of one run, in one allocation (a
+// parked child holds it): the sink its provider emits to, and the run as
+// its caller gets it.
+type started struct {
+	sink
+	run steerableRun // its steerer nil when the provider's run cannot steer
+}
+
+// wrap makes run the caller's and has its end told to its parent actor.
+func (st *started) wrap(run subagent.Run, id string, unbind func()) subagent.Run {
+	st.run.serviceRun = serviceRun{Run: run, id: id, unbind: unbind}
+	run.OnSettled(st.settled)
+	if steerer, ok := run.(subagent.Steerer); ok {
+		st.run.steerer = steerer
+		return &st.run
 	}
-	return &serviceRun{Run: run, id: id, unbind: unbind}
+	return &st.run.serviceRun
+}
+
+func (st *started) settled(res subagent.Result, err error) {
+	st.s.sys.Root.Send(st.owner, &parent.Settled{RunID: st.run.id, Result: res, Err: err})
 }
 
 // isNil reports a nil interface or one holding a nil pointer, map, slice,

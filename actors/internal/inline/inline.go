@@ -124,10 +124,11 @@ func (m *mailbox) setSuspended(s bool) {
 	m.mu.Unlock()
 }
 
-// ring is a FIFO queue whose first slots live in the mailbox itself: an
-// inline mailbox rarely holds more than a message or two at once.
+// ring is a FIFO queue whose first slot lives in the mailbox itself: an
+// inline mailbox rarely holds more than a message at once, and every
+// parked child keeps one (issue 11).
 type ring struct {
-	small   [2]any
+	small   [1]any
 	buf     []any // small[:] until it outgrows it
 	head, n int
 }

@@ -353,7 +353,7 @@ func TestRingWrapsBeforeGrowingAndKeepsOrder(t *testing.T) {
 	if len(r.buf) != 4 {
 		t.Fatalf("after growth len=%d, want 4", len(r.buf))
 	}
-	if r.small != [2]any{} {
+	if r.small != [1]any{} {
 		t.Fatalf("inline slots still hold %v after growth", r.small)
 	}
 	var got []any
