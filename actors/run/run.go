@@ -8,11 +8,11 @@ import (
 	"sync/atomic"
 
 	"github.com/asynkron/protoactor-go/actor"
-	"github.com/google/uuid"
 
 	"github.com/subactor/subactor/actors"
 	"github.com/subactor/subactor/actors/internal/ask"
 	"github.com/subactor/subactor/actors/internal/inline"
+	"github.com/subactor/subactor/internal/ids"
 	"github.com/subactor/subactor/messages"
 	"github.com/subactor/subactor/subagent"
 )
@@ -173,7 +173,7 @@ func Start(sys *actors.System, spec Spec) *Handle {
 	}
 	id := spec.Scope.RunID
 	if id == "" {
-		id = uuid.NewString()
+		id = ids.New()
 	}
 	a := &runActor{start: spec.Ctx, child: spec.Child}
 	if spec.Body != nil || spec.Relaunch != nil || spec.Release != nil {

@@ -13,11 +13,10 @@ import (
 	"fmt"
 	"slices"
 
-	"github.com/google/uuid"
-
 	"github.com/subactor/subactor/actors"
 	"github.com/subactor/subactor/actors/run"
 	"github.com/subactor/subactor/agent"
+	"github.com/subactor/subactor/internal/ids"
 	"github.com/subactor/subactor/persistence"
 	"github.com/subactor/subactor/subagent"
 )
@@ -123,7 +122,7 @@ func (p *Provider) Start(ctx context.Context, req subagent.StartRequest) (subage
 	if err != nil {
 		return nil, err
 	}
-	runID := cmp.Or(req.Scope.RunID, uuid.NewString())
+	runID := runIDOf(req.Scope)
 	header := subagent.SessionHeader{
 		SessionID:       runID,
 		ParentSessionID: req.Parent.SessionID(),
@@ -177,7 +176,7 @@ func (p *Provider) Resume(ctx context.Context, req subagent.StartRequest) (subag
 	}
 	// D5: the stored depth is a floor; the parent's may push it deeper.
 	header.DelegationDepth = max(header.DelegationDepth, subagent.DelegationDepthOf(req.Parent)+1)
-	runID := cmp.Or(req.Scope.RunID, uuid.NewString())
+	runID := runIDOf(req.Scope)
 	req.Persona, req.ToolFilter = d.Persona, d.ToolFilter
 	ch := &child{prompt: req.Prompt, runID: runID, sink: req.Scope.Events}
 	cfg, err := p.childConfig(req, header, d, ch)
@@ -267,6 +266,15 @@ func (p *Provider) launch(ctx context.Context, req subagent.StartRequest, c *chi
 	}
 	h.Publish()
 	return h, nil
+}
+
+// runIDOf is the run id the Service minted, or a fresh one for a direct
+// caller (minted only then: an id costs a random draw).
+func runIDOf(scope subagent.Scope) string {
+	if scope.RunID != "" {
+		return scope.RunID
+	}
+	return ids.New()
 }
 
 // inherit fills the options a child leaves unset (model provider, model,
