@@ -163,7 +163,9 @@ func (a *fakeAgent) Prompt(ctx context.Context, p sdk.PromptRequest) (sdk.Prompt
 		if err := s.run(strings.TrimSpace(sc.Text())); err != nil {
 			return sdk.PromptResponse{}, err
 		}
-		if ctx.Err() != nil {
+		// A stubborn agent never answers a cancel, however early it
+		// comes: the test's cancel may reach it before this check.
+		if ctx.Err() != nil && a.mode != modeStubborn {
 			return sdk.PromptResponse{StopReason: sdk.StopReasonCancelled}, nil
 		}
 	}
