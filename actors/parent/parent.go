@@ -24,9 +24,11 @@
 // for it, so one child never has two activations.
 //
 // A parent actor with nothing left to do (no run expected, live or alive,
-// no routed child, no listener) tells the registry, which retires it unless it has handed
-// out a reference the actor has not used yet; a later start or
-// subscription for the same agent gets a fresh one.
+// no routed child, no listener) tells the registry, which keeps it idle
+// unless it has handed out a reference the actor has not used yet. The
+// registry keeps a bounded number idle: past it, the oldest is rebound to
+// the next new parent session (Rebind) or retired; a later start or
+// subscription for its old agent gets another one.
 package parent
 
 import (
@@ -93,6 +95,10 @@ type (
 		ChildID string
 		Run     subagent.Run
 	}
+	// Rebind hands an idle actor over to another parent session: the
+	// registry sends it instead of retiring the actor and spawning a new
+	// one. Nothing is in flight to an idle actor, so it starts afresh.
+	Rebind struct{ ParentID string }
 	// Idle tells the registry (the actor's parent) that nothing is left.
 	// Uses counts the references the registry handed out that reached it
 	// (Published, Discarded, Subscribe, Route, Activated, Released).
@@ -210,6 +216,8 @@ func (a *parentActor) receive(c actor.Context, msg any) {
 			r.waiters[0].Answer(Routed{})
 			r.waiters = r.waiters[1:]
 		}
+	case *Rebind:
+		a.id, a.uses = m.ParentID, 0
 	case *Expect:
 		if a.held == nil {
 			a.held = map[string][]subagent.RunProgress{}

@@ -182,8 +182,10 @@ func (a *registryActor) receive(c actor.Context, msg any) {
 func (a *registryActor) parent(c actor.Context, id string) *parentRef {
 	p, ok := a.parents[id]
 	if !ok {
-		p = &parentRef{}
-		p.pid = c.Spawn(parent.Props(a.log, id, &p.listening))
+		if p = a.recycle(c, id); p == nil {
+			p = &parentRef{}
+			p.pid = c.Spawn(parent.Props(a.log, id, &p.listening))
+		}
 		a.parents[id] = p
 	}
 	if p.idleAt != nil {
@@ -191,6 +193,26 @@ func (a *registryActor) parent(c actor.Context, id string) *parentRef {
 		p.idleAt = nil
 	}
 	p.refs++
+	return p
+}
+
+// recycle hands the oldest idle parent actor over to the parent session
+// id when no more may stay idle, or returns nil. The actor is quiescent
+// (every reference handed out reached it, and nothing runs under it), so
+// rebinding it is safe, and it saves the spawn of a new actor and, once
+// that one goes idle, the stop of the oldest: a Service whose parents are
+// mostly new sessions (one per request) would otherwise pay both per
+// session.
+func (a *registryActor) recycle(c actor.Context, id string) *parentRef {
+	if a.maxIdle == 0 || a.idle.Len() < a.maxIdle {
+		return nil
+	}
+	old := a.idle.Remove(a.idle.Front()).(string)
+	p := a.parents[old]
+	delete(a.parents, old)
+	p.idleAt, p.refs = nil, 0
+	// Before any message from the reference about to be handed out.
+	c.Send(p.pid, &parent.Rebind{ParentID: id})
 	return p
 }
 

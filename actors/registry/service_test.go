@@ -676,6 +676,67 @@ func TestS6_ResumeDispatchesToAResumerAndIsObservedLikeStart(t *testing.T) {
 	}
 }
 
+// Contract A1. With no room for another idle parent actor, a new parent
+// session gets the oldest idle actor, rebound to it: no actor more, and
+// each session's listeners hear only their own runs.
+func TestA1_AnIdleParentActorIsRecycledForANewSession(t *testing.T) {
+	sys := actors.NewSystem()
+	svc := registry.New(sys, registry.WithIdleParents(1))
+	t.Cleanup(func() { svc.Close(); sys.Shutdown() })
+	f := fixture{sys, svc}
+	p := f.provider(t, "p", allCaps())
+	close(p.release)
+	delegate := func(parent string) string {
+		req := request("x")
+		req.Parent = parentAgent{id: parent}
+		r, err := f.svc.Start(context.Background(), "p", req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		r.Wait(await.Ctx(t))
+		r.Dispose(await.Ctx(t))
+		return r.ID()
+	}
+	delegate("a") // a's actor is now the one idle parent
+	f.svc.List()  // its Idle handled
+	before := f.sys.LiveActors()
+	recB := make(recorder, 4)
+	subB := f.svc.ListenParent("session-b", recB.listen) // takes a's actor over
+	runB := delegate("b")
+	if n := f.sys.LiveActors(); n != before {
+		t.Fatalf("%d actors live for b, %d before: a's idle actor was not recycled", n, before)
+	}
+	recA := make(recorder, 4)
+	subA := f.svc.ListenParent("session-a", recA.listen) // b's is busy: a gets a new one
+	runA := delegate("a")
+	for _, c := range []struct {
+		rec recorder
+		run string
+	}{{recB, runB}, {recA, runA}} {
+		if ev, ok := c.rec.next(t).(subagent.RunStarted); !ok || ev.RunID != c.run {
+			t.Fatalf("first event %+v, want the start of %s", ev, c.run)
+		}
+		if ev, ok := c.rec.next(t).(subagent.RunEnded); !ok || ev.RunID != c.run {
+			t.Fatalf("second event %+v, want the end of %s", ev, c.run)
+		}
+	}
+	subA.Release()
+	subB.Release()
+	for _, rec := range []recorder{recA, recB} {
+		select {
+		case ev := <-rec:
+			t.Fatalf("a listener heard another session's event %+v", ev)
+		default:
+		}
+	}
+	// Both idle now, under their own session ids: one is kept, the other
+	// retired (a rebound actor reporting its old id would stay forever).
+	f.svc.List()
+	if n := f.sys.LiveActors(); n != before {
+		t.Fatalf("%d actors live once both went idle, want %d", n, before)
+	}
+}
+
 // Contract A1.
 func TestA1_ParentActorsAreRetiredOnceIdle(t *testing.T) {
 	sys := actors.NewSystem()
