@@ -55,8 +55,7 @@ type runActor struct {
 	life Lifecycle
 	// What the Spec gave the run, dropped once it has quiesced.
 	start   context.Context
-	child   Child
-	bodies  *bodies       // nil without Body, Relaunch and Release
+	child   Child         // the Spec's, or its Body, Relaunch and Release as one
 	stopCtx func() bool   // detaches the start context's AfterFunc; nil when none
 	take    chan snapshot // the child's Take awaiting its snapshot
 	// observer is the first observer to call when the run settles,
@@ -68,11 +67,22 @@ type runActor struct {
 	watching bool       // the start context is an endWatcher a is watching
 }
 
-// bodies are a Spec's Body, Relaunch and Release: most runs (the spawn
-// provider's) have a Child and no Release instead.
+// bodies are a Spec's Body, Relaunch and Release as a Child: most runs
+// (the spawn provider's) have a Child of their own instead.
 type bodies struct {
 	body, again Body
 	free        func()
+}
+
+// Run implements Child.
+//
+//go:noinline
+func (b *bodies) Run(g *Gate) {
+	body := b.body
+	if g.Relaunched() {
+		body = b.again
+	}
+	g.exited.Result, g.exited.Err = body(g.ctx, g)
 }
 
 // actorMore is what few runs need: pending steers, wire senders, more
@@ -344,7 +354,7 @@ func (a *runActor) tellQuiesced(c actor.Context, id string) {
 // left running, nothing reads them any more.
 func (a *runActor) done() {
 	if a.h.latches.live.Add(-1) == 0 {
-		a.start, a.child, a.bodies = nil, nil, nil
+		a.start, a.child = nil, nil
 		a.gate.ctx, a.gate.cancel = nil, nil
 		if g := a.live; g != nil {
 			g.ctx, g.cancel = nil, nil
@@ -435,25 +445,7 @@ func (a *runActor) launch() {
 func (g *Gate) child() {
 	growStack()
 	defer g.finish()
-	if c := g.run.child; c != nil {
-		c.Run(g)
-		return
-	}
-	g.runBody()
-}
-
-// runBody runs a Body child.
-//
-//go:noinline
-func (g *Gate) runBody() {
-	var body Body
-	if b := g.run.bodies; b != nil {
-		body = b.body
-		if g.Relaunched() {
-			body = b.again
-		}
-	}
-	g.exited.Result, g.exited.Err = body(g.ctx, g)
+	g.run.child.Run(g)
 }
 
 // finish is the end of the child's goroutine, whether the child returned
@@ -502,7 +494,7 @@ func (a *runActor) release(exited *childExited, cancel context.CancelCauseFunc) 
 			exited.Err = fmt.Errorf("releasing child resources panicked: %v", p)
 		}
 	}()
-	if b := a.bodies; b != nil && b.free != nil {
+	if b, ok := a.child.(*bodies); ok && b.free != nil {
 		b.free()
 	}
 	cancel(context.Canceled)

@@ -69,7 +69,7 @@ type Spec struct {
 	Relaunchable bool
 	Restarts     subagent.RestartPolicy
 	// Release frees the child's resources after each Body returned and
-	// before the run counts as quiesced. Optional.
+	// before the run counts as quiesced. Optional; a Child frees its own.
 	Release func()
 }
 
@@ -176,8 +176,8 @@ func Start(sys *actors.System, spec Spec) *Handle {
 		id = ids.New()
 	}
 	a := &runActor{start: spec.Ctx, child: spec.Child}
-	if spec.Body != nil || spec.Relaunch != nil || spec.Release != nil {
-		a.bodies = &bodies{body: spec.Body, again: spec.Relaunch, free: spec.Release}
+	if a.child == nil {
+		a.child = &bodies{body: spec.Body, again: spec.Relaunch, free: spec.Release}
 	}
 	h := &a.h
 	h.sys, h.id, h.sessionID, h.agent = sys.ActorSystem(), id, spec.SessionID, spec.Agent
