@@ -13,7 +13,7 @@ import (
 	"slices"
 	"strings"
 
-	"github.com/google/uuid"
+	"github.com/subactor/subactor/internal/ids"
 
 	"github.com/subactor/subactor/actors"
 	"github.com/subactor/subactor/actors/providers/spawn"
@@ -441,7 +441,7 @@ func survey(ctx context.Context, o options, m models, out io.Writer, rep reporte
 		if err != nil {
 			return outcome{}, err
 		}
-		cfg.Header.SessionID = uuid.NewString()
+		cfg.Header.SessionID = ids.New()
 		cfg.LogOnly = []persistence.Record{{Kind: kindSurvey, Data: rec}}
 	}
 	top, err := agent.New(ctx, cfg)

@@ -13,7 +13,7 @@ import (
 	"strings"
 	"sync"
 
-	"github.com/google/uuid"
+	"github.com/subactor/subactor/internal/ids"
 
 	"github.com/subactor/subactor/actors"
 	"github.com/subactor/subactor/actors/registry"
@@ -211,7 +211,7 @@ func delegateOnce(ctx context.Context, o delegateOptions, servers agentServers, 
 	parent, err := agent.New(ctx, agent.Config{
 		Store:   store,
 		Model:   scripted.New(),
-		Header:  subagent.SessionHeader{SessionID: uuid.NewString()},
+		Header:  subagent.SessionHeader{SessionID: ids.New()},
 		LogOnly: []persistence.Record{{Kind: kindDelegate, Data: rec}},
 	})
 	if err != nil {
