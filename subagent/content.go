@@ -13,6 +13,9 @@ func Text(s string) ContentBlock { return ContentBlock{Type: "text", Text: s} }
 
 // TextOf joins the text of blocks with newlines.
 func TextOf(blocks []ContentBlock) string {
+	if len(blocks) == 1 {
+		return blocks[0].Text // most messages are one block: no copy
+	}
 	var b strings.Builder
 	for i, c := range blocks {
 		if i > 0 {

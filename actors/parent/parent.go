@@ -117,7 +117,7 @@ type Routed struct{ Run subagent.Run }
 // route is a continuable child's activation slot.
 type route struct {
 	run     subagent.Run // nil while an activation is starting
-	waiters []reply.To   // follow-ups waiting for it to start
+	waiters []*reply.To  // follow-ups waiting for it to start
 }
 
 // Props builds the parent actor of the agent whose session is parentID.
@@ -192,7 +192,7 @@ func (a *parentActor) receive(c actor.Context, msg any) {
 		case r.run != nil:
 			m.Answer(Routed{Run: r.run})
 		default:
-			r.waiters = append(r.waiters, m.To)
+			r.waiters = append(r.waiters, &m.To)
 		}
 	case *Activated:
 		a.uses++
@@ -226,7 +226,9 @@ func (a *parentActor) receive(c actor.Context, msg any) {
 	case *Published:
 		a.uses++
 		a.live[m.RunID] = m
-		a.listeners.Emit(subagent.RunStarted{RunID: m.RunID, Provider: m.Provider, SessionID: m.SessionID, Local: m.Local})
+		if a.listeners.Len() > 0 {
+			a.listeners.Emit(subagent.RunStarted{RunID: m.RunID, Provider: m.Provider, SessionID: m.SessionID, Local: m.Local})
+		}
 		for _, p := range a.held[m.RunID] {
 			a.listeners.Emit(p)
 		}
@@ -258,6 +260,9 @@ func (a *parentActor) end(s *Settled) {
 		return // Published always comes first; nothing else sends Settled
 	}
 	delete(a.live, s.RunID)
+	if a.listeners.Len() == 0 {
+		return // nobody to tell: no event to build (and allocate)
+	}
 	reason := s.Result.StopReason
 	if s.Err != nil {
 		reason = subagent.Error // an infrastructure fault ends as error

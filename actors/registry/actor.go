@@ -1,7 +1,6 @@
 package registry
 
 import (
-	"container/list"
 	"fmt"
 	"log/slog"
 	"sync/atomic"
@@ -33,12 +32,15 @@ type (
 		name string
 	}
 	listNames struct{ reply.To }
-	// prepare returns, for a start, the provider registered under name
-	// and, when there is one, the parentRef for the parent session,
-	// counting the reference (one round trip instead of two).
+	// prepare is answered with itself, p set to the provider registered
+	// under name and, when there is one, ref to the parentRef for the
+	// parent session, counting the reference (one round trip instead of
+	// two, and no answer to allocate).
 	prepare struct {
 		reply.To
 		name, parentID string
+		p              subagent.Provider // nil when none is registered under the name
+		ref            *parentRef        // nil when p is
 	}
 	// parentOf returns the parentRef for a parent session, counting the
 	// reference, which the caller must use at once (Published, Discarded
@@ -54,11 +56,6 @@ type (
 		sub *fanout.Sub
 	}
 )
-
-type prepared struct {
-	p   subagent.Provider // nil when none is registered under the name
-	ref *parentRef        // nil when p is
-}
 
 type registered struct {
 	gen uint64 // answered to register, so a release removes only its own
@@ -80,7 +77,7 @@ type registryActor struct {
 	providers map[string]entry
 	gen       uint64
 	parents   map[string]*parentRef
-	idle      *list.List // ids of idle parents, oldest first
+	idle      idleList
 	maxIdle   int
 	listeners fanout.Fanout
 }
@@ -91,7 +88,51 @@ type parentRef struct {
 	pid       *actor.PID
 	listening atomic.Int32 // kept by the parent actor: its listener count
 	refs      int64
-	idleAt    *list.Element // in idle, or nil while in use
+	id        string     // the parent session it serves
+	idle      bool       // in the idle list
+	prev      *parentRef // its neighbours there, older and newer
+	next      *parentRef
+}
+
+// idleList is the idle parents, oldest first, linked through the refs
+// themselves: a parent goes idle after every run, and an element
+// allocated each time was garbage each time.
+type idleList struct {
+	oldest, newest *parentRef
+	n              int
+}
+
+func (l *idleList) push(p *parentRef) {
+	p.idle, p.prev, p.next = true, l.newest, nil
+	if l.newest != nil {
+		l.newest.next = p
+	} else {
+		l.oldest = p
+	}
+	l.newest = p
+	l.n++
+}
+
+func (l *idleList) remove(p *parentRef) {
+	if p.prev != nil {
+		p.prev.next = p.next
+	} else {
+		l.oldest = p.next
+	}
+	if p.next != nil {
+		p.next.prev = p.prev
+	} else {
+		l.newest = p.prev
+	}
+	p.idle, p.prev, p.next = false, nil, nil
+	l.n--
+}
+
+// popOldest removes and returns the oldest idle parent.
+func (l *idleList) popOldest() *parentRef {
+	p := l.oldest
+	l.remove(p)
+	return p
 }
 
 // Receive recovers a panic in place (A2): the command being handled is
@@ -144,23 +185,21 @@ func (a *registryActor) receive(c actor.Context, msg any) {
 	case *listNames:
 		m.Answer(append([]string(nil), a.order...))
 	case *prepare:
-		e, ok := a.providers[m.name]
-		if !ok {
-			m.Answer(prepared{})
-			return
+		if e, ok := a.providers[m.name]; ok {
+			m.p, m.ref = e.p, a.parent(c, m.parentID)
 		}
-		m.Answer(prepared{p: e.p, ref: a.parent(c, m.parentID)})
+		m.Answer(m)
 	case *parentOf:
 		m.Answer(a.parent(c, m.parentID))
 	case *parent.Idle:
 		// It is idle only if every reference handed out has reached it: a
 		// start or subscription in flight will find it still alive.
-		if p, ok := a.parents[m.ParentID]; ok && p.pid.Equal(m.PID) && p.refs == m.Uses && p.idleAt == nil {
-			p.idleAt = a.idle.PushBack(m.ParentID)
-			for a.idle.Len() > a.maxIdle {
-				id := a.idle.Remove(a.idle.Front()).(string)
-				c.Stop(a.parents[id].pid)
-				delete(a.parents, id)
+		if p, ok := a.parents[m.ParentID]; ok && p.pid.Equal(m.PID) && p.refs == m.Uses && !p.idle {
+			a.idle.push(p)
+			for a.idle.n > a.maxIdle {
+				old := a.idle.popOldest()
+				c.Stop(old.pid)
+				delete(a.parents, old.id)
 			}
 		}
 	case *listen:
@@ -183,14 +222,13 @@ func (a *registryActor) parent(c actor.Context, id string) *parentRef {
 	p, ok := a.parents[id]
 	if !ok {
 		if p = a.recycle(c, id); p == nil {
-			p = &parentRef{}
+			p = &parentRef{id: id}
 			p.pid = c.Spawn(parent.Props(a.log, id, &p.listening))
 		}
 		a.parents[id] = p
 	}
-	if p.idleAt != nil {
-		a.idle.Remove(p.idleAt)
-		p.idleAt = nil
+	if p.idle {
+		a.idle.remove(p)
 	}
 	p.refs++
 	return p
@@ -204,13 +242,12 @@ func (a *registryActor) parent(c actor.Context, id string) *parentRef {
 // mostly new sessions (one per request) would otherwise pay both per
 // session.
 func (a *registryActor) recycle(c actor.Context, id string) *parentRef {
-	if a.maxIdle == 0 || a.idle.Len() < a.maxIdle {
+	if a.maxIdle == 0 || a.idle.n < a.maxIdle {
 		return nil
 	}
-	old := a.idle.Remove(a.idle.Front()).(string)
-	p := a.parents[old]
-	delete(a.parents, old)
-	p.idleAt, p.refs = nil, 0
+	p := a.idle.popOldest()
+	delete(a.parents, p.id)
+	p.id, p.refs = id, 0
 	// Before any message from the reference about to be handed out.
 	c.Send(p.pid, &parent.Rebind{ParentID: id})
 	return p

@@ -8,7 +8,6 @@ import (
 	"github.com/asynkron/protoactor-go/actor"
 	"github.com/subactor/subactor/internal/ids"
 
-	"github.com/subactor/subactor/actors/internal/reply"
 	"github.com/subactor/subactor/actors/parent"
 	"github.com/subactor/subactor/actors/tasks"
 	"github.com/subactor/subactor/subagent"
@@ -100,7 +99,7 @@ func (s *Service) SendMessage(ctx context.Context, parentAgent subagent.Agent, c
 		if err != nil {
 			return Delivery{}, err
 		}
-		cmd := &parent.Route{To: reply.New(), ChildID: childID}
+		cmd := &parent.Route{ChildID: childID}
 		s.sys.Root.Send(owner, cmd)
 		r, err := cmd.Wait(ctx, s.closed)
 		if err != nil {
@@ -184,7 +183,7 @@ func (s *Service) routeTo(parentID, childID string) error {
 	if err != nil {
 		return err
 	}
-	cmd := &parent.Route{To: reply.New(), ChildID: childID}
+	cmd := &parent.Route{ChildID: childID}
 	s.sys.Root.Send(owner, cmd)
 	_, err = cmd.Wait(context.Background(), s.closed) // a new id: answered at once
 	return err
@@ -207,7 +206,7 @@ func (s *Service) tell(parentID string, msg any) {
 // parentPID hands out a reference to the parent actor of parentID; the
 // caller must use it at once with a message that counts (see parent.Idle).
 func (s *Service) parentPID(parentID string) (*actor.PID, error) {
-	r, err := s.call(context.Background(), s.pid, &parentOf{To: reply.New(), parentID: parentID})
+	r, err := s.call(context.Background(), s.pid, &parentOf{parentID: parentID})
 	if err != nil {
 		return nil, err
 	}

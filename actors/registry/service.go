@@ -11,7 +11,6 @@ package registry
 
 import (
 	"cmp"
-	"container/list"
 	"context"
 	"errors"
 	"fmt"
@@ -92,7 +91,6 @@ func New(sys *actors.System, opts ...Option) *Service {
 		log:       sys.Logger(),
 		providers: map[string]entry{},
 		parents:   map[string]*parentRef{},
-		idle:      list.New(),
 		maxIdle:   o.IdleParents,
 	}
 	raw := sys.ActorSystem()
@@ -136,7 +134,7 @@ func (s *Service) RegisterProvider(p subagent.Provider) (release func(), err err
 	if isNil(p) || p.Name() == "" {
 		return nil, fmt.Errorf("%w: nil provider or empty name", subagent.ErrInvalidProviderArg)
 	}
-	r, err := s.call(context.Background(), s.pid, &register{To: reply.New(), p: p})
+	r, err := s.call(context.Background(), s.pid, &register{p: p})
 	if err != nil {
 		return nil, err
 	}
@@ -147,14 +145,14 @@ func (s *Service) RegisterProvider(p subagent.Provider) (release func(), err err
 	var once sync.Once
 	return func() {
 		once.Do(func() {
-			_, _ = s.call(context.Background(), s.pid, &unregister{To: reply.New(), name: p.Name(), gen: reg.gen})
+			_, _ = s.call(context.Background(), s.pid, &unregister{name: p.Name(), gen: reg.gen})
 		})
 	}, nil
 }
 
 // GetProvider returns the provider registered under name (S2).
 func (s *Service) GetProvider(name string) (subagent.Provider, bool) {
-	r, err := s.call(context.Background(), s.pid, &getProvider{To: reply.New(), name: name})
+	r, err := s.call(context.Background(), s.pid, &getProvider{name: name})
 	if err != nil || r == nil {
 		return nil, false
 	}
@@ -164,7 +162,7 @@ func (s *Service) GetProvider(name string) (subagent.Provider, bool) {
 
 // List returns provider names in insertion order (S3).
 func (s *Service) List() []string {
-	r, err := s.call(context.Background(), s.pid, &listNames{To: reply.New()})
+	r, err := s.call(context.Background(), s.pid, &listNames{})
 	if err != nil {
 		return nil
 	}
@@ -186,7 +184,7 @@ func (s *Service) newSub(l subagent.Listener, opts []subagent.ListenOption) *fan
 func (s *Service) Listen(l subagent.Listener, opts ...subagent.ListenOption) subagent.Subscription {
 	sub := s.newSub(l, opts)
 	x := &subscription{s: s, owner: s.pid, sub: sub}
-	if _, err := s.call(context.Background(), s.pid, &listen{To: reply.New(), sub: sub}); err != nil {
+	if _, err := s.call(context.Background(), s.pid, &listen{sub: sub}); err != nil {
 		sub.Release()
 		return x
 	}
@@ -200,7 +198,7 @@ func (s *Service) Listen(l subagent.Listener, opts ...subagent.ListenOption) sub
 // what a slow or failing listener costs.
 func (s *Service) ListenParent(parentSessionID string, l subagent.Listener, opts ...subagent.ListenOption) subagent.Subscription {
 	sub := s.newSub(l, opts)
-	r, err := s.call(context.Background(), s.pid, &parentOf{To: reply.New(), parentID: parentSessionID})
+	r, err := s.call(context.Background(), s.pid, &parentOf{parentID: parentSessionID})
 	if err != nil {
 		sub.Release()
 		return &subscription{s: s, sub: sub}
@@ -282,11 +280,11 @@ func (s *Service) open(ctx context.Context, name string, req subagent.StartReque
 	parentID := req.Parent.SessionID()
 	// Not bounded by ctx: the registry answers at once, and a reference it
 	// handed out must reach the parent actor.
-	r, err := s.call(context.Background(), s.pid, &prepare{To: reply.New(), name: name, parentID: parentID})
+	r, err := s.call(context.Background(), s.pid, &prepare{name: name, parentID: parentID})
 	if err != nil {
 		return nil, err
 	}
-	prep := r.(prepared)
+	prep := r.(*prepare)
 	p, ref := prep.p, prep.ref
 	if p == nil {
 		return nil, fmt.Errorf("%w: %q", subagent.ErrNoProvider, name)
@@ -470,7 +468,7 @@ func (k *sink) Emit(ev subagent.RunProgress) {
 }
 
 func (k *sink) SpawnRun(props *actor.Props) (*actor.PID, error) {
-	r, err := k.s.call(context.Background(), k.owner, &parent.SpawnRun{To: reply.New(), Props: props})
+	r, err := k.s.call(context.Background(), k.owner, &parent.SpawnRun{Props: props})
 	if err != nil {
 		return nil, err
 	}

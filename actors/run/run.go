@@ -328,9 +328,13 @@ func (g *Gate) Take(ctx context.Context) ([][]subagent.ContentBlock, error) {
 	var snap snapshot
 	var err error
 	select {
-	case snap = <-reply:
-	case <-ctx.Done():
-		err = ctx.Err()
+	case snap = <-reply: // mostly answered already, inline: ctx.Done may never be made
+	default:
+		select {
+		case snap = <-reply:
+		case <-ctx.Done():
+			err = ctx.Err()
+		}
 	}
 	h.latches.mu.Lock()
 	g.waiting = nil

@@ -72,7 +72,7 @@ type Manager struct {
 // New starts a manager on sys; store may be nil.
 func New(sys *actors.System, store persistence.TaskStore) *Manager {
 	m := &Manager{sys: sys.ActorSystem(), log: sys.Logger(), store: store, closed: make(chan struct{})}
-	a := &managerActor{log: m.log, tasks: map[string]*entry{}, waits: map[string]reply.To{}}
+	a := &managerActor{log: m.log, tasks: map[string]*entry{}, waits: map[string]*reply.To{}}
 	m.pid = m.sys.Root.SpawnPrefix(inline.Props(func() actor.Actor { return a }), "subagent-tasks-")
 	return m
 }
@@ -92,7 +92,7 @@ func (m *Manager) Start(ctx context.Context, parentSessionID, provider string, s
 	if err := m.record(ctx, t); err != nil {
 		return Task{}, errors.Join(err, run.Dispose(context.WithoutCancel(ctx)))
 	}
-	if _, err := m.call(ctx, &add{To: reply.New(), task: t, run: run}); err != nil {
+	if _, err := m.call(ctx, &add{task: t, run: run}); err != nil {
 		return Task{}, errors.Join(err, run.Dispose(context.WithoutCancel(ctx)))
 	}
 	m.settling.Add(1)
@@ -118,7 +118,7 @@ func (m *Manager) Start(ctx context.Context, parentSessionID, provider string, s
 
 // Get returns the task as it stands.
 func (m *Manager) Get(ctx context.Context, parentSessionID, id string) (Task, error) {
-	r, err := m.call(ctx, &get{To: reply.New(), parent: parentSessionID, id: id})
+	r, err := m.call(ctx, &get{parent: parentSessionID, id: id})
 	if err != nil {
 		return Task{}, err
 	}
@@ -142,7 +142,7 @@ func (m *Manager) Collect(ctx context.Context, parentSessionID, id string, wait 
 // settle waits until the task has settled, ctx ends or the manager is
 // gone.
 func (m *Manager) settle(ctx context.Context, parentSessionID, id string) {
-	w := &await{To: reply.New(), parent: parentSessionID, id: id, key: strconv.FormatUint(m.waits.Add(1), 10)}
+	w := &await{parent: parentSessionID, id: id, key: strconv.FormatUint(m.waits.Add(1), 10)}
 	m.sys.Root.Send(m.pid, w)
 	if _, err := w.Wait(ctx, m.closed); err != nil {
 		m.sys.Root.Send(m.pid, unwait{parent: parentSessionID, id: id, key: w.key})
@@ -152,7 +152,7 @@ func (m *Manager) settle(ctx context.Context, parentSessionID, id string) {
 // Kill stops a running task: its run is disposed and the task ends
 // Killed. Killing a settled task changes nothing.
 func (m *Manager) Kill(ctx context.Context, parentSessionID, id string) (Task, error) {
-	r, err := m.call(ctx, &kill{To: reply.New(), parent: parentSessionID, id: id})
+	r, err := m.call(ctx, &kill{parent: parentSessionID, id: id})
 	if err != nil {
 		return Task{}, err
 	}
@@ -168,7 +168,7 @@ func (m *Manager) Kill(ctx context.Context, parentSessionID, id string) (Task, e
 
 // List returns a parent's tasks, oldest first.
 func (m *Manager) List(ctx context.Context, parentSessionID string) ([]Task, error) {
-	r, err := m.call(ctx, &list{To: reply.New(), parent: parentSessionID})
+	r, err := m.call(ctx, &list{parent: parentSessionID})
 	if err != nil {
 		return nil, err
 	}
@@ -182,7 +182,7 @@ func (m *Manager) Close(ctx context.Context) error {
 	var err error
 	m.once.Do(func() {
 		var runs any
-		if runs, err = m.call(ctx, &drain{To: reply.New()}); err == nil {
+		if runs, err = m.call(ctx, &drain{}); err == nil {
 			for _, run := range runs.([]subagent.Run) {
 				err = errors.Join(err, run.Dispose(ctx))
 			}
@@ -277,7 +277,7 @@ type entry struct {
 type managerActor struct {
 	log   *slog.Logger
 	tasks map[string]*entry
-	waits map[string]reply.To
+	waits map[string]*reply.To
 	next  int
 }
 
@@ -347,7 +347,7 @@ func (a *managerActor) receive(msg any) {
 			m.Answer(struct{}{}) // Get then reports the missing task
 			return
 		}
-		a.waits[m.key] = m.To
+		a.waits[m.key] = &m.To
 		a.carry(e, e.life.step(inWait{id: m.key}))
 	case unwait:
 		delete(a.waits, m.key)

@@ -112,13 +112,8 @@ type outcome struct {
 }
 
 func read(msgs []agent.Message) *conversation {
-	c := &conversation{
-		step:    1,
-		lists:   map[string]outcome{},
-		counts:  map[string]outcome{},
-		tallies: map[string]outcome{},
-	}
-	results := map[string]agent.Message{}
+	c := &conversation{step: 1} // its maps made on first use: most tasks need none
+	var results map[string]agent.Message
 	var calls []agent.ToolCall
 	first := true
 	for _, m := range msgs {
@@ -133,6 +128,9 @@ func read(msgs []agent.Message) *conversation {
 			c.step++
 			calls = append(calls, m.ToolCalls...)
 		case agent.ToolRole:
+			if results == nil {
+				results = map[string]agent.Message{}
+			}
 			results[m.ToolCallID] = m
 		}
 	}
@@ -150,16 +148,24 @@ func read(msgs []agent.Message) *conversation {
 		}
 		switch call.Name {
 		case "list":
-			c.lists[path.Clean(args.Path)] = o
+			put(&c.lists, path.Clean(args.Path), o)
 		case "count":
-			c.counts[path.Clean(args.Path)] = o
+			put(&c.counts, path.Clean(args.Path), o)
 		case delegateTool:
 			if dir, ok := strings.CutPrefix(args.Prompt, "tally "); ok {
-				c.tallies[dirArg(dir)] = o
+				put(&c.tallies, dirArg(dir), o)
 			}
 		}
 	}
 	return c
+}
+
+// put sets m[k] = o, making m first if need be.
+func put(m *map[string]outcome, k string, o outcome) {
+	if *m == nil {
+		*m = map[string]outcome{}
+	}
+	(*m)[k] = o
 }
 
 // plan collects the tool calls of one step.

@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"reflect"
 	"slices"
 	"strings"
 	"sync/atomic"
@@ -300,5 +301,49 @@ func TestR5_AnUnconfirmedFinalTurnIsAnInfrastructureError(t *testing.T) {
 	}
 	if !errors.Is(err, agent.ErrCheckpoint) || len(res.Output) != 0 || res.StopReason == subagent.Completed {
 		t.Fatalf("a refused final turn settled %+v, %v", res, err)
+	}
+}
+
+// modelsByName resolves every model provider and model to one model.
+type modelsByName struct{ m agent.Model }
+
+func (r modelsByName) Lookup(string, string) (agent.Model, error) { return r.m, nil }
+
+// Contract D1: every child's log starts with its own descriptor, whatever
+// children came before it (the spawn provider encodes the descriptor of a
+// child without persona or tool filter once per model).
+func TestD1_EachChildsDescriptorIsItsOwnWhateverCameBefore(t *testing.T) {
+	e := newEnv(t)
+	model := agenttest.NewRecorder(echoLast)
+	e.register(t, spawn.Config{Model: model, Models: modelsByName{model}, Tools: []agent.Tool{&probe{}}})
+	parent := e.parent(t, "p", 0, subagent.AgentOptions{})
+	persona := "terse"
+	cases := []struct {
+		req  subagent.StartRequest
+		want persistence.Descriptor
+	}{
+		{subagent.StartRequest{}, persistence.Descriptor{}},
+		{subagent.StartRequest{Persona: &persona}, persistence.Descriptor{Persona: &persona}},
+		{subagent.StartRequest{}, persistence.Descriptor{}},
+		{subagent.StartRequest{ToolFilter: &subagent.ToolFilter{Allow: []string{"probe"}}},
+			persistence.Descriptor{ToolFilter: &subagent.ToolFilter{Allow: []string{"probe"}}}},
+		{subagent.StartRequest{Options: subagent.AgentOptions{ModelProvider: "local", Model: "small"}},
+			persistence.Descriptor{AgentProvider: "local", AgentModel: "small"}},
+		{subagent.StartRequest{Options: subagent.AgentOptions{ModelProvider: "local", Model: "large"}},
+			persistence.Descriptor{AgentProvider: "local", AgentModel: "large"}},
+		{subagent.StartRequest{}, persistence.Descriptor{}},
+	}
+	for i, c := range cases {
+		c.req.Prompt, c.req.Parent = prompt("hi"), parent
+		run, _ := e.start(t, c.req)
+		_, recs, err := e.store.Load(t.Context(), run.SessionID())
+		if err != nil {
+			t.Fatal(err)
+		}
+		got, err := persistence.FoldDescriptor(recs)
+		c.want.Version, c.want.Provider = persistence.DescriptorVersion, spawn.DefaultName
+		if err != nil || !reflect.DeepEqual(got, c.want) {
+			t.Fatalf("child %d: descriptor %+v, %v; want %+v", i, got, err, c.want)
+		}
 	}
 }

@@ -12,6 +12,7 @@ import (
 	"errors"
 	"fmt"
 	"slices"
+	"sync/atomic"
 
 	"github.com/subactor/subactor/actors"
 	"github.com/subactor/subactor/actors/run"
@@ -56,7 +57,32 @@ var ErrConfig = errors.New("spawn: invalid config")
 
 // Provider starts fresh in-process children. It declares every start-time
 // capability.
-type Provider struct{ cfg Config }
+type Provider struct {
+	cfg   Config
+	plain atomic.Pointer[plainDescriptor] // the last plain descriptor's record
+}
+
+// plainDescriptor is the descriptor record of a child with no persona and
+// no tool filter on one model provider and model: most children's, and
+// the same bytes each time, so encoded once (the store copies what it
+// keeps, and nobody changes a record's data).
+type plainDescriptor struct {
+	agentProvider, agentModel string
+	rec                       persistence.Record
+}
+
+// descriptorRecord is d's record, from the cache when d is plain.
+func (p *Provider) descriptorRecord(d persistence.Descriptor) (persistence.Record, error) {
+	plain := d.Persona == nil && d.ToolFilter == nil && d.ProviderData == nil
+	if last := p.plain.Load(); plain && last != nil && last.agentProvider == d.AgentProvider && last.agentModel == d.AgentModel {
+		return last.rec, nil
+	}
+	rec, err := d.Record()
+	if err == nil && plain {
+		p.plain.Store(&plainDescriptor{d.AgentProvider, d.AgentModel, rec})
+	}
+	return rec, err
+}
 
 // New returns a Provider.
 func New(cfg Config) (*Provider, error) {
@@ -118,7 +144,7 @@ func (p *Provider) Start(ctx context.Context, req subagent.StartRequest) (subage
 	if err != nil {
 		return nil, err
 	}
-	rec, err := d.Record()
+	rec, err := p.descriptorRecord(d)
 	if err != nil {
 		return nil, err
 	}
