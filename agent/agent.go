@@ -243,15 +243,18 @@ func (a *Agent) create(ctx context.Context, logOnly []persistence.Record, seed [
 	}
 	b := getBatch()
 	defer b.release()
+	for _, r := range logOnly {
+		b.addRecord(r)
+	}
 	for i, m := range seed {
 		if err := b.add(m, ownNothing); err != nil {
 			return &ConfigError{Field: fmt.Sprintf("Seed[%d]", i), Reason: err.Error()}
 		}
 	}
-	recs := append(slices.Clone(logOnly), b.records()...)
-	if _, err := a.store.CreateWith(ctx, a.header, recs...); err != nil {
+	if _, err := a.store.CreateWith(ctx, a.header, b.records()...); err != nil {
 		return fmt.Errorf("agent: create session: %w", err)
 	}
+	a.msgs = make([]Message, 0, len(b.stored)+1) // and room for the answer
 	for _, m := range b.stored {
 		a.msgs = append(a.msgs, m)
 		a.settle()

@@ -6,6 +6,7 @@ import (
 	"sync"
 	"unicode/utf8"
 
+	"github.com/subactor/subactor/internal/jsonvalid"
 	"github.com/subactor/subactor/persistence"
 	"github.com/subactor/subactor/subagent"
 )
@@ -81,7 +82,7 @@ func appendRaw(dst []byte, raw json.RawMessage) (_ []byte, ok bool) {
 	if raw == nil {
 		return append(dst, "null"...), true
 	}
-	if !json.Valid(raw) {
+	if !jsonvalid.Valid(raw) {
 		return dst, false
 	}
 	// raw is JSON: outside strings there is only structure and
@@ -255,6 +256,13 @@ func (b *batch) add(m Message, own ownership) error {
 	b.recs = append(b.recs, persistence.Record{Kind: persistence.KindMessage, Data: data[start:]})
 	b.stored = append(b.stored, stored)
 	return nil
+}
+
+// addRecord appends r as it is (a log-only record).
+func (b *batch) addRecord(r persistence.Record) {
+	start := len(b.data)
+	b.data = append(b.data, r.Data...)
+	b.recs = append(b.recs, persistence.Record{Kind: r.Kind, Data: b.data[start:]})
 }
 
 // addStop appends the KindStop record of res.

@@ -280,7 +280,7 @@ func (s *failingStore) Append(ctx context.Context, id string, recs ...persistenc
 func TestR5_AnUnconfirmedFinalTurnIsAnInfrastructureError(t *testing.T) {
 	e := newEnv(t)
 	store := &failingStore{Store: persistence.NewMemory()}
-	store.left.Store(1) // the prompt is logged, the answer is not
+	store.left.Store(0) // the prompt is logged with the session, the answer is not
 	p, err := spawn.New(spawn.Config{Name: "fragile", System: e.sys, Store: store, Model: agenttest.NewRecorder(echoLast)})
 	if err != nil {
 		t.Fatal(err)

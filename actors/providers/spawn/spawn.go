@@ -154,7 +154,13 @@ func (p *Provider) Start(ctx context.Context, req subagent.StartRequest) (subage
 		ParentSessionID: req.Parent.SessionID(),
 		DelegationDepth: subagent.DelegationDepthOf(req.Parent) + 1,
 	}
-	c := &child{prompt: req.Prompt, runID: runID, sink: req.Scope.Events}
+	// The prompt is created with the session, as its last seed turn: the
+	// child then starts as a resumed one does, from its log, and the
+	// store takes one write fewer.
+	if len(req.Prompt) > 0 {
+		seed = append(seed[:len(seed):len(seed)], agent.Message{Role: agent.User, Content: req.Prompt})
+	}
+	c := &child{runID: runID, sink: req.Scope.Events}
 	cfg, err := p.childConfig(req, header, d, c)
 	if err != nil {
 		return nil, err
@@ -362,8 +368,9 @@ func (p *Provider) checkFilter(f *subagent.ToolFilter) error {
 }
 
 // child is a spawned (or resumed) child as its run runs it: its agent,
-// the prompt of its first activation, and where its progress goes. It is
-// the run's Child and its agent's OnStep in one allocation.
+// the prompt of its first activation when its log does not hold it yet (a
+// resumed child's), and where its progress goes. It is the run's Child
+// and its agent's OnStep in one allocation.
 type child struct {
 	agent  *agent.Agent
 	prompt []subagent.ContentBlock
@@ -372,7 +379,7 @@ type child struct {
 }
 
 // Run implements run.Child: the agent's loop under the run's context,
-// with the prompt, or, relaunched after a crash, from where the log ends
+// with the prompt if any, or, relaunched after a crash, from where the log ends
 // (its history holds exactly what the log acknowledged, so the same
 // agent continues there). The result goes straight to the Gate's Exit,
 // not up the child's stack (issue 11).
