@@ -342,9 +342,8 @@ func (s *Service) open(ctx context.Context, name string, req subagent.StartReque
 	// Published is enqueued before the observer can send Settled, so start
 	// precedes end even for a child that had already settled (E1). local
 	// comes from the provider's exact agent (E2).
-	s.sys.Root.Send(owner, &parent.Published{
-		RunID: runID, Provider: name, SessionID: run.SessionID(), Local: !isNil(run.LocalAgent()),
-	})
+	st.published = parent.Published{RunID: runID, Provider: name, SessionID: run.SessionID(), Local: !isNil(run.LocalAgent())}
+	s.sys.Root.Send(owner, &st.published)
 	return st.wrap(run, runID, unbind), nil
 }
 
@@ -512,11 +511,13 @@ func (r *steerableRun) Steer(ctx context.Context, message []subagent.ContentBloc
 }
 
 // started is what the Service keeps of one run, in one allocation (a
-// parked child holds it): the sink its provider emits to, and the run as
-// its caller gets it.
+// parked child holds it): the sink its provider emits to, the run as its
+// caller gets it, and its Published, which the parent actor keeps while
+// the run is live.
 type started struct {
 	sink
-	run steerableRun // its steerer nil when the provider's run cannot steer
+	run       steerableRun // its steerer nil when the provider's run cannot steer
+	published parent.Published
 }
 
 // wrap makes run the caller's and has its end told to its parent actor.
