@@ -61,28 +61,37 @@ const (
 // hundreds of allocations), so results are kept by their text, process
 // wide, for the next agent with the same tools or output schema.
 func Compile(raw json.RawMessage) (*jsonschema.Schema, error) {
+	s, _, err := CompileFast(raw)
+	return s, err
+}
+
+// CompileFast is Compile that also returns the schema's Fast validator,
+// nil when the schema leaves its subset. Both are compiled once and kept
+// together.
+func CompileFast(raw json.RawMessage) (*jsonschema.Schema, *Fast, error) {
 	cache.mu.Lock()
 	r, ok := cache.m[string(raw)] // no copy of raw for a lookup
 	cache.mu.Unlock()
 	if ok {
-		return r.s, r.err
+		return r.s, r.fast, r.err
 	}
-	s, err := compile(raw)
+	r.s, r.fast, r.err = compile(raw)
 	cache.mu.Lock()
 	defer cache.mu.Unlock()
 	if len(cache.m) >= cacheSize {
 		clear(cache.m) // bounded: a process that makes schemas without end recompiles
 	}
-	cache.m[string(raw)] = compiled{s, err}
-	return s, err
+	cache.m[string(raw)] = r
+	return r.s, r.fast, r.err
 }
 
 // cacheSize bounds the compiled schemas kept.
 const cacheSize = 1024
 
 type compiled struct {
-	s   *jsonschema.Schema
-	err error
+	s    *jsonschema.Schema
+	fast *Fast
+	err  error
 }
 
 var cache = struct {
@@ -90,21 +99,22 @@ var cache = struct {
 	m  map[string]compiled
 }{m: map[string]compiled{}}
 
-func compile(raw json.RawMessage) (*jsonschema.Schema, error) {
+func compile(raw json.RawMessage) (*jsonschema.Schema, *Fast, error) {
 	doc, err := jsonschema.UnmarshalJSON(bytes.NewReader(raw))
 	if err != nil {
-		return nil, &Error{Reason: "not JSON: " + err.Error()}
+		return nil, nil, &Error{Reason: "not JSON: " + err.Error()}
 	}
 	c := jsonschema.NewCompiler()
 	c.UseLoader(jsonschema.SchemeURLLoader{}) // no schemes: every external $ref fails
 	if err := c.AddResource(base, doc); err != nil {
-		return nil, compileError(err)
+		return nil, nil, compileError(err)
 	}
 	s, err := c.Compile(base)
 	if err != nil {
-		return nil, compileError(err)
+		return nil, nil, compileError(err)
 	}
-	return s, nil
+	// The compiler keeps doc; compileFast only reads it.
+	return s, compileFast(doc), nil
 }
 
 // CompileObject is Compile for a schema that must be rooted at an object,

@@ -13,6 +13,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"strconv"
 	"strings"
 	"sync/atomic"
 	"unicode/utf8"
@@ -370,15 +371,12 @@ func (t *Tool) Call(ctx context.Context, caller *agent.Agent, raw json.RawMessag
 // parse decodes the arguments strictly: unknown fields, wrong types and
 // parameters the provider does not support are errors the model can read.
 func (t *Tool) parse(raw json.RawMessage, caps subagent.Capabilities) (args, error) {
-	var a args
-	dec := json.NewDecoder(bytes.NewReader(raw))
-	dec.DisallowUnknownFields()
-	if err := dec.Decode(&a); err != nil {
-		return a, fmt.Errorf("%w: %v", ErrArgs, err)
-	}
-	// More misses a stray '}' or ']'; only the end of input is clean.
-	if _, err := dec.Token(); err != io.EOF {
-		return a, fmt.Errorf("%w: trailing data after the arguments object", ErrArgs)
+	a, ok := quickArgs(raw)
+	if !ok {
+		var err error
+		if a, err = decodeArgs(raw); err != nil {
+			return a, err
+		}
 	}
 	for _, p := range []struct {
 		used, ok bool
@@ -407,6 +405,172 @@ func (t *Tool) parse(raw json.RawMessage, caps subagent.Capabilities) (args, err
 		return a, fmt.Errorf("%w: delegation_levels must not be negative", ErrArgs)
 	}
 	return a, nil
+}
+
+// decodeArgs decodes raw as encoding/json does, refusing unknown fields
+// and anything after the object.
+func decodeArgs(raw json.RawMessage) (args, error) {
+	var a args
+	dec := json.NewDecoder(bytes.NewReader(raw))
+	dec.DisallowUnknownFields()
+	if err := dec.Decode(&a); err != nil {
+		return a, fmt.Errorf("%w: %v", ErrArgs, err)
+	}
+	// More misses a stray '}' or ']'; only the end of input is clean.
+	if _, err := dec.Token(); err != io.EOF {
+		return a, fmt.Errorf("%w: trailing data after the arguments object", ErrArgs)
+	}
+	return a, nil
+}
+
+// quickArgs reads the arguments models send most, without decodeArgs's
+// decoder and its copies, into what decodeArgs would make of them: an
+// object of distinct keys spelled exactly as the parameters, whose values
+// are strings without escapes, integers and booleans. ok is false for
+// anything else (output_schema and tools, a null, an escape, a repeated or
+// differently cased key, an unknown one, bad JSON): decodeArgs then decides,
+// and words the error. The strings share one copy of raw.
+func quickArgs(raw []byte) (a args, ok bool) {
+	type span struct{ from, to int }
+	var desc, prompt, persona span
+	var seen uint8
+	i := skipSpace(raw, 0)
+	if i >= len(raw) || raw[i] != '{' {
+		return a, false
+	}
+	i = skipSpace(raw, i+1)
+	if i < len(raw) && raw[i] == '}' {
+		i++
+	} else {
+		for {
+			from, to, ok := plainString(raw, i)
+			if !ok {
+				return a, false
+			}
+			key := raw[from:to]
+			if i = skipSpace(raw, to+1); i >= len(raw) || raw[i] != ':' {
+				return a, false
+			}
+			i = skipSpace(raw, i+1)
+			var bit uint8
+			switch string(key) { // no copy: a comparison
+			case "description":
+				bit = 1
+				desc.from, desc.to, ok = plainString(raw, i)
+				i = desc.to + 1
+			case "prompt":
+				bit = 2
+				prompt.from, prompt.to, ok = plainString(raw, i)
+				i = prompt.to + 1
+			case "persona":
+				bit = 4
+				persona.from, persona.to, ok = plainString(raw, i)
+				i = persona.to + 1
+			case "delegation_levels":
+				bit = 8
+				var n int
+				n, i, ok = integer(raw, i)
+				a.Levels = &n
+			case "run_in_background":
+				bit = 16
+				a.Background, i, ok = boolean(raw, i)
+			case "continuable":
+				bit = 32
+				a.Continuable, i, ok = boolean(raw, i)
+			default:
+				return a, false
+			}
+			if !ok || seen&bit != 0 {
+				return a, false
+			}
+			seen |= bit
+			if i = skipSpace(raw, i); i >= len(raw) {
+				return a, false
+			}
+			if raw[i] == '}' {
+				i++
+				break
+			}
+			if raw[i] != ',' {
+				return a, false
+			}
+			i = skipSpace(raw, i+1)
+		}
+	}
+	if skipSpace(raw, i) != len(raw) {
+		return a, false
+	}
+	s := string(raw)
+	a.Description, a.Prompt = s[desc.from:desc.to], s[prompt.from:prompt.to]
+	if seen&4 != 0 {
+		p := s[persona.from:persona.to]
+		a.Persona = &p
+	}
+	return a, true
+}
+
+// skipSpace is the index of the first byte at or after i that is not JSON
+// whitespace.
+func skipSpace(b []byte, i int) int {
+	for i < len(b) && (b[i] == ' ' || b[i] == '\t' || b[i] == '\n' || b[i] == '\r') {
+		i++
+	}
+	return i
+}
+
+// plainString finds the string at b[i], its text being b[from:to] and its
+// closing quote at to. ok is false unless it is a string whose text is its
+// value: no escape, no control character, valid UTF-8.
+func plainString(b []byte, i int) (from, to int, ok bool) {
+	if i >= len(b) || b[i] != '"' {
+		return 0, 0, false
+	}
+	ascii := true
+	for j := i + 1; j < len(b); j++ {
+		switch c := b[j]; {
+		case c == '"':
+			return i + 1, j, ascii || utf8.Valid(b[i+1:j])
+		case c == '\\' || c < ' ':
+			return 0, 0, false
+		case c >= utf8.RuneSelf:
+			ascii = false
+		}
+	}
+	return 0, 0, false
+}
+
+// integer reads a JSON integer (no fraction, no exponent) that fits an int.
+func integer(b []byte, i int) (n, next int, ok bool) {
+	j := i
+	if j < len(b) && b[j] == '-' {
+		j++
+	}
+	switch {
+	case j < len(b) && b[j] == '0':
+		j++
+	case j < len(b) && '1' <= b[j] && b[j] <= '9':
+		for j < len(b) && '0' <= b[j] && b[j] <= '9' {
+			j++
+		}
+	default:
+		return 0, 0, false
+	}
+	if j < len(b) && (b[j] == '.' || b[j] == 'e' || b[j] == 'E' || '0' <= b[j] && b[j] <= '9') {
+		return 0, 0, false
+	}
+	n, err := strconv.Atoi(string(b[i:j]))
+	return n, j, err == nil
+}
+
+// boolean reads true or false.
+func boolean(b []byte, i int) (v bool, next int, ok bool) {
+	switch {
+	case bytes.HasPrefix(b[i:], []byte("true")):
+		return true, i + 4, true
+	case bytes.HasPrefix(b[i:], []byte("false")):
+		return false, i + 5, true
+	}
+	return false, 0, false
 }
 
 // checkLimits refuses an argument beyond its limit.
