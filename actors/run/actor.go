@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"strconv"
+	"sync/atomic"
 	"time"
 
 	"github.com/asynkron/protoactor-go/actor"
@@ -65,6 +66,9 @@ type runActor struct {
 	live     *Gate      // the live child's; nil until the actor started
 	gate     Gate       // the first child's
 	watching bool       // the start context is an endWatcher a is watching
+	// quiet is the Lifecycle's QuietTake as of its last Step: the child
+	// may take without asking (see Gate.Take).
+	quiet atomic.Bool
 }
 
 // bodies are a Spec's Body, Relaunch and Release as a Child: most runs
@@ -265,7 +269,11 @@ func steerKey(s *actor.PID, id uint64) string {
 // step feeds in to the Lifecycle and carries out the effects, each one
 // before the next Step, which reuses them.
 func (a *runActor) step(c actor.Context, in Input) {
-	for _, fx := range a.life.Step(in) {
+	effects := a.life.Step(in)
+	// Before the effects: a Take after a steer was recorded, or after the
+	// run began to close, asks.
+	a.quiet.Store(a.life.QuietTake())
+	for _, fx := range effects {
 		switch fx := fx.(type) {
 		case *CancelChild:
 			a.live.cancel(fx.Cause)

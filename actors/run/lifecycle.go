@@ -542,6 +542,13 @@ func (l *Lifecycle) settleStopped(reason subagent.StopReason, cause error) {
 }
 
 // closedReason says why no more steers are admitted, or "" while they are.
+// QuietTake reports whether a Take now would be answered with an open
+// snapshot and nothing in it: no steer waits, and the run is neither
+// closing nor restarting its child.
+func (l *Lifecycle) QuietTake() bool {
+	return len(l.steers) == 0 && !l.restarting && l.closedReason() == ""
+}
+
 func (l *Lifecycle) closedReason() string {
 	switch {
 	case l.disposing:

@@ -38,7 +38,7 @@ func TestR2R4R3_LifecycleProperties(t *testing.T) {
 			admittedSinceTake []string
 		)
 		id := func(kind string) string { next++; return fmt.Sprintf("%s-%d", kind, next) }
-		apply := func(in Input) {
+		apply := func(in Input) []Effect {
 			fx := l.Step(in)
 			admittedSinceTake = nil
 			for _, f := range fx {
@@ -87,6 +87,7 @@ func TestR2R4R3_LifecycleProperties(t *testing.T) {
 					}
 				}
 			}
+			return fx
 		}
 		steps := rapid.IntRange(1, 40).Draw(t, "steps")
 		for range steps {
@@ -118,7 +119,18 @@ func TestR2R4R3_LifecycleProperties(t *testing.T) {
 				}
 			case 3:
 				if childLive {
-					apply(InTake{ID: id("take")})
+					// A quiet Take is one the child may skip (Gate.Take):
+					// it is answered with an open, empty snapshot and
+					// nothing else, and only such a Take is.
+					quiet := l.QuietTake()
+					fx := apply(InTake{ID: id("take")})
+					var d *Deliver
+					if len(fx) == 1 {
+						d, _ = fx[0].(*Deliver)
+					}
+					if empty := d != nil && d.Steers == nil && !d.Closed; quiet != empty {
+						t.Fatalf("QuietTake %v before a Take whose effects were %v", quiet, fx)
+					}
 				}
 			case 4:
 				apply(InCancel{})

@@ -188,6 +188,7 @@ func Start(sys *actors.System, spec Spec) *Handle {
 		relaunchable = spec.Relaunchable
 	}
 	a.life.init(relaunchable, spec.Restarts)
+	a.quiet.Store(a.life.QuietTake())
 	props := inline.Props(func() actor.Actor { return a })
 	if parent, ok := spec.Scope.Events.(host); ok {
 		if pid, err := parent.SpawnRun(props); err == nil {
@@ -312,8 +313,14 @@ var errClosed = errors.New("run: closed for new requests")
 // as it waits, so a child parked on its model holds none.
 var replies = sync.Pool{New: func() any { return make(chan snapshot, 1) }}
 
-// Take implements agent.SteerSource.
+// Take implements agent.SteerSource. While no steer waits and the run is
+// open (quiet), the actor's answer is known: nothing to hand over, go on.
+// Take then does not ask, as if it had asked just before the actor took
+// the next steer or began to close; those make it ask again.
 func (g *Gate) Take(ctx context.Context) ([][]subagent.ContentBlock, error) {
+	if g.run.quiet.Load() && ctx.Err() == nil {
+		return nil, nil
+	}
 	h := &g.run.h
 	reply := replies.Get().(chan snapshot)
 	h.latches.mu.Lock()
