@@ -4,9 +4,8 @@ import (
 	"encoding/json"
 	"strconv"
 	"sync"
-	"unicode/utf8"
 
-	"github.com/subactor/subactor/internal/jsonvalid"
+	"github.com/subactor/subactor/internal/jsontext"
 	"github.com/subactor/subactor/persistence"
 	"github.com/subactor/subactor/subagent"
 )
@@ -18,114 +17,11 @@ import (
 // the two on random messages, and check that the types still have the
 // fields written here).
 
-// hexDigits are encoding/json's.
-const hexDigits = "0123456789abcdef"
-
-// appendString appends s as a JSON string exactly as json.Marshal does:
-// HTML-escaped, invalid UTF-8 replaced by U+FFFD, U+2028 and U+2029
-// escaped.
-func appendString(dst []byte, s string) []byte {
-	dst = append(dst, '"')
-	start := 0
-	for i := 0; i < len(s); {
-		if b := s[i]; b < utf8.RuneSelf {
-			if b >= ' ' && b != '"' && b != '\\' && b != '<' && b != '>' && b != '&' {
-				i++
-				continue
-			}
-			dst = append(dst, s[start:i]...)
-			switch b {
-			case '\\', '"':
-				dst = append(dst, '\\', b)
-			case '\b':
-				dst = append(dst, '\\', 'b')
-			case '\f':
-				dst = append(dst, '\\', 'f')
-			case '\n':
-				dst = append(dst, '\\', 'n')
-			case '\r':
-				dst = append(dst, '\\', 'r')
-			case '\t':
-				dst = append(dst, '\\', 't')
-			default:
-				dst = append(dst, '\\', 'u', '0', '0', hexDigits[b>>4], hexDigits[b&0xF])
-			}
-			i++
-			start = i
-			continue
-		}
-		c, size := utf8.DecodeRuneInString(s[i:])
-		if c == utf8.RuneError && size == 1 {
-			dst = append(dst, s[start:i]...)
-			dst = append(dst, `\ufffd`...)
-			i += size
-			start = i
-			continue
-		}
-		if c == '\u2028' || c == '\u2029' {
-			dst = append(dst, s[start:i]...)
-			dst = append(dst, '\\', 'u', '2', '0', '2', hexDigits[c&0xF])
-			i += size
-			start = i
-			continue
-		}
-		i += size
-	}
-	dst = append(dst, s[start:]...)
-	return append(dst, '"')
-}
-
-// appendRaw appends raw as json.Marshal writes a json.RawMessage: null for
-// nil, otherwise compacted with <, >, &, U+2028 and U+2029 escaped. ok is
-// false when raw is not JSON, which json.Marshal refuses.
-func appendRaw(dst []byte, raw json.RawMessage) (_ []byte, ok bool) {
-	if raw == nil {
-		return append(dst, "null"...), true
-	}
-	if !jsonvalid.Valid(raw) {
-		return dst, false
-	}
-	// raw is JSON: outside strings there is only structure and
-	// insignificant space, and the bytes to escape occur only inside
-	// strings.
-	inString, escaped := false, false
-	start := 0
-	for i := 0; i < len(raw); i++ {
-		c := raw[i]
-		switch {
-		case escaped:
-			escaped = false
-		case inString:
-			switch {
-			case c == '\\':
-				escaped = true
-			case c == '"':
-				inString = false
-			case c == '<' || c == '>' || c == '&':
-				dst = append(dst, raw[start:i]...)
-				dst = append(dst, '\\', 'u', '0', '0', hexDigits[c>>4], hexDigits[c&0xF])
-				start = i + 1
-			case c == 0xE2 && i+2 < len(raw) && raw[i+1] == 0x80 && raw[i+2]&^1 == 0xA8:
-				dst = append(dst, raw[start:i]...)
-				dst = append(dst, '\\', 'u', '2', '0', '2', hexDigits[raw[i+2]&0xF])
-				i += 2
-				start = i + 1
-			}
-		case c == '"':
-			inString = true
-		case c == ' ' || c == '\t' || c == '\n' || c == '\r':
-			dst = append(dst, raw[start:i]...)
-			start = i + 1
-		}
-	}
-	return append(dst, raw[start:]...), true
-}
-
 // appendMessage appends m as json.Marshal(m) writes it; ok is false when a
 // tool call's arguments are not JSON.
 func appendMessage(dst []byte, m Message) (_ []byte, ok bool) {
 	dst = append(dst, `{"role":`...)
-	dst = appendString(dst, string(m.Role))
+	dst = jsontext.AppendString(dst, string(m.Role))
 	if len(m.Content) > 0 {
 		dst = append(dst, `,"content":`...)
 		dst = appendContent(dst, m.Content)
@@ -137,11 +33,11 @@ func appendMessage(dst []byte, m Message) (_ []byte, ok bool) {
 				dst = append(dst, ',')
 			}
 			dst = append(dst, `{"id":`...)
-			dst = appendString(dst, c.ID)
+			dst = jsontext.AppendString(dst, c.ID)
 			dst = append(dst, `,"name":`...)
-			dst = appendString(dst, c.Name)
+			dst = jsontext.AppendString(dst, c.Name)
 			dst = append(dst, `,"args":`...)
-			if dst, ok = appendRaw(dst, c.Args); !ok {
+			if dst, ok = jsontext.AppendRaw(dst, c.Args); !ok {
 				return dst, false
 			}
 			dst = append(dst, '}')
@@ -150,7 +46,7 @@ func appendMessage(dst []byte, m Message) (_ []byte, ok bool) {
 	}
 	if m.ToolCallID != "" {
 		dst = append(dst, `,"toolCallId":`...)
-		dst = appendString(dst, m.ToolCallID)
+		dst = jsontext.AppendString(dst, m.ToolCallID)
 	}
 	if m.IsError {
 		dst = append(dst, `,"isError":true`...)
@@ -165,10 +61,10 @@ func appendContent(dst []byte, blocks []subagent.ContentBlock) []byte {
 			dst = append(dst, ',')
 		}
 		dst = append(dst, `{"type":`...)
-		dst = appendString(dst, c.Type)
+		dst = jsontext.AppendString(dst, c.Type)
 		if c.Text != "" {
 			dst = append(dst, `,"text":`...)
-			dst = appendString(dst, c.Text)
+			dst = jsontext.AppendString(dst, c.Text)
 		}
 		dst = append(dst, '}')
 	}
@@ -178,10 +74,10 @@ func appendContent(dst []byte, blocks []subagent.ContentBlock) []byte {
 // appendStop appends s as json.Marshal(s) writes it.
 func appendStop(dst []byte, s Stop) []byte {
 	dst = append(dst, `{"stopReason":`...)
-	dst = appendString(dst, string(s.StopReason))
+	dst = jsontext.AppendString(dst, string(s.StopReason))
 	if s.Detail != "" {
 		dst = append(dst, `,"detail":`...)
-		dst = appendString(dst, s.Detail)
+		dst = jsontext.AppendString(dst, s.Detail)
 	}
 	if u := s.Usage; u != nil {
 		dst = append(dst, `,"usage":{"inputTokens":`...)

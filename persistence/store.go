@@ -7,7 +7,7 @@ import (
 	"fmt"
 	"time"
 
-	"github.com/subactor/subactor/internal/jsonvalid"
+	"github.com/subactor/subactor/internal/jsontext"
 	"github.com/subactor/subactor/subagent"
 )
 
@@ -237,7 +237,7 @@ func ValidateTask(t TaskRecord) error {
 		return fmt.Errorf("%w: task %q without parent session", ErrInvalid, t.ID)
 	case t.State == "":
 		return fmt.Errorf("%w: task %q without state", ErrInvalid, t.ID)
-	case len(t.Result) > 0 && !jsonvalid.Valid(t.Result):
+	case len(t.Result) > 0 && !jsontext.Valid(t.Result):
 		return fmt.Errorf("%w: task %q result is not valid JSON", ErrInvalid, t.ID)
 	case t.UpdatedAt.Year() < 0 || t.UpdatedAt.Year() > 9999:
 		// The range RFC 3339, and so every encoding store, can hold.
@@ -263,7 +263,7 @@ func ValidateRecord(r Record) error {
 	switch {
 	case r.Kind == "":
 		return fmt.Errorf("%w: record without kind", ErrInvalid)
-	case !jsonvalid.Valid(r.Data):
+	case !jsontext.Valid(r.Data):
 		return fmt.Errorf("%w: %s record data is not valid JSON", ErrInvalid, r.Kind)
 	}
 	return nil

@@ -196,3 +196,27 @@ func BenchmarkParse(b *testing.B) {
 		})
 	}
 }
+
+// The foreground answer is what json.Marshal writes of it, whatever its
+// fields hold.
+func TestAnswerTextIsJSONMarshals(t *testing.T) {
+	texts := []string{"", "hi", `a "quoted" <b> & \ line` + "\n", "\u2028 é \xff \x00", "日本"}
+	structured := []json.RawMessage{nil, json.RawMessage(`{ "a" : [1, "<x>"] }`), json.RawMessage(`"s"`)}
+	for _, out := range texts {
+		for _, id := range texts {
+			for _, st := range structured {
+				a := Answer{Kind: "foreground", RunID: id, SessionID: "s-" + id, Output: out, Structured: st}
+				want, err := json.Marshal(a)
+				if err != nil {
+					t.Fatal(err)
+				}
+				if got, err := a.text(); err != nil || got != string(want) {
+					t.Fatalf("text() = %s, %v; json.Marshal %s", got, err, want)
+				}
+			}
+		}
+	}
+	if _, err := (Answer{Structured: json.RawMessage(`{`)}).text(); err == nil {
+		t.Fatal("an answer whose structured output is not JSON was written")
+	}
+}

@@ -21,6 +21,7 @@ import (
 	"github.com/subactor/subactor/actors/registry"
 	"github.com/subactor/subactor/actors/tasks"
 	"github.com/subactor/subactor/agent"
+	"github.com/subactor/subactor/internal/jsontext"
 	"github.com/subactor/subactor/subagent"
 )
 
@@ -351,7 +352,7 @@ func (t *Tool) Call(ctx context.Context, caller *agent.Agent, raw json.RawMessag
 	}
 	res, err := run.Wait(ctx)
 	// The child's resources are gone before the parent sees the answer.
-	if derr := run.Dispose(context.WithoutCancel(ctx)); err == nil {
+	if derr := run.Dispose(context.Background()); err == nil { // not cut short: its wait is short
 		err = derr
 	}
 	if err != nil {
@@ -364,8 +365,25 @@ func (t *Tool) Call(ctx context.Context, caller *agent.Agent, raw json.RawMessag
 	if res.StopReason != subagent.Completed {
 		return "", fmt.Errorf("subagent %s stopped: %s: %s", run.ID(), res.StopReason, cmp.Or(res.Detail, subagent.TextOf(res.Output)))
 	}
-	out, err := json.Marshal(Answer{Kind: "foreground", RunID: run.ID(), SessionID: run.SessionID(), Output: subagent.TextOf(res.Output), Structured: res.Structured})
-	return string(out), err
+	return Answer{Kind: "foreground", RunID: run.ID(), SessionID: run.SessionID(), Output: subagent.TextOf(res.Output), Structured: res.Structured}.text()
+}
+
+// text is a as json.Marshal writes it (a test compares the two), without
+// its reflection: one answer per delegation.
+func (a Answer) text() (string, error) {
+	b := make([]byte, 0, len(`{"kind":"","runId":"","sessionId":"","output":"","structured":}`)+
+		len(a.Kind)+len(a.RunID)+len(a.SessionID)+len(a.Output)+len(a.Structured)+8)
+	b = jsontext.AppendString(append(b, `{"kind":`...), a.Kind)
+	b = jsontext.AppendString(append(b, `,"runId":`...), a.RunID)
+	b = jsontext.AppendString(append(b, `,"sessionId":`...), a.SessionID)
+	b = jsontext.AppendString(append(b, `,"output":`...), a.Output)
+	if len(a.Structured) > 0 {
+		var ok bool
+		if b, ok = jsontext.AppendRaw(append(b, `,"structured":`...), a.Structured); !ok {
+			return "", errors.New("delegate: the child's structured output is not JSON")
+		}
+	}
+	return string(append(b, '}')), nil
 }
 
 // parse decodes the arguments strictly: unknown fields, wrong types and

@@ -1,4 +1,4 @@
-package jsonvalid
+package jsontext
 
 import (
 	"encoding/json"

@@ -1,11 +1,13 @@
-// Package jsonvalid reports whether bytes are one JSON value, giving
-// exactly encoding/json.Valid's verdict several times faster.
+// Package jsontext reads and writes JSON text as encoding/json does, byte
+// for byte, without its reflection and allocations: the records the agent
+// loop writes on every turn, and what the tools answer.
 //
+// Valid gives exactly encoding/json.Valid's verdict several times faster:
 // encoding/json's scanner calls a function pointer for every byte; Valid
 // here is one loop over the input that keeps the open containers on a
 // bit stack, so it neither recurses nor allocates (below 256 levels of
 // nesting).
-package jsonvalid
+package jsontext
 
 // maxDepth is encoding/json's maxNestingDepth: it rejects documents with
 // more containers open at once.
