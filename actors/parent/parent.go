@@ -50,11 +50,11 @@ import (
 type (
 	// Subscribe adds a listener.
 	Subscribe struct{ Sub *fanout.Sub }
-	// SpawnRun spawns a run actor under this one, so that stopping the
-	// parent stops its runs; answered with the run's PID.
+	// SpawnRun spawns Actor, a run actor, under this one, so that
+	// stopping the parent stops its runs; answered with the run's PID.
 	SpawnRun struct {
 		reply.To
-		Props *actor.Props
+		Actor actor.Actor
 	}
 	// Expect announces a run whose provider is about to start with a
 	// sink to this actor while someone listens: its progress is held
@@ -139,6 +139,12 @@ type parentActor struct {
 	runs      int                               // run actors alive under this one (its only children)
 	routes    map[string]*route                 // continuable children with an activation live or starting; made on first use
 	uses      int64
+	// runProps spawn every run actor under this one, producing the one
+	// being spawned: one Props per parent instead of one per run (each
+	// run actor's context keeps its Props as long as it lives, and every
+	// parked child has one). Made on first use.
+	runProps *actor.Props
+	spawning actor.Actor
 }
 
 // Receive recovers a panic in place (A2): listeners are told an event may
@@ -174,7 +180,15 @@ func (a *parentActor) receive(c actor.Context, msg any) {
 		a.listening.Store(int32(a.listeners.Len()))
 	case *SpawnRun:
 		a.runs++
-		m.Answer(c.SpawnPrefix(m.Props, "run-"))
+		if a.runProps == nil {
+			a.runProps = inline.Props(func() actor.Actor { return a.spawning })
+		}
+		// The producer runs within SpawnPrefix, and only then: a failed
+		// run actor is resumed, never restarted (HandleFailure).
+		a.spawning = m.Actor
+		pid := c.SpawnPrefix(a.runProps, "run-")
+		a.spawning = nil
+		m.Answer(pid)
 	case *actor.Terminated:
 		// Only run actors are spawned here, and protoactor tells a parent
 		// of each child's end once.
@@ -273,6 +287,16 @@ func (a *parentActor) end(s *Settled) {
 		LastAssistantMessage: subagent.TextOf(s.Result.Output),
 		Usage:                s.Result.Usage,
 	})
+}
+
+// HandleFailure implements actor.SupervisorStrategy for the run actors
+// under this one: a run actor recovers a panic in place (A2), so a failure
+// that still escalates comes from its recovery itself; it is logged and
+// the run actor resumed with its state, as a restart with the same actor
+// would, and without producing it again (see runProps).
+func (a *parentActor) HandleFailure(_ *actor.ActorSystem, supervisor actor.Supervisor, child *actor.PID, _ *actor.RestartStatistics, reason, message any) {
+	a.log.Error("subagent: run actor failed; resumed", "parent", a.id, "run", child.Id, "reason", fmt.Sprint(reason), "message", fmt.Sprintf("%T", message))
+	supervisor.ResumeChildren(child)
 }
 
 // idle offers the registry to retire this actor once nothing is left.

@@ -466,8 +466,8 @@ func (k *sink) Emit(ev subagent.RunProgress) {
 	}
 }
 
-func (k *sink) SpawnRun(props *actor.Props) (*actor.PID, error) {
-	r, err := k.s.call(context.Background(), k.owner, &parent.SpawnRun{Props: props})
+func (k *sink) SpawnRun(a actor.Actor) (*actor.PID, error) {
+	r, err := k.s.call(context.Background(), k.owner, &parent.SpawnRun{Actor: a})
 	if err != nil {
 		return nil, err
 	}

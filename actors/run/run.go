@@ -158,7 +158,7 @@ func (l *latches) closeLocked(i int) {
 // host spawns run actors under a parent actor; the Service's event sink is
 // one.
 type host interface {
-	SpawnRun(props *actor.Props) (*actor.PID, error)
+	SpawnRun(a actor.Actor) (*actor.PID, error)
 }
 
 // Start spawns the run actor, which starts the body at once. The provider
@@ -189,14 +189,13 @@ func Start(sys *actors.System, spec Spec) *Handle {
 	}
 	a.life.init(relaunchable, spec.Restarts)
 	a.quiet.Store(a.life.QuietTake())
-	props := inline.Props(func() actor.Actor { return a })
 	if parent, ok := spec.Scope.Events.(host); ok {
-		if pid, err := parent.SpawnRun(props); err == nil {
+		if pid, err := parent.SpawnRun(a); err == nil {
 			h.pid.Store(pid)
 			return h
 		}
 	}
-	h.pid.Store(h.sys.Root.SpawnPrefix(props, "run-"))
+	h.pid.Store(h.sys.Root.SpawnPrefix(inline.Props(func() actor.Actor { return a }), "run-"))
 	return h
 }
 
