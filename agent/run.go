@@ -753,15 +753,17 @@ func (a *Agent) checkArgs(spec ToolSpec, args json.RawMessage) error {
 	if err != nil {
 		return fmt.Errorf("its parameter schema does not compile: %w", err)
 	}
-	// The arguments as the schema package would decode them, read without
-	// a json.Decoder, and checked by the schema's Fast validator when it
-	// has one (it allocates nothing; jsonschema's Validate a dozen times).
-	// Anything the reader does not take, and every failure (for its
+	// The schema's Fast validator, when it has one, checks the text itself
+	// and allocates nothing. Otherwise the arguments are read as the schema
+	// package would decode them, without a json.Decoder, for jsonschema's
+	// Validate. Whatever those do not accept, and every failure (for its
 	// wording), goes the schema package's way.
-	if doc, ok := readArgs(string(args)); ok {
-		if fast != nil && fast.Valid(doc) || fast == nil && s.Validate(doc) == nil {
+	if fast != nil {
+		if fast.ValidJSON(args) {
 			return nil
 		}
+	} else if doc, ok := readArgs(string(args)); ok && s.Validate(doc) == nil {
+		return nil
 	}
 	_, err = schema.Validate(s, string(args))
 	return err

@@ -2,8 +2,11 @@ package schema
 
 import (
 	"encoding/json"
+	"math/bits"
 	"strconv"
+	"unicode/utf16"
 	"unicode/utf8"
+	"unsafe"
 )
 
 // Fast validates against a schema written in a small subset of JSON
@@ -29,6 +32,26 @@ type Fast struct{ root *node }
 // Valid reports whether v satisfies the schema.
 func (f *Fast) Valid(v any) bool { return f.root.valid(v) }
 
+// ValidJSON reports whether raw is JSON text whose value satisfies the
+// schema: what Valid answers for the value jsonschema.UnmarshalJSON reads
+// from raw, found by going over the text once, building no value and
+// allocating nothing. It answers false for anything else than one JSON
+// value with whitespace around it. It also answers false, where Valid may
+// answer true, in three cases it leaves to the general validator, as a
+// caller should after every false:
+//   - a value nested more than 64 deep;
+//   - an object whose schema requires more than 64 names;
+//   - an object that gives a name twice, first with a value the schema
+//     refuses: the reader keeps the last value, the only one Valid sees,
+//     but ValidJSON checks each.
+func (f *Fast) ValidJSON(raw []byte) bool {
+	// raw is only read during the call, and no string cut from it is
+	// kept: it can be viewed as a string, which the node's checks and
+	// maps take without a copy.
+	t := text{s: unsafe.String(unsafe.SliceData(raw), len(raw))}
+	return t.value(f.root, 0) && t.end()
+}
+
 // node is one schema of the subset.
 type node struct {
 	never      bool  // the false schema
@@ -47,7 +70,23 @@ type node struct {
 	maximum    *decimal
 	exclMin    *decimal
 	exclMax    *decimal
+
+	// For ValidJSON: an object's properties and required names by name
+	// (index), the bits of all the required ones, and whether there are
+	// more than the 64 bits can tell.
+	keys         map[string]key
+	allRequired  uint64
+	manyRequired bool
 }
+
+// key is what a node says of one name of an object.
+type key struct {
+	p   *node  // its property's schema; nil: none
+	bit uint64 // its bit in allRequired; 0: not required
+}
+
+// anything is the schema of a value nothing constrains.
+var anything = node{minItems: -1, maxItems: -1, minLength: -1, maxLength: -1}
 
 // types is a set of JSON types, one bit each.
 type types uint8
@@ -177,7 +216,31 @@ func compileNode(doc any, root bool) (*node, bool) {
 			return nil, false
 		}
 	}
+	n.index()
 	return n, true
+}
+
+// index makes n.keys and the required bits from props and required.
+func (n *node) index() {
+	if len(n.props) == 0 && len(n.required) == 0 {
+		return
+	}
+	n.keys = make(map[string]key, len(n.props)+len(n.required))
+	for name, p := range n.props {
+		n.keys[name] = key{p: p}
+	}
+	for _, r := range n.required {
+		k := n.keys[r]
+		switch {
+		case k.bit != 0: // named twice
+		case n.allRequired == ^uint64(0):
+			n.manyRequired = true
+		default:
+			k.bit = 1 << bits.OnesCount64(n.allRequired)
+			n.allRequired |= k.bit
+			n.keys[r] = k
+		}
+	}
 }
 
 func compileTypes(v any) (types, bool) {
@@ -480,4 +543,357 @@ func cmpInt(a, b int64) int {
 		return 1
 	}
 	return 0
+}
+
+// maxDepth bounds how deep ValidJSON follows a value (readArgs in the
+// agent package stops at the same depth): deeper ones, which tool
+// arguments never are, go the general validator's way.
+const maxDepth = 64
+
+// text is JSON text ValidJSON reads, and how far.
+type text struct {
+	s string
+	i int
+}
+
+// ws skips whitespace.
+func (t *text) ws() {
+	for t.i < len(t.s) {
+		switch t.s[t.i] {
+		case ' ', '\t', '\n', '\r':
+			t.i++
+		default:
+			return
+		}
+	}
+}
+
+// end reports whether only whitespace is left.
+func (t *text) end() bool {
+	t.ws()
+	return t.i == len(t.s)
+}
+
+// value reads the value at t.i, after whitespace, and reports whether it
+// is JSON that n allows. Once it knows the answer is no, it stops reading:
+// that is the answer whether the rest is JSON or not.
+func (t *text) value(n *node, depth int) bool {
+	t.ws()
+	if n.never || depth > maxDepth || t.i >= len(t.s) {
+		return false
+	}
+	switch c := t.s[t.i]; {
+	case c == '{':
+		return n.is(tObject) && n.enum == nil && t.object(n, depth)
+	case c == '[':
+		return n.is(tArray) && n.enum == nil && t.array(n, depth)
+	case c == '"':
+		lit, plain, ok := t.str()
+		return ok && n.is(tString) && (plain && n.str(lit) || !plain && n.escaped(lit))
+	case c == 't':
+		return t.literal("true") && n.is(tBoolean) && n.enum == nil
+	case c == 'f':
+		return t.literal("false") && n.is(tBoolean) && n.enum == nil
+	case c == 'n':
+		return t.literal("null") && n.is(tNull) && n.enum == nil
+	case c == '-' || '0' <= c && c <= '9':
+		num, ok := t.number()
+		return ok && n.enum == nil && n.number(json.Number(num))
+	}
+	return false
+}
+
+func (t *text) literal(lit string) bool {
+	if len(t.s)-t.i < len(lit) || t.s[t.i:t.i+len(lit)] != lit {
+		return false
+	}
+	t.i += len(lit)
+	return true
+}
+
+// object reads the object at t.i, its opening brace. A name n has no
+// property for takes additionalProperties' schema; a name given twice has
+// both its values checked (see ValidJSON).
+func (t *text) object(n *node, depth int) bool {
+	if n.manyRequired {
+		return false
+	}
+	t.i++ // {
+	t.ws()
+	if t.i < len(t.s) && t.s[t.i] == '}' {
+		t.i++
+		return n.allRequired == 0
+	}
+	var seen uint64 // the required names' bits
+	for {
+		if t.i >= len(t.s) || t.s[t.i] != '"' {
+			return false
+		}
+		name, plain, ok := t.str()
+		if !ok {
+			return false
+		}
+		t.ws()
+		if t.i >= len(t.s) || t.s[t.i] != ':' {
+			return false
+		}
+		t.i++
+		k := n.lookup(name, plain)
+		seen |= k.bit
+		p := k.p
+		if p == nil {
+			switch {
+			case n.closed:
+				return false
+			case n.additional != nil:
+				p = n.additional
+			default:
+				p = &anything
+			}
+		}
+		if !t.value(p, depth+1) {
+			return false
+		}
+		t.ws()
+		if t.i >= len(t.s) {
+			return false
+		}
+		switch t.s[t.i] {
+		case ',':
+			t.i++
+			t.ws()
+		case '}':
+			t.i++
+			return seen == n.allRequired
+		default:
+			return false
+		}
+	}
+}
+
+// lookup is what n says of the name whose literal's text is lit.
+func (n *node) lookup(lit string, plain bool) key {
+	if plain {
+		return n.keys[lit]
+	}
+	for name, k := range n.keys {
+		if decodes(lit, name) {
+			return k
+		}
+	}
+	return key{}
+}
+
+// array reads the array at t.i, its opening bracket.
+func (t *text) array(n *node, depth int) bool {
+	t.i++ // [
+	items := n.items
+	if items == nil {
+		items = &anything
+	}
+	t.ws()
+	if t.i < len(t.s) && t.s[t.i] == ']' {
+		t.i++
+		return n.minItems <= 0
+	}
+	for count := 1; ; count++ {
+		if n.maxItems >= 0 && count > n.maxItems || !t.value(items, depth+1) {
+			return false
+		}
+		t.ws()
+		if t.i >= len(t.s) {
+			return false
+		}
+		switch t.s[t.i] {
+		case ',':
+			t.i++
+		case ']':
+			t.i++
+			return n.minItems < 0 || count >= n.minItems
+		default:
+			return false
+		}
+	}
+}
+
+// number reads the number at t.i and returns its text.
+func (t *text) number() (string, bool) {
+	s, i := t.s, t.i
+	if s[i] == '-' {
+		i++
+	}
+	switch {
+	case i < len(s) && s[i] == '0':
+		i++
+	case i < len(s) && '1' <= s[i] && s[i] <= '9':
+		i = digits(s, i)
+	default:
+		return "", false
+	}
+	if i < len(s) && s[i] == '.' {
+		if i++; i >= len(s) || s[i] < '0' || s[i] > '9' {
+			return "", false
+		}
+		i = digits(s, i)
+	}
+	if i < len(s) && (s[i] == 'e' || s[i] == 'E') {
+		if i++; i < len(s) && (s[i] == '+' || s[i] == '-') {
+			i++
+		}
+		if i >= len(s) || s[i] < '0' || s[i] > '9' {
+			return "", false
+		}
+		i = digits(s, i)
+	}
+	num := s[t.i:i]
+	t.i = i
+	return num, true
+}
+
+// digits is the index of the first byte from i on that is not a digit.
+func digits(s string, i int) int {
+	for i < len(s) && '0' <= s[i] && s[i] <= '9' {
+		i++
+	}
+	return i
+}
+
+// str reads the string literal at t.i, its opening quote, and returns its
+// text between the quotes. plain says the text is the string: it has no
+// escape and is UTF-8. Otherwise nextRune decodes it.
+func (t *text) str() (lit string, plain, ok bool) {
+	s := t.s
+	start := t.i + 1
+	plain = true
+	ascii := true
+	for i := start; i < len(s); i++ {
+		switch c := s[i]; {
+		case c == '"':
+			lit, t.i = s[start:i], i+1
+			if plain && !ascii {
+				plain = utf8.ValidString(lit)
+			}
+			return lit, plain, true
+		case c == '\\':
+			plain = false
+			if i++; i >= len(s) {
+				return "", false, false
+			}
+			switch s[i] {
+			case '"', '\\', '/', 'b', 'f', 'n', 'r', 't':
+			case 'u':
+				if len(s)-i <= 4 || hex4(s[i+1:i+5]) < 0 {
+					return "", false, false
+				}
+				i += 4
+			default:
+				return "", false, false
+			}
+		case c < ' ':
+			return "", false, false
+		case c >= utf8.RuneSelf:
+			ascii = false
+		}
+	}
+	return "", false, false
+}
+
+// escaped is str for a string whose literal's text lit is not plain.
+func (n *node) escaped(lit string) bool {
+	if n.minLength < 0 && n.maxLength < 0 && n.enum == nil {
+		return true
+	}
+	c := 0
+	for i := 0; i < len(lit); c++ {
+		_, i = nextRune(lit, i)
+	}
+	if n.maxLength >= 0 && c > n.maxLength || n.minLength >= 0 && c < n.minLength {
+		return false
+	}
+	if n.enum == nil {
+		return true
+	}
+	for e := range n.enum {
+		if decodes(lit, e) {
+			return true
+		}
+	}
+	return false
+}
+
+// decodes reports whether the string literal's text lit is s.
+func decodes(lit, s string) bool {
+	var b [utf8.UTFMax]byte
+	j := 0
+	for i := 0; i < len(lit); {
+		var r rune
+		r, i = nextRune(lit, i)
+		w := utf8.EncodeRune(b[:], r)
+		if len(s)-j < w || s[j:j+w] != string(b[:w]) {
+			return false
+		}
+		j += w
+	}
+	return j == len(s)
+}
+
+// nextRune decodes the rune at lit[i], lit being the text of a string
+// literal that str took, as encoding/json does (and readArgs in the agent
+// package): a \u escape of a surrogate that does not pair with the next
+// one, and every byte that is not UTF-8, become U+FFFD. It returns the
+// rune and the index after it.
+func nextRune(lit string, i int) (rune, int) {
+	c := lit[i]
+	if c >= utf8.RuneSelf {
+		r, size := utf8.DecodeRuneInString(lit[i:])
+		return r, i + size
+	}
+	if c != '\\' {
+		return rune(c), i + 1
+	}
+	switch lit[i+1] {
+	case 'b':
+		return '\b', i + 2
+	case 'f':
+		return '\f', i + 2
+	case 'n':
+		return '\n', i + 2
+	case 'r':
+		return '\r', i + 2
+	case 't':
+		return '\t', i + 2
+	case 'u':
+		r := hex4(lit[i+2 : i+6])
+		i += 6
+		if !utf16.IsSurrogate(r) {
+			return r, i
+		}
+		if len(lit)-i >= 6 && lit[i] == '\\' && lit[i+1] == 'u' {
+			if pair := utf16.DecodeRune(r, hex4(lit[i+2:i+6])); pair != utf8.RuneError {
+				return pair, i + 6
+			}
+		}
+		return utf8.RuneError, i
+	}
+	return rune(lit[i+1]), i + 2 // the escaped ", \ or /
+}
+
+// hex4 is the value of four hex digits, or -1.
+func hex4(s string) rune {
+	var r rune
+	for i := range 4 {
+		c := s[i]
+		switch {
+		case '0' <= c && c <= '9':
+			c -= '0'
+		case 'a' <= c && c <= 'f':
+			c = c - 'a' + 10
+		case 'A' <= c && c <= 'F':
+			c = c - 'A' + 10
+		default:
+			return -1
+		}
+		r = r<<4 | rune(c)
+	}
+	return r
 }
