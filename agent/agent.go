@@ -254,9 +254,9 @@ func (a *Agent) create(ctx context.Context, logOnly []persistence.Record, seed [
 	if _, err := a.store.CreateWith(ctx, a.header, b.records()...); err != nil {
 		return fmt.Errorf("agent: create session: %w", err)
 	}
-	// Exactly the seed: a child parked on its first model call keeps
-	// this (issue 11's child-memory); its answer's commit makes room.
-	a.msgs = make([]Message, 0, len(b.stored))
+	// The seed and room for the answer to it, in one allocation (a
+	// parked child keeps the spare room: 80 B of issue 11's child-memory).
+	a.msgs = make([]Message, 0, len(b.stored)+1)
 	for _, m := range b.stored {
 		a.msgs = append(a.msgs, m)
 		a.settle()

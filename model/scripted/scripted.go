@@ -111,8 +111,8 @@ type outcome struct {
 	isErr bool
 }
 
-func read(msgs []agent.Message) *conversation {
-	c := &conversation{step: 1} // its maps made on first use: most tasks need none
+func read(msgs []agent.Message) conversation {
+	c := conversation{step: 1} // its maps made on first use: most tasks need none
 	var results map[string]agent.Message
 	var calls []agent.ToolCall
 	first := true
