@@ -8,6 +8,7 @@ import (
 	"io"
 	"log/slog"
 	"runtime"
+	"strconv"
 	"strings"
 	"sync/atomic"
 
@@ -125,7 +126,7 @@ func delegated(out []subagent.ContentBlock) bool {
 // sessions mints distinct session ids for the parents of parent runs.
 var sessions atomic.Int64
 
-func nextSession() string { return fmt.Sprintf("parent-%d", sessions.Add(1)) }
+func nextSession() string { return "parent-" + strconv.FormatInt(sessions.Add(1), 10) }
 
 // errAnswer is a child that answered what it should not have.
 var errAnswer = errors.New("bench: unexpected answer")
