@@ -3,6 +3,7 @@ package bench
 import (
 	"context"
 	"fmt"
+	"runtime"
 	"sync"
 	"time"
 
@@ -51,6 +52,9 @@ func Parallel(ctx context.Context, parents []int, rounds int, dur time.Duration)
 	starts := make([][]time.Duration, len(parents))
 	for range rounds {
 		for i, p := range parents {
+			// From a collected heap: a collection the previous count left
+			// under way is not charged to this one.
+			runtime.GC()
 			n, st, err := parallelRound(ctx, s, agents[:p], dur)
 			if err != nil {
 				return nil, err
