@@ -295,7 +295,8 @@ func (s *Service) open(ctx context.Context, name string, req subagent.StartReque
 		release()
 		return nil, err
 	}
-	ctx, unbind, err := bindToParent(ctx, req.Parent)
+	st := &started{sink: sink{s: s, owner: owner, listening: &ref.listening}}
+	ctx, err = st.bind(ctx, req.Parent)
 	if err != nil {
 		release()
 		return nil, err
@@ -311,12 +312,9 @@ func (s *Service) open(ctx context.Context, name string, req subagent.StartReque
 	}
 	discard := func(err error) (subagent.Run, error) {
 		s.sys.Root.Send(owner, &parent.Discarded{RunID: runID})
-		if unbind != nil {
-			unbind()
-		}
+		st.unbind()
 		return nil, err
 	}
-	st := &started{sink: sink{s: s, owner: owner, listening: &ref.listening}}
 	req.Scope = subagent.Scope{
 		RunID:    runID,
 		Parent:   subagent.ParentRef{SessionID: parentID, Depth: subagent.DelegationDepthOf(req.Parent)},
@@ -344,35 +342,49 @@ func (s *Service) open(ctx context.Context, name string, req subagent.StartReque
 	// comes from the provider's exact agent (E2).
 	st.published = parent.Published{RunID: runID, Provider: name, SessionID: run.SessionID(), Local: !isNil(run.LocalAgent())}
 	s.sys.Root.Send(owner, &st.published)
-	return st.wrap(run, runID, unbind), nil
+	return st.wrap(run, runID), nil
 }
 
-// bindToParent ties ctx to the parent's lifetime when the parent can
-// close: a closed parent starts no child, and one that closes cancels its
-// children, during setup or after (ErrParentClosed). unbind, nil when
-// there is no tie to release, releases it once the run is disposed or its
-// start failed.
-func bindToParent(ctx context.Context, p subagent.Agent) (_ context.Context, unbind func(), _ error) {
+// bind ties ctx to the parent's lifetime when the parent can close: a
+// closed parent starts no child, and one that closes cancels its
+// children, during setup or after (ErrParentClosed). unbind releases the
+// tie once the run is disposed or its start failed.
+func (st *started) bind(ctx context.Context, p subagent.Agent) (context.Context, error) {
 	c, ok := p.(subagent.Closable)
 	if !ok {
-		return ctx, nil, nil
+		return ctx, nil
 	}
 	if err := subagent.ParentClosed(p); err != nil {
-		return nil, nil, err
+		return nil, err
 	}
 	if subagent.IsWithinLifetime(ctx, c) {
-		return ctx, nil, nil // the parent's own loop: ctx ends when it closes
+		return ctx, nil // the parent's own loop: ctx ends when it closes
 	}
 	if w, ok := c.(closeWatcher); ok && ctx.Done() == nil {
 		// Nothing but the parent's close and unbind ends it: see boundCtx.
-		b := &boundCtx{parent: w}
+		b := &st.bound
+		b.parent = w
 		b.Context, b.cancel = context.WithCancelCause(ctx)
 		b.slot = int32(w.WatchClose(b)) // a slot per live child: far within int32
-		return b, b.unbind, nil
+		return b, nil
 	}
 	ctx, cancel := context.WithCancelCause(ctx)
 	stop := c.OnClose(cancel)
-	return ctx, func() { stop(); cancel(context.Canceled) }, nil
+	st.release = func() { stop(); cancel(context.Canceled) }
+	return ctx, nil
+}
+
+// unbind releases the tie bind made, if it made one; once.
+func (st *started) unbind() {
+	if !st.unbound.CompareAndSwap(false, true) {
+		return
+	}
+	switch {
+	case st.bound.parent != nil:
+		st.bound.unbind()
+	case st.release != nil:
+		st.release()
+	}
 }
 
 // closeWatcher is a parent that tells an object of its close, which costs
@@ -479,18 +491,15 @@ func (k *sink) SpawnRun(a actor.Actor) (*actor.PID, error) {
 // tie to the parent's lifetime is released once disposed.
 type serviceRun struct {
 	subagent.Run
-	id      string
-	unbind  func() // nil when there is no tie to the parent to release
-	unbound atomic.Bool
+	id string
+	st *started // whose tie to the parent Dispose releases
 }
 
 func (r *serviceRun) Dispose(ctx context.Context) error {
 	if err := r.Run.Dispose(ctx); err != nil {
 		return err
 	}
-	if r.unbind != nil && r.unbound.CompareAndSwap(false, true) {
-		r.unbind()
-	}
+	r.st.unbind()
 	return nil
 }
 
@@ -512,17 +521,20 @@ func (r *steerableRun) Steer(ctx context.Context, message []subagent.ContentBloc
 
 // started is what the Service keeps of one run, in one allocation (a
 // parked child holds it): the sink its provider emits to, the run as its
-// caller gets it, and its Published, which the parent actor keeps while
-// the run is live.
+// caller gets it, its Published, which the parent actor keeps while the
+// run is live, and its tie to the parent's lifetime (see bind).
 type started struct {
 	sink
 	run       steerableRun // its steerer nil when the provider's run cannot steer
 	published parent.Published
+	bound     boundCtx // the start context, when the tie is one
+	release   func()   // the tie's release, when it is a context of the parent's
+	unbound   atomic.Bool
 }
 
 // wrap makes run the caller's and has its end told to its parent actor.
-func (st *started) wrap(run subagent.Run, id string, unbind func()) subagent.Run {
-	st.run.serviceRun = serviceRun{Run: run, id: id, unbind: unbind}
+func (st *started) wrap(run subagent.Run, id string) subagent.Run {
+	st.run.serviceRun = serviceRun{Run: run, id: id, st: st}
 	run.OnSettled(st.settled)
 	if steerer, ok := run.(subagent.Steerer); ok {
 		st.run.steerer = steerer
