@@ -41,8 +41,11 @@ type Service struct {
 	closed    chan struct{}
 }
 
-// DefaultIdleParents is how many idle parent actors a Service keeps.
-const DefaultIdleParents = 1024
+// DefaultIdleParents is how many idle parent actors a Service keeps. A
+// few hundred cover the agents that delegate again soon; past them, a
+// new parent session takes over the oldest idle actor, whose memory a
+// longer list would only have let go cold.
+const DefaultIdleParents = 256
 
 // DefaultListenerBound is how many events a listener may have outstanding
 // before it is detached with subagent.ListenerOverflow (E5).
