@@ -66,6 +66,7 @@ type runActor struct {
 	live     *Gate      // the live child's; nil until the actor started
 	gate     Gate       // the first child's
 	watching bool       // the start context is an endWatcher a is watching
+	hold     bool       // the first child waits for the Handle (Spec.Held)
 	// quiet is the Lifecycle's QuietTake as of its last Step: the child
 	// may take without asking (see Gate.Take).
 	quiet atomic.Bool
@@ -443,6 +444,11 @@ func (a *runActor) launch() {
 	g.run, g.ctx, g.cancel = a, ctx, cancel
 	a.live = g
 	a.h.latches.live.Add(1)
+	if a.hold {
+		a.hold = false
+		a.h.held.Store(g) // run by the first Wait or Dispose (Handle.runHeld)
+		return
+	}
 	go g.child()
 }
 

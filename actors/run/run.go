@@ -68,6 +68,13 @@ type Spec struct {
 	Child        Child
 	Relaunchable bool
 	Restarts     subagent.RestartPolicy
+	// Held, for a caller that waits for the run at once (a foreground
+	// delegation), holds the first child until the run's first Wait or
+	// Dispose, which runs it on its own goroutine: no goroutine of the
+	// run's own to start, to hand over to and back from. A held run makes
+	// no progress until then. A relaunch after a crash runs on a goroutine
+	// of its own as ever.
+	Held bool
 	// Release frees the child's resources after each Body returned and
 	// before the run counts as quiesced. Optional; a Child frees its own.
 	Release func()
@@ -93,6 +100,9 @@ type Handle struct {
 	// once it has stopped and every goroutine it launched has returned,
 	// live counting those still to finish.
 	latches latches
+	// held is the held first child's Gate (Spec.Held) until a Wait or
+	// Dispose takes it to run.
+	held atomic.Pointer[Gate]
 	steers  atomic.Uint64 // correlation ids of this handle's steers
 }
 
@@ -175,7 +185,7 @@ func Start(sys *actors.System, spec Spec) *Handle {
 	if id == "" {
 		id = ids.New()
 	}
-	a := &runActor{start: spec.Ctx, child: spec.Child}
+	a := &runActor{start: spec.Ctx, child: spec.Child, hold: spec.Held}
 	if a.child == nil {
 		a.child = &bodies{body: spec.Body, again: spec.Relaunch, free: spec.Release}
 	}
@@ -211,8 +221,10 @@ func (h *Handle) LocalAgent() subagent.Agent { return h.agent }
 // Publish records that the caller now owns the run.
 func (h *Handle) Publish() { h.sys.Root.Send(h.pid.Load(), publish{}) }
 
-// Wait implements subagent.Run.
+// Wait implements subagent.Run. A held child (Spec.Held) runs here first,
+// on the caller's goroutine.
 func (h *Handle) Wait(ctx context.Context) (subagent.Result, error) {
+	h.runHeld()
 	select {
 	case <-h.latches.wait(settled):
 		return h.result.Result, h.result.Err
@@ -239,11 +251,21 @@ func (h *Handle) Dispose(ctx context.Context) error {
 		return nil
 	}
 	h.sys.Root.Send(h.pid.Load(), dispose{})
+	h.runHeld() // cancelled by the dispose: it returns at once
 	select {
 	case <-h.latches.wait(quiesced):
 		return nil
 	case <-ctx.Done():
 		return ctx.Err()
+	}
+}
+
+// runHeld runs the held child, if it is still held, on the caller's
+// goroutine. The actor launched it (Start returns once it has) and only
+// held back its goroutine.
+func (h *Handle) runHeld() {
+	if g := h.held.Swap(nil); g != nil {
+		g.child()
 	}
 }
 

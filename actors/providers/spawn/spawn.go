@@ -287,6 +287,7 @@ func (p *Provider) launch(ctx context.Context, req subagent.StartRequest, c *chi
 		Ctx:          ctx,
 		Child:        c,
 		Relaunchable: true,
+		Held:         req.Foreground,
 	})
 	if err := setupEnded(ctx, req.Parent); err != nil {
 		rollback := context.WithoutCancel(ctx)
