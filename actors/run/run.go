@@ -102,8 +102,8 @@ type Handle struct {
 	latches latches
 	// held is the held first child's Gate (Spec.Held) until a Wait or
 	// Dispose takes it to run.
-	held atomic.Pointer[Gate]
-	steers  atomic.Uint64 // correlation ids of this handle's steers
+	held   atomic.Pointer[Gate]
+	steers atomic.Uint64 // correlation ids of this handle's steers
 }
 
 // The run's latches.
