@@ -60,9 +60,16 @@ func rawProtoactor(b *testing.B, props *actor.Props) {
 	}
 }
 
-// SubactorSpawn is one delegation through the Service: a spawn child on the
-// scripted model with in-memory sessions, started, awaited and disposed.
-func SubactorSpawn(b *testing.B) { spawnDelegations(b, persistence.NewMemory()) }
+// SubactorSpawn is one foreground delegation through the Service, as the
+// delegate tool makes it: a spawn child on the scripted model with
+// in-memory sessions, started with StartRequest.Foreground, awaited at
+// once and disposed. Its child runs inside the Wait, on the caller's
+// goroutine, as the floor's actor handles its request on the caller's.
+func SubactorSpawn(b *testing.B) { spawnDelegations(b, persistence.NewMemory(), true) }
+
+// SubactorSpawnAsync is SubactorSpawn for a caller that does not promise
+// to wait at once: the child runs on a goroutine of its own.
+func SubactorSpawnAsync(b *testing.B) { spawnDelegations(b, persistence.NewMemory(), false) }
 
 // SubactorSpawnBolt is SubactorSpawn with the sessions in the bbolt store,
 // every turn fsynced before the child goes on.
@@ -72,19 +79,20 @@ func SubactorSpawnBolt(b *testing.B) {
 		b.Fatal(err)
 	}
 	defer store.Close()
-	spawnDelegations(b, store)
+	spawnDelegations(b, store, true)
 }
 
-func spawnDelegations(b *testing.B, store persistence.Store) {
+func spawnDelegations(b *testing.B, store persistence.Store, foreground bool) {
 	ctx := context.Background()
 	s, err := newSeamWith(ctx, spawn.Config{Model: scripted.New(), Store: store})
 	if err != nil {
 		b.Fatal(err)
 	}
 	defer s.close()
+	prompt := []subagent.ContentBlock{subagent.Text("echo hi")}
 	b.ReportAllocs()
 	for b.Loop() {
-		run, err := s.start(ctx, "echo hi")
+		run, err := s.svc.Start(ctx, spawn.DefaultName, subagent.StartRequest{Parent: s.parent, Prompt: prompt, Foreground: foreground})
 		if err != nil {
 			b.Fatal(err)
 		}

@@ -15,6 +15,7 @@ func TestMain(m *testing.M) {
 func BenchmarkRawProtoactor(b *testing.B)         { RawProtoactor(b) }
 func BenchmarkRawProtoactorInline(b *testing.B)   { RawProtoactorInline(b) }
 func BenchmarkSubactorSpawn(b *testing.B)         { SubactorSpawn(b) }
+func BenchmarkSubactorSpawnAsync(b *testing.B)    { SubactorSpawnAsync(b) }
 func BenchmarkSubactorSpawnBolt(b *testing.B)     { SubactorSpawnBolt(b) }
 func BenchmarkSubactorParentRun(b *testing.B)     { SubactorParentRun(b) }
 func BenchmarkSubactorParentRunBolt(b *testing.B) { SubactorParentRunBolt(b) }

@@ -135,6 +135,7 @@ func run(c config) error {
 			{"RawProtoactor", bench.RawProtoactor},
 			{"RawProtoactorInline", bench.RawProtoactorInline},
 			{"SubactorSpawn", bench.SubactorSpawn},
+			{"SubactorSpawnAsync", bench.SubactorSpawnAsync},
 			{"SubactorSpawnBolt", bench.SubactorSpawnBolt},
 			{"SubactorParentRun", bench.SubactorParentRun},
 			{"SubactorParentRunBolt", bench.SubactorParentRunBolt},
