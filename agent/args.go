@@ -5,6 +5,8 @@ import (
 	"unicode"
 	"unicode/utf16"
 	"unicode/utf8"
+
+	"github.com/subactor/subactor/internal/jsontext"
 )
 
 // readArgs reads a tool call's arguments, compact JSON (sanitizeArgs), into
@@ -275,20 +277,5 @@ func getu4(s string) rune {
 	if len(s) < 6 || s[0] != '\\' || s[1] != 'u' {
 		return -1
 	}
-	var r rune
-	for i := 2; i < 6; i++ {
-		c := s[i]
-		switch {
-		case '0' <= c && c <= '9':
-			c -= '0'
-		case 'a' <= c && c <= 'f':
-			c = c - 'a' + 10
-		case 'A' <= c && c <= 'F':
-			c = c - 'A' + 10
-		default:
-			return -1
-		}
-		r = r*16 + rune(c)
-	}
-	return r
+	return jsontext.Hex4(s[2:6])
 }

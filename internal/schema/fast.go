@@ -7,6 +7,8 @@ import (
 	"unicode/utf16"
 	"unicode/utf8"
 	"unsafe"
+
+	"github.com/subactor/subactor/internal/jsontext"
 )
 
 // Fast validates against a schema written in a small subset of JSON
@@ -782,7 +784,7 @@ func (t *text) str() (lit string, plain, ok bool) {
 			switch s[i] {
 			case '"', '\\', '/', 'b', 'f', 'n', 'r', 't':
 			case 'u':
-				if len(s)-i <= 4 || hex4(s[i+1:i+5]) < 0 {
+				if len(s)-i <= 4 || jsontext.Hex4(s[i+1:i+5]) < 0 {
 					return "", false, false
 				}
 				i += 4
@@ -863,37 +865,17 @@ func nextRune(lit string, i int) (rune, int) {
 	case 't':
 		return '\t', i + 2
 	case 'u':
-		r := hex4(lit[i+2 : i+6])
+		r := jsontext.Hex4(lit[i+2 : i+6])
 		i += 6
 		if !utf16.IsSurrogate(r) {
 			return r, i
 		}
 		if len(lit)-i >= 6 && lit[i] == '\\' && lit[i+1] == 'u' {
-			if pair := utf16.DecodeRune(r, hex4(lit[i+2:i+6])); pair != utf8.RuneError {
+			if pair := utf16.DecodeRune(r, jsontext.Hex4(lit[i+2:i+6])); pair != utf8.RuneError {
 				return pair, i + 6
 			}
 		}
 		return utf8.RuneError, i
 	}
 	return rune(lit[i+1]), i + 2 // the escaped ", \ or /
-}
-
-// hex4 is the value of four hex digits, or -1.
-func hex4(s string) rune {
-	var r rune
-	for i := range 4 {
-		c := s[i]
-		switch {
-		case '0' <= c && c <= '9':
-			c -= '0'
-		case 'a' <= c && c <= 'f':
-			c = c - 'a' + 10
-		case 'A' <= c && c <= 'F':
-			c = c - 'A' + 10
-		default:
-			return -1
-		}
-		r = r<<4 | rune(c)
-	}
-	return r
 }
