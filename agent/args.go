@@ -135,44 +135,13 @@ func (r *argsReader) array(depth int) (any, bool) {
 
 // number reads a JSON number as its text, as a decoder with UseNumber does.
 func (r *argsReader) number() (any, bool) {
-	s, start := r.s, r.i
-	i := start
-	if s[i] == '-' {
-		i++
-	}
-	switch {
-	case i < len(s) && s[i] == '0':
-		i++
-	case i < len(s) && '1' <= s[i] && s[i] <= '9':
-		for i < len(s) && '0' <= s[i] && s[i] <= '9' {
-			i++
-		}
-	default:
+	end := jsontext.NumberEnd(r.s, r.i)
+	if end < 0 {
 		return nil, false
 	}
-	if i < len(s) && s[i] == '.' {
-		i++
-		if i >= len(s) || s[i] < '0' || s[i] > '9' {
-			return nil, false
-		}
-		for i < len(s) && '0' <= s[i] && s[i] <= '9' {
-			i++
-		}
-	}
-	if i < len(s) && (s[i] == 'e' || s[i] == 'E') {
-		i++
-		if i < len(s) && (s[i] == '+' || s[i] == '-') {
-			i++
-		}
-		if i >= len(s) || s[i] < '0' || s[i] > '9' {
-			return nil, false
-		}
-		for i < len(s) && '0' <= s[i] && s[i] <= '9' {
-			i++
-		}
-	}
-	r.i = i
-	return json.Number(s[start:i]), true
+	n := json.Number(r.s[r.i:end])
+	r.i = end
+	return n, true
 }
 
 // str reads a JSON string at r.i, its opening quote.

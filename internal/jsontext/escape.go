@@ -23,3 +23,4 @@ func Hex4(s string) rune {
 	}
 	return r
 }
+

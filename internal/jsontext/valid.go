@@ -78,7 +78,7 @@ func Valid(data []byte) bool {
 				return false
 			}
 		case c == '-' || '0' <= c && c <= '9':
-			if i = number(data, i); i < 0 {
+			if i = NumberEnd(data, i); i < 0 {
 				return false
 			}
 		case c == 't':
@@ -201,13 +201,13 @@ func hex(c byte) bool {
 	return '0' <= c && c <= '9' || 'a' <= c && c <= 'f' || 'A' <= c && c <= 'F'
 }
 
-// number reads the number starting at i and returns the index after it,
-// or -1: an optional minus, then 0 or a digit string not starting with
-// 0, then optionally a fraction of one or more digits, then optionally
-// an exponent of one or more digits with an optional sign. What follows
-// is checked by the caller, so "01" fails there, at the 1.
-func number(data []byte, i int) int {
-	if data[i] == '-' {
+// NumberEnd reads the JSON number starting at data[i] and returns the
+// index after it, or -1: an optional minus, then 0 or a digit string not
+// starting with 0, then optionally a fraction of one or more digits, then
+// optionally an exponent of one or more digits with an optional sign.
+// What follows is the caller's to check, so "01" fails there, at the 1.
+func NumberEnd[T string | []byte](data T, i int) int {
+	if i < len(data) && data[i] == '-' {
 		i++
 	}
 	switch {
@@ -239,7 +239,7 @@ func number(data []byte, i int) int {
 }
 
 // digits returns the index of the first non-digit at or after i.
-func digits(data []byte, i int) int {
+func digits[T string | []byte](data T, i int) int {
 	for i < len(data) && isDigit(data[i]) {
 		i++
 	}

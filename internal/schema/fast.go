@@ -720,44 +720,13 @@ func (t *text) array(n *node, depth int) bool {
 
 // number reads the number at t.i and returns its text.
 func (t *text) number() (string, bool) {
-	s, i := t.s, t.i
-	if s[i] == '-' {
-		i++
-	}
-	switch {
-	case i < len(s) && s[i] == '0':
-		i++
-	case i < len(s) && '1' <= s[i] && s[i] <= '9':
-		i = digits(s, i)
-	default:
+	end := jsontext.NumberEnd(t.s, t.i)
+	if end < 0 {
 		return "", false
 	}
-	if i < len(s) && s[i] == '.' {
-		if i++; i >= len(s) || s[i] < '0' || s[i] > '9' {
-			return "", false
-		}
-		i = digits(s, i)
-	}
-	if i < len(s) && (s[i] == 'e' || s[i] == 'E') {
-		if i++; i < len(s) && (s[i] == '+' || s[i] == '-') {
-			i++
-		}
-		if i >= len(s) || s[i] < '0' || s[i] > '9' {
-			return "", false
-		}
-		i = digits(s, i)
-	}
-	num := s[t.i:i]
-	t.i = i
+	num := t.s[t.i:end]
+	t.i = end
 	return num, true
-}
-
-// digits is the index of the first byte from i on that is not a digit.
-func digits(s string, i int) int {
-	for i < len(s) && '0' <= s[i] && s[i] <= '9' {
-		i++
-	}
-	return i
 }
 
 // str reads the string literal at t.i, its opening quote, and returns its

@@ -560,21 +560,8 @@ func plainString(b []byte, i int) (from, to int, ok bool) {
 
 // integer reads a JSON integer (no fraction, no exponent) that fits an int.
 func integer(b []byte, i int) (n, next int, ok bool) {
-	j := i
-	if j < len(b) && b[j] == '-' {
-		j++
-	}
-	switch {
-	case j < len(b) && b[j] == '0':
-		j++
-	case j < len(b) && '1' <= b[j] && b[j] <= '9':
-		for j < len(b) && '0' <= b[j] && b[j] <= '9' {
-			j++
-		}
-	default:
-		return 0, 0, false
-	}
-	if j < len(b) && (b[j] == '.' || b[j] == 'e' || b[j] == 'E' || '0' <= b[j] && b[j] <= '9') {
+	j := jsontext.NumberEnd(b, i)
+	if j < 0 || bytes.ContainsAny(b[i:j], ".eE") {
 		return 0, 0, false
 	}
 	n, err := strconv.Atoi(string(b[i:j]))
