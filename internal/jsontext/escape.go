@@ -23,4 +23,3 @@ func Hex4(s string) rune {
 	}
 	return r
 }
-
