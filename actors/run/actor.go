@@ -431,8 +431,9 @@ func (a *runActor) Ended(cause error) {
 	a.h.sys.Root.Send(a.h.pid.Load(), cancelFor{cause: cause})
 }
 
-// launch starts the child on a goroutine the run owns: its first
-// activation, or a relaunch. The first child's Gate is the run's own; a
+// launch starts the child on a goroutine the run owns (or, held, leaves
+// it to the Handle's first Wait or Dispose): its first activation, or a
+// relaunch. The first child's Gate is the run's own; a
 // relaunched child gets a fresh one, since its predecessor may have left
 // its Gate with someone.
 func (a *runActor) launch() {
