@@ -2,8 +2,6 @@ package agent
 
 import (
 	"encoding/json"
-	"unicode"
-	"unicode/utf16"
 	"unicode/utf8"
 
 	"github.com/subactor/subactor/internal/jsontext"
@@ -146,105 +144,27 @@ func (r *argsReader) number() (any, bool) {
 
 // str reads a JSON string at r.i, its opening quote.
 func (r *argsReader) str() (string, bool) {
-	s := r.s
-	start := r.i + 1
-	plain := true // no escape, valid UTF-8: the text is the string
-	ascii := true
-	i := start
-	for ; i < len(s); i++ {
-		c := s[i]
-		switch {
-		case c == '"':
-			lit := s[start:i]
-			r.i = i + 1
-			if !ascii && plain {
-				plain = utf8.ValidString(lit)
-			}
-			if plain {
-				return lit, true
-			}
-			return unquote(lit)
-		case c == '\\':
-			plain = false
-			i++ // the escaped byte; \u's digits are checked by unquote
-		case c < ' ':
-			return "", false
-		case c >= utf8.RuneSelf:
-			ascii = false
-		}
+	end, plain, ok := jsontext.StringEnd(r.s, r.i)
+	if !ok {
+		return "", false
 	}
-	return "", false
+	lit := r.s[r.i+1 : end-1]
+	r.i = end
+	if plain {
+		return lit, true
+	}
+	return unquote(lit), true
 }
 
-// unquote is encoding/json's unquoting of a string literal's text s: the
-// escapes resolved, a \u escape of a lone surrogate and every byte that is
-// not UTF-8 replaced by U+FFFD.
-func unquote(s string) (string, bool) {
-	b := make([]byte, 0, len(s)+2*utf8.UTFMax)
-	for r := 0; r < len(s); {
-		switch c := s[r]; {
-		case c == '\\':
-			r++
-			if r >= len(s) {
-				return "", false
-			}
-			switch s[r] {
-			default:
-				return "", false
-			case '"', '\\', '/': // what JSON allows (encoding/json's unquote also takes \', which its scanner refuses)
-				b = append(b, s[r])
-				r++
-			case 'b':
-				b = append(b, '\b')
-				r++
-			case 'f':
-				b = append(b, '\f')
-				r++
-			case 'n':
-				b = append(b, '\n')
-				r++
-			case 'r':
-				b = append(b, '\r')
-				r++
-			case 't':
-				b = append(b, '\t')
-				r++
-			case 'u':
-				r--
-				rr := getu4(s[r:])
-				if rr < 0 {
-					return "", false
-				}
-				r += 6
-				if utf16.IsSurrogate(rr) {
-					rr1 := getu4(s[r:])
-					if dec := utf16.DecodeRune(rr, rr1); dec != unicode.ReplacementChar {
-						r += 6
-						b = utf8.AppendRune(b, dec)
-						break
-					}
-					rr = unicode.ReplacementChar
-				}
-				b = utf8.AppendRune(b, rr)
-			}
-		case c == '"', c < ' ':
-			return "", false
-		case c < utf8.RuneSelf:
-			b = append(b, c)
-			r++
-		default:
-			rr, size := utf8.DecodeRuneInString(s[r:])
-			r += size
-			b = utf8.AppendRune(b, rr)
-		}
+// unquote is encoding/json's unquoting of the text of a string literal
+// StringEnd took: the escapes resolved, a \u escape of a lone surrogate
+// and every byte that is not UTF-8 replaced by U+FFFD.
+func unquote(lit string) string {
+	b := make([]byte, 0, len(lit)+2*utf8.UTFMax)
+	for i := 0; i < len(lit); {
+		var r rune
+		r, i = jsontext.NextRune(lit, i)
+		b = utf8.AppendRune(b, r)
 	}
-	return string(b), true
-}
-
-// getu4 decodes \uXXXX at the start of s, or returns -1.
-func getu4(s string) rune {
-	if len(s) < 6 || s[0] != '\\' || s[1] != 'u' {
-		return -1
-	}
-	return jsontext.Hex4(s[2:6])
+	return string(b)
 }

@@ -4,7 +4,6 @@ import (
 	"encoding/json"
 	"math/bits"
 	"strconv"
-	"unicode/utf16"
 	"unicode/utf8"
 	"unsafe"
 
@@ -730,43 +729,14 @@ func (t *text) number() (string, bool) {
 }
 
 // str reads the string literal at t.i, its opening quote, and returns its
-// text between the quotes. plain says the text is the string: it has no
-// escape and is UTF-8. Otherwise nextRune decodes it.
+// text between the quotes; plain as jsontext.StringEnd says.
 func (t *text) str() (lit string, plain, ok bool) {
-	s := t.s
-	start := t.i + 1
-	plain = true
-	ascii := true
-	for i := start; i < len(s); i++ {
-		switch c := s[i]; {
-		case c == '"':
-			lit, t.i = s[start:i], i+1
-			if plain && !ascii {
-				plain = utf8.ValidString(lit)
-			}
-			return lit, plain, true
-		case c == '\\':
-			plain = false
-			if i++; i >= len(s) {
-				return "", false, false
-			}
-			switch s[i] {
-			case '"', '\\', '/', 'b', 'f', 'n', 'r', 't':
-			case 'u':
-				if len(s)-i <= 4 || jsontext.Hex4(s[i+1:i+5]) < 0 {
-					return "", false, false
-				}
-				i += 4
-			default:
-				return "", false, false
-			}
-		case c < ' ':
-			return "", false, false
-		case c >= utf8.RuneSelf:
-			ascii = false
-		}
+	end, plain, ok := jsontext.StringEnd(t.s, t.i)
+	if !ok {
+		return "", false, false
 	}
-	return "", false, false
+	lit, t.i = t.s[t.i+1:end-1], end
+	return lit, plain, true
 }
 
 // escaped is str for a string whose literal's text lit is not plain.
@@ -776,7 +746,7 @@ func (n *node) escaped(lit string) bool {
 	}
 	c := 0
 	for i := 0; i < len(lit); c++ {
-		_, i = nextRune(lit, i)
+		_, i = jsontext.NextRune(lit, i)
 	}
 	if n.maxLength >= 0 && c > n.maxLength || n.minLength >= 0 && c < n.minLength {
 		return false
@@ -798,7 +768,7 @@ func decodes(lit, s string) bool {
 	j := 0
 	for i := 0; i < len(lit); {
 		var r rune
-		r, i = nextRune(lit, i)
+		r, i = jsontext.NextRune(lit, i)
 		w := utf8.EncodeRune(b[:], r)
 		if len(s)-j < w || s[j:j+w] != string(b[:w]) {
 			return false
@@ -806,45 +776,4 @@ func decodes(lit, s string) bool {
 		j += w
 	}
 	return j == len(s)
-}
-
-// nextRune decodes the rune at lit[i], lit being the text of a string
-// literal that str took, as encoding/json does (and readArgs in the agent
-// package): a \u escape of a surrogate that does not pair with the next
-// one, and every byte that is not UTF-8, become U+FFFD. It returns the
-// rune and the index after it.
-func nextRune(lit string, i int) (rune, int) {
-	c := lit[i]
-	if c >= utf8.RuneSelf {
-		r, size := utf8.DecodeRuneInString(lit[i:])
-		return r, i + size
-	}
-	if c != '\\' {
-		return rune(c), i + 1
-	}
-	switch lit[i+1] {
-	case 'b':
-		return '\b', i + 2
-	case 'f':
-		return '\f', i + 2
-	case 'n':
-		return '\n', i + 2
-	case 'r':
-		return '\r', i + 2
-	case 't':
-		return '\t', i + 2
-	case 'u':
-		r := jsontext.Hex4(lit[i+2 : i+6])
-		i += 6
-		if !utf16.IsSurrogate(r) {
-			return r, i
-		}
-		if len(lit)-i >= 6 && lit[i] == '\\' && lit[i+1] == 'u' {
-			if pair := utf16.DecodeRune(r, jsontext.Hex4(lit[i+2:i+6])); pair != utf8.RuneError {
-				return pair, i + 6
-			}
-		}
-		return utf8.RuneError, i
-	}
-	return rune(lit[i+1]), i + 2 // the escaped ", \ or /
 }
