@@ -119,6 +119,13 @@ type Agent struct {
 	settled int32
 	mu      sync.Mutex
 	msgs    []Message
+
+	// seq is where this activation last saw its log end: every append is
+	// conditioned on it (Store.AppendAt), so an activation that lost the
+	// log to a newer one cannot write to it (S8's one writer). Under
+	// appendMu, which also orders the appends themselves.
+	appendMu sync.Mutex
+	seq      uint64
 }
 
 // shape is what every request of an agent carries besides the history and
@@ -236,9 +243,11 @@ func New(ctx context.Context, cfg Config) (*Agent, error) {
 func (a *Agent) create(ctx context.Context, logOnly []persistence.Record, seed []Message) error {
 	if len(seed) == 0 {
 		// The store copies what it is given (persistence.Store).
-		if _, err := a.store.CreateWith(ctx, a.header, logOnly...); err != nil {
+		seq, err := a.store.CreateWith(ctx, a.header, logOnly...)
+		if err != nil {
 			return fmt.Errorf("agent: create session: %w", err)
 		}
+		a.seq = seq
 		return nil
 	}
 	b := getBatch()
@@ -251,9 +260,11 @@ func (a *Agent) create(ctx context.Context, logOnly []persistence.Record, seed [
 			return &ConfigError{Field: fmt.Sprintf("Seed[%d]", i), Reason: err.Error()}
 		}
 	}
-	if _, err := a.store.CreateWith(ctx, a.header, b.records()...); err != nil {
+	seq, err := a.store.CreateWith(ctx, a.header, b.records()...)
+	if err != nil {
 		return fmt.Errorf("agent: create session: %w", err)
 	}
+	a.seq = seq
 	// The seed and room for the answer to it, in one allocation (a
 	// parked child keeps the spare room: 80 B of issue 11's child-memory).
 	a.msgs = make([]Message, 0, len(b.stored)+1)
@@ -272,15 +283,23 @@ func cloneOptions(o subagent.AgentOptions) subagent.AgentOptions {
 	return o
 }
 
-// load restores the header and the model-visible turns of the session.
-// Other record kinds are log-only and skipped.
+// KindActivation is the log-only record an agent resuming a session
+// appends first: it takes the log, so that an earlier activation still
+// holding it fails its next append with persistence.ErrConflict instead
+// of interleaving its turns with this one's (S8: one writer at a time).
+const KindActivation = "agent/activation"
+
+// load restores the header and the model-visible turns of the session,
+// then takes the log (KindActivation). Other record kinds are log-only
+// and skipped.
 func (a *Agent) load(ctx context.Context) error {
-	h, recs, err := a.store.Load(ctx, a.header.SessionID)
+	h, entries, err := a.store.LoadFrom(ctx, a.header.SessionID, 0)
 	if err != nil {
 		return fmt.Errorf("agent: load session: %w", err)
 	}
 	a.header = h
-	for i, r := range recs {
+	for i, r := range entries {
+		a.seq = r.Seq
 		if r.Kind != persistence.KindMessage {
 			continue
 		}
@@ -293,6 +312,9 @@ func (a *Agent) load(ctx context.Context) error {
 		}
 		a.msgs = append(a.msgs, m)
 		a.settle()
+	}
+	if a.seq, err = a.store.AppendAt(ctx, h.SessionID, a.seq, persistence.Record{Kind: KindActivation, Data: json.RawMessage(`{}`)}); err != nil {
+		return fmt.Errorf("agent: take session %q: %w", h.SessionID, err)
 	}
 	return nil
 }
@@ -433,8 +455,9 @@ func (a *Agent) Header() subagent.SessionHeader { return a.header }
 // Options are the agent options.
 func (a *Agent) Options() subagent.AgentOptions { return cloneOptions(a.opts) }
 
-// Turns returns a copy of the completed turns: the whole history except an
-// assistant turn whose tool calls are still running.
+// Turns returns a copy of the completed turns: the history up to its last
+// final answer, never the turn in flight (the prompt being answered, its
+// tool calls and their results).
 func (a *Agent) Turns() []Message {
 	a.mu.Lock()
 	defer a.mu.Unlock()
@@ -445,10 +468,12 @@ func (a *Agent) Turns() []Message {
 	return out
 }
 
-// settle advances settled past the last message unless it awaits tool
-// results. Callers hold mu (or own a not yet shared Agent).
+// settle advances settled past the last message when it is a final
+// answer (an assistant turn without tool calls), which completes a turn:
+// what follows it (a prompt, tool calls and their results, steers) is the
+// turn in flight (P2). Callers hold mu (or own a not yet shared Agent).
 func (a *Agent) settle() {
-	if last := a.msgs[len(a.msgs)-1]; last.Role != Assistant || len(last.ToolCalls) == 0 {
+	if last := a.msgs[len(a.msgs)-1]; last.Role == Assistant && len(last.ToolCalls) == 0 {
 		a.settled = int32(len(a.msgs))
 	}
 }

@@ -405,8 +405,8 @@ func TestCancelDuringModelCall(t *testing.T) {
 // interrupted might.
 type blindStore struct{ persistence.Store }
 
-func (s blindStore) Append(ctx context.Context, id string, recs ...persistence.Record) error {
-	return s.Store.Append(context.WithoutCancel(ctx), id, recs...)
+func (s blindStore) AppendAt(ctx context.Context, id string, expect uint64, recs ...persistence.Record) (uint64, error) {
+	return s.Store.AppendAt(context.WithoutCancel(ctx), id, expect, recs...)
 }
 
 func TestCancelBetweenSteps(t *testing.T) {
@@ -496,15 +496,16 @@ func TestSteerMessagesJoinTheNextRequest(t *testing.T) {
 	}
 }
 
-// countingStore counts Append calls; used from one goroutine.
+// countingStore counts the agent's appends (AppendAt); used from one
+// goroutine.
 type countingStore struct {
 	persistence.Store
 	appends int
 }
 
-func (s *countingStore) Append(ctx context.Context, id string, recs ...persistence.Record) error {
+func (s *countingStore) AppendAt(ctx context.Context, id string, expect uint64, recs ...persistence.Record) (uint64, error) {
 	s.appends++
-	return s.Store.Append(ctx, id, recs...)
+	return s.Store.AppendAt(ctx, id, expect, recs...)
 }
 
 func TestSteerErrorAborts(t *testing.T) {
@@ -593,21 +594,21 @@ func TestStepLimit(t *testing.T) {
 	}
 }
 
-// failingStore fails every Append after the first ok ones.
+// failingStore fails every append (AppendAt) after the first ok ones.
 type failingStore struct {
 	persistence.Store
 	mu sync.Mutex
 	ok int
 }
 
-func (s *failingStore) Append(ctx context.Context, id string, recs ...persistence.Record) error {
+func (s *failingStore) AppendAt(ctx context.Context, id string, expect uint64, recs ...persistence.Record) (uint64, error) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	if s.ok == 0 {
-		return errors.New("disk full")
+		return 0, errors.New("disk full")
 	}
 	s.ok--
-	return s.Store.Append(ctx, id, recs...)
+	return s.Store.AppendAt(ctx, id, expect, recs...)
 }
 
 func TestStoreFailureEndsTheRun(t *testing.T) {
@@ -621,10 +622,17 @@ func TestStoreFailureEndsTheRun(t *testing.T) {
 			if !strings.Contains(res.Detail, "persist") || !strings.Contains(res.Detail, "disk full") {
 				t.Fatalf("detail %q", res.Detail)
 			}
-			// The history never runs ahead of the store; the last case
-			// leaves the assistant turn waiting for results, not completed.
-			if want := []int{0, 1, 1}[ok]; len(a.Turns()) != want {
-				t.Fatalf("history holds %d completed turns, want %d", len(a.Turns()), want)
+			// The history never runs ahead of the store: the next run's
+			// request holds what was acknowledged (the last case's
+			// assistant turn with its calls answered as interrupted).
+			store.mu.Lock()
+			store.ok = 10
+			store.mu.Unlock()
+			again := &script{steps: []func(agent.Request) agent.Response{answer("ok")}}
+			b := newAgent(t, agent.Config{Store: store, Header: a.Header(), Resume: true, Model: again})
+			wantStop(t, b.Run(await.Ctx(t), prompt("again"), nil), subagent.Completed)
+			if got, want := rolesOf(again.requests()[0].Messages), []string{"user", "user user", "user assistant tool user"}[ok]; got != want {
+				t.Fatalf("history after the failure %q, want %q", got, want)
 			}
 		})
 	}
@@ -639,8 +647,13 @@ func TestTurnsExcludeTheTurnInFlight(t *testing.T) {
 	model := &script{steps: []func(agent.Request) agent.Response{call(tc("1", "peek", `{}`)), answer("ok")}}
 	a := newAgent(t, agent.Config{Model: model, Tools: []agent.Tool{peek}})
 	wantStop(t, a.Run(await.Ctx(t), prompt("go"), nil), subagent.Completed)
-	if rolesOf(seen) != "user" {
+	// Contract P2: the turn in flight (its prompt, the call running) is
+	// not a completed turn.
+	if rolesOf(seen) != "" {
 		t.Fatalf("turns seen by a running tool: %q", rolesOf(seen))
+	}
+	if rolesOf(a.Turns()) != "user assistant tool assistant" {
+		t.Fatalf("turns once the turn completed: %q", rolesOf(a.Turns()))
 	}
 	turns := a.Turns()
 	turns[0].Content[0].Text = "changed"
@@ -709,7 +722,7 @@ func TestResumeAnswersInterruptedToolCalls(t *testing.T) {
 	}
 	model := &script{steps: []func(agent.Request) agent.Response{answer("ok")}}
 	a := newAgent(t, agent.Config{Store: store, Header: subagent.SessionHeader{SessionID: "s1"}, Resume: true, Model: model})
-	if rolesOf(a.Turns()) != "user" {
+	if rolesOf(a.Turns()) != "" {
 		t.Fatalf("dangling tool call counted as a completed turn: %q", rolesOf(a.Turns()))
 	}
 	wantStop(t, a.Run(await.Ctx(t), prompt("again"), nil), subagent.Completed)

@@ -14,6 +14,7 @@ import (
 	"github.com/santhosh-tekuri/jsonschema/v6"
 
 	"github.com/subactor/subactor/internal/schema"
+	"github.com/subactor/subactor/persistence"
 	"github.com/subactor/subactor/subagent"
 )
 
@@ -466,7 +467,7 @@ func (a *Agent) commit(ctx context.Context, stop *subagent.Result, own ownership
 	if stop != nil {
 		b.addStop(*stop)
 	}
-	if err := a.store.Append(ctx, a.header.SessionID, b.records()...); err != nil {
+	if err := a.append(ctx, b.records()); err != nil {
 		return err
 	}
 	a.mu.Lock()
@@ -483,6 +484,19 @@ func (a *Agent) commit(ctx context.Context, stop *subagent.Result, own ownership
 		a.msgs = append(a.msgs, m)
 		a.settle()
 	}
+	return nil
+}
+
+// append adds recs to the log where this activation last saw it end; a
+// log another activation took since fails with persistence.ErrConflict.
+func (a *Agent) append(ctx context.Context, recs []persistence.Record) error {
+	a.appendMu.Lock()
+	defer a.appendMu.Unlock()
+	seq, err := a.store.AppendAt(ctx, a.header.SessionID, a.seq, recs...)
+	if err != nil {
+		return err
+	}
+	a.seq = seq
 	return nil
 }
 

@@ -267,11 +267,11 @@ type failingStore struct {
 	left atomic.Int32
 }
 
-func (s *failingStore) Append(ctx context.Context, id string, recs ...persistence.Record) error {
+func (s *failingStore) AppendAt(ctx context.Context, id string, expect uint64, recs ...persistence.Record) (uint64, error) {
 	if s.left.Add(-1) < 0 {
-		return errors.New("disk full")
+		return 0, errors.New("disk full")
 	}
-	return s.Store.Append(ctx, id, recs...)
+	return s.Store.AppendAt(ctx, id, expect, recs...)
 }
 
 // Contract R5: a completed result means the log acknowledged the final

@@ -1,0 +1,62 @@
+package agent_test
+
+import (
+	"errors"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"github.com/subactor/subactor/agent"
+	"github.com/subactor/subactor/internal/await"
+	"github.com/subactor/subactor/persistence"
+	"github.com/subactor/subactor/subagent"
+)
+
+// Contract S8 (one writer per child log): an activation takes the log
+// when it resumes it, so an older activation still holding the log cannot
+// append after it: its write fails with persistence.ErrConflict, the run
+// settles as an infrastructure error, and the log holds none of its
+// records. On every store.
+func TestS8_AStaleActivationCannotAppendAfterTheNextTookTheLog(t *testing.T) {
+	bolt, err := persistence.OpenBolt(filepath.Join(t.TempDir(), "sessions.db"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = bolt.Close() })
+	for name, store := range map[string]persistence.Store{"memory": persistence.NewMemory(), "bolt": bolt} {
+		t.Run(name, func(t *testing.T) {
+			h := subagent.SessionHeader{SessionID: "child"}
+			first := newAgent(t, agent.Config{Store: store, Header: h, Model: &script{steps: []func(agent.Request) agent.Response{answer("one")}}})
+			wantStop(t, first.Run(await.Ctx(t), prompt("first"), nil), subagent.Completed)
+
+			stale := newAgent(t, agent.Config{Store: store, Header: h, Resume: true, Model: &script{steps: []func(agent.Request) agent.Response{answer("stale")}}})
+			next := newAgent(t, agent.Config{Store: store, Header: h, Resume: true, Model: &script{steps: []func(agent.Request) agent.Response{answer("next")}}})
+
+			res := stale.Run(await.Ctx(t), prompt("from the stale one"), nil)
+			wantStop(t, res, subagent.Error)
+			if !errors.Is(res.Cause, persistence.ErrConflict) || !errors.Is(res.Cause, agent.ErrCheckpoint) {
+				t.Fatalf("the stale activation's cause %v, want a checkpoint error wrapping ErrConflict", res.Cause)
+			}
+			wantStop(t, next.Run(await.Ctx(t), prompt("from the next one"), nil), subagent.Completed)
+
+			_, recs, err := store.Load(await.Ctx(t), "child")
+			if err != nil {
+				t.Fatal(err)
+			}
+			var texts []string
+			for _, r := range recs {
+				if r.Kind == persistence.KindMessage {
+					texts = append(texts, string(r.Data))
+				}
+			}
+			for _, tx := range texts {
+				if strings.Contains(tx, "stale") {
+					t.Fatalf("the stale activation wrote to the log: %s", tx)
+				}
+			}
+			if len(texts) != 4 {
+				t.Fatalf("log turns %q, want the first activation's two and the next one's two", texts)
+			}
+		})
+	}
+}
