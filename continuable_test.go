@@ -156,11 +156,11 @@ func TestS8_FollowUpsStartWhenIdleAndSteerWhenLive(t *testing.T) {
 		t.Fatal(err)
 	}
 	// Live: the first activation waits for the other two messages.
-	d, err := e.rt.Service.SendMessage(await.Ctx(t), e.parent, c.ChildID, text("second"), e.provider)
+	d, err := e.rt.Service.SendMessage(await.Ctx(t), e.parent, c.ChildID, text("second"), "user")
 	if err != nil || d.Route != registry.Steered {
 		t.Fatalf("follow-up to a live child: %+v, %v", d, err)
 	}
-	d, err = e.rt.Service.SendMessage(await.Ctx(t), e.parent, c.ChildID, text("third"), e.provider)
+	d, err = e.rt.Service.SendMessage(await.Ctx(t), e.parent, c.ChildID, text("third"), "user")
 	if err != nil || d.Route != registry.Steered {
 		t.Fatalf("second follow-up to a live child: %+v, %v", d, err)
 	}
@@ -168,7 +168,7 @@ func TestS8_FollowUpsStartWhenIdleAndSteerWhenLive(t *testing.T) {
 		t.Fatalf("first activation %+v", done)
 	}
 	// Idle: a follow-up starts a new activation resumed from the log.
-	d, err = e.rt.Service.SendMessage(await.Ctx(t), e.parent, c.ChildID, text("fourth"), e.provider)
+	d, err = e.rt.Service.SendMessage(await.Ctx(t), e.parent, c.ChildID, text("fourth"), "user")
 	if err != nil || d.Route != registry.Started || d.Task.SessionID != c.ChildID {
 		t.Fatalf("follow-up to an idle child: %+v, %v", d, err)
 	}
@@ -201,7 +201,7 @@ func TestS8_ConcurrentFollowUpsMakeOneActivation(t *testing.T) {
 	var wg sync.WaitGroup
 	for _, m := range want {
 		wg.Go(func() {
-			d, err := e.rt.Service.SendMessage(await.Ctx(t), e.parent, c.ChildID, text(m), e.provider)
+			d, err := e.rt.Service.SendMessage(await.Ctx(t), e.parent, c.ChildID, text(m), "user")
 			if err != nil {
 				t.Error(err)
 				return
@@ -238,7 +238,7 @@ func TestS8_ACancelledDeliveryCancelsTheActivation(t *testing.T) {
 	await.Recv(t, child.entered, "the child's model call")
 	ctx, cancel := context.WithTimeout(await.Ctx(t), 50*time.Millisecond)
 	defer cancel()
-	if _, err := e.rt.Service.SendMessage(ctx, e.parent, c.ChildID, text("late"), e.provider); !errors.Is(err, context.DeadlineExceeded) {
+	if _, err := e.rt.Service.SendMessage(ctx, e.parent, c.ChildID, text("late"), "user"); !errors.Is(err, context.DeadlineExceeded) {
 		t.Fatalf("a delivery whose context ended: %v", err)
 	}
 	if !child.returned.Load() {

@@ -66,6 +66,10 @@ func appendContent(dst []byte, blocks []subagent.ContentBlock) []byte {
 			dst = append(dst, `,"text":`...)
 			dst = jsontext.AppendString(dst, c.Text)
 		}
+		if c.Source != "" {
+			dst = append(dst, `,"source":`...)
+			dst = jsontext.AppendString(dst, c.Source)
+		}
 		dst = append(dst, '}')
 	}
 	return append(dst, ']')

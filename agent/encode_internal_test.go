@@ -25,7 +25,7 @@ func TestEncodedTypesHaveTheFieldsTheEncoderWrites(t *testing.T) {
 	}{
 		{Message{}, `Role agent.Role json:"role"; Content []subagent.ContentBlock json:"content,omitempty"; ToolCalls []agent.ToolCall json:"toolCalls,omitempty"; ToolCallID string json:"toolCallId,omitempty"; IsError bool json:"isError,omitempty"`},
 		{ToolCall{}, `ID string json:"id"; Name string json:"name"; Args json.RawMessage json:"args"`},
-		{subagent.ContentBlock{}, `Type string json:"type"; Text string json:"text,omitempty"`},
+		{subagent.ContentBlock{}, `Type string json:"type"; Text string json:"text,omitempty"; Source string json:"source,omitempty"`},
 		{Stop{}, `StopReason subagent.StopReason json:"stopReason"; Detail string json:"detail,omitempty"; Usage *subagent.Usage json:"usage,omitempty"`},
 		{subagent.Usage{}, `InputTokens int json:"inputTokens"; OutputTokens int json:"outputTokens"; CachedInputTokens int json:"cachedInputTokens,omitempty"`},
 	} {
@@ -122,7 +122,7 @@ func drawMessage(t *rapid.T) Message {
 		m.Content = []subagent.ContentBlock{}
 	case 2:
 		for range rapid.IntRange(1, 3).Draw(t, "blocks") {
-			m.Content = append(m.Content, subagent.ContentBlock{Type: rapid.SampledFrom([]string{"text", "", "x<"}).Draw(t, "type"), Text: awkward().Draw(t, "text")})
+			m.Content = append(m.Content, subagent.ContentBlock{Type: rapid.SampledFrom([]string{"text", "", "x<"}).Draw(t, "type"), Text: awkward().Draw(t, "text"), Source: rapid.SampledFrom([]string{"", "user", "agent:<x>"}).Draw(t, "source")})
 		}
 	}
 	switch rapid.IntRange(0, 2).Draw(t, "calls") {

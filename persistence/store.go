@@ -202,7 +202,10 @@ type TaskRecord struct {
 	// ChildSessionID is the child's session, when it has one.
 	ChildSessionID string `json:"childSessionId,omitempty"`
 	Provider       string `json:"provider,omitempty"`
-	State          string `json:"state"`
+	// Continuable marks an activation of a continuable child (S7): its
+	// parent may send the child follow-ups (S8).
+	Continuable bool   `json:"continuable,omitempty"`
+	State       string `json:"state"`
 	// Result is optional JSON (a settled run's result, say).
 	Result json.RawMessage `json:"result,omitempty"`
 	// UpdatedAt is stored to the nanosecond and comes back in UTC.

@@ -6,6 +6,10 @@ import "strings"
 type ContentBlock struct {
 	Type string `json:"type"` // "text"
 	Text string `json:"text,omitempty"`
+	// Source attributes a follow-up to whoever sent it (the user, or a
+	// coordinating agent and its session): stored with the message, never
+	// shown to the model nor used to authorise anything (S8).
+	Source string `json:"source,omitempty"`
 }
 
 // Text returns a text block.

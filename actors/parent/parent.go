@@ -18,13 +18,8 @@
 // retirement needs none left; Service.Close stops every parent) stops its
 // runs, which cancels their children.
 //
-// It also routes follow-ups to the parent's continuable children (S8): a
-// Route is answered with the child's live activation, or reserves the
-// child for the asker to start one; follow-ups arriving meanwhile wait
-// for it, so one child never has two activations.
-//
 // A parent actor with nothing left to do (no run expected, live or alive,
-// no routed child, no listener) tells the registry, which keeps it idle
+// no listener) tells the registry, which keeps it idle
 // unless it has handed out a reference the actor has not used yet. The
 // registry keeps a bounded number idle: past it, the oldest is rebound to
 // the next new parent session (Rebind) or retired; a later start or
@@ -75,50 +70,19 @@ type (
 		Result subagent.Result
 		Err    error
 	}
-	// Route asks how to deliver a follow-up to the continuable child
-	// childID (S8). It is answered with a Routed once the route is known:
-	// at once when the child has a live activation or none is starting,
-	// after the starting one is Activated or Released otherwise, so that
-	// one child never has two activations.
-	Route struct {
-		reply.To
-		ChildID string
-	}
-	// Activated: the child's activation run is live.
-	Activated struct {
-		ChildID string
-		Run     subagent.Run
-	}
-	// Released: the child's activation settled (Run), or a reserved start
-	// failed (Run nil); the next follow-up starts a new one.
-	Released struct {
-		ChildID string
-		Run     subagent.Run
-	}
 	// Rebind hands an idle actor over to another parent session: the
 	// registry sends it instead of retiring the actor and spawning a new
 	// one. Nothing is in flight to an idle actor, so it starts afresh.
 	Rebind struct{ ParentID string }
 	// Idle tells the registry (the actor's parent) that nothing is left.
 	// Uses counts the references the registry handed out that reached it
-	// (Published, Discarded, Subscribe, Route, Activated, Released).
+	// (Published, Discarded, Subscribe).
 	Idle struct {
 		ParentID string
 		Uses     int64
 		PID      *actor.PID
 	}
 )
-
-// Routed answers a Route: Run is the live activation to steer, or, when
-// nil, the asker has reserved the child and must start an activation and
-// send Activated (or Released if it cannot).
-type Routed struct{ Run subagent.Run }
-
-// route is a continuable child's activation slot.
-type route struct {
-	run     subagent.Run // nil while an activation is starting
-	waiters []*reply.To  // follow-ups waiting for it to start
-}
 
 // Props builds the parent actor of the agent whose session is parentID.
 // The actor keeps listening at its number of listeners, so that sinks skip
@@ -137,7 +101,6 @@ type parentActor struct {
 	live      map[string]*Published             // started, not yet ended
 	held      map[string][]subagent.RunProgress // expected runs' progress before Published; made on first use
 	runs      int                               // run actors alive under this one (its only children)
-	routes    map[string]*route                 // continuable children with an activation live or starting; made on first use
 	uses      int64
 	// runProps spawn every run actor under this one, producing the one
 	// being spawned: one Props per parent instead of one per run (each
@@ -194,42 +157,6 @@ func (a *parentActor) receive(c actor.Context, msg any) {
 		// of each child's end once.
 		a.runs--
 		a.idle(c)
-	case *Route:
-		a.uses++
-		switch r := a.routes[m.ChildID]; {
-		case r == nil:
-			if a.routes == nil {
-				a.routes = map[string]*route{}
-			}
-			a.routes[m.ChildID] = &route{}
-			m.Answer(Routed{})
-		case r.run != nil:
-			m.Answer(Routed{Run: r.run})
-		default:
-			r.waiters = append(r.waiters, &m.To)
-		}
-	case *Activated:
-		a.uses++
-		if r := a.routes[m.ChildID]; r != nil && r.run == nil {
-			r.run = m.Run
-			for _, w := range r.waiters {
-				w.Answer(Routed{Run: m.Run})
-			}
-			r.waiters = nil
-		}
-	case *Released:
-		a.uses++
-		if r := a.routes[m.ChildID]; r != nil && r.run == m.Run {
-			if len(r.waiters) == 0 {
-				delete(a.routes, m.ChildID)
-				a.idle(c)
-				return
-			}
-			// The next follow-up in line starts the next activation.
-			r.run = nil
-			r.waiters[0].Answer(Routed{})
-			r.waiters = r.waiters[1:]
-		}
 	case *Rebind:
 		a.id, a.uses = m.ParentID, 0
 	case *Expect:
@@ -301,7 +228,7 @@ func (a *parentActor) HandleFailure(_ *actor.ActorSystem, supervisor actor.Super
 
 // idle offers the registry to retire this actor once nothing is left.
 func (a *parentActor) idle(c actor.Context) {
-	if len(a.live) == 0 && len(a.held) == 0 && a.runs == 0 && len(a.routes) == 0 && a.listeners.Len() == 0 {
+	if len(a.live) == 0 && len(a.held) == 0 && a.runs == 0 && a.listeners.Len() == 0 {
 		c.Send(c.Parent(), &Idle{ParentID: a.id, Uses: a.uses, PID: c.Self()})
 	}
 }

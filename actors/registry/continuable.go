@@ -4,12 +4,11 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"time"
 
-	"github.com/asynkron/protoactor-go/actor"
-	"github.com/subactor/subactor/internal/ids"
-
-	"github.com/subactor/subactor/actors/parent"
+	"github.com/subactor/subactor/actors/internal/reply"
 	"github.com/subactor/subactor/actors/tasks"
+	"github.com/subactor/subactor/internal/ids"
 	"github.com/subactor/subactor/subagent"
 )
 
@@ -21,7 +20,16 @@ var (
 	// ErrNotSteerable means a child's live activation cannot be steered
 	// (an ACP child, say): the follow-up was not delivered.
 	ErrNotSteerable = fmt.Errorf("%w: the child's live activation cannot be steered", subagent.ErrNotDelivered)
+	// ErrNotContinuable means the child id names no continuable child of
+	// the asking parent (another parent's child, a one-shot child, or no
+	// child at all): nothing was delivered or stored. Ownership, not the
+	// follow-up's source, authorises a follow-up (S8).
+	ErrNotContinuable = fmt.Errorf("%w: not a continuable child of this parent", subagent.ErrNotDelivered)
 )
+
+// CloseWait bounds how long Close waits for the continuable activations it
+// kills to quiesce.
+const CloseWait = 10 * time.Second
 
 // WithTasks gives the Service a task manager, which continuable children
 // run under (S7, S8).
@@ -36,23 +44,28 @@ type Continuable struct {
 // StartContinuable starts a durable child whose follow-ups go through
 // SendMessage (S7): it allocates the child's durable id (its session id,
 // which the provider creates together with the child's descriptor) and
-// runs the first activation as a background task of the parent. It needs
-// the task manager and a provider that can resume; each missing one is a
-// typed error before anything starts.
+// runs the first activation as a background task of the parent, recorded
+// as an activation of a continuable child before any provider code runs.
+// It needs the task manager and a provider that can resume; each missing
+// one is a typed error before anything starts.
 func (s *Service) StartContinuable(ctx context.Context, provider string, req subagent.StartRequest) (Continuable, error) {
 	if s.opts.Tasks == nil {
 		return Continuable{}, ErrNoTasks
 	}
-	if p, ok := s.GetProvider(provider); ok {
-		if _, ok := p.(subagent.Resumer); !ok {
-			return Continuable{}, fmt.Errorf("%w: %q", subagent.ErrNotResumable, provider)
-		}
+	p, ok := s.GetProvider(provider)
+	if !ok {
+		return Continuable{}, fmt.Errorf("%w: %q", subagent.ErrNoProvider, provider)
+	}
+	if _, ok := p.(subagent.Resumer); !ok {
+		return Continuable{}, fmt.Errorf("%w: %q", subagent.ErrNotResumable, provider)
 	}
 	if isNil(req.Parent) {
 		return Continuable{}, invalid("parent", "a delegating parent agent is required")
 	}
 	childID := ids.New()
-	if err := s.routeTo(req.Parent.SessionID(), childID); err != nil {
+	parentID := req.Parent.SessionID()
+	// A new id: its route is idle, so this follow-up is its starter.
+	if _, err := s.follow(ctx, parentID, childID, false); err != nil {
 		return Continuable{}, err
 	}
 	task, err := s.activate(ctx, provider, req, childID, false)
@@ -79,13 +92,22 @@ type Delivery struct {
 }
 
 // SendMessage delivers a follow-up to the continuable child childID of
-// parent (S8): it steers the live activation, or, when none is live,
-// starts a new task that resumes the child from its log with the message
-// as its prompt. One child never has two activations: concurrent
-// follow-ups are ordered by the parent's actor. If ctx ends while a live
-// delivery waits for admission, the shared activation is cancelled and the
-// call returns an error only once it has fully quiesced.
-func (s *Service) SendMessage(ctx context.Context, parentAgent subagent.Agent, childID string, message []subagent.ContentBlock, provider string) (Delivery, error) {
+// parent (S8). Only the parent that started the child may: any other
+// childID is ErrNotContinuable, with nothing stored. source attributes the
+// message (the user, or a coordinating agent and its session id); it is
+// stored with it and authorises nothing.
+//
+// A live activation is steered (Steered, once the message was admitted
+// into a request the model saw). An idle child gets a new activation,
+// resumed from its log with the message as its prompt (Started, with its
+// task), but only once the previous activation settled and its task is
+// terminal: a follow-up that arrives while an activation finishes joins
+// the next one. Follow-ups are routed in one mailbox per Service, so one
+// child never has two live activations, and each is delivered once, in
+// admission order. If ctx ends while the follow-up waits (for admission,
+// or for an activation to start or finish), the shared activation is
+// cancelled and the call returns ctx's error only once it quiesced.
+func (s *Service) SendMessage(ctx context.Context, parentAgent subagent.Agent, childID string, message []subagent.ContentBlock, source string) (Delivery, error) {
 	switch {
 	case s.opts.Tasks == nil:
 		return Delivery{}, ErrNoTasks
@@ -94,121 +116,151 @@ func (s *Service) SendMessage(ctx context.Context, parentAgent subagent.Agent, c
 	case len(message) == 0:
 		return Delivery{}, invalid("message", "must not be empty")
 	}
+	parentID := parentAgent.SessionID()
+	provider, ok, err := s.opts.Tasks.Continuable(ctx, parentID, childID)
+	switch {
+	case err != nil:
+		return Delivery{}, err
+	case !ok:
+		return Delivery{}, fmt.Errorf("%w: %q", ErrNotContinuable, childID)
+	}
+	attributed := make([]subagent.ContentBlock, len(message))
+	for i, b := range message {
+		b.Source = source
+		attributed[i] = b
+	}
+	front := false
 	for {
-		owner, err := s.parentPID(parentAgent.SessionID())
+		ans, err := s.follow(ctx, parentID, childID, front)
 		if err != nil {
 			return Delivery{}, err
 		}
-		cmd := &parent.Route{ChildID: childID}
-		s.sys.Root.Send(owner, cmd)
-		r, err := cmd.Wait(ctx, s.closed)
-		if err != nil {
-			// A start reserved for us after we gave up must not stay reserved.
-			go func() {
-				if r, err := cmd.Wait(context.Background(), s.closed); err == nil && r.(parent.Routed).Run == nil {
-					s.release(parentAgent.SessionID(), childID, nil)
-				}
-			}()
-			return Delivery{}, contextual(ctx, err)
+		if ans.toStart {
+			req := subagent.StartRequest{Parent: parentAgent, Prompt: attributed, Continuation: &subagent.Continuation{SessionID: childID}}
+			task, err := s.activate(ctx, provider, req, childID, true)
+			if err != nil {
+				return Delivery{}, err
+			}
+			return Delivery{Route: Started, Task: task}, nil
 		}
-		live := r.(parent.Routed).Run
-		if live == nil {
-			return s.startActivation(ctx, parentAgent, childID, message, provider)
-		}
-		st, ok := live.(subagent.Steerer)
+		st, ok := ans.run.(subagent.Steerer)
 		if !ok {
 			return Delivery{}, ErrNotSteerable
 		}
-		err = st.Steer(ctx, message)
+		err = st.Steer(ctx, attributed)
 		switch {
 		case err == nil:
 			return Delivery{Route: Steered}, nil
 		case ctx.Err() != nil:
 			// The shared activation is cancelled, and the caller hears of
 			// it only once it has quiesced.
-			return Delivery{}, errors.Join(contextual(ctx, err), live.Dispose(context.WithoutCancel(ctx)))
+			return Delivery{}, errors.Join(contextual(ctx, err), s.cancelActivation(parentID, ans.task))
 		case errors.Is(err, subagent.ErrNotDelivered):
-			// The activation ended before its release reached the route:
-			// release it now (a no-op if it already was) and route again.
-			s.release(parentAgent.SessionID(), childID, live)
+			// The activation is ending: the follow-up, not admitted,
+			// joins the next one, ahead of those that came after it.
+			s.sys.Root.Send(s.router, routeEvent{childID: childID, in: inRefused{run: ans.run}})
+			front = true
 		default:
 			return Delivery{}, err
 		}
 	}
 }
 
-// startActivation resumes an idle child with message as a new activation,
-// the route being reserved for it.
-func (s *Service) startActivation(ctx context.Context, parentAgent subagent.Agent, childID string, message []subagent.ContentBlock, provider string) (Delivery, error) {
-	req := subagent.StartRequest{Parent: parentAgent, Prompt: message, Continuation: &subagent.Continuation{SessionID: childID}}
-	task, err := s.activate(ctx, provider, req, childID, true)
-	if err != nil {
-		return Delivery{}, err
+// follow asks the router how to deliver a follow-up to childID. If ctx
+// ends first, the follow-up gives up: the activation it waited for is
+// cancelled (or a start it was given is passed on) and follow returns
+// ctx's error once that activation quiesced.
+func (s *Service) follow(ctx context.Context, parentID, childID string, front bool) (routeAnswer, error) {
+	if s.closing.Load() {
+		return routeAnswer{}, subagent.ErrServiceClosed
 	}
-	return Delivery{Route: Started, Task: task}, nil
+	to := new(reply.To)
+	w := waiterID(s.waiters.Add(1))
+	s.sys.Root.Send(s.router, &followUp{childID: childID, owner: parentID, w: w, to: to, front: front})
+	r, err := to.Wait(ctx, s.closed)
+	if errors.Is(err, reply.ErrGone) {
+		return routeAnswer{}, subagent.ErrServiceClosed
+	}
+	if err == nil {
+		return r.(routeAnswer), nil
+	}
+	s.sys.Root.Send(s.router, routeEvent{childID: childID, in: inGaveUp{w: w}})
+	// The router answers every follow-up once: with the route it was
+	// given before it gave up, or with what to cancel.
+	r, werr := to.Wait(context.Background(), s.closed)
+	if werr != nil {
+		return routeAnswer{}, errors.Join(contextual(ctx, nil), subagent.ErrServiceClosed)
+	}
+	ans := r.(routeAnswer)
+	if ans.toStart {
+		s.sys.Root.Send(s.router, routeEvent{childID: childID, in: inStartFailed{}})
+		return routeAnswer{}, contextual(ctx, nil)
+	}
+	return routeAnswer{}, errors.Join(contextual(ctx, nil), s.cancelActivation(parentID, ans.task))
 }
 
-// activate runs one activation of a continuable child as a task, after
-// its route was reserved: the route hears of the live run, and of its end
-// or a failed start, so the next follow-up starts a new one.
+// cancelActivation kills the activation task of parentID, if any, and
+// waits until it quiesced, for CloseWait at most.
+func (s *Service) cancelActivation(parentID, task string) error {
+	if task == "" {
+		return nil
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), CloseWait)
+	defer cancel()
+	if _, err := s.opts.Tasks.Kill(ctx, parentID, task); err != nil {
+		return err
+	}
+	_, err := s.opts.Tasks.Await(ctx, parentID, task)
+	return err
+}
+
+// activate runs one activation of a continuable child as a task, its
+// route having made the caller the starter: the route hears of the task,
+// the live run, its settle and the task's end, or of a failed start.
 func (s *Service) activate(ctx context.Context, provider string, req subagent.StartRequest, childID string, resume bool) (tasks.Task, error) {
-	parentID := req.Parent.SessionID()
-	task, err := s.opts.Tasks.Start(ctx, parentID, provider, func(context.Context) (subagent.Run, error) {
-		// Not the caller's context: the activation outlives the call, and
-		// the Service ties it to the parent's lifetime instead.
+	event := func(in routeInput) { s.sys.Root.Send(s.router, routeEvent{childID: childID, in: in}) }
+	var recorded string // written before the start, read after it
+	task, err := s.opts.Tasks.Start(ctx, tasks.Spec{
+		Parent: req.Parent.SessionID(), Provider: provider, ChildID: childID, Continuable: true,
+		Recorded: func(t tasks.Task) { recorded = t.ID; event(inRecorded{task: t.ID}) },
+		Settled:  func() { event(inRunSettled{task: recorded}) },
+		Ended:    func(t tasks.Task) { event(inEnded{task: t.ID}) },
+	}, func(startCtx context.Context) (subagent.Run, error) {
 		var run subagent.Run
 		var err error
 		if resume {
-			run, err = s.Resume(context.Background(), provider, req)
+			run, err = s.Resume(startCtx, provider, req)
 		} else {
-			run, err = s.openAs(context.Background(), provider, req, childID)
+			run, err = s.openAs(startCtx, provider, req, childID)
 		}
-		if err != nil {
-			return nil, err
+		if err == nil {
+			event(inActivated{run: run})
 		}
-		s.tell(parentID, &parent.Activated{ChildID: childID, Run: run})
-		run.OnSettled(func(subagent.Result, error) { s.release(parentID, childID, run) })
-		return run, nil
+		return run, err
 	})
 	if err != nil {
-		s.release(parentID, childID, nil)
+		event(inStartFailed{task: recorded})
 		return tasks.Task{}, err
 	}
 	return task, nil
 }
 
-// routeTo reserves the first activation of a new child.
-func (s *Service) routeTo(parentID, childID string) error {
-	owner, err := s.parentPID(parentID)
+// killActivations kills every continuable activation and waits until each
+// quiesced, for CloseWait at most.
+func (s *Service) killActivations() {
+	if s.opts.Tasks == nil {
+		return
+	}
+	r, err := s.call(context.Background(), s.router, &liveTasks{})
 	if err != nil {
-		return err
+		return
 	}
-	cmd := &parent.Route{ChildID: childID}
-	s.sys.Root.Send(owner, cmd)
-	_, err = cmd.Wait(context.Background(), s.closed) // a new id: answered at once
-	return err
-}
-
-// release frees a child's route: its activation run ended, or (nil) a
-// reserved start did not happen.
-func (s *Service) release(parentID, childID string, run subagent.Run) {
-	s.tell(parentID, &parent.Released{ChildID: childID, Run: run})
-}
-
-// tell sends msg to the parent actor of parentID with a reference of its
-// own, so the actor is not retired meanwhile.
-func (s *Service) tell(parentID string, msg any) {
-	if owner, err := s.parentPID(parentID); err == nil {
-		s.sys.Root.Send(owner, msg)
+	done := make(chan struct{})
+	live := r.([]ownedTask)
+	for _, t := range live {
+		go func() { _ = s.cancelActivation(t.owner, t.task); done <- struct{}{} }()
 	}
-}
-
-// parentPID hands out a reference to the parent actor of parentID; the
-// caller must use it at once with a message that counts (see parent.Idle).
-func (s *Service) parentPID(parentID string) (*actor.PID, error) {
-	r, err := s.call(context.Background(), s.pid, &parentOf{parentID: parentID})
-	if err != nil {
-		return nil, err
+	for range live {
+		<-done
 	}
-	return r.(*parentRef).pid, nil
 }

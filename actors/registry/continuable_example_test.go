@@ -68,7 +68,7 @@ func ExampleService_StartContinuable() {
 		fmt.Println(err)
 		return
 	}
-	d, err := svc.SendMessage(ctx, parent, c.ChildID, []subagent.ContentBlock{subagent.Text("and again")}, spawn.DefaultName)
+	d, err := svc.SendMessage(ctx, parent, c.ChildID, []subagent.ContentBlock{subagent.Text("and again")}, "user")
 	if err != nil {
 		fmt.Println(err)
 		return

@@ -38,7 +38,10 @@ type Service struct {
 	pid       *actor.PID
 	opts      Options
 	closeOnce sync.Once
+	closing   atomic.Bool // set first by Close: no follow-up is routed after it
 	closed    chan struct{}
+	router    *actor.PID // routes follow-ups to continuable children
+	waiters   atomic.Uint64
 }
 
 // DefaultIdleParents is how many idle parent actors a Service keeps. A
@@ -98,17 +101,24 @@ func New(sys *actors.System, opts ...Option) *Service {
 	}
 	raw := sys.ActorSystem()
 	pid := raw.Root.SpawnPrefix(inline.Props(func() actor.Actor { return a }), "subagent-registry-")
-	return &Service{sys: raw, log: sys.Logger(), pid: pid, opts: o, closed: make(chan struct{})}
+	router := newRouter()
+	rpid := raw.Root.SpawnPrefix(inline.Props(func() actor.Actor { return router }), "subagent-router-")
+	return &Service{sys: raw, log: sys.Logger(), pid: pid, opts: o, closed: make(chan struct{}), router: rpid}
 }
 
-// Close stops the registry and its parent actors, which stops every run
-// actor under them (their children are cancelled and settle aborted), and
-// releases every listener. It never waits for a listener's own code (E5).
-// Callers still dispose the runs they hold; Dispose then returns once the
-// child has returned.
+// Close kills every live activation of a continuable child (its task
+// ends killed, a pending start is cancelled) and waits for them to
+// quiesce, for CloseWait at most; then it stops the registry and its
+// parent actors, which stops every run actor under them (their children
+// are cancelled and settle aborted), and releases every listener. It never
+// waits for a listener's own code (E5). Callers still dispose the runs
+// they hold; Dispose then returns once the child has returned.
 func (s *Service) Close() {
 	s.closeOnce.Do(func() {
+		s.closing.Store(true)
+		s.killActivations()
 		_ = s.sys.Root.PoisonFuture(s.pid).Wait()
+		_ = s.sys.Root.PoisonFuture(s.router).Wait()
 		close(s.closed)
 	})
 }
@@ -252,7 +262,8 @@ func (x *subscription) Flush(ctx context.Context) error {
 // returns the caller-owned Run (S4). ctx is the run's cancellation channel
 // (S5): ended before publication, Start returns its error after rollback;
 // ended after, the live child is cancelled and settles with a non-completed
-// stop reason. A request with a Continuation goes to Resume.
+// stop reason. A request with a Continuation is refused: it goes to
+// Resume.
 func (s *Service) Start(ctx context.Context, name string, req subagent.StartRequest) (subagent.Run, error) {
 	return s.open(ctx, name, req, false, "")
 }
@@ -339,6 +350,9 @@ func (s *Service) open(ctx context.Context, name string, req subagent.StartReque
 		// Ended before publication: no published child may escape.
 		_ = run.Dispose(context.Background())
 		return discard(cmp.Or(subagent.ParentClosed(req.Parent), contextual(ctx, nil)))
+	case s.closing.Load():
+		_ = run.Dispose(context.Background())
+		return discard(subagent.ErrServiceClosed)
 	}
 	// Published is enqueued before the observer can send Settled, so start
 	// precedes end even for a child that had already settled (E1). local

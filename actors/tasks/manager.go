@@ -1,13 +1,18 @@
 // Package tasks is the task manager: background delegations run as tasks
 // that their parent can look at, collect with a wait limit and kill (T3),
 // whatever the provider. A task's record goes to a persistence.TaskStore
-// when the manager has one, so that a listing survives the process.
+// when the manager has one, so that a listing survives the process: a
+// task that was running in a process that ended reads Interrupted.
 //
-// The manager is an actor: its mailbox orders a task's settle, kills and
-// waits (a pure per-task lifecycle decides). Nothing blocking runs inside
-// it: runs are started, disposed and recorded on the callers' goroutines
-// and on the run's settle observer, which the Service runs on a goroutine
-// of its own.
+// The manager is an actor: its mailbox orders a task's start, settle,
+// kills and waits (a pure per-task lifecycle decides). Nothing blocking
+// runs inside it: runs are started, disposed and recorded on the callers'
+// goroutines and on the run's settle observer.
+//
+// The order of a task's life: its record exists before any provider code
+// runs (if it cannot be recorded, no child starts); its outcome is decided
+// and recorded only after its run was disposed; a kill answers at once
+// (the task reads Stopping until its run settled).
 package tasks
 
 import (
@@ -42,6 +47,10 @@ var (
 	ErrClosed = errors.New("tasks: manager closed")
 )
 
+// interruptedDetail is the Err of a task read back from the store that
+// was running when its process ended.
+const interruptedDetail = "the process running the task ended before it settled"
+
 // Task is a background delegation as its parent sees it.
 type Task struct {
 	ID              string
@@ -49,11 +58,35 @@ type Task struct {
 	Provider        string
 	RunID           string // the run's one id, as in its events
 	SessionID       string // the child's session
-	State           State
-	// Result is the run's result once it settled; Err an infrastructure
-	// fault the result could not represent.
+	// Continuable marks an activation of a continuable child.
+	Continuable bool
+	State       State
+	// Result is the run's result once it settled (without output unless
+	// it completed); Err an infrastructure fault, a failed start or a
+	// Dispose error.
 	Result *subagent.Result
 	Err    string
+}
+
+// Spec is what Start needs besides the start itself.
+type Spec struct {
+	// Parent is the delegating parent's session id; required.
+	Parent   string
+	Provider string
+	// ChildID is the child's session id when it is known before its run
+	// exists (a continuable child's durable id).
+	ChildID string
+	// Continuable marks an activation of a continuable child; its record
+	// says so, which is how a parent's children are known after a restart.
+	Continuable bool
+	// Recorded, when set, is told of the task once it is recorded, before
+	// any provider code runs.
+	Recorded func(Task)
+	// Settled, when set, is called once the run settled, before it is
+	// disposed; Ended once the task is terminal and recorded. Both on a
+	// goroutine of their own; neither for a start that failed (Ended is).
+	Settled func()
+	Ended   func(Task)
 }
 
 // Manager runs background tasks. It is safe for concurrent use.
@@ -64,9 +97,7 @@ type Manager struct {
 	store  persistence.TaskStore // nil: tasks live in memory only
 	closed chan struct{}
 	once   sync.Once
-	waits  atomic.Uint64 // names Collect's waits
-	// settling counts the settle observers still to record their task.
-	settling sync.WaitGroup
+	waits  atomic.Uint64 // names the waits on a task
 }
 
 // New starts a manager on sys; store may be nil.
@@ -77,124 +108,245 @@ func New(sys *actors.System, store persistence.TaskStore) *Manager {
 	return m
 }
 
-// Start starts a run with start (the caller's Service.Start, say) and
-// makes it a background task of parentSessionID. The run lives until it
-// settles or is killed: start should not tie it to a context that ends
-// with the call that asked for it. When the task cannot be recorded the
-// run is disposed and the error returned.
-func (m *Manager) Start(ctx context.Context, parentSessionID, provider string, start func(context.Context) (subagent.Run, error)) (Task, error) {
-	run, err := start(ctx)
-	if err != nil {
+// Start records a task of spec.Parent and then starts its run with start
+// (the caller's Service.Start, say), handing it a context that a kill or
+// Close cancels while the start is pending and that ctx's end cancels too;
+// the run then lives until it settles or is killed, so start should not
+// tie it to anything else. A ctx that already ended starts nothing. When
+// the task cannot be recorded no child starts and the error is returned;
+// when the start fails the task ends Failed (Killed if cancelled) and the
+// start's error is returned.
+func (m *Manager) Start(ctx context.Context, spec Spec, start func(context.Context) (subagent.Run, error)) (Task, error) {
+	if err := ctx.Err(); err != nil {
 		return Task{}, err
 	}
-	t := Task{ID: ids.New(), ParentSessionID: parentSessionID, Provider: provider,
-		RunID: run.ID(), SessionID: run.SessionID(), State: Running}
+	t := Task{ID: ids.New(), ParentSessionID: spec.Parent, Provider: spec.Provider, SessionID: spec.ChildID,
+		Continuable: spec.Continuable, State: Running}
+	startCtx, cancel := context.WithCancelCause(context.WithoutCancel(ctx))
+	defer context.AfterFunc(ctx, func() { cancel(context.Cause(ctx)) })()
+	if _, err := m.call(ctx, &add{task: t, cancel: cancel}); err != nil {
+		return Task{}, err
+	}
 	if err := m.record(ctx, t); err != nil {
+		m.sys.Root.Send(m.pid, drop{id: t.ID})
+		return Task{}, err
+	}
+	if spec.Recorded != nil {
+		spec.Recorded(t)
+	}
+	run, err := start(startCtx)
+	if err != nil {
+		in := inSettled{err: err.Error()}
+		if cause := context.Cause(startCtx); cause != nil {
+			in = inSettled{result: subagent.Stopped(subagent.Aborted, cause.Error())}
+		}
+		m.finish(t.ID, in, spec.Ended)
+		return Task{}, err
+	}
+	t.RunID, t.SessionID = run.ID(), run.SessionID()
+	r, err := m.call(context.WithoutCancel(ctx), &attach{id: t.ID, run: run, runID: t.RunID, sessionID: t.SessionID})
+	if err != nil {
 		return Task{}, errors.Join(err, run.Dispose(context.WithoutCancel(ctx)))
 	}
-	if _, err := m.call(ctx, &add{task: t, run: run}); err != nil {
-		return Task{}, errors.Join(err, run.Dispose(context.WithoutCancel(ctx)))
+	if r.(bool) { // killed meanwhile: the observer settles it
+		go m.dispose(t.ID, run)
 	}
-	m.settling.Add(1)
 	run.OnSettled(func(res subagent.Result, err error) {
-		defer m.settling.Done()
-		done := settled{id: t.ID, result: res}
-		if err != nil {
-			done.err = err.Error()
+		if spec.Settled != nil {
+			spec.Settled()
 		}
-		m.sys.Root.Send(m.pid, done)
-		// The run is done: its resources go now, not when someone asks.
-		if derr := run.Dispose(context.Background()); derr != nil {
-			m.log.Warn("subagent: disposing a background task's run", "task", t.ID, "err", derr)
+		in := inSettled{result: res}
+		// The outcome is decided once the run is gone.
+		if err = errors.Join(err, run.Dispose(context.Background())); err != nil {
+			in.err = err.Error()
 		}
-		if final, err := m.Get(context.Background(), parentSessionID, t.ID); err == nil {
-			if err := m.record(context.Background(), final); err != nil {
-				m.log.Warn("subagent: recording a settled background task", "task", t.ID, "err", err)
-			}
-		}
+		m.finish(t.ID, in, spec.Ended)
 	})
+	if spec.ChildID == "" {
+		// Learned with the run: a one-shot child's session is its run's.
+		if err := m.record(context.WithoutCancel(ctx), t); err != nil {
+			m.log.Warn("subagent: recording a background task's child", "task", t.ID, "err", err)
+		}
+	}
 	return t, nil
 }
 
-// Get returns the task as it stands.
+// finish settles task id with in, records its final state and tells
+// ended.
+func (m *Manager) finish(id string, in inSettled, ended func(Task)) {
+	r, err := m.call(context.Background(), &settle{id: id, in: in})
+	if err != nil {
+		return // closed: Close waited for every task, so not this one's
+	}
+	final := r.(Task)
+	if err := m.record(context.Background(), final); err != nil {
+		m.log.Warn("subagent: recording a settled background task", "task", id, "err", err)
+	}
+	m.sys.Root.Send(m.pid, recorded{id: id})
+	if ended != nil {
+		ended(final)
+	}
+}
+
+// dispose disposes a killed task's run; its observer settles the task.
+func (m *Manager) dispose(id string, run subagent.Run) {
+	if err := run.Dispose(context.Background()); err != nil {
+		m.log.Warn("subagent: disposing a killed task's run", "task", id, "err", err)
+	}
+}
+
+// Get returns the task as it stands: from memory, or from the store when
+// this manager did not run it (a task of an earlier process).
 func (m *Manager) Get(ctx context.Context, parentSessionID, id string) (Task, error) {
 	r, err := m.call(ctx, &get{parent: parentSessionID, id: id})
 	if err != nil {
 		return Task{}, err
 	}
-	return r.(Task), nil
+	if t, ok := r.(Task); ok {
+		return t, nil
+	}
+	if m.store != nil {
+		rec, err := m.store.GetTask(ctx, id)
+		switch {
+		case err == nil && rec.ParentSessionID == parentSessionID:
+			return fromRecord(rec)
+		case err != nil && !errors.Is(err, persistence.ErrNotFound):
+			return Task{}, err
+		}
+	}
+	return Task{}, fmt.Errorf("%w: %q", ErrNoTask, id)
 }
 
 // Collect waits up to wait for the task to settle and returns it as it
-// then stands (still Running if it did not).
+// then stands (still Running or Stopping if it did not). wait must be
+// positive; Get reads a task without waiting.
 func (m *Manager) Collect(ctx context.Context, parentSessionID, id string, wait time.Duration) (Task, error) {
-	if wait > 0 {
-		limited, cancel := context.WithTimeout(ctx, wait)
-		m.settle(limited, parentSessionID, id) // settled, timed out or gone: Get tells which
-		cancel()
-		if err := ctx.Err(); err != nil {
-			return Task{}, err
-		}
+	if wait <= 0 {
+		return Task{}, fmt.Errorf("tasks: a collect's wait must be positive, not %v", wait)
+	}
+	limited, cancel := context.WithTimeout(ctx, wait)
+	m.await(limited, parentSessionID, id) // settled, timed out or gone: Get tells which
+	cancel()
+	if err := ctx.Err(); err != nil {
+		return Task{}, err
 	}
 	return m.Get(ctx, parentSessionID, id)
 }
 
-// settle waits until the task has settled, ctx ends or the manager is
+// Await waits until the task is terminal (recorded) and returns it, or
+// fails with ctx's error.
+func (m *Manager) Await(ctx context.Context, parentSessionID, id string) (Task, error) {
+	m.await(ctx, parentSessionID, id)
+	if err := ctx.Err(); err != nil {
+		return Task{}, err
+	}
+	return m.Get(ctx, parentSessionID, id)
+}
+
+// await waits until the task has settled, ctx ends or the manager is
 // gone.
-func (m *Manager) settle(ctx context.Context, parentSessionID, id string) {
-	w := &await{parent: parentSessionID, id: id, key: strconv.FormatUint(m.waits.Add(1), 10)}
+func (m *Manager) await(ctx context.Context, parentSessionID, id string) {
+	w := &wait{parent: parentSessionID, id: id, key: strconv.FormatUint(m.waits.Add(1), 10)}
 	m.sys.Root.Send(m.pid, w)
 	if _, err := w.Wait(ctx, m.closed); err != nil {
 		m.sys.Root.Send(m.pid, unwait{parent: parentSessionID, id: id, key: w.key})
 	}
 }
 
-// Kill stops a running task: its run is disposed and the task ends
-// Killed. Killing a settled task changes nothing.
+// Kill stops a task and answers at once: its pending start is cancelled
+// or its run disposed, and the task reads Stopping until it settled
+// (then Killed). Killing a settled task changes nothing.
 func (m *Manager) Kill(ctx context.Context, parentSessionID, id string) (Task, error) {
 	r, err := m.call(ctx, &kill{parent: parentSessionID, id: id})
 	if err != nil {
 		return Task{}, err
 	}
-	if run, ok := r.(subagent.Run); ok {
-		if err := run.Dispose(ctx); err != nil {
-			return Task{}, err
-		}
-		// The settle reaches the manager from the run's observer.
-		m.settle(ctx, parentSessionID, id)
+	k := r.(killed)
+	if k.run != nil {
+		go m.dispose(id, k.run)
 	}
-	return m.Get(ctx, parentSessionID, id)
+	return k.task, nil
 }
 
-// List returns a parent's tasks, oldest first.
+// List returns a parent's tasks, oldest first: those of this manager, and
+// those of earlier processes in its store.
 func (m *Manager) List(ctx context.Context, parentSessionID string) ([]Task, error) {
 	r, err := m.call(ctx, &list{parent: parentSessionID})
 	if err != nil {
 		return nil, err
 	}
-	return r.([]Task), nil
+	live := r.([]Task)
+	if m.store == nil {
+		return live, nil
+	}
+	recs, err := m.store.ListTasks(ctx, parentSessionID)
+	if err != nil {
+		return nil, err
+	}
+	mine := make(map[string]bool, len(live))
+	for _, t := range live {
+		mine[t.ID] = true
+	}
+	var earlier []Task
+	var at []time.Time
+	for _, rec := range recs {
+		if mine[rec.ID] {
+			continue
+		}
+		t, err := fromRecord(rec)
+		if err != nil {
+			return nil, err
+		}
+		earlier = append(earlier, t)
+		at = append(at, rec.UpdatedAt)
+	}
+	idx := make([]int, len(earlier))
+	for i := range idx {
+		idx[i] = i
+	}
+	slices.SortStableFunc(idx, func(x, y int) int { return at[x].Compare(at[y]) })
+	out := make([]Task, 0, len(earlier)+len(live))
+	for _, i := range idx {
+		out = append(out, earlier[i])
+	}
+	return append(out, live...), nil
 }
 
-// Close kills every running task, waits until their runs are disposed and
-// every task is recorded (a killed one as killed), and stops the manager.
-// Idempotent.
+// Continuable reports whether childID is a continuable child of
+// parentSessionID, and its provider: one of the parent's tasks, in this
+// manager or its store, is an activation of it (S8's ownership).
+func (m *Manager) Continuable(ctx context.Context, parentSessionID, childID string) (provider string, ok bool, err error) {
+	list, err := m.List(ctx, parentSessionID)
+	if err != nil {
+		return "", false, err
+	}
+	for _, t := range list {
+		if t.Continuable && t.SessionID == childID {
+			return t.Provider, true, nil
+		}
+	}
+	return "", false, nil
+}
+
+// Close kills every task still running (a pending start is cancelled),
+// waits until every task is terminal and recorded (a killed one as
+// killed), and stops the manager; a Start after it fails with ErrClosed
+// before any provider code runs. ctx bounds the wait. Idempotent.
 func (m *Manager) Close(ctx context.Context) error {
 	var err error
 	m.once.Do(func() {
-		var runs any
-		if runs, err = m.call(ctx, &drain{}); err == nil {
-			for _, run := range runs.([]subagent.Run) {
-				err = errors.Join(err, run.Dispose(ctx))
+		var r any
+		if r, err = m.call(ctx, &drain{}); err == nil {
+			runs := r.([]subagent.Run)
+			var wg sync.WaitGroup
+			errs := make([]error, len(runs))
+			for i, run := range runs {
+				wg.Go(func() { errs[i] = run.Dispose(ctx) })
 			}
-		}
-		// Every settle observer records its task before the actor goes,
-		// so a task killed here is stored as killed.
-		recorded := make(chan struct{})
-		go func() { m.settling.Wait(); close(recorded) }()
-		select {
-		case <-recorded:
-		case <-ctx.Done():
-			err = errors.Join(err, ctx.Err())
+			wg.Wait()
+			err = errors.Join(errs...)
+			_, qerr := m.call(ctx, &quiet{})
+			err = errors.Join(err, qerr)
 		}
 		_ = m.sys.Root.PoisonFuture(m.pid).Wait()
 		close(m.closed)
@@ -213,18 +365,21 @@ func (m *Manager) call(ctx context.Context, cmd interface {
 	return r, err
 }
 
+// taskResult is a task record's Result.
+type taskResult struct {
+	subagent.Result
+	Err string `json:"err,omitempty"`
+}
+
 // record writes t to the task store, if any.
 func (m *Manager) record(ctx context.Context, t Task) error {
 	if m.store == nil {
 		return nil
 	}
 	rec := persistence.TaskRecord{ID: t.ID, ParentSessionID: t.ParentSessionID, ChildSessionID: t.SessionID,
-		Provider: t.Provider, State: string(t.State), UpdatedAt: time.Now()}
+		Provider: t.Provider, Continuable: t.Continuable, State: string(t.State), UpdatedAt: time.Now()}
 	if t.Result != nil {
-		data, err := json.Marshal(struct {
-			subagent.Result
-			Err string `json:"err,omitempty"`
-		}{*t.Result, t.Err})
+		data, err := json.Marshal(taskResult{*t.Result, t.Err})
 		if err != nil {
 			return err
 		}
@@ -233,19 +388,44 @@ func (m *Manager) record(ctx context.Context, t Task) error {
 	return m.store.PutTask(ctx, rec)
 }
 
+// fromRecord is a stored task as its parent sees it: one that was still
+// running reads Interrupted, since no process runs it now.
+func fromRecord(rec persistence.TaskRecord) (Task, error) {
+	t := Task{ID: rec.ID, ParentSessionID: rec.ParentSessionID, Provider: rec.Provider, SessionID: rec.ChildSessionID,
+		Continuable: rec.Continuable, State: State(rec.State)}
+	if len(rec.Result) > 0 {
+		var r taskResult
+		if err := json.Unmarshal(rec.Result, &r); err != nil {
+			return Task{}, &persistence.CorruptError{TaskID: rec.ID, Part: "task", Err: err}
+		}
+		t.Result, t.Err = &r.Result, r.Err
+	}
+	if !t.State.Terminal() {
+		t.State, t.Err = Interrupted, interruptedDetail
+	}
+	return t, nil
+}
+
 // Commands to the manager actor: local Go values.
 type (
 	add struct {
 		reply.To
-		task Task
-		run  subagent.Run
+		task   Task
+		cancel context.CancelCauseFunc
 	}
-	settled struct {
-		id     string
-		result subagent.Result
-		err    string
+	drop   struct{ id string }
+	attach struct {
+		reply.To
+		id, runID, sessionID string
+		run                  subagent.Run
 	}
-	get struct {
+	settle struct {
+		reply.To
+		id string
+		in inSettled
+	}
+	recorded struct{ id string }
+	get      struct {
 		reply.To
 		parent, id string
 	}
@@ -257,28 +437,40 @@ type (
 		reply.To
 		parent, id string
 	}
-	// await is answered once the task has settled; key names it for
+	// killed answers a kill: the task as it now stands, and the run to
+	// dispose when there is one.
+	killed struct {
+		task Task
+		run  subagent.Run
+	}
+	// wait is answered once the task has settled; key names it for
 	// unwait, when its caller stops waiting first.
-	await struct {
+	wait struct {
 		reply.To
 		parent, id, key string
 	}
 	unwait struct{ parent, id, key string }
 	drain  struct{ reply.To }
+	// quiet is answered once every task is terminal and recorded.
+	quiet struct{ reply.To }
 )
 
 type entry struct {
-	task Task
-	run  subagent.Run
-	life *lifecycle
-	seq  int // creation order
+	task     Task
+	run      subagent.Run
+	cancel   context.CancelCauseFunc // the pending start's
+	life     *lifecycle
+	recorded bool // terminal and in the store
+	seq      int  // creation order
 }
 
 type managerActor struct {
-	log   *slog.Logger
-	tasks map[string]*entry
-	waits map[string]*reply.To
-	next  int
+	log     *slog.Logger
+	tasks   map[string]*entry
+	waits   map[string]*reply.To
+	next    int
+	closing bool
+	quiets  []*reply.To
 }
 
 func (a *managerActor) Receive(c actor.Context) {
@@ -299,21 +491,41 @@ func (a *managerActor) crashed(msg any) {
 	}
 }
 
+// errKilledByClose is the cause a Close gives the starts it cancels.
+var errKilledByClose = errors.New("tasks: the manager closed")
+
 func (a *managerActor) receive(msg any) {
 	switch m := msg.(type) {
 	case *add:
-		a.next++
-		a.tasks[m.task.ID] = &entry{task: m.task, run: m.run, life: newLifecycle(), seq: a.next}
-		m.Answer(struct{}{})
-	case settled:
-		if e := a.tasks[m.id]; e != nil {
-			a.carry(e, e.life.step(inSettled{result: m.result, err: m.err}))
+		if a.closing {
+			m.Fail(ErrClosed)
+			return
 		}
+		a.next++
+		a.tasks[m.task.ID] = &entry{task: m.task, cancel: m.cancel, life: newLifecycle(), seq: a.next}
+		m.Answer(struct{}{})
+	case drop:
+		delete(a.tasks, m.id)
+		a.quieted()
+	case *attach:
+		e := a.tasks[m.id]
+		e.run, e.task.RunID, e.task.SessionID = m.run, m.runID, m.sessionID
+		m.Answer(len(e.life.step(inAttached{})) > 0)
+	case *settle:
+		e := a.tasks[m.id]
+		a.carry(e, e.life.step(m.in))
+		e.run, e.cancel = nil, nil // the run is gone; nothing here holds it
+		m.Answer(e.view())
+	case recorded:
+		if e := a.tasks[m.id]; e != nil {
+			e.recorded = true
+		}
+		a.quieted()
 	case *get:
 		if e := a.mine(m.parent, m.id); e != nil {
 			m.Answer(e.view())
 		} else {
-			m.Fail(fmt.Errorf("%w: %q", ErrNoTask, m.id))
+			m.Answer(nil) // the store may know it
 		}
 	case *list:
 		var out []*entry
@@ -334,14 +546,8 @@ func (a *managerActor) receive(msg any) {
 			m.Fail(fmt.Errorf("%w: %q", ErrNoTask, m.id))
 			return
 		}
-		var run subagent.Run
-		for _, f := range e.life.step(inKill{}) {
-			if _, ok := f.(dispose); ok {
-				run = e.run
-			}
-		}
-		m.Answer(run)
-	case *await:
+		m.Answer(killed{run: a.kill(e, context.Canceled), task: e.view()})
+	case *wait:
 		e := a.mine(m.parent, m.id)
 		if e == nil {
 			m.Answer(struct{}{}) // Get then reports the missing task
@@ -355,19 +561,37 @@ func (a *managerActor) receive(msg any) {
 			e.life.step(inUnwait{id: m.key})
 		}
 	case *drain:
+		a.closing = true
 		var runs []subagent.Run
 		for _, e := range a.tasks {
-			for _, f := range e.life.step(inKill{}) {
-				if _, ok := f.(dispose); ok {
-					runs = append(runs, e.run)
-				}
+			if run := a.kill(e, errKilledByClose); run != nil {
+				runs = append(runs, run)
 			}
 		}
 		m.Answer(runs)
+	case *quiet:
+		a.quiets = append(a.quiets, &m.To)
+		a.quieted()
 	}
 }
 
-// carry answers the waiters a lifecycle step released.
+// kill steps e's lifecycle with a kill: a pending start is cancelled
+// here, a run to dispose is returned.
+func (a *managerActor) kill(e *entry, cause error) subagent.Run {
+	var run subagent.Run
+	for _, f := range e.life.step(inKill{}) {
+		switch f.(type) {
+		case dispose:
+			run = e.run
+		case cancelStart:
+			e.cancel(cause)
+		}
+	}
+	return run
+}
+
+// carry answers the waiters a lifecycle step released: the task is
+// terminal, its run disposed.
 func (a *managerActor) carry(e *entry, fx []effect) {
 	for _, f := range fx {
 		if ans, ok := f.(answer); ok {
@@ -377,9 +601,22 @@ func (a *managerActor) carry(e *entry, fx []effect) {
 			}
 		}
 	}
-	if e.life.state != Running {
-		e.run = nil // settled: the observer disposes it; nothing here holds it
+}
+
+// quieted answers the quiet waiters once every task is recorded.
+func (a *managerActor) quieted() {
+	if len(a.quiets) == 0 {
+		return
 	}
+	for _, e := range a.tasks {
+		if !e.recorded {
+			return
+		}
+	}
+	for _, q := range a.quiets {
+		q.Answer(struct{}{})
+	}
+	a.quiets = nil
 }
 
 // mine is the task id of parent, or nil.
@@ -394,7 +631,7 @@ func (a *managerActor) mine(parent, id string) *entry {
 func (e *entry) view() Task {
 	t := e.task
 	t.State = e.life.state
-	if t.State != Running {
+	if t.State.Terminal() {
 		res := e.life.result
 		t.Result, t.Err = &res, e.life.err
 	}

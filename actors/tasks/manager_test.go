@@ -65,9 +65,9 @@ func newEnv(t *testing.T) *env {
 
 func (e *env) start(t *testing.T, prompt string) tasks.Task {
 	t.Helper()
-	task, err := e.mgr.Start(await.Ctx(t), e.parent.SessionID(), "spawn", func(context.Context) (subagent.Run, error) {
-		// Not the caller's context: a background run outlives the call.
-		return e.rt.Service.Start(context.Background(), e.rt.Provider.Name(), subagent.StartRequest{
+	task, err := e.mgr.Start(await.Ctx(t), tasks.Spec{Parent: e.parent.SessionID(), Provider: "spawn"}, func(start context.Context) (subagent.Run, error) {
+		// The task's context: a background run outlives the call.
+		return e.rt.Service.Start(start, e.rt.Provider.Name(), subagent.StartRequest{
 			Parent: e.parent, Prompt: []subagent.ContentBlock{subagent.Text(prompt)}})
 	})
 	if err != nil {
@@ -109,14 +109,19 @@ func TestT3_StatusAndCollectWithAWaitLimit(t *testing.T) {
 	}
 }
 
-// Contract T3: killing a running task cancels and disposes its child; the
-// task ends killed, and killing it again changes nothing.
+// Contract T3: killing a running task answers at once (the task reads
+// stopping), cancels and disposes its child; the task ends killed, and
+// killing it again changes nothing.
 func TestT3_KillStopsTheChild(t *testing.T) {
 	e := newEnv(t)
 	task := e.start(t, "forever")
 	live := e.rt.System.LiveActors()
 	got, err := e.mgr.Kill(await.Ctx(t), "parent", task.ID)
-	if err != nil || got.State != tasks.Killed || got.Result == nil || got.Result.StopReason != subagent.Aborted {
+	if err != nil || got.State != tasks.Stopping {
+		t.Fatalf("task as the kill answers %+v, %v", got, err)
+	}
+	got, err = e.mgr.Await(await.Ctx(t), "parent", task.ID)
+	if err != nil || got.State != tasks.Killed || got.Result == nil || got.Result.StopReason != subagent.Aborted || got.Result.Output != nil {
 		t.Fatalf("killed task %+v, %v", got, err)
 	}
 	if n := e.rt.System.LiveActors(); n >= live {

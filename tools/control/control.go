@@ -34,15 +34,12 @@ var ErrArgs = errors.New("control: invalid arguments")
 
 // Sender is what the tool needs of the Service.
 type Sender interface {
-	SendMessage(ctx context.Context, parent subagent.Agent, childID string, message []subagent.ContentBlock, provider string) (registry.Delivery, error)
+	SendMessage(ctx context.Context, parent subagent.Agent, childID string, message []subagent.ContentBlock, source string) (registry.Delivery, error)
 }
 
 // Config configures the tool.
 type Config struct {
 	Service Sender
-	// Provider resumes children that have no live activation: the one
-	// that started them as continuable.
-	Provider string
 	// MessageLimit bounds the message in runes; DefaultMessageLimit when 0.
 	MessageLimit int
 }
@@ -57,6 +54,10 @@ func New(cfg Config) *Tool {
 	}
 	return &Tool{cfg: cfg}
 }
+
+// Source is how a follow-up from the agent of session sessionID is
+// attributed.
+func Source(sessionID string) string { return "agent:" + sessionID }
 
 // Answer is the tool's result.
 type Answer struct {
@@ -101,7 +102,9 @@ func (t *Tool) Call(ctx context.Context, caller *agent.Agent, raw json.RawMessag
 	case n > t.cfg.MessageLimit:
 		return "", fmt.Errorf("%w: message has %d characters, over its limit of %d", ErrArgs, n, t.cfg.MessageLimit)
 	}
-	d, err := t.cfg.Service.SendMessage(ctx, caller, a.ChildID, []subagent.ContentBlock{subagent.Text(a.Message)}, t.cfg.Provider)
+	// The calling agent is the follow-up's source (attribution only: the
+	// Service checks that it owns the child).
+	d, err := t.cfg.Service.SendMessage(ctx, caller, a.ChildID, []subagent.ContentBlock{subagent.Text(a.Message)}, Source(caller.SessionID()))
 	if err != nil {
 		return "", err
 	}

@@ -93,7 +93,7 @@ func TestT1T2_ContinuableDelegationAndSendMessage(t *testing.T) {
 	if !strings.Contains(string(tool.Spec().Parameters), `"continuable"`) {
 		t.Fatalf("no continuable mode in %s", tool.Spec().Parameters)
 	}
-	tools := append([]agent.Tool{tool, control.New(control.Config{Service: rt.Service, Provider: rt.Provider.Name()})}, tasktools.Tools(mgr)...)
+	tools := append([]agent.Tool{tool, control.New(control.Config{Service: rt.Service})}, tasktools.Tools(mgr)...)
 	parent, err := agent.New(await.Ctx(t), agent.Config{Store: store, Model: &script{}, Tools: tools, Header: subagent.SessionHeader{SessionID: "parent"}})
 	if err != nil {
 		t.Fatal(err)

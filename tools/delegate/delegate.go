@@ -625,11 +625,12 @@ func (t *Tool) checkLimits(a args) error {
 }
 
 // background starts the child as a task of caller and answers at once.
-// The child's context is not the call's: it outlives this turn, and the
-// Service ties it to the caller's lifetime instead.
+// The child's context is the task's, not the call's: it outlives this
+// turn (a kill or the call's end cancels only its start), and the Service
+// ties it to the caller's lifetime.
 func (t *Tool) background(ctx context.Context, caller *agent.Agent, req subagent.StartRequest) (string, error) {
-	task, err := t.cfg.Tasks.Start(ctx, caller.SessionID(), t.cfg.Provider, func(context.Context) (subagent.Run, error) {
-		return t.cfg.Service.Start(context.Background(), t.cfg.Provider, req)
+	task, err := t.cfg.Tasks.Start(ctx, tasks.Spec{Parent: caller.SessionID(), Provider: t.cfg.Provider}, func(start context.Context) (subagent.Run, error) {
+		return t.cfg.Service.Start(start, t.cfg.Provider, req)
 	})
 	if err != nil {
 		return "", err

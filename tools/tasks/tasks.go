@@ -67,10 +67,10 @@ type output struct{ m *tasks.Manager }
 func (o *output) Spec() agent.ToolSpec {
 	return agent.ToolSpec{
 		Name:        OutputName,
-		Description: "Read a background task's state and result, waiting up to wait_seconds for it to finish.",
+		Description: "Read a background task's state and result; with wait_seconds, wait up to that long for it to finish first.",
 		Parameters: json.RawMessage(fmt.Sprintf(`{"type":"object","properties":{`+
 			`"task_id":{"type":"string","maxLength":%d,"description":"The task id a background delegation answered with."},`+
-			`"wait_seconds":{"type":"integer","minimum":0,"maximum":%d,"description":"How long to wait for the task to finish; 0 answers at once."}},`+
+			`"wait_seconds":{"type":"integer","minimum":1,"maximum":%d,"description":"How long to wait for the task to finish; leave it out to read the task at once."}},`+
 			`"required":["task_id"],"additionalProperties":false}`, maxTaskID, MaxWait)),
 	}
 }
@@ -78,7 +78,7 @@ func (o *output) Spec() agent.ToolSpec {
 func (o *output) Call(ctx context.Context, caller *agent.Agent, raw json.RawMessage) (string, error) {
 	var a struct {
 		TaskID string `json:"task_id"`
-		Wait   int    `json:"wait_seconds"`
+		Wait   *int   `json:"wait_seconds"`
 	}
 	if err := parse(raw, &a); err != nil {
 		return "", err
@@ -86,10 +86,17 @@ func (o *output) Call(ctx context.Context, caller *agent.Agent, raw json.RawMess
 	if err := checkID(a.TaskID); err != nil {
 		return "", err
 	}
-	if a.Wait < 0 || a.Wait > MaxWait {
-		return "", fmt.Errorf("%w: wait_seconds must be from 0 to %d", ErrArgs, MaxWait)
+	if a.Wait == nil {
+		t, err := o.m.Get(ctx, caller.SessionID(), a.TaskID)
+		if err != nil {
+			return "", err
+		}
+		return answer(t)
 	}
-	t, err := o.m.Collect(ctx, caller.SessionID(), a.TaskID, time.Duration(a.Wait)*time.Second)
+	if *a.Wait < 1 || *a.Wait > MaxWait {
+		return "", fmt.Errorf("%w: wait_seconds must be from 1 to %d (leave it out to read the task at once)", ErrArgs, MaxWait)
+	}
+	t, err := o.m.Collect(ctx, caller.SessionID(), a.TaskID, time.Duration(*a.Wait)*time.Second)
 	if err != nil {
 		return "", err
 	}

@@ -36,10 +36,13 @@ func (children) Generate(ctx context.Context, req agent.Request) (agent.Response
 }
 
 // parentModel delegates two background children, then collects the fast
-// one and kills the slow one, then answers with what it read.
+// one and kills the slow one, then collects the slow one, then answers
+// with what it read.
 type parentModel struct {
-	mu   sync.Mutex
-	seen []agent.Request
+	mu     sync.Mutex
+	seen   []agent.Request
+	slowID string
+	read   string // the collect and kill answers
 }
 
 func (m *parentModel) Generate(_ context.Context, req agent.Request) (agent.Response, error) {
@@ -63,14 +66,20 @@ func (m *parentModel) Generate(_ context.Context, req agent.Request) (agent.Resp
 		if json.Unmarshal([]byte(subagent.TextOf(res[0].Content)), &slow) != nil || json.Unmarshal([]byte(subagent.TextOf(res[1].Content)), &fast) != nil {
 			return agent.Response{Message: agent.Message{Content: []subagent.ContentBlock{subagent.Text("bad background answers")}}}, nil
 		}
+		m.slowID = slow.TaskID
 		return agent.Response{Message: agent.Message{ToolCalls: []agent.ToolCall{
 			call("c", tasks.OutputName, fmt.Sprintf(`{"task_id":%q,"wait_seconds":600}`, fast.TaskID)),
 			call("d", tasks.KillName, fmt.Sprintf(`{"task_id":%q}`, slow.TaskID)),
 		}}}, nil
+	case 3:
+		res := last(2)
+		m.read = subagent.TextOf(res[0].Content) + "\n" + subagent.TextOf(res[1].Content)
+		return agent.Response{Message: agent.Message{ToolCalls: []agent.ToolCall{
+			call("e", tasks.OutputName, fmt.Sprintf(`{"task_id":%q,"wait_seconds":600}`, m.slowID)),
+		}}}, nil
 	}
-	res := last(2)
 	return agent.Response{Message: agent.Message{Content: []subagent.ContentBlock{
-		subagent.Text(subagent.TextOf(res[0].Content) + "\n" + subagent.TextOf(res[1].Content))}}}, nil
+		subagent.Text(m.read + "\n" + subagent.TextOf(last(1)[0].Content))}}}, nil
 }
 
 // Contracts T1, T3: background delegation answers at once with a task id;
@@ -100,15 +109,20 @@ func TestT1T3_BackgroundDelegationWithTaskTools(t *testing.T) {
 		t.Fatalf("parent %+v", res)
 	}
 	lines := strings.Split(subagent.TextOf(res.Output), "\n")
-	var collected, killed tasks.Answer
-	if len(lines) != 2 || json.Unmarshal([]byte(lines[0]), &collected) != nil || json.Unmarshal([]byte(lines[1]), &killed) != nil {
+	var collected, killing, killed tasks.Answer
+	if len(lines) != 3 || json.Unmarshal([]byte(lines[0]), &collected) != nil || json.Unmarshal([]byte(lines[1]), &killing) != nil ||
+		json.Unmarshal([]byte(lines[2]), &killed) != nil {
 		t.Fatalf("parent answered %q", subagent.TextOf(res.Output))
 	}
 	if collected.State != mgrpkg.Completed || collected.Output != "did fast" || collected.StopReason != subagent.Completed {
 		t.Fatalf("task_output gave %+v", collected)
 	}
-	if killed.State != mgrpkg.Killed || killed.StopReason != subagent.Aborted {
-		t.Fatalf("task_kill gave %+v", killed)
+	// task_kill answers at once; the task reads stopping until settled.
+	if killing.State != mgrpkg.Stopping {
+		t.Fatalf("task_kill gave %+v", killing)
+	}
+	if killed.State != mgrpkg.Killed || killed.StopReason != subagent.Aborted || killed.Output != "" {
+		t.Fatalf("task_output after the kill gave %+v", killed)
 	}
 }
 
@@ -134,7 +148,7 @@ func TestK3_TaskToolArgumentsAreStrictAndBounded(t *testing.T) {
 	}
 	for _, args := range []string{
 		`{}`, `{"task_id":""}`, `{"task_id":"x","extra":1}`, `{"task_id":"x"} {}`,
-		`{"task_id":"` + strings.Repeat("x", 65) + `"}`, `{"task_id":"x","wait_seconds":601}`, `{"task_id":"x","wait_seconds":-1}`,
+		`{"task_id":"` + strings.Repeat("x", 65) + `"}`, `{"task_id":"x","wait_seconds":601}`, `{"task_id":"x","wait_seconds":-1}`, `{"task_id":"x","wait_seconds":0}`,
 	} {
 		if _, err := tools[0].Call(await.Ctx(t), parent, json.RawMessage(args)); !errors.Is(err, tasks.ErrArgs) {
 			t.Errorf("task_output %s: %v, want ErrArgs", args, err)
