@@ -195,6 +195,9 @@ func TestS8_ConcurrentFollowUpsMakeOneActivation(t *testing.T) {
 	if _, err := e.mgr.Kill(await.Ctx(t), "parent", c.Task.ID); err != nil {
 		t.Fatal(err)
 	}
+	if _, err := e.mgr.Await(await.Ctx(t), "parent", c.Task.ID); err != nil {
+		t.Fatal(err)
+	}
 	var mu sync.Mutex
 	routes := map[registry.Route]int{}
 	var started []tasks.Task

@@ -35,6 +35,10 @@ const CloseWait = 10 * time.Second
 // run under (S7, S8).
 func WithTasks(m *tasks.Manager) Option { return func(o *Options) { o.Tasks = m } }
 
+// CanContinue reports whether the Service can start continuable children:
+// it has a task manager (WithTasks). Their provider must resume, too.
+func (s *Service) CanContinue() bool { return s.opts.Tasks != nil }
+
 // Continuable is a durable child started with StartContinuable.
 type Continuable struct {
 	ChildID string // the child's durable id: its session id

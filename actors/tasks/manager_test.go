@@ -166,3 +166,73 @@ func TestT3_CloseKillsAndRecordsRunningTasks(t *testing.T) {
 		t.Fatalf("Get after Close: %v", err)
 	}
 }
+
+// Contract T3 (issue 16, fault 6): Close racing a background start kills
+// it: a start pending when Close drains is cancelled and its task
+// recorded killed before Close returns, and a Start after Close fails
+// with ErrClosed without running any provider code.
+func TestT3_CloseKillsAStartInProgressAndRefusesLaterStarts(t *testing.T) {
+	e := newEnv(t)
+	entered := make(chan struct{})
+	type started struct {
+		task tasks.Task
+		err  error
+	}
+	out := make(chan started, 1)
+	go func() {
+		task, err := e.mgr.Start(await.Ctx(t), tasks.Spec{Parent: "parent", Provider: "spawn"}, func(start context.Context) (subagent.Run, error) {
+			close(entered)
+			<-start.Done() // the provider's start, cancelled by Close
+			return e.rt.Service.Start(start, e.rt.Provider.Name(), subagent.StartRequest{
+				Parent: e.parent, Prompt: []subagent.ContentBlock{subagent.Text("late")}})
+		})
+		out <- started{task, err}
+	}()
+	await.Recv(t, entered, "the start")
+	if err := e.mgr.Close(await.Ctx(t)); err != nil {
+		t.Fatal(err)
+	}
+	select {
+	case got := <-out:
+		if got.err == nil {
+			t.Fatalf("a start cancelled by Close returned %+v", got.task)
+		}
+	default:
+		t.Fatal("Close returned before the start it cancelled")
+	}
+	recs, err := e.store.ListTasks(await.Ctx(t), "parent")
+	if err != nil || len(recs) != 1 || recs[0].State != string(tasks.Killed) {
+		t.Fatalf("task records after Close: %+v, %v", recs, err)
+	}
+	called := false
+	if _, err := e.mgr.Start(await.Ctx(t), tasks.Spec{Parent: "parent"}, func(context.Context) (subagent.Run, error) {
+		called = true
+		return nil, errors.New("unreachable")
+	}); !errors.Is(err, tasks.ErrClosed) || called {
+		t.Fatalf("Start after Close: %v (start called: %v)", err, called)
+	}
+}
+
+// Contract T3 (issue 16): after a restart the manager lists the tasks of
+// its store; one that was running when its process ended reads
+// interrupted, never running.
+func TestT3_ATaskOfAnEndedProcessReadsInterrupted(t *testing.T) {
+	e := newEnv(t)
+	if err := e.store.PutTask(await.Ctx(t), persistence.TaskRecord{ID: "old", ParentSessionID: "parent", ChildSessionID: "child",
+		Provider: "spawn", Continuable: true, State: string(tasks.Running), UpdatedAt: time.Now()}); err != nil {
+		t.Fatal(err)
+	}
+	list, err := e.mgr.List(await.Ctx(t), "parent")
+	if err != nil || len(list) != 1 || list[0].State != tasks.Interrupted || list[0].Err == "" || !list[0].Continuable {
+		t.Fatalf("list %+v, %v", list, err)
+	}
+	if got, err := e.mgr.Get(await.Ctx(t), "parent", "old"); err != nil || got.State != tasks.Interrupted {
+		t.Fatalf("get %+v, %v", got, err)
+	}
+	if _, err := e.mgr.Get(await.Ctx(t), "intruder", "old"); !errors.Is(err, tasks.ErrNoTask) {
+		t.Fatalf("another parent's stored task: %v", err)
+	}
+	if provider, ok, err := e.mgr.Continuable(await.Ctx(t), "parent", "child"); err != nil || !ok || provider != "spawn" {
+		t.Fatalf("Continuable: %q, %v, %v", provider, ok, err)
+	}
+}

@@ -365,12 +365,20 @@ func (f fakeService) StartContinuable(context.Context, string, subagent.StartReq
 	return registry.Continuable{}, errors.New("fake: no runs")
 }
 
+func (f fakeService) CanContinue() bool { return true }
+
 type fakeProvider struct{ caps subagent.Capabilities }
 
 func (p fakeProvider) Name() string                        { return "p" }
 func (p fakeProvider) Capabilities() subagent.Capabilities { return p.caps }
 func (p fakeProvider) InheritsParentContext() bool         { return false }
 func (p fakeProvider) Start(context.Context, subagent.StartRequest) (subagent.Run, error) {
+	return nil, errors.New("fake: no runs")
+}
+
+// Resume makes the provider one that resumes, so the schema offers
+// continuable children.
+func (p fakeProvider) Resume(context.Context, subagent.StartRequest) (subagent.Run, error) {
 	return nil, errors.New("fake: no runs")
 }
 

@@ -10,7 +10,7 @@ import (
 	"github.com/subactor/subactor/subagent"
 )
 
-var fullCaps = subagent.Capabilities{OutputSchema: true, DepthLimit: true, ToolFilter: true, Persona: true}
+var fullCaps = &registered{caps: subagent.Capabilities{OutputSchema: true, DepthLimit: true, ToolFilter: true, Persona: true}, continuable: true}
 
 // parseTool is a Tool that parse can run on: no provider, no tasks.
 func parseTool() *Tool { return &Tool{cfg: Config{Provider: "p", Limits: Limits{}.withDefaults()}} }

@@ -114,7 +114,10 @@ type Tool struct {
 // spec is built once per registration, not on every model request.
 type registered struct {
 	caps subagent.Capabilities
-	spec agent.ToolSpec
+	// continuable: the Service can start continuable children and the
+	// provider can resume them (T1: the schema shows only what works).
+	continuable bool
+	spec        agent.ToolSpec
 }
 
 // New returns a Tool that follows its provider's registration until Close.
@@ -129,7 +132,7 @@ func New(cfg Config) *Tool {
 	}
 	cfg.Limits = cfg.Limits.withDefaults()
 	t := &Tool{cfg: cfg}
-	t.absent = t.spec(subagent.Capabilities{})
+	t.absent = t.spec(subagent.Capabilities{}, false)
 	t.sub = cfg.Service.Listen(t.follow, subagent.OnlyEvents(subagent.ProviderAdded{}.Type(), subagent.ProviderRemoved{}.Type()))
 	return t
 }
@@ -142,8 +145,7 @@ func (t *Tool) follow(ev subagent.Event) error {
 	case subagent.ProviderAdded:
 		if ev.Provider == t.cfg.Provider {
 			if p, ok := t.cfg.Service.GetProvider(ev.Provider); ok {
-				caps := p.Capabilities()
-				t.state.Store(&registered{caps: caps, spec: t.spec(caps)})
+				t.state.Store(t.registered(p))
 			}
 		}
 	case subagent.ProviderRemoved:
@@ -183,13 +185,23 @@ func (t *Tool) current() *registered {
 		return r
 	}
 	if p, ok := t.cfg.Service.GetProvider(t.cfg.Provider); ok {
-		return &registered{caps: p.Capabilities(), spec: t.spec(p.Capabilities())}
+		return t.registered(p)
 	}
 	return nil
 }
 
-// spec renders the parameters that caps allow, with their limits.
-func (t *Tool) spec(caps subagent.Capabilities) agent.ToolSpec {
+// registered is what the tool offers over p.
+func (t *Tool) registered(p subagent.Provider) *registered {
+	_, resumes := p.(subagent.Resumer)
+	c := t.continuer()
+	r := &registered{caps: p.Capabilities(), continuable: t.cfg.Tasks != nil && resumes && c != nil && c.CanContinue()}
+	r.spec = t.spec(r.caps, r.continuable)
+	return r
+}
+
+// spec renders the parameters that caps (and continuable) allow, with
+// their limits.
+func (t *Tool) spec(caps subagent.Capabilities, continuable bool) agent.ToolSpec {
 	l := t.cfg.Limits
 	str := func(limit int, desc string) map[string]any {
 		return map[string]any{"type": "string", "maxLength": limit, "description": desc}
@@ -223,7 +235,7 @@ func (t *Tool) spec(caps subagent.Capabilities) agent.ToolSpec {
 	if t.cfg.Tasks != nil {
 		props["run_in_background"] = map[string]any{"type": "boolean", "description": "Answer at once with a task id instead of waiting; read the result with task_output, stop it with task_kill."}
 		description = "Delegate a self-contained task to a child agent and wait for its answer, or run it in the background."
-		if t.continuer() != nil {
+		if continuable {
 			props["continuable"] = map[string]any{"type": "boolean", "description": "Keep the child for follow-ups with send_message (its subagentId); runs it in the background."}
 		}
 	}
@@ -285,9 +297,10 @@ type BackgroundAnswer struct {
 }
 
 // Continuer is a Delegator that can start continuable children (the
-// registry's Service with a task manager).
+// registry's Service): CanContinue says whether it has what they need.
 type Continuer interface {
 	StartContinuable(ctx context.Context, provider string, req subagent.StartRequest) (registry.Continuable, error)
+	CanContinue() bool
 }
 
 func (t *Tool) continuer() Continuer {
@@ -319,7 +332,7 @@ func (t *Tool) Call(ctx context.Context, caller *agent.Agent, raw json.RawMessag
 		return "", fmt.Errorf("%w: %q", subagent.ErrNoProvider, t.cfg.Provider)
 	}
 	caps := r.caps
-	a, err := t.parse(raw, caps)
+	a, err := t.parse(raw, r)
 	if err != nil {
 		return "", err
 	}
@@ -389,7 +402,8 @@ func (a Answer) text() (string, error) {
 
 // parse decodes the arguments strictly: unknown fields, wrong types and
 // parameters the provider does not support are errors the model can read.
-func (t *Tool) parse(raw json.RawMessage, caps subagent.Capabilities) (args, error) {
+func (t *Tool) parse(raw json.RawMessage, r *registered) (args, error) {
+	caps := r.caps
 	a, ok := quickArgs(raw)
 	if !ok {
 		var err error
@@ -406,7 +420,7 @@ func (t *Tool) parse(raw json.RawMessage, caps subagent.Capabilities) (args, err
 		{a.Tools != nil, caps.ToolFilter, "tools"},
 		{a.Persona != nil, caps.Persona, "persona"},
 		{a.Background, t.cfg.Tasks != nil, "run_in_background"},
-		{a.Continuable, t.cfg.Tasks != nil && t.continuer() != nil, "continuable"},
+		{a.Continuable, r.continuable, "continuable"},
 	} {
 		if p.used && !p.ok {
 			return a, fmt.Errorf("%w: provider %q does not support %s", ErrArgs, t.cfg.Provider, p.name)
