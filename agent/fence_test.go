@@ -3,6 +3,7 @@ package agent_test
 import (
 	"errors"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 
@@ -58,5 +59,28 @@ func TestS8_AStaleActivationCannotAppendAfterTheNextTookTheLog(t *testing.T) {
 				t.Fatalf("log turns %q, want the first activation's two and the next one's two", texts)
 			}
 		})
+	}
+}
+
+// Contract R5: the final answer's message-text progress is told only once
+// the answer is durable: a final turn the log refuses publishes no text.
+func TestR5_MessageTextOnlyAfterTheAnswerIsDurable(t *testing.T) {
+	for _, refused := range []bool{false, true} {
+		ok := 10
+		if refused {
+			ok = 1 // the prompt is logged, the answer is not
+		}
+		var kinds []subagent.ProgressKind
+		store := &failingStore{Store: persistence.NewMemory(), ok: ok}
+		a := newAgent(t, agent.Config{Store: store, Model: &script{steps: []func(agent.Request) agent.Response{answer("the answer")}},
+			OnStep: func(s agent.Step) { kinds = append(kinds, s.Kind) }})
+		res := a.Run(await.Ctx(t), prompt("go"), nil)
+		told := slices.Contains(kinds, subagent.MessageText)
+		switch {
+		case refused && (res.StopReason != subagent.Error || told):
+			t.Fatalf("a refused answer: %s, steps %v", res.StopReason, kinds)
+		case !refused && (res.StopReason != subagent.Completed || !told):
+			t.Fatalf("a durable answer: %s, steps %v", res.StopReason, kinds)
+		}
 	}
 }

@@ -11,8 +11,6 @@ import (
 	"sync"
 	"unicode/utf8"
 
-	"github.com/santhosh-tekuri/jsonschema/v6"
-
 	"github.com/subactor/subactor/internal/schema"
 	"github.com/subactor/subactor/persistence"
 	"github.com/subactor/subactor/subagent"
@@ -286,13 +284,14 @@ func (a *Agent) turn(l *loop, resp Response, res *subagent.Result) (done, record
 	msg.Role = Assistant
 	malformed := sanitizeArgs(&msg)
 	var end *subagent.Result // set when this turn ends the run
+	answered := false        // with a final answer, told once durable
 	switch {
 	case resp.StopReason != "" && resp.StopReason != subagent.Completed:
 		// Max-tokens, refusal or a reason a model adds: the turn is over.
 		*res = subagent.Result{Output: splitContent(&msg), StopReason: resp.StopReason}
 		end = res
 	case len(msg.ToolCalls) == 0:
-		final, invalid := a.final(step, msg)
+		final, invalid := a.final(msg)
 		if invalid != nil && !*corrected {
 			// One corrective turn: the model sees why its answer
 			// missed the schema and answers again.
@@ -308,7 +307,7 @@ func (a *Agent) turn(l *loop, resp Response, res *subagent.Result) (done, record
 		}
 		final.Output = splitContent(&msg)
 		*res = final
-		end = res
+		end, answered = res, true
 	}
 	if end != nil {
 		// The final turn and how the run stopped share one append.
@@ -316,6 +315,11 @@ func (a *Agent) turn(l *loop, resp Response, res *subagent.Result) (done, record
 		if err := a.commit(ctx, end, ownCalls|ownContent, msg); err != nil {
 			*res = a.storeFailed(ctx, err)
 			return true, false
+		}
+		if answered && a.onStep != nil {
+			// Told only once durable: no unconfirmed output is published,
+			// events included (R5).
+			a.notify(step, subagent.MessageText, textOf(end.Output), false, nil)
 		}
 		return true, true
 	}
@@ -661,20 +665,12 @@ func splitContent(msg *Message) []subagent.ContentBlock {
 
 // final settles a model answer without tool calls, but for its Output;
 // invalid says why it misses the output schema, if it does.
-func (a *Agent) final(step int, msg Message) (res subagent.Result, invalid error) {
-	var text string
-	var compiled *jsonschema.Schema
-	if a.shape != nil {
-		compiled = a.shape.compiled
-	}
-	if a.onStep != nil || compiled != nil {
-		text = textOf(msg.Content)
-	}
-	a.notify(step, subagent.MessageText, text, false, nil)
+func (a *Agent) final(msg Message) (res subagent.Result, invalid error) {
 	res = subagent.Result{StopReason: subagent.Completed}
-	if compiled == nil {
+	if a.shape == nil || a.shape.compiled == nil {
 		return res, nil
 	}
+	compiled, text := a.shape.compiled, textOf(msg.Content)
 	structured, err := schema.Validate(compiled, text)
 	if err != nil {
 		res.StopReason, res.Detail = subagent.Error, "agent: "+err.Error()
