@@ -36,6 +36,12 @@ type Config struct {
 	// Resume loads the header and history of an existing session instead of
 	// creating one; the stored header replaces Header.
 	Resume bool
+	// Prompt, with Resume, is the new activation's prompt: it is logged
+	// with the activation's take of the log (after results for the tool
+	// calls an earlier activation left unanswered), so that it is durable
+	// once New returns. Run then continues from it with no prompt of its
+	// own.
+	Prompt []subagent.ContentBlock
 	// Seed are model-visible turns a new session starts with (a fork's
 	// copy of its parent's completed turns), and LogOnly log-only records
 	// it starts with (the subagent descriptor): both are created with the
@@ -228,7 +234,7 @@ func New(ctx context.Context, cfg Config) (*Agent, error) {
 		a.shape.compiled = s
 	}
 	if cfg.Resume {
-		if err := a.load(ctx); err != nil {
+		if err := a.load(ctx, cfg.Prompt); err != nil {
 			return nil, err
 		}
 		return a, nil
@@ -290,9 +296,9 @@ func cloneOptions(o subagent.AgentOptions) subagent.AgentOptions {
 const KindActivation = "agent/activation"
 
 // load restores the header and the model-visible turns of the session,
-// then takes the log (KindActivation). Other record kinds are log-only
-// and skipped.
-func (a *Agent) load(ctx context.Context) error {
+// then takes the log (KindActivation) and logs prompt, if any, in the same
+// append. Other record kinds are log-only and skipped.
+func (a *Agent) load(ctx context.Context, prompt []subagent.ContentBlock) error {
 	h, entries, err := a.store.LoadFrom(ctx, a.header.SessionID, 0)
 	if err != nil {
 		return fmt.Errorf("agent: load session: %w", err)
@@ -313,7 +319,11 @@ func (a *Agent) load(ctx context.Context) error {
 		a.msgs = append(a.msgs, m)
 		a.settle()
 	}
-	if a.seq, err = a.store.AppendAt(ctx, h.SessionID, a.seq, persistence.Record{Kind: KindActivation, Data: json.RawMessage(`{}`)}); err != nil {
+	var msgs []Message
+	if len(prompt) > 0 {
+		msgs = append(a.interrupted(), Message{Role: User, Content: prompt})
+	}
+	if err := a.commitAfter(ctx, nil, ownNothing, persistence.Record{Kind: KindActivation, Data: json.RawMessage(`{}`)}, msgs...); err != nil {
 		return fmt.Errorf("agent: take session %q: %w", h.SessionID, err)
 	}
 	return nil

@@ -365,7 +365,9 @@ func (l *loop) admit(steer SteerSource, res *subagent.Result) bool {
 	for i, m := range taken {
 		msgs[i] = Message{Role: User, Content: m}
 	}
-	if err := a.commit(ctx, nil, ownNothing, msgs...); err != nil {
+	// Their senders were told they were delivered: a cancel arriving now
+	// must not lose them (the model just does not see them).
+	if err := a.commit(context.WithoutCancel(ctx), nil, ownNothing, msgs...); err != nil {
 		*res = a.storeFailed(ctx, err)
 		return false
 	}
@@ -461,8 +463,17 @@ func (a *Agent) commit(ctx context.Context, stop *subagent.Result, own ownership
 	if len(msgs) == 0 && stop == nil {
 		return nil
 	}
+	return a.commitAfter(ctx, stop, own, persistence.Record{}, msgs...)
+}
+
+// commitAfter is commit with first, when it has a kind, as the append's
+// first record (a log-only one).
+func (a *Agent) commitAfter(ctx context.Context, stop *subagent.Result, own ownership, first persistence.Record, msgs ...Message) error {
 	b := getBatch()
 	defer b.release()
+	if first.Kind != "" {
+		b.addRecord(first)
+	}
 	for _, m := range msgs {
 		if err := b.add(m, own); err != nil {
 			return err

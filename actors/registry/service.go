@@ -346,6 +346,10 @@ func (s *Service) open(ctx context.Context, name string, req subagent.StartReque
 		return discard(contextual(ctx, err))
 	case isNil(run):
 		return discard(&subagent.ProviderError{Provider: name, Reason: "returned neither a run nor an error"})
+	case resume:
+		// A resumed child that took its log carries the request's prompt
+		// in it: it is published, and an ended ctx or parent settles it
+		// aborted (it is tied to both).
 	case ctx.Err() != nil || subagent.ParentClosed(req.Parent) != nil:
 		// Ended before publication: no published child may escape.
 		_ = run.Dispose(context.Background())

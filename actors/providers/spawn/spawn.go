@@ -210,16 +210,19 @@ func (p *Provider) Resume(ctx context.Context, req subagent.StartRequest) (subag
 	header.DelegationDepth = max(header.DelegationDepth, subagent.DelegationDepthOf(req.Parent)+1)
 	runID := runIDOf(req.Scope)
 	req.Persona, req.ToolFilter = d.Persona, d.ToolFilter
-	ch := &child{prompt: req.Prompt, runID: runID, sink: req.Scope.Events}
+	ch := &child{runID: runID, sink: req.Scope.Events}
 	cfg, err := p.childConfig(req, header, d, ch)
 	if err != nil {
 		return nil, err
 	}
-	cfg.Resume = true
+	// The prompt is logged as the child takes its log: once the run is
+	// published, the message it carries is durable.
+	cfg.Resume, cfg.Prompt = true, req.Prompt
 	if ch.agent, err = agent.New(ctx, cfg); err != nil {
 		return nil, err
 	}
-	// The session is durable: a failed resume leaves it as it was.
+	// The session is durable: a resume that failed before the take left
+	// it as it was, and one that took it is launched whatever ctx says.
 	return p.launch(ctx, req, ch, nil)
 }
 
@@ -273,10 +276,12 @@ func (p *Provider) childConfig(req subagent.StartRequest, h subagent.SessionHead
 	return cfg, nil
 }
 
-// launch runs child under a run actor and publishes it, or rolls back:
+// launch runs child under a run actor and publishes it. A fresh child
+// (undo set) whose ctx or parent ended meanwhile is rolled back instead:
 // the run quiesces first (so the child appends nothing more), then undo
-// removes what the start created. After a crash the child continues from
-// its log within the embedder's restart policy.
+// removes what the start created; a resumed one (undo nil) is published
+// and settles aborted. After a crash the child continues from its log
+// within the embedder's restart policy.
 func (p *Provider) launch(ctx context.Context, req subagent.StartRequest, c *child, undo func(context.Context) error) (subagent.Run, error) {
 	scope := req.Scope
 	scope.RunID = c.runID
@@ -289,13 +294,12 @@ func (p *Provider) launch(ctx context.Context, req subagent.StartRequest, c *chi
 		Relaunchable: true,
 		Held:         req.Foreground,
 	})
-	if err := setupEnded(ctx, req.Parent); err != nil {
+	// A resumed child took its log with its prompt: the activation exists
+	// (the message it carries is delivered), so an ended ctx or parent
+	// settles it aborted instead of failing the resume.
+	if err := setupEnded(ctx, req.Parent); err != nil && undo != nil {
 		rollback := context.WithoutCancel(ctx)
-		errs := []error{err, h.Dispose(rollback)}
-		if undo != nil {
-			errs = append(errs, undo(rollback))
-		}
-		return nil, errors.Join(errs...)
+		return nil, errors.Join(err, h.Dispose(rollback), undo(rollback))
 	}
 	h.Publish()
 	return h, nil
@@ -368,29 +372,24 @@ func (p *Provider) checkFilter(f *subagent.ToolFilter) error {
 	return nil
 }
 
-// child is a spawned (or resumed) child as its run runs it: its agent,
-// the prompt of its first activation when its log does not hold it yet (a
-// resumed child's), and where its progress goes. It is the run's Child
-// and its agent's OnStep in one allocation.
+// child is a spawned (or resumed) child as its run runs it: its agent and
+// where its progress goes. It is the run's Child and its agent's OnStep in
+// one allocation.
 type child struct {
-	agent  *agent.Agent
-	prompt []subagent.ContentBlock
-	runID  string
-	sink   subagent.EventSink // nil: no progress events
+	agent *agent.Agent
+	runID string
+	sink  subagent.EventSink // nil: no progress events
 }
 
 // Run implements run.Child: the agent's loop under the run's context,
-// with the prompt if any, or, relaunched after a crash, from where the log ends
-// (its history holds exactly what the log acknowledged, so the same
-// agent continues there). The result goes straight to the Gate's Exit,
-// not up the child's stack (issue 11).
+// from where the log ends: its prompt is logged already (with the session,
+// or as a resumed child took its log), and relaunched after a crash its
+// history holds exactly what the log acknowledged, so the same agent
+// continues there. The result goes straight to the Gate's Exit, not up
+// the child's stack (issue 11).
 func (c *child) Run(g *run.Gate) {
-	prompt := c.prompt
-	if g.Relaunched() {
-		prompt = nil
-	}
 	exit := g.Exit()
-	c.agent.RunUnder(g.Context(), g.CancelFunc(), prompt, g, &exit.Result)
+	c.agent.RunUnder(g.Context(), g.CancelFunc(), nil, g, &exit.Result)
 	confirm(exit)
 }
 
