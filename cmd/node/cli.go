@@ -58,7 +58,16 @@ commands:
          show its progress, then print a blank line and its output; exit
          0 only when it completed (1 otherwise, its stop reason on
          stderr). It runs in -dir unless its entry gives "dir"; its parent
-         is a top-level session of its own in the data directory
+         is a top-level session of its own in the data directory, and the
+         child takes follow-ups (send)
+  send -config FILE [flags] SESSION CHILD MESSAGE...
+         send a follow-up to the child CHILD of the delegate session
+         SESSION: the child is resumed from its log with the message
+         (ACP session/load) and shown as delegate shows it
+  tasks [-data DIR] SESSION
+         list the tasks of SESSION, one per line: "<id> child=<session>
+         provider=<name> state=<state>" (running, stopping, completed,
+         failed, killed, or interrupted when the node running it ended)
   help   show this help
 
 Sessions are kept in the data directory (file sessions.db): -data DIR, else
@@ -112,6 +121,10 @@ func cli(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 		return sessionsCommand(ctx, args[1:], stdout, stderr)
 	case "delegate":
 		return delegateCommand(ctx, args[1:], stdout, stderr)
+	case "send":
+		return sendCommand(ctx, args[1:], stdout, stderr)
+	case "tasks":
+		return tasksCommand(ctx, args[1:], stdout, stderr)
 	case "help", "-h", "-help", "--help":
 		usage(stdout)
 		return exitOK
@@ -252,7 +265,7 @@ func configFlag(fs *flag.FlagSet, p *string, what string) {
 
 func usage(w io.Writer) {
 	fmt.Fprint(w, strings.ReplaceAll(usageHeader, "{prog}", prog))
-	for _, fs := range []*flag.FlagSet{runFlags(&options{}), sessionsFlags(new(string)), delegateFlags(&delegateOptions{})} {
+	for _, fs := range []*flag.FlagSet{runFlags(&options{}), sessionsFlags(new(string)), delegateFlags(&delegateOptions{}), sendFlags(&sendOptions{})} {
 		fmt.Fprintf(w, "\nflags of %s:\n", strings.TrimPrefix(fs.Name(), prog+" "))
 		fs.SetOutput(w)
 		fs.PrintDefaults()

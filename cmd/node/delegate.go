@@ -17,6 +17,7 @@ import (
 
 	"github.com/subactor/subactor/actors"
 	"github.com/subactor/subactor/actors/registry"
+	"github.com/subactor/subactor/actors/tasks"
 	"github.com/subactor/subactor/agent"
 	"github.com/subactor/subactor/model/scripted"
 	"github.com/subactor/subactor/persistence"
@@ -113,28 +114,38 @@ func delegateCommand(ctx context.Context, args []string, stdout, stderr io.Write
 	if err != nil {
 		return fail(err)
 	}
+	return reportChild("delegate", out, o.json, o.quiet, stdout, stderr)
+}
+
+// reportChild prints how a child's activation ended, after its progress:
+// its usage, a blank line and its output (with json, the result line),
+// and on stderr the stop reason of a child that did not complete. It
+// returns the exit code: 0 only when the child completed.
+func reportChild(command string, out outcome, asJSON, quiet bool, stdout, stderr io.Writer) int {
 	res := out.res
 	answer := subagent.TextOf(res.Output)
-	if o.json {
+	if asJSON {
 		r := jsonResult{Type: typeResult, SessionID: out.session, StopReason: string(res.StopReason), Detail: res.Detail, Answer: answer, Usage: res.Usage}
 		if err := newEncoder(stdout).Encode(r); err != nil {
-			return fail(err)
+			fmt.Fprintf(stderr, "%s %s: %v\n", prog, command, err)
+			return exitCode(err)
 		}
 	} else {
-		if res.Usage != nil && !o.quiet {
+		if res.Usage != nil && !quiet {
 			fmt.Fprintln(stdout, usageLine(*res.Usage))
 		}
-		// The output comes whatever the stop reason: a refusal's or an
-		// aborted turn's words are worth reading too.
+		// The output comes whatever the stop reason (a refusal's words are
+		// worth reading too); a killed child's task keeps none (its end
+		// event has its last words).
 		if answer != "" || res.StopReason == subagent.Completed {
-			if !o.quiet {
+			if !quiet {
 				fmt.Fprintln(stdout)
 			}
 			fmt.Fprintln(stdout, answer)
 		}
 	}
 	if res.StopReason != subagent.Completed {
-		fmt.Fprintf(stderr, "%s delegate: the child ended %s: %s\n", prog, res.StopReason, res.Detail)
+		fmt.Fprintf(stderr, "%s %s: the child ended %s: %s\n", prog, command, res.StopReason, res.Detail)
 		return exitFailed
 	}
 	return exitOK
@@ -189,19 +200,11 @@ func delegateOnce(ctx context.Context, o delegateOptions, servers agentServers, 
 	}
 	defer closeStore()
 
-	sys := actors.NewSystem(actors.WithLogger(slog.New(slog.NewTextHandler(logs, &slog.HandlerOptions{Level: slog.LevelWarn}))))
-	defer sys.Shutdown()
-	svc := registry.New(sys)
-	defer svc.Close()
-	provider, err := servers.provider(name, sys, store, dir)
+	svc, mgr, closeAll, err := continuables(store, servers, name, dir, logs)
 	if err != nil {
 		return outcome{}, err
 	}
-	release, err := svc.RegisterProvider(provider)
-	if err != nil {
-		return outcome{}, err
-	}
-	defer release()
+	defer closeAll()
 
 	rec, err := json.Marshal(delegated{Provider: name, Dir: dir, Prompt: o.prompt})
 	if err != nil {
@@ -231,7 +234,7 @@ func delegateOnce(ctx context.Context, o delegateOptions, servers agentServers, 
 	events := svc.ListenParent(parent.SessionID(), rep.event)
 	defer events.Release()
 
-	res, runErr := runChild(ctx, svc, name, parent, o.prompt)
+	res, runErr := runChild(ctx, svc, mgr, name, parent, o.prompt)
 	// The run has ended and been disposed: flushing prints its end line
 	// before the output, also after a cancel.
 	if err := events.Flush(context.WithoutCancel(ctx)); err != nil {
@@ -255,21 +258,65 @@ func delegateOnce(ctx context.Context, o delegateOptions, servers agentServers, 
 	return outcome{session: parent.SessionID(), res: res}, nil
 }
 
-// runChild starts the child, waits for its result and disposes it. ctx
-// is the run's cancellation (SIGINT): once cancelled the run settles
-// aborted on its own, within the provider's bounded waits, so the result
-// is awaited without it.
-func runChild(ctx context.Context, svc *registry.Service, name string, parent subagent.Agent, prompt string) (subagent.Result, error) {
-	run, err := svc.Start(ctx, name, subagent.StartRequest{
+// continuables is a Service that runs continuable children of the agent
+// server name, working in dir, as tasks recorded in store; stop closes it
+// all, killing what still runs.
+func continuables(store persistence.Store, servers agentServers, name, dir string, logs io.Writer) (*registry.Service, *tasks.Manager, func(), error) {
+	sys := actors.NewSystem(actors.WithLogger(slog.New(slog.NewTextHandler(logs, &slog.HandlerOptions{Level: slog.LevelWarn}))))
+	taskStore, _ := store.(persistence.TaskStore) // both stores keep tasks
+	mgr := tasks.New(sys, taskStore)
+	svc := registry.New(sys, registry.WithTasks(mgr))
+	stop := func() {
+		svc.Close()
+		_ = mgr.Close(context.Background())
+		sys.Shutdown()
+	}
+	provider, err := servers.provider(name, sys, store, dir)
+	if err != nil {
+		stop()
+		return nil, nil, nil, err
+	}
+	release, err := svc.RegisterProvider(provider)
+	if err != nil {
+		stop()
+		return nil, nil, nil, err
+	}
+	return svc, mgr, func() { release(); stop() }, nil
+}
+
+// runChild starts the child as a continuable one of parent (so that
+// `send` can follow it up later) and waits for its activation's task.
+// ctx is the run's cancellation (SIGINT): once it ends the task is
+// killed, and its result (aborted) awaited.
+func runChild(ctx context.Context, svc *registry.Service, mgr *tasks.Manager, name string, parent subagent.Agent, prompt string) (subagent.Result, error) {
+	c, err := svc.StartContinuable(ctx, name, subagent.StartRequest{
 		Parent: parent,
 		Prompt: []subagent.ContentBlock{subagent.Text(prompt)},
 	})
 	if err != nil {
 		return subagent.Result{}, err
 	}
-	res, err := run.Wait(context.WithoutCancel(ctx))
-	if derr := run.Dispose(context.WithoutCancel(ctx)); err == nil {
-		err = derr
+	return awaitTask(ctx, mgr, parent.SessionID(), c.Task.ID)
+}
+
+// awaitTask waits for a task of parentID to end and returns its run's
+// result; if ctx ends first the task is killed and its end awaited. A
+// task that failed with an infrastructure fault is an error.
+func awaitTask(ctx context.Context, mgr *tasks.Manager, parentID, taskID string) (subagent.Result, error) {
+	t, err := mgr.Await(ctx, parentID, taskID)
+	if ctx.Err() != nil {
+		if _, err := mgr.Kill(context.WithoutCancel(ctx), parentID, taskID); err != nil {
+			return subagent.Result{}, err
+		}
+		t, err = mgr.Await(context.WithoutCancel(ctx), parentID, taskID)
 	}
-	return res, err
+	switch {
+	case err != nil:
+		return subagent.Result{}, err
+	case t.Result == nil:
+		return subagent.Result{}, fmt.Errorf("task %s ended %s without a result", taskID, t.State)
+	case t.State == tasks.Failed && t.Err != "":
+		return *t.Result, errors.New(t.Err)
+	}
+	return *t.Result, nil
 }

@@ -7,12 +7,16 @@ package main
 //
 // A prompt starting with "refuse" is refused, one starting with "wait"
 // blocks until the turn is cancelled; any other is echoed as
-// "echo: <prompt>" after a plan and a read tool call.
+// "echo: <prompt>" after a plan and a read tool call. With
+// envFakeAgentHistory naming a directory, the agent keeps each session's
+// prompts in a file there and can load a session (session/load) in a
+// later process: its echo then ends " (earlier: <prompts>)".
 
 import (
 	"context"
 	"fmt"
 	"os"
+	"path/filepath"
 	"strings"
 	"sync"
 
@@ -23,6 +27,10 @@ import (
 
 // envFakeAgent makes the test binary the fake agent.
 const envFakeAgent = "NODETEST_FAKE_ACP_AGENT"
+
+// envFakeAgentHistory is the directory where the fake agent keeps its
+// sessions' prompts, so that it can load them.
+const envFakeAgentHistory = "NODETEST_FAKE_ACP_HISTORY"
 
 // runFakeAgent is the fake agent's main: it serves ACP on stdio until its
 // input ends.
@@ -48,7 +56,41 @@ type fakeAgent struct {
 }
 
 func (a *fakeAgent) Initialize(context.Context, sdk.InitializeRequest) (sdk.InitializeResponse, error) {
-	return sdk.InitializeResponse{ProtocolVersion: sdk.ProtocolVersionNumber}, nil
+	return sdk.InitializeResponse{ProtocolVersion: sdk.ProtocolVersionNumber,
+		AgentCapabilities: sdk.AgentCapabilities{LoadSession: os.Getenv(envFakeAgentHistory) != ""}}, nil
+}
+
+// history is the file of a session's prompts, or "" without
+// envFakeAgentHistory.
+func history(id sdk.SessionId) string {
+	dir := os.Getenv(envFakeAgentHistory)
+	if dir == "" {
+		return ""
+	}
+	return filepath.Join(dir, string(id))
+}
+
+// earlier is the prompts of a session's earlier turns.
+func earlier(id sdk.SessionId) []string {
+	data, _ := os.ReadFile(history(id))
+	if len(data) == 0 {
+		return nil
+	}
+	return strings.Split(strings.TrimSuffix(string(data), "\n"), "\n")
+}
+
+// LoadSession replays the session's earlier prompts, as agents do.
+func (a *fakeAgent) LoadSession(_ context.Context, p sdk.LoadSessionRequest) (sdk.LoadSessionResponse, error) {
+	if history(p.SessionId) == "" {
+		return sdk.LoadSessionResponse{}, sdk.NewMethodNotFound("session/load")
+	}
+	if _, err := os.Stat(history(p.SessionId)); err != nil {
+		return sdk.LoadSessionResponse{}, sdk.NewInvalidParams(map[string]any{"error": err.Error()})
+	}
+	for _, prompt := range earlier(p.SessionId) {
+		_ = a.conn.SessionUpdate(context.Background(), sdk.SessionNotification{SessionId: p.SessionId, Update: sdk.UpdateUserMessageText(prompt)})
+	}
+	return sdk.LoadSessionResponse{}, nil
 }
 
 func (a *fakeAgent) NewSession(context.Context, sdk.NewSessionRequest) (sdk.NewSessionResponse, error) {
@@ -64,6 +106,20 @@ func (a *fakeAgent) Prompt(ctx context.Context, p sdk.PromptRequest) (sdk.Prompt
 		}
 	}
 	prompt := text.String()
+	before := earlier(p.SessionId)
+	if path := history(p.SessionId); path != "" {
+		f, err := os.OpenFile(path, os.O_CREATE|os.O_APPEND|os.O_WRONLY, 0o600)
+		if err != nil {
+			return sdk.PromptResponse{}, err
+		}
+		_, err = fmt.Fprintln(f, prompt)
+		if cerr := f.Close(); err == nil {
+			err = cerr
+		}
+		if err != nil {
+			return sdk.PromptResponse{}, err
+		}
+	}
 	// Not the turn's ctx: a cancelled turn still reports.
 	update := func(u sdk.SessionUpdate) {
 		_ = a.conn.SessionUpdate(context.Background(), sdk.SessionNotification{SessionId: p.SessionId, Update: u})
@@ -82,5 +138,8 @@ func (a *fakeAgent) Prompt(ctx context.Context, p sdk.PromptRequest) (sdk.Prompt
 	update(sdk.UpdateToolCall("read-1", sdk.WithUpdateStatus(sdk.ToolCallStatusCompleted)))
 	update(sdk.UpdateAgentMessageText("echo: "))
 	update(sdk.UpdateAgentMessageText(prompt))
+	if len(before) > 0 {
+		update(sdk.UpdateAgentMessageText(" (earlier: " + strings.Join(before, ", ") + ")"))
+	}
 	return sdk.PromptResponse{StopReason: sdk.StopReasonEndTurn}, nil
 }

@@ -1,0 +1,230 @@
+package main
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"strconv"
+	"strings"
+
+	"github.com/subactor/subactor/actors"
+	"github.com/subactor/subactor/actors/registry"
+	"github.com/subactor/subactor/actors/tasks"
+	"github.com/subactor/subactor/agent"
+	"github.com/subactor/subactor/model/scripted"
+	"github.com/subactor/subactor/persistence"
+	"github.com/subactor/subactor/subagent"
+)
+
+// errNotDelegateSession is a send to a session that node delegate did not
+// make: only those record which agent server their child runs on.
+var errNotDelegateSession = errors.New("not a session of node delegate (follow-ups go to the child of a delegate session; see sessions)")
+
+// sendOptions are the flags and arguments of send.
+type sendOptions struct {
+	config, data            string
+	json, quiet             bool
+	session, child, message string
+}
+
+func sendFlags(o *sendOptions) *flag.FlagSet {
+	fs := flag.NewFlagSet(prog+" send", flag.ContinueOnError)
+	configFlag(fs, &o.config, "required: the agent servers, the child's among them")
+	dataFlag(fs, &o.data)
+	fs.BoolVar(&o.json, "json", false, "print one JSON object per line: the session, every child event, then the result")
+	fs.BoolVar(&o.quiet, "quiet", false, "print the session id and the output only, no progress (with -json: the session and result lines)")
+	return fs
+}
+
+// sendCommand runs the send subcommand: a follow-up to the continuable
+// child CHILD of the delegate session SESSION (S8), which resumes it from
+// its log (ACP session/load); the output is delegate's.
+func sendCommand(ctx context.Context, args []string, stdout, stderr io.Writer) int {
+	var o sendOptions
+	fs := sendFlags(&o)
+	fs.SetOutput(stderr)
+	fs.Usage = func() { usage(stderr) }
+	if err := fs.Parse(args); err != nil {
+		if errors.Is(err, flag.ErrHelp) {
+			return exitOK
+		}
+		return exitUsage
+	}
+	o.message = strings.TrimSpace(strings.Join(fs.Args()[min(2, fs.NArg()):], " "))
+	var msg string
+	switch {
+	case o.config == "":
+		msg = `-config FILE is required: it names the agent servers, {"agent_servers": {"NAME": {"command": ...}}}`
+	case fs.NArg() < 3 || o.message == "":
+		msg = "give the session, the child and the message after the flags: send SESSION CHILD MESSAGE..."
+	}
+	if msg != "" {
+		fmt.Fprintf(stderr, "%s send: %s\n", prog, msg)
+		return exitUsage
+	}
+	o.session, o.child = fs.Arg(0), fs.Arg(1)
+	out, err := sendOnce(ctx, o, stdout, newReporter(o.quiet, o.json, stdout), stderr)
+	if err != nil {
+		fmt.Fprintf(stderr, "%s send: %v\n", prog, err)
+		return exitCode(err)
+	}
+	return reportChild("send", out, o.json, o.quiet, stdout, stderr)
+}
+
+// sendOnce delivers the follow-up through a Service of the child's agent
+// server, as its delegate session recorded it, and waits for the
+// activation it started.
+func sendOnce(ctx context.Context, o sendOptions, out io.Writer, rep reporter, logs io.Writer) (outcome, error) {
+	servers, err := loadAgentServers(o.config)
+	if err != nil {
+		return outcome{}, err
+	}
+	data, err := dataDir(o.data)
+	if err != nil {
+		return outcome{}, err
+	}
+	if data == memoryData {
+		return outcome{}, fmt.Errorf("-data %s keeps no sessions past its own process: nothing to follow up", memoryData)
+	}
+	store, closeStore, err := openStore(data, false)
+	if err != nil {
+		return outcome{}, err
+	}
+	defer closeStore()
+	d, err := delegationOf(ctx, store, o.session)
+	if err != nil {
+		return outcome{}, err
+	}
+	name, err := servers.pick(d.Provider)
+	if err != nil {
+		return outcome{}, err
+	}
+	dir := servers.cfgs[name].Dir
+	if dir == "" {
+		dir = d.Dir
+	}
+	svc, mgr, closeAll, err := continuables(store, servers, name, dir, logs)
+	if err != nil {
+		return outcome{}, err
+	}
+	defer closeAll()
+	// The parent runs no turn: it is the child's owner, by its session.
+	parent, err := agent.New(ctx, agent.Config{Store: store, Model: scripted.New(), Header: subagent.SessionHeader{SessionID: o.session}, Resume: true})
+	if err != nil {
+		return outcome{}, err
+	}
+	defer parent.Close()
+	if o.json {
+		err = newEncoder(out).Encode(jsonEvent{Type: typeSession, SessionID: o.session})
+	} else {
+		_, err = fmt.Fprintf(out, "session %s\n", o.session)
+	}
+	if err != nil {
+		return outcome{}, err
+	}
+	defer rep.close()
+	events := svc.ListenParent(o.session, rep.event)
+	defer events.Release()
+	sent, err := svc.SendMessage(ctx, parent, o.child, []subagent.ContentBlock{subagent.Text(o.message)}, "user")
+	if errors.Is(err, registry.ErrNotContinuable) {
+		return outcome{}, fmt.Errorf("%q is not a child of session %q that takes follow-ups (see sessions %s)", o.child, o.session, o.session)
+	}
+	if err != nil {
+		return outcome{}, err
+	}
+	res, err := awaitTask(ctx, mgr, o.session, sent.Task.ID)
+	if ferr := events.Flush(context.WithoutCancel(ctx)); err == nil {
+		err = ferr
+	}
+	return outcome{session: o.session, res: res}, err
+}
+
+// delegationOf is what the delegate session id recorded: its agent server
+// and directory.
+func delegationOf(ctx context.Context, store persistence.Store, id string) (delegated, error) {
+	_, recs, err := store.Load(ctx, id)
+	if errors.Is(err, persistence.ErrNotFound) {
+		return delegated{}, fmt.Errorf("%w %q", errUnknownSession, id)
+	}
+	if err != nil {
+		return delegated{}, err
+	}
+	for _, r := range recs {
+		if r.Kind == kindDelegate {
+			var d delegated
+			if err := json.Unmarshal(r.Data, &d); err != nil {
+				return delegated{}, &persistence.CorruptError{SessionID: id, Part: "record", Err: err}
+			}
+			return d, nil
+		}
+	}
+	return delegated{}, fmt.Errorf("session %q: %w", id, errNotDelegateSession)
+}
+
+// tasksCommand runs the tasks subcommand: the tasks of SESSION, oldest
+// first, one per line (see taskLine); a task whose node process ended
+// before it settled reads interrupted.
+func tasksCommand(ctx context.Context, args []string, stdout, stderr io.Writer) int {
+	var data string
+	fs := flag.NewFlagSet(prog+" tasks", flag.ContinueOnError)
+	dataFlag(fs, &data)
+	fs.SetOutput(stderr)
+	fs.Usage = func() { usage(stderr) }
+	if err := fs.Parse(args); err != nil {
+		if errors.Is(err, flag.ErrHelp) {
+			return exitOK
+		}
+		return exitUsage
+	}
+	if fs.NArg() != 1 {
+		fmt.Fprintf(stderr, "%s tasks: give one session id\n", prog)
+		return exitUsage
+	}
+	fail := func(err error) int {
+		fmt.Fprintf(stderr, "%s tasks: %v\n", prog, err)
+		return exitFailed
+	}
+	dir, err := dataDir(data)
+	if err != nil {
+		return fail(err)
+	}
+	store, closeStore, err := openStore(dir, false)
+	if err != nil {
+		return fail(err)
+	}
+	defer closeStore()
+	taskStore, _ := store.(persistence.TaskStore)
+	sys := actors.NewSystem()
+	defer sys.Shutdown()
+	mgr := tasks.New(sys, taskStore)
+	defer mgr.Close(context.Background())
+	list, err := mgr.List(ctx, fs.Arg(0))
+	if err != nil {
+		return fail(err)
+	}
+	for _, t := range list {
+		fmt.Fprintln(stdout, taskLine(t))
+	}
+	return exitOK
+}
+
+// taskLine is "<task id> child=<session> provider=<name> state=<state>",
+// then " continuable" for an activation of a continuable child, then
+// " detail=<quoted>" for a task that did not complete.
+func taskLine(t tasks.Task) string {
+	line := fmt.Sprintf("%s child=%s provider=%s state=%s", t.ID, t.SessionID, t.Provider, t.State)
+	if t.Continuable {
+		line += " continuable"
+	}
+	detail := t.Err
+	if detail == "" && t.Result != nil && t.State != tasks.Completed {
+		detail = t.Result.Detail
+	}
+	if detail != "" {
+		line += " detail=" + strconv.Quote(detail) // escapes what a terminal would act on
+	}
+	return line
+}

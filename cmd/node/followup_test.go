@@ -1,0 +1,103 @@
+package main
+
+import (
+	"bufio"
+	"encoding/json"
+	"os"
+	"os/exec"
+	"strings"
+	"testing"
+
+	"github.com/subactor/subactor/internal/await"
+)
+
+// historyConfig is a -config file whose one server, "fake", is the fake
+// agent keeping its sessions in dir, so that it can load them.
+func historyConfig(t *testing.T, dir string) string {
+	t.Helper()
+	exe, err := os.Executable()
+	if err != nil {
+		t.Fatal(err)
+	}
+	entry, err := json.Marshal(map[string]any{
+		"command": exe,
+		"env":     map[string]string{envFakeAgent: "1", envFakeAgentHistory: dir, "GORACE": "atexit_sleep_ms=0"},
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return writeConfig(t, `{"agent_servers": {"fake": `+string(entry)+`}}`)
+}
+
+// Contracts S7, S8, T3 (issue 16): a node killed (SIGKILL) while its
+// continuable child works leaves the truth behind: a new node process on
+// the same data directory lists the activation's task as interrupted, and
+// `send` follows the child up: it is resumed from its log (session/load),
+// sees its earlier turn, and answers.
+func TestS8_AfterANodeDiedTasksSayInterruptedAndSendResumesTheChild(t *testing.T) {
+	data, agentDir := t.TempDir(), t.TempDir()
+	config := historyConfig(t, agentDir)
+	cmd := exec.CommandContext(await.Ctx(t), bin, "delegate", "-json", "-config", config, "wait for it")
+	cmd.Env = append(os.Environ(), withData(data)...)
+	out, err := cmd.StdoutPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	lines := make(chan string)
+	go func() {
+		defer close(lines)
+		sc := bufio.NewScanner(out)
+		for sc.Scan() {
+			lines <- sc.Text()
+		}
+	}()
+	var session, child string
+	for {
+		line := await.Recv(t, lines, "the child's first text")
+		if line == "" {
+			t.Fatal("the node ended before the child's text")
+		}
+		var ev struct{ Type, Kind, SessionID string }
+		if err := json.Unmarshal([]byte(line), &ev); err != nil {
+			t.Fatalf("line %q: %v", line, err)
+		}
+		switch {
+		case ev.Type == typeSession:
+			session = ev.SessionID
+		case ev.Type == "subagent/start":
+			child = ev.SessionID
+		case ev.Kind == "text-delta":
+		default:
+			continue
+		}
+		if ev.Kind == "text-delta" {
+			break
+		}
+	}
+	if err := cmd.Process.Kill(); err != nil {
+		t.Fatal(err)
+	}
+	_ = cmd.Wait()
+	for range lines {
+	}
+
+	stdout, stderr, code := nodeEnv(t, t.TempDir(), withData(data), "tasks", session)
+	if code != 0 || !strings.Contains(stdout, "child="+child) || !strings.Contains(stdout, "state=interrupted") || !strings.Contains(stdout, " continuable") {
+		t.Fatalf("tasks after the kill: exit %d\n%s%s", code, stdout, stderr)
+	}
+	stdout, stderr, code = nodeEnv(t, t.TempDir(), withData(data), "send", "-config", config, session, child, "and", "now")
+	if code != 0 || !strings.HasSuffix(stdout, "\n\necho: and now (earlier: wait for it)\n") {
+		t.Fatalf("send: exit %d\nstdout:\n%s\nstderr:\n%s", code, stdout, stderr)
+	}
+	stdout, _, _ = nodeEnv(t, t.TempDir(), withData(data), "tasks", session)
+	if got := strings.Split(strings.TrimSpace(stdout), "\n"); len(got) != 2 || !strings.Contains(got[0], "state=interrupted") || !strings.Contains(got[1], "state=completed") {
+		t.Fatalf("tasks after the follow-up:\n%s", stdout)
+	}
+	// Only the owner's children take follow-ups.
+	if _, stderr, code := nodeEnv(t, t.TempDir(), withData(data), "send", "-config", config, session, "no-such-child", "hi"); code != exitFailed || !strings.Contains(stderr, "not a child of session") {
+		t.Fatalf("send to a child the session does not own: exit %d, %s", code, stderr)
+	}
+}
