@@ -469,3 +469,21 @@ func TestS4_StartRefusesAContinuation(t *testing.T) {
 		t.Fatalf("Start with a continuation: %v", err)
 	}
 }
+
+// Contract T3 (issue 16): closing a parent agent kills its live tasks:
+// its continuable child's activation ends, recorded killed.
+func TestT3_ClosingAParentKillsItsLiveTasks(t *testing.T) {
+	e := newContinuable(t, waitFor{want: []string{"never sent"}})
+	c, err := e.rt.Service.StartContinuable(await.Ctx(t), e.provider, subagent.StartRequest{Parent: e.parent, Prompt: text("first")})
+	if err != nil {
+		t.Fatal(err)
+	}
+	e.parent.Close()
+	if done := e.collect(t, c.Task.ID); done.State != tasks.Killed || done.Result.Output != nil {
+		t.Fatalf("the closed parent's task %+v", done)
+	}
+	// Collected once recorded: the store says so too.
+	if rec, err := e.rt.Store.(persistence.TaskStore).GetTask(await.Ctx(t), c.Task.ID); err != nil || rec.State != string(tasks.Killed) {
+		t.Fatalf("task record %+v, %v", rec, err)
+	}
+}

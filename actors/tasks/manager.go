@@ -217,9 +217,9 @@ func (m *Manager) Get(ctx context.Context, parentSessionID, id string) (Task, er
 	return Task{}, fmt.Errorf("%w: %q", ErrNoTask, id)
 }
 
-// Collect waits up to wait for the task to settle and returns it as it
-// then stands (still Running or Stopping if it did not). wait must be
-// positive; Get reads a task without waiting.
+// Collect waits up to wait for the task to settle (and be recorded) and
+// returns it as it then stands (still Running or Stopping if it did not).
+// wait must be positive; Get reads a task without waiting.
 func (m *Manager) Collect(ctx context.Context, parentSessionID, id string, wait time.Duration) (Task, error) {
 	if wait <= 0 {
 		return Task{}, fmt.Errorf("tasks: a collect's wait must be positive, not %v", wait)
@@ -233,7 +233,7 @@ func (m *Manager) Collect(ctx context.Context, parentSessionID, id string, wait 
 	return m.Get(ctx, parentSessionID, id)
 }
 
-// Await waits until the task is terminal (recorded) and returns it, or
+// Await waits until the task is terminal and recorded and returns it, or
 // fails with ctx's error.
 func (m *Manager) Await(ctx context.Context, parentSessionID, id string) (Task, error) {
 	m.await(ctx, parentSessionID, id)
@@ -460,8 +460,9 @@ type entry struct {
 	run      subagent.Run
 	cancel   context.CancelCauseFunc // the pending start's
 	life     *lifecycle
-	recorded bool // terminal and in the store
-	seq      int  // creation order
+	recorded bool     // terminal and in the store
+	held     []string // waits released by the settle, answered once recorded
+	seq      int      // creation order
 }
 
 type managerActor struct {
@@ -519,6 +520,8 @@ func (a *managerActor) receive(msg any) {
 	case recorded:
 		if e := a.tasks[m.id]; e != nil {
 			e.recorded = true
+			a.answer(e.held)
+			e.held = nil
 		}
 		a.quieted()
 	case *get:
@@ -590,15 +593,29 @@ func (a *managerActor) kill(e *entry, cause error) subagent.Run {
 	return run
 }
 
-// carry answers the waiters a lifecycle step released: the task is
-// terminal, its run disposed.
+// carry answers the waiters a lifecycle step released (the task is
+// terminal, its run disposed) once the task is recorded, so that a
+// waiter reads the store as it stands too.
 func (a *managerActor) carry(e *entry, fx []effect) {
+	var ids []string
 	for _, f := range fx {
 		if ans, ok := f.(answer); ok {
-			if to, ok := a.waits[ans.id]; ok {
-				delete(a.waits, ans.id)
-				to.Answer(struct{}{})
-			}
+			ids = append(ids, ans.id)
+		}
+	}
+	if e.recorded {
+		a.answer(ids)
+	} else {
+		e.held = append(e.held, ids...)
+	}
+}
+
+// answer answers the waits ids still waiting.
+func (a *managerActor) answer(ids []string) {
+	for _, id := range ids {
+		if to, ok := a.waits[id]; ok {
+			delete(a.waits, id)
+			to.Answer(struct{}{})
 		}
 	}
 }
