@@ -166,14 +166,10 @@ func TestP3_DelegateNotCompletedExitsOne(t *testing.T) {
 	}
 }
 
-// Contracts P3, S5, N1: SIGINT mid-turn cancels the child (session/cancel),
-// which settles aborted: exit 1, the stop reason on stderr, the end event
-// and the result still printed.
-func TestP3_DelegateInterruptedExitsOne(t *testing.T) {
-	cmd := exec.CommandContext(await.Ctx(t), bin, "delegate", "-json", "-config", fakeConfig(t), "wait for it")
-	cmd.Env = append(os.Environ(), withData(t.TempDir())...)
-	var stderr bytes.Buffer
-	cmd.Stderr = &stderr
+// startLines starts cmd and sends the lines of its stdout, closing the
+// channel when it ends.
+func startLines(t *testing.T, cmd *exec.Cmd) <-chan string {
+	t.Helper()
 	out, err := cmd.StdoutPipe()
 	if err != nil {
 		t.Fatal(err)
@@ -189,6 +185,18 @@ func TestP3_DelegateInterruptedExitsOne(t *testing.T) {
 			lines <- sc.Text()
 		}
 	}()
+	return lines
+}
+
+// Contracts P3, S5, N1: SIGINT mid-turn cancels the child (session/cancel),
+// which settles aborted: exit 1, the stop reason on stderr, the end event
+// and the result still printed.
+func TestP3_DelegateInterruptedExitsOne(t *testing.T) {
+	cmd := exec.CommandContext(await.Ctx(t), bin, "delegate", "-json", "-config", fakeConfig(t), "wait for it")
+	cmd.Env = append(os.Environ(), withData(t.TempDir())...)
+	var stderr bytes.Buffer
+	cmd.Stderr = &stderr
+	lines := startLines(t, cmd)
 	var all []string
 	for {
 		// JSON lines are never empty: "" is the closed channel.
@@ -207,7 +215,7 @@ func TestP3_DelegateInterruptedExitsOne(t *testing.T) {
 	for line := range lines {
 		all = append(all, line)
 	}
-	err = cmd.Wait()
+	err := cmd.Wait()
 	if code := cmd.ProcessState.ExitCode(); code != exitFailed || !strings.Contains(stderr.String(), "node delegate: the child ended aborted: cancelled; the agent stopped its turn") {
 		t.Fatalf("exit %d (%v), stderr %q", code, err, stderr.String())
 	}

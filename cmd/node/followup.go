@@ -45,13 +45,8 @@ func sendFlags(o *sendOptions) *flag.FlagSet {
 func sendCommand(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	var o sendOptions
 	fs := sendFlags(&o)
-	fs.SetOutput(stderr)
-	fs.Usage = func() { usage(stderr) }
-	if err := fs.Parse(args); err != nil {
-		if errors.Is(err, flag.ErrHelp) {
-			return exitOK
-		}
-		return exitUsage
+	if code, ok := parseFlags(fs, args, stderr); !ok {
+		return code
 	}
 	o.message = strings.TrimSpace(strings.Join(fs.Args()[min(2, fs.NArg()):], " "))
 	var msg string
@@ -142,6 +137,20 @@ func sendOnce(ctx context.Context, o sendOptions, out io.Writer, rep reporter, l
 	return outcome{session: o.session, res: res}, err
 }
 
+// parseFlags parses a command's flags, its errors and usage on stderr;
+// when ok is false the command ends with code (0 after -h).
+func parseFlags(fs *flag.FlagSet, args []string, stderr io.Writer) (code int, ok bool) {
+	fs.SetOutput(stderr)
+	fs.Usage = func() { usage(stderr) }
+	if err := fs.Parse(args); err != nil {
+		if errors.Is(err, flag.ErrHelp) {
+			return exitOK, false
+		}
+		return exitUsage, false
+	}
+	return exitOK, true
+}
+
 // delegationOf is what the delegate session id recorded: its agent server
 // and directory.
 func delegationOf(ctx context.Context, store persistence.Store, id string) (delegated, error) {
@@ -171,13 +180,8 @@ func tasksCommand(ctx context.Context, args []string, stdout, stderr io.Writer) 
 	var data string
 	fs := flag.NewFlagSet(prog+" tasks", flag.ContinueOnError)
 	dataFlag(fs, &data)
-	fs.SetOutput(stderr)
-	fs.Usage = func() { usage(stderr) }
-	if err := fs.Parse(args); err != nil {
-		if errors.Is(err, flag.ErrHelp) {
-			return exitOK
-		}
-		return exitUsage
+	if code, ok := parseFlags(fs, args, stderr); !ok {
+		return code
 	}
 	if fs.NArg() != 1 {
 		fmt.Fprintf(stderr, "%s tasks: give one session id\n", prog)

@@ -1,7 +1,6 @@
 package main
 
 import (
-	"bufio"
 	"encoding/json"
 	"os"
 	"os/exec"
@@ -39,21 +38,7 @@ func TestS8_AfterANodeDiedTasksSayInterruptedAndSendResumesTheChild(t *testing.T
 	config := historyConfig(t, agentDir)
 	cmd := exec.CommandContext(await.Ctx(t), bin, "delegate", "-json", "-config", config, "wait for it")
 	cmd.Env = append(os.Environ(), withData(data)...)
-	out, err := cmd.StdoutPipe()
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := cmd.Start(); err != nil {
-		t.Fatal(err)
-	}
-	lines := make(chan string)
-	go func() {
-		defer close(lines)
-		sc := bufio.NewScanner(out)
-		for sc.Scan() {
-			lines <- sc.Text()
-		}
-	}()
+	lines := startLines(t, cmd)
 	var session, child string
 	for {
 		line := await.Recv(t, lines, "the child's first text")
