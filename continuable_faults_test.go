@@ -8,6 +8,7 @@ import (
 	"strings"
 	"sync"
 	"testing"
+	"time"
 
 	"github.com/subactor/subactor/actors/providers/spawn"
 	"github.com/subactor/subactor/actors/registry"
@@ -485,5 +486,81 @@ func TestT3_ClosingAParentKillsItsLiveTasks(t *testing.T) {
 	// Collected once recorded: the store says so too.
 	if rec, err := e.rt.Store.(persistence.TaskStore).GetTask(await.Ctx(t), c.Task.ID); err != nil || rec.State != string(tasks.Killed) {
 		t.Fatalf("task record %+v, %v", rec, err)
+	}
+}
+
+// Contract S8: a follow-up's source is stored with its message as
+// attribution (the owner, not the source, authorises it).
+func TestS8_AFollowUpsSourceIsStoredWithIt(t *testing.T) {
+	e := newContinuable(t, waitFor{})
+	c, err := e.rt.Service.StartContinuable(await.Ctx(t), e.provider, subagent.StartRequest{Parent: e.parent, Prompt: text("first")})
+	if err != nil {
+		t.Fatal(err)
+	}
+	e.collect(t, c.Task.ID)
+	d, err := e.rt.Service.SendMessage(await.Ctx(t), e.parent, c.ChildID, text("next"), "coordinator:abc")
+	if err != nil {
+		t.Fatal(err)
+	}
+	e.collect(t, d.Task.ID)
+	_, recs, err := e.rt.Store.Load(await.Ctx(t), c.ChildID)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var sources []string
+	for _, r := range recs {
+		var m agent.Message
+		if r.Kind == persistence.KindMessage && json.Unmarshal(r.Data, &m) == nil && m.Role == agent.User {
+			sources = append(sources, m.Content[0].Source)
+		}
+	}
+	if !slices.Equal(sources, []string{"", "coordinator:abc"}) {
+		t.Fatalf("the child's user messages have sources %q", sources)
+	}
+}
+
+// Contract S8: a follow-up queued behind an activation that is still
+// starting, whose context ends, cancels that activation and returns only
+// once it quiesced; the starter's follow-up then fails too (it was never
+// logged).
+func TestS8_AGivenUpFollowUpCancelsAStartingActivation(t *testing.T) {
+	e := newContinuable(t, waitFor{})
+	gated := &wrapped{}
+	e.register(t, "gated", waitFor{}, gated)
+	c, err := e.rt.Service.StartContinuable(await.Ctx(t), "gated", subagent.StartRequest{Parent: e.parent, Prompt: text("first")})
+	if err != nil {
+		t.Fatal(err)
+	}
+	e.collect(t, c.Task.ID)
+	gated.gate, gated.entered = make(chan struct{}), make(chan struct{}, 1) // the next start waits
+	starter := make(chan error, 1)
+	go func() {
+		_, err := e.rt.Service.SendMessage(await.Ctx(t), e.parent, c.ChildID, text("starts"), "user")
+		starter <- err
+	}()
+	await.Recv(t, gated.entered, "the next activation's start")
+	// Ample time to be queued behind the start (no event tells it is),
+	// then it gives up.
+	ctx, cancel := context.WithTimeout(await.Ctx(t), 2*time.Second)
+	defer cancel()
+	queued := make(chan error, 1)
+	go func() {
+		_, err := e.rt.Service.SendMessage(ctx, e.parent, c.ChildID, text("queued"), "user")
+		queued <- err
+	}()
+	if err := await.Recv(t, queued, "the given-up follow-up"); !errors.Is(err, context.DeadlineExceeded) {
+		t.Fatalf("the given-up follow-up: %v", err)
+	}
+	// It returned once the starting activation was gone.
+	list, err := e.mgr.List(await.Ctx(t), "parent")
+	if err != nil || len(list) != 2 || list[1].State != tasks.Killed {
+		t.Fatalf("tasks %+v, %v: want the starting activation killed", list, err)
+	}
+	if err := await.Recv(t, starter, "the starter"); err == nil {
+		t.Fatal("the starter's follow-up was delivered though its activation was cancelled before it took the log")
+	}
+	texts, _ := messagesOf(t, e.rt.Store, c.ChildID)
+	if slices.Contains(texts, "starts") || slices.Contains(texts, "queued") {
+		t.Fatalf("undelivered follow-ups in the log: %q", texts)
 	}
 }
