@@ -319,6 +319,7 @@ func (a *Agent) load(ctx context.Context, prompt []subagent.ContentBlock) error 
 		a.msgs = append(a.msgs, m)
 		a.settle()
 	}
+	orderResults(a.msgs)
 	var msgs []Message
 	if len(prompt) > 0 {
 		msgs = append(a.interrupted(), Message{Role: User, Content: prompt})

@@ -2,6 +2,7 @@ package agent
 
 import (
 	"bytes"
+	"cmp"
 	"context"
 	"encoding/json"
 	"errors"
@@ -335,15 +336,49 @@ func (a *Agent) turn(l *loop, resp Response, res *subagent.Result) (done, record
 	return false, false
 }
 
-// runTools runs a turn's tool calls and commits their results.
+// runTools runs a turn's tool calls, each result checkpointed as it
+// arrives (S9: a crash loses no finished call), and returns the first
+// append that failed.
 func (a *Agent) runTools(ctx context.Context, step int, calls []ToolCall, offered []offer, malformed []bool) error {
-	b := getBatch() // its turns hold the results until they are committed
-	defer b.release()
-	results := slices.Grow(b.stored[:0], len(calls))[:len(calls)]
-	b.stored = results
-	a.callTools(ctx, step, calls, offered, malformed, results)
-	// The results are the loop's own: the history keeps their content.
-	return a.commit(ctx, nil, ownContent, results...)
+	var mu sync.Mutex
+	var failed error
+	checkpoint := func(res Message) {
+		// The result is the loop's own: the history keeps its content.
+		if err := a.commit(ctx, nil, ownContent, res); err != nil {
+			mu.Lock()
+			failed = cmp.Or(failed, err)
+			mu.Unlock()
+		}
+	}
+	a.callTools(ctx, step, calls, offered, malformed, checkpoint)
+	return failed
+}
+
+// orderResults puts the tool results that follow each assistant turn in
+// the order of its calls (F1), whatever order they were checkpointed in.
+func orderResults(msgs []Message) {
+	for i, m := range msgs {
+		if m.Role == Assistant && len(m.ToolCalls) > 1 {
+			orderAfter(msgs, i)
+		}
+	}
+}
+
+// orderResults' step for the assistant turn msgs[i].
+func orderAfter(msgs []Message, i int) {
+	calls := msgs[i].ToolCalls
+	end := i + 1
+	for end < len(msgs) && msgs[end].Role == ToolRole {
+		end++
+	}
+	slices.SortStableFunc(msgs[i+1:end], func(x, y Message) int {
+		return callIndex(calls, x.ToolCallID) - callIndex(calls, y.ToolCallID)
+	})
+}
+
+// callIndex is the position of the call with id among calls.
+func callIndex(calls []ToolCall, id string) int {
+	return slices.IndexFunc(calls, func(c ToolCall) bool { return c.ID == id })
 }
 
 // admit takes the pending steer messages and appends them as user turns,
@@ -413,27 +448,31 @@ type CheckpointError struct{ Err error }
 func (e *CheckpointError) Error() string   { return ErrCheckpoint.Error() + ": " + e.Err.Error() }
 func (e *CheckpointError) Unwrap() []error { return []error{ErrCheckpoint, e.Err} }
 
-// interrupted answers the tool calls of a history that ends in an assistant
-// turn without tool results (a run stopped while its tools ran), so that the
-// model never sees a call without a result.
+// interrupted answers the tool calls of a history whose last turn's calls
+// are not all answered (a run stopped while its tools ran: each result
+// was checkpointed as it arrived, S9), so that the model never sees a call
+// without a result.
 func (a *Agent) interrupted() []Message {
 	a.mu.Lock()
 	defer a.mu.Unlock()
-	if len(a.msgs) == 0 {
-		return nil
+	answered := map[string]bool{}
+	for i := len(a.msgs) - 1; i >= 0; i-- {
+		switch m := a.msgs[i]; {
+		case m.Role == ToolRole:
+			answered[m.ToolCallID] = true
+		case m.Role == Assistant && len(m.ToolCalls) > 0:
+			var out []Message
+			for _, c := range m.ToolCalls {
+				if !answered[c.ID] {
+					out = append(out, errorResult(c.ID, "tool call "+c.Name+" was interrupted before it finished"))
+				}
+			}
+			return out
+		default:
+			return nil
+		}
 	}
-	last := a.msgs[len(a.msgs)-1]
-	if last.Role != Assistant {
-		return nil
-	}
-	if len(last.ToolCalls) == 0 {
-		return nil
-	}
-	out := make([]Message, 0, len(last.ToolCalls)+1) // room for a prompt
-	for _, c := range last.ToolCalls {
-		out = append(out, errorResult(c.ID, "tool call "+c.Name+" was interrupted before it finished"))
-	}
-	return out
+	return nil
 }
 
 // empty reports whether the history has no turn.
@@ -482,6 +521,10 @@ func (a *Agent) commitAfter(ctx context.Context, stop *subagent.Result, own owne
 	if stop != nil {
 		b.addStop(*stop)
 	}
+	// Appends of concurrent tool calls go to the log and the history in
+	// one order.
+	a.appendMu.Lock()
+	defer a.appendMu.Unlock()
 	if err := a.append(ctx, b.records()); err != nil {
 		return err
 	}
@@ -495,18 +538,28 @@ func (a *Agent) commitAfter(ctx context.Context, stop *subagent.Result, own owne
 		}
 		a.msgs = slices.Grow(a.msgs, n)
 	}
+	results := false
 	for _, m := range b.stored {
 		a.msgs = append(a.msgs, m)
 		a.settle()
+		results = results || m.Role == ToolRole
+	}
+	if results {
+		// Checkpointed as they arrived, kept in the order of the calls.
+		for i := len(a.msgs) - 1; i >= 0; i-- {
+			if a.msgs[i].Role == Assistant {
+				orderAfter(a.msgs, i)
+				break
+			}
+		}
 	}
 	return nil
 }
 
 // append adds recs to the log where this activation last saw it end; a
 // log another activation took since fails with persistence.ErrConflict.
+// Callers hold appendMu.
 func (a *Agent) append(ctx context.Context, recs []persistence.Record) error {
-	a.appendMu.Lock()
-	defer a.appendMu.Unlock()
 	seq, err := a.store.AppendAt(ctx, a.header.SessionID, a.seq, recs...)
 	if err != nil {
 		return err
@@ -702,24 +755,24 @@ func textOf(blocks []subagent.ContentBlock) string {
 // callTools runs calls concurrently, at most the agent's parallel cap at
 // once, and puts their results in call order in results. The calls share
 // ctx, so cancelling the parent cancels them all (F1).
-func (a *Agent) callTools(ctx context.Context, step int, calls []ToolCall, offered []offer, malformed []bool, results []Message) {
+func (a *Agent) callTools(ctx context.Context, step int, calls []ToolCall, offered []offer, malformed []bool, done func(Message)) {
 	if len(calls) == 1 {
 		// A lone call runs on the loop's goroutine: no goroutine to
 		// start, no fresh stack to grow.
-		results[0] = a.callOne(ctx, step, calls[0], offered, malformed != nil && malformed[0])
+		done(a.callOne(ctx, step, calls[0], offered, malformed != nil && malformed[0]))
 		return
 	}
 	var wg sync.WaitGroup
 	slots := make(chan struct{}, a.parallel)
 	for i, c := range calls {
 		if malformed != nil && malformed[i] {
-			results[i] = a.callOne(ctx, step, c, offered, true)
+			done(a.callOne(ctx, step, c, offered, true))
 			continue
 		}
 		slots <- struct{}{}
 		wg.Go(func() {
 			defer func() { <-slots }()
-			results[i] = a.callOne(ctx, step, c, offered, false)
+			done(a.callOne(ctx, step, c, offered, false))
 		})
 	}
 	wg.Wait()

@@ -19,19 +19,13 @@ import (
 // loggedTurns decodes the model-visible records of a session.
 func loggedTurns(t *testing.T, store persistence.Store, id string) []agent.Message {
 	t.Helper()
-	_, recs, err := store.Load(t.Context(), id)
+	// As a resumed activation reads them: in the log's order, but for
+	// each turn's tool results, in the order of its calls (F1).
+	resumed, err := agent.New(t.Context(), agent.Config{Store: store, Header: subagent.SessionHeader{SessionID: id}, Resume: true, Model: &script{}})
 	if err != nil {
 		t.Fatal(err)
 	}
-	var out []agent.Message
-	for _, r := range messageRecords(recs) {
-		var m agent.Message
-		if err := json.Unmarshal(r.Data, &m); err != nil {
-			t.Fatal(err)
-		}
-		out = append(out, m)
-	}
-	return out
+	return resumed.Turns()
 }
 
 // The history shares no memory with the model's response, the tools'
