@@ -25,16 +25,14 @@ import (
 
 // Bolt is a Store and a TaskStore kept in one bbolt file: the embedded,
 // on-disk default. It is safe for concurrent use. Every call that changes
-// the file is fsynced before it returns. Concurrent Appends and AppendAts
-// share one transaction and one fsync (bbolt's DB.Batch, a group commit);
-// one with none other in flight commits at once, without waiting for
-// company.
+// the file is fsynced before it returns. Concurrent writes share one
+// transaction and one fsync (a group commit: see update); one with none
+// other in flight commits at once, without waiting for company.
 //
 // bbolt takes no context. Each call checks its context before it starts
 // and again inside its transaction, so a context that ends while the call
-// waits for the write lock or for its batch makes it fail with the
-// context's error and change nothing; a call whose transaction committed
-// has happened.
+// waits for its transaction makes it fail with the context's error and
+// change nothing; a call whose transaction committed has happened.
 //
 // # Failed writes
 //
@@ -47,6 +45,11 @@ import (
 // the fsync that failed was the one after bbolt wrote its meta page, the
 // unacknowledged commit may survive the reopen: a failed fsync says the
 // write is in doubt, not that it is undone.)
+//
+// If bbolt panics while writing (it trusts its own pages, and a damaged
+// one makes it panic), the write fails with a *CorruptError naming the
+// file (ErrCorrupt), and so does every later call but Close. Every commit
+// runs in one of its writers' goroutines, where the panic is recovered.
 //
 // # Layout
 //
@@ -110,17 +113,19 @@ import (
 // Load fails; Delete removes a corrupt session, and any index entry
 // naming it, which is how an operator discards it.
 //
-// Damage below the values, in bbolt's own pages, is mostly caught too: a
-// damaged key or value fails the checks above, and where bbolt itself
-// panics or faults on a damaged page, OpenBolt and the reads recover and
-// report ErrCorrupt (Part "layout"). Three limits remain. A damaged
-// session id in the "sessions" bucket makes that session ErrNotFound. A
-// fault Go cannot turn into a panic (an absurd allocation, say) still ends
-// the process. And writes are not guarded: a batch of Appends commits in
-// bbolt's own goroutine, where no recover reaches, and a write that
-// panics part-way leaves bbolt's memory in doubt, so a damaged page met
-// while writing crashes the process. Check a suspect file offline with
-// `bbolt check`.
+// Damage below the values, in bbolt's own pages, is caught too. bbolt
+// trusts its freelist, and a damaged one makes it hand out pages in use:
+// writes then overwrite other sessions without an error (measured). So
+// OpenBolt reads every page first (checkPages, then bbolt's tx.Check) and
+// refuses a damaged file with a *CorruptError naming it; RepairBolt
+// copies what is readable into a fresh file. Where bbolt panics or faults
+// on a page damaged later, the reads recover and report ErrCorrupt (Part
+// "layout"), and a write fails the store (see Failed writes). Limits
+// remain: a damaged session id in the "sessions" bucket makes that session
+// ErrNotFound; a fault Go cannot turn into a panic (an absurd allocation,
+// say) still ends the process; and a branch page that names one of its
+// own ancestors, which only OpenBolt's check notices, makes a read that
+// reaches it loop.
 type Bolt struct {
 	// mu is read-held by every call for its whole duration and write-held
 	// by Close, so Close waits for calls in flight and no call reaches a
@@ -129,8 +134,7 @@ type Bolt struct {
 	closed bool
 	db     *bolt.DB
 	path   string
-	// file is bbolt's file. Close closes it itself when bbolt panicked in
-	// a write: bbolt is not called again after that.
+	// file is bbolt's file, for checkPages.
 	file     *os.File
 	readOnly bool
 	// The group commit (see commit): writes waiting for the next
@@ -142,8 +146,10 @@ type Bolt struct {
 	// ErrCorrupt when bbolt panicked in a write); once set, every call
 	// but Close returns it.
 	failed atomic.Pointer[error]
-	// panicked is set, before failed, when bbolt panicked in a write.
-	panicked atomic.Bool
+	// stuck is set when bbolt panicked in a write and its transaction
+	// would not roll back either: bbolt's write lock stays held, and
+	// Close must not wait for it.
+	stuck atomic.Bool
 	// putHook, set only by tests, runs before each record is put and
 	// fails the transaction with its error: a fault in mid-write. A
 	// panicking hook is bbolt meeting a damaged page.
@@ -280,7 +286,7 @@ func summary(problems []error) error {
 	if len(problems) == maxProblems {
 		more += " or more"
 	}
-	return fmt.Errorf("%w (and %s other problems)", problems[0], more)
+	return fmt.Errorf("%w (and %s more)", problems[0], more)
 }
 
 // openDB opens b's file with bbolt. Opened for writing, bbolt reads its
@@ -389,7 +395,7 @@ func prepare(tx *bolt.Tx) error {
 
 // errOldLayout refuses a read-only open of a file that prepare has not
 // brought up to date, since a read-only store cannot.
-var errOldLayout = errors.New("the file is in an older layout (or empty); open it for writing once to bring it up to date")
+var errOldLayout = errors.New("the file lacks the store's buckets: it is empty, damaged, or in an older layout (open it for writing once to bring it up to date)")
 
 // current is prepare for a read-only store: it checks that nothing needs
 // doing.
@@ -411,14 +417,8 @@ func (b *Bolt) Close() error {
 		return nil
 	}
 	b.closed = true
-	if b.panicked.Load() {
-		// bbolt's locks and memory are in doubt after its panic: only
-		// the file is closed, which releases its lock; the mapping
-		// goes with the process.
-		if err := b.file.Close(); err != nil {
-			return fmt.Errorf("persistence: close bolt store: %w", err)
-		}
-		return nil
+	if b.stuck.Load() {
+		return errors.New("persistence: close bolt store: bbolt's write lock is held since it panicked: the file stays open and locked until the process ends")
 	}
 	if err := b.db.Close(); err != nil {
 		return fmt.Errorf("persistence: close bolt store: %w", err)
@@ -508,8 +508,7 @@ var errLead = errors.New("persistence: lead the next commit")
 //
 // If the fns succeeded and the commit did not, bbolt failed to write or
 // sync the file: the store fails (ErrFailed). If bbolt panicked, the
-// store fails with a *CorruptError naming the file, and bbolt is not
-// called again.
+// store fails with a *CorruptError naming the file.
 func (b *Bolt) update(ctx context.Context, fn func(*bolt.Tx) error) error {
 	w := &write{done: make(chan error, 1), fn: func(tx *bolt.Tx) error {
 		// The context may have ended, or another write failed the
@@ -584,16 +583,16 @@ func (b *Bolt) lead() {
 	b.leading = false
 }
 
-// commit runs fn in one read-write transaction and commits it. It calls
-// no bbolt once bbolt has panicked.
+// commit runs fn in one read-write transaction and commits it.
 func (b *Bolt) commit(fn func(*bolt.Tx) error) error {
 	if err := b.failure(); err != nil {
 		return err
 	}
-	ran := false
+	var tx *bolt.Tx
+	ran, panicked := false, false
 	err := guarded(func() error {
-		tx, err := b.db.Begin(true)
-		if err != nil {
+		var err error
+		if tx, err = b.db.Begin(true); err != nil {
 			return err
 		}
 		if err := fn(tx); err != nil {
@@ -603,13 +602,17 @@ func (b *Bolt) commit(fn func(*bolt.Tx) error) error {
 		ran = true
 		return tx.Commit()
 	}, func(p any) error {
-		// A panic part-way through a write leaves bbolt's memory and
-		// its write lock in doubt, so nothing is rolled back: the
-		// store fails and Close only closes the file.
-		b.panicked.Store(true)
+		// A panic part-way through a write leaves bbolt's memory in
+		// doubt: the store refuses every call from now on. Rolling back
+		// releases bbolt's write lock, so that Close can close the file.
+		panicked = true
+		if tx != nil && tx.DB() != nil {
+			_ = guarded(tx.Rollback, func(any) error { return nil })
+			b.stuck.Store(tx.DB() != nil)
+		}
 		return b.fail(b.damaged(fmt.Errorf("bbolt panicked while writing, so the store refuses every call: %v", p)))
 	})
-	if err != nil && ran && !b.panicked.Load() {
+	if err != nil && ran && !panicked {
 		// The first failure is what later calls report.
 		return b.fail(fmt.Errorf("%w: commit: %w", ErrFailed, err))
 	}

@@ -86,8 +86,7 @@ func RepairBolt(ctx context.Context, path string) (report BoltReport, backup str
 		return report, "", err
 	}
 	if err == nil {
-		backup = path + ".damaged-" + time.Now().UTC().Format("20060102T150405Z")
-		err = swap(path, fresh, backup)
+		backup, err = swap(path, fresh, path+".damaged-"+time.Now().UTC().Format("20060102T150405Z"))
 	}
 	if err != nil {
 		_ = os.Remove(fresh)
@@ -96,22 +95,32 @@ func RepairBolt(ctx context.Context, path string) (report BoltReport, backup str
 	return report, backup, nil
 }
 
-// swap keeps the file at path as backup and moves fresh to path. path
-// names a file at every moment (a hard link, then a rename over it), so a
-// store opened meanwhile never creates an empty one there.
-func swap(path, fresh, backup string) error {
-	if err := os.Link(path, backup); err != nil {
-		return err
+// swap keeps the file at path under the name backup (with a number added
+// if that is taken), moves fresh to path, and returns the name it kept
+// the old file under. path names a file at every moment (a hard link,
+// then a rename over it), so a store opened meanwhile never creates an
+// empty one there.
+func swap(path, fresh, backup string) (string, error) {
+	name := backup
+	for n := 2; ; n++ {
+		err := os.Link(path, name)
+		if err == nil {
+			break
+		}
+		if !errors.Is(err, os.ErrExist) || n > 100 {
+			return "", err
+		}
+		name = fmt.Sprintf("%s-%d", backup, n)
 	}
 	if err := os.Rename(fresh, path); err != nil {
-		return err
+		return "", err
 	}
 	dir, err := os.Open(filepath.Dir(path))
 	if err != nil {
-		return err
+		return "", err
 	}
 	defer dir.Close()
-	return dir.Sync()
+	return name, dir.Sync()
 }
 
 // scan checks everything in b (see CheckBolt) and hands each session and
@@ -151,8 +160,7 @@ func (b *Bolt) scan(ctx context.Context, c *copier) (BoltReport, error) {
 		})
 		switch {
 		case errors.Is(err, ErrNotFound):
-			// Named by the index only: the index is stale.
-			r.Damaged = append(r.Damaged, &CorruptError{SessionID: id, Part: "layout", Err: errors.New("the children index names it, but it is missing")})
+			// Named by a stale index entry only: checkIndex reports it.
 		case err != nil:
 			r.Damaged = append(r.Damaged, err)
 		default:
