@@ -132,7 +132,7 @@ func (b *Bolt) scan(ctx context.Context, c *copier) (BoltReport, error) {
 	defer b.mu.RUnlock()
 	var r BoltReport
 	if err := b.guard(func() error {
-		r.Pages = checkStructure(b.db, b.file)
+		r.Pages = checkStructure(b.db, b.file, true)
 		return nil
 	}); err != nil {
 		r.Pages = append(r.Pages, err)

@@ -77,6 +77,7 @@ type pageWalk struct {
 	// reached marks the pages of the tree, the metas and the freelist.
 	reached  map[uint64]bool
 	problems []error
+	spare    [][]byte // released page buffers
 }
 
 func (w *pageWalk) problem(format string, args ...any) {
@@ -87,19 +88,20 @@ func (w *pageWalk) problem(format string, args ...any) {
 
 // read returns page id and its overflow pages, or nil after noting what
 // is wrong: an id outside the file, a header naming another page, an
-// overflow past the end, a page already reached.
+// overflow past the end, a page already reached. The caller hands the
+// page back with release once done with it.
 func (w *pageWalk) read(id uint64) []byte {
 	if id < 2 || id >= w.pages {
 		w.problem("%d: out of bounds (the file has %d pages)", id, w.pages)
 		return nil
 	}
-	head := make([]byte, pageHeaderSize)
-	if _, err := w.f.ReadAt(head, int64(id*w.pageSize)); err != nil {
+	buf := w.buffer(w.pageSize)
+	if _, err := w.f.ReadAt(buf, int64(id*w.pageSize)); err != nil {
 		w.problem("%d: %v", id, err)
 		return nil
 	}
-	overflow := uint64(native.Uint32(head[12:]))
-	switch named := native.Uint64(head); {
+	overflow := uint64(native.Uint32(buf[12:]))
+	switch named := native.Uint64(buf); {
 	case named != id:
 		w.problem("%d: its header names page %d", id, named)
 		return nil
@@ -114,12 +116,32 @@ func (w *pageWalk) read(id uint64) []byte {
 		}
 		w.reached[o] = true
 	}
-	buf := make([]byte, (1+overflow)*w.pageSize)
-	if _, err := w.f.ReadAt(buf, int64(id*w.pageSize)); err != nil {
-		w.problem("%d: %v", id, err)
-		return nil
+	if overflow > 0 {
+		buf = append(buf, make([]byte, overflow*w.pageSize)...)
+		if _, err := w.f.ReadAt(buf[w.pageSize:], int64((id+1)*w.pageSize)); err != nil {
+			w.problem("%d: %v", id, err)
+			return nil
+		}
 	}
 	return buf
+}
+
+// buffer returns a buffer of n bytes, reusing a released one: the walk
+// holds one per level of the tree.
+func (w *pageWalk) buffer(n uint64) []byte {
+	if last := len(w.spare) - 1; last >= 0 {
+		buf := w.spare[last]
+		w.spare = w.spare[:last]
+		return buf[:n]
+	}
+	return make([]byte, n)
+}
+
+// release hands p back for reuse.
+func (w *pageWalk) release(p []byte) {
+	if p != nil {
+		w.spare = append(w.spare, p)
+	}
 }
 
 // tree walks the B+tree whose root is page id: branch pages down to leaf
@@ -129,6 +151,7 @@ func (w *pageWalk) tree(id uint64) {
 	if p == nil {
 		return
 	}
+	defer w.release(p)
 	switch flags := native.Uint16(p[8:]); flags {
 	case leafPage:
 		w.leaf(id, p)
@@ -219,6 +242,7 @@ func (w *pageWalk) freelist(id uint64) {
 	if p == nil {
 		return
 	}
+	defer w.release(p)
 	if flags := native.Uint16(p[8:]); flags != freelistPage {
 		w.problem("%d: type %#x where the freelist belongs", id, flags)
 		return
