@@ -9,6 +9,7 @@ import (
 	"errors"
 	"fmt"
 	"hash/crc32"
+	"io"
 	"os"
 	"runtime/debug"
 	"slices"
@@ -24,16 +25,14 @@ import (
 
 // Bolt is a Store and a TaskStore kept in one bbolt file: the embedded,
 // on-disk default. It is safe for concurrent use. Every call that changes
-// the file is fsynced before it returns. Concurrent Appends and AppendAts
-// share one transaction and one fsync (bbolt's DB.Batch, a group commit);
-// one with none other in flight commits at once, without waiting for
-// company.
+// the file is fsynced before it returns. Concurrent writes share one
+// transaction and one fsync (a group commit: see update); one with none
+// other in flight commits at once, without waiting for company.
 //
 // bbolt takes no context. Each call checks its context before it starts
 // and again inside its transaction, so a context that ends while the call
-// waits for the write lock or for its batch makes it fail with the
-// context's error and change nothing; a call whose transaction committed
-// has happened.
+// waits for its transaction makes it fail with the context's error and
+// change nothing; a call whose transaction committed has happened.
 //
 // # Failed writes
 //
@@ -46,6 +45,11 @@ import (
 // the fsync that failed was the one after bbolt wrote its meta page, the
 // unacknowledged commit may survive the reopen: a failed fsync says the
 // write is in doubt, not that it is undone.)
+//
+// If bbolt panics while writing (it trusts its own pages, and a damaged
+// one makes it panic), the write fails with a *CorruptError naming the
+// file (ErrCorrupt), and so does every later call but Close. Every commit
+// runs in one of its writers' goroutines, where the panic is recovered.
 //
 // # Layout
 //
@@ -109,17 +113,19 @@ import (
 // Load fails; Delete removes a corrupt session, and any index entry
 // naming it, which is how an operator discards it.
 //
-// Damage below the values, in bbolt's own pages, is mostly caught too: a
-// damaged key or value fails the checks above, and where bbolt itself
-// panics or faults on a damaged page, OpenBolt and the reads recover and
-// report ErrCorrupt (Part "layout"). Three limits remain. A damaged
-// session id in the "sessions" bucket makes that session ErrNotFound. A
-// fault Go cannot turn into a panic (an absurd allocation, say) still ends
-// the process. And writes are not guarded: a batch of Appends commits in
-// bbolt's own goroutine, where no recover reaches, and a write that
-// panics part-way leaves bbolt's memory in doubt, so a damaged page met
-// while writing crashes the process. Check a suspect file offline with
-// `bbolt check`.
+// Damage below the values, in bbolt's own pages, is caught too. bbolt
+// trusts its freelist, and a damaged one makes it hand out pages in use:
+// writes then overwrite other sessions without an error (measured). So
+// OpenBolt reads every page first (checkPages: 0.25 to 0.7 s for a 208 MB
+// file here, a few ms for a few MB) and refuses a damaged file with a
+// *CorruptError naming it; RepairBolt copies what is readable into a
+// fresh file. Where bbolt panics or faults on a page damaged later, the
+// reads recover and report ErrCorrupt (Part "layout"), and a write fails
+// the store (see Failed writes). Limits remain: a damaged session id in
+// the "sessions" bucket makes that session ErrNotFound; a fault Go cannot
+// turn into a panic (an absurd allocation, say) still ends the process;
+// and a branch page damaged after OpenBolt to name one of its own
+// ancestors makes a read that reaches it loop until memory runs out.
 type Bolt struct {
 	// mu is read-held by every call for its whole duration and write-held
 	// by Close, so Close waits for calls in flight and no call reaches a
@@ -127,13 +133,26 @@ type Bolt struct {
 	mu     sync.RWMutex
 	closed bool
 	db     *bolt.DB
-	// appending counts Appends and AppendAts in flight.
-	appending atomic.Int32
-	// failed holds the first ErrFailed error; once set, every call but
-	// Close returns it.
+	path   string
+	// file is bbolt's file, for checkPages.
+	file     *os.File
+	readOnly bool
+	// The group commit (see commit): writes waiting for the next
+	// transaction, and whether one of their callers is committing.
+	wmu     sync.Mutex
+	queue   []*write
+	leading bool
+	// failed holds the first error that failed the store (ErrFailed, or
+	// ErrCorrupt when bbolt panicked in a write); once set, every call
+	// but Close returns it.
 	failed atomic.Pointer[error]
+	// stuck is set when bbolt panicked in a write and its transaction
+	// would not roll back either: bbolt's write lock stays held, and
+	// Close must not wait for it.
+	stuck atomic.Bool
 	// putHook, set only by tests, runs before each record is put and
-	// fails the transaction with its error: a fault in mid-write.
+	// fails the transaction with its error: a fault in mid-write. A
+	// panicking hook is bbolt meeting a damaged page.
 	putHook func(seq uint64) error
 }
 
@@ -148,14 +167,13 @@ const (
 	// holds fails instead of hanging; it leaves time for a previous
 	// process that is exiting to let go.
 	boltOpenTimeout = time.Second
-	// boltBatchDelay is how long a batch of concurrent Appends waits for
-	// company before it commits. It is of the order of one fsync (0.5 to
-	// 0.7 ms here), so appenders that arrive during one commit share the
-	// next. bbolt's default, 10 ms, made 16 concurrent appenders 6 times
-	// slower (BenchmarkBoltAppend/Parallel: 718 µs an Append against
-	// 123 µs); a lone Append skips the batch and its wait (Serial: 0.48 ms,
-	// one fsync, against 1.5 ms through the batch).
-	boltBatchDelay = time.Millisecond
+	// boltReadOnlyTimeout is the same for a read-only open, which only a
+	// writer keeps out, and a writer holds its lock for as long as it
+	// runs: the shortest wait bbolt knows, one try.
+	boltReadOnlyTimeout = time.Nanosecond
+	// maxProblems caps how many of bbolt's consistency problems an error
+	// or a check report carries: one bad page can yield thousands.
+	maxProblems = 20
 
 	frameFormat = 1
 	frameHeader = 5 // format byte + CRC-32C
@@ -177,42 +195,152 @@ var (
 // OpenBolt opens (creating if needed) a session store in the bbolt file at
 // path. A new file is readable by its owner only. It fails with an error
 // naming path if path is a directory, if the file is not a bbolt database
-// (the file is left as it was), if bbolt finds its own pages damaged
-// (wrapping ErrCorrupt), or if another Bolt, in this process or another,
-// holds the file (after waiting about a second for it to let go).
+// (the file is left as it was), if bbolt's pages are damaged (a
+// *CorruptError naming the file, wrapping ErrCorrupt: see RepairBolt), or
+// if another Bolt, in this process or another, holds the file (after
+// waiting about a second for it to let go).
 func OpenBolt(path string) (*Bolt, error) {
-	return openBolt(path, nil)
+	return openBolt(path, false, nil)
 }
 
-// openBolt is OpenBolt with the function bbolt opens the file with (nil
-// for os.OpenFile), which is how tests reach the file to break it.
-func openBolt(path string, openFile func(string, int, os.FileMode) (*os.File, error)) (*Bolt, error) {
-	var db *bolt.DB
-	err := guarded(func() error {
-		var err error
-		if db, err = bolt.Open(path, 0o600, &bolt.Options{Timeout: boltOpenTimeout, OpenFile: openFile}); err != nil {
-			return err
-		}
-		db.MaxBatchDelay = boltBatchDelay
-		return db.Update(prepare)
-	}, func(p any) error {
-		// A panic inside bolt.Open loses its half-open handle; the file
-		// closes when that is collected.
-		return fmt.Errorf("%w: bbolt: %v", ErrCorrupt, p)
-	})
+// OpenBoltReadOnly opens the bbolt file at path for reading only: the file
+// is opened O_RDONLY, under a shared lock that other readers share and
+// that only a writer keeps out, and nothing is ever written to it, so it
+// works on a read-only file or file system. Every call that would write
+// fails with ErrReadOnly. It fails at once, with bbolt's ErrTimeout, while
+// a writer (OpenBolt) holds the file, and with an error if the file is
+// missing or written in a layout older than this package's (opening it
+// with OpenBolt once brings it up to date).
+func OpenBoltReadOnly(path string) (*Bolt, error) {
+	return openBolt(path, true, nil)
+}
+
+// openBolt is OpenBolt or OpenBoltReadOnly, with the function bbolt opens
+// the file with (nil for os.OpenFile), which is how tests reach the file.
+func openBolt(path string, readOnly bool, openFile func(string, int, os.FileMode) (*os.File, error)) (*Bolt, error) {
+	b := &Bolt{path: path, readOnly: readOnly}
+	db, err := b.openDB(readOnly, openFile)
 	if err == nil {
-		return &Bolt{db: db}, nil
+		err = b.sameFile()
+	}
+	if err == nil && !readOnly {
+		// bbolt trusts its freelist: a damaged one makes it hand out
+		// pages in use, and a write then overwrites other sessions
+		// without a word, or panics in its commit (measured). So the
+		// file's pages are checked before the first write (CheckBolt
+		// adds bbolt's own check).
+		err = b.guard(func() error {
+			if problems := checkStructure(db, b.file, false); len(problems) > 0 {
+				return b.damaged(summary(problems))
+			}
+			return db.Update(prepare)
+		})
+	}
+	if err == nil && readOnly {
+		err = b.guard(func() error { return db.View(current) })
+	}
+	if err == nil {
+		b.db = db
+		return b, nil
 	}
 	if db != nil {
 		_ = db.Close()
 	}
+	var damaged *CorruptError
 	switch {
+	case errors.As(err, &damaged):
+		return nil, err // it names the file
 	case errors.Is(err, berrors.ErrTimeout):
 		err = fmt.Errorf("file is locked by another store (in this or another process): %w", err)
 	case errors.Is(err, berrors.ErrInvalid), errors.Is(err, berrors.ErrVersionMismatch), errors.Is(err, berrors.ErrChecksum):
 		err = fmt.Errorf("not a bbolt database, or a damaged one: %w", err)
 	}
-	return nil, fmt.Errorf("persistence: open bolt store %q: %w", path, err)
+	return nil, fmt.Errorf("persistence: open bolt store %q: %w", b.path, err)
+}
+
+// errReplaced refuses a file that RepairBolt swapped out while this open
+// waited for its lock: the lock is the old file's.
+var errReplaced = errors.New("the file was replaced while this waited for its lock (by RepairBolt?); open it again")
+
+// sameFile checks that b's path still names the file bbolt locked.
+func (b *Bolt) sameFile() error {
+	named, err := os.Stat(b.path)
+	if err != nil {
+		return err
+	}
+	locked, err := b.file.Stat()
+	if err != nil {
+		return err
+	}
+	if !os.SameFile(named, locked) {
+		return errReplaced
+	}
+	return nil
+}
+
+// summary is one error for problems: the first, and how many more.
+func summary(problems []error) error {
+	if len(problems) == 1 {
+		return problems[0]
+	}
+	more := fmt.Sprint(len(problems) - 1)
+	if len(problems) == maxProblems {
+		more += " or more"
+	}
+	return fmt.Errorf("%w (and %s more)", problems[0], more)
+}
+
+// openDB opens b's file with bbolt. Opened for writing, bbolt reads its
+// freelist now; read-only, only tx.Check would, which runs after
+// checkPages has checked the freelist's page.
+func (b *Bolt) openDB(readOnly bool, openFile func(string, int, os.FileMode) (*os.File, error)) (*bolt.DB, error) {
+	if openFile == nil {
+		openFile = os.OpenFile
+	}
+	opts := &bolt.Options{
+		Timeout:  boltOpenTimeout,
+		ReadOnly: readOnly,
+		OpenFile: func(name string, flag int, perm os.FileMode) (*os.File, error) {
+			f, err := openFile(name, flag, perm)
+			b.file = f
+			return f, err
+		},
+	}
+	if readOnly {
+		opts.Timeout = boltReadOnlyTimeout
+	}
+	var db *bolt.DB
+	err := b.guard(func() error {
+		var err error
+		db, err = bolt.Open(b.path, 0o600, opts)
+		return err
+	})
+	// A panic inside bolt.Open loses its half-open handle; the file
+	// closes when that is collected.
+	return db, err
+}
+
+// checkStructure runs checkPages and, with deep, on a file that passed
+// it, bbolt's consistency check (tx.Check), which adds keys in order to
+// what checkPages finds at about twice its cost; it returns what they
+// found, at most maxProblems.
+func checkStructure(db *bolt.DB, f io.ReaderAt, deep bool) []error {
+	var problems []error
+	_ = db.View(func(tx *bolt.Tx) error {
+		size := db.Info().PageSize
+		if problems = checkPages(f, size, uint64(tx.ID()), uint64(tx.Size())/uint64(size)); len(problems) > 0 || !deep {
+			return nil
+		}
+		// Drained to the end: the check's goroutine ends with its
+		// channel.
+		for err := range tx.Check() {
+			if len(problems) < maxProblems {
+				problems = append(problems, fmt.Errorf("bbolt: %w", err))
+			}
+		}
+		return nil
+	})
+	return problems
 }
 
 // prepare creates the top-level buckets and brings a file from before the
@@ -267,6 +395,21 @@ func prepare(tx *bolt.Tx) error {
 	return nil
 }
 
+// errOldLayout refuses a read-only open of a file that prepare has not
+// brought up to date, since a read-only store cannot.
+var errOldLayout = errors.New("the file lacks the store's buckets: it is empty, damaged, or in an older layout (open it for writing once to bring it up to date)")
+
+// current is prepare for a read-only store: it checks that nothing needs
+// doing.
+func current(tx *bolt.Tx) error {
+	for _, name := range [][]byte{sessionsBucket, tasksBucket, childrenBucket} {
+		if tx.Bucket(name) == nil {
+			return errOldLayout
+		}
+	}
+	return nil
+}
+
 // Close waits for calls in flight and closes the file. It is idempotent;
 // every other call after it fails with ErrClosed.
 func (b *Bolt) Close() error {
@@ -276,6 +419,9 @@ func (b *Bolt) Close() error {
 		return nil
 	}
 	b.closed = true
+	if b.stuck.Load() {
+		return errors.New("persistence: close bolt store: bbolt's write lock is held since it panicked: the file stays open and locked until the process ends")
+	}
 	if err := b.db.Close(); err != nil {
 		return fmt.Errorf("persistence: close bolt store: %w", err)
 	}
@@ -300,6 +446,19 @@ func (b *Bolt) enter(ctx context.Context) error {
 	return nil
 }
 
+// enterWrite is enter for a call that writes: a read-only store refuses
+// it.
+func (b *Bolt) enterWrite(ctx context.Context) error {
+	if err := b.enter(ctx); err != nil {
+		return err
+	}
+	if b.readOnly {
+		b.mu.RUnlock()
+		return ErrReadOnly
+	}
+	return nil
+}
+
 // failure returns the error that failed the store, or nil.
 func (b *Bolt) failure() error {
 	if p := b.failed.Load(); p != nil {
@@ -308,58 +467,172 @@ func (b *Bolt) failure() error {
 	return nil
 }
 
-// update runs fn in one read-write transaction. With batch set, and other
-// batched writes in flight, it joins bbolt's batch, which waits
-// boltBatchDelay for company and commits the lot in one transaction; a
-// lone one commits at once. A batch may run fn more than once (when
-// another member fails, it rolls back and retries), so fn must touch
+// fail makes err the store's failure unless it has one already, and
+// returns the store's failure.
+func (b *Bolt) fail(err error) error {
+	b.failed.CompareAndSwap(nil, &err)
+	return b.failure()
+}
+
+// damaged is the error for damage in b's file itself.
+func (b *Bolt) damaged(err error) *CorruptError {
+	return &CorruptError{File: b.path, Part: "layout", Err: err}
+}
+
+// guard runs fn, turning a panic or fault of bbolt's on a damaged page
+// into an error naming the file (see guarded).
+func (b *Bolt) guard(fn func() error) error {
+	return guarded(fn, func(p any) error { return b.damaged(fmt.Errorf("bbolt: %v", p)) })
+}
+
+// write is one write waiting in the group commit.
+type write struct {
+	fn func(*bolt.Tx) error
+	// done gets the write's result, or errLead when its caller is to
+	// commit the next transaction.
+	done chan error
+}
+
+// errLead hands the group commit to a waiting write's caller.
+var errLead = errors.New("persistence: lead the next commit")
+
+// update runs fn in a read-write transaction and commits it, fsynced.
+//
+// Writes share transactions (a group commit): a write with none other
+// in flight commits at once; writes that arrive while a transaction
+// commits queue, and the first of them, once that commit is done,
+// commits them all in the next one. Every commit runs in one of its
+// writers' goroutines, unlike bbolt's DB.Batch, which commits in a
+// goroutine of its own, where a panic on a damaged page would end the
+// process. A transaction may run fn more than once (when another write
+// in it fails, it rolls back and goes on without it), so fn must touch
 // nothing but tx, or reset what it sets on each run.
 //
-// If fn succeeded and the commit did not, bbolt failed to write or sync
-// the file: the store fails (ErrFailed).
-func (b *Bolt) update(ctx context.Context, batch bool, fn func(*bolt.Tx) error) error {
-	commit := b.db.Update
-	if batch {
-		if b.appending.Add(1) > 1 {
-			commit = b.db.Batch
-		}
-		defer b.appending.Add(-1)
-	}
-	ran := false
-	err := commit(func(tx *bolt.Tx) error {
-		ran = false
+// If the fns succeeded and the commit did not, bbolt failed to write or
+// sync the file: the store fails (ErrFailed). If bbolt panicked, the
+// store fails with a *CorruptError naming the file.
+func (b *Bolt) update(ctx context.Context, fn func(*bolt.Tx) error) error {
+	w := &write{done: make(chan error, 1), fn: func(tx *bolt.Tx) error {
 		// The context may have ended, or another write failed the
-		// store, while this waited for the lock.
+		// store, while this waited for its transaction. (A write
+		// queued behind the one that failed must not commit on top of
+		// a file in doubt, even if its own fsync would pass.)
 		if err := ctx.Err(); err != nil {
 			return err
 		}
-		// (A write queued behind the one that failed must not commit
-		// on top of a file in doubt, even if its own fsync would pass.)
 		if err := b.failure(); err != nil {
 			return err
 		}
+		return fn(tx)
+	}}
+	b.wmu.Lock()
+	b.queue = append(b.queue, w)
+	lead := !b.leading
+	b.leading = true
+	b.wmu.Unlock()
+	if !lead {
+		if err := <-w.done; err != errLead {
+			return err
+		}
+	}
+	b.lead()
+	return <-w.done
+}
+
+// lead commits the queued writes, this caller's among them, then hands
+// the group commit to the first write queued meanwhile, if any.
+func (b *Bolt) lead() {
+	b.wmu.Lock()
+	group := b.queue
+	b.queue = nil
+	b.wmu.Unlock()
+
+	// A write that fails leaves the transaction; it runs again alone
+	// after the others committed, so that its answer does not depend
+	// on writes that were in its transaction but did not commit.
+	var alone []*write
+	for len(group) > 0 {
+		failed := -1
+		err := b.commit(func(tx *bolt.Tx) error {
+			for i, w := range group {
+				if err := w.fn(tx); err != nil {
+					failed = i
+					return err
+				}
+			}
+			return nil
+		})
+		if failed >= 0 && len(group) > 1 {
+			alone = append(alone, group[failed])
+			group = slices.Delete(group, failed, failed+1)
+			continue
+		}
+		for _, w := range group {
+			w.done <- err
+		}
+		break
+	}
+	for _, w := range alone {
+		w.done <- b.commit(w.fn)
+	}
+
+	b.wmu.Lock()
+	defer b.wmu.Unlock()
+	if len(b.queue) > 0 {
+		b.queue[0].done <- errLead
+		return
+	}
+	b.leading = false
+}
+
+// commit runs fn in one read-write transaction and commits it.
+func (b *Bolt) commit(fn func(*bolt.Tx) error) error {
+	if err := b.failure(); err != nil {
+		return err
+	}
+	var tx *bolt.Tx
+	ran, panicked := false, false
+	err := guarded(func() error {
+		var err error
+		if tx, err = b.db.Begin(true); err != nil {
+			return err
+		}
 		if err := fn(tx); err != nil {
+			_ = tx.Rollback()
 			return err
 		}
 		ran = true
-		return nil
+		return tx.Commit()
+	}, func(p any) error {
+		// A panic part-way through a write leaves bbolt's memory in
+		// doubt: the store refuses every call from now on. Rolling back
+		// releases bbolt's write lock, so that Close can close the file.
+		panicked = true
+		if tx != nil && tx.DB() != nil {
+			_ = guarded(tx.Rollback, func(any) error { return nil })
+			b.stuck.Store(tx.DB() != nil)
+		}
+		return b.fail(b.damaged(fmt.Errorf("bbolt panicked while writing, so the store refuses every call: %v", p)))
 	})
-	if err != nil && ran {
-		failed := fmt.Errorf("%w: commit: %w", ErrFailed, err)
+	if err != nil && ran && !panicked {
 		// The first failure is what later calls report.
-		b.failed.CompareAndSwap(nil, &failed)
-		return failed
+		return b.fail(fmt.Errorf("%w: commit: %w", ErrFailed, err))
 	}
 	return err
 }
 
 // view runs fn in a read-only transaction, turning a panic on a damaged
-// page into a *CorruptError for sessionID (see guarded).
+// page into a *CorruptError for sessionID, or for the file when
+// sessionID is empty (see guarded).
 func (b *Bolt) view(sessionID string, fn func(*bolt.Tx) error) error {
 	return guarded(func() error {
 		return b.db.View(fn)
 	}, func(p any) error {
-		return &CorruptError{SessionID: sessionID, Part: "layout", Err: fmt.Errorf("bbolt: %v", p)}
+		err := fmt.Errorf("bbolt: %v", p)
+		if sessionID == "" {
+			return b.damaged(err)
+		}
+		return &CorruptError{SessionID: sessionID, Part: "layout", Err: err}
 	})
 }
 
@@ -374,7 +647,7 @@ func (b *Bolt) Create(ctx context.Context, h subagent.SessionHeader) error {
 // CreateWith implements Store: the header, the meta, the index entry and
 // the records go in one transaction.
 func (b *Bolt) CreateWith(ctx context.Context, h subagent.SessionHeader, recs ...Record) (uint64, error) {
-	if err := b.enter(ctx); err != nil {
+	if err := b.enterWrite(ctx); err != nil {
 		return 0, err
 	}
 	defer b.mu.RUnlock()
@@ -397,7 +670,7 @@ func (b *Bolt) CreateWith(ctx context.Context, h subagent.SessionHeader, recs ..
 		return 0, err
 	}
 	var last uint64
-	err = b.update(ctx, false, func(tx *bolt.Tx) error {
+	err = b.update(ctx, func(tx *bolt.Tx) error {
 		all, children, err := indexesOf(tx)
 		if err != nil {
 			return err
@@ -438,7 +711,7 @@ func (b *Bolt) CreateWith(ctx context.Context, h subagent.SessionHeader, recs ..
 
 // Append implements Store. Concurrent Appends commit together.
 func (b *Bolt) Append(ctx context.Context, sessionID string, recs ...Record) error {
-	if err := b.enter(ctx); err != nil {
+	if err := b.enterWrite(ctx); err != nil {
 		return err
 	}
 	defer b.mu.RUnlock()
@@ -450,12 +723,12 @@ func (b *Bolt) Append(ctx context.Context, sessionID string, recs ...Record) err
 	}
 	if len(vals) == 0 {
 		// Nothing to write; only the session's existence is reported.
-		return b.db.View(func(tx *bolt.Tx) error {
+		return b.view(sessionID, func(tx *bolt.Tx) error {
 			_, err := existingSession(tx, sessionID)
 			return err
 		})
 	}
-	return b.update(ctx, true, func(tx *bolt.Tx) error {
+	return b.update(ctx, func(tx *bolt.Tx) error {
 		sb, err := existingSession(tx, sessionID)
 		if err != nil {
 			return err
@@ -466,10 +739,10 @@ func (b *Bolt) Append(ctx context.Context, sessionID string, recs ...Record) err
 }
 
 // AppendAt implements Store. Concurrent AppendAts commit together; one
-// that conflicts writes nothing but does not fail its batch, so losers do
-// not make the winners' transaction roll back and retry.
+// that conflicts writes nothing but does not fail its transaction, so
+// losers do not make the winners' transaction roll back and retry.
 func (b *Bolt) AppendAt(ctx context.Context, sessionID string, expect uint64, recs ...Record) (uint64, error) {
-	if err := b.enter(ctx); err != nil {
+	if err := b.enterWrite(ctx); err != nil {
 		return 0, err
 	}
 	defer b.mu.RUnlock()
@@ -489,7 +762,7 @@ func (b *Bolt) AppendAt(ctx context.Context, sessionID string, expect uint64, re
 		return true
 	}
 	if len(vals) == 0 {
-		err = b.db.View(func(tx *bolt.Tx) error {
+		err = b.view(sessionID, func(tx *bolt.Tx) error {
 			sb, err := existingSession(tx, sessionID)
 			if err == nil && check(sb) {
 				newSeq = expect
@@ -497,7 +770,7 @@ func (b *Bolt) AppendAt(ctx context.Context, sessionID string, expect uint64, re
 			return err
 		})
 	} else {
-		err = b.update(ctx, true, func(tx *bolt.Tx) error {
+		err = b.update(ctx, func(tx *bolt.Tx) error {
 			newSeq, conflict = 0, nil
 			sb, err := existingSession(tx, sessionID)
 			if err != nil || !check(sb) {
@@ -701,7 +974,7 @@ func (b *Bolt) Children(ctx context.Context, parentSessionID string) ([]SessionI
 // Compact implements Store. It reads and checks the whole log first, so a
 // corrupt log is refused (ErrCorrupt) rather than rewritten.
 func (b *Bolt) Compact(ctx context.Context, sessionID string, upTo uint64, summary Record) error {
-	if err := b.enter(ctx); err != nil {
+	if err := b.enterWrite(ctx); err != nil {
 		return err
 	}
 	defer b.mu.RUnlock()
@@ -709,7 +982,7 @@ func (b *Bolt) Compact(ctx context.Context, sessionID string, upTo uint64, summa
 		return err
 	}
 	sv := encodeRecord(summary)
-	return b.update(ctx, false, func(tx *bolt.Tx) error {
+	return b.update(ctx, func(tx *bolt.Tx) error {
 		sb, err := existingSession(tx, sessionID)
 		if err != nil {
 			return err
@@ -746,11 +1019,11 @@ func (b *Bolt) Compact(ctx context.Context, sessionID string, upTo uint64, summa
 // index entry naming the session: when the session is missing or its
 // header or meta does not decode, it finds them by scanning the index.
 func (b *Bolt) Delete(ctx context.Context, sessionID string) error {
-	if err := b.enter(ctx); err != nil {
+	if err := b.enterWrite(ctx); err != nil {
 		return err
 	}
 	defer b.mu.RUnlock()
-	return b.update(ctx, false, func(tx *bolt.Tx) error {
+	return b.update(ctx, func(tx *bolt.Tx) error {
 		all, children, err := indexesOf(tx)
 		if err != nil {
 			return err

@@ -12,7 +12,7 @@ import (
 // PutTask implements TaskStore. Task ids longer than bbolt's maximum key
 // size (32 KiB) are ErrInvalid.
 func (b *Bolt) PutTask(ctx context.Context, t TaskRecord) error {
-	if err := b.enter(ctx); err != nil {
+	if err := b.enterWrite(ctx); err != nil {
 		return err
 	}
 	defer b.mu.RUnlock()
@@ -28,7 +28,7 @@ func (b *Bolt) PutTask(ctx context.Context, t TaskRecord) error {
 		return fmt.Errorf("persistence: encode task: %w", err)
 	}
 	val := frame(body)
-	return b.update(ctx, false, func(tx *bolt.Tx) error {
+	return b.update(ctx, func(tx *bolt.Tx) error {
 		tasks, err := topBucket(tx, tasksBucket)
 		if err != nil {
 			return err
@@ -96,11 +96,11 @@ func (b *Bolt) ListTasks(ctx context.Context, parentSessionID string) ([]TaskRec
 // DeleteTask implements TaskStore. It deletes a task whether or not it
 // decodes.
 func (b *Bolt) DeleteTask(ctx context.Context, id string) error {
-	if err := b.enter(ctx); err != nil {
+	if err := b.enterWrite(ctx); err != nil {
 		return err
 	}
 	defer b.mu.RUnlock()
-	return b.update(ctx, false, func(tx *bolt.Tx) error {
+	return b.update(ctx, func(tx *bolt.Tx) error {
 		tasks, err := topBucket(tx, tasksBucket)
 		if err != nil {
 			return err
@@ -118,16 +118,12 @@ func (b *Bolt) DeleteTask(ctx context.Context, id string) error {
 
 // viewTasks runs fn on the "tasks" bucket in a read-only transaction.
 func (b *Bolt) viewTasks(fn func(tasks *bolt.Bucket) error) error {
-	return guarded(func() error {
-		return b.db.View(func(tx *bolt.Tx) error {
-			tasks, err := topBucket(tx, tasksBucket)
-			if err != nil {
-				return err
-			}
-			return fn(tasks)
-		})
-	}, func(p any) error {
-		return fmt.Errorf("%w: bbolt: %v", ErrCorrupt, p)
+	return b.view("", func(tx *bolt.Tx) error {
+		tasks, err := topBucket(tx, tasksBucket)
+		if err != nil {
+			return err
+		}
+		return fn(tasks)
 	})
 }
 

@@ -407,10 +407,12 @@ func TestK3_BoltAppendNeverOverwrites(t *testing.T) {
 
 // TestK3_BoltDamagedPagesNeverYieldAWrongLog overwrites random bytes of a
 // store file below the value level, in bbolt's own pages past the two meta
-// pages, and checks that no damage crashes OpenBolt or Load and that Load
-// never returns a log that differs from the one stored: it returns the
-// log, ErrCorrupt, or, when the damage hit the session's id itself,
-// ErrNotFound.
+// pages, and checks that no damage crashes OpenBolt, Load, CheckBolt or
+// RepairBolt, and that none returns a log that differs from the one
+// stored: OpenBolt opens the file or refuses it (ErrCorrupt, or not a
+// database); Load returns the log, ErrCorrupt, or, when the damage hit the
+// session's id itself, ErrNotFound; and after RepairBolt every session is
+// as stored or gone.
 func TestK3_BoltDamagedPagesNeverYieldAWrongLog(t *testing.T) {
 	path := boltPath(t)
 	s, err := persistence.OpenBolt(path)
@@ -452,10 +454,21 @@ func TestK3_BoltDamagedPagesNeverYieldAWrongLog(t *testing.T) {
 		if err := os.WriteFile(path, file, 0o600); err != nil {
 			t.Fatal(err)
 		}
+		repaired(t, trial, path, want)
+		if err := os.WriteFile(path, file, 0o600); err != nil {
+			t.Fatal(err)
+		}
 		s, err := persistence.OpenBolt(path)
-		if err != nil {
-			outcomes["open failed"]++
+		switch {
+		case errors.Is(err, persistence.ErrCorrupt):
+			outcomes["corrupt"]++
+			outcomes["open refused"]++
 			continue
+		case err != nil && strings.Contains(err.Error(), "not a bbolt database"):
+			outcomes["not a database"]++
+			continue
+		case err != nil:
+			t.Fatalf("trial %d: OpenBolt: unexpected error %v", trial, err)
 		}
 		for i := range sessions {
 			id := fmt.Sprint("s", i)
@@ -485,6 +498,36 @@ func TestK3_BoltDamagedPagesNeverYieldAWrongLog(t *testing.T) {
 	t.Logf("outcomes: %v", outcomes)
 	if outcomes["corrupt"] == 0 {
 		t.Fatal("no damage was detected: the test damaged nothing that matters")
+	}
+}
+
+// repaired runs RepairBolt on the damaged file at path, whose sessions
+// s0, s1, ... held want, and checks that every session it kept is as
+// stored. A file RepairBolt cannot open at all is left as it was.
+func repaired(t *testing.T, trial int, path string, want [][]persistence.Record) {
+	t.Helper()
+	_, _, err := persistence.RepairBolt(t.Context(), path)
+	switch {
+	case err != nil && strings.Contains(err.Error(), "persistence: repair"):
+		t.Fatalf("trial %d: RepairBolt: %v", trial, err)
+	case err != nil:
+		return // it could not open the file: checked below for OpenBolt
+	}
+	s, err := persistence.OpenBolt(path)
+	if err != nil {
+		t.Fatalf("trial %d: OpenBolt after RepairBolt: %v", trial, err)
+	}
+	defer s.Close()
+	for i := range want {
+		id := fmt.Sprint("s", i)
+		h, got, err := s.Load(t.Context(), id)
+		switch {
+		case errors.Is(err, persistence.ErrNotFound):
+		case err != nil:
+			t.Fatalf("trial %d: Load(%s) after RepairBolt: %v", trial, id, err)
+		case h != hdr(id) || !sameRecords(got, want[i]):
+			t.Fatalf("trial %d: RepairBolt kept a changed log of %s", trial, id)
+		}
 	}
 }
 

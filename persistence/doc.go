@@ -4,8 +4,11 @@
 // A Store is the only thing the agent loop and the providers know about
 // session storage; a TaskStore keeps task records apart from it. Memory is
 // the in-process implementation of both, Bolt the embedded on-disk default
-// (one bbolt file), and package persistencetest holds the conformance
-// suites every implementation must pass (Run and RunTasks).
+// (one bbolt file, opened for writing with OpenBolt or for reading only
+// with OpenBoltReadOnly), and package persistencetest holds the
+// conformance suites every implementation must pass (Run and RunTasks).
+// CheckBolt verifies a Bolt file, pages and values; RepairBolt copies
+// what of a damaged one reads back whole into a fresh file.
 //
 // The package does not know what a record means: Kind names it and Data is
 // its JSON payload. Records of KindMessage are model-visible turns; other
@@ -27,7 +30,7 @@
 // where it did, so a writer's expected end stays valid.
 //
 // Errors are sentinels matched with errors.Is (ErrNotFound, ErrExists,
-// ErrInvalid, ErrCorrupt, ErrClosed, ErrConflict, ErrFailed,
+// ErrInvalid, ErrCorrupt, ErrClosed, ErrConflict, ErrFailed, ErrReadOnly,
 // ErrTaskNotFound) and, where the caller needs details, typed errors
 // matched with errors.As (*CorruptError, *ConflictError). Bad input is
 // refused before anything is stored.

@@ -5,7 +5,13 @@ import "os"
 // OpenBoltWithFile is OpenBolt with the function bbolt opens its file
 // with, so that a test can hold the *os.File and break it.
 func OpenBoltWithFile(path string, openFile func(string, int, os.FileMode) (*os.File, error)) (*Bolt, error) {
-	return openBolt(path, openFile)
+	return openBolt(path, false, openFile)
+}
+
+// OpenBoltReadOnlyWithFile is OpenBoltReadOnly with the function bbolt
+// opens its file with, so that a test sees how it is opened.
+func OpenBoltReadOnlyWithFile(path string, openFile func(string, int, os.FileMode) (*os.File, error)) (*Bolt, error) {
+	return openBolt(path, true, openFile)
 }
 
 // SetPutHook makes b call hook before it puts each record, failing the

@@ -62,6 +62,9 @@ var (
 	// store refuses every later call until it is closed and reopened,
 	// because what its file holds is in doubt until then.
 	ErrFailed = errors.New("persistence: store failed, reopen it")
+	// ErrReadOnly means a write was asked of a store opened read-only
+	// (OpenBoltReadOnly).
+	ErrReadOnly = errors.New("persistence: store is read-only")
 	// ErrTaskNotFound means no task has the id. It also matches
 	// ErrNotFound, so one check serves sessions and tasks.
 	ErrTaskNotFound error = taskNotFound{}
@@ -96,8 +99,12 @@ func (e *ConflictError) Unwrap() error { return ErrConflict }
 // is never returned with a part silently missing or altered (K3). It wraps
 // ErrCorrupt and the cause.
 type CorruptError struct {
+	// File names the store's file when the damage is in the file's own
+	// structure rather than in one session or task: SessionID and TaskID
+	// are then empty.
+	File string
 	// SessionID names the damaged session; it is empty when the damage
-	// is in a task (see TaskID).
+	// is in a task (see TaskID) or in the file's structure (see File).
 	SessionID string
 	// TaskID names the damaged task record, when Part is "task".
 	TaskID string
@@ -113,8 +120,12 @@ type CorruptError struct {
 }
 
 func (e *CorruptError) Error() string {
-	if e.Part == "task" {
+	switch {
+	case e.Part == "task":
 		return fmt.Sprintf("persistence: task %q is corrupt: %v", e.TaskID, e.Err)
+	case e.SessionID == "" && e.File != "":
+		// The whole file is in doubt: say what gets the sessions back.
+		return fmt.Sprintf("persistence: %s is damaged: %v; copy what is readable into a fresh file with RepairBolt (node check -repair)", e.File, e.Err)
 	}
 	what := e.Part
 	if e.Part == "record" {

@@ -52,7 +52,15 @@ commands:
          list the top-level sessions, or SESSION and its children, one per
          line: "<id> turns=<n> state=<state> prompt=<first prompt, quoted>",
          children indented by two spaces a level; state is the stop reason
-         of the session's last run, or running/interrupted
+         of the session's last run, or running/interrupted. It only reads,
+         and beside a running node it asks that node for the list
+  check [-data DIR] [-repair]
+         verify the data directory's sessions.db: bbolt's pages, then every
+         session and task; print a "damaged: ..." line for each damage and
+         exit 1 if there is any. With -repair, copy everything that reads
+         back whole into a fresh sessions.db and keep the damaged file
+         beside it (sessions.db.damaged-TIME); exit 1 if something could
+         not be read
   delegate -config FILE [-provider NAME] [flags] PROMPT...
          start one child on an ACP agent server of FILE with the prompt,
          show its progress, then print a blank line and its output; exit
@@ -119,6 +127,8 @@ func cli(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 		return runCommand(ctx, args[1:], stdout, stderr)
 	case "sessions":
 		return sessionsCommand(ctx, args[1:], stdout, stderr)
+	case "check":
+		return checkCommand(ctx, args[1:], stdout, stderr)
 	case "delegate":
 		return delegateCommand(ctx, args[1:], stdout, stderr)
 	case "send":
@@ -265,7 +275,7 @@ func configFlag(fs *flag.FlagSet, p *string, what string) {
 
 func usage(w io.Writer) {
 	fmt.Fprint(w, strings.ReplaceAll(usageHeader, "{prog}", prog))
-	for _, fs := range []*flag.FlagSet{runFlags(&options{}), sessionsFlags(new(string)), delegateFlags(&delegateOptions{}), sendFlags(&sendOptions{})} {
+	for _, fs := range []*flag.FlagSet{runFlags(&options{}), sessionsFlags(new(string)), checkFlags(&checkOptions{}), delegateFlags(&delegateOptions{}), sendFlags(&sendOptions{})} {
 		fmt.Fprintf(w, "\nflags of %s:\n", strings.TrimPrefix(fs.Name(), prog+" "))
 		fs.SetOutput(w)
 		fs.PrintDefaults()

@@ -1,10 +1,20 @@
 package main
 
 import (
+	"bytes"
+	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
+	"io"
+	"net"
 	"os"
 	"path/filepath"
+	"strconv"
+	"strings"
+	"sync"
+	"syscall"
+	"time"
 
 	berrors "go.etcd.io/bbolt/errors"
 
@@ -70,11 +80,13 @@ func dataDir(flagValue string) (string, error) {
 }
 
 // openStore opens the session store of the data directory dir (see
-// dataDir): the bbolt file in it, or a fresh in-memory store for
-// memoryData. With create it makes the directory (0700, the owner's only)
-// when missing; without, a missing directory or file is a store with no
-// sessions, opened in memory so that reading never leaves files behind.
-// The returned close function releases the file. Errors name dir.
+// dataDir) for writing: the bbolt file in it, or a fresh in-memory store
+// for memoryData. With create it makes the directory (0700, the owner's
+// only) when missing; without, a missing directory or file is a store with
+// no sessions, opened in memory so that nothing is left behind. While the
+// file is open, the node answers node sessions over a socket in the
+// directory (see serveSessions). The returned close function stops that
+// and releases the file. Errors name dir.
 func openStore(dir string, create bool) (persistence.Store, func() error, error) {
 	noop := func() error { return nil }
 	if dir == memoryData {
@@ -89,13 +101,169 @@ func openStore(dir string, create bool) (persistence.Store, func() error, error)
 		return persistence.NewMemory(), noop, nil
 	}
 	b, err := persistence.OpenBolt(path)
-	switch {
-	case errors.Is(err, berrors.ErrTimeout):
-		// OpenBolt waited about a second for the lock: the other holder
-		// is not an exiting process but a live one.
-		return nil, nil, &dataDirError{Dir: dir, Err: fmt.Errorf("%w (%s is locked; wait for it to end or give another -data): %w", errDataDirLocked, storeFile, err)}
-	case err != nil:
-		return nil, nil, &dataDirError{Dir: dir, Err: err}
+	if err != nil {
+		// OpenBolt waited about a second for a lock: the other holder is
+		// not an exiting process but a live one.
+		return nil, nil, storeError(dir, err)
+	}
+	stop := serveSessions(dir, b)
+	return b, func() error {
+		stop()
+		return b.Close()
+	}, nil
+}
+
+// openReader opens the session store of the data directory dir (not
+// memoryData) for reading only: nothing is written to it or created in it,
+// and it works on a read-only directory. A missing directory or file is an
+// empty store. While a node uses the directory, it fails at once with
+// errDataDirLocked.
+func openReader(dir string) (persistence.Store, func() error, error) {
+	path := filepath.Join(dir, storeFile)
+	if _, err := os.Stat(path); errors.Is(err, os.ErrNotExist) {
+		return persistence.NewMemory(), func() error { return nil }, nil
+	}
+	b, err := persistence.OpenBoltReadOnly(path)
+	if err != nil {
+		return nil, nil, storeError(dir, err)
 	}
 	return b, b.Close, nil
+}
+
+// storeError is the error for a store file of dir that did not open: a
+// *dataDirError, saying which process holds a locked file and how to
+// repair a damaged one.
+func storeError(dir string, err error) error {
+	switch {
+	case errors.Is(err, berrors.ErrTimeout):
+		holder := ""
+		if pid := lockHolder(filepath.Join(dir, storeFile)); pid > 0 {
+			holder = fmt.Sprintf(", pid %d", pid)
+		}
+		err = fmt.Errorf("%w%s (%s is locked; wait for it to end or give another -data): %w", errDataDirLocked, holder, storeFile, err)
+	case errors.Is(err, persistence.ErrCorrupt):
+		err = fmt.Errorf("%w\nrun \"%s check -repair -data %s\" to copy every readable session into a fresh file", err, prog, dir)
+	}
+	return &dataDirError{Dir: dir, Err: err}
+}
+
+// lockHolder returns the pid of the process holding the exclusive lock
+// on the file at path, from Linux's /proc/locks; 0 when it cannot tell.
+// (Lines read "1: FLOCK  ADVISORY  WRITE 1234 fe:00:5678 0 EOF", the
+// last field before the range being major:minor:inode; a blocked
+// waiter's line has "->" after the number.)
+func lockHolder(path string) int {
+	fi, err := os.Stat(path)
+	if err != nil {
+		return 0
+	}
+	st, ok := fi.Sys().(*syscall.Stat_t)
+	if !ok {
+		return 0
+	}
+	locks, err := os.ReadFile("/proc/locks")
+	if err != nil {
+		return 0
+	}
+	ino := ":" + strconv.FormatUint(st.Ino, 10)
+	for line := range strings.Lines(string(locks)) {
+		f := strings.Fields(line)
+		if len(f) < 6 || f[1] != "FLOCK" || f[3] != "WRITE" || !strings.HasSuffix(f[5], ino) {
+			continue
+		}
+		if pid, err := strconv.Atoi(f[4]); err == nil {
+			return pid
+		}
+	}
+	return 0
+}
+
+// sessionsSocket is the unix socket in the data directory on which a node
+// that has the store open answers node sessions: bbolt's lock keeps every
+// other process out of the file while it runs.
+const sessionsSocket = "node.sock"
+
+// sessionsRequest asks the node on sessionsSocket for the listing that
+// node sessions [SESSION] prints.
+type sessionsRequest struct {
+	Session string `json:"session,omitempty"`
+}
+
+// sessionsReply is that listing: what node sessions prints and its exit
+// code, and the answering node's pid.
+type sessionsReply struct {
+	Stdout string `json:"stdout"`
+	Stderr string `json:"stderr"`
+	Code   int    `json:"code"`
+	PID    int    `json:"pid"`
+}
+
+// liveWait bounds how long either side of sessionsSocket waits for the
+// other: a live node answers in milliseconds.
+const liveWait = 5 * time.Second
+
+// serveSessions answers sessionsRequests on sessionsSocket in dir with
+// store's listing until the returned function is called, which waits for
+// the answers in flight and removes the socket. Without a socket (a
+// directory path too long for one, say), node sessions says which process
+// holds the directory instead.
+func serveSessions(dir string, store persistence.Store) (stop func()) {
+	path := filepath.Join(dir, sessionsSocket)
+	// Left behind by a node that was killed; this process holds the
+	// store's lock, so no live node owns it.
+	_ = os.Remove(path)
+	ln, err := net.Listen("unix", path)
+	if err != nil {
+		return func() {}
+	}
+	_ = os.Chmod(path, 0o600) // the owner's, as the directory is
+	ctx, cancel := context.WithCancel(context.Background())
+	var wg sync.WaitGroup
+	wg.Go(func() {
+		for {
+			conn, err := ln.Accept()
+			if err != nil {
+				return // closed by stop
+			}
+			wg.Go(func() {
+				defer conn.Close()
+				_ = conn.SetDeadline(time.Now().Add(liveWait))
+				var req sessionsRequest
+				if err := json.NewDecoder(io.LimitReader(conn, 64<<10)).Decode(&req); err != nil {
+					return
+				}
+				var out, errs bytes.Buffer
+				code := listSessions(ctx, store, dir, req.Session, &out, &errs)
+				_ = json.NewEncoder(conn).Encode(sessionsReply{Stdout: out.String(), Stderr: errs.String(), Code: code, PID: os.Getpid()})
+			})
+		}
+	})
+	return func() {
+		cancel()
+		_ = ln.Close() // removes the socket file too
+		wg.Wait()
+	}
+}
+
+// askLiveNode asks the node that holds dir for node sessions' listing of
+// session ("" for the top-level ones); ok is false when no node answers.
+func askLiveNode(ctx context.Context, dir, session string) (reply sessionsReply, ok bool) {
+	var d net.Dialer
+	ctx, cancel := context.WithTimeout(ctx, liveWait)
+	defer cancel()
+	conn, err := d.DialContext(ctx, "unix", filepath.Join(dir, sessionsSocket))
+	if err != nil {
+		return reply, false
+	}
+	defer conn.Close()
+	if deadline, ok := ctx.Deadline(); ok {
+		_ = conn.SetDeadline(deadline)
+	}
+	if err := json.NewEncoder(conn).Encode(sessionsRequest{Session: session}); err != nil {
+		return reply, false
+	}
+	if err := json.NewDecoder(conn).Decode(&reply); err != nil {
+		return reply, false
+	}
+	return reply, true
 }

@@ -195,7 +195,12 @@ func tasksCommand(ctx context.Context, args []string, stdout, stderr io.Writer) 
 	if err != nil {
 		return fail(err)
 	}
-	store, closeStore, err := openStore(dir, false)
+	if dir == memoryData {
+		fmt.Fprintf(stderr, "%s tasks: -data %s keeps no tasks past its own process: nothing to list\n", prog, memoryData)
+		return exitUsage
+	}
+	// It only reads, as sessions does.
+	store, closeStore, err := openReader(dir)
 	if err != nil {
 		return fail(err)
 	}

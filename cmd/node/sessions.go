@@ -28,8 +28,10 @@ func sessionsFlags(data *string) *flag.FlagSet {
 }
 
 // sessionsCommand runs the sessions subcommand: one line per session on
-// stdout (see sessionLine), errors on stderr. It only reads: a missing data
-// directory or store file has no sessions and is not created.
+// stdout (see sessionLine), errors on stderr. It only reads: the store is
+// opened read-only, and a missing data directory or store file has no
+// sessions and is not created. While a node runs on the directory (its
+// lock keeps readers out of the file), that node lists its sessions.
 func sessionsCommand(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	var data string
 	fs := sessionsFlags(&data)
@@ -54,19 +56,34 @@ func sessionsCommand(ctx context.Context, args []string, stdout, stderr io.Write
 		fmt.Fprintf(stderr, "%s sessions: -data %s keeps no sessions past its own process: nothing to list\n", prog, memoryData)
 		return exitUsage
 	}
-	store, closeStore, err := openStore(dir, false)
+	session := fs.Arg(0)
+	store, closeStore, err := openReader(dir)
+	if errors.Is(err, errDataDirLocked) {
+		if reply, ok := askLiveNode(ctx, dir, session); ok {
+			io.WriteString(stdout, reply.Stdout)
+			io.WriteString(stderr, reply.Stderr)
+			return reply.Code
+		}
+	}
 	if err != nil {
 		fmt.Fprintf(stderr, "%s sessions: %v\n", prog, err)
 		return exitFailed
 	}
 	defer closeStore()
+	return listSessions(ctx, store, dir, session, stdout, stderr)
+}
+
+// listSessions prints the top-level sessions of store, or session and its
+// children, as node sessions does, and returns its exit code.
+func listSessions(ctx context.Context, store persistence.Store, dir, session string, stdout, stderr io.Writer) int {
 	l := &lister{ctx: ctx, store: store, w: stdout, errs: stderr, seen: map[string]bool{}}
-	if fs.NArg() == 0 {
+	var err error
+	if session == "" {
 		err = l.topLevel()
 	} else {
-		err = l.tree(fs.Arg(0))
+		err = l.tree(session)
 		if errors.Is(err, persistence.ErrNotFound) {
-			err = fmt.Errorf("%w %q in data directory %q", errUnknownSession, fs.Arg(0), dir)
+			err = fmt.Errorf("%w %q in data directory %q", errUnknownSession, session, dir)
 		}
 	}
 	if err != nil {

@@ -1,0 +1,291 @@
+package main
+
+import (
+	"bytes"
+	"errors"
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"reflect"
+	"regexp"
+	"slices"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/subactor/subactor/internal/await"
+	"github.com/subactor/subactor/model/openaitest"
+	"github.com/subactor/subactor/persistence"
+	"github.com/subactor/subactor/persistence/persistencetest"
+)
+
+// Contracts K3, D1, D5: a flipped bit in bbolt's freelist page of a real
+// data directory (which made every later run -continue panic inside
+// bbolt's commit, and can make bbolt overwrite sessions in silence):
+// run -continue exits 1 with the store's typed error, naming the file and
+// the repair command, and no panic; sessions still lists, reading only;
+// check finds the damage and exits 1; check -repair copies every session,
+// each log byte for byte (descriptors, D1, and headers with their depth,
+// D5, included), keeps the damaged file beside it, and the session
+// continues again.
+func TestK3_FreelistBitFlipFailsContinueAndCheckRepairRecoversEverySession(t *testing.T) {
+	root := writeTree(t)
+	data := t.TempDir()
+	stdout, stderr, code := nodeEnv(t, root, withData(data), "run", "-quiet")
+	if code != 0 {
+		t.Fatalf("run: exit %d, stderr %s", code, stderr)
+	}
+	id, _ := cutSession(t, stdout)
+	listing, _, _ := nodeEnv(t, root, withData(data), "sessions", id)
+	lines := parseListing(t, listing)
+	if len(lines) < 3 {
+		t.Fatalf("sessions %s lists %d sessions, want the top one and its children", id, len(lines))
+	}
+	logs := map[string][]persistence.Entry{}
+	for _, l := range lines {
+		logs[l.id] = logOf(t, data, l.id)
+	}
+
+	path := filepath.Join(data, storeFile)
+	if err := persistencetest.FlipFreelistBit(path, 0); err != nil {
+		t.Fatal(err)
+	}
+	_, stderr, code = nodeEnv(t, root, withData(data), "run", "-continue", id, "again")
+	if code != exitFailed || !strings.Contains(stderr, fmt.Sprintf("data directory %q: persistence: %s is damaged", data, path)) ||
+		!strings.Contains(stderr, "check -repair -data "+data) || strings.Contains(stderr, "panic") || strings.Contains(stderr, "goroutine ") {
+		t.Fatalf("run -continue on a damaged store: exit %d, stderr %q; want exit 1 and the typed error", code, stderr)
+	}
+	if got, _, code := nodeEnv(t, root, withData(data), "sessions", id); code != 0 || got != listing {
+		t.Fatalf("sessions on a damaged store: exit %d\n%s\nwant\n%s", code, got, listing)
+	}
+
+	stdout, stderr, code = nodeEnv(t, root, withData(data), "check")
+	if code != exitFailed || !strings.Contains(stdout, "damaged: bbolt's pages: page ") || !strings.Contains(stdout, fmt.Sprintf("%d sessions", len(lines))) {
+		t.Fatalf("check: exit %d, stdout %q, stderr %q", code, stdout, stderr)
+	}
+	stdout, stderr, code = nodeEnv(t, root, withData(data), "check", "-repair")
+	backup := regexp.MustCompile(`kept as (\S+)\n`).FindStringSubmatch(stdout)
+	if code != 0 || !strings.Contains(stdout, "repaired: ") || backup == nil {
+		t.Fatalf("check -repair: exit %d, stdout %q, stderr %q", code, stdout, stderr)
+	}
+	if _, err := os.Stat(backup[1]); err != nil || !strings.HasPrefix(backup[1], path+".damaged-") {
+		t.Fatalf("the damaged file is not kept beside the store: %q: %v", backup[1], err)
+	}
+	if stdout, _, code := nodeEnv(t, root, withData(data), "check"); code != 0 || !strings.Contains(stdout, "no damage found") {
+		t.Fatalf("check after repair: exit %d, stdout %q", code, stdout)
+	}
+	if got, _, _ := nodeEnv(t, root, withData(data), "sessions", id); got != listing {
+		t.Fatalf("sessions after repair:\n%s\nwant\n%s", got, listing)
+	}
+	for sid, want := range logs {
+		if got := logOf(t, data, sid); !reflect.DeepEqual(got, want) {
+			t.Fatalf("session %s after repair: %d entries, want its %d as they were", sid, len(got), len(want))
+		}
+	}
+	if _, stderr, code := nodeEnv(t, root, withData(data), "run", "-quiet", "-continue", id, "again"); code != 0 {
+		t.Fatalf("run -continue after repair: exit %d, stderr %s", code, stderr)
+	}
+}
+
+// Contract N1: check's arguments and output when there is nothing to
+// check, and its place in the help.
+func TestN1_CheckUsage(t *testing.T) {
+	for _, c := range []struct {
+		args []string
+		code int
+		out  string // on stdout, or stderr for a failure
+	}{
+		{[]string{"check", "extra"}, exitUsage, `unexpected argument "extra"`},
+		{[]string{"check", "-data", memoryData}, exitUsage, "keeps nothing on disk"},
+		{[]string{"check", "-bogus"}, exitUsage, "flag provided but not defined: -bogus"},
+		{[]string{"check"}, exitOK, "nothing to check"},
+		{[]string{"help"}, exitOK, "check [-data DIR] [-repair]"},
+	} {
+		stdout, stderr, code := node(t, t.TempDir(), c.args...)
+		if code != c.code || !strings.Contains(stdout+stderr, c.out) {
+			t.Errorf("%q: exit %d, stdout %q, stderr %q; want exit %d and %q", c.args, code, stdout, stderr, c.code, c.out)
+		}
+	}
+}
+
+// Contract N1: node sessions only reads. On a data directory and store
+// file that its user cannot write (as root, the test runs it as nobody:
+// file modes do not stop root), it lists every session, and the directory
+// is left as it was, file bytes and modification time included. That the
+// user really cannot write there is shown by run -continue failing.
+func TestN1_SessionsOnAReadOnlyDataDirectory(t *testing.T) {
+	base, err := os.MkdirTemp("", "node-readonly-")
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { os.RemoveAll(base) })
+	data := filepath.Join(base, "data")
+	root := writeTree(t)
+	stdout, stderr, code := nodeEnv(t, root, withData(data), "run", "-quiet")
+	if code != 0 {
+		t.Fatalf("run: exit %d, stderr %s", code, stderr)
+	}
+	id, _ := cutSession(t, stdout)
+	want, _, _ := nodeEnv(t, root, withData(data), "sessions", id)
+
+	exe, cred := bin, (*syscall.Credential)(nil)
+	if os.Geteuid() == 0 {
+		// nobody needs to reach the binary and the data directory.
+		exe, cred = copyBinary(t, base, "node"), &syscall.Credential{Uid: 65534, Gid: 65534}
+		if err := os.Chmod(base, 0o755); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := os.Chmod(filepath.Join(data, storeFile), 0o444); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Chmod(data, 0o555); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { os.Chmod(data, 0o700) })
+	before := snapshotDir(t, data)
+
+	as := func(args ...string) (string, string, int) {
+		t.Helper()
+		cmd := exec.CommandContext(await.Ctx(t), exe, args...)
+		cmd.Dir = base
+		cmd.SysProcAttr = &syscall.SysProcAttr{Credential: cred}
+		var out, errOut bytes.Buffer
+		cmd.Stdout, cmd.Stderr = &out, &errOut
+		err := cmd.Run()
+		var exit *exec.ExitError
+		if err != nil && !errors.As(err, &exit) {
+			t.Fatalf("node %v: %v", args, err)
+		}
+		return out.String(), errOut.String(), cmd.ProcessState.ExitCode()
+	}
+	if got, stderr, code := as("sessions", "-data", data, id); code != 0 || got != want {
+		t.Fatalf("sessions on a read-only directory: exit %d, stderr %q\n%s\nwant\n%s", code, stderr, got, want)
+	}
+	if got, stderr, code := as("sessions", "-data", data); code != 0 || !strings.HasPrefix(got, id+" ") {
+		t.Fatalf("sessions (top level) on a read-only directory: exit %d, stdout %q, stderr %q", code, got, stderr)
+	}
+	if _, stderr, code := as("check", "-data", data); code != 0 {
+		t.Fatalf("check on a read-only directory: exit %d, stderr %q", code, stderr)
+	}
+	if _, stderr, code := as("run", "-continue", id, "-data", data); code != exitFailed || !strings.Contains(stderr, "permission denied") {
+		t.Fatalf("run -continue by the same user: exit %d, stderr %q; want it refused: the directory is not read-only for the test", code, stderr)
+	}
+	if after := snapshotDir(t, data); !reflect.DeepEqual(after, before) {
+		t.Fatalf("the data directory changed:\n%v\nwas\n%v", after, before)
+	}
+}
+
+// snapshotDir is every file of dir with its size, mode, modification time
+// and a digest of its bytes.
+func snapshotDir(t *testing.T, dir string) []string {
+	t.Helper()
+	entries, err := os.ReadDir(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var out []string
+	for _, e := range entries {
+		fi, err := e.Info()
+		if err != nil {
+			t.Fatal(err)
+		}
+		b, err := os.ReadFile(filepath.Join(dir, e.Name()))
+		if err != nil {
+			t.Fatal(err)
+		}
+		out = append(out, fmt.Sprintf("%s %d %v %s %s", e.Name(), fi.Size(), fi.Mode(), fi.ModTime().Format(time.RFC3339Nano), digest(b)))
+	}
+	return out
+}
+
+// Contracts N1, S6: beside a live node run (bbolt's lock keeps every
+// other process out of its file), node sessions answers at once: the
+// running node lists its sessions, the one in flight running; node check
+// says at once which process (its pid) uses the directory. When the run
+// has ended its socket is gone, and sessions reads the file again.
+func TestN1_SessionsBesideALiveRun(t *testing.T) {
+	root := writeTree(t)
+	data := t.TempDir()
+	hold := openaitest.Reply("done, nothing to count")
+	hold.Hold = true
+	srv := openaitest.NewServer(t, hold)
+	// What starting a node and finding no session costs here, so that the
+	// test measures the wait, not the machine.
+	began := time.Now()
+	if _, stderr, code := node(t, root, "sessions"); code != 0 {
+		t.Fatalf("sessions on an empty directory: exit %d, stderr %s", code, stderr)
+	}
+	baseline := time.Since(began)
+
+	run := exec.CommandContext(await.Ctx(t), bin, "run", "-quiet")
+	run.Dir = root
+	run.Env = append(os.Environ(), append(withData(data), envBaseURL+"="+srv.URL, envAPIKey+"=k", envModel+"=m")...)
+	var out, errOut bytes.Buffer
+	run.Stdout, run.Stderr = &out, &errOut
+	if err := run.Start(); err != nil {
+		t.Fatal(err)
+	}
+	waited := false
+	t.Cleanup(func() {
+		if !waited {
+			run.Process.Kill()
+			run.Wait()
+		}
+	})
+	srv.WaitInFlight(t, 1) // the run has its session and waits for its model
+
+	began = time.Now()
+	stdout, stderr, code := nodeEnv(t, root, withData(data), "sessions")
+	took := time.Since(began)
+	lines := parseListing(t, stdout)
+	if code != 0 || len(lines) != 1 || lines[0].state != stateInterrupted || lines[0].prompt != "survey ." {
+		t.Fatalf("sessions beside a live run: exit %d, stdout %q, stderr %q; want the running session", code, stdout, stderr)
+	}
+	if took > baseline+time.Second {
+		t.Fatalf("sessions beside a live run took %v (a node that finds nothing takes %v)", took, baseline)
+	}
+	if got, stderr, code := nodeEnv(t, root, withData(data), "sessions", lines[0].id); code != 0 || got != stdout {
+		t.Fatalf("sessions %s beside a live run: exit %d, stdout %q, stderr %q", lines[0].id, code, got, stderr)
+	}
+	_, stderr, code = nodeEnv(t, root, withData(data), "check")
+	if code != exitFailed || !strings.Contains(stderr, fmt.Sprintf("it is in use by another node process, pid %d", run.Process.Pid)) {
+		t.Fatalf("check beside a live run: exit %d, stderr %q; want the run's pid", code, stderr)
+	}
+
+	srv.Release()
+	err := run.Wait()
+	waited = true
+	if err != nil {
+		t.Fatalf("run: %v, stderr %s", err, errOut.String())
+	}
+	if id, _ := cutSession(t, out.String()); id != lines[0].id {
+		t.Fatalf("sessions listed %s, the run was %s", lines[0].id, id)
+	}
+	if _, err := os.Stat(filepath.Join(data, sessionsSocket)); !errors.Is(err, os.ErrNotExist) {
+		t.Fatalf("the run left its socket behind: %v", err)
+	}
+	stdout, _, _ = nodeEnv(t, root, withData(data), "sessions")
+	if lines := parseListing(t, stdout); len(lines) != 1 || lines[0].state != "completed" {
+		t.Fatalf("sessions after the run: %q", stdout)
+	}
+}
+
+// Contract N1: beside a process that holds the store and does not answer
+// on the socket (this test, as a node from before the socket would), node
+// sessions and node check say at once which process it is.
+func TestN1_SessionsBesideAHolderThatDoesNotAnswerNamesIt(t *testing.T) {
+	data := t.TempDir()
+	openData(t, data)
+	for _, args := range [][]string{{"sessions"}, {"check"}} {
+		_, stderr, code := nodeEnv(t, t.TempDir(), withData(data), args...)
+		if code != exitFailed || !strings.Contains(stderr, fmt.Sprintf("data directory %q: it is in use by another node process, pid %d", data, os.Getpid())) {
+			t.Errorf("%v: exit %d, stderr %q", args, code, stderr)
+		}
+	}
+	if entries, _ := os.ReadDir(data); !slices.ContainsFunc(entries, func(e os.DirEntry) bool { return e.Name() == storeFile }) || len(entries) != 1 {
+		t.Fatalf("the data directory holds %v, want the store alone", entries)
+	}
+}
