@@ -76,8 +76,13 @@ $DEEPSEEK_API_KEY alone selects DeepSeek (deepseek-chat). -base-url and
 environment only, never from a flag, so that they stay out of shell
 history. -models FILE names several endpoints instead, as JSON:
 {"endpoints": {"NAME": {"baseURL": "...", "model": "...", "models": ["..."],
-"apiKeyEnv": "VAR"}}, "default": "NAME"}; unknown keys are errors. A bad
-model configuration exits 2.
+"apiKeyEnv": "VAR", "headerTimeout": "5m", "idleTimeout": "10m",
+"callTimeout": "1h"}}, "default": "NAME"}; unknown or repeated keys (keys
+are case-sensitive) and nulls are errors. A bad model configuration exits
+2. A model request that gets no response headers within -header-timeout,
+no chunk within -idle-timeout (keep-alives do not count) or no end within
+-call-timeout is retried, like a 429 or 5xx; an endpoint's own keys win
+over the flags.
 
 Progress: on a terminal, one live row per running child and a line per
 child that ended; otherwise plain lines "child <id> started", "child <id>
