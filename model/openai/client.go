@@ -214,9 +214,7 @@ func (c *Client) attempt(ctx context.Context, params sdk.ChatCompletionNewParams
 	r := newReply(onText)
 	for stream.Next() {
 		idle.Reset(c.cfg.IdleTimeout)
-		if err := r.add(stream.Current()); err != nil {
-			return agent.Response{}, err
-		}
+		r.add(stream.Current())
 	}
 	if ctx.Err() != nil {
 		return agent.Response{}, ctx.Err()

@@ -95,7 +95,7 @@ func newReply(onText func(string)) *reply {
 }
 
 // add folds one chunk in.
-func (r *reply) add(c sdk.ChatCompletionChunk) error {
+func (r *reply) add(c sdk.ChatCompletionChunk) {
 	if c.JSON.Usage.Valid() {
 		u := c.Usage
 		r.usage = &u
@@ -117,7 +117,6 @@ func (r *reply) add(c sdk.ChatCompletionChunk) error {
 			r.finish = ch.FinishReason
 		}
 	}
-	return nil
 }
 
 // addCall folds in a tool-call delta: the first delta of a call carries
