@@ -64,7 +64,7 @@ func TestCheckArgsWithAFastValidatorAgreesWithTheSchemaPackage(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		_, want := schema.Validate(s, args)
+		want := schema.ValidateArgs(s, args)
 		got := a.checkArgs(ToolSpec{Parameters: json.RawMessage(params)}, json.RawMessage(args))
 		if (got == nil) != (want == nil) || got != nil && !sameWording(got.Error(), want.Error()) {
 			t.Fatalf("schema %s, args %s: checkArgs says %v, the schema package %v", params, args, got, want)

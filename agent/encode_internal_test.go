@@ -245,7 +245,7 @@ func TestCheckArgsAgreesWithTheSchemaPackage(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		_, want := schema.Validate(s, args.String())
+		want := schema.ValidateArgs(s, args.String())
 		got := a.checkArgs(ToolSpec{Parameters: json.RawMessage(params)}, args.Bytes())
 		// The library lists some of a failure's parts in map order: the
 		// same message, in any order.

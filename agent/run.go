@@ -839,8 +839,7 @@ func (a *Agent) checkArgs(spec ToolSpec, args json.RawMessage) error {
 	} else if doc, ok := readArgs(string(args)); ok && s.Validate(doc) == nil {
 		return nil
 	}
-	_, err = schema.Validate(s, string(args))
-	return err
+	return schema.ValidateArgs(s, string(args))
 }
 
 func errorResult(id, text string) Message {

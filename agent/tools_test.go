@@ -43,8 +43,8 @@ func TestK3_ArgumentsAreValidatedAgainstTheToolsSchema(t *testing.T) {
 	}
 	results := model.requests()[1].Messages[2:]
 	for i, r := range results[:4] {
-		if !r.IsError || !strings.Contains(subagent.TextOf(r.Content), "read") {
-			t.Fatalf("call %d: result %+v, want an error naming the tool", i+1, r)
+		if text := subagent.TextOf(r.Content); !r.IsError || !strings.HasPrefix(text, "tool read: arguments do not match the tool's parameter schema: at ") {
+			t.Fatalf("call %d: result %+v, want an error naming the tool and saying its arguments do not match", i+1, r)
 		}
 	}
 	if results[4].IsError {

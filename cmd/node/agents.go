@@ -49,12 +49,13 @@ type agentServers struct {
 // "write_files"}}}, strictly (see acp.ParseConfigFile). A command that is
 // a relative path (one with a slash) is taken relative to the file's
 // directory, so that it means the same from any working directory. A file
-// that cannot be read is an error; one that says something wrong is a
+// that cannot be read is an error; one that is not a regular file of a
+// configuration's size (see readConfigFile) or says something wrong is a
 // *configError.
 func loadAgentServers(path string) (agentServers, error) {
-	data, err := os.ReadFile(path)
+	data, err := readConfigFile("-config", path, configErrorf)
 	if err != nil {
-		return agentServers{}, fmt.Errorf("-config: %w", err)
+		return agentServers{}, err
 	}
 	cfgs, err := acp.ParseConfigFile(data)
 	if err != nil {

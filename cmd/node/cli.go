@@ -19,6 +19,7 @@ import (
 	"github.com/subactor/subactor/actors/providers/spawn"
 	"github.com/subactor/subactor/actors/registry"
 	"github.com/subactor/subactor/agent"
+	"github.com/subactor/subactor/model/openai"
 	"github.com/subactor/subactor/persistence"
 	"github.com/subactor/subactor/subagent"
 	"github.com/subactor/subactor/tools/delegate"
@@ -92,8 +93,13 @@ $DEEPSEEK_API_KEY alone selects DeepSeek (deepseek-chat). -base-url and
 environment only, never from a flag, so that they stay out of shell
 history. -models FILE names several endpoints instead, as JSON:
 {"endpoints": {"NAME": {"baseURL": "...", "model": "...", "models": ["..."],
-"apiKeyEnv": "VAR"}}, "default": "NAME"}; unknown keys are errors. A bad
-model configuration exits 2.
+"apiKeyEnv": "VAR", "headerTimeout": "5m", "idleTimeout": "10m",
+"callTimeout": "1h"}}, "default": "NAME"}; unknown or repeated keys (keys
+are case-sensitive) and nulls are errors. A bad model configuration exits
+2. A model request that gets no response headers within -header-timeout,
+no chunk within -idle-timeout (keep-alives do not count) or no end within
+-call-timeout is retried, like a 429 or 5xx; an endpoint's own keys win
+over the flags.
 
 Progress: on a terminal, one live row per running child and a line per
 child that ended; otherwise plain lines "child <id> started", "child <id>
@@ -242,6 +248,7 @@ type options struct {
 	json bool
 	// The model configuration (see resolveModels).
 	baseURL, model, modelsFile string
+	limits                     timeLimits
 	// config is the -config file of ACP agent servers, servers what it
 	// says (set by runCommand).
 	config  string
@@ -259,6 +266,9 @@ func runFlags(o *options) *flag.FlagSet {
 	fs.StringVar(&o.baseURL, "base-url", "", "the OpenAI-compatible endpoint's base `URL`, ending in /v1 (default $"+envBaseURL+"); its key comes from $"+envAPIKey+" only")
 	fs.StringVar(&o.model, "model", "", "the `MODEL` to ask for (default $"+envModel+"); with -models, one of the default endpoint's")
 	fs.StringVar(&o.modelsFile, "models", "", "a JSON `FILE` naming several model endpoints (see above); replaces the environment's endpoint")
+	fs.DurationVar(&o.limits.header, "header-timeout", 0, "how long a model endpoint may take to send its response headers before the request is retried (default "+openai.DefaultHeaderTimeout.String()+"); a -models endpoint's headerTimeout wins")
+	fs.DurationVar(&o.limits.idle, "idle-timeout", 0, "how long a model's answer stream may send no chunk (keep-alives do not count) before the request is retried (default "+openai.DefaultIdleTimeout.String()+"); a -models endpoint's idleTimeout wins")
+	fs.DurationVar(&o.limits.call, "call-timeout", 0, "how long one model request may take in all before it is retried (default "+openai.DefaultCallTimeout.String()+"); a -models endpoint's callTimeout wins")
 	configFlag(fs, &o.config, "the top agent gets a delegate tool per server")
 	return fs
 }
@@ -308,6 +318,9 @@ func parseRun(args []string, stderr io.Writer) (o options, code int, ok bool) {
 		return o, exitUsage, false
 	case o.maxDepth < 0:
 		fmt.Fprintf(stderr, "%s run: -max-depth %d must not be negative\n", prog, o.maxDepth)
+		return o, exitUsage, false
+	case o.limits.header < 0 || o.limits.idle < 0 || o.limits.call < 0:
+		fmt.Fprintf(stderr, "%s run: -header-timeout, -idle-timeout and -call-timeout must not be negative\n", prog)
 		return o, exitUsage, false
 	case set["models"] && o.modelsFile == "":
 		fmt.Fprintf(stderr, "%s run: -models needs a file\n", prog)

@@ -1,15 +1,16 @@
 package main
 
 import (
-	"bytes"
-	"encoding/json"
 	"errors"
 	"fmt"
-	"io"
-	"os"
+	"reflect"
 	"slices"
 	"sort"
 	"strings"
+	"time"
+
+	"github.com/go-json-experiment/json"
+	"github.com/go-json-experiment/json/jsontext"
 
 	"github.com/subactor/subactor/actors/providers/spawn"
 	"github.com/subactor/subactor/agent"
@@ -81,7 +82,7 @@ func resolveModels(o options, getenv func(string) string) (models, error) {
 		if o.baseURL != "" {
 			return models{}, modelErrorf("-base-url cannot be used with -models: the file gives each endpoint's baseURL")
 		}
-		return fileModels(o.modelsFile, o.model, getenv)
+		return fileModels(o.modelsFile, o.model, o.limits, getenv)
 	}
 	cfg, ok := openai.FromEnv(func(k string) string {
 		switch {
@@ -98,6 +99,7 @@ func resolveModels(o options, getenv func(string) string) (models, error) {
 		}
 		return models{top: scripted.New()}, nil
 	}
+	o.limits.apply(&cfg)
 	c, err := openai.New(cfg)
 	switch {
 	case errors.Is(err, openai.ErrNoModel):
@@ -115,10 +117,14 @@ func resolveModels(o options, getenv func(string) string) (models, error) {
 // modelsConfig is the JSON of a -models file:
 //
 //	{"endpoints": {"NAME": {"baseURL": "...", "model": "...", "models": ["..."],
-//	  "apiKeyEnv": "VAR", "schemaMode": "json_schema"}}, "default": "NAME"}
+//	  "apiKeyEnv": "VAR", "schemaMode": "json_schema", "headerTimeout": "5m",
+//	  "idleTimeout": "10m", "callTimeout": "1h"}}, "default": "NAME"}
 //
-// Decoding is strict: an unknown key is an error, so that a typo (or an
-// "apiKey" that does not belong in a file) is not silently ignored.
+// Decoding is as strict as -config's (see strictJSON): an unknown key, a
+// key given twice or in another case, and a null are errors, so that a
+// typo (or an "apiKey" that does not belong in a file) is not silently
+// ignored and a second "baseURL" cannot silently change where a key is
+// sent.
 type modelsConfig struct {
 	Endpoints map[string]endpointConfig `json:"endpoints"`
 	// Default names the top agent's endpoint; it may be left out when
@@ -137,10 +143,17 @@ type endpointConfig struct {
 	// SchemaMode is how output schemas are asked for: json_schema (the
 	// default), json_object (DeepSeek) or prompt.
 	SchemaMode string `json:"schemaMode"`
+	// HeaderTimeout, IdleTimeout and CallTimeout are the endpoint's time
+	// limits (openai.Config's) as Go durations ("90s", "10m"); the
+	// -header-timeout, -idle-timeout and -call-timeout flags, else the
+	// defaults, when left out.
+	HeaderTimeout string `json:"headerTimeout"`
+	IdleTimeout   string `json:"idleTimeout"`
+	CallTimeout   string `json:"callTimeout"`
 }
 
 // knownKeys is said with an unknown-key error.
-const knownKeys = `top-level keys: endpoints, default; endpoint keys: baseURL, model, models, apiKeyEnv, schemaMode`
+const knownKeys = `top-level keys: endpoints, default; endpoint keys: baseURL, model, models, apiKeyEnv, schemaMode, headerTimeout, idleTimeout, callTimeout`
 
 var schemaModes = map[string]openai.SchemaMode{
 	"":            openai.SchemaJSONSchema,
@@ -149,31 +162,54 @@ var schemaModes = map[string]openai.SchemaMode{
 	"prompt":      openai.SchemaPrompt,
 }
 
-// fileModels reads a -models file; model, when set, is the top agent's
-// model on the default endpoint instead of the endpoint's own.
-func fileModels(path, model string, getenv func(string) string) (models, error) {
-	data, err := os.ReadFile(path)
+// timeLimits are the model endpoints' time limits the flags give; 0 leaves
+// openai's default.
+type timeLimits struct {
+	header, idle, call time.Duration
+}
+
+// apply sets the limits on cfg.
+func (l timeLimits) apply(cfg *openai.Config) {
+	cfg.HeaderTimeout, cfg.IdleTimeout, cfg.CallTimeout = l.header, l.idle, l.call
+}
+
+// errNull is a null in a -models file: it would leave its key unset
+// without saying so.
+var errNull = errors.New("null")
+
+// strictJSON decodes a -models file: the library refuses a key given twice
+// and matches keys case-sensitively by default; unknown keys and nulls are
+// refused here.
+var strictJSON = json.JoinOptions(
+	json.RejectUnknownMembers(true),
+	json.WithUnmarshalers(json.UnmarshalFromFunc(func(dec *jsontext.Decoder, _ any) error {
+		if dec.PeekKind() == 'n' {
+			return errNull
+		}
+		return errors.ErrUnsupported // decode as usual
+	})),
+)
+
+// fileModels reads a -models file (see readConfigFile and parseModels).
+func fileModels(path, model string, limits timeLimits, getenv func(string) string) (models, error) {
+	data, err := readConfigFile("-models", path, modelErrorf)
 	if err != nil {
-		return models{}, fmt.Errorf("-models: %w", err)
+		return models{}, err
 	}
+	return parseModels(path, data, model, limits, getenv)
+}
+
+// parseModels makes the models of the -models file path, which holds data;
+// model, when set, is the top agent's model on the default endpoint
+// instead of the endpoint's own, and limits are the time limits of the
+// endpoints that give none. Its errors are *modelError.
+func parseModels(path string, data []byte, model string, limits timeLimits, getenv func(string) string) (models, error) {
 	bad := func(format string, args ...any) error {
 		return modelErrorf("-models %s: %s", path, fmt.Sprintf(format, args...))
 	}
 	var mc modelsConfig
-	dec := json.NewDecoder(bytes.NewReader(data))
-	dec.DisallowUnknownFields()
-	if err := dec.Decode(&mc); err != nil {
-		if strings.Contains(err.Error(), "unknown field") {
-			hint := knownKeys
-			if strings.Contains(err.Error(), `"apiKey"`) {
-				hint = "keys are read from the environment: name the variable with apiKeyEnv; " + hint
-			}
-			return models{}, bad("%v (%s)", err, hint)
-		}
-		return models{}, bad("%v", err)
-	}
-	if _, err := dec.Token(); !errors.Is(err, io.EOF) {
-		return models{}, bad("data after the JSON object")
+	if err := json.Unmarshal(data, &mc, strictJSON); err != nil {
+		return models{}, bad("%s", decodeError(err))
 	}
 	if len(mc.Endpoints) == 0 {
 		return models{}, bad(`no endpoints: give {"endpoints": {"NAME": {"baseURL": ..., "model": ...}}, "default": "NAME"}`)
@@ -194,6 +230,20 @@ func fileModels(path, model string, getenv func(string) string) (models, error) 
 			return models{}, bad("endpoint %q: schemaMode %q is none of json_schema, json_object, prompt", name, ec.SchemaMode)
 		}
 		cfg := openai.Config{BaseURL: ec.BaseURL, Model: ec.Model, Models: slices.Clone(ec.Models), OutputSchema: mode}
+		limits.apply(&cfg)
+		for _, l := range []struct {
+			key, value string
+			dst        *time.Duration
+		}{{"headerTimeout", ec.HeaderTimeout, &cfg.HeaderTimeout}, {"idleTimeout", ec.IdleTimeout, &cfg.IdleTimeout}, {"callTimeout", ec.CallTimeout, &cfg.CallTimeout}} {
+			if l.value == "" {
+				continue
+			}
+			d, err := time.ParseDuration(l.value)
+			if err != nil || d <= 0 {
+				return models{}, bad("endpoint %q: %s %q is not a duration above 0 such as \"90s\" or \"10m\"", name, l.key, l.value)
+			}
+			*l.dst = d
+		}
 		if ec.APIKeyEnv != "" {
 			if cfg.APIKey = getenv(ec.APIKeyEnv); cfg.APIKey == "" {
 				return models{}, bad("endpoint %q: its key variable %s (apiKeyEnv) is not set in the environment", name, ec.APIKeyEnv)
@@ -228,4 +278,47 @@ func fileModels(path, model string, getenv func(string) string) (models, error) 
 		model = eps[def].Model
 	}
 	return models{top: top, endpoints: eps, endpoint: def, name: model, real: true}, nil
+}
+
+// decodeError says plainly what is wrong where in a -models file.
+func decodeError(err error) string {
+	var sem *json.SemanticError
+	var syn *jsontext.SyntacticError
+	switch {
+	case errors.Is(err, jsontext.ErrDuplicateName) && errors.As(err, &syn):
+		return fmt.Sprintf("key %q is given twice %s: give each key once", syn.JSONPointer.LastToken(), where(syn.JSONPointer.Parent()))
+	case errors.Is(err, json.ErrUnknownName) && errors.As(err, &sem):
+		key := sem.JSONPointer.LastToken()
+		hint := knownKeys
+		if strings.EqualFold(key, "apiKey") {
+			hint = "keys are read from the environment: name the variable with apiKeyEnv; " + hint
+		}
+		return fmt.Sprintf("unknown key %q %s (keys are case-sensitive; %s)", key, where(sem.JSONPointer.Parent()), hint)
+	case errors.Is(err, errNull) && errors.As(err, &sem):
+		return fmt.Sprintf("null %s: give a value or leave the key out", where(sem.JSONPointer))
+	case errors.As(err, &sem) && sem.GoType != nil && sem.JSONKind != 0 && sem.Err == nil:
+		return fmt.Sprintf("a JSON %s %s, where %s belongs", sem.JSONKind, where(sem.JSONPointer), goKind(sem.GoType))
+	case errors.As(err, &syn):
+		return fmt.Sprintf("not valid JSON at byte %d: %v", syn.ByteOffset, syn.Err)
+	}
+	return err.Error()
+}
+
+// where names a place in the file by its JSON pointer.
+func where(p jsontext.Pointer) string {
+	if p == "" {
+		return "at the top level"
+	}
+	return "at " + string(p)
+}
+
+// goKind says what JSON a Go type of modelsConfig is read from.
+func goKind(t reflect.Type) string {
+	switch t.Kind() {
+	case reflect.String:
+		return "a string"
+	case reflect.Slice:
+		return "an array"
+	}
+	return "an object"
 }

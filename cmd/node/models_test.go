@@ -319,9 +319,9 @@ func TestM1_BadModelConfigurationExitsTwo(t *testing.T) {
 		msg  string
 	}{
 		{name: "unknown top-level key", args: []string{"-models", writeModels(t, `{"endpoints": {`+good+`}, "defualt": "local"}`)},
-			msg: `unknown field "defualt" (top-level keys: endpoints, default; endpoint keys:`},
+			msg: `unknown key "defualt" at the top level (keys are case-sensitive; top-level keys: endpoints, default; endpoint keys:`},
 		{name: "key in the file", args: []string{"-models", writeModels(t, `{"endpoints": {"local": {"model": "m", "apiKey": "sk"}}}`)},
-			msg: `unknown field "apiKey"`},
+			msg: `unknown key "apiKey" at /endpoints/local (keys are case-sensitive; keys are read from the environment: name the variable with apiKeyEnv;`},
 		{name: "unknown default endpoint", args: []string{"-models", writeModels(t, `{"endpoints": {`+good+`, "b": {"model": "x"}}, "default": "nope"}`)},
 			msg: `default endpoint "nope" is not configured (configured: b, local)`},
 		{name: "no default of two", args: []string{"-models", writeModels(t, `{"endpoints": {`+good+`, "b": {"model": "x"}}}`)},
@@ -333,7 +333,7 @@ func TestM1_BadModelConfigurationExitsTwo(t *testing.T) {
 			msg: `schemaMode "xml" is none of`},
 		{name: "key variable unset", args: []string{"-models", writeModels(t, `{"endpoints": {"local": {"model": "m", "apiKeyEnv": "NODE_TEST_UNSET_KEY"}}}`)},
 			msg: "its key variable NODE_TEST_UNSET_KEY (apiKeyEnv) is not set"},
-		{name: "trailing data", args: []string{"-models", writeModels(t, `{"endpoints": {`+good+`}} {}`)}, msg: "data after the JSON object"},
+		{name: "trailing data", args: []string{"-models", writeModels(t, `{"endpoints": {`+good+`}} {}`)}, msg: "not valid JSON at byte 98: invalid character '{' after top-level value"},
 		{name: "not JSON", args: []string{"-models", writeModels(t, `endpoints: {}`)}, msg: "invalid character"},
 		{name: "model not offered", args: []string{"-models", writeModels(t, `{"endpoints": {`+good+`}}`), "-model", "m-9"},
 			msg: `-model m-9: endpoint "local" of`},

@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"errors"
+	"flag"
 	"fmt"
 	"io/fs"
 	"os"
@@ -37,6 +38,15 @@ var bin string
 func TestMain(m *testing.M) {
 	if os.Getenv(envFakeAgent) != "" {
 		os.Exit(runFakeAgent())
+	}
+	// A fuzz worker (go test -fuzz starts them with -test.fuzzworker) runs
+	// only the fuzz target, which needs no binary; it inherits the
+	// coordinator's temporary HOME, where a build would start from an
+	// empty module cache.
+	flag.Parse()
+	if f := flag.Lookup("test.fuzzworker"); f != nil && f.Value.String() == "true" {
+		goleak.VerifyTestMain(m)
+		return
 	}
 	dir, err := os.MkdirTemp("", "node-test-")
 	if err != nil {

@@ -132,19 +132,33 @@ func CompileObject(raw json.RawMessage) (*jsonschema.Schema, error) {
 	return Compile(raw)
 }
 
-// Validate checks that text is JSON satisfying s and returns it trimmed.
+// Validate checks that text, a final answer, is JSON satisfying s, the
+// output schema, and returns it trimmed.
 func Validate(s *jsonschema.Schema, text string) (json.RawMessage, error) {
+	return validate(s, text, "final answer is not JSON", "final answer does not match the output schema")
+}
+
+// ValidateArgs checks that args, a tool call's arguments, are JSON
+// satisfying s, the tool's parameter schema.
+func ValidateArgs(s *jsonschema.Schema, args string) error {
+	_, err := validate(s, args, "arguments are not JSON", "arguments do not match the tool's parameter schema")
+	return err
+}
+
+// validate is Validate and ValidateArgs; its errors begin with notJSON or
+// mismatch.
+func validate(s *jsonschema.Schema, text, notJSON, mismatch string) (json.RawMessage, error) {
 	doc, err := jsonschema.UnmarshalJSON(strings.NewReader(text))
 	if err != nil {
-		return nil, fmt.Errorf("final answer is not JSON: %w", err)
+		return nil, fmt.Errorf("%s: %w", notJSON, err)
 	}
 	if err := s.Validate(doc); err != nil {
 		var verr *jsonschema.ValidationError
 		if errors.As(err, &verr) {
 			ptr, reason := summarize(verr)
-			return nil, fmt.Errorf("final answer does not match the output schema: at %s: %s", where(ptr), reason)
+			return nil, fmt.Errorf("%s: at %s: %s", mismatch, where(ptr), reason)
 		}
-		return nil, fmt.Errorf("final answer does not match the output schema: %s", scrub(err.Error()))
+		return nil, fmt.Errorf("%s: %s", mismatch, scrub(err.Error()))
 	}
 	return json.RawMessage(strings.TrimSpace(text)), nil
 }

@@ -62,9 +62,22 @@ func New(cfg Config) (*Client, error) {
 	if cfg.Now == nil {
 		cfg.Now = time.Now
 	}
-	if cfg.MaxReplyBytes <= 0 {
-		cfg.MaxReplyBytes = 16 << 20
+	if cfg.HeaderTimeout <= 0 {
+		cfg.HeaderTimeout = DefaultHeaderTimeout
 	}
+	if cfg.IdleTimeout <= 0 {
+		cfg.IdleTimeout = DefaultIdleTimeout
+	}
+	if cfg.CallTimeout <= 0 {
+		cfg.CallTimeout = DefaultCallTimeout
+	}
+	if cfg.MaxReplyBytes <= 0 {
+		cfg.MaxReplyBytes = DefaultMaxReplyBytes
+	}
+	if cfg.MaxEventBytes <= 0 {
+		cfg.MaxEventBytes = DefaultMaxEventBytes
+	}
+	cfg.MaxEventBytes = min(cfg.MaxEventBytes, maxLine)
 	opts := []option.RequestOption{
 		option.WithBaseURL(cfg.BaseURL),
 		option.WithHTTPClient(cfg.HTTPClient),
@@ -82,11 +95,14 @@ func New(cfg Config) (*Client, error) {
 // Model is the model the client asks for.
 func (c *Client) Model() string { return c.cfg.Model }
 
-// Generate streams one answer to req. A 429 or 5xx status is retried
-// (Config.MaxAttempts, backoff honouring Retry-After); the error after the
-// last attempt, or for any other status, is an *APIError. An answer that
-// breaks the wire format is a *ProtocolError; it is not retried. When ctx
-// ends, Generate returns ctx's error at once.
+// Generate streams one answer to req. A 429 or 5xx status and a
+// *TimeoutError are retried (Config.MaxAttempts, backoff honouring
+// Retry-After); the error after the last attempt, or for any other status,
+// is an *APIError or the *TimeoutError. An answer that breaks the wire
+// format is a *ProtocolError, one over a size limit a *TooLargeError;
+// neither is retried. req.OnText may have seen part of an attempt that
+// timed out before the text of the next. When ctx ends, Generate returns
+// ctx's error at once.
 func (c *Client) Generate(ctx context.Context, req agent.Request) (agent.Response, error) {
 	params, err := c.params(req)
 	if err != nil {
@@ -100,17 +116,9 @@ func (c *Client) Generate(ctx context.Context, req agent.Request) (agent.Respons
 		if ctx.Err() != nil {
 			return agent.Response{}, ctx.Err()
 		}
-		var apiErr *APIError
-		if !errors.As(err, &apiErr) {
-			return agent.Response{}, err
-		}
-		apiErr.Attempts = attempt
-		if !apiErr.Retryable() || attempt >= c.cfg.MaxAttempts {
-			return agent.Response{}, apiErr
-		}
-		wait, ok := c.backoff(attempt, apiErr)
+		wait, ok := c.retry(attempt, err)
 		if !ok {
-			return agent.Response{}, apiErr
+			return agent.Response{}, err
 		}
 		if err := c.cfg.Sleep(ctx, wait); err != nil {
 			return agent.Response{}, err
@@ -118,32 +126,78 @@ func (c *Client) Generate(ctx context.Context, req agent.Request) (agent.Respons
 	}
 }
 
-// backoff is the wait before retry number attempt; ok is false when the
-// server asked for a longer wait than we accept.
-func (c *Client) backoff(attempt int, e *APIError) (wait time.Duration, ok bool) {
-	if e.retryAfterSet {
-		return e.RetryAfter, e.RetryAfter <= c.cfg.MaxRetryAfter
+// retry says whether the error of attempt number attempt is retried, and
+// after what wait; it records the attempts in the error.
+func (c *Client) retry(attempt int, err error) (wait time.Duration, ok bool) {
+	var apiErr *APIError
+	var timeout *TimeoutError
+	switch {
+	case errors.As(err, &apiErr):
+		apiErr.Attempts = attempt
+		if !apiErr.Retryable() || attempt >= c.cfg.MaxAttempts {
+			return 0, false
+		}
+		if apiErr.retryAfterSet {
+			// A longer wait than we accept ends the call.
+			return apiErr.RetryAfter, apiErr.RetryAfter <= c.cfg.MaxRetryAfter
+		}
+	case errors.As(err, &timeout):
+		timeout.Attempts = attempt
+		if attempt >= c.cfg.MaxAttempts {
+			return 0, false
+		}
+	default:
+		return 0, false
 	}
-	wait = c.cfg.Backoff
+	return c.backoff(attempt), true
+}
+
+// backoff is the wait before retry number attempt when the server did not
+// say how long to wait.
+func (c *Client) backoff(attempt int) time.Duration {
+	wait := c.cfg.Backoff
 	for i := 1; i < attempt && wait < c.cfg.MaxBackoff; i++ {
 		wait *= 2
 	}
 	wait = min(wait, c.cfg.MaxBackoff)
 	// Jitter in [wait/2, wait], so that clients that failed together do
 	// not all retry together.
-	return wait/2 + rand.N(wait/2+1), true
+	return wait/2 + rand.N(wait/2+1)
 }
 
-// attempt makes one request and reads its stream.
+// attempt makes one request and reads its stream, within the request's
+// time limits (see Config.HeaderTimeout).
 func (c *Client) attempt(ctx context.Context, params sdk.ChatCompletionNewParams, onText func(string)) (agent.Response, error) {
+	// Each limit ends the request's context with its *TimeoutError as the
+	// cause; the caller's ctx stays as it was.
+	reqCtx, stop := context.WithTimeoutCause(ctx, c.cfg.CallTimeout, &TimeoutError{Limit: LimitCall, After: c.cfg.CallTimeout})
+	defer stop()
+	reqCtx, cancel := context.WithCancelCause(reqCtx)
+	defer cancel(nil)
+	headers := time.AfterFunc(c.cfg.HeaderTimeout, func() { cancel(&TimeoutError{Limit: LimitHeader, After: c.cfg.HeaderTimeout}) })
+	defer headers.Stop()
+	var idle *time.Timer // set once the headers are in, reset by every chunk
+	defer func() {
+		if idle != nil {
+			idle.Stop()
+		}
+	}()
+
 	// The SDK turns an error status into its own error, which loses the
 	// body when it is not JSON and never shows Retry-After; we keep both
-	// from the raw response.
+	// from the raw response. A good response's body is read through the
+	// size limits.
 	var failed *APIError
 	capture := option.WithMiddleware(func(r *http.Request, next option.MiddlewareNext) (*http.Response, error) {
 		res, err := next(r)
-		if err != nil || res.StatusCode < 400 {
+		headers.Stop()
+		idle = time.AfterFunc(c.cfg.IdleTimeout, func() { cancel(&TimeoutError{Limit: LimitIdle, After: c.cfg.IdleTimeout}) })
+		if err != nil {
 			return res, err
+		}
+		if res.StatusCode < 400 {
+			res.Body = &cappedBody{ReadCloser: res.Body, maxBody: c.cfg.MaxReplyBytes, maxEvent: c.cfg.MaxEventBytes}
+			return res, nil
 		}
 		body, _ := io.ReadAll(io.LimitReader(res.Body, maxErrorBody)) // a short read keeps what came
 		_ = res.Body.Close()
@@ -152,21 +206,24 @@ func (c *Client) attempt(ctx context.Context, params sdk.ChatCompletionNewParams
 		res.Body = io.NopCloser(bytes.NewReader(body))
 		return res, nil
 	})
-	stream := c.svc.NewStreaming(ctx, params, capture)
+	stream := c.svc.NewStreaming(reqCtx, params, capture)
 	defer stream.Close()
 	if failed != nil {
 		return agent.Response{}, failed
 	}
-	r := newReply(c.cfg.MaxReplyBytes, onText)
+	r := newReply(onText)
 	for stream.Next() {
-		if err := r.add(stream.Current()); err != nil {
-			return agent.Response{}, err
-		}
+		idle.Reset(c.cfg.IdleTimeout)
+		r.add(stream.Current())
 	}
 	if ctx.Err() != nil {
 		return agent.Response{}, ctx.Err()
 	}
 	if err := stream.Err(); err != nil {
+		var timeout *TimeoutError
+		if errors.As(context.Cause(reqCtx), &timeout) {
+			return agent.Response{}, timeout
+		}
 		return agent.Response{}, streamError(err)
 	}
 	return r.response()
@@ -177,7 +234,10 @@ func streamError(err error) error {
 	var se *ssestream.StreamError
 	var syntax *json.SyntaxError
 	var typ *json.UnmarshalTypeError
+	var tooLarge *TooLargeError
 	switch {
+	case errors.As(err, &tooLarge):
+		return tooLarge
 	case errors.As(err, &se):
 		return &ProtocolError{Detail: "error event in stream", Err: errors.New(string(bytes.TrimSpace(se.Event.Data)))}
 	case errors.As(err, &syntax), errors.As(err, &typ):

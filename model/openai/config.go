@@ -73,10 +73,33 @@ type Config struct {
 	// inject both; nil means the real clock.
 	Sleep func(ctx context.Context, d time.Duration) error
 	Now   func() time.Time
-	// MaxReplyBytes bounds the streamed data of one answer, so that a
-	// hostile or broken server cannot exhaust memory (16 MiB when 0).
-	MaxReplyBytes int
+	// HeaderTimeout bounds the wait for one request's response headers,
+	// IdleTimeout the wait for each chunk of its stream after the headers
+	// or the chunk before (keep-alive comments do not count: they show a
+	// live connection, not progress), and CallTimeout the whole request,
+	// from sending it to the stream's end. Past one, the request ends
+	// with a *TimeoutError, retried like a 5xx status. The defaults
+	// (DefaultHeaderTimeout, DefaultIdleTimeout, DefaultCallTimeout when
+	// 0) leave room for slow reasoning models and local servers that
+	// read a long prompt before they answer.
+	HeaderTimeout, IdleTimeout, CallTimeout time.Duration
+	// MaxReplyBytes bounds the raw bytes of one answer's body, and
+	// MaxEventBytes those of one event of its stream, so that a hostile
+	// or broken server cannot exhaust memory: past either the answer
+	// ends with a *TooLargeError (DefaultMaxReplyBytes and
+	// DefaultMaxEventBytes when 0; MaxEventBytes is at most 32 MiB, the
+	// longest line the SDK's stream reader takes).
+	MaxReplyBytes, MaxEventBytes int
 }
+
+// Defaults of Config's limits.
+const (
+	DefaultHeaderTimeout = 5 * time.Minute
+	DefaultIdleTimeout   = 10 * time.Minute
+	DefaultCallTimeout   = time.Hour
+	DefaultMaxReplyBytes = 16 << 20
+	DefaultMaxEventBytes = 4 << 20
+)
 
 // FromEnv reads an endpoint from the environment through getenv (os.Getenv
 // in production):

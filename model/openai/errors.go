@@ -60,8 +60,9 @@ func (e *APIError) Retryable() bool {
 // ProtocolError is an answer that does not follow the chat completions
 // wire format: a malformed body or chunk, an error event inside the stream,
 // a stream cut off before its finish reason (a dropped connection), an
-// unknown finish reason, or an answer over Config.MaxReplyBytes. It is not
-// retried: part of the answer may have been produced already.
+// unknown finish reason, or token counts no model reports (negative, or
+// beyond maxTokenCount). It is not retried: part of the answer may have
+// been produced already.
 type ProtocolError struct {
 	Detail string
 	Err    error // the underlying error, if any
@@ -75,6 +76,64 @@ func (e *ProtocolError) Error() string {
 }
 
 func (e *ProtocolError) Unwrap() error { return e.Err }
+
+// TooLargeError is a streamed answer over a size limit: its raw body over
+// Config.MaxReplyBytes, or one event of its stream (the lines up to the
+// blank line that ends it) over Config.MaxEventBytes. The read stops at
+// the limit, so that a hostile or broken server cannot exhaust memory. It
+// is not retried.
+type TooLargeError struct {
+	// Event is true when one event passed MaxEventBytes, false when the
+	// body passed MaxReplyBytes.
+	Event bool
+	Limit int // the limit passed, in bytes
+}
+
+func (e *TooLargeError) Error() string {
+	if e.Event {
+		return fmt.Sprintf("openai: one event of the answer stream is over %d bytes (a line or event without end?)", e.Limit)
+	}
+	return fmt.Sprintf("openai: the answer is over %d bytes", e.Limit)
+}
+
+// TimeLimit names one of a request's time limits.
+type TimeLimit string
+
+// A request's time limits (see Config.HeaderTimeout).
+const (
+	LimitHeader TimeLimit = "header" // the response headers are due
+	LimitIdle   TimeLimit = "idle"   // the stream's next chunk is due
+	LimitCall   TimeLimit = "call"   // the whole request is due
+)
+
+// TimeoutError is a request the endpoint was too slow to answer: no
+// response headers within Config.HeaderTimeout, no chunk of the stream
+// within Config.IdleTimeout of the headers or of the chunk before
+// (keep-alive comments do not count), or no end within
+// Config.CallTimeout. It is retried like a 5xx status; after the last
+// attempt the call fails with it.
+type TimeoutError struct {
+	Limit TimeLimit
+	After time.Duration // the limit's value
+	// Attempts is the number of requests the call made.
+	Attempts int
+}
+
+func (e *TimeoutError) Error() string {
+	var s string
+	switch e.Limit {
+	case LimitHeader:
+		s = fmt.Sprintf("openai: the endpoint sent no response headers within %v", e.After)
+	case LimitIdle:
+		s = fmt.Sprintf("openai: the endpoint's stream sent no chunk for %v", e.After)
+	default:
+		s = fmt.Sprintf("openai: the endpoint's answer did not end within %v", e.After)
+	}
+	if e.Attempts > 1 {
+		s += fmt.Sprintf(" (after %d attempts)", e.Attempts)
+	}
+	return s
+}
 
 // cut shortens s to at most n bytes without splitting a rune.
 func cut(s string, n int) string {

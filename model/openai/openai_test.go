@@ -437,16 +437,6 @@ func TestK3_HostileToolCallArgumentsComeBackAsIs(t *testing.T) {
 	}
 }
 
-func TestK3_AnswerOverLimitIsProtocolError(t *testing.T) {
-	s := openaitest.NewServer(t, openaitest.Step{Text: strings.Repeat("x", 4096), ChunkSize: 64})
-	c, _ := client(t, s, func(cfg *openai.Config) { cfg.MaxReplyBytes = 1024 })
-	_, err := c.Generate(await.Ctx(t), ask("hi"))
-	var perr *openai.ProtocolError
-	if !errors.As(err, &perr) {
-		t.Errorf("error %v, want *ProtocolError", err)
-	}
-}
-
 func TestM1_ConcurrentCallsShareOneClient(t *testing.T) {
 	hold := openaitest.Step{Text: "x", Hold: true}
 	s := openaitest.NewServer(t, hold, hold, hold)

@@ -1,8 +1,10 @@
 package openai
 
 import (
+	"bufio"
 	"encoding/json"
 	"fmt"
+	"io"
 	"strings"
 
 	sdk "github.com/openai/openai-go/v3"
@@ -11,11 +13,69 @@ import (
 	"github.com/subactor/subactor/subagent"
 )
 
+// maxLine is the longest line the SDK's stream reader takes
+// (ssestream.NewDecoder's scanner buffer).
+const maxLine = bufio.MaxScanTokenSize << 9
+
+// cappedBody is a streamed body read through the answer's size limits:
+// past maxBody bytes in all, or maxEvent bytes in one event, Read fails
+// with a *TooLargeError. The SDK's reader keeps an event's lines until the
+// blank line that ends it, so without the event limit a stream of data
+// lines without a blank line would grow memory without end.
+type cappedBody struct {
+	io.ReadCloser
+	maxBody, maxEvent int
+	body, event       int // bytes read in all, and since the last blank line
+	line              lineState
+	err               error
+}
+
+// lineState is where a cappedBody is in its line. Blank lines are the ones
+// the SDK's reader sees as blank: it splits at "\n" and drops one "\r"
+// before it.
+type lineState uint8
+
+const (
+	lineStart lineState = iota // after a "\n", or at the start: a "\n" now ends a blank line
+	lineCR                     // after "\n\r": a "\n" now ends a blank line too
+	lineText                   // anything else
+)
+
+func (b *cappedBody) Read(p []byte) (int, error) {
+	if b.err != nil {
+		return 0, b.err
+	}
+	n, err := b.ReadCloser.Read(p)
+	for i, ch := range p[:n] {
+		b.body++
+		b.event++
+		switch {
+		case ch == '\n':
+			if b.line != lineText {
+				b.event = 0
+			}
+			b.line = lineStart
+		case ch == '\r' && b.line == lineStart:
+			b.line = lineCR
+		default:
+			b.line = lineText
+		}
+		switch {
+		case b.body > b.maxBody:
+			b.err = &TooLargeError{Limit: b.maxBody}
+		case b.event > b.maxEvent:
+			b.err = &TooLargeError{Event: true, Limit: b.maxEvent}
+		default:
+			continue
+		}
+		return i, b.err
+	}
+	return n, err
+}
+
 // reply reassembles a streamed answer from its chunks. Only choice 0
 // counts: we never ask for more than one.
 type reply struct {
-	limit   int // bytes of chunk data accepted
-	size    int
 	text    strings.Builder
 	refusal strings.Builder
 	calls   []*partialCall
@@ -30,16 +90,12 @@ type partialCall struct {
 	args     strings.Builder
 }
 
-func newReply(limit int, onText func(string)) *reply {
-	return &reply{limit: limit, byIndex: map[int64]*partialCall{}, onText: onText}
+func newReply(onText func(string)) *reply {
+	return &reply{byIndex: map[int64]*partialCall{}, onText: onText}
 }
 
 // add folds one chunk in.
-func (r *reply) add(c sdk.ChatCompletionChunk) error {
-	r.size += len(c.RawJSON())
-	if r.size > r.limit {
-		return &ProtocolError{Detail: fmt.Sprintf("answer over %d bytes", r.limit)}
-	}
+func (r *reply) add(c sdk.ChatCompletionChunk) {
 	if c.JSON.Usage.Valid() {
 		u := c.Usage
 		r.usage = &u
@@ -61,7 +117,6 @@ func (r *reply) add(c sdk.ChatCompletionChunk) error {
 			r.finish = ch.FinishReason
 		}
 	}
-	return nil
 }
 
 // addCall folds in a tool-call delta: the first delta of a call carries
@@ -123,11 +178,24 @@ func (r *reply) response() (agent.Response, error) {
 	}
 	resp.Message = msg
 	if r.usage != nil {
+		u := r.usage
+		for _, n := range []struct {
+			name  string
+			count int64
+		}{{"prompt_tokens", u.PromptTokens}, {"completion_tokens", u.CompletionTokens}, {"cached_tokens", u.PromptTokensDetails.CachedTokens}} {
+			if n.count < 0 || n.count > maxTokenCount {
+				return agent.Response{}, &ProtocolError{Detail: fmt.Sprintf("usage reports %s = %d, not a token count (0 to %d)", n.name, n.count, maxTokenCount)}
+			}
+		}
 		resp.Usage = subagent.Usage{
-			InputTokens:       int(r.usage.PromptTokens),
-			OutputTokens:      int(r.usage.CompletionTokens),
-			CachedInputTokens: int(r.usage.PromptTokensDetails.CachedTokens),
+			InputTokens:       int(u.PromptTokens),
+			OutputTokens:      int(u.CompletionTokens),
+			CachedInputTokens: int(u.PromptTokensDetails.CachedTokens),
 		}
 	}
 	return resp, nil
 }
+
+// maxTokenCount bounds a token count in usage: far beyond any model's
+// context, and within a 32-bit int.
+const maxTokenCount = 1 << 30
