@@ -268,6 +268,7 @@ type child struct {
 	proc    *proc
 	conn    *sdk.ClientSideConnection
 	frames  *frames // the agent's output on its way to conn
+	srv     *server // answers the agent's requests
 	cl      *client
 	session sdk.SessionId
 	wg      sync.WaitGroup // the session/cancel sender
@@ -322,8 +323,9 @@ func (c *child) setup(ctx context.Context) error {
 	}
 	c.proc = proc
 	c.pid.Store(int64(proc.pid))
-	c.frames = newFrames(proc.stdout, cl.update, c.log)
-	c.conn = sdk.NewClientSideConnection(cl, proc.stdin, c.frames)
+	c.srv = newServer(cl, proc.stdin, c.log)
+	c.frames = newFrames(proc.stdout, c.srv, c.log)
+	c.conn = sdk.NewClientSideConnection(unserved{}, c.srv.out, c.frames)
 	c.conn.SetLogger(c.log)
 	c.frames.open()
 
@@ -587,8 +589,8 @@ func describe(err error) string {
 }
 
 // release frees the child after the body returned: no more updates count,
-// the process is ended on the ladder, and the connection's reader and our
-// cancel sender have returned.
+// the process is ended on the ladder, and the connection's reader, the
+// handlers of the agent's requests and our cancel sender have returned.
 func (c *child) release() {
 	if c.cl != nil {
 		c.cl.close()
@@ -599,6 +601,7 @@ func (c *child) release() {
 	if c.conn != nil {
 		c.frames.open() // in case setup stopped between the two
 		<-c.conn.Done()
+		c.srv.close()
 		if n := c.frames.dropped.Load(); n > loggedDrops {
 			c.log.Warn("acp: dropped lines from the agent", "count", n)
 		}
