@@ -43,6 +43,7 @@ const (
 	modeExitEarly  = "exit-early"  // writes to stderr and exits 3 before reading anything
 	modeBadVersion = "bad-version" // answers initialize with protocol version 99
 	modeHangInit   = "hang-init"   // never answers initialize
+	modeHangNew    = "hang-new"    // answers initialize, never session/new
 	modeStubborn   = "stubborn"    // ignores SIGTERM and the end of its input
 	modeGrandchild = "grandchild"  // starts a grandchild that ignores SIGTERM and holds stdout
 	modeSleeper    = "sleeper"     // the grandchild itself
@@ -158,6 +159,9 @@ func (a *fakeAgent) Initialize(context.Context, sdk.InitializeRequest) (sdk.Init
 }
 
 func (a *fakeAgent) NewSession(context.Context, sdk.NewSessionRequest) (sdk.NewSessionResponse, error) {
+	if a.mode == modeHangNew {
+		blockForever()
+	}
 	return sdk.NewSessionResponse{SessionId: sdk.SessionId(fmt.Sprintf("fake-%d", os.Getpid()))}, nil
 }
 

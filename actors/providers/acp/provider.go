@@ -271,7 +271,9 @@ type child struct {
 	srv     *server // answers the agent's requests
 	cl      *client
 	session sdk.SessionId
-	wg      sync.WaitGroup // the session/cancel sender
+	// initTook is how long initialize took.
+	initTook time.Duration
+	wg       sync.WaitGroup // the session/cancel sender
 }
 
 // body is the run's goroutine: setup, then one prompt turn.
@@ -329,10 +331,11 @@ func (c *child) setup(ctx context.Context) error {
 	c.conn.SetLogger(c.log)
 	c.frames.open()
 
-	sctx, cancel := context.WithTimeoutCause(ctx, cfg.StartTimeout, fmt.Errorf("no answer within %s", cfg.StartTimeout))
+	sctx, cancel := context.WithTimeoutCause(ctx, cfg.StartTimeout, fmt.Errorf("%w: no answer within %s", ErrStartTimeout, cfg.StartTimeout))
 	defer cancel()
 	sctx, stop := c.untilExit(sctx)
 	defer stop()
+	begun := time.Now()
 
 	init, err := c.conn.Initialize(sctx, sdk.InitializeRequest{
 		ProtocolVersion: sdk.ProtocolVersionNumber,
@@ -348,6 +351,9 @@ func (c *child) setup(ctx context.Context) error {
 		return c.startError("initialize", fmt.Errorf("%w: the agent answered version %d, we speak %d",
 			ErrProtocolVersion, init.ProtocolVersion, sdk.ProtocolVersionNumber), sctx)
 	}
+	// Said when the next step runs out of time: the limit is the whole
+	// start's, and the step that used it up is not always the one named.
+	c.initTook = time.Since(begun)
 	loadable := init.AgentCapabilities.LoadSession
 	if c.resume != nil {
 		if !loadable {
@@ -443,6 +449,9 @@ func (c *child) startError(step string, err error, ctx context.Context) error {
 	}
 	if bad := c.frames.failure(); bad != nil {
 		err = bad
+	}
+	if step != "initialize" && errors.Is(err, ErrStartTimeout) {
+		err = fmt.Errorf("%w (initialize answered after %s)", err, c.initTook.Round(time.Millisecond))
 	}
 	// A write that failed (a broken pipe, say) usually means the agent is
 	// exiting: give its exit a moment to show, so the error says how it
