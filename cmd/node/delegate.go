@@ -193,7 +193,7 @@ func delegateOnce(ctx context.Context, o delegateOptions, servers agentServers, 
 	defer sys.Shutdown()
 	svc := registry.New(sys)
 	defer svc.Close()
-	provider, err := servers.provider(name, sys, store, dir)
+	provider, err := servers.provider(name, sys, store, dir, rep)
 	if err != nil {
 		return outcome{}, err
 	}
@@ -258,12 +258,16 @@ func delegateOnce(ctx context.Context, o delegateOptions, servers agentServers, 
 // runChild starts the child, waits for its result and disposes it. ctx
 // is the run's cancellation (SIGINT): once cancelled the run settles
 // aborted on its own, within the provider's bounded waits, so the result
-// is awaited without it.
+// is awaited without it; cancelled while the agent starts, the child
+// ends aborted too, without a result of its own.
 func runChild(ctx context.Context, svc *registry.Service, name string, parent subagent.Agent, prompt string) (subagent.Result, error) {
 	run, err := svc.Start(ctx, name, subagent.StartRequest{
 		Parent: parent,
 		Prompt: []subagent.ContentBlock{subagent.Text(prompt)},
 	})
+	if err != nil && ctx.Err() != nil {
+		return subagent.Stopped(subagent.Aborted, "cancelled while the agent was starting"), nil
+	}
 	if err != nil {
 		return subagent.Result{}, err
 	}
