@@ -220,8 +220,10 @@ func refused(path string, err error) error {
 
 // readFile answers fs/read_text_file with the file's text, inside the
 // working directory when Config.ReadFiles is set: a regular file of at
-// most maxReadFile bytes, whose size reserve claims before it is read
-// (see MaxHeldBytes). Line (1-based) and Limit select lines.
+// most maxReadFile bytes. Before it is read, reserve claims twice its
+// size, for its text and the answer made of it, in one step: claimed one
+// after the other, several reads could each get the first and none the
+// second (see MaxHeldBytes). Line (1-based) and Limit select lines.
 func (c *client) readFile(req sdk.ReadTextFileRequest, reserve func(int) error) (string, error) {
 	if !c.read {
 		return "", sdk.NewMethodNotFound(sdk.ClientMethodFsReadTextFile)
@@ -243,7 +245,7 @@ func (c *client) readFile(req sdk.ReadTextFileRequest, reserve func(int) error) 
 		return "", refused(req.Path, fmt.Errorf("file is larger than %d bytes", maxReadFile))
 	}
 	size := int(info.Size())
-	if err := reserve(size); err != nil {
+	if err := reserve(2 * size); err != nil {
 		return "", err
 	}
 	// Read into the string itself, and no further than what was reserved

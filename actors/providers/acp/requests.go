@@ -27,9 +27,10 @@ const (
 	MaxRequests = 32
 	// MaxHeldBytes bounds the bytes held for one agent's requests in
 	// flight: each request as received (twice its line: the line and what
-	// is decoded from it), and each answer (a file read's text) until the
-	// agent has read it. A request or a file read that would pass it is
-	// answered with an error instead.
+	// is decoded from it), and each answer until the agent has read it (a
+	// file read's: twice the file's size, its text and the answer made of
+	// it). A request or a file read that would pass it is answered with an
+	// error instead.
 	MaxHeldBytes = 32 << 20
 )
 
@@ -167,12 +168,14 @@ func (s *server) serve(ctx context.Context, key string, id json.RawMessage, meth
 		return nil
 	}
 	body, isErr := marshalAnswer(s.dispatch(ctx, method, params, reserve))
-	// The answer is held until written, as the text of a file read was.
-	switch {
+	// The answer is held until written: what the handler reserved beyond
+	// the request's line (a file read's text and answer) covers it, but
+	// for a text JSON escapes a lot.
+	switch extra := len(body) - (held - cost); {
 	case len(body) > maxAnswer:
 		body, isErr = marshalAnswer(nil, sdk.NewInternalError(map[string]any{"error": fmt.Sprintf("the answer would be %d bytes, longer than an agent reads in one line", len(body))}))
-	case !isErr:
-		if err := reserve(len(body)); err != nil {
+	case !isErr && extra > 0:
+		if err := reserve(extra); err != nil {
 			s.c.limit(fmt.Sprintf("refused the agent's %s: %v", truncate(method, 64), err))
 			body, isErr = marshalAnswer(nil, boundError(err.Error()))
 		}
