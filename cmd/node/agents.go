@@ -5,6 +5,7 @@ package main
 // from it, and the guards against this binary standing in for Node.js.
 
 import (
+	"context"
 	"fmt"
 	"os"
 	"os/exec"
@@ -19,6 +20,7 @@ import (
 	"github.com/subactor/subactor/actors/registry"
 	"github.com/subactor/subactor/agent"
 	"github.com/subactor/subactor/persistence"
+	"github.com/subactor/subactor/subagent"
 	"github.com/subactor/subactor/tools/delegate"
 )
 
@@ -106,9 +108,9 @@ func (s agentServers) checkBesideSpawn() error {
 }
 
 // provider makes server name's provider: its children run on sys, in dir
-// unless the server's entry gives one, and their descriptors (the agent's
-// session id) go to store.
-func (s agentServers) provider(name string, sys *actors.System, store persistence.Store, dir string) (*acp.Provider, error) {
+// unless the server's entry gives one, their descriptors (the agent's
+// session id) go to store, and rep shows their starts.
+func (s agentServers) provider(name string, sys *actors.System, store persistence.Store, dir string, rep reporter) (startShown, error) {
 	c := s.cfgs[name]
 	c.System, c.Store = sys, store
 	if c.Dir == "" {
@@ -116,16 +118,54 @@ func (s agentServers) provider(name string, sys *actors.System, store persistenc
 	}
 	p, err := acp.New(c)
 	if err != nil {
-		return nil, fmt.Errorf("agent server %q: %w", name, err)
+		return startShown{}, fmt.Errorf("agent server %q: %w", name, err)
 	}
-	return p, nil
+	return startShown{Provider: p, rep: rep}, nil
+}
+
+// startShown is an agent server's provider whose starts the reporter
+// shows as they happen: an agent may take most of a minute to start, and
+// its child's events come only once it has. A start that fails is shown
+// ended, aborted when the run was cancelled (Ctrl-C) meanwhile.
+type startShown struct {
+	*acp.Provider
+	rep reporter
+}
+
+// Start implements subagent.Provider.
+func (p startShown) Start(ctx context.Context, req subagent.StartRequest) (subagent.Run, error) {
+	done := p.rep.starting(req.Scope.RunID, p.Name())
+	r, err := p.Provider.Start(ctx, req)
+	done(startEnd(ctx, err))
+	return r, err
+}
+
+// Resume implements subagent.Resumer.
+func (p startShown) Resume(ctx context.Context, req subagent.StartRequest) (subagent.Run, error) {
+	done := p.rep.starting(req.Scope.RunID, p.Name())
+	r, err := p.Provider.Resume(ctx, req)
+	done(startEnd(ctx, err))
+	return r, err
+}
+
+// startEnd is how a start ended, as the reporter shows it: "" when the
+// child exists, aborted when ctx (the run's) was cancelled, error
+// otherwise.
+func startEnd(ctx context.Context, err error) subagent.StopReason {
+	switch {
+	case err == nil:
+		return ""
+	case ctx.Err() != nil:
+		return subagent.Aborted
+	}
+	return subagent.Error
 }
 
 // register registers every server's provider on svc (see provider) and
 // returns a delegate tool per server, named by agentToolNames beside the
 // tool names taken, capped at maxDepth like the subagent tool. The
 // returned function closes the tools and unregisters the providers.
-func (s agentServers) register(svc *registry.Service, sys *actors.System, store persistence.Store, dir string, taken []string, maxDepth int) ([]agent.Tool, func(), error) {
+func (s agentServers) register(svc *registry.Service, sys *actors.System, store persistence.Store, dir string, rep reporter, taken []string, maxDepth int) ([]agent.Tool, func(), error) {
 	names, err := agentToolNames(s.names, taken)
 	if err != nil {
 		return nil, nil, configErrorf("-config %s: %v", s.path, err)
@@ -138,7 +178,7 @@ func (s agentServers) register(svc *registry.Service, sys *actors.System, store 
 	}
 	var tools []agent.Tool
 	for _, server := range s.names {
-		p, err := s.provider(server, sys, store, dir)
+		p, err := s.provider(server, sys, store, dir, rep)
 		if err == nil {
 			var release func()
 			if release, err = svc.RegisterProvider(p); err == nil {

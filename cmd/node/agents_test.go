@@ -59,9 +59,16 @@ func fakeConfig(t *testing.T) string {
 	return writeConfig(t, `{"agent_servers": {"fake": `+fakeServer(t)+`}}`)
 }
 
+// hangingConfig is a -config file whose one server, "fake", is the fake
+// agent never answering initialize.
+func hangingConfig(t *testing.T) string {
+	return writeConfig(t, strings.Replace(`{"agent_servers": {"fake": `+fakeServer(t)+`}}`, `"`+envFakeAgent+`":"1"`, `"`+envFakeAgent+`":"`+fakeHangInit+`"`, 1))
+}
+
 // Progress lines of an ACP child: its tool calls, plan and permission
 // answers are steps of its one turn.
 var (
+	startingLine   = regexp.MustCompile(`(?m)^child \S{8} starting fake\.\.\.$`)
 	planLine       = regexp.MustCompile(`(?m)^child \S{8} step 1 plan \[in_progress\] Echo the prompt$`)
 	fakeToolLine   = regexp.MustCompile(`(?m)^child \S{8} step 1 tool Reading the prompt$`)
 	completedLine  = regexp.MustCompile(`(?m)^child \S{8} ended: completed in \S+$`)
@@ -70,7 +77,8 @@ var (
 
 // Contracts P3, N1: node delegate runs one child on the configured agent
 // server through the Service: the parent's session, the child's progress
-// (start, plan, tool call, final text, end), a blank line and its output;
+// (its agent starting, start, plan, tool call, final text, end), a blank
+// line and its output;
 // exit 0. The parent's session is kept in the data directory with the
 // child under it, listed with the delegated prompt and the child's stop
 // reason.
@@ -85,13 +93,13 @@ func TestP3_DelegatePrintsProgressAndOutput(t *testing.T) {
 	if !ok || output != "echo: hello world\n" {
 		t.Fatalf("output %q; stdout:\n%s", output, stdout)
 	}
-	for _, re := range []*regexp.Regexp{startedLineAny, planLine, fakeToolLine, regexp.MustCompile(`(?m)^child \S{8} step 1 final echo: hello world$`), completedLine} {
+	for _, re := range []*regexp.Regexp{startingLine, startedLineAny, planLine, fakeToolLine, regexp.MustCompile(`(?m)^child \S{8} step 1 final echo: hello world$`), completedLine} {
 		if !re.MatchString(progress) {
 			t.Errorf("no line matching %s in the progress:\n%s", re, progress)
 		}
 	}
-	if n := len(strings.Split(progress, "\n")); n != 5 {
-		t.Errorf("%d progress lines, want 5:\n%s", n, progress)
+	if n := len(strings.Split(progress, "\n")); n != 6 || !strings.HasPrefix(progress, "child ") || progress[6:14] != progress[len(progress)-len(completedLine.FindString(progress)):][6:14] {
+		t.Errorf("%d progress lines, want 6, of one child:\n%s", n, progress)
 	}
 
 	stdout, stderr, code = nodeEnv(t, t.TempDir(), withData(data), "sessions", id)
@@ -225,6 +233,78 @@ func TestP3_DelegateInterruptedExitsOne(t *testing.T) {
 	if !strings.Contains(end, `"type":"subagent/end"`) || !strings.Contains(end, `"stopReason":"aborted"`) || !strings.Contains(end, `"lastAssistantMessage":"waiting"`) ||
 		!strings.Contains(result, `"type":"node/result"`) || !strings.Contains(result, `"answer":""`) {
 		t.Fatalf("last lines %q and %q", end, result)
+	}
+}
+
+// Contracts P3, S5, N1, K3: Ctrl-C while the agent starts (it never
+// answers initialize) ends the child aborted, not in error: piped, its
+// start and its end are printed; with -json the result line still comes;
+// exit 1 with the stop reason on stderr; the parent's session is listed
+// aborted.
+func TestP3_DelegateInterruptedWhileTheAgentStarts(t *testing.T) {
+	for _, asJSON := range []bool{false, true} {
+		data := t.TempDir()
+		args := []string{"delegate", "-config", hangingConfig(t), "hello"}
+		if asJSON {
+			args = slices.Insert(args, 1, "-json")
+		}
+		cmd := exec.CommandContext(await.Ctx(t), bin, args...)
+		cmd.Env = append(os.Environ(), withData(data)...)
+		var stderr bytes.Buffer
+		cmd.Stderr = &stderr
+		out, err := cmd.StdoutPipe()
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := cmd.Start(); err != nil {
+			t.Fatal(err)
+		}
+		lines := make(chan string)
+		go func() {
+			defer close(lines)
+			sc := bufio.NewScanner(out)
+			for sc.Scan() {
+				lines <- sc.Text()
+			}
+		}()
+		// Piped, the start is shown; with -json the session line is the
+		// last before the start.
+		ready := startingLine
+		if asJSON {
+			ready = regexp.MustCompile(`"type":"node/session"`)
+		}
+		var all []string
+		for {
+			line := await.Recv(t, lines, "the agent's start")
+			if line == "" {
+				t.Fatalf("the node ended before the start; stdout %q, stderr %q", all, stderr.String())
+			}
+			all = append(all, line)
+			if ready.MatchString(line) {
+				break
+			}
+		}
+		if err := cmd.Process.Signal(os.Interrupt); err != nil {
+			t.Fatal(err)
+		}
+		for line := range lines {
+			all = append(all, line)
+		}
+		err = cmd.Wait()
+		if code := cmd.ProcessState.ExitCode(); code != exitFailed || !strings.Contains(stderr.String(), "node delegate: the child ended aborted: cancelled while the agent was starting") {
+			t.Fatalf("json %v: exit %d (%v), stderr %q", asJSON, code, err, stderr.String())
+		}
+		last := all[len(all)-1]
+		switch {
+		case asJSON && (!strings.Contains(last, `"type":"node/result"`) || !strings.Contains(last, `"stopReason":"aborted"`)):
+			t.Fatalf("last line %q, want the result", last)
+		case !asJSON && !regexp.MustCompile(`^child \S{8} ended: aborted in \S+$`).MatchString(last):
+			t.Fatalf("last line %q, want the child's end", last)
+		}
+		stdout, _, code := nodeEnv(t, t.TempDir(), withData(data), "sessions")
+		if listed := parseListing(t, stdout); code != 0 || len(listed) != 1 || listed[0].state != "aborted" {
+			t.Fatalf("sessions:\n%s", stdout)
+		}
 	}
 }
 

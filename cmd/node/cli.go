@@ -113,7 +113,10 @@ ACP agents: -config FILE (run and delegate) names agent servers the way
 editors do: {"agent_servers": {"NAME": {"command": "...", "args": ["..."],
 "env": {"VAR": "..."}}}}, plus our own keys "dir" (absolute), "permissions"
 (read-only, the default, allow-all or reject-all), "read_files" and
-"write_files" (booleans). Unknown keys are errors; a bad file exits 2. With
+"write_files" (booleans), "start_timeout" (how long the agent may take to
+start, as "90s" or "2m"; 60s by default). Unknown keys are errors; a bad
+file exits 2. While an agent starts its child shows "starting NAME..." with
+the time it has taken; Ctrl-C then ends it aborted. With
 -config, run gives its top agent one delegate tool per server, named after
 it (subagent_NAME when that name is taken), its children working in the
 surveyed directory unless the entry gives "dir". Many agents start through
@@ -449,7 +452,7 @@ func survey(ctx context.Context, o options, m models, out io.Writer, rep reporte
 	// keep the survey's tools.
 	topTools := tools
 	if len(o.servers.names) > 0 {
-		agentTools, closeAgents, err := o.servers.register(svc, sys, store, target.Dir, toolNamesOf(tools), o.maxDepth)
+		agentTools, closeAgents, err := o.servers.register(svc, sys, store, target.Dir, rep, toolNamesOf(tools), o.maxDepth)
 		if err != nil {
 			return outcome{}, err
 		}

@@ -200,7 +200,7 @@ func delegateOnce(ctx context.Context, o delegateOptions, servers agentServers, 
 	}
 	defer closeStore()
 
-	svc, mgr, closeAll, err := continuables(store, servers, name, dir, logs)
+	svc, mgr, closeAll, err := continuables(store, servers, name, dir, logs, rep)
 	if err != nil {
 		return outcome{}, err
 	}
@@ -259,9 +259,9 @@ func delegateOnce(ctx context.Context, o delegateOptions, servers agentServers, 
 }
 
 // continuables is a Service that runs continuable children of the agent
-// server name, working in dir, as tasks recorded in store; stop closes it
-// all, killing what still runs.
-func continuables(store persistence.Store, servers agentServers, name, dir string, logs io.Writer) (*registry.Service, *tasks.Manager, func(), error) {
+// server name, working in dir, as tasks recorded in store, its starts
+// shown on rep; the returned func closes it all, killing what still runs.
+func continuables(store persistence.Store, servers agentServers, name, dir string, logs io.Writer, rep reporter) (*registry.Service, *tasks.Manager, func(), error) {
 	sys := actors.NewSystem(actors.WithLogger(slog.New(slog.NewTextHandler(logs, &slog.HandlerOptions{Level: slog.LevelWarn}))))
 	taskStore, _ := store.(persistence.TaskStore) // both stores keep tasks
 	mgr := tasks.New(sys, taskStore)
@@ -271,7 +271,7 @@ func continuables(store persistence.Store, servers agentServers, name, dir strin
 		_ = mgr.Close(context.Background())
 		sys.Shutdown()
 	}
-	provider, err := servers.provider(name, sys, store, dir)
+	provider, err := servers.provider(name, sys, store, dir, rep)
 	if err != nil {
 		stop()
 		return nil, nil, nil, err
@@ -287,12 +287,16 @@ func continuables(store persistence.Store, servers agentServers, name, dir strin
 // runChild starts the child as a continuable one of parent (so that
 // `send` can follow it up later) and waits for its activation's task.
 // ctx is the run's cancellation (SIGINT): once it ends the task is
-// killed, and its result (aborted) awaited.
+// killed, and its result (aborted) awaited; cancelled while the agent
+// starts, the child ends aborted too, without a result of its own.
 func runChild(ctx context.Context, svc *registry.Service, mgr *tasks.Manager, name string, parent subagent.Agent, prompt string) (subagent.Result, error) {
 	c, err := svc.StartContinuable(ctx, name, subagent.StartRequest{
 		Parent: parent,
 		Prompt: []subagent.ContentBlock{subagent.Text(prompt)},
 	})
+	if err != nil && ctx.Err() != nil {
+		return subagent.Stopped(subagent.Aborted, "cancelled while the agent was starting"), nil
+	}
 	if err != nil {
 		return subagent.Result{}, err
 	}

@@ -25,17 +25,20 @@ import (
 	"github.com/subactor/subactor/actors/providers/acp/acptest"
 )
 
-// envFakeAgent makes the test binary the fake agent.
+// envFakeAgent makes the test binary the fake agent; its value is its
+// mode: fakeHangInit never answers initialize, any other answers.
 const envFakeAgent = "NODETEST_FAKE_ACP_AGENT"
 
 // envFakeAgentHistory is the directory where the fake agent keeps its
 // sessions' prompts, so that it can load them.
 const envFakeAgentHistory = "NODETEST_FAKE_ACP_HISTORY"
 
+const fakeHangInit = "hang-init"
+
 // runFakeAgent is the fake agent's main: it serves ACP on stdio until its
 // input ends.
 func runFakeAgent() int {
-	a := &fakeAgent{}
+	a := &fakeAgent{mode: os.Getenv(envFakeAgent)}
 	a.conn = sdk.NewAgentSideConnection(a, &lockedStdout{}, os.Stdin)
 	<-a.conn.Done()
 	return 0
@@ -52,10 +55,15 @@ func (l *lockedStdout) Write(b []byte) (int, error) {
 
 type fakeAgent struct {
 	acptest.Unscripted
+	mode string
 	conn *sdk.AgentSideConnection
 }
 
-func (a *fakeAgent) Initialize(context.Context, sdk.InitializeRequest) (sdk.InitializeResponse, error) {
+func (a *fakeAgent) Initialize(ctx context.Context, _ sdk.InitializeRequest) (sdk.InitializeResponse, error) {
+	if a.mode == fakeHangInit {
+		<-ctx.Done() // the connection's end: the node closed our input
+		return sdk.InitializeResponse{}, ctx.Err()
+	}
 	return sdk.InitializeResponse{ProtocolVersion: sdk.ProtocolVersionNumber,
 		AgentCapabilities: sdk.AgentCapabilities{LoadSession: os.Getenv(envFakeAgentHistory) != ""}}, nil
 }

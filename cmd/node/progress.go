@@ -22,18 +22,59 @@ const shortID = 8
 // reporter shows a run's children as their events come: event is the top
 // agent's run listener (its calls come one at a time, on the listener's
 // goroutine), close ends the display once every child has ended, from the
-// goroutine that runs the command.
+// goroutine that runs the command. starting shows child id starting on
+// agent server name, from the goroutine that starts it, until the
+// function it returns is called with how the start ended: "" when the
+// child exists (its events follow), else the stop reason of a child that
+// never started.
 type reporter interface {
 	event(ev subagent.Event) error
+	starting(id, name string) (ended func(subagent.StopReason))
 	close()
+}
+
+// How often a start in progress is shown again: a plain line repeats
+// now and then, a live row ticks.
+const (
+	startingEvery = 10 * time.Second
+	startTick     = time.Second
+)
+
+// every calls f every d on a goroutine of its own until the returned stop,
+// which waits for it.
+func every(d time.Duration, f func()) (stop func()) {
+	done := make(chan struct{})
+	var wg sync.WaitGroup
+	wg.Add(1)
+	go func() {
+		defer wg.Done()
+		t := time.NewTicker(d)
+		defer t.Stop()
+		for {
+			select {
+			case <-t.C:
+				f()
+			case <-done:
+				return
+			}
+		}
+	}()
+	return sync.OnceFunc(func() {
+		close(done)
+		wg.Wait()
+	})
 }
 
 // progress prints the top agent's children from their run events, one plain
 // line each: when one starts, per model call, tool call, steer and answer,
 // and when it ends. Streamed text is left out: it would flood the lines.
 // A run's events come in order, start first and end last, so no line needs
-// holding back. Tests parse these lines: keep their formats.
+// holding back. An agent server's child is shown starting before that:
+// "starting <name>...", again with the time it has taken every startingEvery,
+// and, when it never started, its end line. Tests parse these lines: keep
+// their formats.
 type progress struct {
+	mu    sync.Mutex // starts are shown from other goroutines than events
 	w     io.Writer
 	since map[string]time.Time // by run id, until its end
 }
@@ -44,6 +85,8 @@ func newProgress(w io.Writer) *progress {
 
 // event is the top agent's run listener.
 func (p *progress) event(ev subagent.Event) error {
+	p.mu.Lock()
+	defer p.mu.Unlock()
 	switch ev := ev.(type) {
 	case subagent.RunStarted:
 		p.since[ev.RunID] = time.Now()
@@ -62,6 +105,26 @@ func (p *progress) event(ev subagent.Event) error {
 }
 
 func (p *progress) close() {}
+
+func (p *progress) starting(id, name string) func(subagent.StopReason) {
+	begun := time.Now()
+	p.locked(id, "starting "+name+"...")
+	stop := every(startingEvery, func() {
+		p.locked(id, fmt.Sprintf("starting %s... %s", name, time.Since(begun).Round(time.Second)))
+	})
+	return func(reason subagent.StopReason) {
+		stop()
+		if reason != "" {
+			p.locked(id, endedText(reason, begun))
+		}
+	}
+}
+
+func (p *progress) locked(id, line string) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	p.println(id, line)
+}
 
 // stepWords name the progress kinds a line is printed for; a finished
 // tool call is shown only when it failed. An ACP agent's permission
@@ -96,7 +159,11 @@ func stepText(ev subagent.RunProgress) string {
 // endText is the line of a child's end after its id, with the time since it
 // started.
 func endText(ev subagent.RunEnded, since time.Time) string {
-	return fmt.Sprintf("ended: %s in %s", ev.StopReason, time.Since(since).Round(time.Microsecond))
+	return endedText(ev.StopReason, since)
+}
+
+func endedText(reason subagent.StopReason, since time.Time) string {
+	return fmt.Sprintf("ended: %s in %s", reason, time.Since(since).Round(time.Microsecond))
 }
 
 func (p *progress) println(id, line string) {
@@ -171,6 +238,12 @@ func (p *jsonProgress) event(ev subagent.Event) error {
 
 func (p *jsonProgress) close() {}
 
+// starting shows nothing: a child that never started has no events, and
+// the result line says how the run ended.
+func (p *jsonProgress) starting(string, string) func(subagent.StopReason) {
+	return func(subagent.StopReason) {}
+}
+
 // toJSON maps an event onto its -json record.
 func toJSON(ev subagent.Event) jsonEvent {
 	j := jsonEvent{Type: ev.Type()}
@@ -225,6 +298,7 @@ type live struct {
 	drawn   int           // rows of the status block on the screen
 	last    time.Time     // of the last redraw
 	every   time.Duration // textRedraw; tests draw every delta
+	tick    time.Duration // startTick; tests tick by hand
 	closed  bool
 }
 
@@ -237,7 +311,7 @@ type liveChild struct {
 	text   string // the current model call's streamed text, its last line
 }
 
-func newLive(w io.Writer) *live { return &live{w: w, every: textRedraw} }
+func newLive(w io.Writer) *live { return &live{w: w, every: textRedraw, tick: startTick} }
 
 func (l *live) event(ev subagent.Event) error {
 	l.mu.Lock()
@@ -248,7 +322,11 @@ func (l *live) event(ev subagent.Event) error {
 	var final string
 	switch ev := ev.(type) {
 	case subagent.RunStarted:
-		l.running = append(l.running, &liveChild{id: ev.RunID, since: time.Now(), status: "started"})
+		if c := l.child(ev.RunID); c != nil { // its starting row
+			c.since, c.status = time.Now(), "started"
+		} else {
+			l.running = append(l.running, &liveChild{id: ev.RunID, since: time.Now(), status: "started"})
+		}
 	case subagent.RunProgress:
 		c := l.child(ev.RunID)
 		if c == nil {
@@ -292,6 +370,38 @@ func (l *live) event(ev subagent.Event) error {
 	}
 	l.redraw(final)
 	return nil
+}
+
+// starting shows a row "starting <name>..." whose time ticks until the
+// child's start event takes the row over, or until the start fails, when
+// the row gives way to the child's end line.
+func (l *live) starting(id, name string) func(subagent.StopReason) {
+	c := &liveChild{id: id, since: time.Now(), status: "starting " + name + "..."}
+	l.mu.Lock()
+	if !l.closed {
+		l.running = append(l.running, c)
+		l.redraw("")
+	}
+	l.mu.Unlock()
+	stop := every(l.tick, func() {
+		l.mu.Lock()
+		defer l.mu.Unlock()
+		if !l.closed {
+			l.redraw("")
+		}
+	})
+	return func(reason subagent.StopReason) {
+		stop()
+		if reason == "" {
+			return
+		}
+		l.mu.Lock()
+		defer l.mu.Unlock()
+		l.running = slices.DeleteFunc(l.running, func(r *liveChild) bool { return r == c })
+		if !l.closed {
+			l.redraw(fmt.Sprintf("child %s %s", short(id), endedText(reason, c.since)))
+		}
+	}
 }
 
 func (l *live) child(id string) *liveChild {

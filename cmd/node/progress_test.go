@@ -6,6 +6,7 @@ import (
 	"strconv"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/subactor/subactor/subagent"
 )
@@ -172,4 +173,36 @@ func TestN1_LiveViewBoundsItsRows(t *testing.T) {
 	}
 	l.close()
 	scr.want(t, "an overflow and close", "progress incomplete: subagent/listener-overflow")
+}
+
+// Contracts N1, P3: an agent server's child is shown while its agent
+// starts, a live row whose time ticks, which the child's start event takes
+// over; a start that fails (here cancelled) leaves the child's end line.
+func TestN1_LiveViewShowsAgentsStarting(t *testing.T) {
+	scr := &screen{t: t}
+	l := newLive(scr)
+	l.tick = time.Hour
+	started := l.starting("cccccccc-3", "fake")
+	scr.want(t, "a start", `child cccccccc \S+ starting fake\.\.\.`)
+	started("")
+	if err := l.event(subagent.RunStarted{RunID: "cccccccc-3"}); err != nil {
+		t.Fatal(err)
+	}
+	scr.want(t, "the child's start event", `child cccccccc \S+ started`)
+	aborted := l.starting("dddddddd-4", "slow")
+	scr.want(t, "a second start", `child cccccccc \S+ started`, `child dddddddd \S+ starting slow\.\.\.`)
+	aborted(subagent.Aborted)
+	scr.want(t, "a cancelled start", `child dddddddd ended: aborted in \S+`, `child cccccccc \S+ started`)
+	l.close()
+}
+
+// Contracts N1, P3: piped, an agent's start is a plain line, and a start
+// that never got a child ends with the child's end line.
+func TestN1_PlainProgressShowsAgentsStarting(t *testing.T) {
+	var b strings.Builder
+	p := newProgress(&b)
+	p.starting("eeeeeeee-5", "fake")(subagent.Aborted)
+	if !regexp.MustCompile(`^child eeeeeeee starting fake\.\.\.\nchild eeeeeeee ended: aborted in \S+\n$`).MatchString(b.String()) {
+		t.Fatalf("lines:\n%s", b.String())
+	}
 }

@@ -13,9 +13,9 @@ import (
 	"path/filepath"
 	"slices"
 	"strings"
-	"syscall"
 
 	"github.com/subactor/subactor/agent"
+	"github.com/subactor/subactor/internal/rootfile"
 )
 
 // DefaultMaxBytes is how much read returns when maxBytes is not given.
@@ -166,33 +166,21 @@ func (t *tool) local(p string) (string, error) {
 }
 
 // openPath checks p and opens it under r, which must find a directory when
-// dir is set and a regular file otherwise.
+// dir is set and a regular file otherwise, without waiting on a FIFO.
 func openPath(r *os.Root, local func(string) (string, error), p string, dir bool) (*os.File, error) {
 	name, err := local(p)
 	if err != nil {
 		return nil, err
 	}
-	// O_NONBLOCK: opening a FIFO does not wait for a writer (the check
-	// below then refuses it), and os skips the two fcntl calls it makes
-	// to set the flag and the two to clear it again once epoll turns a
-	// regular file or directory down. Reads of those ignore the flag.
-	f, err := r.OpenFile(name, os.O_RDONLY|syscall.O_NONBLOCK, 0)
-	if err != nil {
-		return nil, err
+	open := rootfile.Open
+	if dir {
+		open = rootfile.OpenDir
 	}
-	fi, err := f.Stat()
-	switch {
-	case err != nil:
-	case dir && !fi.IsDir():
-		err = fmt.Errorf("%q is not a directory", p)
-	case !dir && !fi.Mode().IsRegular():
-		err = fmt.Errorf("%q is not a regular file", p)
+	f, err := open(r, name)
+	if errors.Is(err, rootfile.ErrNotRegular) || errors.Is(err, rootfile.ErrNotDir) {
+		return nil, fmt.Errorf("%q is %w", p, err)
 	}
-	if err != nil {
-		f.Close()
-		return nil, err
-	}
-	return f, nil
+	return f, err
 }
 
 type entry struct {

@@ -1,7 +1,6 @@
 package acp
 
 import (
-	"bytes"
 	"context"
 	"errors"
 	"fmt"
@@ -14,17 +13,19 @@ import (
 
 	sdk "github.com/coder/acp-go-sdk"
 
+	"github.com/subactor/subactor/internal/rootfile"
 	"github.com/subactor/subactor/subagent"
 )
 
 // maxReadFile caps a file served by fs/read_text_file: the answer must fit
-// in one line of the agent's reader, which the SDK caps at 10 MiB.
+// in one line of the agent's reader, which the SDK caps at 10 MiB (see
+// maxAnswer).
 const maxReadFile = 8 << 20
 
-// client is our side of the connection: the SDK calls it for every
-// request and notification the agent sends. Updates are folded into the
-// turn under mu; permission and file requests run concurrently on the
-// SDK's goroutines.
+// client is what we do for the agent: frames hands it every session
+// update, server every request. Updates are folded into the turn under
+// mu; permission and file requests run concurrently on the server's
+// goroutines.
 type client struct {
 	policy PermissionPolicy
 	root   *os.Root // the working directory, when files are served
@@ -37,6 +38,7 @@ type client struct {
 	session   sdk.SessionId
 	accepting bool // updates count: not during a load's replay, not after release
 	turn      *turnState
+	limited   bool // LimitReached was emitted
 
 	// cancelled ends when the turn is being cancelled (or the run
 	// released): permission requests pending then, or arriving later,
@@ -124,19 +126,24 @@ func (c *client) update(n sdk.SessionNotification) {
 	c.emit(c.turn.apply(n.Update))
 }
 
-// SessionUpdate implements sdk.Client. frames handles every session/update
-// before the SDK sees it, so this is a fallback that never fails: an
-// error here would only reach the SDK's log.
-func (c *client) SessionUpdate(_ context.Context, n sdk.SessionNotification) error {
-	c.update(n)
-	return nil
+// limit tells the parent's listeners that a bound refused what the agent
+// asked (LimitReached), once a run: the log counts the rest (see
+// server.close).
+func (c *client) limit(text string) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.limited || !c.accepting {
+		return
+	}
+	c.limited = true
+	c.emit(c.turn.event(LimitReached, text, true))
 }
 
-// RequestPermission implements sdk.Client: the policy decides, and the
-// answer is the first option of the matching kind (once before always).
-// A request after the turn's cancel, or one offering no option for the
-// decision, is answered "cancelled".
-func (c *client) RequestPermission(ctx context.Context, req sdk.RequestPermissionRequest) (sdk.RequestPermissionResponse, error) {
+// permission answers session/request_permission: the policy decides, and
+// the answer is the first option of the matching kind (once before
+// always). A request after the turn's cancel, or one offering no option
+// for the decision, is answered "cancelled".
+func (c *client) permission(ctx context.Context, req sdk.RequestPermissionRequest) (sdk.RequestPermissionResponse, error) {
 	c.mu.Lock()
 	session := c.session
 	call := c.turn.known(req.ToolCall)
@@ -211,54 +218,77 @@ func refused(path string, err error) error {
 	return sdk.NewInvalidParams(map[string]any{"path": path, "error": err.Error()})
 }
 
-// ReadTextFile implements sdk.Client, inside the working directory when
-// Config.ReadFiles is set. Line (1-based) and Limit select lines.
-func (c *client) ReadTextFile(_ context.Context, req sdk.ReadTextFileRequest) (sdk.ReadTextFileResponse, error) {
+// readFile answers fs/read_text_file with the file's text, inside the
+// working directory when Config.ReadFiles is set: a regular file of at
+// most maxReadFile bytes. Before it is read, reserve claims twice its
+// size, for its text and the answer made of it, in one step: claimed one
+// after the other, several reads could each get the first and none the
+// second (see MaxHeldBytes). Line (1-based) and Limit select lines.
+func (c *client) readFile(req sdk.ReadTextFileRequest, reserve func(int) error) (string, error) {
 	if !c.read {
-		return sdk.ReadTextFileResponse{}, sdk.NewMethodNotFound(sdk.ClientMethodFsReadTextFile)
+		return "", sdk.NewMethodNotFound(sdk.ClientMethodFsReadTextFile)
 	}
 	rel, err := c.inside(req.Path)
 	if err != nil {
-		return sdk.ReadTextFileResponse{}, refused(req.Path, err)
+		return "", refused(req.Path, err)
 	}
-	f, err := c.root.Open(rel)
+	f, err := rootfile.Open(c.root, rel)
 	if err != nil {
-		return sdk.ReadTextFileResponse{}, refused(req.Path, err)
+		return "", refused(req.Path, err)
 	}
 	defer f.Close()
-	data, err := io.ReadAll(io.LimitReader(f, maxReadFile+1))
+	info, err := f.Stat()
 	switch {
 	case err != nil:
-		return sdk.ReadTextFileResponse{}, refused(req.Path, err)
-	case len(data) > maxReadFile:
-		return sdk.ReadTextFileResponse{}, refused(req.Path, fmt.Errorf("file is larger than %d bytes", maxReadFile))
+		return "", refused(req.Path, err)
+	case info.Size() > maxReadFile:
+		return "", refused(req.Path, fmt.Errorf("file is larger than %d bytes", maxReadFile))
 	}
-	if req.Line != nil || req.Limit != nil {
-		data = lines(data, req.Line, req.Limit)
+	size := int(info.Size())
+	if err := reserve(2 * size); err != nil {
+		return "", err
 	}
-	return sdk.ReadTextFileResponse{Content: string(data)}, nil
+	// Read into the string itself, and no further than what was reserved
+	// (a file that grew since is cut there).
+	var text strings.Builder
+	text.Grow(size)
+	if _, err := io.Copy(&text, io.LimitReader(f, int64(size))); err != nil {
+		return "", refused(req.Path, err)
+	}
+	return lines(text.String(), req.Line, req.Limit), nil
 }
 
-// lines selects limit lines from line (1-based) on.
-func lines(data []byte, line, limit *int) []byte {
-	start := 1
-	if line != nil && *line > 1 {
-		start = *line
+// lines selects limit lines from line (1-based) on; nil selects all.
+func lines(text string, line, limit *int) string {
+	i := 0
+	if line != nil {
+		for n := 1; n < *line; n++ {
+			j := strings.IndexByte(text[i:], '\n')
+			if j < 0 {
+				return ""
+			}
+			i += j + 1
+		}
 	}
-	all := bytes.SplitAfter(data, []byte("\n"))
-	if start > len(all) {
-		return nil
+	end := len(text)
+	if limit != nil && *limit >= 0 {
+		end = i
+		for n := 0; n < *limit && end < len(text); n++ {
+			j := strings.IndexByte(text[end:], '\n')
+			if j < 0 {
+				end = len(text)
+				break
+			}
+			end += j + 1
+		}
 	}
-	all = all[start-1:]
-	if limit != nil && *limit >= 0 && *limit < len(all) {
-		all = all[:*limit]
-	}
-	return bytes.Join(all, nil)
+	return text[i:end]
 }
 
-// WriteTextFile implements sdk.Client, inside the working directory when
-// Config.WriteFiles is set; missing parent directories are created.
-func (c *client) WriteTextFile(_ context.Context, req sdk.WriteTextFileRequest) (sdk.WriteTextFileResponse, error) {
+// writeFile answers fs/write_text_file, inside the working directory when
+// Config.WriteFiles is set: a regular file, created with missing parent
+// directories, or replaced.
+func (c *client) writeFile(req sdk.WriteTextFileRequest) (sdk.WriteTextFileResponse, error) {
 	if !c.write {
 		return sdk.WriteTextFileResponse{}, sdk.NewMethodNotFound(sdk.ClientMethodFsWriteTextFile)
 	}
@@ -271,37 +301,16 @@ func (c *client) WriteTextFile(_ context.Context, req sdk.WriteTextFileRequest) 
 			return sdk.WriteTextFileResponse{}, refused(req.Path, err)
 		}
 	}
-	if err := c.root.WriteFile(rel, []byte(req.Content), 0o644); err != nil {
+	f, err := rootfile.Create(c.root, rel, 0o644)
+	if err != nil {
+		return sdk.WriteTextFileResponse{}, refused(req.Path, err)
+	}
+	_, err = f.WriteString(req.Content)
+	if cerr := f.Close(); err == nil {
+		err = cerr
+	}
+	if err != nil {
 		return sdk.WriteTextFileResponse{}, refused(req.Path, err)
 	}
 	return sdk.WriteTextFileResponse{}, nil
 }
-
-// We run no terminals for agents: they own their tools.
-
-// CreateTerminal implements sdk.Client: method not found.
-func (c *client) CreateTerminal(context.Context, sdk.CreateTerminalRequest) (sdk.CreateTerminalResponse, error) {
-	return sdk.CreateTerminalResponse{}, sdk.NewMethodNotFound(sdk.ClientMethodTerminalCreate)
-}
-
-// KillTerminal implements sdk.Client: method not found.
-func (c *client) KillTerminal(context.Context, sdk.KillTerminalRequest) (sdk.KillTerminalResponse, error) {
-	return sdk.KillTerminalResponse{}, sdk.NewMethodNotFound(sdk.ClientMethodTerminalKill)
-}
-
-// TerminalOutput implements sdk.Client: method not found.
-func (c *client) TerminalOutput(context.Context, sdk.TerminalOutputRequest) (sdk.TerminalOutputResponse, error) {
-	return sdk.TerminalOutputResponse{}, sdk.NewMethodNotFound(sdk.ClientMethodTerminalOutput)
-}
-
-// ReleaseTerminal implements sdk.Client: method not found.
-func (c *client) ReleaseTerminal(context.Context, sdk.ReleaseTerminalRequest) (sdk.ReleaseTerminalResponse, error) {
-	return sdk.ReleaseTerminalResponse{}, sdk.NewMethodNotFound(sdk.ClientMethodTerminalRelease)
-}
-
-// WaitForTerminalExit implements sdk.Client: method not found.
-func (c *client) WaitForTerminalExit(context.Context, sdk.WaitForTerminalExitRequest) (sdk.WaitForTerminalExitResponse, error) {
-	return sdk.WaitForTerminalExitResponse{}, sdk.NewMethodNotFound(sdk.ClientMethodTerminalWaitForExit)
-}
-
-var _ sdk.Client = (*client)(nil)

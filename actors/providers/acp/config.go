@@ -57,8 +57,10 @@ type Config struct {
 	// of a session named by the run id, so that Resume can find the
 	// agent's session again (when the agent can load sessions).
 	Store persistence.Store
-	// StartTimeout bounds initialize plus session/new or session/load;
-	// DefaultStartTimeout when 0.
+	// StartTimeout bounds the whole start, initialize plus session/new
+	// or session/load: past it Start fails with a *StartError naming the
+	// step it waited for (ErrStartTimeout). DefaultStartTimeout when 0;
+	// "start_timeout" in a config file.
 	StartTimeout time.Duration
 	// CancelWait bounds how long a cancelled turn waits for the agent's
 	// answer to session/cancel before it is abandoned; DefaultCancelWait
@@ -183,7 +185,9 @@ var policies = map[string]PermissionPolicy{
 //
 // Each server may also carry our own keys: "dir" (an absolute working
 // directory), "permissions" ("read-only", the default, "allow-all" or
-// "reject-all"), "read_files" and "write_files" (booleans). It returns one
+// "reject-all"), "read_files" and "write_files" (booleans), and
+// "start_timeout" (how long the agent may take to start, initialize and
+// session/new together, as a Go duration: "90s", "2m"; 60s by default). It returns one
 // Config per server, named after it; the caller adds System and Store.
 // Validation is strict: an unknown or repeated key (keys are
 // case-sensitive), a null, a wrong type, a missing command or trailing data
@@ -232,7 +236,7 @@ func parseServer(data []byte) (Config, error) {
 	if err != nil {
 		return Config{}, fmt.Errorf("%w: %w", ErrConfig, err)
 	}
-	if k, ok := unknownKey(f, "command", "args", "env", "dir", "permissions", "read_files", "write_files"); ok {
+	if k, ok := unknownKey(f, "command", "args", "env", "dir", "permissions", "read_files", "write_files", "start_timeout"); ok {
 		return Config{}, configError(fmt.Sprintf("unknown key %q", k))
 	}
 	var c Config
@@ -260,6 +264,17 @@ func parseServer(data []byte) (Config, error) {
 			return Config{}, configError(fmt.Sprintf(`"permissions" %q is not read-only, allow-all or reject-all`, name))
 		}
 		c.Permissions = p
+	}
+	if v, ok := f["start_timeout"]; ok {
+		var text string
+		if err := decodeValue(v, &text); err != nil {
+			return Config{}, configError(fmt.Sprintf(`"start_timeout": %v`, err))
+		}
+		d, err := time.ParseDuration(text)
+		if err != nil || d <= 0 {
+			return Config{}, configError(fmt.Sprintf(`"start_timeout" %q is not a positive duration such as "90s" or "2m"`, truncate(text, 64)))
+		}
+		c.StartTimeout = d
 	}
 	if err := checkCommand(c.Command, c.Args, c.Env); err != nil {
 		return Config{}, err

@@ -24,11 +24,25 @@
 //
 // The agent's requests are answered by us: session/request_permission by
 // a PermissionPolicy (ReadOnly by default), fs/read_text_file and
-// fs/write_text_file inside the working directory when enabled, anything
-// else "method not found". Its output is hostile input (K3): lines past
-// MaxLine close the connection, unknown update kinds are ignored, the
-// kept answer is capped, and progress goes straight to the Service's sink,
-// which never blocks, so a flooding agent costs bounded memory here.
+// fs/write_text_file inside the working directory when enabled (regular
+// files only, opened without waiting, so a FIFO or a device is refused at
+// once; reads of at most 8 MiB), anything else "method not found". Its
+// output is hostile input (K3), and what it costs is bounded:
+//
+//   - a line past MaxLine closes the connection; unknown update kinds are
+//     ignored; the kept answer is capped at Config.MaxOutput;
+//   - of a tool call left open the turn keeps its id, title and kind cut
+//     to 512 bytes each, for at most 256 calls (about 400 KB); a progress
+//     event's text is cut to 4 KiB, a plan's included;
+//   - at most MaxRequests requests of the agent are in flight at once,
+//     holding at most MaxHeldBytes (their lines, a file read's text and
+//     answer until the agent has read it); past either the request is
+//     answered at once with an error whose data says "retry", the
+//     parent's listeners get one LimitReached event a run and the log a
+//     count. While the agent does not read those answers either, its
+//     output is not read: it waits on its pipe, and the node's memory
+//     stays where it is;
+//   - progress goes straight to the Service's sink, which never blocks.
 //
 // With a Store, each child's descriptor (D1) keeps the agent's session id
 // and whether the agent can load sessions in its provider data

@@ -18,6 +18,10 @@ var (
 	// ErrStart is an agent that did not get as far as a session
 	// (*StartError).
 	ErrStart = errors.New("acp: agent did not start")
+	// ErrStartTimeout is in the *StartError of an agent that did not
+	// answer within its start limit (Config.StartTimeout, "start_timeout"
+	// in a config file); the error names the step it was waiting for.
+	ErrStartTimeout = errors.New("acp: start limit reached")
 	// ErrProtocolVersion is an agent answering initialize with a protocol
 	// version other than the one we speak.
 	ErrProtocolVersion = errors.New("acp: unsupported protocol version")

@@ -12,6 +12,7 @@ import (
 	"fmt"
 	"io"
 	"math"
+	"net"
 	"os"
 	"os/exec"
 	"os/signal"
@@ -32,6 +33,7 @@ const (
 	envMode    = "ACPTEST_FAKE"    // its startup mode; unset in the test process
 	envStarts  = "ACPTEST_STARTS"  // a file it appends a line to when it starts
 	envPidFile = "ACPTEST_PIDFILE" // where "grandchild" writes its grandchild's pid
+	envReport  = "ACPTEST_REPORT"  // a unix socket "floodask" reports on
 )
 
 // Startup modes.
@@ -41,6 +43,7 @@ const (
 	modeExitEarly  = "exit-early"  // writes to stderr and exits 3 before reading anything
 	modeBadVersion = "bad-version" // answers initialize with protocol version 99
 	modeHangInit   = "hang-init"   // never answers initialize
+	modeHangNew    = "hang-new"    // answers initialize, never session/new
 	modeStubborn   = "stubborn"    // ignores SIGTERM and the end of its input
 	modeGrandchild = "grandchild"  // starts a grandchild that ignores SIGTERM and holds stdout
 	modeSleeper    = "sleeper"     // the grandchild itself
@@ -84,9 +87,15 @@ func runFakeAgent(mode string) int {
 		}
 		_ = os.WriteFile(os.Getenv(envPidFile), []byte(strconv.Itoa(cmd.Process.Pid)), 0o644)
 	}
-	out := &lockedWriter{w: os.Stdout}
-	a := &fakeAgent{mode: mode, out: out}
-	a.conn = sdk.NewAgentSideConnection(a, out, os.Stdin)
+	// Non-blocking, so that a write can have a deadline ("floodask").
+	if err := syscall.SetNonblock(1, true); err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		return 4
+	}
+	stdout := os.NewFile(1, "stdout")
+	out := &lockedWriter{w: stdout, f: stdout}
+	a := &fakeAgent{mode: mode, out: out, in: &gatedReader{r: os.Stdin, gate: make(chan struct{})}}
+	a.conn = sdk.NewAgentSideConnection(a, out, a.in)
 	<-a.conn.Done()
 	if mode == modeStubborn {
 		blockForever()
@@ -99,7 +108,26 @@ func runFakeAgent(mode string) int {
 type lockedWriter struct {
 	mu sync.Mutex
 	w  io.Writer
+	f  *os.File // w, for write deadlines
 }
+
+// gatedReader is the agent's input, which "floodask" stops reading.
+type gatedReader struct {
+	r    io.Reader
+	once sync.Once
+	gate chan struct{} // closed once reading stops
+}
+
+func (g *gatedReader) Read(p []byte) (int, error) {
+	select {
+	case <-g.gate:
+		blockForever()
+	default:
+	}
+	return g.r.Read(p)
+}
+
+func (g *gatedReader) stop() { g.once.Do(func() { close(g.gate) }) }
 
 func (l *lockedWriter) Write(b []byte) (int, error) {
 	l.mu.Lock()
@@ -111,6 +139,7 @@ type fakeAgent struct {
 	acptest.Unscripted
 	mode   string
 	out    *lockedWriter
+	in     *gatedReader
 	conn   *sdk.AgentSideConnection
 	mu     sync.Mutex
 	loaded sdk.SessionId
@@ -130,6 +159,9 @@ func (a *fakeAgent) Initialize(context.Context, sdk.InitializeRequest) (sdk.Init
 }
 
 func (a *fakeAgent) NewSession(context.Context, sdk.NewSessionRequest) (sdk.NewSessionResponse, error) {
+	if a.mode == modeHangNew {
+		blockForever()
+	}
 	return sdk.NewSessionResponse{SessionId: sdk.SessionId(fmt.Sprintf("fake-%d", os.Getpid()))}, nil
 }
 
@@ -291,6 +323,29 @@ func (s *turn) run(line string) error {
 		s.say("session:" + string(s.sid) + " loaded:" + string(loaded) + ";")
 	case "raw":
 		s.raw(arg)
+	case "readmany": // readmany N PATH: N reads, 8 at a time
+		n, path, _ := strings.Cut(arg, " ")
+		s.say("readmany:" + s.many(atoi(n), 8, func() error {
+			_, err := s.a.conn.ReadTextFile(context.Background(), sdk.ReadTextFileRequest{SessionId: s.sid, Path: path})
+			return err
+		}))
+	case "readflood": // readflood N PATH: N reads at once
+		n, path, _ := strings.Cut(arg, " ")
+		s.say("readflood:" + s.many(atoi(n), atoi(n), func() error {
+			_, err := s.a.conn.ReadTextFile(context.Background(), sdk.ReadTextFileRequest{SessionId: s.sid, Path: path})
+			return err
+		}))
+	case "bigtools": // bigtools N SIZE: N tool calls left open, SIZE-byte titles, 4 KB ids
+		n, size, _ := strings.Cut(arg, " ")
+		// Written raw, the line built once: marshalling it anew each time
+		// would make the test slow, not the node.
+		head := fmt.Sprintf(`{"jsonrpc":"2.0","method":"session/update","params":{"sessionId":%q,"update":{"sessionUpdate":"tool_call","toolCallId":"`, s.sid)
+		tail := `-` + strings.Repeat("i", 4096) + `","title":"` + strings.Repeat("T", atoi(size)) + `","kind":"read","status":"pending"}}}`
+		for i := range atoi(n) {
+			s.raw(head + strconv.Itoa(i) + tail)
+		}
+	case "floodask": // floodask N: stop reading, then write N permission requests
+		s.floodAsk(atoi(arg))
 	case "garbage":
 		s.raw("this is not json")
 		s.raw(`{"jsonrpc":"2.0","method":`)
@@ -334,6 +389,82 @@ func (s *turn) run(line string) error {
 		s.say("unknown-command:" + cmd + ";")
 	}
 	return nil
+}
+
+func atoi(s string) int {
+	n, _ := strconv.Atoi(s)
+	return n
+}
+
+// many runs call n times, at most par at once, and says how the calls
+// ended: "<n> ok <n> refused <n> bounded <n> other;", refused being
+// invalid params (the client's refusal of a path), bounded an internal
+// error carrying a retry (a bound of the client's).
+func (s *turn) many(n, par int, call func() error) string {
+	var mu sync.Mutex
+	counts := map[string]int{}
+	sem := make(chan struct{}, par)
+	var wg sync.WaitGroup
+	for range n {
+		sem <- struct{}{}
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			defer func() { <-sem }()
+			err := call()
+			kind := "other"
+			var re *sdk.RequestError
+			switch {
+			case err == nil:
+				kind = "ok"
+			case errors.As(err, &re) && re.Code == -32602:
+				kind = "refused"
+			case errors.As(err, &re) && re.Code == -32603 && strings.Contains(err.Error(), "retry"):
+				kind = "bounded"
+			}
+			mu.Lock()
+			counts[kind]++
+			mu.Unlock()
+		}()
+	}
+	wg.Wait()
+	return fmt.Sprintf("%d ok %d refused %d bounded %d other;", counts["ok"], counts["refused"], counts["bounded"], counts["other"])
+}
+
+// floodAsk stops reading the agent's input, then writes n permission
+// requests as fast as the client takes them, and reports on the socket
+// envReport: "blocked K" once a write has waited a second (the client
+// stopped reading after K requests; the flood goes on), "wrote N" at the
+// end.
+func (s *turn) floodAsk(n int) {
+	report, err := net.Dial("unix", os.Getenv(envReport))
+	if err != nil {
+		s.say("floodask:" + err.Error() + ";")
+		return
+	}
+	defer report.Close()
+	s.a.in.stop()
+	w := s.a.out
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	blocked := false
+	for i := range n {
+		line := fmt.Sprintf(`{"jsonrpc":"2.0","id":"flood-%d","method":"session/request_permission","params":{"sessionId":%q,"toolCall":{"toolCallId":"t%d","title":"Flood","kind":"read"},"options":[{"kind":"allow_once","name":"Allow","optionId":"allow"}]}}`+"\n", i, s.sid, i)
+		if !blocked {
+			_ = w.f.SetWriteDeadline(time.Now().Add(time.Second))
+		}
+		m, err := io.WriteString(w.f, line)
+		if errors.Is(err, os.ErrDeadlineExceeded) {
+			blocked = true
+			fmt.Fprintf(report, "blocked %d\n", i)
+			_ = w.f.SetWriteDeadline(time.Time{})
+			_, err = io.WriteString(w.f, line[m:])
+		}
+		if err != nil {
+			return // the client closed our output
+		}
+	}
+	fmt.Fprintf(report, "wrote %d\n", n)
 }
 
 // blockForever blocks until the process is killed. A bare select{} would

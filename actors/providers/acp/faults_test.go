@@ -175,6 +175,32 @@ func TestK3_FloodingAgentCostsBoundedMemory(t *testing.T) {
 	}
 }
 
+// Contract K3: an agent that does not start within Config.StartTimeout
+// fails Start with ErrStartTimeout, naming the step it was waiting for:
+// initialize, or session/new with how long initialize took (the limit is
+// the whole start's).
+func TestK3_StartLimitNamesTheStep(t *testing.T) {
+	sys := newSystem(t)
+	for _, c := range []struct {
+		mode, step, says string
+		limit            time.Duration
+	}{
+		{modeHangInit, "initialize", "initialize: acp: start limit reached: no answer within 300ms", 300 * time.Millisecond},
+		// Long enough for the agent to get as far as session/new on a
+		// loaded machine.
+		{modeHangNew, "session/new", "session/new: acp: start limit reached: no answer within 5s (initialize answered after ", 5 * time.Second},
+	} {
+		cfg := fakeConfig(t, sys, c.mode)
+		cfg.StartTimeout = c.limit
+		_, err := newProvider(t, cfg).Start(await.Ctx(t), request(nil, "say x"))
+		var se *acp.StartError
+		if !errors.As(err, &se) || se.Step != c.step || !errors.Is(err, acp.ErrStartTimeout) || !strings.Contains(err.Error(), c.says) {
+			t.Fatalf("%s: %v", c.mode, err)
+		}
+		assertNothingLeft(t, cfg, nil)
+	}
+}
+
 // assertNothingLeft checks that every fake agent started under cfg is
 // gone, and that store (when given) holds no session.
 func assertNothingLeft(t *testing.T, cfg acp.Config, store persistence.Store) {

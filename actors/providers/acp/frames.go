@@ -28,6 +28,18 @@ var ErrLineTooLong = errors.New("acp: agent wrote a line longer than the limit")
 // are only counted.
 const loggedDrops = 3
 
+// inbound is what frames hands the agent's messages to, all but the
+// responses the SDK's connection awaits, on the reader goroutine in the
+// order the agent sent them.
+type inbound interface {
+	// update is a session/update notification.
+	update(sdk.SessionNotification)
+	// request is a request of the agent's, line bytes long.
+	request(id json.RawMessage, method string, params json.RawMessage, line int)
+	// cancelRequest is $/cancel_request.
+	cancelRequest(params json.RawMessage)
+}
+
 // frames is the agent's output on its way to the SDK's connection: the
 // boundary where it is checked (K3). It reads it line by line (one
 // JSON-RPC message a line) on the connection's reader goroutine and
@@ -35,9 +47,9 @@ const loggedDrops = 3
 //   - fails the stream at a line longer than MaxLine;
 //   - drops what is not a JSON-RPC object, and notifications we do not
 //     handle, which the SDK would only log;
-//   - hands session/update notifications to onUpdate itself, in order,
-//     before reading on;
-//   - passes responses, requests and $/cancel_request to the SDK.
+//   - hands session/update notifications, requests and $/cancel_request
+//     to in, in order, before reading on;
+//   - passes responses to the SDK.
 //
 // Handling updates here rather than in the SDK's notification queue is
 // what bounds memory against a flooding agent: the SDK queues up to 1024
@@ -45,20 +57,22 @@ const loggedDrops = 3
 // long history replayed by session/load can), while here the agent simply
 // waits on its pipe until we have read on. A response still follows every
 // update the agent sent before it, which is the order the SDK promises.
+// Requests go to our server rather than the SDK's for the same reason
+// (see MaxRequests).
 type frames struct {
-	gate     chan struct{} // closed by open
-	opened   sync.Once
-	src      *bufio.Reader
-	onUpdate func(sdk.SessionNotification)
-	log      *slog.Logger
-	pending  []byte // a line passed on, not yet read by the SDK
-	err      error  // sticky, once the stream has failed or ended
-	failed   atomic.Pointer[error]
-	dropped  atomic.Int64
+	gate    chan struct{} // closed by open
+	opened  sync.Once
+	src     *bufio.Reader
+	in      inbound
+	log     *slog.Logger
+	pending []byte // a line passed on, not yet read by the SDK
+	err     error  // sticky, once the stream has failed or ended
+	failed  atomic.Pointer[error]
+	dropped atomic.Int64
 }
 
-func newFrames(r io.Reader, onUpdate func(sdk.SessionNotification), log *slog.Logger) *frames {
-	return &frames{gate: make(chan struct{}), src: bufio.NewReaderSize(r, 64<<10), onUpdate: onUpdate, log: log}
+func newFrames(r io.Reader, in inbound, log *slog.Logger) *frames {
+	return &frames{gate: make(chan struct{}), src: bufio.NewReaderSize(r, 64<<10), in: in, log: log}
 }
 
 // open lets the SDK's reader start. The SDK's connection starts its
@@ -139,12 +153,14 @@ func (f *frames) route(line []byte) {
 			f.drop("session/update with invalid params", trimmed)
 			return
 		}
-		f.onUpdate(n)
+		f.in.update(n)
 	case isNotification && env.Method == "$/cancel_request":
-		f.pass(line)
+		f.in.cancelRequest(env.Params)
 	case isNotification:
 		f.drop("a notification we do not handle", trimmed)
-	default: // a response, or a request the SDK answers
+	case env.Method != "":
+		f.in.request(env.ID, env.Method, env.Params, len(line))
+	default: // a response
 		f.pass(line)
 	}
 }

@@ -13,6 +13,7 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 	"unicode/utf8"
@@ -45,18 +46,46 @@ var seedLines = []string{
 	"\x00\xff{",
 }
 
+// counting is an inbound that counts what it is handed, and passes it on
+// to next when there is one.
+type counting struct {
+	updates, requests, cancels int
+	next                       inbound
+}
+
+func (c *counting) update(n sdk.SessionNotification) {
+	c.updates++
+	if c.next != nil {
+		c.next.update(n)
+	}
+}
+
+func (c *counting) request(id json.RawMessage, method string, params json.RawMessage, line int) {
+	c.requests++
+	if c.next != nil {
+		c.next.request(id, method, params, line)
+	}
+}
+
+func (c *counting) cancelRequest(params json.RawMessage) {
+	c.cancels++
+	if c.next != nil {
+		c.next.cancelRequest(params)
+	}
+}
+
 // FuzzFrames drives the frame reader: whatever the agent writes, what
-// reaches the SDK is only whole JSON-RPC objects that are responses,
-// requests or $/cancel_request, one a line, each update is handed over in
-// order, and nothing panics.
+// reaches the SDK is only whole JSON-RPC responses, one a line; updates,
+// requests and $/cancel_request are handed over (at most one per line),
+// and nothing panics.
 func FuzzFrames(f *testing.F) {
 	f.Add([]byte(strings.Join(seedLines, "\n") + "\n"))
 	for _, l := range seedLines {
 		f.Add([]byte(l))
 	}
 	f.Fuzz(func(t *testing.T, data []byte) {
-		updates := 0
-		fr := newFrames(bytes.NewReader(data), func(sdk.SessionNotification) { updates++ }, slog.New(slog.DiscardHandler))
+		in := &counting{}
+		fr := newFrames(bytes.NewReader(data), in, slog.New(slog.DiscardHandler))
 		fr.open()
 		out, err := io.ReadAll(iotestOneByte(fr))
 		if err != nil {
@@ -76,14 +105,32 @@ func FuzzFrames(f *testing.F) {
 			if err := json.Unmarshal(line, &env); err != nil {
 				t.Fatalf("passed a line that is not a JSON object: %q", line)
 			}
-			if len(env.ID) == 0 && env.Method != "$/cancel_request" {
-				t.Fatalf("passed a notification: %q", line)
+			if len(env.ID) == 0 || env.Method != "" {
+				t.Fatalf("passed a notification or a request: %q", line)
 			}
 		}
-		if updates > bytes.Count(data, []byte("\n"))+1 {
-			t.Fatalf("%d updates from %d lines", updates, bytes.Count(data, []byte("\n"))+1)
+		if n, lines := in.updates+in.requests+in.cancels, bytes.Count(data, []byte("\n"))+1; n > lines {
+			t.Fatalf("%d messages handed over from %d lines", n, lines)
 		}
 	})
+}
+
+// syncBuffer is a bytes.Buffer for writers on several goroutines.
+type syncBuffer struct {
+	mu sync.Mutex
+	b  bytes.Buffer
+}
+
+func (s *syncBuffer) Write(p []byte) (int, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.Write(p)
+}
+
+func (s *syncBuffer) String() string {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.String()
 }
 
 // iotestOneByte reads r a byte at a time at first, then normally, so
@@ -108,14 +155,14 @@ func (s *smallReads) Read(p []byte) (int, error) {
 func TestK3_FramesRefuseAnOverlongLine(t *testing.T) {
 	line := `{"jsonrpc":"2.0","id":1,"result":{}}` + "\n"
 	long := strings.Repeat("x", MaxLine+1) + "\n"
-	fr := newFrames(strings.NewReader(line+long+line), func(sdk.SessionNotification) {}, slog.New(slog.DiscardHandler))
+	fr := newFrames(strings.NewReader(line+long+line), &counting{}, slog.New(slog.DiscardHandler))
 	fr.open()
 	out, err := io.ReadAll(fr)
 	if !errors.Is(err, ErrLineTooLong) || !errors.Is(fr.failure(), ErrLineTooLong) || string(out) != line {
 		t.Fatalf("passed %d bytes, err %v", len(out), err)
 	}
 	exact := strings.Repeat(" ", MaxLine-len(line)) + line // MaxLine bytes and its newline
-	fr = newFrames(strings.NewReader(exact), func(sdk.SessionNotification) {}, slog.New(slog.DiscardHandler))
+	fr = newFrames(strings.NewReader(exact), &counting{}, slog.New(slog.DiscardHandler))
 	fr.open()
 	if out, err := io.ReadAll(fr); err != nil || string(out) != exact {
 		t.Fatalf("a line of exactly MaxLine bytes: %d bytes, err %v", len(out), err)
@@ -163,8 +210,9 @@ func FuzzSessionUpdate(f *testing.F) {
 }
 
 // FuzzAgentOutput feeds arbitrary output through the frames into a real
-// SDK connection and our client, with files enabled in a scratch
-// directory: requests are answered, nothing panics, the connection ends.
+// SDK connection and our server and client, with files enabled in a
+// scratch directory: every request gets one answer, nothing panics, the
+// connection ends.
 func FuzzAgentOutput(f *testing.F) {
 	f.Add([]byte(strings.Join(seedLines, "\n")))
 	f.Add([]byte(seedLines[7] + "\n" + seedLines[8] + "\n" + seedLines[9] + "\n"))
@@ -179,14 +227,27 @@ func FuzzAgentOutput(f *testing.F) {
 		}
 		defer cl.close()
 		cl.listen("s", false)
-		fr := newFrames(bytes.NewReader(data), cl.update, slog.New(slog.DiscardHandler))
-		conn := sdk.NewClientSideConnection(cl, io.Discard, fr)
+		var answers syncBuffer
+		srv := newServer(cl, &answers, slog.New(slog.DiscardHandler))
+		in := &counting{next: srv}
+		fr := newFrames(bytes.NewReader(data), in, slog.New(slog.DiscardHandler))
+		conn := sdk.NewClientSideConnection(unserved{}, srv.out, fr)
 		conn.SetLogger(slog.New(slog.DiscardHandler))
 		fr.open()
 		select {
 		case <-conn.Done():
 		case <-time.After(5 * time.Second):
 			t.Fatal("the connection did not end with its input")
+		}
+		srv.close()
+		out := answers.String()
+		if n := strings.Count(out, "\n"); n != in.requests {
+			t.Fatalf("%d answers to %d requests:\n%s", n, in.requests, out)
+		}
+		for _, line := range strings.Split(strings.TrimSuffix(out, "\n"), "\n") {
+			if line != "" && !json.Valid([]byte(line)) {
+				t.Fatalf("an answer that is not JSON: %q", line)
+			}
 		}
 		if got := subagent.TextOf(cl.answer()); len(got) > 64+200 {
 			t.Fatalf("answer of %d bytes", len(got))

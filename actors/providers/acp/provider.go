@@ -268,9 +268,12 @@ type child struct {
 	proc    *proc
 	conn    *sdk.ClientSideConnection
 	frames  *frames // the agent's output on its way to conn
+	srv     *server // answers the agent's requests
 	cl      *client
 	session sdk.SessionId
-	wg      sync.WaitGroup // the session/cancel sender
+	// initTook is how long initialize took.
+	initTook time.Duration
+	wg       sync.WaitGroup // the session/cancel sender
 }
 
 // body is the run's goroutine: setup, then one prompt turn.
@@ -322,15 +325,17 @@ func (c *child) setup(ctx context.Context) error {
 	}
 	c.proc = proc
 	c.pid.Store(int64(proc.pid))
-	c.frames = newFrames(proc.stdout, cl.update, c.log)
-	c.conn = sdk.NewClientSideConnection(cl, proc.stdin, c.frames)
+	c.srv = newServer(cl, proc.stdin, c.log)
+	c.frames = newFrames(proc.stdout, c.srv, c.log)
+	c.conn = sdk.NewClientSideConnection(unserved{}, c.srv.out, c.frames)
 	c.conn.SetLogger(c.log)
 	c.frames.open()
 
-	sctx, cancel := context.WithTimeoutCause(ctx, cfg.StartTimeout, fmt.Errorf("no answer within %s", cfg.StartTimeout))
+	sctx, cancel := context.WithTimeoutCause(ctx, cfg.StartTimeout, fmt.Errorf("%w: no answer within %s", ErrStartTimeout, cfg.StartTimeout))
 	defer cancel()
 	sctx, stop := c.untilExit(sctx)
 	defer stop()
+	begun := time.Now()
 
 	init, err := c.conn.Initialize(sctx, sdk.InitializeRequest{
 		ProtocolVersion: sdk.ProtocolVersionNumber,
@@ -346,6 +351,9 @@ func (c *child) setup(ctx context.Context) error {
 		return c.startError("initialize", fmt.Errorf("%w: the agent answered version %d, we speak %d",
 			ErrProtocolVersion, init.ProtocolVersion, sdk.ProtocolVersionNumber), sctx)
 	}
+	// Said when the next step runs out of time: the limit is the whole
+	// start's, and the step that used it up is not always the one named.
+	c.initTook = time.Since(begun)
 	loadable := init.AgentCapabilities.LoadSession
 	if c.resume != nil {
 		if !loadable {
@@ -441,6 +449,9 @@ func (c *child) startError(step string, err error, ctx context.Context) error {
 	}
 	if bad := c.frames.failure(); bad != nil {
 		err = bad
+	}
+	if step != "initialize" && errors.Is(err, ErrStartTimeout) {
+		err = fmt.Errorf("%w (initialize answered after %s)", err, c.initTook.Round(time.Millisecond))
 	}
 	// A write that failed (a broken pipe, say) usually means the agent is
 	// exiting: give its exit a moment to show, so the error says how it
@@ -587,8 +598,8 @@ func describe(err error) string {
 }
 
 // release frees the child after the body returned: no more updates count,
-// the process is ended on the ladder, and the connection's reader and our
-// cancel sender have returned.
+// the process is ended on the ladder, and the connection's reader, the
+// handlers of the agent's requests and our cancel sender have returned.
 func (c *child) release() {
 	if c.cl != nil {
 		c.cl.close()
@@ -599,6 +610,7 @@ func (c *child) release() {
 	if c.conn != nil {
 		c.frames.open() // in case setup stopped between the two
 		<-c.conn.Done()
+		c.srv.close()
 		if n := c.frames.dropped.Load(); n > loggedDrops {
 			c.log.Warn("acp: dropped lines from the agent", "count", n)
 		}

@@ -25,6 +25,11 @@ const (
 	// OtherUpdate names any other session update the agent sent
 	// (available_commands_update, current_mode_update, usage_update…).
 	OtherUpdate subagent.ProgressKind = "acp-update"
+	// LimitReached says, once a run and with IsError set, that a bound
+	// of the provider refused something the agent asked (a request past
+	// MaxRequests or MaxHeldBytes): the agent got an error answer. Text
+	// says which.
+	LimitReached subagent.ProgressKind = "acp-limit"
 )
 
 // maxEventText caps the text of one progress event, so that one huge
@@ -36,11 +41,16 @@ const maxEventText = 4096
 // reported by id.
 const maxTracked = 256
 
+// maxKept caps each string a turn keeps of a tool call (its id, title and
+// kind), so that the calls remembered hold at most maxTracked × 3 ×
+// maxKept bytes (about 400 KB) whatever their size on the wire.
+const maxKept = 512
+
 // turnState folds the session updates of one turn into the answer and the
 // progress events. It is pure: no I/O, no locks (its owner serialises
 // calls), so that the fuzz target can drive it directly. Memory stays
-// bounded whatever the agent sends: the answer is cut at max bytes and at
-// most maxTracked tool calls are remembered.
+// bounded whatever the agent sends: the answer is cut at max bytes, at
+// most maxTracked tool calls are remembered, each within maxKept.
 type turnState struct {
 	runID     string
 	max       int
@@ -82,35 +92,40 @@ func (t *turnState) apply(u sdk.SessionUpdate) []subagent.RunProgress {
 		case sdk.ToolCallStatusCompleted, sdk.ToolCallStatusFailed:
 			evs = append(evs, t.event(subagent.ToolCallFinished, title, c.Status == sdk.ToolCallStatusFailed)...)
 		default:
-			if _, ok := t.calls[c.ToolCallId]; ok || len(t.calls) < maxTracked {
-				t.calls[c.ToolCallId] = toolInfo{title: title, kind: string(c.Kind)}
+			id := keptID(c.ToolCallId)
+			if _, ok := t.calls[id]; ok || len(t.calls) < maxTracked {
+				t.calls[id] = toolInfo{title: keep(title), kind: keep(string(c.Kind))}
 			}
 		}
 		return evs
 	case u.ToolCallUpdate != nil && u.ToolCallUpdate.SessionUpdate == "tool_call_update":
 		c := u.ToolCallUpdate
-		info, known := t.calls[c.ToolCallId]
+		id := keptID(c.ToolCallId)
+		info, known := t.calls[id]
 		if c.Title != nil && *c.Title != "" {
-			info.title = *c.Title
+			info.title = keep(*c.Title)
 		}
 		if c.Kind != nil && *c.Kind != "" {
-			info.kind = string(*c.Kind)
+			info.kind = keep(string(*c.Kind))
 		}
 		if c.Status == nil || (*c.Status != sdk.ToolCallStatusCompleted && *c.Status != sdk.ToolCallStatusFailed) {
 			if known {
-				t.calls[c.ToolCallId] = info
+				t.calls[id] = info
 			}
 			return nil
 		}
-		delete(t.calls, c.ToolCallId)
+		delete(t.calls, id)
 		return t.event(subagent.ToolCallFinished, orID(info.title, c.ToolCallId), *c.Status == sdk.ToolCallStatusFailed)
 	case u.Plan != nil && u.Plan.SessionUpdate == "plan":
 		var b strings.Builder
 		for i, e := range u.Plan.Entries {
+			if b.Len() > maxEventText {
+				break // the event keeps no more
+			}
 			if i > 0 {
 				b.WriteByte('\n')
 			}
-			fmt.Fprintf(&b, "[%s] %s", e.Status, e.Content)
+			fmt.Fprintf(&b, "[%s] %s", truncate(string(e.Status), maxKept), truncate(e.Content, maxEventText))
 		}
 		return t.event(PlanUpdated, b.String(), false)
 	}
@@ -187,15 +202,23 @@ func (t *turnState) event(kind subagent.ProgressKind, text string, isError bool)
 // known returns what the turn knows of a tool call the agent asks
 // permission for, completed by what the request itself says.
 func (t *turnState) known(c sdk.ToolCallUpdate) ToolCall {
-	info := t.calls[c.ToolCallId]
+	info := t.calls[keptID(c.ToolCallId)]
 	if c.Title != nil && *c.Title != "" {
-		info.title = *c.Title
+		info.title = keep(*c.Title)
 	}
 	if c.Kind != nil && *c.Kind != "" {
-		info.kind = string(*c.Kind)
+		info.kind = keep(string(*c.Kind))
 	}
-	return ToolCall{ID: string(c.ToolCallId), Title: info.title, Kind: cmp.Or(info.kind, string(sdk.ToolKindOther))}
+	return ToolCall{ID: keep(string(c.ToolCallId)), Title: info.title, Kind: cmp.Or(info.kind, string(sdk.ToolKindOther))}
 }
+
+// keep is s cut to maxKept bytes in a string of its own: a substring
+// would keep the whole of what the agent sent alive.
+func keep(s string) string { return strings.Clone(truncate(s, maxKept)) }
+
+// keptID is the key a tool call is remembered under: its id cut as keep
+// cuts it, so that every update of one call finds it.
+func keptID(id sdk.ToolCallId) sdk.ToolCallId { return sdk.ToolCallId(keep(string(id))) }
 
 // blockText is a content block's text, "" for other kinds.
 func blockText(b sdk.ContentBlock) string {
