@@ -118,7 +118,28 @@ func (p *Provider) Resume(ctx context.Context, req subagent.StartRequest) (subag
 	}
 	c := p.child(req, dir)
 	c.resume, c.storeSession = &pd, cont.SessionID
+	if p.cfg.Store != nil {
+		if err := c.take(ctx); err != nil {
+			return nil, err
+		}
+	}
 	return p.launch(ctx, c)
+}
+
+// take takes the child's store session for this activation, before its
+// agent starts: an earlier activation still holding it can no longer
+// append (agent.KindActivation, as in-process children do).
+func (c *child) take(ctx context.Context) error {
+	_, entries, err := c.p.cfg.Store.LoadFrom(ctx, c.storeSession, 0)
+	if err != nil {
+		return &subagent.InvalidRequestError{Field: "continuation", Reason: fmt.Sprintf("session %q: %v", c.storeSession, err), Fault: err}
+	}
+	var last uint64
+	if n := len(entries); n > 0 {
+		last = entries[n-1].Seq
+	}
+	c.seq, err = c.p.cfg.Store.AppendAt(ctx, c.storeSession, last, persistence.Record{Kind: agent.KindActivation, Data: json.RawMessage(`{}`)})
+	return err
 }
 
 // descriptor is the continuation's descriptor, or the first one in the
@@ -258,7 +279,12 @@ type child struct {
 	dir          string
 	resume       *ProviderData // set on Resume
 	storeSession string
-	log          *slog.Logger
+	// seq is where this activation last saw its store session end: its
+	// stop record is conditioned on it, so an activation that lost the
+	// session to a newer one writes nothing (S8's one writer). Set
+	// before the run starts.
+	seq uint64
+	log *slog.Logger
 
 	ready   chan error // the setup's outcome, sent once
 	pid     atomic.Int64
@@ -306,7 +332,10 @@ func (c *child) recordStop(ctx context.Context, res subagent.Result) {
 	}
 	data, err := json.Marshal(agent.Stop{StopReason: res.StopReason, Detail: res.Detail, Usage: res.Usage})
 	if err == nil {
-		_ = c.p.cfg.Store.Append(context.WithoutCancel(ctx), c.storeSession, persistence.Record{Kind: agent.KindStop, Data: data})
+		_, err = c.p.cfg.Store.AppendAt(context.WithoutCancel(ctx), c.storeSession, c.seq, persistence.Record{Kind: agent.KindStop, Data: data})
+	}
+	if errors.Is(err, persistence.ErrConflict) {
+		c.log.Warn("subagent: a newer activation took the child's session; its stop is not recorded", "session", c.storeSession)
 	}
 }
 
@@ -402,9 +431,11 @@ func (c *child) store(ctx context.Context, pd ProviderData) error {
 		ParentSessionID: c.req.Parent.SessionID(),
 		DelegationDepth: subagent.DelegationDepthOf(c.req.Parent) + 1,
 	}
-	if _, err := c.p.cfg.Store.CreateWith(context.WithoutCancel(ctx), h, rec); err != nil {
+	seq, err := c.p.cfg.Store.CreateWith(context.WithoutCancel(ctx), h, rec)
+	if err != nil {
 		return &StartError{Step: "store", Err: err}
 	}
+	c.seq = seq
 	c.created.Store(true)
 	return nil
 }

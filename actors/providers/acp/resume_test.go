@@ -171,3 +171,41 @@ func TestK3_ResumeValidatesProviderData(t *testing.T) {
 		t.Fatalf("%d agents started for refused resumes", n)
 	}
 }
+
+// Contract S8 (ACP): a resumed activation takes the child's store session
+// before its agent starts, so an older activation still running cannot
+// record its stop after it: the session ends with the newer one's.
+func TestS8_AStaleACPActivationRecordsNothingAfterTheNextTookTheSession(t *testing.T) {
+	sys := newSystem(t)
+	store := persistence.NewMemory()
+	cfg := fakeConfig(t, sys, modeLoadable)
+	cfg.Store = store
+	p := newProvider(t, cfg)
+	first := start(t, await.Ctx(t), p, request(nil, "session"))
+	wait(t, first)
+	resume := func() *acp.Run {
+		req := request(nil, "session", "say continued")
+		req.Continuation = &subagent.Continuation{SessionID: first.SessionID()}
+		r, err := p.Resume(await.Ctx(t), req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { _ = r.Dispose(context.Background()) })
+		return r.(*acp.Run)
+	}
+	stale, next := resume(), resume()
+	wait(t, stale)
+	wait(t, next)
+	_, recs, err := store.Load(await.Ctx(t), first.SessionID())
+	if err != nil {
+		t.Fatal(err)
+	}
+	var kinds []string
+	for _, r := range recs {
+		kinds = append(kinds, r.Kind)
+	}
+	want := []string{persistence.DescriptorKind, agent.KindStop, agent.KindActivation, agent.KindActivation, agent.KindStop}
+	if strings.Join(kinds, " ") != strings.Join(want, " ") {
+		t.Fatalf("session records %q, want %q: only the newest activation records its stop", kinds, want)
+	}
+}
