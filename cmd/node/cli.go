@@ -181,6 +181,11 @@ func runCommand(ctx context.Context, args []string, stdout, stderr io.Writer) in
 	}
 	rep := newReporter(o.quiet, o.json, stdout)
 	out, err := survey(ctx, o, m, stdout, rep, stderr)
+	if errors.Is(err, errSessionComplete) {
+		// Nothing to do, and nothing appended: not a failure.
+		fmt.Fprintf(stderr, "%s run: %v\n", prog, err)
+		return exitOK
+	}
 	if err != nil {
 		fmt.Fprintf(stderr, "%s run: %v\n", prog, err)
 		return exitCode(err)
@@ -357,6 +362,9 @@ var (
 	errUnknownSession = errors.New("no such session")
 	errNotTopLevel    = errors.New("not a top-level session")
 	errNotNodeSession = errors.New("not a session of node run (it records no directory)")
+	// errSessionComplete is -continue without a prompt on a session whose
+	// last run completed: there is nothing to go on with.
+	errSessionComplete = errors.New("the session is complete: give a prompt to continue it")
 )
 
 // outcome is how a survey's top-level run ended.
@@ -412,8 +420,12 @@ func survey(ctx context.Context, o options, m models, out io.Writer, rep reporte
 	prompt := o.prompt
 	if o.cont != "" {
 		var turns int
-		if target, turns, err = continued(ctx, store, o.cont); err != nil {
+		var complete bool
+		if target, turns, complete, err = continued(ctx, store, o.cont); err != nil {
 			return outcome{}, fmt.Errorf("-continue %s: data directory %q: %w", o.cont, data, err)
+		}
+		if complete && prompt == "" {
+			return outcome{}, fmt.Errorf("-continue %s: %w", o.cont, errSessionComplete)
 		}
 		if _, err := readableDir(target.Dir); err != nil {
 			return outcome{}, err
@@ -529,33 +541,52 @@ func readableDir(dir string) (string, error) {
 }
 
 // continued reads what continuing session id needs from its log: the
-// directory it surveys and how many turns it has. The session must be a
-// top-level one that node run started.
-func continued(ctx context.Context, store persistence.Store, id string) (target surveyed, turns int, err error) {
+// directory it surveys, how many turns it has, and whether its last run
+// completed (a completed stop after a final answer). The session must be
+// a top-level one that node run started; the errors say which command
+// continues the others.
+func continued(ctx context.Context, store persistence.Store, id string) (target surveyed, turns int, complete bool, err error) {
 	h, recs, err := store.Load(ctx, id)
 	switch {
 	case errors.Is(err, persistence.ErrNotFound):
-		return target, 0, errUnknownSession
+		return target, 0, false, errUnknownSession
 	case err != nil:
-		return target, 0, err
+		return target, 0, false, err
 	case h.ParentSessionID != "":
-		return target, 0, fmt.Errorf("%w: it is a child of %s (continue that one)", errNotTopLevel, h.ParentSessionID)
+		if _, derr := delegationOf(ctx, store, h.ParentSessionID); derr == nil {
+			return target, 0, false, fmt.Errorf("%w: it is the child of the delegate session %s (continue it with %s delegate -continue %s PROMPT)", errNotTopLevel, h.ParentSessionID, prog, h.ParentSessionID)
+		}
+		return target, 0, false, fmt.Errorf("%w: it is a child of %s (continue that one)", errNotTopLevel, h.ParentSessionID)
 	}
-	found := false
+	found, delegate := false, false
+	var last agent.Message
 	for _, r := range recs {
 		switch {
 		case r.Kind == persistence.KindMessage:
 			turns++
+			complete, last = false, agent.Message{} // Unmarshal keeps what the JSON leaves out
+			if err := json.Unmarshal(r.Data, &last); err != nil {
+				return target, 0, false, &persistence.CorruptError{SessionID: id, Part: "record", Err: err}
+			}
+		case r.Kind == agent.KindStop:
+			var stop agent.Stop
+			complete = json.Unmarshal(r.Data, &stop) == nil && stop.StopReason == subagent.Completed &&
+				last.Role == agent.Assistant && len(last.ToolCalls) == 0
+		case r.Kind == kindDelegate:
+			delegate = true
 		case r.Kind == kindSurvey && !found:
 			// The first one is authoritative, as a descriptor's is.
 			if err := json.Unmarshal(r.Data, &target); err != nil || target.Dir == "" || target.Name == "" {
-				return target, 0, fmt.Errorf("%w: its %s record is malformed", errNotNodeSession, kindSurvey)
+				return target, 0, false, fmt.Errorf("%w: its %s record is malformed", errNotNodeSession, kindSurvey)
 			}
 			found = true
 		}
 	}
-	if !found {
-		return target, 0, errNotNodeSession
+	switch {
+	case delegate:
+		return target, 0, false, fmt.Errorf("%w: it is a delegate session (continue its child with %s delegate -continue %s PROMPT)", errNotNodeSession, prog, id)
+	case !found:
+		return target, 0, false, errNotNodeSession
 	}
-	return target, turns, nil
+	return target, turns, complete, nil
 }

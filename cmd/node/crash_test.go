@@ -325,6 +325,17 @@ func (c *crash) checkListed(t *testing.T, root string) {
 func (c *crash) checkContinues(t *testing.T, root, want string, folders []string) {
 	t.Helper()
 	stdout, stderr, code := nodeEnv(t, t.TempDir(), withData(c.data), "run", "-quiet", "-continue", c.top)
+	if c.stopped {
+		// Killed after the run completed: there is nothing to go on
+		// with, and nothing is appended.
+		if code != 0 || stdout != "" || !strings.Contains(stderr, "the session is complete") {
+			t.Fatalf("continue of a complete session: exit %d, stdout %q, stderr %s", code, stdout, stderr)
+		}
+		if after := logOf(t, c.data, c.top); len(after) != len(c.topLog) {
+			t.Fatalf("continuing a complete session appended %d records", len(after)-len(c.topLog))
+		}
+		return
+	}
 	if code != 0 {
 		t.Fatalf("continue after the kill: exit %d, stderr %s", code, stderr)
 	}

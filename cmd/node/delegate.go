@@ -36,6 +36,7 @@ type delegateOptions struct {
 	json     bool
 	quiet    bool
 	prompt   string
+	cont     string // -continue: the delegate session whose child goes on
 }
 
 func delegateFlags(o *delegateOptions) *flag.FlagSet {
@@ -46,6 +47,7 @@ func delegateFlags(o *delegateOptions) *flag.FlagSet {
 	dataFlag(fs, &o.data)
 	fs.BoolVar(&o.json, "json", false, "print one JSON object per line: the session, every child event, then the result")
 	fs.BoolVar(&o.quiet, "quiet", false, "print the session id and the output only, no progress (with -json: the session and result lines)")
+	fs.StringVar(&o.cont, "continue", "", "continue the child of the delegate `SESSION` with the prompt, resumed from its log (session/load) on the server it ran on")
 	return fs
 }
 
@@ -87,6 +89,10 @@ func delegateCommand(ctx context.Context, args []string, stdout, stderr io.Write
 	o, code, ok := parseDelegate(args, stderr)
 	if !ok {
 		return code
+	}
+	if o.cont != "" {
+		// The session says which server and directory.
+		return continueCommand(ctx, o, stdout, stderr)
 	}
 	fail := func(err error) int {
 		fmt.Fprintf(stderr, "%s delegate: %v\n", prog, err)

@@ -151,6 +151,53 @@ func parseFlags(fs *flag.FlagSet, args []string, stderr io.Writer) (code int, ok
 	return exitOK, true
 }
 
+// continueCommand runs delegate -continue: the follow-up o.prompt to the
+// child of the delegate session o.cont, as send sends it.
+func continueCommand(ctx context.Context, o delegateOptions, stdout, stderr io.Writer) int {
+	fail := func(err error) int {
+		fmt.Fprintf(stderr, "%s delegate: -continue %s: %v\n", prog, o.cont, err)
+		return exitCode(err)
+	}
+	data, err := dataDir(o.data)
+	if err != nil {
+		return fail(err)
+	}
+	child, err := onlyChild(ctx, data, o.cont)
+	if err != nil {
+		return fail(err)
+	}
+	s := sendOptions{config: o.config, data: o.data, json: o.json, quiet: o.quiet, session: o.cont, child: child, message: o.prompt}
+	out, err := sendOnce(ctx, s, stdout, newReporter(o.quiet, o.json, stdout), stderr)
+	if err != nil {
+		return fail(err)
+	}
+	return reportChild("delegate", out, o.json, o.quiet, stdout, stderr)
+}
+
+// onlyChild is the child of the delegate session id, read without
+// keeping the store open.
+func onlyChild(ctx context.Context, data, id string) (string, error) {
+	if data == memoryData {
+		return "", fmt.Errorf("-data %s keeps no sessions past its own process: nothing to continue", memoryData)
+	}
+	store, closeStore, err := openReader(data)
+	if err != nil {
+		return "", err
+	}
+	defer closeStore()
+	if _, err := delegationOf(ctx, store, id); err != nil {
+		return "", err
+	}
+	kids, err := store.Children(ctx, id)
+	switch {
+	case err != nil:
+		return "", err
+	case len(kids) != 1:
+		return "", fmt.Errorf("session %q has %d children, not one: follow one up with %s send", id, len(kids), prog)
+	}
+	return kids[0].Header.SessionID, nil
+}
+
 // delegationOf is what the delegate session id recorded: its agent server
 // and directory.
 func delegationOf(ctx context.Context, store persistence.Store, id string) (delegated, error) {

@@ -86,3 +86,51 @@ func TestS8_AfterANodeDiedTasksSayInterruptedAndSendResumesTheChild(t *testing.T
 		t.Fatalf("send to a child the session does not own: exit %d, %s", code, stderr)
 	}
 }
+
+// Contracts S6, P3 (issue 17): delegate -continue SESSION PROMPT goes on
+// with the delegate session's child through the provider's resume
+// (session/load): the agent sees its earlier turn. The messages that
+// point elsewhere name a command that works: run -continue on the child
+// or on the delegate session points to delegate -continue.
+func TestS6_DelegateContinueResumesTheChild(t *testing.T) {
+	data := t.TempDir()
+	config := historyConfig(t, t.TempDir())
+	stdout, stderr, code := nodeEnv(t, t.TempDir(), withData(data), "delegate", "-config", config, "first")
+	if code != 0 {
+		t.Fatalf("delegate: exit %d, %s", code, stderr)
+	}
+	session, _ := cutSession(t, stdout)
+	stdout, stderr, code = nodeEnv(t, t.TempDir(), withData(data), "delegate", "-config", config, "-continue", session, "second")
+	if code != 0 || !strings.HasSuffix(stdout, "\n\necho: second (earlier: first)\n") {
+		t.Fatalf("delegate -continue: exit %d\nstdout:\n%s\nstderr:\n%s", code, stdout, stderr)
+	}
+	kids := parseListing(t, func() string { out, _, _ := nodeEnv(t, t.TempDir(), withData(data), "sessions", session); return out }())
+	if len(kids) != 2 {
+		t.Fatalf("sessions %s lists %+v", session, kids)
+	}
+	hint := "delegate -continue " + session + " PROMPT"
+	for _, id := range []string{session, kids[1].id} {
+		if _, stderr, code := nodeEnv(t, t.TempDir(), withData(data), "run", "-continue", id); code == 0 || !strings.Contains(stderr, hint) {
+			t.Errorf("run -continue %s: exit %d, stderr %q lacks %q", id, code, stderr, hint)
+		}
+	}
+}
+
+// Contract S6 (issue 17): run -continue with no prompt on a session whose
+// last run completed says so, exits 0 and appends nothing.
+func TestS6_ContinuingACompleteSessionAppendsNothing(t *testing.T) {
+	data := t.TempDir()
+	stdout, stderr, code := nodeEnv(t, writeTree(t), withData(data), "run", "-quiet")
+	if code != 0 {
+		t.Fatalf("run: exit %d, %s", code, stderr)
+	}
+	session, _ := cutSession(t, stdout)
+	before := logOf(t, data, session)
+	_, stderr, code = nodeEnv(t, t.TempDir(), withData(data), "run", "-continue", session)
+	if code != 0 || !strings.Contains(stderr, "the session is complete") {
+		t.Fatalf("run -continue of a complete session: exit %d, stderr %q", code, stderr)
+	}
+	if after := logOf(t, data, session); len(after) != len(before) {
+		t.Fatalf("the log grew from %d to %d records", len(before), len(after))
+	}
+}
