@@ -51,7 +51,8 @@ commands:
          one; the directory is the one the session surveyed
   sessions [-data DIR] [SESSION]
          list the top-level sessions, or SESSION and its children, one per
-         line: "<id> turns=<n> state=<state> prompt=<first prompt, quoted>",
+         line: "<id> turns=<n> state=<state> prompt=<first prompt, quoted>"
+         (an ACP child adds "server=<name> agent-session=<id>" before prompt),
          children indented by two spaces a level; state is the stop reason
          of the session's last run, or running/interrupted. It only reads,
          and beside a running node it asks that node for the list

@@ -72,14 +72,15 @@ func messages(t *testing.T, entries []persistence.Entry) []agent.Message {
 
 // listedLine is one line of node sessions.
 type listedLine struct {
-	depth  int
-	id     string
-	turns  int
-	state  string
-	prompt string
+	depth                int
+	id                   string
+	turns                int
+	state                string
+	server, agentSession string // an ACP child's
+	prompt               string
 }
 
-var listedRE = regexp.MustCompile(`^((?:  )*)(\S+) turns=(\d+) state=(\S+) prompt=(".*")$`)
+var listedRE = regexp.MustCompile(`^((?:  )*)(\S+) turns=(\d+) state=(\S+)(?: server=(\S+) agent-session=(\S+))? prompt=(".*")$`)
 
 // parseListing parses node sessions' stdout.
 func parseListing(t *testing.T, stdout string) []listedLine {
@@ -94,11 +95,11 @@ func parseListing(t *testing.T, stdout string) []listedLine {
 			t.Fatalf("unexpected sessions line %q in\n%s", line, stdout)
 		}
 		turns, _ := strconv.Atoi(m[3])
-		prompt, err := strconv.Unquote(m[5])
+		prompt, err := strconv.Unquote(m[7])
 		if err != nil {
 			t.Fatalf("prompt of %q: %v", line, err)
 		}
-		out = append(out, listedLine{depth: len(m[1]) / 2, id: m[2], turns: turns, state: m[4], prompt: prompt})
+		out = append(out, listedLine{depth: len(m[1]) / 2, id: m[2], turns: turns, state: m[4], server: m[5], agentSession: m[6], prompt: prompt})
 	}
 	return out
 }

@@ -13,8 +13,6 @@ import (
 	"github.com/subactor/subactor/actors"
 	"github.com/subactor/subactor/actors/registry"
 	"github.com/subactor/subactor/actors/tasks"
-	"github.com/subactor/subactor/agent"
-	"github.com/subactor/subactor/model/scripted"
 	"github.com/subactor/subactor/persistence"
 	"github.com/subactor/subactor/subagent"
 )
@@ -106,12 +104,11 @@ func sendOnce(ctx context.Context, o sendOptions, out io.Writer, rep reporter, l
 		return outcome{}, err
 	}
 	defer closeAll()
-	// The parent runs no turn: it is the child's owner, by its session.
-	parent, err := agent.New(ctx, agent.Config{Store: store, Model: scripted.New(), Header: subagent.SessionHeader{SessionID: o.session}, Resume: true})
+	h, err := store.Header(ctx, o.session)
 	if err != nil {
 		return outcome{}, err
 	}
-	defer parent.Close()
+	parent := owner{h}
 	if o.json {
 		err = newEncoder(out).Encode(jsonEvent{Type: typeSession, SessionID: o.session})
 	} else {
@@ -136,6 +133,16 @@ func sendOnce(ctx context.Context, o sendOptions, out io.Writer, rep reporter, l
 	}
 	return outcome{session: o.session, res: res}, err
 }
+
+// owner is a delegate session as the parent of its child's follow-ups: it
+// runs no turn and writes nothing to its own log; its session id makes it
+// the child's owner.
+type owner struct{ h subagent.SessionHeader }
+
+func (o owner) ID() string                     { return o.h.SessionID }
+func (o owner) SessionID() string              { return o.h.SessionID }
+func (o owner) Header() subagent.SessionHeader { return o.h }
+func (o owner) Options() subagent.AgentOptions { return subagent.AgentOptions{} }
 
 // parseFlags parses a command's flags, its errors and usage on stderr;
 // when ok is false the command ends with code (0 after -h).

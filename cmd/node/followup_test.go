@@ -105,7 +105,8 @@ func TestS6_DelegateContinueResumesTheChild(t *testing.T) {
 		t.Fatalf("delegate -continue: exit %d\nstdout:\n%s\nstderr:\n%s", code, stdout, stderr)
 	}
 	kids := parseListing(t, func() string { out, _, _ := nodeEnv(t, t.TempDir(), withData(data), "sessions", session); return out }())
-	if len(kids) != 2 {
+	// The child says which server it runs on and the agent's own session.
+	if len(kids) != 2 || kids[1].server != "fake" || !strings.HasPrefix(kids[1].agentSession, "fake-") || kids[0].server != "" {
 		t.Fatalf("sessions %s lists %+v", session, kids)
 	}
 	hint := "delegate -continue " + session + " PROMPT"

@@ -9,6 +9,7 @@ import (
 	"io"
 	"strings"
 
+	"github.com/subactor/subactor/actors/providers/acp"
 	"github.com/subactor/subactor/agent"
 	"github.com/subactor/subactor/persistence"
 	"github.com/subactor/subactor/subagent"
@@ -155,7 +156,9 @@ func (l *lister) subtree(id string, depth int) error {
 //
 //	<indent><id> turns=<n> state=<state> prompt=<quoted first line of the first prompt>
 //
-// indented by two spaces per depth. A log that does not load is listed
+// indented by two spaces per depth; a child on an ACP agent server says
+// which, and the agent's own session id, before its prompt
+// (server=<name> agent-session=<id>). A log that does not load is listed
 // with state unreadable and its error goes to errs.
 func (l *lister) line(id string, depth int) {
 	s, err := summarize(l.ctx, l.store, id)
@@ -164,7 +167,11 @@ func (l *lister) line(id string, depth int) {
 		fmt.Fprintf(l.errs, "%s sessions: %v\n", prog, err)
 		s = summary{state: stateUnreadable}
 	}
-	fmt.Fprintf(l.w, "%s%s turns=%d state=%s prompt=%q\n", strings.Repeat("  ", depth), id, s.turns, s.state, s.prompt)
+	agentPart := ""
+	if s.server != "" {
+		agentPart = fmt.Sprintf(" server=%s agent-session=%s", s.server, s.agentSession)
+	}
+	fmt.Fprintf(l.w, "%s%s turns=%d state=%s%s prompt=%q\n", strings.Repeat("  ", depth), id, s.turns, s.state, agentPart, s.prompt)
 }
 
 // summary is what a session line says about a log.
@@ -172,6 +179,9 @@ type summary struct {
 	turns  int    // message records
 	state  string // the last stop reason, or stateInterrupted
 	prompt string // the first line of the first user turn
+	// server and agentSession name an ACP child's agent server and the
+	// agent's own session, from its descriptor.
+	server, agentSession string
 }
 
 // summarize reads a session's log. The state is the stop reason of its last
@@ -203,6 +213,15 @@ func summarize(ctx context.Context, store persistence.Store, id string) (summary
 				s.prompt, _, _ = strings.Cut(d.Prompt, "\n")
 				prompted = true
 			}
+		case persistence.DescriptorKind:
+			if d, err := persistence.ParseDescriptor(r.Data); err == nil && s.server == "" && len(d.ProviderData) > 0 {
+				if pd, err := acp.ParseProviderData(d.ProviderData); err == nil {
+					s.server, s.agentSession = d.Provider, pd.SessionID
+				}
+			}
+		case agent.KindActivation:
+			// A new activation took the log: running until its stop.
+			s.state = stateInterrupted
 		case agent.KindStop:
 			var stop agent.Stop
 			if json.Unmarshal(r.Data, &stop) != nil || stop.StopReason == "" {
