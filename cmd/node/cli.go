@@ -369,6 +369,9 @@ func survey(ctx context.Context, o options, m models, out io.Writer, rep reporte
 		return outcome{}, err
 	}
 	defer closeHooks()
+	if o.servers.journal, err = openJournal(data, logs); err != nil {
+		return outcome{}, err
+	}
 
 	prompt := o.prompt
 	if o.cont != "" {

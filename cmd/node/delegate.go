@@ -188,6 +188,9 @@ func delegateOnce(ctx context.Context, o delegateOptions, servers agentServers, 
 		return outcome{}, err
 	}
 	defer closeStore()
+	if servers.journal, err = openJournal(data, logs); err != nil {
+		return outcome{}, err
+	}
 
 	sys := actors.NewSystem(actors.WithLogger(slog.New(slog.NewTextHandler(logs, &slog.HandlerOptions{Level: slog.LevelWarn}))))
 	defer sys.Shutdown()

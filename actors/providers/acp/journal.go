@@ -74,8 +74,8 @@ func (r groupRecord) since() uint64 {
 // ".tmp" after it.
 const recordExt = ".json"
 
-// OpenJournal opens the journal in dir, creating it (0700) when missing,
-// and first ends what the records an earlier process left there name (see
+// OpenJournal opens the journal in dir (created, 0700, with its first
+// record), and first ends what the records an earlier process left there name (see
 // Journal), sending SIGKILL: the process that could have stopped them
 // gracefully is gone. It logs what it ended to log at Warn level, and
 // removes those records. A nil log discards.
@@ -86,9 +86,6 @@ func OpenJournal(dir string, log *slog.Logger) (*Journal, error) {
 	j := &Journal{dir: dir, log: log}
 	if !tracked {
 		return j, nil
-	}
-	if err := os.MkdirAll(dir, 0o700); err != nil {
-		return nil, fmt.Errorf("acp: journal: %w", err)
 	}
 	var err error
 	if j.boot, err = bootID(); err != nil {
@@ -105,6 +102,9 @@ func OpenJournal(dir string, log *slog.Logger) (*Journal, error) {
 // records.
 func (j *Journal) sweep() error {
 	entries, err := os.ReadDir(j.dir)
+	if errors.Is(err, os.ErrNotExist) {
+		return nil
+	}
 	if err != nil {
 		return err
 	}
@@ -172,6 +172,9 @@ func (j *Journal) path(tag string) string { return filepath.Join(j.dir, tag+reco
 func (j *Journal) write(rec groupRecord) error {
 	data, err := json.Marshal(rec)
 	if err != nil {
+		return err
+	}
+	if err := os.MkdirAll(j.dir, 0o700); err != nil {
 		return err
 	}
 	tmp := j.path(rec.Tag) + ".tmp"

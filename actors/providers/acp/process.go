@@ -366,16 +366,33 @@ func (r *registry) list() []*proc {
 // the strays of each that can be found (processes it started that left
 // its group; Linux), without waiting for anything. It is a program's last
 // resort before it exits at once (a second Ctrl-C): the ladder is the
-// graceful way. Agents it killed are still reaped and their journal
+// graceful way. It returns once the leaders are reaped (at most a second)
+// and, while this process adopts orphans (AdoptOrphans), the children
+// they left have been sent SIGKILL too. Agents it killed are still reaped and their journal
 // records removed by their own ladders if the program lives on; if it
 // exits, the records stay for the next OpenJournal on the directory,
 // which finds nothing left to end.
 func KillAgents() {
-	for _, p := range agents.list() {
+	procs := agents.list()
+	for _, p := range procs {
 		p.signalGroup(kill)
 		signalStrays(strays(p), kill)
 	}
+	// The leaders die at once; while this process adopts orphans, what
+	// they leave becomes its child, found without a tag.
+	deadline := time.NewTimer(killWait)
+	defer deadline.Stop()
+	for _, p := range procs {
+		select {
+		case <-p.exited:
+		case <-deadline.C:
+		}
+	}
+	signalStrays(adopted(), kill)
 }
+
+// killWait bounds how long KillAgents waits for the leaders it killed.
+const killWait = time.Second
 
 // tailBuffer keeps the last stderrTail bytes written to it.
 type tailBuffer struct {

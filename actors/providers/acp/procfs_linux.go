@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"os"
 	"os/signal"
+	"slices"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -84,25 +85,40 @@ func tags(p procfs.Proc) []string {
 // agent's descendant whose parent died: one without the tag cannot be
 // told apart otherwise).
 func strays(p *proc) []stray {
+	return scan(func(q procfs.Proc, st procfs.ProcStat, adoptedChild bool) bool {
+		if st.PGRP == p.pid || st.Starttime < p.ref.Start {
+			return false
+		}
+		if adoptedChild && len(agents.list()) <= 1 {
+			return true
+		}
+		return slices.Contains(tags(q), p.tag)
+	})
+}
+
+// adopted are the live children this process adopted (see AdoptOrphans);
+// none when it does not adopt.
+func adopted() []stray {
+	return scan(func(_ procfs.Proc, _ procfs.ProcStat, adoptedChild bool) bool { return adoptedChild })
+}
+
+// scan returns the live processes other than this one that match says
+// are wanted; adoptedChild tells match that the process is a child this
+// process adopted (not an agent, and adopting is on).
+func scan(match func(q procfs.Proc, st procfs.ProcStat, adoptedChild bool) bool) []stray {
 	procs, err := procfs.AllProcs()
 	if err != nil {
 		return nil
 	}
 	self := os.Getpid()
-	adopted := adopting.Load() && len(agents.list()) <= 1
+	adopts := adopting.Load()
 	var found []stray
 	for _, q := range procs {
 		st, err := q.Stat()
-		if err != nil || q.PID == self || zombie(st) || st.PGRP == p.pid || st.Starttime < p.ref.Start {
+		if err != nil || q.PID == self || zombie(st) {
 			continue
 		}
-		mine := adopted && st.PPID == self && !agents.isLeader(q.PID)
-		if !mine {
-			for _, t := range tags(q) {
-				mine = mine || t == p.tag
-			}
-		}
-		if mine {
+		if match(q, st, adopts && st.PPID == self && !agents.isLeader(q.PID)) {
 			found = append(found, stray{pid: q.PID, ownGroup: st.PGRP == q.PID})
 		}
 	}
@@ -113,39 +129,27 @@ func strays(p *proc) []stray {
 // processes carrying one of their tags that started after its agent, and
 // the agents' groups that are shown to be theirs still.
 func leftovers(recs map[string]groupRecord) (found []stray, groups []int) {
-	procs, err := procfs.AllProcs()
-	if err != nil {
-		return nil, nil
-	}
 	byLeader := map[int]groupRecord{}
 	for _, r := range recs {
 		if r.Leader.PID != 0 {
 			byLeader[r.Leader.PID] = r
 		}
 	}
-	self := os.Getpid()
 	confirmed := map[int]bool{}
-	for _, q := range procs {
-		st, err := q.Stat()
-		if err != nil || q.PID == self || zombie(st) {
-			continue
-		}
+	found = scan(func(q procfs.Proc, st procfs.ProcStat, _ bool) bool {
 		if r, ok := byLeader[q.PID]; ok && r.Leader.Start == st.Starttime {
-			found = append(found, stray{pid: q.PID, ownGroup: st.PGRP == q.PID})
-			continue
+			return true
 		}
 		for _, t := range tags(q) {
-			r, ok := recs[t]
-			if !ok || st.Starttime < r.since() {
-				continue
+			if r, ok := recs[t]; ok && st.Starttime >= r.since() {
+				if r.Leader.PID != 0 && st.PGRP == r.Leader.PID {
+					confirmed[st.PGRP] = true
+				}
+				return true
 			}
-			found = append(found, stray{pid: q.PID, ownGroup: st.PGRP == q.PID})
-			if r.Leader.PID != 0 && st.PGRP == r.Leader.PID {
-				confirmed[st.PGRP] = true
-			}
-			break
 		}
-	}
+		return false
+	})
 	for g := range confirmed {
 		groups = append(groups, g)
 	}
