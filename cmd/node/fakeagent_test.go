@@ -35,7 +35,7 @@ import (
 const envFakeAgent = "NODETEST_FAKE_ACP_AGENT"
 
 // envFakeFamily, a directory, makes the fake agent stubborn: it ignores
-// SIGTERM and the end of its input, and starts a family of sleepers (see
+// SIGTERM, SIGPIPE and the end of its input, and starts a family of sleepers (see
 // startFamily) whose pids it writes to familyPids in the directory. It
 // writes familyWaiting there when its "wait" turn begins and
 // familyCancelled when that turn is cancelled.
@@ -62,7 +62,8 @@ func runFakeAgent() int {
 	}
 	a := &fakeAgent{family: os.Getenv(envFakeFamily)}
 	if a.family != "" {
-		signal.Ignore(syscall.SIGTERM)
+		// Nor does it die writing to a node that is gone.
+		signal.Ignore(syscall.SIGTERM, syscall.SIGPIPE)
 		if err := startFamily(a.family); err != nil {
 			fmt.Fprintln(os.Stderr, "fake agent:", err)
 			return 4
