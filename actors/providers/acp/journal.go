@@ -126,7 +126,7 @@ func (j *Journal) sweep() error {
 			j.log.Warn("acp: journal: removing a record that cannot be read", "file", path, "err", err)
 		case rec.Boot != j.boot:
 			// The machine restarted since: nothing of it runs.
-		case rec.Node.PID != 0 && rec.Node != j.node && alive(rec.Node):
+		case alive(rec.Node):
 			continue // its node runs: its agents are its own business
 		default:
 			recs[rec.Tag] = rec
