@@ -97,6 +97,11 @@ surveyed directory unless the entry gives "dir". Many agents start through
 "#!/usr/bin/env node": a program named node first on PATH shadows Node.js
 for them, so build this one under another name (go build -o subactor
 ./cmd/node).
+
+Stopping: the first Ctrl-C, SIGTERM or SIGHUP cancels the run and stops
+its agents gracefully; a second one kills every agent (SIGKILL) and ends
+the node at once. Agents that a killed node left behind are ended by the
+next run or delegate on the same data directory (Linux).
 `
 
 // cli runs the command line args and returns the process's exit code.
