@@ -350,6 +350,13 @@ func (r *registry) isLeader(pid int) bool {
 	return false
 }
 
+// count is how many agents are being tracked now.
+func (r *registry) count() int {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return len(r.procs)
+}
+
 // list returns the agents being tracked now.
 func (r *registry) list() []*proc {
 	r.mu.Lock()

@@ -80,19 +80,21 @@ func tags(p procfs.Proc) []string {
 }
 
 // strays are the live processes of agent p outside its process group:
-// those that carry its tag and started after it, and, while this process
-// adopts orphans and p is the only agent left, every adopted child (an
-// agent's descendant whose parent died: one without the tag cannot be
-// told apart otherwise).
+// those that carry its tag, and, while this process adopts orphans and p
+// is the only agent left, every adopted child (a descendant of this or an
+// earlier agent whose parent died: one without a tag cannot be told apart
+// otherwise).
 func strays(p *proc) []stray {
 	return scan(func(q procfs.Proc, st procfs.ProcStat, adoptedChild bool) bool {
-		if st.PGRP == p.pid || st.Starttime < p.ref.Start {
+		switch {
+		case st.PGRP == p.pid:
 			return false
-		}
-		if adoptedChild && len(agents.list()) <= 1 {
+		case adoptedChild && agents.count() <= 1:
 			return true
 		}
-		return slices.Contains(tags(q), p.tag)
+		// Only a process that started after the agent can carry its tag:
+		// the environments of older ones need not be read.
+		return st.Starttime >= p.ref.Start && slices.Contains(tags(q), p.tag)
 	})
 }
 
