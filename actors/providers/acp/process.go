@@ -146,7 +146,6 @@ func launch(command string, args []string, dir string, env []string, stopWait ti
 	}
 	// The child holds its ends now; ours would keep its output open.
 	_, _, _ = inR.Close(), outW.Close(), errW.Close()
-	p.ref = identify(p.pid)
 	journal.started(p.tag, cmd.Args, p.ref)
 	go func() {
 		_, _ = io.Copy(&p.tail, errR)
@@ -169,6 +168,7 @@ func (p *proc) run(started chan<- error) {
 	agents.forking(func() {
 		if err = p.cmd.Start(); err == nil {
 			p.pid = p.cmd.Process.Pid
+			p.ref = identify(p.pid)
 			agents.add(p)
 		}
 	})
