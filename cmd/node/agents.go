@@ -7,6 +7,8 @@ package main
 import (
 	"context"
 	"fmt"
+	"io"
+	"log/slog"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -44,6 +46,29 @@ type agentServers struct {
 	path  string
 	cfgs  map[string]acp.Config // by server name, as acp.ParseConfigFile made them
 	names []string              // sorted
+	// journal records their agent processes (see openJournal); nil with
+	// an in-memory data directory.
+	journal *acp.Journal
+}
+
+// journalDir is the directory of the data directory where the node
+// records the agent processes it runs (see acp.Journal).
+const journalDir = "agents"
+
+// openJournal opens the agent journal of the data directory data, which
+// first ends whatever processes of agents an earlier node on it left
+// running when it died (logging what it ended to logs). The caller holds
+// the data directory's store: no other node uses the journal. An
+// in-memory data directory has none.
+func openJournal(data string, logs io.Writer) (*acp.Journal, error) {
+	if data == memoryData {
+		return nil, nil
+	}
+	j, err := acp.OpenJournal(filepath.Join(data, journalDir), slog.New(slog.NewTextHandler(logs, &slog.HandlerOptions{Level: slog.LevelWarn})))
+	if err != nil {
+		return nil, &dataDirError{Dir: data, Err: err}
+	}
+	return j, nil
 }
 
 // loadAgentServers reads a -config file: {"agent_servers": {"NAME":
@@ -112,7 +137,7 @@ func (s agentServers) checkBesideSpawn() error {
 // session id) go to store, and rep shows their starts.
 func (s agentServers) provider(name string, sys *actors.System, store persistence.Store, dir string, rep reporter) (startShown, error) {
 	c := s.cfgs[name]
-	c.System, c.Store = sys, store
+	c.System, c.Store, c.Journal = sys, store, s.journal
 	if c.Dir == "" {
 		c.Dir = dir
 	}

@@ -124,6 +124,11 @@ surveyed directory unless the entry gives "dir". Many agents start through
 "#!/usr/bin/env node": a program named node first on PATH shadows Node.js
 for them, so build this one under another name (go build -o subactor
 ./cmd/node).
+
+Stopping: the first Ctrl-C, SIGTERM or SIGHUP cancels the run and stops
+its agents gracefully; a second one kills every agent (SIGKILL) and ends
+the node at once. Agents that a killed node left behind are ended by the
+next run or delegate on the same data directory (Linux).
 `
 
 // cli runs the command line args and returns the process's exit code.
@@ -417,6 +422,9 @@ func survey(ctx context.Context, o options, m models, out io.Writer, rep reporte
 		return outcome{}, err
 	}
 	defer closeHooks()
+	if o.servers.journal, err = openJournal(data, logs); err != nil {
+		return outcome{}, err
+	}
 
 	prompt := o.prompt
 	if o.cont != "" {

@@ -9,7 +9,6 @@ import (
 	"os"
 	"strconv"
 	"sync"
-	"syscall"
 
 	"github.com/subactor/subactor/persistence"
 	"github.com/subactor/subactor/subagent"
@@ -129,7 +128,9 @@ func (s *ackStore) ack(session string, first uint64, recs []persistence.Record) 
 	line, _ := json.Marshal(w) // plain fields always marshal
 	if _, err := s.out.Write(append(line, '\n')); err != nil || s.n == s.killAfter {
 		// SIGKILL, not an exit: no deferred call, no flush, no Close.
-		_ = syscall.Kill(os.Getpid(), syscall.SIGKILL)
+		if self, err := os.FindProcess(os.Getpid()); err == nil {
+			_ = self.Kill()
+		}
 		select {} // the signal is on its way
 	}
 }

@@ -205,6 +205,9 @@ func delegateOnce(ctx context.Context, o delegateOptions, servers agentServers, 
 		return outcome{}, err
 	}
 	defer closeStore()
+	if servers.journal, err = openJournal(data, logs); err != nil {
+		return outcome{}, err
+	}
 
 	svc, mgr, closeAll, err := continuables(store, servers, name, dir, logs, rep)
 	if err != nil {

@@ -6,19 +6,27 @@ package main
 // tested in milliseconds; the real agents' tests are in agents_test.go.
 //
 // A prompt starting with "refuse" is refused, one starting with "wait"
-// blocks until the turn is cancelled; any other is echoed as
+// blocks until the turn is cancelled, "environ" answers what reading the
+// node's environment (/proc/PPID/environ) gave; any other is echoed as
 // "echo: <prompt>" after a plan and a read tool call. With
 // envFakeAgentHistory naming a directory, the agent keeps each session's
 // prompts in a file there and can load a session (session/load) in a
 // later process: its echo then ends " (earlier: <prompts>)".
+//
+// With envFakeFamily set to a directory it is a stubborn agent with a
+// family (see startFamily), for the tests of what a dying node leaves.
 
 import (
 	"context"
 	"fmt"
+	"math"
 	"os"
+	"os/signal"
 	"path/filepath"
 	"strings"
 	"sync"
+	"syscall"
+	"time"
 
 	sdk "github.com/coder/acp-go-sdk"
 
@@ -26,7 +34,8 @@ import (
 )
 
 // envFakeAgent makes the test binary the fake agent; its value is its
-// mode: fakeHangInit never answers initialize, any other answers.
+// mode: fakeHangInit never answers initialize, modeSleeper is a member of
+// a stubborn agent's family instead, any other answers.
 const envFakeAgent = "NODETEST_FAKE_ACP_AGENT"
 
 // envFakeAgentHistory is the directory where the fake agent keeps its
@@ -35,13 +44,51 @@ const envFakeAgentHistory = "NODETEST_FAKE_ACP_HISTORY"
 
 const fakeHangInit = "hang-init"
 
+// envFakeFamily, a directory, makes the fake agent stubborn: it ignores
+// SIGTERM, SIGPIPE and the end of its input, and starts a family of sleepers (see
+// startFamily) whose pids it writes to familyPids in the directory. It
+// writes familyWaiting there when its "wait" turn begins and
+// familyCancelled when that turn is cancelled.
+const envFakeFamily = "NODETEST_FAMILY"
+
+// Files of the family directory.
+const (
+	familyPids      = "pids"      // "LEADER MEMBER RUNAWAY CLEAN"
+	familyWaiting   = "waiting"   // its "wait" turn has begun
+	familyCancelled = "cancelled" // its turn was cancelled
+)
+
+// modeSleeper is a family member: it ignores SIGTERM, says "ready" on
+// stdout and sleeps until killed.
+const modeSleeper = "sleeper"
+
 // runFakeAgent is the fake agent's main: it serves ACP on stdio until its
 // input ends.
 func runFakeAgent() int {
-	a := &fakeAgent{mode: os.Getenv(envFakeAgent)}
+	if os.Getenv(envFakeAgent) == modeSleeper {
+		signal.Ignore(syscall.SIGTERM)
+		fmt.Println("ready")
+		blockForever()
+	}
+	a := &fakeAgent{mode: os.Getenv(envFakeAgent), family: os.Getenv(envFakeFamily)}
+	if a.family != "" {
+		// Nor does it die writing to a node that is gone.
+		signal.Ignore(syscall.SIGTERM, syscall.SIGPIPE)
+		if err := startFamily(a.family); err != nil {
+			fmt.Fprintln(os.Stderr, "fake agent:", err)
+			return 4
+		}
+	}
 	a.conn = sdk.NewAgentSideConnection(a, &lockedStdout{}, os.Stdin)
 	<-a.conn.Done()
+	if a.family != "" {
+		blockForever()
+	}
 	return 0
+}
+
+func blockForever() {
+	<-time.NewTimer(time.Duration(math.MaxInt64)).C
 }
 
 // lockedStdout keeps the SDK's messages whole lines.
@@ -55,8 +102,9 @@ func (l *lockedStdout) Write(b []byte) (int, error) {
 
 type fakeAgent struct {
 	acptest.Unscripted
-	mode string
-	conn *sdk.AgentSideConnection
+	mode   string
+	conn   *sdk.AgentSideConnection
+	family string
 }
 
 func (a *fakeAgent) Initialize(ctx context.Context, _ sdk.InitializeRequest) (sdk.InitializeResponse, error) {
@@ -138,8 +186,17 @@ func (a *fakeAgent) Prompt(ctx context.Context, p sdk.PromptRequest) (sdk.Prompt
 		return sdk.PromptResponse{StopReason: sdk.StopReasonRefusal}, nil
 	case strings.HasPrefix(prompt, "wait"):
 		update(sdk.UpdateAgentMessageText("waiting"))
+		if a.family != "" {
+			_ = os.WriteFile(filepath.Join(a.family, familyWaiting), nil, 0o644)
+		}
 		<-ctx.Done()
+		if a.family != "" {
+			_ = os.WriteFile(filepath.Join(a.family, familyCancelled), nil, 0o644)
+		}
 		return sdk.PromptResponse{StopReason: sdk.StopReasonCancelled}, nil
+	case prompt == "environ":
+		update(sdk.UpdateAgentMessageText("environ: " + parentEnviron()))
+		return sdk.PromptResponse{StopReason: sdk.StopReasonEndTurn}, nil
 	}
 	update(sdk.UpdatePlan(sdk.PlanEntry{Content: "Echo the prompt", Status: sdk.PlanEntryStatusInProgress, Priority: sdk.PlanEntryPriorityHigh}))
 	update(sdk.StartToolCall("read-1", "Reading the prompt", sdk.WithStartKind(sdk.ToolKindRead)))

@@ -31,18 +31,63 @@ package main
 
 import (
 	"context"
+	"fmt"
 	"os"
 	"os/signal"
 	"path/filepath"
 	"syscall"
+	"time"
+
+	"github.com/subactor/subactor/actors/providers/acp"
 )
+
+// stopSignals end the node gracefully the first time (the run is
+// cancelled, its children disposed and their agents stopped on the
+// ladder) and at once the second, after SIGKILL to every agent: Ctrl-C,
+// a kill, a closed terminal.
+var stopSignals = []os.Signal{os.Interrupt, syscall.SIGTERM, syscall.SIGHUP}
 
 func main() {
 	prog = filepath.Base(os.Args[0])
-	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
-	// The first signal cancels the run; a second one kills the process.
-	context.AfterFunc(ctx, stop)
+	if err := harden(); err != nil {
+		fmt.Fprintf(os.Stderr, "%s: warning: %v\n", prog, err)
+	}
+	// Orphans of agents become the node's, to be ended with their agent
+	// and reaped; where the system cannot, the ladder does without.
+	stopAdopting, err := acp.AdoptOrphans()
+	if err != nil {
+		stopAdopting = func() {}
+	}
+	signals := make(chan os.Signal, 2)
+	for _, sig := range stopSignals {
+		// One ignored at start (nohup, a background job of a script)
+		// stays ignored.
+		if !signal.Ignored(sig) {
+			signal.Notify(signals, sig)
+		}
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	go func() {
+		<-signals
+		cancel()
+		sig := <-signals
+		acp.KillAgents()
+		die(sig)
+	}()
 	code := cli(ctx, os.Args[1:], os.Stdout, os.Stderr)
-	stop()
+	stopAdopting()
 	os.Exit(code)
+}
+
+// die ends the node by sig, as its default action would have, so that a
+// shell sees how it ended; exit code 128+sig if that does not happen
+// within a second.
+func die(sig os.Signal) {
+	signal.Reset(sig)
+	if self, err := os.FindProcess(os.Getpid()); err == nil {
+		_ = self.Signal(sig)
+	}
+	time.Sleep(time.Second)
+	n, _ := sig.(syscall.Signal)
+	os.Exit(128 + int(n))
 }

@@ -39,8 +39,8 @@ type Config struct {
 	Command string
 	Args    []string
 	// Env is added to the child's environment and always passes. The
-	// rest comes from the node's environment without its credential-like
-	// variables (see IsCredentialName).
+	// rest comes from the node's environment without its credentials
+	// (see IsCredential).
 	Env map[string]string
 	// Dir is the child's working directory, and the root of the files it
 	// may read and write through us; it must be absolute. Empty means the
@@ -53,6 +53,10 @@ type Config struct {
 	// fs/write_text_file inside Dir (and advertise them to the agent);
 	// without them those requests are refused.
 	ReadFiles, WriteFiles bool
+	// Journal, when set, records each agent process while it runs, so
+	// that the next process to open it ends what this one leaves behind
+	// if it dies without stopping its agents (see Journal).
+	Journal *Journal
 	// Store, when set, keeps each child's descriptor as the first record
 	// of a session named by the run id, so that Resume can find the
 	// agent's session again (when the agent can load sessions).

@@ -5,8 +5,8 @@
 //
 // Each Start launches the configured command as the leader of its own
 // process group, in the configured (or the node's) working directory,
-// with the node's environment minus its credential-like variables plus the
-// configured ones. It runs initialize (protocol version 1) and
+// with the node's environment minus its credentials (IsCredential) plus
+// the configured ones and a tag of its own (EnvAgentTag). It runs initialize (protocol version 1) and
 // session/new, and returns once the agent's session exists; the prompt
 // turn then runs on a run actor like every child's. The agent's message
 // chunks become the output; its tool calls, plans, thoughts and other
@@ -20,7 +20,14 @@
 // agent's answer and answers pending permission requests "cancelled"; the
 // result settles aborted. The run's release ends the process on a ladder
 // (close stdin, SIGTERM to the group, SIGKILL to the group, each with a
-// bounded wait), reaps it and ends whatever else is left in its group.
+// bounded wait), reaps it and ends whatever else is left in its group and,
+// on Linux, the processes it started that left the group: those carrying
+// its tag, and, in a program that adopts orphans (AdoptOrphans), those
+// that became its children. KillAgents is the program's last resort (a
+// second Ctrl-C). On Linux an agent also gets SIGKILL when the node dies,
+// and a Journal in the node's data directory lets the next node end what
+// the dead one's agents left. Where there are no Unix process groups
+// (Windows), Start fails with ErrUnsupportedPlatform.
 //
 // The agent's requests are answered by us: session/request_permission by
 // a PermissionPolicy (ReadOnly by default), fs/read_text_file and

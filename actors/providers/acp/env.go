@@ -5,19 +5,27 @@ import (
 	"path/filepath"
 	"slices"
 	"strings"
-	"syscall"
 )
 
 // credentialMarkers are the parts of a variable name that make it
-// credential-like. Matching is by substring, so a few harmless names
-// (KEYBOARD_LAYOUT) are held back too: a child that needs one gets it
-// through Config.Env.
-var credentialMarkers = []string{"KEY", "TOKEN", "SECRET", "PASSWORD", "PASSWD", "CREDENTIAL", "PRIVATE", "COOKIE", "SSH_AUTH_SOCK"}
+// credential-like wherever they appear in it. Matching is by substring,
+// so a few harmless names (KEYBOARD_LAYOUT) are held back too: a child
+// that needs one gets it through Config.Env.
+var credentialMarkers = []string{"KEY", "TOKEN", "SECRET", "PASSWORD", "PASSWD", "PASSPHRASE", "CREDENTIAL", "PRIVATE", "COOKIE", "SSH_AUTH_SOCK"}
+
+// credentialWords are the words of a name (split at anything but a letter
+// or digit) that make it credential-like: too short to match inside other
+// words (AUTH is in GIT_AUTHOR_NAME, PWD in OLDPWD, PASS in PASSENGER).
+var credentialWords = []string{"AUTH", "OAUTH", "AUTHORIZATION", "PWD", "PASS", "PW", "DSN", "PAT"}
 
 // IsCredentialName reports whether the node's environment variable name
 // looks like it holds a credential (an API key, a token, a secret, a
-// password…), compared without regard to case. Such variables are not
-// passed on to an agent unless its Config.Env sets them.
+// password, an auth string, a DSN…), compared without regard to case:
+// it contains KEY, TOKEN, SECRET, PASSWORD, PASSWD, PASSPHRASE,
+// CREDENTIAL, PRIVATE, COOKIE or SSH_AUTH_SOCK, or has AUTH, OAUTH,
+// AUTHORIZATION, PWD, PASS, PW, DSN or PAT as a word (MYSQL_PWD,
+// NPM_CONFIG__AUTH, GH_AUTH, DOCKER_AUTH_CONFIG, SENTRY_DSN). PWD alone is
+// the working directory and passes.
 func IsCredentialName(name string) bool {
 	up := strings.ToUpper(name)
 	for _, m := range credentialMarkers {
@@ -25,17 +33,74 @@ func IsCredentialName(name string) bool {
 			return true
 		}
 	}
+	if up == "PWD" {
+		return false
+	}
+	words := strings.FieldsFunc(up, func(r rune) bool {
+		return (r < 'A' || r > 'Z') && (r < '0' || r > '9')
+	})
+	for _, w := range words {
+		if slices.Contains(credentialWords, w) {
+			return true
+		}
+	}
 	return false
 }
 
-// childEnv is the node's environment without credential-like variables,
-// with extra added over it (sorted, so the child's environment does not
-// depend on map order).
+// IsCredential reports whether a variable of the node's environment holds
+// a credential: its name is credential-like (IsCredentialName), or its
+// value carries one: a URL with a user in it (scheme://user:password@host,
+// or a token in the user's place, as a DATABASE_URL or a proxy URL may
+// have), a connection string's password (Password=… or Pwd=…), or a
+// private key. Such variables are not passed on to an agent unless its
+// Config.Env sets them.
+func IsCredential(name, value string) bool {
+	return IsCredentialName(name) || valueCarriesCredential(value)
+}
+
+func valueCarriesCredential(v string) bool {
+	for rest := v; ; {
+		_, after, ok := strings.Cut(rest, "://")
+		if !ok {
+			break
+		}
+		// The authority ends at the path, query, fragment or a space; a
+		// user in it ends with '@'.
+		end := strings.IndexAny(after, "/?# \t\n")
+		if end < 0 {
+			end = len(after)
+		}
+		if strings.Contains(after[:end], "@") {
+			return true
+		}
+		rest = after
+	}
+	low := strings.ToLower(v)
+	for _, key := range []string{"password=", "pwd="} {
+		for i := strings.Index(low, key); i >= 0; {
+			// A key of its own (at the start or after a separator), not
+			// the end of a longer one.
+			if i == 0 || strings.ContainsRune("; &?,\t\n", rune(low[i-1])) {
+				return true
+			}
+			next := strings.Index(low[i+1:], key)
+			if next < 0 {
+				break
+			}
+			i += 1 + next
+		}
+	}
+	return strings.Contains(v, "PRIVATE KEY-----")
+}
+
+// childEnv is the node's environment without credentials (see
+// IsCredential), with extra added over it (sorted, so the child's
+// environment does not depend on map order).
 func childEnv(node []string, extra map[string]string) []string {
 	env := make([]string, 0, len(node)+len(extra))
 	for _, kv := range node {
-		name, _, ok := strings.Cut(kv, "=")
-		if !ok || IsCredentialName(name) {
+		name, value, ok := strings.Cut(kv, "=")
+		if !ok || IsCredential(name, value) {
 			continue
 		}
 		if _, over := extra[name]; over {
@@ -52,6 +117,23 @@ func childEnv(node []string, extra map[string]string) []string {
 		env = append(env, k+"="+extra[k])
 	}
 	return env
+}
+
+// withTag sets EnvAgentTag in env to tag, after the tags env carries
+// already (a node that runs as an agent passes its own on).
+func withTag(env []string, tag string) []string {
+	out := make([]string, 0, len(env)+1)
+	value := tag
+	for _, kv := range env {
+		if old, ok := strings.CutPrefix(kv, EnvAgentTag+"="); ok {
+			if old != "" {
+				value = old + "," + tag
+			}
+			continue
+		}
+		out = append(out, kv)
+	}
+	return append(out, EnvAgentTag+"="+value)
 }
 
 // workingDir checks dir (the node's working directory when empty) before
@@ -74,8 +156,7 @@ func workingDir(dir string) (string, error) {
 	case !info.IsDir():
 		return "", &DirError{Dir: dir, Reason: "is not a directory"}
 	}
-	// Search permission is what entering a directory needs.
-	if err := syscall.Access(dir, 1 /* X_OK */); err != nil {
+	if err := canEnter(dir); err != nil {
 		return "", &DirError{Dir: dir, Reason: "cannot be entered", Err: err}
 	}
 	return filepath.Clean(dir), nil

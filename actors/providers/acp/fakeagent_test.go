@@ -46,6 +46,7 @@ const (
 	modeHangNew    = "hang-new"    // answers initialize, never session/new
 	modeStubborn   = "stubborn"    // ignores SIGTERM and the end of its input
 	modeGrandchild = "grandchild"  // starts a grandchild that ignores SIGTERM and holds stdout
+	modeRunaway    = "runaway"     // starts a grandchild that ignores SIGTERM and leaves the group (setsid)
 	modeSleeper    = "sleeper"     // the grandchild itself
 )
 
@@ -67,11 +68,15 @@ func runFakeAgent(mode string) int {
 		return 3
 	case modeStubborn:
 		signal.Ignore(syscall.SIGTERM)
-	case modeGrandchild:
+	case modeGrandchild, modeRunaway:
 		exe, _ := os.Executable()
 		cmd := exec.Command(exe)
 		cmd.Env = append(os.Environ(), envMode+"="+modeSleeper)
-		cmd.Stdout = os.Stdout // holds our output open after we are gone
+		if mode == modeRunaway {
+			cmd.SysProcAttr = detached()
+		} else {
+			cmd.Stdout = os.Stdout // holds our output open after we are gone
+		}
 		ready, err := cmd.StderrPipe()
 		if err == nil {
 			err = cmd.Start()

@@ -1,18 +1,23 @@
 package acp
 
 import (
-	"bytes"
 	"errors"
 	"io"
 	"log/slog"
 	"os"
 	"os/exec"
-	"strconv"
-	"strings"
+	"runtime"
 	"sync"
-	"syscall"
 	"time"
+
+	"github.com/subactor/subactor/internal/ids"
 )
+
+// ErrUnsupportedPlatform is a Start on an operating system where the
+// provider cannot run an agent as it must: in a process group of its own
+// that the shutdown ladder can signal as a whole (Windows and other
+// systems without Unix process groups). It comes wrapped in a *StartError.
+var ErrUnsupportedPlatform = errors.New("acp: agent processes need Unix process groups, which this operating system does not have")
 
 // stderrTail is how much of the end of an agent's standard error is kept
 // for error messages.
@@ -23,9 +28,36 @@ const stderrTail = 2048
 // answered and then exited is not a crash.
 const exitGrace = 250 * time.Millisecond
 
-// groupPoll is how often the ladder looks whether a process group has
-// emptied: its members are not our children, so nothing tells us.
+// groupPoll is how often the ladder looks whether a process group (or a
+// set of stray processes) has emptied: its members are not our children,
+// so nothing tells us.
 const groupPoll = 5 * time.Millisecond
+
+// EnvAgentTag names the variable every agent process gets: a tag unique
+// to its launch, appended (after a comma) to the tags its node already
+// carries when the node itself runs as an agent. Processes the agent
+// starts inherit it unless they clear their environment, so that on Linux
+// the ladder and a later node (see Journal) find them even outside the
+// agent's process group.
+const EnvAgentTag = "SUBACTOR_AGENT_TAG"
+
+// stopSignal is a rung of the ladder: a polite request to end, or the
+// kill that cannot be refused.
+type stopSignal int
+
+const (
+	terminate stopSignal = iota // SIGTERM
+	kill                        // SIGKILL
+)
+
+// stray is a process an agent started that is found outside the agent's
+// process group.
+type stray struct {
+	pid int
+	// ownGroup: it leads a group of its own (it called setsid or setpgid),
+	// which is signalled with it.
+	ownGroup bool
+}
 
 // proc is one agent process: the leader of a process group of its own, so
 // that the ladder can signal whatever it started too (several agents are
@@ -38,6 +70,9 @@ const groupPoll = 5 * time.Millisecond
 type proc struct {
 	cmd      *exec.Cmd
 	pid      int
+	tag      string  // its EnvAgentTag, unique to this launch
+	ref      procRef // pid and start time (Linux; the pid alone elsewhere)
+	journal  *Journal
 	stdin    *os.File // our end: the agent's input
 	stdout   *os.File // our end: the agent's output, read by the SDK connection
 	stderr   *os.File // our end: read into tail
@@ -52,8 +87,12 @@ type proc struct {
 }
 
 // launch starts command in dir with env as the leader of a new process
-// group. On error nothing is left running and every pipe is closed.
-func launch(command string, args []string, dir string, env []string, stopWait time.Duration, log *slog.Logger) (*proc, error) {
+// group, recorded in journal (which may be nil) while it runs. On error
+// nothing is left running and every pipe is closed.
+func launch(command string, args []string, dir string, env []string, stopWait time.Duration, journal *Journal, log *slog.Logger) (*proc, error) {
+	if !processGroups {
+		return nil, ErrUnsupportedPlatform
+	}
 	var files []*os.File
 	closeAll := func() {
 		for _, f := range files {
@@ -81,31 +120,64 @@ func launch(command string, args []string, dir string, env []string, stopWait ti
 		closeAll()
 		return nil, err
 	}
+	p := &proc{
+		tag: ids.New(), journal: journal,
+		stdin: inW, stdout: outR, stderr: errR,
+		exited: make(chan struct{}), drained: make(chan struct{}),
+		stopWait: stopWait, log: log,
+	}
 	cmd := exec.Command(command, args...)
-	cmd.Dir, cmd.Env = dir, env
+	cmd.Dir, cmd.Env = dir, withTag(env, p.tag)
 	cmd.Stdin, cmd.Stdout, cmd.Stderr = inR, outW, errW
-	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
-	if err := cmd.Start(); err != nil {
+	cmd.SysProcAttr = groupLeader()
+	p.cmd = cmd
+	// Recorded before it exists, so that no moment of its life escapes
+	// the record.
+	if err := journal.begin(p.tag, cmd.Args); err != nil {
+		closeAll()
+		return nil, err
+	}
+	started := make(chan error, 1)
+	go p.run(started)
+	if err := <-started; err != nil {
+		journal.end(p.tag)
 		closeAll()
 		return nil, err
 	}
 	// The child holds its ends now; ours would keep its output open.
 	_, _, _ = inR.Close(), outW.Close(), errW.Close()
-	p := &proc{
-		cmd: cmd, pid: cmd.Process.Pid,
-		stdin: inW, stdout: outR, stderr: errR,
-		exited: make(chan struct{}), drained: make(chan struct{}),
-		stopWait: stopWait, log: log,
-	}
-	go func() {
-		p.waitErr = cmd.Wait()
-		close(p.exited)
-	}()
+	journal.started(p.tag, cmd.Args, p.ref)
 	go func() {
 		_, _ = io.Copy(&p.tail, errR)
 		close(p.drained)
 	}()
 	return p, nil
+}
+
+// run starts the process, says how that went on started, and reaps it.
+// It keeps its OS thread from the start to the reaping: on Linux the
+// parent-death signal (see groupLeader) fires when the thread that forked
+// the agent ends, not the process, and the Go runtime ends a thread when
+// a goroutine locked to it returns without unlocking. Held by this
+// goroutine, which is blocked in wait anyway, the thread lives exactly as
+// long as the agent needs it to.
+func (p *proc) run(started chan<- error) {
+	runtime.LockOSThread()
+	defer runtime.UnlockOSThread()
+	var err error
+	agents.forking(func() {
+		if err = p.cmd.Start(); err == nil {
+			p.pid = p.cmd.Process.Pid
+			p.ref = identify(p.pid)
+			agents.add(p)
+		}
+	})
+	started <- err
+	if err != nil {
+		return
+	}
+	p.waitErr = p.cmd.Wait()
+	close(p.exited)
 }
 
 // closeStdin is the ladder's first rung, and how a turn that gives up
@@ -144,8 +216,9 @@ func (p *proc) exitedWithin(d time.Duration) bool {
 // stop ends the process on the ladder (STYLE 8): close its input and
 // wait, SIGTERM the group and wait, SIGKILL the group and reap. Then
 // whatever the leader left behind in its group is ended the same way, and
-// our ends of its pipes are closed. Safe to call more than once; every
-// call returns once the first has finished.
+// so are the strays (processes of the agent that left its group; Linux),
+// and our ends of its pipes are closed. Safe to call more than once;
+// every call returns once the first has finished.
 func (p *proc) stop() {
 	p.stopOnce.Do(p.ladder)
 }
@@ -153,9 +226,9 @@ func (p *proc) stop() {
 func (p *proc) ladder() {
 	p.closeStdin()
 	if !p.exitedWithin(p.stopWait) {
-		p.signalGroup(syscall.SIGTERM)
+		p.signalGroup(terminate)
 		if !p.exitedWithin(p.stopWait) {
-			p.signalGroup(syscall.SIGKILL)
+			p.signalGroup(kill)
 			if !p.exitedWithin(p.stopWait) {
 				p.log.Error("acp: agent process survives SIGKILL; waiting for it", "pid", p.pid)
 				<-p.exited
@@ -166,14 +239,17 @@ func (p *proc) ladder() {
 	// else will stop; while one lives the group id cannot be reused, so
 	// signalling it reaches only them.
 	if p.groupAlive() {
-		p.signalGroup(syscall.SIGTERM)
-		if !p.groupGoneWithin(p.stopWait) {
-			p.signalGroup(syscall.SIGKILL)
-			if !p.groupGoneWithin(p.stopWait) {
+		p.signalGroup(terminate)
+		if !goneWithin(p.stopWait, p.groupAlive) {
+			p.signalGroup(kill)
+			if !goneWithin(p.stopWait, p.groupAlive) {
 				p.log.Error("acp: agent's process group survives SIGKILL", "pgid", p.pid)
 			}
 		}
 	}
+	p.endStrays()
+	agents.remove(p)
+	p.journal.end(p.tag)
 	// A process outside the group may still hold the output pipes:
 	// closing our ends ends the connection's reader and ours regardless.
 	_ = p.stdout.Close()
@@ -181,70 +257,149 @@ func (p *proc) ladder() {
 	<-p.drained
 }
 
-func (p *proc) signalGroup(sig syscall.Signal) {
-	if err := syscall.Kill(-p.pid, sig); err != nil && !errors.Is(err, syscall.ESRCH) {
-		p.log.Warn("acp: signalling the agent's process group", "pgid", p.pid, "signal", sig, "err", err)
+// endStrays ends, on the same rungs, the processes the agent started that
+// left its group and are still found (see strays): SIGTERM, a wait, then
+// SIGKILL until none is left, since ending one may hand its own children
+// over to us in turn.
+func (p *proc) endStrays() {
+	found := strays(p)
+	if len(found) == 0 {
+		return
+	}
+	p.log.Info("acp: ending processes the agent left outside its process group", "pgid", p.pid, "count", len(found))
+	signalStrays(found, terminate)
+	left := func() bool { return len(strays(p)) > 0 }
+	if !goneWithin(p.stopWait, left) {
+		deadline := time.Now().Add(p.stopWait)
+		for found = strays(p); len(found) > 0; found = strays(p) {
+			signalStrays(found, kill)
+			if time.Now().After(deadline) {
+				p.log.Error("acp: processes the agent left outside its group survive SIGKILL", "pgid", p.pid, "count", len(found))
+				return
+			}
+			goneWithin(groupPoll, left)
+		}
 	}
 }
 
-// groupAlive reports whether any live process is left in the group. A
-// zombie counts as gone: it has ended, and reaping an orphan is its new
-// parent's job (init's, which may take its time).
-func (p *proc) groupAlive() bool {
-	if errors.Is(syscall.Kill(-p.pid, 0), syscall.ESRCH) {
-		return false
-	}
-	live, err := liveMembers(p.pid)
-	return err != nil || live
-}
-
-// liveMembers reports whether a process that is not a zombie belongs to
-// process group pgid, from /proc (Linux).
-func liveMembers(pgid int) (bool, error) {
-	entries, err := os.ReadDir("/proc")
-	if err != nil {
-		return false, err
-	}
-	for _, e := range entries {
-		pid, err := strconv.Atoi(e.Name())
-		if err != nil {
-			continue
-		}
-		data, err := os.ReadFile("/proc/" + e.Name() + "/stat")
-		if err != nil {
-			continue // gone meanwhile
-		}
-		// "pid (comm) state ppid pgrp ...": comm may hold anything but
-		// the last ")".
-		i := bytes.LastIndexByte(data, ')')
-		if i < 0 {
-			continue
-		}
-		f := strings.Fields(string(data[i+1:]))
-		if len(f) < 3 || f[0] == "Z" || f[0] == "X" {
-			continue
-		}
-		if g, err := strconv.Atoi(f[2]); err == nil && g == pgid && pid > 0 {
-			return true, nil
-		}
-	}
-	return false, nil
-}
-
-func (p *proc) groupGoneWithin(d time.Duration) bool {
+// goneWithin polls alive until it turns false or d has passed, and says
+// whether it turned false.
+func goneWithin(d time.Duration, alive func() bool) bool {
 	deadline := time.NewTimer(d)
 	defer deadline.Stop()
 	tick := time.NewTicker(groupPoll)
 	defer tick.Stop()
-	for p.groupAlive() {
+	for alive() {
 		select {
 		case <-tick.C:
 		case <-deadline.C:
-			return !p.groupAlive()
+			return !alive()
 		}
 	}
 	return true
 }
+
+// agents are the agent processes this package started in this process
+// and has not finished stopping. Which children a process has is a fact
+// about the whole process, not about one Provider: KillAgents and the
+// reaper of adopted orphans (AdoptOrphans) need all of them.
+var agents = &registry{procs: map[*proc]struct{}{}}
+
+type registry struct {
+	// fork is held shared while a process is started and registered, and
+	// exclusively by the reaper while it reaps, so that the reaper never
+	// takes an agent it has not yet heard of for an orphan.
+	fork sync.RWMutex
+	mu   sync.Mutex
+	// procs is guarded by mu.
+	procs map[*proc]struct{}
+}
+
+func (r *registry) forking(f func()) {
+	r.fork.RLock()
+	defer r.fork.RUnlock()
+	f()
+}
+
+func (r *registry) add(p *proc) {
+	r.mu.Lock()
+	r.procs[p] = struct{}{}
+	r.mu.Unlock()
+}
+
+func (r *registry) remove(p *proc) {
+	r.mu.Lock()
+	delete(r.procs, p)
+	r.mu.Unlock()
+}
+
+// isLeader reports whether pid is an agent os/exec has yet to reap.
+func (r *registry) isLeader(pid int) bool {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	for p := range r.procs {
+		if p.pid != pid {
+			continue
+		}
+		select {
+		case <-p.exited:
+		default:
+			return true
+		}
+	}
+	return false
+}
+
+// count is how many agents are being tracked now.
+func (r *registry) count() int {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return len(r.procs)
+}
+
+// list returns the agents being tracked now.
+func (r *registry) list() []*proc {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	out := make([]*proc, 0, len(r.procs))
+	for p := range r.procs {
+		out = append(out, p)
+	}
+	return out
+}
+
+// KillAgents sends SIGKILL to the process group of every agent this
+// package started in this process and has not finished stopping, and to
+// the strays of each that can be found (processes it started that left
+// its group; Linux), without waiting for anything. It is a program's last
+// resort before it exits at once (a second Ctrl-C): the ladder is the
+// graceful way. It returns once the leaders are reaped (at most a second)
+// and, while this process adopts orphans (AdoptOrphans), the children
+// they left have been sent SIGKILL too. Agents it killed are still reaped and their journal
+// records removed by their own ladders if the program lives on; if it
+// exits, the records stay for the next OpenJournal on the directory,
+// which finds nothing left to end.
+func KillAgents() {
+	procs := agents.list()
+	for _, p := range procs {
+		p.signalGroup(kill)
+		signalStrays(strays(p), kill)
+	}
+	// The leaders die at once; while this process adopts orphans, what
+	// they leave becomes its child, found without a tag.
+	deadline := time.NewTimer(killWait)
+	defer deadline.Stop()
+	for _, p := range procs {
+		select {
+		case <-p.exited:
+		case <-deadline.C:
+		}
+	}
+	signalStrays(adopted(), kill)
+}
+
+// killWait bounds how long KillAgents waits for the leaders it killed.
+const killWait = time.Second
 
 // tailBuffer keeps the last stderrTail bytes written to it.
 type tailBuffer struct {

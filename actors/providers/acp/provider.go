@@ -348,7 +348,7 @@ func (c *child) setup(ctx context.Context) error {
 		return err
 	}
 	c.cl = cl
-	proc, err := launch(cfg.Command, cfg.Args, c.dir, childEnv(os.Environ(), cfg.Env), cfg.StopWait, c.log)
+	proc, err := launch(cfg.Command, cfg.Args, c.dir, childEnv(os.Environ(), cfg.Env), cfg.StopWait, cfg.Journal, c.log)
 	if err != nil {
 		return &StartError{Step: "launch", Err: err}
 	}

@@ -1,0 +1,8 @@
+//go:build unix && !linux && !freebsd
+
+package acp
+
+import "syscall"
+
+// withDeathSignal does nothing: this system has no parent-death signal.
+func withDeathSignal(*syscall.SysProcAttr) {}

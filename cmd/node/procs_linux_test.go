@@ -1,0 +1,302 @@
+package main
+
+// What a node that is stopped or killed leaves of its agents (contracts
+// R3, N1): the stubborn fake agent with a family (fakeagent_test.go)
+// ignores SIGTERM and the end of its input, and its sleepers ignore
+// SIGTERM, so only the node's ladder, KillAgents and the journal end them.
+
+import (
+	"bytes"
+	"encoding/json"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/prometheus/procfs"
+
+	"github.com/subactor/subactor/internal/await"
+)
+
+// procID names a process across pid reuse: its pid and start time.
+type procID struct {
+	pid   int
+	start uint64
+}
+
+// running reports whether the process still runs: it exists with the
+// same start time and is no zombie.
+func (p procID) running() bool {
+	proc, err := procfs.NewProc(p.pid)
+	if err != nil {
+		return false
+	}
+	st, err := proc.Stat()
+	return err == nil && st.Starttime == p.start && st.State != "Z" && st.State != "X"
+}
+
+// family is a stubborn agent's processes: the leader, a member of its
+// group, a runaway that left the group (setsid) keeping the agent's tag
+// in its environment, and a clean one that left the group and cleared its
+// environment.
+type family struct {
+	leader, member, runaway, clean procID
+}
+
+func (f family) all() map[string]procID {
+	return map[string]procID{"leader": f.leader, "member": f.member, "runaway": f.runaway, "clean": f.clean}
+}
+
+// eventually polls cond until it holds, failing the test naming what it
+// waited for at the deadline.
+func eventually(t *testing.T, what string, cond func() bool) {
+	t.Helper()
+	deadline := time.Now().Add(await.Deadline)
+	for !cond() {
+		if time.Now().After(deadline) {
+			t.Fatalf("waited %s for %s", await.Deadline, what)
+		}
+		time.Sleep(10 * time.Millisecond) // polling /proc: nothing tells us
+	}
+}
+
+// stubborn is a running `node delegate wait` on the stubborn agent.
+type stubborn struct {
+	cmd    *exec.Cmd
+	output *bytes.Buffer // stdout and stderr
+	fam    family
+	dir    string // the family directory
+}
+
+// stubbornNode starts `node delegate wait` on the stubborn agent with its
+// family, on data, and returns it once the family runs. Whatever of the
+// family is left when the test ends is killed.
+func stubbornNode(t *testing.T, data string) *stubborn {
+	t.Helper()
+	s := &stubborn{output: new(bytes.Buffer), dir: t.TempDir()}
+	exe, err := os.Executable()
+	if err != nil {
+		t.Fatal(err)
+	}
+	entry, err := json.Marshal(map[string]any{
+		"command": exe,
+		"env":     map[string]string{envFakeAgent: "1", envFakeFamily: s.dir, "GORACE": "atexit_sleep_ms=0"},
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	config := writeConfig(t, `{"agent_servers": {"stubborn": `+string(entry)+`}}`)
+	s.cmd = exec.CommandContext(await.Ctx(t), bin, "delegate", "-config", config, "wait")
+	s.cmd.Env = append(os.Environ(), withData(data)...)
+	s.cmd.Stdout, s.cmd.Stderr = s.output, s.output
+	if err := s.cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	eventually(t, "the agent's turn to begin", func() bool {
+		_, err := os.Stat(filepath.Join(s.dir, familyWaiting))
+		return err == nil
+	})
+	pids, err := os.ReadFile(filepath.Join(s.dir, familyPids))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var ids []procID
+	for _, f := range strings.Fields(string(pids)) {
+		pid, _ := strconv.Atoi(f)
+		p, err := procfs.NewProc(pid)
+		if err != nil {
+			t.Fatalf("family pid %d: %v", pid, err)
+		}
+		st, err := p.Stat()
+		if err != nil {
+			t.Fatal(err)
+		}
+		ids = append(ids, procID{pid, st.Starttime})
+	}
+	if len(ids) != 4 {
+		t.Fatalf("family file %q", pids)
+	}
+	s.fam = family{leader: ids[0], member: ids[1], runaway: ids[2], clean: ids[3]}
+	t.Cleanup(func() {
+		for _, p := range s.fam.all() {
+			if p.running() {
+				_ = syscall.Kill(p.pid, syscall.SIGKILL)
+			}
+		}
+	})
+	return s
+}
+
+// signal sends sig to the node.
+func (s *stubborn) signal(t *testing.T, sig syscall.Signal) {
+	t.Helper()
+	if err := s.cmd.Process.Signal(sig); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// cancelled waits until the agent's turn has been cancelled: the node has
+// taken the first signal and its graceful stop is under way.
+func (s *stubborn) cancelled(t *testing.T) {
+	t.Helper()
+	eventually(t, "the agent's turn to be cancelled", func() bool {
+		_, err := os.Stat(filepath.Join(s.dir, familyCancelled))
+		return err == nil
+	})
+}
+
+// wait waits for the node to exit and returns how it ended.
+func (s *stubborn) wait(t *testing.T) syscall.WaitStatus {
+	t.Helper()
+	_ = s.cmd.Wait() // the status says how it ended
+	if s.cmd.ProcessState == nil {
+		t.Fatal("the node did not run")
+	}
+	return s.cmd.ProcessState.Sys().(syscall.WaitStatus)
+}
+
+// running are the family's processes that still run, by name.
+func (f family) running() []string {
+	var names []string
+	for name, p := range f.all() {
+		if p.running() {
+			names = append(names, name)
+		}
+	}
+	return names
+}
+
+// waitGone waits until none of the named processes of the family runs.
+func (f family) waitGone(t *testing.T, what string, names ...string) {
+	t.Helper()
+	eventually(t, what, func() bool {
+		for _, n := range names {
+			if f.all()[n].running() {
+				return false
+			}
+		}
+		return true
+	})
+}
+
+// records are the journal's records in the data directory.
+func records(t *testing.T, data string) []string {
+	t.Helper()
+	entries, err := os.ReadDir(filepath.Join(data, journalDir))
+	if err != nil && !os.IsNotExist(err) {
+		t.Fatal(err)
+	}
+	var names []string
+	for _, e := range entries {
+		names = append(names, e.Name())
+	}
+	return names
+}
+
+var everyone = []string{"leader", "member", "runaway", "clean"}
+
+// Contracts R3, N1: a second Ctrl-C or SIGTERM while the node stops its
+// agent gracefully ends the node at once, by that signal, but only after
+// SIGKILL went to the agent's group and to what it left outside it (the
+// runaway by its tag, the clean one adopted by the node): nothing of the
+// agent runs afterwards.
+func TestR3_SecondSignalKillsTheAgentsBeforeTheNodeEnds(t *testing.T) {
+	for _, sig := range []syscall.Signal{syscall.SIGINT, syscall.SIGTERM} {
+		t.Run(sig.String(), func(t *testing.T) {
+			s := stubbornNode(t, t.TempDir())
+			s.signal(t, sig)
+			s.cancelled(t)
+			// The ladder waits StopWait on each rung the agent ignores:
+			// it is still under way.
+			if r := s.fam.running(); len(r) != 4 {
+				t.Logf("running when the second signal went: %v", r)
+			}
+			s.signal(t, sig)
+			if ws := s.wait(t); !ws.Signaled() || ws.Signal() != sig {
+				t.Fatalf("the node ended %v, want by %v; output:\n%s", s.cmd.ProcessState, sig, s.output)
+			}
+			s.fam.waitGone(t, "the agent's processes to end", everyone...)
+		})
+	}
+}
+
+// Contracts R3, N1: SIGHUP (a closed terminal) stops the node as Ctrl-C
+// does: the child is cancelled and disposed, its agent stopped on the
+// ladder with everything it started, and the node exits 1 (the child
+// ended aborted), its journal empty.
+func TestR3_HangupStopsTheNodeGracefully(t *testing.T) {
+	data := t.TempDir()
+	s := stubbornNode(t, data)
+	s.signal(t, syscall.SIGHUP)
+	ws := s.wait(t)
+	if ws.Signaled() || ws.ExitStatus() != exitFailed || !strings.Contains(s.output.String(), "the child ended aborted") {
+		t.Fatalf("the node ended %v, want exit %d; output:\n%s", s.cmd.ProcessState, exitFailed, s.output)
+	}
+	if r := s.fam.running(); len(r) > 0 {
+		t.Fatalf("still running after the node ended: %v", r)
+	}
+	if r := records(t, data); len(r) > 0 {
+		t.Fatalf("journal records left: %v", r)
+	}
+}
+
+// Contracts R3, N1: a node killed with SIGKILL takes its agent with it
+// (the parent-death signal), and the next node on the same data directory
+// ends what the agent started, in its group or not, found by its tag; it
+// says so on stderr. A process that left the group and cleared its
+// environment cannot be found (documented) and is ended by the test.
+func TestR3_KilledNodeLeavesNothingAfterTheNextStart(t *testing.T) {
+	data := t.TempDir()
+	s := stubbornNode(t, data)
+	if r := records(t, data); len(r) != 1 {
+		t.Fatalf("journal records while the agent runs: %v, want one", r)
+	}
+	s.signal(t, syscall.SIGKILL)
+	if ws := s.wait(t); !ws.Signaled() || ws.Signal() != syscall.SIGKILL {
+		t.Fatalf("the node ended %v", s.cmd.ProcessState)
+	}
+	s.fam.waitGone(t, "the agent to die with its node", "leader")
+	if r := s.fam.running(); len(r) != 3 {
+		t.Fatalf("running after the node's death: %v; want member, runaway and clean, which nothing ended yet", r)
+	}
+	_, stderr, code := nodeEnv(t, t.TempDir(), withData(data), "run", "-quiet", "-max-depth", "0", "-dir", t.TempDir())
+	if code != exitOK || !strings.Contains(stderr, "ended the processes that agents of an earlier node left running") {
+		t.Fatalf("next node: exit %d, stderr %s", code, stderr)
+	}
+	s.fam.waitGone(t, "the next node to end what the agent left", "member", "runaway")
+	if r := records(t, data); len(r) > 0 {
+		t.Fatalf("journal records left: %v", r)
+	}
+	if s.fam.clean.running() {
+		t.Log("the clean runaway survives, as documented")
+	}
+}
+
+// Contract K3: the node is non-dumpable, so its agent, a process of the
+// same user, cannot read its environment, where its API keys are. Run as
+// root, the node is started without the capabilities with which root
+// reads any process (see envExecUnprivileged).
+func TestK3_AgentCannotReadTheNodesEnvironment(t *testing.T) {
+	const secret = "NODETEST_SECRET_VALUE_41"
+	exe, err := os.Executable()
+	if err != nil {
+		t.Fatal(err)
+	}
+	cmd := exec.CommandContext(await.Ctx(t), bin, "delegate", "-quiet", "-config", fakeConfig(t), "environ")
+	if os.Geteuid() == 0 {
+		cmd = exec.CommandContext(await.Ctx(t), exe, cmd.Args[1:]...)
+		cmd.Env = append(cmd.Env, envExecUnprivileged+"="+bin)
+	}
+	cmd.Env = append(append(os.Environ(), cmd.Env...), envDataDir+"="+t.TempDir(), "NODETEST_SECRET="+secret)
+	out, err := cmd.CombinedOutput()
+	if err != nil {
+		t.Fatalf("%v: %s", err, out)
+	}
+	if !strings.Contains(string(out), "environ: open /proc/") || !strings.Contains(string(out), "permission denied") || strings.Contains(string(out), secret) {
+		t.Fatalf("the agent read the node's environment: %s", out)
+	}
+}
