@@ -6,7 +6,8 @@ package main
 // tested in milliseconds; the real agents' tests are in agents_test.go.
 //
 // A prompt starting with "refuse" is refused, one starting with "wait"
-// blocks until the turn is cancelled; any other is echoed as
+// blocks until the turn is cancelled, one starting with "hostile" writes
+// terminal escapes everywhere it can (clean_test.go); any other is echoed as
 // "echo: <prompt>" after a plan and a read tool call. With
 // envFakeAgentHistory naming a directory, the agent keeps each session's
 // prompts in a file there and can load a session (session/load) in a
@@ -128,6 +129,8 @@ func (a *fakeAgent) Prompt(ctx context.Context, p sdk.PromptRequest) (sdk.Prompt
 	case strings.HasPrefix(prompt, "refuse"):
 		update(sdk.UpdateAgentMessageText("I will not do that."))
 		return sdk.PromptResponse{StopReason: sdk.StopReasonRefusal}, nil
+	case strings.HasPrefix(prompt, "hostile"):
+		return hostileTurn(prompt, update)
 	case strings.HasPrefix(prompt, "wait"):
 		update(sdk.UpdateAgentMessageText("waiting"))
 		<-ctx.Done()
