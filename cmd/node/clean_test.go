@@ -70,7 +70,7 @@ func hasMarks(t *testing.T, what, out string) {
 // and keeps the text around them, newlines and tabs.
 func TestK3_CleanRemovesTerminalEscapes(t *testing.T) {
 	for in, want := range map[string]string{
-		"plain text\n\twith a tab":                  "plain text\n\twith a tab",
+		"plain text\n\twith a tab":                   "plain text\n\twith a tab",
 		"copy\x1b]52;c;ZXZpbA==\x07 done":            "copy done",
 		"title\x1b]2;pwned\x1b\\ done":               "title done",
 		"title\u009d0;pwned\u009c done":              "title done",
