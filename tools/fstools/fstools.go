@@ -86,7 +86,7 @@ func readSpec(name string) agent.ToolSpec {
 func countSpec(name string) agent.ToolSpec {
 	return agent.ToolSpec{
 		Name:        "count",
-		Description: `Count a file's lines, words and bytes. Returns JSON {"path","lines","words","bytes"}.`,
+		Description: `Count a file's lines, words and bytes. Returns JSON {"path","lines","words","bytes"}. The holes of a sparse file count as zero bytes without being read. At most 1 GiB of a file's data is read: past that the JSON has "truncated":true, and lines and words are those of its first "counted" bytes (bytes is still the file's size).`,
 		Parameters:  json.RawMessage(`{"type":"object","properties":{"path":{"type":"string","description":` + pathParam(name, false) + `}},"required":["path"],"additionalProperties":false}`),
 	}
 }
@@ -273,6 +273,11 @@ type counts struct {
 	Lines int64  `json:"lines"`
 	Words int64  `json:"words"`
 	Bytes int64  `json:"bytes"`
+	// Truncated says the count stopped after maxCountBytes of data: Lines
+	// and Words are those of the first Counted bytes, Bytes the file's
+	// size.
+	Truncated bool  `json:"truncated,omitempty"`
+	Counted   int64 `json:"counted,omitempty"`
 }
 
 func count(ctx context.Context, r *os.Root, local func(string) (string, error), raw json.RawMessage) (string, error) {
@@ -285,7 +290,11 @@ func count(ctx context.Context, r *os.Root, local func(string) (string, error), 
 		return "", err
 	}
 	defer f.Close()
-	c, err := countReader(ctx, f)
+	fi, err := f.Stat()
+	if err != nil {
+		return "", err
+	}
+	c, _, err := countFile(ctx, f, fi.Size(), maxCountBytes)
 	if err != nil {
 		return "", err
 	}
