@@ -67,11 +67,17 @@ func pathParam(name string, dir bool) string {
 	return string(b)
 }
 
+// MaxListEntries is the most entries one list call returns: a directory
+// of 300,000 entries would otherwise be one answer of 15 MB, kept whole in
+// the conversation of the agent that asked. offset pages through the rest.
+const MaxListEntries = 10000
+
 func listSpec(name string) agent.ToolSpec {
 	return agent.ToolSpec{
-		Name:        "list",
-		Description: `List a directory. Returns a JSON array sorted by name of {"name","type","size"}; type is "dir", "file", "symlink" or "other"; size is given for files.`,
-		Parameters:  json.RawMessage(`{"type":"object","properties":{"path":{"type":"string","description":` + pathParam(name, true) + `}},"required":["path"],"additionalProperties":false}`),
+		Name: "list",
+		Description: fmt.Sprintf(`List a directory. Returns JSON {"entries":[{"name","type","size"}...]} sorted by name; type is "dir", "file", "symlink" or "other"; size is given for files. `+
+			`At most %d entries, from offset (default 0): when more follow, the JSON also has "truncated":true, "total" (the directory's entries) and "next" (the offset of the rest).`, MaxListEntries),
+		Parameters: json.RawMessage(`{"type":"object","properties":{"path":{"type":"string","description":` + pathParam(name, true) + `},"offset":{"type":"integer","minimum":0}},"required":["path"],"additionalProperties":false}`),
 	}
 }
 
@@ -201,10 +207,27 @@ type entry struct {
 	Size *int64 `json:"size,omitempty"`
 }
 
+type listArgs struct {
+	Path   string `json:"path"`
+	Offset int    `json:"offset"`
+}
+
+// listing is the result of list.
+type listing struct {
+	Entries []entry `json:"entries"`
+	// Set when entries follow past this call's MaxListEntries.
+	Truncated bool `json:"truncated,omitempty"`
+	Total     int  `json:"total,omitempty"`
+	Next      int  `json:"next,omitempty"`
+}
+
 func list(_ context.Context, r *os.Root, local func(string) (string, error), raw json.RawMessage) (string, error) {
-	var args pathArgs
+	var args listArgs
 	if err := decode(raw, &args); err != nil {
 		return "", err
+	}
+	if args.Offset < 0 {
+		return "", fmt.Errorf("offset %d is negative", args.Offset)
 	}
 	f, err := openPath(r, local, args.Path, true)
 	if err != nil {
@@ -215,9 +238,17 @@ func list(_ context.Context, r *os.Root, local func(string) (string, error), raw
 	if err != nil {
 		return "", err
 	}
-	// File.ReadDir returns directory order; the model gets a stable one.
+	// File.ReadDir returns directory order; the model gets a stable one,
+	// so that offsets page through it.
 	slices.SortFunc(des, func(a, b fs.DirEntry) int { return strings.Compare(a.Name(), b.Name()) })
-	entries := make([]entry, 0, len(des))
+	var out listing
+	total := len(des)
+	des = des[min(args.Offset, total):]
+	if len(des) > MaxListEntries {
+		out.Truncated, out.Total, out.Next = true, total, args.Offset+MaxListEntries
+		des = des[:MaxListEntries]
+	}
+	out.Entries = make([]entry, 0, len(des))
 	for _, de := range des {
 		e := entry{Name: de.Name()}
 		switch t := de.Type(); {
@@ -236,10 +267,10 @@ func list(_ context.Context, r *os.Root, local func(string) (string, error), raw
 		default:
 			e.Type = "other"
 		}
-		entries = append(entries, e)
+		out.Entries = append(out.Entries, e)
 	}
-	out, err := json.Marshal(entries)
-	return string(out), err
+	b, err := json.Marshal(out)
+	return string(b), err
 }
 
 type readArgs struct {
