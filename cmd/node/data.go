@@ -88,6 +88,7 @@ func openStore(dir string, create bool) (persistence.Store, func() error, error)
 	} else if _, err := os.Stat(path); errors.Is(err, os.ErrNotExist) {
 		return persistence.NewMemory(), noop, nil
 	}
+	keepPrivate(dir, path, os.Stderr)
 	b, err := persistence.OpenBolt(path)
 	switch {
 	case errors.Is(err, berrors.ErrTimeout):

@@ -50,3 +50,40 @@ func TestK3_SurveyOfAHugeFolderIsCutAndBounded(t *testing.T) {
 		t.Errorf("peak RSS %d MB surveying %d entries, want at most %d MB", rss>>20, n, ceiling>>20)
 	}
 }
+
+// Contract K3 (item 9 of issue 18): a store file open to other users is
+// the node's own, so it is made private (0600); a data directory other
+// users can write to (and so replace the store) may be the user's choice,
+// so it is kept as it is and every command that opens it warns on stderr;
+// one they can only list gets no warning.
+func TestK3_DataOpenToOthersIsTightenedOrWarned(t *testing.T) {
+	data := t.TempDir()
+	if err := os.Chmod(data, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	withData := []string{envDataDir + "=" + data}
+	if _, stderr, code := nodeEnv(t, writeTree(t), withData, "run", "-quiet"); code != 0 || stderr != "" {
+		t.Fatalf("a data directory others can list: exit %d, stderr %q", code, stderr)
+	}
+	store := filepath.Join(data, storeFile)
+	for _, args := range [][]string{{"sessions"}, {"run", "-quiet"}} {
+		if err := os.Chmod(store, 0o644); err != nil {
+			t.Fatal(err)
+		}
+		if err := os.Chmod(data, 0o777); err != nil {
+			t.Fatal(err)
+		}
+		_, stderr, code := nodeEnv(t, writeTree(t), withData, args...)
+		warning := fmt.Sprintf("warning: other users can write to data directory %q (mode 0777)", data)
+		if code != 0 || !strings.Contains(stderr, warning) {
+			t.Errorf("%v: exit %d, stderr %q; want a warning %q", args, code, stderr, warning)
+		}
+		for path, want := range map[string]os.FileMode{store: 0o600, data: 0o777} {
+			if fi, err := os.Stat(path); err != nil {
+				t.Error(err)
+			} else if fi.Mode().Perm() != want {
+				t.Errorf("%v: %s has mode %04o, want %04o", args, path, fi.Mode().Perm(), want)
+			}
+		}
+	}
+}
