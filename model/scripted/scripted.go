@@ -245,7 +245,12 @@ func (o outcome) entries(dir string) (es []entry, cut string, err error) {
 		Truncated bool    `json:"truncated"`
 		Total     int     `json:"total"`
 	}
-	if err := json.Unmarshal([]byte(o.text), &l); err != nil {
+	into := any(&l)
+	if strings.HasPrefix(o.text, "[") {
+		// A session stored before list had pages: its bare array.
+		into = &l.Entries
+	}
+	if err := json.Unmarshal([]byte(o.text), into); err != nil {
 		return nil, "", fmt.Errorf("unreadable list result: %w", err)
 	}
 	slices.SortFunc(l.Entries, func(a, b entry) int { return strings.Compare(a.Name, b.Name) })

@@ -434,11 +434,23 @@ func TestMaxTokensTruncatesTheAnswer(t *testing.T) {
 }
 
 func TestDeterministic(t *testing.T) {
+	// A listing of today's list, and one a session stored before list
+	// had pages (a bare array), read alike.
+	for _, listed := range []string{
+		`{"entries":[{"name":"z.go","type":"file","size":3},{"name":"lib","type":"dir"},{"name":"l","type":"symlink"}]}`,
+		`[{"name":"z.go","type":"file","size":3},{"name":"lib","type":"dir"},{"name":"l","type":"symlink"}]`,
+	} {
+		deterministic(t, listed)
+	}
+}
+
+func deterministic(t *testing.T, listed string) {
+	t.Helper()
 	req := agent.Request{
 		Messages: []agent.Message{
 			user("tally src"),
 			{Role: agent.Assistant, ToolCalls: []agent.ToolCall{{ID: "call-1-0", Name: "list", Args: json.RawMessage(`{"path":"src"}`)}}},
-			{Role: agent.ToolRole, ToolCallID: "call-1-0", Content: prompt(`{"entries":[{"name":"z.go","type":"file","size":3},{"name":"lib","type":"dir"},{"name":"l","type":"symlink"}]}`)},
+			{Role: agent.ToolRole, ToolCallID: "call-1-0", Content: prompt(listed)},
 		},
 	}
 	first := generate(t, req)
