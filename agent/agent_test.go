@@ -9,7 +9,6 @@ import (
 	"strings"
 	"sync"
 	"testing"
-	"time"
 
 	"go.uber.org/goleak"
 
@@ -280,8 +279,7 @@ func rolesOf(msgs []agent.Message) string {
 // Each tool waits until the other has started: sequential dispatch could
 // never finish, so completing proves the calls run concurrently.
 func TestToolsRunConcurrently(t *testing.T) {
-	ctx, cancel := context.WithTimeout(t.Context(), 30*time.Second) // a deadlock fails instead of hanging
-	defer cancel()
+	ctx := await.Ctx(t) // a deadlock fails instead of hanging
 	started := map[string]chan struct{}{"a": make(chan struct{}), "b": make(chan struct{})}
 	waitFor := func(self, other string) *fakeTool {
 		return &fakeTool{name: self, call: func(ctx context.Context, _ *agent.Agent, _ json.RawMessage) (string, error) {

@@ -782,7 +782,8 @@ func (a *Agent) callTools(ctx context.Context, step int, calls []ToolCall, offer
 // one never reaches its tool.
 func (a *Agent) callOne(ctx context.Context, step int, c ToolCall, offered []offer, malformed bool) Message {
 	if a.onStep != nil {
-		a.notify(step, subagent.ToolCallStarted, c.Name+" "+string(c.Args), false, nil)
+		// Cut before joining: a huge argument is not copied for a line.
+		a.notify(step, subagent.ToolCallStarted, prefix(c.Name, EchoLimit)+" "+prefix(c.Args, EchoLimit), false, nil)
 	}
 	var res Message
 	if malformed {
@@ -842,8 +843,29 @@ func (a *Agent) checkArgs(spec ToolSpec, args json.RawMessage) error {
 	return schema.ValidateArgs(s, string(args))
 }
 
+// errorResult is a failed call's result. Its text is cut to EchoLimit: an
+// error often quotes the model's arguments (a path, an unknown name or
+// property), and echoing megabytes back would cost the conversation them
+// twice for nothing (K3).
 func errorResult(id, text string) Message {
-	return Message{Role: ToolRole, ToolCallID: id, IsError: true, Content: []subagent.ContentBlock{subagent.Text(text)}}
+	return Message{Role: ToolRole, ToolCallID: id, IsError: true, Content: []subagent.ContentBlock{subagent.Text(prefix(text, EchoLimit))}}
+}
+
+// EchoLimit is the most bytes of a model's own input (a tool call's name
+// and arguments) that an error result or a tool-call-started progress
+// event repeats; the rest is counted, not copied.
+const EchoLimit = 4 << 10
+
+// prefix is s when it has at most n bytes, else its first n bytes (never
+// cutting a rune) and how many were left out.
+func prefix[T ~string | ~[]byte](s T, n int) string {
+	if len(s) <= n {
+		return string(s)
+	}
+	for n > 0 && !utf8.RuneStart(s[n]) {
+		n--
+	}
+	return fmt.Sprintf("%s… (%d more bytes)", s[:n], len(s)-n)
 }
 
 // notify tells OnStep of progress. It takes the step's fields rather than

@@ -104,6 +104,14 @@ func loadAgentServers(path string) (agentServers, error) {
 		s.names = append(s.names, name)
 	}
 	sort.Strings(s.names)
+	for _, name := range s.names {
+		// exec would say only "permission denied".
+		if c := cfgs[name].Command; strings.ContainsRune(c, '/') {
+			if fi, err := os.Stat(c); err == nil && fi.IsDir() {
+				return agentServers{}, configErrorf("-config %s: agent server %q: command %s is a directory, not a program", path, name, c)
+			}
+		}
+	}
 	return s, nil
 }
 

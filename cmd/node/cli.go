@@ -193,7 +193,8 @@ func runCommand(ctx context.Context, args []string, stdout, stderr io.Writer) in
 		return exitOK
 	}
 	if err != nil {
-		fmt.Fprintf(stderr, "%s run: %v\n", prog, err)
+		// It may carry an agent's stderr or an endpoint's words.
+		fmt.Fprintf(stderr, "%s run: %s\n", prog, clean(err.Error()))
 		return exitCode(err)
 	}
 	if o.json {
@@ -213,11 +214,11 @@ func runCommand(ctx context.Context, args []string, stdout, stderr io.Writer) in
 		}
 	}
 	if out.res.StopReason != subagent.Completed {
-		fmt.Fprintf(stderr, "%s run: the survey ended %s: %s\n", prog, out.res.StopReason, out.res.Detail)
+		fmt.Fprintf(stderr, "%s run: the survey ended %s: %s\n", prog, out.res.StopReason, clean(out.res.Detail))
 		return exitFailed
 	}
 	if !o.json {
-		fmt.Fprintln(stdout, subagent.TextOf(out.res.Output))
+		fmt.Fprintln(stdout, clean(subagent.TextOf(out.res.Output)))
 	}
 	return exitOK
 }

@@ -97,6 +97,7 @@ func openStore(dir string, create bool) (persistence.Store, func() error, error)
 	} else if _, err := os.Stat(path); errors.Is(err, os.ErrNotExist) {
 		return persistence.NewMemory(), noop, nil
 	}
+	keepPrivate(dir, path, os.Stderr)
 	b, err := persistence.OpenBolt(path)
 	if err != nil {
 		// OpenBolt waited about a second for a lock: the other holder is

@@ -95,7 +95,8 @@ func delegateCommand(ctx context.Context, args []string, stdout, stderr io.Write
 		return continueCommand(ctx, o, stdout, stderr)
 	}
 	fail := func(err error) int {
-		fmt.Fprintf(stderr, "%s delegate: %v\n", prog, err)
+		// It may carry the agent's stderr.
+		fmt.Fprintf(stderr, "%s delegate: %s\n", prog, clean(err.Error()))
 		return exitCode(err)
 	}
 	servers, err := loadAgentServers(o.config)
@@ -147,11 +148,11 @@ func reportChild(command string, out outcome, asJSON, quiet bool, stdout, stderr
 			if !quiet {
 				fmt.Fprintln(stdout)
 			}
-			fmt.Fprintln(stdout, answer)
+			fmt.Fprintln(stdout, clean(answer))
 		}
 	}
 	if res.StopReason != subagent.Completed {
-		fmt.Fprintf(stderr, "%s %s: the child ended %s: %s\n", prog, command, res.StopReason, res.Detail)
+		fmt.Fprintf(stderr, "%s %s: the child ended %s: %s\n", prog, command, res.StopReason, clean(res.Detail))
 		return exitFailed
 	}
 	return exitOK

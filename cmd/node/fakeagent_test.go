@@ -7,7 +7,9 @@ package main
 //
 // A prompt starting with "refuse" is refused, one starting with "wait"
 // blocks until the turn is cancelled, "environ" answers what reading the
-// node's environment (/proc/PPID/environ) gave; any other is echoed as
+// node's environment (/proc/PPID/environ) gave, one starting with
+// "hostile" writes terminal escapes everywhere it can (clean_test.go); any
+// other is echoed as
 // "echo: <prompt>" after a plan and a read tool call. With
 // envFakeAgentHistory naming a directory, the agent keeps each session's
 // prompts in a file there and can load a session (session/load) in a
@@ -184,6 +186,8 @@ func (a *fakeAgent) Prompt(ctx context.Context, p sdk.PromptRequest) (sdk.Prompt
 	case strings.HasPrefix(prompt, "refuse"):
 		update(sdk.UpdateAgentMessageText("I will not do that."))
 		return sdk.PromptResponse{StopReason: sdk.StopReasonRefusal}, nil
+	case strings.HasPrefix(prompt, "hostile"):
+		return hostileTurn(prompt, update)
 	case strings.HasPrefix(prompt, "wait"):
 		update(sdk.UpdateAgentMessageText("waiting"))
 		if a.family != "" {

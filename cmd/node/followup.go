@@ -61,7 +61,8 @@ func sendCommand(ctx context.Context, args []string, stdout, stderr io.Writer) i
 	o.session, o.child = fs.Arg(0), fs.Arg(1)
 	out, err := sendOnce(ctx, o, stdout, newReporter(o.quiet, o.json, stdout), stderr)
 	if err != nil {
-		fmt.Fprintf(stderr, "%s send: %v\n", prog, err)
+		// It may carry the agent's stderr.
+		fmt.Fprintf(stderr, "%s send: %s\n", prog, clean(err.Error()))
 		return exitCode(err)
 	}
 	return reportChild("send", out, o.json, o.quiet, stdout, stderr)

@@ -166,8 +166,9 @@ func endedText(reason subagent.StopReason, since time.Time) string {
 	return fmt.Sprintf("ended: %s in %s", reason, time.Since(since).Round(time.Microsecond))
 }
 
+// println prints a child's line, cleaned: its text is the child's.
 func (p *progress) println(id, line string) {
-	fmt.Fprintf(p.w, "child %s %s\n", short(id), line)
+	fmt.Fprintf(p.w, "child %s %s\n", short(id), clean(line))
 }
 
 func short(id string) string { return id[:min(shortID, len(id))] }
@@ -484,20 +485,18 @@ func lastLine(s string) string {
 	return s
 }
 
-// clip cuts s to n runes, marking the cut; control characters become
-// spaces so that a model's text cannot move the cursor.
+// clip cuts s to n runes, marking the cut, cleaned to one row: escape
+// sequences go (clean) and newlines and tabs become spaces, so that a
+// model's text cannot move the cursor.
 func clip(s string, n int) string {
-	s = strings.Map(func(r rune) rune {
-		if r < ' ' || r == 0x7f || r >= 0x80 && r < 0xa0 {
-			return ' '
-		}
-		return r
-	}, s)
+	s = rowSpaces.Replace(clean(s))
 	if utf8.RuneCountInString(s) <= n {
 		return s
 	}
 	return string([]rune(s)[:n-1]) + "…"
 }
+
+var rowSpaces = strings.NewReplacer("\n", " ", "\t", " ")
 
 // isTerminal says whether w is a terminal the live view can redraw: a
 // character device (no new dependency for the ioctl check) whose TERM is not

@@ -123,13 +123,13 @@ func TestN1_LiveViewRedrawsOneRowPerRunningChild(t *testing.T) {
 	ev(subagent.RunProgress{RunID: a, Kind: subagent.TextDelta, Step: 1, Text: "ond \x1b[2J line"})
 	ev(subagent.RunProgress{RunID: b, Kind: subagent.ToolCallStarted, Step: 1, Text: `list {"path":"b"}`})
 	scr.want(t, "streamed text and a tool call", "session s",
-		`child aaaaaaaa \S+ step 1 model: second  \[2J line`,
+		`child aaaaaaaa \S+ step 1 model: second  line`,
 		`child bbbbbbbb \S+ step 1 tool list \{"path":"b"\}`)
 
 	ev(subagent.RunProgress{RunID: a, Kind: subagent.ModelCallFinished, Step: 1, Usage: &subagent.Usage{InputTokens: 1}})
 	ev(subagent.RunProgress{RunID: b, Kind: subagent.ToolCallFinished, Step: 1, Text: "list", IsError: true})
 	scr.want(t, "a finished call and a failed tool", "session s",
-		`child aaaaaaaa \S+ step 1 model: second  \[2J line`,
+		`child aaaaaaaa \S+ step 1 model: second  line`,
 		`child bbbbbbbb \S+ step 1 failed list`)
 
 	ev(subagent.RunEnded{RunID: a, StopReason: subagent.Completed, LastAssistantMessage: "all done\nmore"})

@@ -4,13 +4,57 @@ package await
 
 import (
 	"context"
+	"fmt"
+	"math"
+	"os"
+	"strconv"
 	"testing"
 	"time"
 )
 
-// Deadline bounds every wait. It is generous: it only decides how long a
-// broken test takes to fail, never whether a working one passes.
-const Deadline = 20 * time.Second
+// EnvScale names the environment variable that multiplies every test
+// deadline (Deadline and whatever Scale is given): a positive number, 1
+// when unset. A loaded machine sets it above 1 so that slow is not
+// mistaken for broken.
+const EnvScale = "SUBACTOR_TEST_DEADLINE_SCALE"
+
+// baseDeadline is Deadline on an unloaded machine.
+const baseDeadline = 20 * time.Second
+
+// scale is EnvScale's factor; an invalid value stops the test binary at
+// once, naming the variable, rather than letting every wait guess.
+var scale = func() float64 {
+	f, err := parseScale(os.Getenv(EnvScale))
+	if err != nil {
+		panic(err)
+	}
+	return f
+}()
+
+// parseScale reads EnvScale's value: "" is 1, anything else must be a
+// finite number above 0.
+func parseScale(v string) (float64, error) {
+	if v == "" {
+		return 1, nil
+	}
+	f, err := strconv.ParseFloat(v, 64)
+	// NaN fails every comparison; the upper bound keeps a scaled
+	// deadline within time.Duration.
+	if err != nil || !(f > 0 && f*float64(baseDeadline) < math.MaxInt64/2) {
+		return 0, fmt.Errorf("await: %s=%q is not a positive number (a factor for every test deadline, 1 by default)", EnvScale, v)
+	}
+	return f, nil
+}
+
+// Scale is d times EnvScale's factor: a test's own time limit (an agent's
+// start limit, a window that must pass) that a loaded machine stretches
+// like the deadline.
+func Scale(d time.Duration) time.Duration { return time.Duration(float64(d) * scale) }
+
+// Deadline bounds every wait, scaled by EnvScale. It is generous: it only
+// decides how long a broken test takes to fail, never whether a working
+// one passes.
+var Deadline = Scale(baseDeadline)
 
 // Recv returns the next value from ch, or fails the test naming what it
 // waited for.

@@ -21,7 +21,8 @@ var TallySchema = json.RawMessage(`{"type":"object","properties":{` +
 	`"lines":{"type":"integer","minimum":0},` +
 	`"bytes":{"type":"integer","minimum":0},` +
 	`"folders":{"type":"integer","minimum":1},` +
-	`"noted":{"type":"array","items":{"type":"string"}}},` +
+	`"noted":{"type":"array","items":{"type":"string"}},` +
+	`"cut":{"type":"array","items":{"type":"string"}}},` +
 	`"required":["path","files","lines","bytes","folders"]}`)
 
 // delegateTool is the name of the tool survey delegates through.
@@ -210,6 +211,9 @@ type figures struct {
 	// Folders counts the folders listed, the walked one included; a
 	// file's figures have none.
 	Folders int64 `json:"folders"`
+	// Cut says which listings and counts the tools cut short, and how:
+	// the figures leave out what they did not show.
+	Cut []string `json:"cut,omitempty"`
 }
 
 func (f *figures) add(g figures) {
@@ -217,6 +221,7 @@ func (f *figures) add(g figures) {
 	f.Lines += g.Lines
 	f.Bytes += g.Bytes
 	f.Folders += g.Folders
+	f.Cut = append(f.Cut, g.Cut...)
 }
 
 func (f figures) String() string {
@@ -228,16 +233,31 @@ type entry struct {
 	Type string `json:"type"`
 }
 
-func (o outcome) entries() ([]entry, error) {
+// entries reads the list result of dir; cut says how it was cut short,
+// when it was (the survey takes the first page only, so that a huge
+// directory costs it no more than a page).
+func (o outcome) entries(dir string) (es []entry, cut string, err error) {
 	if o.isErr {
-		return nil, errors.New(o.text)
+		return nil, "", errors.New(o.text)
 	}
-	var es []entry
-	if err := json.Unmarshal([]byte(o.text), &es); err != nil {
-		return nil, fmt.Errorf("unreadable list result: %w", err)
+	var l struct {
+		Entries   []entry `json:"entries"`
+		Truncated bool    `json:"truncated"`
+		Total     int     `json:"total"`
 	}
-	slices.SortFunc(es, func(a, b entry) int { return strings.Compare(a.Name, b.Name) })
-	return es, nil
+	into := any(&l)
+	if strings.HasPrefix(o.text, "[") {
+		// A session stored before list had pages: its bare array.
+		into = &l.Entries
+	}
+	if err := json.Unmarshal([]byte(o.text), into); err != nil {
+		return nil, "", fmt.Errorf("unreadable list result: %w", err)
+	}
+	slices.SortFunc(l.Entries, func(a, b entry) int { return strings.Compare(a.Name, b.Name) })
+	if l.Truncated {
+		cut = fmt.Sprintf("%s: listed %d of %d entries", dir, len(l.Entries), l.Total)
+	}
+	return l.Entries, cut, nil
 }
 
 // file reads a count result as the figures of one file.
@@ -246,13 +266,20 @@ func (o outcome) file() (figures, error) {
 		return figures{}, errors.New(o.text)
 	}
 	var c struct {
-		Lines int64 `json:"lines"`
-		Bytes int64 `json:"bytes"`
+		Path      string `json:"path"`
+		Lines     int64  `json:"lines"`
+		Bytes     int64  `json:"bytes"`
+		Truncated bool   `json:"truncated"`
+		Counted   int64  `json:"counted"`
 	}
 	if err := json.Unmarshal([]byte(o.text), &c); err != nil {
 		return figures{}, fmt.Errorf("unreadable count result: %w", err)
 	}
-	return figures{Files: 1, Lines: c.Lines, Bytes: c.Bytes}, nil
+	f := figures{Files: 1, Lines: c.Lines, Bytes: c.Bytes}
+	if c.Truncated {
+		f.Cut = []string{fmt.Sprintf("%s: lines counted in the first %d of %d bytes", c.Path, c.Counted, c.Bytes)}
+	}
+	return f, nil
 }
 
 // tally reads a delegate result: the child's structured answer, or its
@@ -295,7 +322,7 @@ func (c *conversation) walk(root string, p *plan) (figures, error) {
 			p.list(dir)
 			continue
 		}
-		es, err := o.entries()
+		es, cut, err := o.entries(dir)
 		if err != nil {
 			if dir == root {
 				return figures{}, err
@@ -303,6 +330,9 @@ func (c *conversation) walk(root string, p *plan) (figures, error) {
 			continue
 		}
 		fig.Folders++
+		if cut != "" {
+			fig.Cut = append(fig.Cut, cut)
+		}
 		for _, e := range es {
 			q := path.Join(dir, e.Name)
 			switch e.Type {
@@ -338,7 +368,8 @@ func (c *conversation) tally(dir string) agent.Message {
 		Bytes   int64    `json:"bytes"`
 		Folders int64    `json:"folders"`
 		Noted   []string `json:"noted,omitempty"`
-	}{dir, fig.Files, fig.Lines, fig.Bytes, fig.Folders, c.steers})
+		Cut     []string `json:"cut,omitempty"`
+	}{dir, fig.Files, fig.Lines, fig.Bytes, fig.Folders, c.steers, fig.Cut})
 	return text(string(out))
 }
 
@@ -357,13 +388,16 @@ func (c *conversation) survey(dir string, tools []agent.ToolSpec) agent.Message 
 		p.list(dir)
 		return p.message()
 	}
-	es, err := top.entries()
+	es, cut, err := top.entries(dir)
 	if err != nil {
 		return text(c.noted(fmt.Sprintf("survey %s: failed: %s", dir, firstLine(err.Error()))))
 	}
 	delegate, withSchema := offered(tools)
 	var folders []folder
 	var files figures
+	if cut != "" {
+		files.Cut = []string{cut}
+	}
 	hasFiles := false
 	for _, e := range es {
 		q := path.Join(dir, e.Name)
@@ -452,7 +486,11 @@ func (c *conversation) report(dir string, folders []folder, files figures, hasFi
 		lines = append(lines, "- (top level): "+files.String())
 	}
 	head := fmt.Sprintf("survey %s: %s in %d folders (%d delegated)", dir, total, surveyed, delegated)
-	return c.noted(strings.Join(slices.Concat([]string{head}, lines, failed), "\n"))
+	var cuts []string
+	for _, cut := range total.Cut {
+		cuts = append(cuts, "- cut: "+cut)
+	}
+	return c.noted(strings.Join(slices.Concat([]string{head}, lines, failed, cuts), "\n"))
 }
 
 // noted appends one line per steer message to s.

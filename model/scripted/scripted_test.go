@@ -434,11 +434,23 @@ func TestMaxTokensTruncatesTheAnswer(t *testing.T) {
 }
 
 func TestDeterministic(t *testing.T) {
+	// A listing of today's list, and one a session stored before list
+	// had pages (a bare array), read alike.
+	for _, listed := range []string{
+		`{"entries":[{"name":"z.go","type":"file","size":3},{"name":"lib","type":"dir"},{"name":"l","type":"symlink"}]}`,
+		`[{"name":"z.go","type":"file","size":3},{"name":"lib","type":"dir"},{"name":"l","type":"symlink"}]`,
+	} {
+		deterministic(t, listed)
+	}
+}
+
+func deterministic(t *testing.T, listed string) {
+	t.Helper()
 	req := agent.Request{
 		Messages: []agent.Message{
 			user("tally src"),
 			{Role: agent.Assistant, ToolCalls: []agent.ToolCall{{ID: "call-1-0", Name: "list", Args: json.RawMessage(`{"path":"src"}`)}}},
-			{Role: agent.ToolRole, ToolCallID: "call-1-0", Content: prompt(`[{"name":"z.go","type":"file","size":3},{"name":"lib","type":"dir"},{"name":"l","type":"symlink"}]`)},
+			{Role: agent.ToolRole, ToolCallID: "call-1-0", Content: prompt(listed)},
 		},
 	}
 	first := generate(t, req)
@@ -489,5 +501,43 @@ func TestTallySchemaIsValidJSON(t *testing.T) {
 	if err := json.Unmarshal(scripted.TallySchema, &schema); err != nil || schema.Type != "object" ||
 		!reflect.DeepEqual(schema.Required, []string{"path", "files", "lines", "bytes", "folders"}) {
 		t.Fatalf("schema %s: %v", scripted.TallySchema, err)
+	}
+}
+
+// Contract K3 (item 9 of issue 18): what the tools cut short (a listing
+// past its page, a count past its byte limit) leaves the figures partial,
+// and the answer says so: a tally's "cut", then the survey's "- cut:"
+// lines.
+func TestK3_CutListingsAndCountsAreReported(t *testing.T) {
+	tallyReq := agent.Request{Messages: []agent.Message{
+		user("tally src"),
+		{Role: agent.Assistant, ToolCalls: []agent.ToolCall{{ID: "call-1-0", Name: "list", Args: json.RawMessage(`{"path":"src"}`)}}},
+		{Role: agent.ToolRole, ToolCallID: "call-1-0", Content: prompt(`{"entries":[{"name":"big","type":"file","size":5000000000}],"truncated":true,"total":20000,"next":1}`)},
+		{Role: agent.Assistant, ToolCalls: []agent.ToolCall{{ID: "call-2-0", Name: "count", Args: json.RawMessage(`{"path":"src/big"}`)}}},
+		{Role: agent.ToolRole, ToolCallID: "call-2-0", Content: prompt(`{"path":"src/big","lines":7,"words":9,"bytes":5000000000,"truncated":true,"counted":1073741824}`)},
+	}}
+	tally := subagent.TextOf(generate(t, tallyReq).Message.Content)
+	want := `{"path":"src","files":1,"lines":7,"bytes":5000000000,"folders":1,"cut":["src: listed 1 of 20000 entries","src/big: lines counted in the first 1073741824 of 5000000000 bytes"]}`
+	if tally != want {
+		t.Fatalf("tally\n got %s\nwant %s", tally, want)
+	}
+	surveyReq := agent.Request{
+		Tools: []agent.ToolSpec{{Name: "subagent", Parameters: json.RawMessage(`{"type":"object"}`)}},
+		Messages: []agent.Message{
+			user("survey ."),
+			{Role: agent.Assistant, ToolCalls: []agent.ToolCall{{ID: "call-1-0", Name: "list", Args: json.RawMessage(`{"path":"."}`)}}},
+			{Role: agent.ToolRole, ToolCallID: "call-1-0", Content: prompt(`{"entries":[{"name":"src","type":"dir"}],"truncated":true,"total":3,"next":1}`)},
+			{Role: agent.Assistant, ToolCalls: []agent.ToolCall{{ID: "call-2-0", Name: "subagent", Args: json.RawMessage(`{"description":"tally src","prompt":"tally src"}`)}}},
+			{Role: agent.ToolRole, ToolCallID: "call-2-0", Content: prompt(fmt.Sprintf(`{"output":%q}`, tally))},
+		},
+	}
+	got := subagent.TextOf(generate(t, surveyReq).Message.Content)
+	want = "survey .: 1 files, 7 lines, 5000000000 bytes in 2 folders (1 delegated)\n" +
+		"- src: 1 files, 7 lines, 5000000000 bytes\n" +
+		"- cut: .: listed 1 of 3 entries\n" +
+		"- cut: src: listed 1 of 20000 entries\n" +
+		"- cut: src/big: lines counted in the first 1073741824 of 5000000000 bytes"
+	if got != want {
+		t.Fatalf("survey\n got %s\nwant %s", got, want)
 	}
 }

@@ -6,6 +6,7 @@ import (
 	"encoding/binary"
 	"io"
 	"math/bits"
+	"os"
 	"sync"
 	"unicode"
 	"unicode/utf8"
@@ -101,39 +102,120 @@ func countReader(ctx context.Context, rd io.Reader) (counts, error) {
 // countWith is countReader reading into buf, which must hold at least
 // utf8.UTFMax bytes.
 func countWith(ctx context.Context, rd io.Reader, buf []byte) (counts, error) {
-	var c counts
-	var st wordState
-	carry := 0 // bytes of a possible space cut by the end of a read, kept at buf's start
-	last := byte('\n')
-	for {
+	k := newCounter(buf)
+	if err := k.read(ctx, rd); err != nil {
+		return counts{}, err
+	}
+	return k.finish(), nil
+}
+
+// maxCountBytes is how much of a file's data one count reads at most, so
+// that a call ends in seconds whatever the file; the holes of a sparse
+// file, where the OS tells where they are, are counted without reading.
+const maxCountBytes = 1 << 30
+
+// countFile counts the regular file f of size bytes as countReader does,
+// skipping its holes (runs of zero bytes the file system does not store,
+// counted without reading them; see dataAt) and reading at most limit
+// bytes of its data. Past limit it stops: the result is Truncated, its
+// lines and words are those of the first Counted bytes, and Bytes is
+// size. read is how many bytes it read.
+func countFile(ctx context.Context, f *os.File, size, limit int64) (c counts, read int64, err error) {
+	bp := countBufs.Get().(*[]byte)
+	defer countBufs.Put(bp)
+	k := newCounter(*bp)
+	off := int64(0)
+	for off < size {
 		if err := ctx.Err(); err != nil {
-			return counts{}, err
+			return counts{}, read, err
 		}
-		n, err := rd.Read(buf[carry:])
-		if n > 0 {
-			chunk := buf[carry : carry+n]
-			c.Bytes += int64(n)
-			c.Lines += int64(bytes.Count(chunk, newline))
-			last = chunk[n-1]
-		}
-		eof := err == io.EOF
-		if err != nil && !eof {
-			return counts{}, err
-		}
-		if eof || n > 0 {
-			end := carry + n
-			done := st.scan(buf[:end], eof)
-			carry = copy(buf, buf[done:end])
-		}
-		if eof {
+		start, end := dataAt(f, off, size)
+		k.zeros(start - off)
+		off = start
+		if off >= size || read >= limit {
 			break
 		}
+		before := k.c.Bytes
+		err = k.read(ctx, io.NewSectionReader(f, off, min(end-off, limit-read)))
+		n := k.c.Bytes - before
+		read += n
+		if err != nil {
+			return counts{}, read, err
+		}
+		if n == 0 {
+			break // the file shrank: its end came early
+		}
+		off += n
 	}
-	if last != '\n' {
-		c.Lines++
+	c = k.finish()
+	if off < size {
+		c.Truncated, c.Counted, c.Bytes = true, c.Bytes, size
 	}
-	c.Words = st.words
-	return c, nil
+	return c, read, nil
+}
+
+// counter counts like countReader across reads and holes: buf holds a
+// read, and at its start the bytes of a possible multi-byte space cut by
+// the end of the last read (carry).
+type counter struct {
+	c     counts
+	st    wordState
+	buf   []byte
+	carry int
+	last  byte // the last byte counted
+}
+
+func newCounter(buf []byte) *counter { return &counter{buf: buf, last: '\n'} }
+
+// read counts rd to its end.
+func (k *counter) read(ctx context.Context, rd io.Reader) error {
+	for {
+		if err := ctx.Err(); err != nil {
+			return err
+		}
+		n, err := rd.Read(k.buf[k.carry:])
+		if n > 0 {
+			end := k.carry + n
+			chunk := k.buf[k.carry:end]
+			k.c.Bytes += int64(n)
+			k.c.Lines += int64(bytes.Count(chunk, newline))
+			k.last = chunk[n-1]
+			done := k.st.scan(k.buf[:end], false)
+			k.carry = copy(k.buf, k.buf[done:end])
+		}
+		if err == io.EOF {
+			return nil
+		}
+		if err != nil {
+			return err
+		}
+	}
+}
+
+// zeros counts n zero bytes without reading them: a zero byte is no
+// newline and no space, so a run of them adds to the word at hand or
+// starts one. Only the first is scanned: it also settles a space cut by
+// the last read (no space's encoding goes on with a zero byte).
+func (k *counter) zeros(n int64) {
+	if n <= 0 {
+		return
+	}
+	k.buf[k.carry] = 0
+	done := k.st.scan(k.buf[:k.carry+1], false)
+	k.carry = copy(k.buf, k.buf[done:k.carry+1])
+	k.c.Bytes += n
+	k.last = 0
+}
+
+// finish settles what the last read left and returns the figures.
+func (k *counter) finish() counts {
+	k.st.scan(k.buf[:k.carry], true)
+	k.carry = 0
+	if k.last != '\n' {
+		k.c.Lines++
+	}
+	k.c.Words = k.st.words
+	return k.c
 }
 
 var newline = []byte{'\n'}

@@ -6,6 +6,8 @@ import (
 	"context"
 	"io"
 	"math/rand/v2"
+	"os"
+	"path/filepath"
 	"testing"
 	"testing/iotest"
 	"unicode"
@@ -181,4 +183,59 @@ func binaryAppend(b []byte, v uint64) []byte {
 		v >>= 8
 	}
 	return b
+}
+
+// Contract K3 (item 6 of issue 18): the holes of a sparse file are counted
+// without reading them, as the zero bytes they read as: random data and
+// runs of zeros fed to the counter, read or skipped, give the figures of
+// reading them all, runes and multi-byte spaces cut at every boundary.
+func TestK3_ZerosCountAsReadingThem(t *testing.T) {
+	rng := rand.New(rand.NewPCG(7, 8))
+	ctx := context.Background()
+	for range 400 {
+		var all []byte
+		k := newCounter(make([]byte, utf8.UTFMax+rng.IntN(20)))
+		for range rng.IntN(6) {
+			if rng.IntN(2) == 0 {
+				n := rng.IntN(50)
+				all = append(all, make([]byte, n)...)
+				k.zeros(int64(n))
+				continue
+			}
+			data := randomData(rng, rng.IntN(200))
+			all = append(all, data...)
+			if err := k.read(ctx, iotest.HalfReader(bytes.NewReader(data))); err != nil {
+				t.Fatal(err)
+			}
+		}
+		if got, want := k.finish(), referenceCount(all); got != want {
+			t.Fatalf("data %q: got %+v, want %+v", all, got, want)
+		}
+	}
+}
+
+// Contract K3: past its limit a count stops, says so and how far it
+// counted, and still gives the file's size.
+func TestK3_CountStopsAtItsByteLimit(t *testing.T) {
+	data := []byte("one two\nthree four\nfive\n")
+	path := filepath.Join(t.TempDir(), "f")
+	if err := os.WriteFile(path, data, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	f, err := os.Open(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	size := int64(len(data))
+	got, read, err := countFile(context.Background(), f, size, 10)
+	want := referenceCount(data[:10])
+	want.Bytes, want.Truncated, want.Counted = size, true, 10
+	if err != nil || got != want || read != 10 {
+		t.Fatalf("limited to 10 bytes: %+v, read %d, %v; want %+v", got, read, err, want)
+	}
+	got, read, err = countFile(context.Background(), f, size, size)
+	if want := referenceCount(data); err != nil || got != want || read != size {
+		t.Fatalf("limited to its size: %+v, read %d, %v; want %+v", got, read, err, want)
+	}
 }

@@ -8,6 +8,8 @@ import (
 	"syscall"
 	"testing"
 	"time"
+
+	"github.com/subactor/subactor/internal/await"
 )
 
 // TestFIFOIsRefusedWithoutWaitingForAWriter: read and count open a named
@@ -30,7 +32,7 @@ func TestFIFOIsRefusedWithoutWaitingForAWriter(t *testing.T) {
 			if err == nil || !strings.Contains(err.Error(), "not a regular file") {
 				t.Errorf("%s of a FIFO: %v", name, err)
 			}
-		case <-time.After(10 * time.Second):
+		case <-time.After(await.Deadline):
 			t.Fatalf("%s of a FIFO is still waiting for a writer", name)
 		}
 	}

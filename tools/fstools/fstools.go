@@ -67,11 +67,17 @@ func pathParam(name string, dir bool) string {
 	return string(b)
 }
 
+// MaxListEntries is the most entries one list call returns: a directory
+// of 300,000 entries would otherwise be one answer of 15 MB, kept whole in
+// the conversation of the agent that asked. offset pages through the rest.
+const MaxListEntries = 10000
+
 func listSpec(name string) agent.ToolSpec {
 	return agent.ToolSpec{
-		Name:        "list",
-		Description: `List a directory. Returns a JSON array sorted by name of {"name","type","size"}; type is "dir", "file", "symlink" or "other"; size is given for files.`,
-		Parameters:  json.RawMessage(`{"type":"object","properties":{"path":{"type":"string","description":` + pathParam(name, true) + `}},"required":["path"],"additionalProperties":false}`),
+		Name: "list",
+		Description: fmt.Sprintf(`List a directory. Returns JSON {"entries":[{"name","type","size"}...]} sorted by name; type is "dir", "file", "symlink" or "other"; size is given for files. `+
+			`At most %d entries, from offset (default 0): when more follow, the JSON also has "truncated":true, "total" (the directory's entries) and "next" (the offset of the rest).`, MaxListEntries),
+		Parameters: json.RawMessage(`{"type":"object","properties":{"path":{"type":"string","description":` + pathParam(name, true) + `},"offset":{"type":"integer","minimum":0}},"required":["path"],"additionalProperties":false}`),
 	}
 }
 
@@ -86,7 +92,7 @@ func readSpec(name string) agent.ToolSpec {
 func countSpec(name string) agent.ToolSpec {
 	return agent.ToolSpec{
 		Name:        "count",
-		Description: `Count a file's lines, words and bytes. Returns JSON {"path","lines","words","bytes"}.`,
+		Description: `Count a file's lines, words and bytes. Returns JSON {"path","lines","words","bytes"}. The holes of a sparse file count as zero bytes without being read. At most 1 GiB of a file's data is read: past that the JSON has "truncated":true, and lines and words are those of its first "counted" bytes (bytes is still the file's size).`,
 		Parameters:  json.RawMessage(`{"type":"object","properties":{"path":{"type":"string","description":` + pathParam(name, false) + `}},"required":["path"],"additionalProperties":false}`),
 	}
 }
@@ -189,10 +195,27 @@ type entry struct {
 	Size *int64 `json:"size,omitempty"`
 }
 
+type listArgs struct {
+	Path   string `json:"path"`
+	Offset int    `json:"offset"`
+}
+
+// listing is the result of list.
+type listing struct {
+	Entries []entry `json:"entries"`
+	// Set when entries follow past this call's MaxListEntries.
+	Truncated bool `json:"truncated,omitempty"`
+	Total     int  `json:"total,omitempty"`
+	Next      int  `json:"next,omitempty"`
+}
+
 func list(_ context.Context, r *os.Root, local func(string) (string, error), raw json.RawMessage) (string, error) {
-	var args pathArgs
+	var args listArgs
 	if err := decode(raw, &args); err != nil {
 		return "", err
+	}
+	if args.Offset < 0 {
+		return "", fmt.Errorf("offset %d is negative", args.Offset)
 	}
 	f, err := openPath(r, local, args.Path, true)
 	if err != nil {
@@ -203,9 +226,17 @@ func list(_ context.Context, r *os.Root, local func(string) (string, error), raw
 	if err != nil {
 		return "", err
 	}
-	// File.ReadDir returns directory order; the model gets a stable one.
+	// File.ReadDir returns directory order; the model gets a stable one,
+	// so that offsets page through it.
 	slices.SortFunc(des, func(a, b fs.DirEntry) int { return strings.Compare(a.Name(), b.Name()) })
-	entries := make([]entry, 0, len(des))
+	var out listing
+	total := len(des)
+	des = des[min(args.Offset, total):]
+	if len(des) > MaxListEntries {
+		out.Truncated, out.Total, out.Next = true, total, args.Offset+MaxListEntries
+		des = des[:MaxListEntries]
+	}
+	out.Entries = make([]entry, 0, len(des))
 	for _, de := range des {
 		e := entry{Name: de.Name()}
 		switch t := de.Type(); {
@@ -224,10 +255,10 @@ func list(_ context.Context, r *os.Root, local func(string) (string, error), raw
 		default:
 			e.Type = "other"
 		}
-		entries = append(entries, e)
+		out.Entries = append(out.Entries, e)
 	}
-	out, err := json.Marshal(entries)
-	return string(out), err
+	b, err := json.Marshal(out)
+	return string(b), err
 }
 
 type readArgs struct {
@@ -261,6 +292,11 @@ type counts struct {
 	Lines int64  `json:"lines"`
 	Words int64  `json:"words"`
 	Bytes int64  `json:"bytes"`
+	// Truncated says the count stopped after maxCountBytes of data: Lines
+	// and Words are those of the first Counted bytes, Bytes the file's
+	// size.
+	Truncated bool  `json:"truncated,omitempty"`
+	Counted   int64 `json:"counted,omitempty"`
 }
 
 func count(ctx context.Context, r *os.Root, local func(string) (string, error), raw json.RawMessage) (string, error) {
@@ -273,7 +309,11 @@ func count(ctx context.Context, r *os.Root, local func(string) (string, error), 
 		return "", err
 	}
 	defer f.Close()
-	c, err := countReader(ctx, f)
+	fi, err := f.Stat()
+	if err != nil {
+		return "", err
+	}
+	c, _, err := countFile(ctx, f, fi.Size(), maxCountBytes)
 	if err != nil {
 		return "", err
 	}

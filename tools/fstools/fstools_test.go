@@ -89,14 +89,14 @@ func TestList(t *testing.T) {
 	root := tree(t, map[string]string{"b.txt": "hello", "a/x.go": "package a\n", "empty": ""})
 	symlink(t, "a", filepath.Join(root, "l"))
 	ts := tools(t, root)
-	want := `[{"name":"a","type":"dir"},{"name":"b.txt","type":"file","size":5},{"name":"empty","type":"file","size":0},{"name":"l","type":"symlink"}]`
+	want := `{"entries":[{"name":"a","type":"dir"},{"name":"b.txt","type":"file","size":5},{"name":"empty","type":"file","size":0},{"name":"l","type":"symlink"}]}`
 	for _, p := range []string{".", "./", "a/..", "l/.."} {
 		if got := mustCall(t, ts["list"], fmt.Sprintf(`{"path":%q}`, p)); got != want {
 			t.Fatalf("list %q:\n got %s\nwant %s", p, got, want)
 		}
 	}
 	// A symlink that stays inside the root is followed.
-	if got := mustCall(t, ts["list"], `{"path":"l"}`); got != `[{"name":"x.go","type":"file","size":10}]` {
+	if got := mustCall(t, ts["list"], `{"path":"l"}`); got != `{"entries":[{"name":"x.go","type":"file","size":10}]}` {
 		t.Fatalf("list l: %s", got)
 	}
 	if _, err := callTool(t, ts["list"], `{"path":"b.txt"}`); err == nil || !strings.Contains(err.Error(), "not a directory") {
@@ -104,6 +104,52 @@ func TestList(t *testing.T) {
 	}
 	if _, err := callTool(t, ts["list"], `{"path":"nope"}`); err == nil {
 		t.Fatal("list of a missing path succeeded")
+	}
+}
+
+// Contract K3 (item 9 of issue 18): list returns at most MaxListEntries
+// entries a call and says when it cut (truncated, the total, the offset
+// of the rest); offset pages through the rest, in name order, and a
+// hostile offset is refused or lists nothing.
+func TestK3_ListIsCappedAndPages(t *testing.T) {
+	root := t.TempDir()
+	const n = fstools.MaxListEntries + 5
+	for i := range n {
+		if err := os.WriteFile(filepath.Join(root, fmt.Sprintf("f%05d", i)), nil, 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	ts := tools(t, root)
+	type listing struct {
+		Entries []struct {
+			Name string `json:"name"`
+		} `json:"entries"`
+		Truncated bool `json:"truncated"`
+		Total     int  `json:"total"`
+		Next      int  `json:"next"`
+	}
+	page := func(args string) listing {
+		t.Helper()
+		var l listing
+		if err := json.Unmarshal([]byte(mustCall(t, ts["list"], args)), &l); err != nil {
+			t.Fatal(err)
+		}
+		return l
+	}
+	first := page(`{"path":"."}`)
+	if len(first.Entries) != fstools.MaxListEntries || !first.Truncated || first.Total != n || first.Next != fstools.MaxListEntries ||
+		first.Entries[0].Name != "f00000" || first.Entries[len(first.Entries)-1].Name != fmt.Sprintf("f%05d", fstools.MaxListEntries-1) {
+		t.Fatalf("first page: %d entries, truncated %v, total %d, next %d", len(first.Entries), first.Truncated, first.Total, first.Next)
+	}
+	rest := page(fmt.Sprintf(`{"path":".","offset":%d}`, first.Next))
+	if len(rest.Entries) != 5 || rest.Truncated || rest.Entries[0].Name != fmt.Sprintf("f%05d", fstools.MaxListEntries) {
+		t.Fatalf("the rest: %+v", rest)
+	}
+	if got := mustCall(t, ts["list"], `{"path":".","offset":9223372036854775807}`); got != `{"entries":[]}` {
+		t.Fatalf("an offset past the end: %s", got)
+	}
+	if _, err := callTool(t, ts["list"], `{"path":".","offset":-1}`); err == nil || !strings.Contains(err.Error(), "negative") {
+		t.Fatalf("a negative offset: %v", err)
 	}
 }
 
@@ -235,7 +281,7 @@ func TestK3_EscapesAreRefused(t *testing.T) {
 		}
 	}
 	// The symlinks still show up in a listing, without being followed.
-	if got := mustCall(t, ts["list"], `{"path":"."}`); got != `[{"name":"a","type":"dir"},{"name":"out","type":"symlink"},{"name":"outdir","type":"symlink"}]` {
+	if got := mustCall(t, ts["list"], `{"path":"."}`); got != `{"entries":[{"name":"a","type":"dir"},{"name":"out","type":"symlink"},{"name":"outdir","type":"symlink"}]}` {
 		t.Fatalf("list: %s", got)
 	}
 }
@@ -317,7 +363,7 @@ func TestK3_NamedRootTakesPathsBelowItsNameOnly(t *testing.T) {
 				t.Errorf("%s: parameters %s do not name the root %q (%v)", tool.Spec().Name, tool.Spec().Parameters, name, err)
 			}
 		}
-		if got := mustCall(t, byName["list"], fmt.Sprintf(`{"path":%q}`, name+"/")); got != `[{"name":"a","type":"dir"}]` {
+		if got := mustCall(t, byName["list"], fmt.Sprintf(`{"path":%q}`, name+"/")); got != `{"entries":[{"name":"a","type":"dir"}]}` {
 			t.Errorf("%s: list root: %s", name, got)
 		}
 		if got := mustCall(t, byName["count"], fmt.Sprintf(`{"path":%q}`, name+"/a/x.go")); !strings.Contains(got, `"lines":1`) {

@@ -1,0 +1,89 @@
+package main
+
+import (
+	"bytes"
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"syscall"
+	"testing"
+
+	"github.com/subactor/subactor/internal/await"
+	"github.com/subactor/subactor/tools/fstools"
+)
+
+// Contract K3 (item 9 of issue 18): a folder of 50,000 entries costs the
+// survey one page of list (fstools.MaxListEntries) and no more: the
+// node's peak RSS stays under 120 MB (measured: about 60 MB; without the
+// cap 170 MB, about 3 KB more per entry), and the answer says what was
+// cut.
+func TestK3_SurveyOfAHugeFolderIsCutAndBounded(t *testing.T) {
+	const n = 5 * fstools.MaxListEntries
+	const ceiling = 120 << 20
+	root := t.TempDir()
+	huge := filepath.Join(root, "huge")
+	if err := os.Mkdir(huge, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	for i := range n {
+		f, err := os.Create(filepath.Join(huge, fmt.Sprintf("f%05d", i)))
+		if err != nil {
+			t.Fatal(err)
+		}
+		f.Close()
+	}
+	cmd := exec.CommandContext(await.Ctx(t), bin, "run", "-quiet")
+	cmd.Dir = root
+	cmd.Env = append(os.Environ(), envDataDir+"="+t.TempDir())
+	var stdout, stderr bytes.Buffer
+	cmd.Stdout, cmd.Stderr = &stdout, &stderr
+	if err := cmd.Run(); err != nil {
+		t.Fatalf("%v, stderr:\n%s", err, stderr.String())
+	}
+	want := fmt.Sprintf("\n- cut: huge: listed %d of %d entries\n", fstools.MaxListEntries, n)
+	if !strings.Contains(stdout.String(), want) || !strings.Contains(stdout.String(), fmt.Sprintf("- huge: %d files,", fstools.MaxListEntries)) {
+		t.Errorf("the answer does not say the listing was cut (%q):\n%s", want, stdout.String())
+	}
+	if rss := cmd.ProcessState.SysUsage().(*syscall.Rusage).Maxrss << 10; rss > ceiling {
+		t.Errorf("peak RSS %d MB surveying %d entries, want at most %d MB", rss>>20, n, ceiling>>20)
+	}
+}
+
+// Contract K3 (item 9 of issue 18): a store file open to other users is
+// the node's own, so it is made private (0600); a data directory other
+// users can write to (and so replace the store) may be the user's choice,
+// so it is kept as it is and every command that opens it warns on stderr;
+// one they can only list gets no warning.
+func TestK3_DataOpenToOthersIsTightenedOrWarned(t *testing.T) {
+	data := t.TempDir()
+	if err := os.Chmod(data, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	withData := []string{envDataDir + "=" + data}
+	if _, stderr, code := nodeEnv(t, writeTree(t), withData, "run", "-quiet"); code != 0 || stderr != "" {
+		t.Fatalf("a data directory others can list: exit %d, stderr %q", code, stderr)
+	}
+	store := filepath.Join(data, storeFile)
+	for _, args := range [][]string{{"sessions"}, {"run", "-quiet"}} {
+		if err := os.Chmod(store, 0o644); err != nil {
+			t.Fatal(err)
+		}
+		if err := os.Chmod(data, 0o777); err != nil {
+			t.Fatal(err)
+		}
+		_, stderr, code := nodeEnv(t, writeTree(t), withData, args...)
+		warning := fmt.Sprintf("warning: other users can write to data directory %q (mode 0777)", data)
+		if code != 0 || !strings.Contains(stderr, warning) {
+			t.Errorf("%v: exit %d, stderr %q; want a warning %q", args, code, stderr, warning)
+		}
+		for path, want := range map[string]os.FileMode{store: 0o600, data: 0o777} {
+			if fi, err := os.Stat(path); err != nil {
+				t.Error(err)
+			} else if fi.Mode().Perm() != want {
+				t.Errorf("%v: %s has mode %04o, want %04o", args, path, fi.Mode().Perm(), want)
+			}
+		}
+	}
+}
