@@ -252,21 +252,7 @@ func TestP3_DelegateInterruptedWhileTheAgentStarts(t *testing.T) {
 		cmd.Env = append(os.Environ(), withData(data)...)
 		var stderr bytes.Buffer
 		cmd.Stderr = &stderr
-		out, err := cmd.StdoutPipe()
-		if err != nil {
-			t.Fatal(err)
-		}
-		if err := cmd.Start(); err != nil {
-			t.Fatal(err)
-		}
-		lines := make(chan string)
-		go func() {
-			defer close(lines)
-			sc := bufio.NewScanner(out)
-			for sc.Scan() {
-				lines <- sc.Text()
-			}
-		}()
+		lines := startLines(t, cmd)
 		// Piped, the start is shown; with -json the session line is the
 		// last before the start.
 		ready := startingLine
@@ -290,7 +276,7 @@ func TestP3_DelegateInterruptedWhileTheAgentStarts(t *testing.T) {
 		for line := range lines {
 			all = append(all, line)
 		}
-		err = cmd.Wait()
+		err := cmd.Wait()
 		if code := cmd.ProcessState.ExitCode(); code != exitFailed || !strings.Contains(stderr.String(), "node delegate: the child ended aborted: cancelled while the agent was starting") {
 			t.Fatalf("json %v: exit %d (%v), stderr %q", asJSON, code, err, stderr.String())
 		}

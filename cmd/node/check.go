@@ -36,13 +36,8 @@ func checkFlags(o *checkOptions) *flag.FlagSet {
 func checkCommand(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	var o checkOptions
 	fs := checkFlags(&o)
-	fs.SetOutput(stderr)
-	fs.Usage = func() { usage(stderr) }
-	if err := fs.Parse(args); err != nil {
-		if errors.Is(err, flag.ErrHelp) {
-			return exitOK
-		}
-		return exitUsage
+	if code, ok := parseFlags(fs, args, stderr); !ok {
+		return code
 	}
 	if fs.NArg() > 0 {
 		fmt.Fprintf(stderr, "%s check: unexpected argument %q\n", prog, fs.Arg(0))

@@ -55,13 +55,8 @@ func delegateFlags(o *delegateOptions) *flag.FlagSet {
 // ends with code (0 after -h).
 func parseDelegate(args []string, stderr io.Writer) (o delegateOptions, code int, ok bool) {
 	fs := delegateFlags(&o)
-	fs.SetOutput(stderr)
-	fs.Usage = func() { usage(stderr) }
-	if err := fs.Parse(args); err != nil {
-		if errors.Is(err, flag.ErrHelp) {
-			return o, exitOK, false
-		}
-		return o, exitUsage, false
+	if code, ok := parseFlags(fs, args, stderr); !ok {
+		return o, code, false
 	}
 	o.prompt = strings.TrimSpace(strings.Join(fs.Args(), " "))
 	var msg string

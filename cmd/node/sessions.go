@@ -36,13 +36,8 @@ func sessionsFlags(data *string) *flag.FlagSet {
 func sessionsCommand(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	var data string
 	fs := sessionsFlags(&data)
-	fs.SetOutput(stderr)
-	fs.Usage = func() { usage(stderr) }
-	if err := fs.Parse(args); err != nil {
-		if errors.Is(err, flag.ErrHelp) {
-			return exitOK
-		}
-		return exitUsage
+	if code, ok := parseFlags(fs, args, stderr); !ok {
+		return code
 	}
 	if fs.NArg() > 1 {
 		fmt.Fprintf(stderr, "%s sessions: unexpected argument %q (one session id at most)\n", prog, fs.Arg(1))
