@@ -327,6 +327,7 @@ func (a *Agent) load(ctx context.Context, prompt []subagent.ContentBlock) error 
 	if err := a.commitAfter(ctx, nil, ownNothing, persistence.Record{Kind: KindActivation, Data: json.RawMessage(`{}`)}, msgs...); err != nil {
 		return fmt.Errorf("agent: take session %q: %w", h.SessionID, err)
 	}
+	a.orderLastResults()
 	return nil
 }
 

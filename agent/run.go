@@ -236,6 +236,9 @@ func (l *loop) begin(prompt []subagent.ContentBlock, res *subagent.Result) bool 
 		*res = a.storeFailed(ctx, err)
 		return false
 	}
+	if len(first) > 0 {
+		a.orderLastResults()
+	}
 	return true
 }
 
@@ -351,6 +354,7 @@ func (a *Agent) runTools(ctx context.Context, step int, calls []ToolCall, offere
 		}
 	}
 	a.callTools(ctx, step, calls, offered, malformed, checkpoint)
+	a.orderLastResults()
 	return failed
 }
 
@@ -367,18 +371,18 @@ func orderResults(msgs []Message) {
 // orderResults' step for the assistant turn msgs[i].
 func orderAfter(msgs []Message, i int) {
 	calls := msgs[i].ToolCalls
+	if len(calls) < 2 {
+		return
+	}
 	end := i + 1
 	for end < len(msgs) && msgs[end].Role == ToolRole {
 		end++
 	}
-	slices.SortStableFunc(msgs[i+1:end], func(x, y Message) int {
-		return callIndex(calls, x.ToolCallID) - callIndex(calls, y.ToolCallID)
-	})
-}
-
-// callIndex is the position of the call with id among calls.
-func callIndex(calls []ToolCall, id string) int {
-	return slices.IndexFunc(calls, func(c ToolCall) bool { return c.ID == id })
+	at := make(map[string]int, len(calls))
+	for j, c := range calls {
+		at[c.ID] = j
+	}
+	slices.SortStableFunc(msgs[i+1:end], func(x, y Message) int { return at[x.ToolCallID] - at[y.ToolCallID] })
 }
 
 // admit takes the pending steer messages and appends them as user turns,
@@ -538,22 +542,25 @@ func (a *Agent) commitAfter(ctx context.Context, stop *subagent.Result, own owne
 		}
 		a.msgs = slices.Grow(a.msgs, n)
 	}
-	results := false
 	for _, m := range b.stored {
 		a.msgs = append(a.msgs, m)
 		a.settle()
-		results = results || m.Role == ToolRole
-	}
-	if results {
-		// Checkpointed as they arrived, kept in the order of the calls.
-		for i := len(a.msgs) - 1; i >= 0; i-- {
-			if a.msgs[i].Role == Assistant {
-				orderAfter(a.msgs, i)
-				break
-			}
-		}
 	}
 	return nil
+}
+
+// orderLastResults puts the results of the history's last turn of tool
+// calls in the order of its calls, once they are all in (see
+// orderResults).
+func (a *Agent) orderLastResults() {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	for i := len(a.msgs) - 1; i >= 0; i-- {
+		if a.msgs[i].Role == Assistant {
+			orderAfter(a.msgs, i)
+			return
+		}
+	}
 }
 
 // append adds recs to the log where this activation last saw it end; a
