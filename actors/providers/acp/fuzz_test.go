@@ -254,3 +254,40 @@ func FuzzAgentOutput(f *testing.F) {
 		}
 	})
 }
+
+// FuzzConfigFile feeds the -config decoder hostile bytes (K3): it never
+// panics, every refusal wraps ErrConfig, and what it accepts holds what
+// Start relies on: a command, an absolute directory when one is given, a
+// positive start limit.
+func FuzzConfigFile(f *testing.F) {
+	for _, seed := range []string{
+		`{"agent_servers": {"a": {"command": "agent", "args": ["--acp"], "env": {"K": "v"}}}}`,
+		`{"agent_servers": {"a": {"command": "agent", "dir": "/tmp", "permissions": "allow-all", "read_files": true, "start_timeout": "90s"}}}`,
+		`{"agent_servers": {"a": {"command": "agent", "COMMAND": "other"}}}`,
+		`{"agent_servers": {"a": {"command": "x", "command": "y"}}}`,
+		`{"agent_servers": {"a": null}}`,
+		`{"agent_servers": {"a": {"command": "x", "start_timeout": "-1s"}}}`,
+		`{"agent_servers": {}} trailing`,
+	} {
+		f.Add([]byte(seed))
+	}
+	f.Fuzz(func(t *testing.T, data []byte) {
+		cfgs, err := ParseConfigFile(data)
+		if err != nil {
+			if !errors.Is(err, ErrConfig) {
+				t.Fatalf("refusal %v does not wrap ErrConfig", err)
+			}
+			return
+		}
+		for name, c := range cfgs {
+			switch {
+			case c.Command == "":
+				t.Fatalf("server %q accepted without a command", name)
+			case c.Dir != "" && !filepath.IsAbs(c.Dir):
+				t.Fatalf("server %q accepted with a relative dir %q", name, c.Dir)
+			case c.StartTimeout < 0:
+				t.Fatalf("server %q accepted with start limit %v", name, c.StartTimeout)
+			}
+		}
+	})
+}

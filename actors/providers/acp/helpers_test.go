@@ -65,8 +65,10 @@ func fakeConfig(t *testing.T, sys *actors.System, mode string) acp.Config {
 		},
 		Dir:          t.TempDir(),
 		StartTimeout: await.Deadline / 2,
-		CancelWait:   300 * time.Millisecond,
-		StopWait:     300 * time.Millisecond,
+		// Short, so that the ladders' tests are quick; scaled on a
+		// loaded machine (SUBACTOR_TEST_DEADLINE_SCALE).
+		CancelWait: await.Scale(300 * time.Millisecond),
+		StopWait:   await.Scale(300 * time.Millisecond),
 	}
 }
 

@@ -47,7 +47,9 @@ func qwenConfig(t *testing.T, srv *openaitest.Server) acp.Config {
 			"OPENAI_API_KEY":  "any",
 			"OPENAI_MODEL":    "openaitest",
 		},
-		StartTimeout: await.Deadline,
+		// A real agent's own start limit, not the test's deadline: a
+		// Node.js agent takes seconds to start, more on a loaded machine.
+		StartTimeout: await.Scale(2 * time.Minute),
 		CancelWait:   5 * time.Second,
 		StopWait:     3 * time.Second,
 	}
