@@ -197,3 +197,22 @@ func wait(t *testing.T, r subagent.Run) subagent.Result {
 	}
 	return res
 }
+
+// startWithPid starts a fake agent of mode, which writes the pid of a
+// process it starts to a file, waits for its first chunk and returns the
+// run with that pid (and the file's text), and its config.
+func startWithPid(t *testing.T, mode string) (*acp.Run, int, []byte, acp.Config) {
+	t.Helper()
+	rec := newRecorder()
+	cfg := fakeConfig(t, newSystem(t), mode)
+	pidFile := filepath.Join(t.TempDir(), "pid")
+	cfg.Env[envPidFile] = pidFile
+	r := start(t, await.Ctx(t), newProvider(t, cfg), request(rec, "say ready", "wait"))
+	rec.waitFor(t, "the first chunk", kindIs(subagent.TextDelta))
+	data, err := os.ReadFile(pidFile)
+	if err != nil {
+		t.Fatal(err)
+	}
+	pid, _ := strconv.Atoi(string(data))
+	return r, pid, data, cfg
+}

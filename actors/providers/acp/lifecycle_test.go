@@ -3,9 +3,6 @@ package acp_test
 import (
 	"context"
 	"errors"
-	"os"
-	"path/filepath"
-	"strconv"
 	"strings"
 	"sync"
 	"testing"
@@ -98,18 +95,7 @@ func TestR3_DisposeIsIdempotentConcurrentAndEndsTheGroup(t *testing.T) {
 // even one that ignores SIGTERM and holds the agent's output open after
 // the agent itself has gone.
 func TestR3_DisposeEndsGrandchildren(t *testing.T) {
-	sys := newSystem(t)
-	rec := newRecorder()
-	cfg := fakeConfig(t, sys, modeGrandchild)
-	pidFile := filepath.Join(t.TempDir(), "grandchild")
-	cfg.Env[envPidFile] = pidFile
-	r := start(t, await.Ctx(t), newProvider(t, cfg), request(rec, "say ready", "wait"))
-	rec.waitFor(t, "the first chunk", kindIs(subagent.TextDelta))
-	data, err := os.ReadFile(pidFile)
-	if err != nil {
-		t.Fatal(err)
-	}
-	grandchild, _ := strconv.Atoi(string(data))
+	r, grandchild, data, cfg := startWithPid(t, modeGrandchild)
 	if grandchild <= 0 || processGone(grandchild) {
 		t.Fatalf("grandchild %q not running before dispose", data)
 	}

@@ -1,10 +1,7 @@
 package acp_test
 
 import (
-	"os"
-	"path/filepath"
 	"runtime"
-	"strconv"
 	"strings"
 	"sync"
 	"syscall"
@@ -18,18 +15,7 @@ import (
 // (setsid) is found by the agent's tag and ended with the agent, SIGTERM
 // or not.
 func TestR3_DisposeEndsAProcessThatLeftTheGroup(t *testing.T) {
-	sys := newSystem(t)
-	rec := newRecorder()
-	cfg := fakeConfig(t, sys, modeRunaway)
-	pidFile := filepath.Join(t.TempDir(), "runaway")
-	cfg.Env[envPidFile] = pidFile
-	r := start(t, await.Ctx(t), newProvider(t, cfg), request(rec, "say ready", "wait"))
-	rec.waitFor(t, "the first chunk", kindIs(subagent.TextDelta))
-	data, err := os.ReadFile(pidFile)
-	if err != nil {
-		t.Fatal(err)
-	}
-	runaway, _ := strconv.Atoi(string(data))
+	r, runaway, data, _ := startWithPid(t, modeRunaway)
 	t.Cleanup(func() {
 		if !processGone(runaway) {
 			_ = syscall.Kill(runaway, syscall.SIGKILL)
