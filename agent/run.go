@@ -343,19 +343,44 @@ func (a *Agent) turn(l *loop, resp Response, res *subagent.Result) (done, record
 // arrives (S9: a crash loses no finished call), and returns the first
 // append that failed.
 func (a *Agent) runTools(ctx context.Context, step int, calls []ToolCall, offered []offer, malformed []bool) error {
-	var mu sync.Mutex
-	var failed error
-	checkpoint := func(res Message) {
-		// The result is the loop's own: the history keeps its content.
-		if err := a.commit(ctx, nil, ownContent, res); err != nil {
-			mu.Lock()
-			failed = cmp.Or(failed, err)
-			mu.Unlock()
-		}
-	}
-	a.callTools(ctx, step, calls, offered, malformed, checkpoint)
+	var c checkpoints
+	a.callTools(ctx, step, calls, offered, malformed, func(res Message) { c.add(ctx, a, res) })
 	a.orderLastResults()
-	return failed
+	return c.failed
+}
+
+// checkpoints commits a turn's tool results as they arrive, in group
+// commits: the log takes one append at a time (its fence), so results
+// that arrive while one is being written go together in the next, and a
+// turn of many quick calls costs a few appends, not one each.
+type checkpoints struct {
+	mu       sync.Mutex
+	queue    []Message
+	flushing bool
+	failed   error // the first append that failed
+}
+
+// add queues res; the caller that finds no append under way writes the
+// queue until it is empty, so that every result is written before the
+// last call returns.
+func (c *checkpoints) add(ctx context.Context, a *Agent, res Message) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.queue = append(c.queue, res)
+	if c.flushing {
+		return
+	}
+	c.flushing = true
+	for len(c.queue) > 0 {
+		batch := c.queue
+		c.queue = nil
+		c.mu.Unlock()
+		// The results are the loop's own: the history keeps their content.
+		err := a.commit(ctx, nil, ownContent, batch...)
+		c.mu.Lock()
+		c.failed = cmp.Or(c.failed, err)
+	}
+	c.flushing = false
 }
 
 // orderResults puts the tool results that follow each assistant turn in
