@@ -1,10 +1,10 @@
 package registry_test
 
 import (
-	"bytes"
 	"context"
 	"errors"
 	"fmt"
+	"github.com/subactor/subactor/internal/syncbuf"
 	"log/slog"
 	"strings"
 	"sync"
@@ -20,30 +20,12 @@ import (
 	"github.com/subactor/subactor/subagent"
 )
 
-// syncBuffer is a log sink shared by listener goroutines.
-type syncBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (s *syncBuffer) Write(p []byte) (int, error) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.Write(p)
-}
-
-func (s *syncBuffer) String() string {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.String()
-}
-
 // Contracts E3, E5: a panicking, an erroring and a blocked listener beside
 // a healthy one. The runs are unchanged, the healthy listener gets every
 // event in order, and the blocked one, past its bound, is detached with an
 // overflow notice after exactly the events it was allowed to hold.
 func TestE3E5_FailingAndBlockedListenersNeitherStarvePeersNorChangeTheRun(t *testing.T) {
-	logs := &syncBuffer{}
+	logs := &syncbuf.Buffer{}
 	f := newFixture(t, actors.WithLogger(slog.New(slog.NewTextHandler(logs, nil))))
 	p := f.provider(t, "p", allCaps())
 	close(p.release)

@@ -8,12 +8,12 @@ import (
 	"bytes"
 	"encoding/json"
 	"errors"
+	"github.com/subactor/subactor/internal/syncbuf"
 	"io"
 	"log/slog"
 	"os"
 	"path/filepath"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 	"unicode/utf8"
@@ -115,24 +115,6 @@ func FuzzFrames(f *testing.F) {
 	})
 }
 
-// syncBuffer is a bytes.Buffer for writers on several goroutines.
-type syncBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (s *syncBuffer) Write(p []byte) (int, error) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.Write(p)
-}
-
-func (s *syncBuffer) String() string {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.String()
-}
-
 // iotestOneByte reads r a byte at a time at first, then normally, so
 // that both the SDK's small and large reads are exercised.
 func iotestOneByte(r io.Reader) io.Reader { return &smallReads{r: r, left: 64} }
@@ -227,7 +209,7 @@ func FuzzAgentOutput(f *testing.F) {
 		}
 		defer cl.close()
 		cl.listen("s", false)
-		var answers syncBuffer
+		var answers syncbuf.Buffer
 		srv := newServer(cl, &answers, slog.New(slog.DiscardHandler))
 		in := &counting{next: srv}
 		fr := newFrames(bytes.NewReader(data), in, slog.New(slog.DiscardHandler))
