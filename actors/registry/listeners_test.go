@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"github.com/subactor/subactor/internal/syncbuf"
 	"log/slog"
 	"strings"
 	"sync"
@@ -17,6 +16,7 @@ import (
 	"github.com/subactor/subactor/actors/registry"
 	"github.com/subactor/subactor/internal/await"
 	"github.com/subactor/subactor/internal/leaktest"
+	"github.com/subactor/subactor/internal/syncbuf"
 	"github.com/subactor/subactor/subagent"
 )
 

@@ -8,7 +8,6 @@ import (
 	"bytes"
 	"encoding/json"
 	"errors"
-	"github.com/subactor/subactor/internal/syncbuf"
 	"io"
 	"log/slog"
 	"os"
@@ -20,6 +19,7 @@ import (
 
 	sdk "github.com/coder/acp-go-sdk"
 
+	"github.com/subactor/subactor/internal/syncbuf"
 	"github.com/subactor/subactor/subagent"
 )
 
