@@ -1,6 +1,8 @@
 package main
 
 import (
+	"bytes"
+	"io"
 	"strings"
 	"unicode/utf8"
 )
@@ -14,8 +16,8 @@ import (
 // and bytes that are not UTF-8 become U+FFFD. C1 controls (U+0080 to
 // U+009F) count as the escapes they stand for. A control string without
 // its terminator loses only its introducer: what follows stays readable,
-// and without the ESC no terminal acts on it. -json output needs none of
-// this: JSON escapes control characters itself.
+// and without the ESC no terminal acts on it. -json output keeps the text
+// as it came, escaped (see jsonControls).
 func clean(s string) string {
 	if !needsCleaning(s) {
 		return s
@@ -142,4 +144,36 @@ func stringEnd(s string) int {
 		}
 	}
 	return -1
+}
+
+// jsonControls writes JSON text with DEL and the C1 controls escaped as
+// \u007f and \u0080 to \u009f: JSON escapes only U+0000 to U+001F, and a
+// terminal that shows the -json stream acts on a raw C1 CSI or OSC as it
+// does on ESC. Those characters only occur inside JSON strings, where the
+// escape stands for the same character, so the value decodes unchanged.
+// Every Write must hold whole JSON values, as an Encoder's do.
+type jsonControls struct{ w io.Writer }
+
+func (j jsonControls) Write(p []byte) (int, error) {
+	if bytes.IndexByte(p, 0x7f) < 0 && bytes.IndexByte(p, 0xc2) < 0 {
+		return j.w.Write(p)
+	}
+	out := make([]byte, 0, len(p)+32)
+	for i := 0; i < len(p); i++ {
+		switch c := p[i]; {
+		case c == 0x7f:
+			out = append(out, `\u007f`...)
+		case c == 0xc2 && i+1 < len(p) && p[i+1] >= 0x80 && p[i+1] < 0xa0:
+			// U+0080 to U+009F, two bytes in UTF-8.
+			const hex = "0123456789abcdef"
+			out = append(out, '\\', 'u', '0', '0', hex[p[i+1]>>4], hex[p[i+1]&0xf])
+			i++
+		default:
+			out = append(out, c)
+		}
+	}
+	if _, err := j.w.Write(out); err != nil {
+		return 0, err
+	}
+	return len(p), nil
 }

@@ -213,3 +213,55 @@ func TestK3_EndpointTextIsPrintedWithoutEscapes(t *testing.T) {
 		}
 	}
 }
+
+// Contract K3 (item 5 of issue 18): -json output carries no raw control
+// character either, DEL and the C1 controls included, yet every line is
+// JSON that decodes to the agent's text exactly as it came.
+func TestK3_JSONOutputEscapesEveryControlCharacter(t *testing.T) {
+	stdout, stderr, code := node(t, t.TempDir(), "delegate", "-json", "-config", fakeConfig(t), "hostile")
+	if code != 0 {
+		t.Fatalf("exit %d, stderr:\n%s", code, stderr)
+	}
+	noEscapes(t, "stdout", stdout)
+	want := hostile + "\nsecond line\tafter a tab"
+	var found bool
+	for line := range strings.Lines(stdout) {
+		var v map[string]any
+		if err := json.Unmarshal([]byte(line), &v); err != nil {
+			t.Fatalf("line %q is not JSON: %v", line, err)
+		}
+		found = found || strings.Contains(line, `\u009b`) && containsValue(v, want)
+	}
+	if !found {
+		t.Errorf("no line carries the answer, escaped, as the agent sent it:\n%s", stdout)
+	}
+
+	var b strings.Builder
+	if err := newEncoder(&b).Encode("del\x7f c1\u0085\u009f nbsp\u00a0"); err != nil {
+		t.Fatal(err)
+	}
+	if got := b.String(); got != `"del\u007f c1\u0085\u009f nbsp`+"\u00a0\"\n" {
+		t.Errorf("encoded %q", got)
+	}
+}
+
+// containsValue says whether s is one of v's values, at any depth.
+func containsValue(v any, s string) bool {
+	switch v := v.(type) {
+	case string:
+		return v == s
+	case map[string]any:
+		for _, e := range v {
+			if containsValue(e, s) {
+				return true
+			}
+		}
+	case []any:
+		for _, e := range v {
+			if containsValue(e, s) {
+				return true
+			}
+		}
+	}
+	return false
+}

@@ -226,9 +226,10 @@ type jsonProgress struct{ enc *json.Encoder }
 
 func newJSONProgress(w io.Writer) *jsonProgress { return &jsonProgress{enc: newEncoder(w)} }
 
-// newEncoder writes one JSON value per line, "<" and ">" as they are.
+// newEncoder writes one JSON value per line, "<" and ">" as they are, and
+// no control character raw.
 func newEncoder(w io.Writer) *json.Encoder {
-	enc := json.NewEncoder(w)
+	enc := json.NewEncoder(jsonControls{w})
 	enc.SetEscapeHTML(false)
 	return enc
 }
