@@ -25,7 +25,7 @@ const Name = "send_message"
 
 // Default limits of the model-supplied arguments (K3).
 const (
-	DefaultMessageLimit = 64 << 10 // runes
+	defaultMessageLimit = 64 << 10 // runes
 	maxChildID          = 64       // bytes: child ids are UUIDs
 )
 
@@ -40,33 +40,33 @@ type Sender interface {
 // Config configures the tool.
 type Config struct {
 	Service Sender
-	// MessageLimit bounds the message in runes; DefaultMessageLimit when 0.
+	// MessageLimit bounds the message in runes; 64 Ki when 0.
 	MessageLimit int
 }
 
-// Tool is send_message.
-type Tool struct{ cfg Config }
+// tool is send_message.
+type tool struct{ cfg Config }
 
-// New returns the tool.
-func New(cfg Config) *Tool {
+// New returns send_message.
+func New(cfg Config) agent.Tool {
 	if cfg.MessageLimit <= 0 {
-		cfg.MessageLimit = DefaultMessageLimit
+		cfg.MessageLimit = defaultMessageLimit
 	}
-	return &Tool{cfg: cfg}
+	return &tool{cfg: cfg}
 }
 
-// Source is how a follow-up from the agent of session sessionID is
+// source is how a follow-up from the agent of session sessionID is
 // attributed.
-func Source(sessionID string) string { return "agent:" + sessionID }
+func source(sessionID string) string { return "agent:" + sessionID }
 
-// Answer is the tool's result.
-type Answer struct {
+// answer is the tool's result.
+type answer struct {
 	Route  registry.Route `json:"route"`            // "steered" or "started"
 	TaskID string         `json:"taskId,omitempty"` // the new activation's task, when started
 }
 
 // Spec implements agent.Tool.
-func (t *Tool) Spec() agent.ToolSpec {
+func (t *tool) Spec() agent.ToolSpec {
 	return agent.ToolSpec{
 		Name:        Name,
 		Description: "Send a follow-up message to a continuable child by its subagent id: it joins the child's work if it is running, or resumes the child with it.",
@@ -78,7 +78,7 @@ func (t *Tool) Spec() agent.ToolSpec {
 }
 
 // Call implements agent.Tool.
-func (t *Tool) Call(ctx context.Context, caller *agent.Agent, raw json.RawMessage) (string, error) {
+func (t *tool) Call(ctx context.Context, caller *agent.Agent, raw json.RawMessage) (string, error) {
 	if caller == nil {
 		return "", &subagent.InvalidRequestError{Field: "parent", Reason: "a delegating parent agent is required"}
 	}
@@ -104,10 +104,10 @@ func (t *Tool) Call(ctx context.Context, caller *agent.Agent, raw json.RawMessag
 	}
 	// The calling agent is the follow-up's source (attribution only: the
 	// Service checks that it owns the child).
-	d, err := t.cfg.Service.SendMessage(ctx, caller, a.ChildID, []subagent.ContentBlock{subagent.Text(a.Message)}, Source(caller.SessionID()))
+	d, err := t.cfg.Service.SendMessage(ctx, caller, a.ChildID, []subagent.ContentBlock{subagent.Text(a.Message)}, source(caller.SessionID()))
 	if err != nil {
 		return "", err
 	}
-	out, err := json.Marshal(Answer{Route: d.Route, TaskID: d.Task.ID})
+	out, err := json.Marshal(answer{Route: d.Route, TaskID: d.Task.ID})
 	return string(out), err
 }

@@ -104,7 +104,10 @@ func TestT1T2_ContinuableDelegationAndSendMessage(t *testing.T) {
 	}
 	lines := strings.Split(subagent.TextOf(res.Output), "\n")
 	var sent control.Answer
-	var second tasktools.Answer
+	var second struct { // what task_output answers
+		State  tasks.State `json:"state"`
+		Output string      `json:"output"`
+	}
 	if len(lines) != 2 || json.Unmarshal([]byte(lines[0]), &sent) != nil || json.Unmarshal([]byte(lines[1]), &second) != nil {
 		t.Fatalf("parent answered %q", subagent.TextOf(res.Output))
 	}

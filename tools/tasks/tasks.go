@@ -24,8 +24,8 @@ const (
 	KillName   = "task_kill"
 )
 
-// MaxWait bounds task_output's wait_seconds (K3).
-const MaxWait = 600
+// maxWait bounds task_output's wait_seconds (K3).
+const maxWait = 600
 
 // maxTaskID bounds a task id argument (ids are UUIDs).
 const maxTaskID = 64
@@ -38,8 +38,8 @@ func Tools(m *tasks.Manager) []agent.Tool {
 	return []agent.Tool{&output{m: m}, &kill{m: m}}
 }
 
-// Answer is what both tools return: the task as it stands.
-type Answer struct {
+// taskAnswer is what both tools return: the task as it stands.
+type taskAnswer struct {
 	TaskID     string              `json:"taskId"`
 	State      tasks.State         `json:"state"`
 	RunID      string              `json:"runId"`
@@ -51,7 +51,7 @@ type Answer struct {
 }
 
 func answer(t tasks.Task) (string, error) {
-	a := Answer{TaskID: t.ID, State: t.State, RunID: t.RunID, SessionID: t.SessionID}
+	a := taskAnswer{TaskID: t.ID, State: t.State, RunID: t.RunID, SessionID: t.SessionID}
 	if r := t.Result; r != nil {
 		a.Output, a.Structured, a.StopReason, a.Detail = subagent.TextOf(r.Output), r.Structured, r.StopReason, r.Detail
 		if t.Err != "" {
@@ -71,7 +71,7 @@ func (o *output) Spec() agent.ToolSpec {
 		Parameters: json.RawMessage(fmt.Sprintf(`{"type":"object","properties":{`+
 			`"task_id":{"type":"string","maxLength":%d,"description":"The task id a background delegation answered with."},`+
 			`"wait_seconds":{"type":"integer","minimum":1,"maximum":%d,"description":"How long to wait for the task to finish; leave it out to read the task at once."}},`+
-			`"required":["task_id"],"additionalProperties":false}`, maxTaskID, MaxWait)),
+			`"required":["task_id"],"additionalProperties":false}`, maxTaskID, maxWait)),
 	}
 }
 
@@ -93,8 +93,8 @@ func (o *output) Call(ctx context.Context, caller *agent.Agent, raw json.RawMess
 		}
 		return answer(t)
 	}
-	if *a.Wait < 1 || *a.Wait > MaxWait {
-		return "", fmt.Errorf("%w: wait_seconds must be from 1 to %d (leave it out to read the task at once)", ErrArgs, MaxWait)
+	if *a.Wait < 1 || *a.Wait > maxWait {
+		return "", fmt.Errorf("%w: wait_seconds must be from 1 to %d (leave it out to read the task at once)", ErrArgs, maxWait)
 	}
 	t, err := o.m.Collect(ctx, caller.SessionID(), a.TaskID, time.Duration(*a.Wait)*time.Second)
 	if err != nil {

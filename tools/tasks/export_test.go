@@ -1,0 +1,4 @@
+package tasks
+
+// Answer lets the tests decode what the tools return.
+type Answer = taskAnswer
