@@ -10,8 +10,8 @@ import (
 	"github.com/subactor/subactor/actors/providers/spawn"
 	"github.com/subactor/subactor/agent"
 	"github.com/subactor/subactor/internal/await"
+	"github.com/subactor/subactor/internal/openaitest"
 	"github.com/subactor/subactor/model/openai"
-	"github.com/subactor/subactor/model/openaitest"
 	"github.com/subactor/subactor/subagent"
 	delegatetool "github.com/subactor/subactor/tools/delegate"
 )

@@ -10,8 +10,8 @@ import (
 	"time"
 
 	"github.com/subactor/subactor/agent"
+	"github.com/subactor/subactor/internal/openaitest"
 	"github.com/subactor/subactor/model/openai"
-	"github.com/subactor/subactor/model/openaitest"
 	"github.com/subactor/subactor/subagent"
 )
 

@@ -20,7 +20,7 @@ import (
 	"github.com/subactor/subactor/actors/providers/acp/acptest"
 	"github.com/subactor/subactor/internal/await"
 	"github.com/subactor/subactor/internal/leaktest"
-	"github.com/subactor/subactor/model/openaitest"
+	"github.com/subactor/subactor/internal/openaitest"
 	"github.com/subactor/subactor/subagent"
 )
 

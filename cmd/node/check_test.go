@@ -18,7 +18,7 @@ import (
 	"time"
 
 	"github.com/subactor/subactor/internal/await"
-	"github.com/subactor/subactor/model/openaitest"
+	"github.com/subactor/subactor/internal/openaitest"
 	"github.com/subactor/subactor/persistence"
 	"github.com/subactor/subactor/persistence/persistencetest"
 )

@@ -12,8 +12,8 @@ import (
 	"testing"
 
 	"github.com/subactor/subactor/internal/await"
+	"github.com/subactor/subactor/internal/openaitest"
 	"github.com/subactor/subactor/model/openai"
-	"github.com/subactor/subactor/model/openaitest"
 	"github.com/subactor/subactor/persistence"
 	"github.com/subactor/subactor/subagent"
 )

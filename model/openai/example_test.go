@@ -5,8 +5,8 @@ import (
 	"fmt"
 
 	"github.com/subactor/subactor/agent"
+	"github.com/subactor/subactor/internal/openaitest"
 	"github.com/subactor/subactor/model/openai"
-	"github.com/subactor/subactor/model/openaitest"
 	"github.com/subactor/subactor/subagent"
 )
 

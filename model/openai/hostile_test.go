@@ -18,8 +18,8 @@ import (
 	"time"
 
 	"github.com/subactor/subactor/internal/await"
+	"github.com/subactor/subactor/internal/openaitest"
 	"github.com/subactor/subactor/model/openai"
-	"github.com/subactor/subactor/model/openaitest"
 	"github.com/subactor/subactor/subagent"
 )
 

@@ -15,8 +15,8 @@ import (
 
 	"github.com/subactor/subactor/agent"
 	"github.com/subactor/subactor/internal/await"
+	"github.com/subactor/subactor/internal/openaitest"
 	"github.com/subactor/subactor/model/openai"
-	"github.com/subactor/subactor/model/openaitest"
 	"github.com/subactor/subactor/subagent"
 )
 

@@ -16,7 +16,7 @@ import (
 
 	"github.com/subactor/subactor/actors/providers/acp"
 	"github.com/subactor/subactor/internal/await"
-	"github.com/subactor/subactor/model/openaitest"
+	"github.com/subactor/subactor/internal/openaitest"
 	"github.com/subactor/subactor/persistence"
 	"github.com/subactor/subactor/subagent"
 )

@@ -2,7 +2,7 @@
 // port, for tests that drive a separate process (a third-party agent) with
 // OPENAI_BASE_URL:
 //
-//	go run ./model/openaitest/cmd/openaitest -addr 127.0.0.1:0 -script FILE [-record FILE]
+//	go run ./internal/openaitest/cmd/openaitest -addr 127.0.0.1:0 -script FILE [-record FILE]
 //
 // It prints the base URL (ending in /v1) as its first line on stdout and
 // serves until interrupted. The script is a JSON openaitest.Script; -record
@@ -19,7 +19,7 @@ import (
 	"os/signal"
 	"syscall"
 
-	"github.com/subactor/subactor/model/openaitest"
+	"github.com/subactor/subactor/internal/openaitest"
 )
 
 func main() {

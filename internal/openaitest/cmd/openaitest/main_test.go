@@ -14,7 +14,7 @@ import (
 	"go.uber.org/goleak"
 
 	"github.com/subactor/subactor/internal/await"
-	"github.com/subactor/subactor/model/openaitest"
+	"github.com/subactor/subactor/internal/openaitest"
 )
 
 func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
