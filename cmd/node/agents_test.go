@@ -17,7 +17,7 @@ import (
 
 	"go.uber.org/goleak"
 
-	"github.com/subactor/subactor/actors/providers/acp/acptest"
+	"github.com/subactor/subactor/internal/acptest"
 	"github.com/subactor/subactor/internal/await"
 	"github.com/subactor/subactor/internal/leaktest"
 	"github.com/subactor/subactor/internal/openaitest"

@@ -32,7 +32,7 @@ import (
 
 	sdk "github.com/coder/acp-go-sdk"
 
-	"github.com/subactor/subactor/actors/providers/acp/acptest"
+	"github.com/subactor/subactor/internal/acptest"
 )
 
 // envFakeAgent makes the test binary the fake agent; its value is its

@@ -12,7 +12,7 @@ import (
 	"time"
 
 	"github.com/subactor/subactor/actors/providers/acp"
-	"github.com/subactor/subactor/actors/providers/acp/acptest"
+	"github.com/subactor/subactor/internal/acptest"
 	"github.com/subactor/subactor/internal/await"
 	"github.com/subactor/subactor/subagent"
 )
