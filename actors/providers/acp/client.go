@@ -57,7 +57,7 @@ func newClient(cfg Config, dir string, runID string, events subagent.EventSink) 
 		root, err := os.OpenRoot(dir)
 		if err != nil {
 			c.cancel()
-			return nil, &DirError{Dir: dir, Reason: "cannot be opened", Err: err}
+			return nil, &dirError{Dir: dir, Reason: "cannot be opened", Err: err}
 		}
 		c.root = root
 	}
@@ -223,7 +223,7 @@ func refused(path string, err error) error {
 // most maxReadFile bytes. Before it is read, reserve claims twice its
 // size, for its text and the answer made of it, in one step: claimed one
 // after the other, several reads could each get the first and none the
-// second (see MaxHeldBytes). Line (1-based) and Limit select lines.
+// second (see maxHeldBytes). Line (1-based) and Limit select lines.
 func (c *client) readFile(req sdk.ReadTextFileRequest, reserve func(int) error) (string, error) {
 	if !c.read {
 		return "", sdk.NewMethodNotFound(sdk.ClientMethodFsReadTextFile)

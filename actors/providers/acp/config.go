@@ -22,10 +22,10 @@ const DefaultName = "acp"
 
 // Defaults of the bounded waits and limits in Config.
 const (
-	DefaultStartTimeout = 60 * time.Second
-	DefaultCancelWait   = 2 * time.Second
-	DefaultStopWait     = 2 * time.Second
-	DefaultMaxOutput    = 4 << 20
+	defaultStartTimeout = 60 * time.Second
+	defaultCancelWait   = 2 * time.Second
+	defaultStopWait     = 2 * time.Second
+	defaultMaxOutput    = 4 << 20
 )
 
 // Config configures a Provider: which agent to run and how.
@@ -39,8 +39,10 @@ type Config struct {
 	Command string
 	Args    []string
 	// Env is added to the child's environment and always passes. The
-	// rest comes from the node's environment without its credentials
-	// (see IsCredential).
+	// rest comes from the node's environment without its credentials:
+	// variables whose name looks like a key, token, secret or password,
+	// or whose value carries one (a URL's user, a connection string's
+	// password, a private key).
 	Env map[string]string
 	// Dir is the child's working directory, and the root of the files it
 	// may read and write through us; it must be absolute. Empty means the
@@ -63,18 +65,18 @@ type Config struct {
 	Store persistence.Store
 	// StartTimeout bounds the whole start, initialize plus session/new
 	// or session/load: past it Start fails with a *StartError naming the
-	// step it waited for (ErrStartTimeout). DefaultStartTimeout when 0;
+	// step it waited for (ErrStartTimeout). 60s when 0;
 	// "start_timeout" in a config file.
 	StartTimeout time.Duration
 	// CancelWait bounds how long a cancelled turn waits for the agent's
-	// answer to session/cancel before it is abandoned; DefaultCancelWait
-	// when 0.
+	// answer to session/cancel before it is abandoned; 2s when
+	// 0.
 	CancelWait time.Duration
 	// StopWait bounds each rung of the shutdown ladder (after closing
-	// stdin, after SIGTERM, after SIGKILL); DefaultStopWait when 0.
+	// stdin, after SIGTERM, after SIGKILL); 2s when 0.
 	StopWait time.Duration
 	// MaxOutput caps the bytes of the agent's answer kept in the result;
-	// past it the answer is cut and says so. DefaultMaxOutput when 0.
+	// past it the answer is cut and says so. 4 MiB when 0.
 	MaxOutput int
 }
 
@@ -87,16 +89,16 @@ func (c Config) withDefaults() Config {
 		c.Permissions = ReadOnly
 	}
 	if c.StartTimeout <= 0 {
-		c.StartTimeout = DefaultStartTimeout
+		c.StartTimeout = defaultStartTimeout
 	}
 	if c.CancelWait <= 0 {
-		c.CancelWait = DefaultCancelWait
+		c.CancelWait = defaultCancelWait
 	}
 	if c.StopWait <= 0 {
-		c.StopWait = DefaultStopWait
+		c.StopWait = defaultStopWait
 	}
 	if c.MaxOutput <= 0 {
-		c.MaxOutput = DefaultMaxOutput
+		c.MaxOutput = defaultMaxOutput
 	}
 	return c
 }
@@ -208,13 +210,11 @@ func ParseConfigFile(data []byte) (map[string]Config, error) {
 	if !ok {
 		return nil, configError(`config file: no "agent_servers"`)
 	}
-	return ParseAgentServers(raw)
+	return parseAgentServers(raw)
 }
 
-// ParseAgentServers reads the value of "agent_servers" alone, for a
-// program whose config file has keys of its own around it. Its rules are
-// ParseConfigFile's.
-func ParseAgentServers(data []byte) (map[string]Config, error) {
+// parseAgentServers reads the value of "agent_servers".
+func parseAgentServers(data []byte) (map[string]Config, error) {
 	servers, err := objectFields(data, `"agent_servers"`)
 	if err != nil {
 		return nil, fmt.Errorf("%w: %w", ErrConfig, err)

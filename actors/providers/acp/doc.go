@@ -5,15 +5,15 @@
 //
 // Each Start launches the configured command as the leader of its own
 // process group, in the configured (or the node's) working directory,
-// with the node's environment minus its credentials (IsCredential) plus
-// the configured ones and a tag of its own (EnvAgentTag). It runs initialize (protocol version 1) and
-// session/new, and returns once the agent's session exists; the prompt
-// turn then runs on a run actor like every child's. The agent's message
-// chunks become the output; its tool calls, plans, thoughts and other
-// updates become progress events for the parent's listeners (E6). Its
-// stop reason maps end_turn→completed, cancelled→aborted,
-// max_tokens→max-tokens, refusal→refusal, anything else→error with the
-// agent's words in the result's Detail.
+// with the node's environment minus its credentials (see Config.Env) plus
+// the configured ones and a tag of its own (SUBACTOR_AGENT_TAG). It runs
+// initialize (protocol version 1) and session/new, and returns once the
+// agent's session exists; the prompt turn then runs on a run actor like
+// every child's. The agent's message chunks become the output; its tool
+// calls, plans, thoughts and other updates become progress events for the
+// parent's listeners (E6). Its stop reason maps end_turn→completed,
+// cancelled→aborted, max_tokens→max-tokens, refusal→refusal, anything
+// else→error with the agent's words in the result's Detail.
 //
 // Cancelling (the start context ending, or Dispose mid-turn) sends
 // session/cancel while the prompt stays open, waits a bounded time for the
@@ -36,13 +36,13 @@
 // once; reads of at most 8 MiB), anything else "method not found". Its
 // output is hostile input (K3), and what it costs is bounded:
 //
-//   - a line past MaxLine closes the connection; unknown update kinds are
+//   - a line past 8 MiB closes the connection; unknown update kinds are
 //     ignored; the kept answer is capped at Config.MaxOutput;
 //   - of a tool call left open the turn keeps its id, title and kind cut
 //     to 512 bytes each, for at most 256 calls (about 400 KB); a progress
 //     event's text is cut to 4 KiB, a plan's included;
-//   - at most MaxRequests requests of the agent are in flight at once,
-//     holding at most MaxHeldBytes (their lines, a file read's text and
+//   - at most 32 requests of the agent are in flight at once, holding
+//     at most 32 MiB (their lines, a file read's text and
 //     answer until the agent has read it); past either the request is
 //     answered at once with an error whose data says "retry", the
 //     parent's listeners get one LimitReached event a run and the log a

@@ -18,7 +18,7 @@ var credentialMarkers = []string{"KEY", "TOKEN", "SECRET", "PASSWORD", "PASSWD",
 // words (AUTH is in GIT_AUTHOR_NAME, PWD in OLDPWD, PASS in PASSENGER).
 var credentialWords = []string{"AUTH", "OAUTH", "AUTHORIZATION", "PWD", "PASS", "PW", "DSN", "PAT"}
 
-// IsCredentialName reports whether the node's environment variable name
+// isCredentialName reports whether the node's environment variable name
 // looks like it holds a credential (an API key, a token, a secret, a
 // password, an auth string, a DSN…), compared without regard to case:
 // it contains KEY, TOKEN, SECRET, PASSWORD, PASSWD, PASSPHRASE,
@@ -26,7 +26,7 @@ var credentialWords = []string{"AUTH", "OAUTH", "AUTHORIZATION", "PWD", "PASS", 
 // AUTHORIZATION, PWD, PASS, PW, DSN or PAT as a word (MYSQL_PWD,
 // NPM_CONFIG__AUTH, GH_AUTH, DOCKER_AUTH_CONFIG, SENTRY_DSN). PWD alone is
 // the working directory and passes.
-func IsCredentialName(name string) bool {
+func isCredentialName(name string) bool {
 	up := strings.ToUpper(name)
 	for _, m := range credentialMarkers {
 		if strings.Contains(up, m) {
@@ -47,15 +47,15 @@ func IsCredentialName(name string) bool {
 	return false
 }
 
-// IsCredential reports whether a variable of the node's environment holds
-// a credential: its name is credential-like (IsCredentialName), or its
+// isCredential reports whether a variable of the node's environment holds
+// a credential: its name is credential-like (isCredentialName), or its
 // value carries one: a URL with a user in it (scheme://user:password@host,
 // or a token in the user's place, as a DATABASE_URL or a proxy URL may
 // have), a connection string's password (Password=… or Pwd=…), or a
 // private key. Such variables are not passed on to an agent unless its
 // Config.Env sets them.
-func IsCredential(name, value string) bool {
-	return IsCredentialName(name) || valueCarriesCredential(value)
+func isCredential(name, value string) bool {
+	return isCredentialName(name) || valueCarriesCredential(value)
 }
 
 func valueCarriesCredential(v string) bool {
@@ -94,13 +94,13 @@ func valueCarriesCredential(v string) bool {
 }
 
 // childEnv is the node's environment without credentials (see
-// IsCredential), with extra added over it (sorted, so the child's
+// isCredential), with extra added over it (sorted, so the child's
 // environment does not depend on map order).
 func childEnv(node []string, extra map[string]string) []string {
 	env := make([]string, 0, len(node)+len(extra))
 	for _, kv := range node {
 		name, value, ok := strings.Cut(kv, "=")
-		if !ok || IsCredential(name, value) {
+		if !ok || isCredential(name, value) {
 			continue
 		}
 		if _, over := extra[name]; over {
@@ -119,13 +119,13 @@ func childEnv(node []string, extra map[string]string) []string {
 	return env
 }
 
-// withTag sets EnvAgentTag in env to tag, after the tags env carries
+// withTag sets envAgentTag in env to tag, after the tags env carries
 // already (a node that runs as an agent passes its own on).
 func withTag(env []string, tag string) []string {
 	out := make([]string, 0, len(env)+1)
 	value := tag
 	for _, kv := range env {
-		if old, ok := strings.CutPrefix(kv, EnvAgentTag+"="); ok {
+		if old, ok := strings.CutPrefix(kv, envAgentTag+"="); ok {
 			if old != "" {
 				value = old + "," + tag
 			}
@@ -133,7 +133,7 @@ func withTag(env []string, tag string) []string {
 		}
 		out = append(out, kv)
 	}
-	return append(out, EnvAgentTag+"="+value)
+	return append(out, envAgentTag+"="+value)
 }
 
 // workingDir checks dir (the node's working directory when empty) before
@@ -142,22 +142,22 @@ func workingDir(dir string) (string, error) {
 	if dir == "" {
 		wd, err := os.Getwd()
 		if err != nil {
-			return "", &DirError{Dir: dir, Reason: "(the node's working directory) cannot be determined", Err: err}
+			return "", &dirError{Dir: dir, Reason: "(the node's working directory) cannot be determined", Err: err}
 		}
 		dir = wd
 	}
 	if !filepath.IsAbs(dir) {
-		return "", &DirError{Dir: dir, Reason: "is not absolute"}
+		return "", &dirError{Dir: dir, Reason: "is not absolute"}
 	}
 	info, err := os.Stat(dir)
 	switch {
 	case err != nil:
-		return "", &DirError{Dir: dir, Reason: "does not exist", Err: err}
+		return "", &dirError{Dir: dir, Reason: "does not exist", Err: err}
 	case !info.IsDir():
-		return "", &DirError{Dir: dir, Reason: "is not a directory"}
+		return "", &dirError{Dir: dir, Reason: "is not a directory"}
 	}
 	if err := canEnter(dir); err != nil {
-		return "", &DirError{Dir: dir, Reason: "cannot be entered", Err: err}
+		return "", &dirError{Dir: dir, Reason: "cannot be entered", Err: err}
 	}
 	return filepath.Clean(dir), nil
 }

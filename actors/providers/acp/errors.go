@@ -13,7 +13,7 @@ import (
 var (
 	// ErrConfig is a configuration New or ParseConfigFile refuses.
 	ErrConfig = errors.New("acp: invalid config")
-	// ErrDir is a working directory a child cannot run in (*DirError).
+	// ErrDir is a working directory a child cannot run in.
 	ErrDir = errors.New("acp: unusable working directory")
 	// ErrStart is an agent that did not get as far as a session
 	// (*StartError).
@@ -34,16 +34,16 @@ var (
 	ErrAgentExited = errors.New("acp: agent process ended")
 )
 
-// DirError reports a working directory that is not absolute, does not
+// dirError reports a working directory that is not absolute, does not
 // exist, is no directory or cannot be entered. Start and Resume return it
 // before any process starts.
-type DirError struct {
+type dirError struct {
 	Dir    string
 	Reason string
 	Err    error // the underlying error, when there is one
 }
 
-func (e *DirError) Error() string {
+func (e *dirError) Error() string {
 	if e.Err != nil {
 		return fmt.Sprintf("acp: working directory %q %s: %v", e.Dir, e.Reason, e.Err)
 	}
@@ -51,7 +51,7 @@ func (e *DirError) Error() string {
 }
 
 // Unwrap returns ErrDir and the cause, if any.
-func (e *DirError) Unwrap() []error {
+func (e *dirError) Unwrap() []error {
 	if e.Err == nil {
 		return []error{ErrDir}
 	}
@@ -88,15 +88,15 @@ func (e *StartError) Error() string {
 // Unwrap returns ErrStart and the cause.
 func (e *StartError) Unwrap() []error { return []error{ErrStart, e.Err} }
 
-// NotResumableError says why a child cannot be resumed; it wraps
+// notResumableError says why a child cannot be resumed; it wraps
 // subagent.ErrNotResumable. Resume returns it before any process starts
 // when the child's descriptor says its agent cannot load sessions.
-type NotResumableError struct {
+type notResumableError struct {
 	Reason string
 	Err    error // the underlying error, when there is one
 }
 
-func (e *NotResumableError) Error() string {
+func (e *notResumableError) Error() string {
 	if e.Err != nil {
 		return fmt.Sprintf("acp: child is not resumable: %s: %v", e.Reason, e.Err)
 	}
@@ -104,7 +104,7 @@ func (e *NotResumableError) Error() string {
 }
 
 // Unwrap returns subagent.ErrNotResumable and the cause, if any.
-func (e *NotResumableError) Unwrap() []error {
+func (e *notResumableError) Unwrap() []error {
 	if e.Err == nil {
 		return []error{subagent.ErrNotResumable}
 	}

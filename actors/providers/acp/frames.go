@@ -14,14 +14,14 @@ import (
 	sdk "github.com/coder/acp-go-sdk"
 )
 
-// MaxLine is the longest line (one JSON-RPC message) we accept from an
+// maxLine is the longest line (one JSON-RPC message) we accept from an
 // agent. It is below the SDK's own 10 MiB cap so that an over-long line
 // fails here, with an error that says so, rather than as an anonymous
 // disconnect; it also bounds what one message can make us hold.
-const MaxLine = 8 << 20
+const maxLine = 8 << 20
 
 // ErrLineTooLong is in the result of a turn whose agent wrote a line
-// longer than MaxLine: the connection was closed at that point.
+// longer than 8 MiB: the connection was closed at that point.
 var ErrLineTooLong = errors.New("acp: agent wrote a line longer than the limit")
 
 // loggedDrops is how many dropped lines a run logs one by one; the rest
@@ -44,7 +44,7 @@ type inbound interface {
 // boundary where it is checked (K3). It reads it line by line (one
 // JSON-RPC message a line) on the connection's reader goroutine and
 //
-//   - fails the stream at a line longer than MaxLine;
+//   - fails the stream at a line longer than maxLine;
 //   - drops what is not a JSON-RPC object, and notifications we do not
 //     handle, which the SDK would only log;
 //   - hands session/update notifications, requests and $/cancel_request
@@ -58,7 +58,7 @@ type inbound interface {
 // waits on its pipe until we have read on. A response still follows every
 // update the agent sent before it, which is the order the SDK promises.
 // Requests go to our server rather than the SDK's for the same reason
-// (see MaxRequests).
+// (see maxRequests).
 type frames struct {
 	gate    chan struct{} // closed by open
 	opened  sync.Once
@@ -105,13 +105,13 @@ func (f *frames) Read(p []byte) (int, error) {
 }
 
 // line reads one line, newline included (the last one of the stream may
-// lack it), refusing to hold more than MaxLine bytes of it.
+// lack it), refusing to hold more than maxLine bytes of it.
 func (f *frames) line() ([]byte, error) {
 	var line []byte
 	for {
 		chunk, err := f.src.ReadSlice('\n')
-		if len(line)+len(chunk) > MaxLine+1 { // +1: the newline
-			return nil, fmt.Errorf("%w (%d bytes)", ErrLineTooLong, MaxLine)
+		if len(line)+len(chunk) > maxLine+1 { // +1: the newline
+			return nil, fmt.Errorf("%w (%d bytes)", ErrLineTooLong, maxLine)
 		}
 		if err == bufio.ErrBufferFull {
 			line = append(line, chunk...)

@@ -19,7 +19,7 @@ import (
 // what OpenJournal ends.
 //
 // OpenJournal finds an earlier node's processes by the agent's tag
-// (EnvAgentTag) in their environment (/proc/PID/environ): a process is
+// (SUBACTOR_AGENT_TAG) in their environment (/proc/PID/environ): a process is
 // ended only if it carries the tag of a record whose node is gone and
 // started after that agent did, in the same boot of the machine; the
 // agent's process group is ended when its leader is alive with the start

@@ -33,13 +33,13 @@ const exitGrace = 250 * time.Millisecond
 // so nothing tells us.
 const groupPoll = 5 * time.Millisecond
 
-// EnvAgentTag names the variable every agent process gets: a tag unique
+// envAgentTag names the variable every agent process gets: a tag unique
 // to its launch, appended (after a comma) to the tags its node already
 // carries when the node itself runs as an agent. Processes the agent
 // starts inherit it unless they clear their environment, so that on Linux
 // the ladder and a later node (see Journal) find them even outside the
 // agent's process group.
-const EnvAgentTag = "SUBACTOR_AGENT_TAG"
+const envAgentTag = "SUBACTOR_AGENT_TAG"
 
 // stopSignal is a rung of the ladder: a polite request to end, or the
 // kill that cannot be refused.
@@ -70,7 +70,7 @@ type stray struct {
 type proc struct {
 	cmd      *exec.Cmd
 	pid      int
-	tag      string  // its EnvAgentTag, unique to this launch
+	tag      string  // its envAgentTag, unique to this launch
 	ref      procRef // pid and start time (Linux; the pid alone elsewhere)
 	journal  *Journal
 	stdin    *os.File // our end: the agent's input

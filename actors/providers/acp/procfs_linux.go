@@ -72,7 +72,7 @@ func tags(p procfs.Proc) []string {
 		return nil
 	}
 	for _, kv := range env {
-		if v, ok := strings.CutPrefix(kv, EnvAgentTag+"="); ok {
+		if v, ok := strings.CutPrefix(kv, envAgentTag+"="); ok {
 			return strings.Split(v, ",")
 		}
 	}

@@ -66,7 +66,7 @@ func (p *Provider) InheritsParentContext() bool { return false }
 // exists, and the turn runs on. On any failure, including ctx ending,
 // nothing it made remains: the process is ended on the shutdown ladder
 // and reaped, and the session row removed (R6). A working directory that
-// cannot be used is a *DirError before any process starts.
+// cannot be used fails with ErrDir before any process starts.
 func (p *Provider) Start(ctx context.Context, req subagent.StartRequest) (subagent.Run, error) {
 	if err := p.check(req); err != nil {
 		return nil, err
@@ -88,8 +88,7 @@ func (p *Provider) Start(ctx context.Context, req subagent.StartRequest) (subage
 // history stays out of the new output and events. The descriptor comes
 // from the continuation or, when it carries none, from Config.Store. A
 // child whose agent did not advertise loadSession when it started fails
-// with a *NotResumableError (subagent.ErrNotResumable) before any process
-// starts.
+// with subagent.ErrNotResumable before any process starts.
 func (p *Provider) Resume(ctx context.Context, req subagent.StartRequest) (subagent.Run, error) {
 	cont := req.Continuation
 	if cont == nil || cont.SessionID == "" {
@@ -110,7 +109,7 @@ func (p *Provider) Resume(ctx context.Context, req subagent.StartRequest) (subag
 		return nil, err
 	}
 	if !pd.LoadSession {
-		return nil, &NotResumableError{Reason: "its agent did not advertise loadSession when the child started"}
+		return nil, &notResumableError{Reason: "its agent did not advertise loadSession when the child started"}
 	}
 	dir, err := workingDir(pd.Cwd)
 	if err != nil {
@@ -226,48 +225,48 @@ func (p *Provider) launch(ctx context.Context, c *child) (subagent.Run, error) {
 		return nil, errors.Join(errs...)
 	}
 	h.Publish()
-	return &Run{h: h, c: c}, nil
+	return &childRun{h: h, c: c}, nil
 }
 
-// Run is an ACP child's activation. It is deliberately not a
+// childRun is an ACP child's activation. It is deliberately not a
 // subagent.Steerer: ACP has no way to add a message to a turn in flight,
 // so the Service offers no Steer for it and send_message to a live ACP
 // child is refused rather than queued (R4).
-type Run struct {
+type childRun struct {
 	h *run.Handle
 	c *child
 }
 
-var _ subagent.Run = (*Run)(nil)
+var _ subagent.Run = (*childRun)(nil)
 
 // ID implements subagent.Run.
-func (r *Run) ID() string { return r.h.ID() }
+func (r *childRun) ID() string { return r.h.ID() }
 
 // SessionID implements subagent.Run: the store session holding the
 // child's descriptor, "" when the provider has no Store.
-func (r *Run) SessionID() string { return r.h.SessionID() }
+func (r *childRun) SessionID() string { return r.h.SessionID() }
 
 // LocalAgent implements subagent.Run: an ACP child is no in-process agent.
-func (r *Run) LocalAgent() subagent.Agent { return nil }
+func (r *childRun) LocalAgent() subagent.Agent { return nil }
 
 // Wait implements subagent.Run.
-func (r *Run) Wait(ctx context.Context) (subagent.Result, error) { return r.h.Wait(ctx) }
+func (r *childRun) Wait(ctx context.Context) (subagent.Result, error) { return r.h.Wait(ctx) }
 
 // OnSettled implements subagent.Run.
-func (r *Run) OnSettled(f func(subagent.Result, error)) { r.h.OnSettled(f) }
+func (r *childRun) OnSettled(f func(subagent.Result, error)) { r.h.OnSettled(f) }
 
 // Dispose implements subagent.Run: a turn in flight is cancelled (see
 // Config.CancelWait), then the agent is ended on the shutdown ladder and
 // reaped with whatever it started in its process group. Idempotent and
 // safe to call concurrently.
-func (r *Run) Dispose(ctx context.Context) error { return r.h.Dispose(ctx) }
+func (r *childRun) Dispose(ctx context.Context) error { return r.h.Dispose(ctx) }
 
 // ProcessID is the agent's process id, which is also its process group
 // id: the group is gone once Dispose has returned.
-func (r *Run) ProcessID() int { return int(r.c.pid.Load()) }
+func (r *childRun) ProcessID() int { return int(r.c.pid.Load()) }
 
 // AgentSessionID is the agent's own id for the session (ACP's sessionId).
-func (r *Run) AgentSessionID() string { return string(r.c.session) }
+func (r *childRun) AgentSessionID() string { return string(r.c.session) }
 
 // child is one activation's state. The body goroutine sets it up and
 // runs the turn; release runs on the same goroutine after the body, so
@@ -290,7 +289,7 @@ type child struct {
 	pid     atomic.Int64
 	created atomic.Bool // the store session exists
 
-	// Set during setup; read after ready by Run's accessors.
+	// Set during setup; read after ready by childRun's accessors.
 	proc    *proc
 	conn    *sdk.ClientSideConnection
 	frames  *frames // the agent's output on its way to conn
@@ -386,7 +385,7 @@ func (c *child) setup(ctx context.Context) error {
 	loadable := init.AgentCapabilities.LoadSession
 	if c.resume != nil {
 		if !loadable {
-			return &NotResumableError{Reason: "the agent no longer advertises loadSession"}
+			return &notResumableError{Reason: "the agent no longer advertises loadSession"}
 		}
 		c.session = sdk.SessionId(c.resume.SessionID)
 		cl.listen(c.session, true)

@@ -37,12 +37,12 @@ func (d ProviderData) encode() (json.RawMessage, error) {
 
 // ParseProviderData validates a descriptor's provider data strictly (every
 // key known and present once, exact case, no null). Data of another
-// version is a *NotResumableError (subagent.ErrNotResumable); malformed
+// version fails with subagent.ErrNotResumable; malformed
 // data is a *subagent.InvalidRequestError wrapping
 // persistence.ErrMalformedDescriptor.
 func ParseProviderData(raw json.RawMessage) (ProviderData, error) {
 	if len(raw) == 0 {
-		return ProviderData{}, &NotResumableError{Reason: "its descriptor has no ACP provider data"}
+		return ProviderData{}, &notResumableError{Reason: "its descriptor has no ACP provider data"}
 	}
 	bad := func(reason string, err error) error {
 		return &subagent.InvalidRequestError{Field: "continuation", Reason: "ACP provider data: " + reason,
@@ -59,7 +59,7 @@ func ParseProviderData(raw json.RawMessage) (ProviderData, error) {
 		return ProviderData{}, bad(`"version" is not an integer`, err)
 	}
 	if d.Version != providerDataVersion {
-		return ProviderData{}, &NotResumableError{Reason: fmt.Sprintf("ACP provider data version %d is not supported (want %d)", d.Version, providerDataVersion)}
+		return ProviderData{}, &notResumableError{Reason: fmt.Sprintf("ACP provider data version %d is not supported (want %d)", d.Version, providerDataVersion)}
 	}
 	if k, ok := unknownKey(fields, "version", "sessionId", "loadSession", "cwd"); ok {
 		return ProviderData{}, bad(fmt.Sprintf("unknown key %q", k), nil)

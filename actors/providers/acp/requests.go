@@ -21,17 +21,17 @@ import (
 // holds each answer until the agent reads it, so an agent that floods
 // requests and stops reading its input grew the node without end.
 const (
-	// MaxRequests is how many requests of one agent may be in flight:
+	// maxRequests is how many requests of one agent may be in flight:
 	// received, and their answer not yet written to the agent's input.
 	// A request past it is answered at once with an error.
-	MaxRequests = 32
-	// MaxHeldBytes bounds the bytes held for one agent's requests in
+	maxRequests = 32
+	// maxHeldBytes bounds the bytes held for one agent's requests in
 	// flight: each request as received (twice its line: the line and what
 	// is decoded from it), and each answer until the agent has read it (a
 	// file read's: twice the file's size, its text and the answer made of
 	// it). A request or a file read that would pass it is answered with an
 	// error instead.
-	MaxHeldBytes = 32 << 20
+	maxHeldBytes = 32 << 20
 )
 
 // maxAnswer caps one answer's line: an 8 MiB file whose text JSON escapes
@@ -73,7 +73,7 @@ func (o *outbox) write(parts ...[]byte) (int, error) {
 // server answers the agent's requests, frames hands them over on its
 // reader goroutine, in the order the agent sent them. Each admitted
 // request is served on a goroutine of its own (a permission policy may
-// wait for a person), within MaxRequests and MaxHeldBytes; one past a
+// wait for a person), within maxRequests and maxHeldBytes; one past a
 // bound is answered with an error on the reader goroutine itself, so that
 // while the agent does not read its input we do not read its output
 // either, and it waits on its pipe.
@@ -88,7 +88,7 @@ type server struct {
 	mu       sync.Mutex
 	closed   bool
 	inflight map[string]context.CancelFunc // by the request's id, as the agent wrote it
-	held     int                           // bytes, see MaxHeldBytes
+	held     int                           // bytes, see maxHeldBytes
 	refused  int                           // requests refused at a bound
 	wg       sync.WaitGroup
 }
@@ -113,10 +113,10 @@ func (s *server) request(id json.RawMessage, method string, params json.RawMessa
 		refusal = "the run is ending"
 	case dup:
 		refusal = "a request with this id is in flight already"
-	case len(s.inflight) >= MaxRequests:
-		refusal = fmt.Sprintf("%d requests of the agent were in flight already (the limit)", MaxRequests)
-	case s.held+cost > MaxHeldBytes:
-		refusal = fmt.Sprintf("the requests in flight held %d bytes already (the limit is %d)", s.held, MaxHeldBytes)
+	case len(s.inflight) >= maxRequests:
+		refusal = fmt.Sprintf("%d requests of the agent were in flight already (the limit)", maxRequests)
+	case s.held+cost > maxHeldBytes:
+		refusal = fmt.Sprintf("the requests in flight held %d bytes already (the limit is %d)", s.held, maxHeldBytes)
 	}
 	if refusal == "" {
 		ctx, cancel := context.WithCancel(s.ctx)
@@ -159,9 +159,9 @@ func (s *server) serve(ctx context.Context, key string, id json.RawMessage, meth
 	reserve := func(n int) error {
 		s.mu.Lock()
 		defer s.mu.Unlock()
-		if s.held+n > MaxHeldBytes {
+		if s.held+n > maxHeldBytes {
 			s.refused++
-			return fmt.Errorf("%w (%d bytes more would pass the limit of %d)", errBound, n, MaxHeldBytes)
+			return fmt.Errorf("%w (%d bytes more would pass the limit of %d)", errBound, n, maxHeldBytes)
 		}
 		s.held += n
 		held += n
@@ -188,7 +188,7 @@ func (s *server) serve(ctx context.Context, key string, id json.RawMessage, meth
 }
 
 // dispatch decodes a request's params as the SDK would and calls its
-// handler; reserve claims bytes of MaxHeldBytes for a file's text. The
+// handler; reserve claims bytes of maxHeldBytes for a file's text. The
 // answer comes as JSON, or as an error.
 func (s *server) dispatch(ctx context.Context, method string, params json.RawMessage, reserve func(int) error) (any, *sdk.RequestError) {
 	switch method {
@@ -302,7 +302,7 @@ func (s *server) close() {
 	s.stop()
 	s.wg.Wait()
 	if refused > 0 {
-		s.log.Warn("acp: refused requests of the agent at a bound", "count", refused, "maxRequests", MaxRequests, "maxHeldBytes", MaxHeldBytes)
+		s.log.Warn("acp: refused requests of the agent at a bound", "count", refused, "maxRequests", maxRequests, "maxHeldBytes", maxHeldBytes)
 	}
 }
 

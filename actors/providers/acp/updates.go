@@ -26,8 +26,9 @@ const (
 	// (available_commands_update, current_mode_update, usage_update…).
 	OtherUpdate subagent.ProgressKind = "acp-update"
 	// LimitReached says, once a run and with IsError set, that a bound
-	// of the provider refused something the agent asked (a request past
-	// MaxRequests or MaxHeldBytes): the agent got an error answer. Text
+	// of the provider refused something the agent asked (too many
+	// requests in flight, or too many bytes held for them): the agent
+	// got an error answer. Text
 	// says which.
 	LimitReached subagent.ProgressKind = "acp-limit"
 )

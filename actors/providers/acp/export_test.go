@@ -1,0 +1,20 @@
+package acp
+
+// Names the tests reach that are not API.
+const (
+	MaxRequests  = maxRequests
+	MaxHeldBytes = maxHeldBytes
+	MaxLine      = maxLine
+	EnvAgentTag  = envAgentTag
+)
+
+type (
+	Run               = childRun
+	DirError          = dirError
+	NotResumableError = notResumableError
+)
+
+var (
+	IsCredential     = isCredential
+	IsCredentialName = isCredentialName
+)
