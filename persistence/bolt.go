@@ -23,7 +23,7 @@ import (
 	"github.com/subactor/subactor/subagent"
 )
 
-// Bolt is a Store and a TaskStore kept in one bbolt file: the embedded,
+// boltStore is a Store and a TaskStore kept in one bbolt file: the embedded,
 // on-disk default. It is safe for concurrent use. Every call that changes
 // the file is fsynced before it returns. Concurrent writes share one
 // transaction and one fsync (a group commit: see update); one with none
@@ -126,7 +126,7 @@ import (
 // turn into a panic (an absurd allocation, say) still ends the process;
 // and a branch page damaged after OpenBolt to name one of its own
 // ancestors makes a read that reaches it loop until memory runs out.
-type Bolt struct {
+type boltStore struct {
 	// mu is read-held by every call for its whole duration and write-held
 	// by Close, so Close waits for calls in flight and no call reaches a
 	// closed bbolt handle.
@@ -156,14 +156,11 @@ type Bolt struct {
 	putHook func(seq uint64) error
 }
 
-var (
-	_ Store     = (*Bolt)(nil)
-	_ TaskStore = (*Bolt)(nil)
-)
+var _ Backend = (*boltStore)(nil)
 
 const (
 	// boltOpenTimeout bounds the wait for bbolt's exclusive file lock, so
-	// that opening a file another process (or another Bolt in this one)
+	// that opening a file another process (or another store in this one)
 	// holds fails instead of hanging; it leaves time for a previous
 	// process that is exiting to let go.
 	boltOpenTimeout = time.Second
@@ -197,10 +194,19 @@ var (
 // naming path if path is a directory, if the file is not a bbolt database
 // (the file is left as it was), if bbolt's pages are damaged (a
 // *CorruptError naming the file, wrapping ErrCorrupt: see RepairBolt), or
-// if another Bolt, in this process or another, holds the file (after
+// if another store, in this process or another, holds the file (after
 // waiting about a second for it to let go).
-func OpenBolt(path string) (*Bolt, error) {
-	return openBolt(path, false, nil)
+//
+// The store is safe for concurrent use. Every call that changes the file
+// is fsynced before it returns; concurrent writes share one transaction
+// and one fsync (a group commit). If bbolt fails to write or fsync, the
+// call fails with ErrFailed and so does every later call but Close: close
+// and open the file again, and the store holds what was acknowledged.
+// Every stored value is read back as hostile input: a session whose
+// values do not decode fails its Load with a *CorruptError, and every
+// other session stays readable and writable.
+func OpenBolt(path string) (Backend, error) {
+	return asBackend(openBolt(path, false, nil))
 }
 
 // OpenBoltReadOnly opens the bbolt file at path for reading only: the file
@@ -211,14 +217,22 @@ func OpenBolt(path string) (*Bolt, error) {
 // a writer (OpenBolt) holds the file, and with an error if the file is
 // missing or written in a layout older than this package's (opening it
 // with OpenBolt once brings it up to date).
-func OpenBoltReadOnly(path string) (*Bolt, error) {
-	return openBolt(path, true, nil)
+func OpenBoltReadOnly(path string) (Backend, error) {
+	return asBackend(openBolt(path, true, nil))
+}
+
+// asBackend keeps the store of a failed open a nil Backend.
+func asBackend(b *boltStore, err error) (Backend, error) {
+	if err != nil {
+		return nil, err
+	}
+	return b, nil
 }
 
 // openBolt is OpenBolt or OpenBoltReadOnly, with the function bbolt opens
 // the file with (nil for os.OpenFile), which is how tests reach the file.
-func openBolt(path string, readOnly bool, openFile func(string, int, os.FileMode) (*os.File, error)) (*Bolt, error) {
-	b := &Bolt{path: path, readOnly: readOnly}
+func openBolt(path string, readOnly bool, openFile func(string, int, os.FileMode) (*os.File, error)) (*boltStore, error) {
+	b := &boltStore{path: path, readOnly: readOnly}
 	db, err := b.openDB(readOnly, openFile)
 	if err == nil {
 		err = b.sameFile()
@@ -263,7 +277,7 @@ func openBolt(path string, readOnly bool, openFile func(string, int, os.FileMode
 var errReplaced = errors.New("the file was replaced while this waited for its lock (by RepairBolt?); open it again")
 
 // sameFile checks that b's path still names the file bbolt locked.
-func (b *Bolt) sameFile() error {
+func (b *boltStore) sameFile() error {
 	named, err := os.Stat(b.path)
 	if err != nil {
 		return err
@@ -293,7 +307,7 @@ func summary(problems []error) error {
 // openDB opens b's file with bbolt. Opened for writing, bbolt reads its
 // freelist now; read-only, only tx.Check would, which runs after
 // checkPages has checked the freelist's page.
-func (b *Bolt) openDB(readOnly bool, openFile func(string, int, os.FileMode) (*os.File, error)) (*bolt.DB, error) {
+func (b *boltStore) openDB(readOnly bool, openFile func(string, int, os.FileMode) (*os.File, error)) (*bolt.DB, error) {
 	if openFile == nil {
 		openFile = os.OpenFile
 	}
@@ -344,7 +358,7 @@ func checkStructure(db *bolt.DB, f io.ReaderAt, deep bool) []error {
 }
 
 // prepare creates the top-level buckets and brings a file from before the
-// "children" index up to date (see Bolt's Layout). The index bucket's
+// "children" index up to date (see boltStore's Layout). The index bucket's
 // presence is the mark of a current file, and it is created in the same
 // transaction as the metas, so a migration happens whole or not at all.
 func prepare(tx *bolt.Tx) error {
@@ -412,7 +426,7 @@ func current(tx *bolt.Tx) error {
 
 // Close waits for calls in flight and closes the file. It is idempotent;
 // every other call after it fails with ErrClosed.
-func (b *Bolt) Close() error {
+func (b *boltStore) Close() error {
 	b.mu.Lock()
 	defer b.mu.Unlock()
 	if b.closed {
@@ -430,7 +444,7 @@ func (b *Bolt) Close() error {
 
 // enter starts a call: it fails if ctx has ended, the store is closed or
 // has failed, and otherwise read-holds b.mu, which the caller releases.
-func (b *Bolt) enter(ctx context.Context) error {
+func (b *boltStore) enter(ctx context.Context) error {
 	if err := ctx.Err(); err != nil {
 		return err
 	}
@@ -448,7 +462,7 @@ func (b *Bolt) enter(ctx context.Context) error {
 
 // enterWrite is enter for a call that writes: a read-only store refuses
 // it.
-func (b *Bolt) enterWrite(ctx context.Context) error {
+func (b *boltStore) enterWrite(ctx context.Context) error {
 	if err := b.enter(ctx); err != nil {
 		return err
 	}
@@ -460,7 +474,7 @@ func (b *Bolt) enterWrite(ctx context.Context) error {
 }
 
 // failure returns the error that failed the store, or nil.
-func (b *Bolt) failure() error {
+func (b *boltStore) failure() error {
 	if p := b.failed.Load(); p != nil {
 		return *p
 	}
@@ -469,19 +483,19 @@ func (b *Bolt) failure() error {
 
 // fail makes err the store's failure unless it has one already, and
 // returns the store's failure.
-func (b *Bolt) fail(err error) error {
+func (b *boltStore) fail(err error) error {
 	b.failed.CompareAndSwap(nil, &err)
 	return b.failure()
 }
 
 // damaged is the error for damage in b's file itself.
-func (b *Bolt) damaged(err error) *CorruptError {
+func (b *boltStore) damaged(err error) *CorruptError {
 	return &CorruptError{File: b.path, Part: "layout", Err: err}
 }
 
 // guard runs fn, turning a panic or fault of bbolt's on a damaged page
 // into an error naming the file (see guarded).
-func (b *Bolt) guard(fn func() error) error {
+func (b *boltStore) guard(fn func() error) error {
 	return guarded(fn, func(p any) error { return b.damaged(fmt.Errorf("bbolt: %v", p)) })
 }
 
@@ -511,7 +525,7 @@ var errLead = errors.New("persistence: lead the next commit")
 // If the fns succeeded and the commit did not, bbolt failed to write or
 // sync the file: the store fails (ErrFailed). If bbolt panicked, the
 // store fails with a *CorruptError naming the file.
-func (b *Bolt) update(ctx context.Context, fn func(*bolt.Tx) error) error {
+func (b *boltStore) update(ctx context.Context, fn func(*bolt.Tx) error) error {
 	w := &write{done: make(chan error, 1), fn: func(tx *bolt.Tx) error {
 		// The context may have ended, or another write failed the
 		// store, while this waited for its transaction. (A write
@@ -541,7 +555,7 @@ func (b *Bolt) update(ctx context.Context, fn func(*bolt.Tx) error) error {
 
 // lead commits the queued writes, this caller's among them, then hands
 // the group commit to the first write queued meanwhile, if any.
-func (b *Bolt) lead() {
+func (b *boltStore) lead() {
 	b.wmu.Lock()
 	group := b.queue
 	b.queue = nil
@@ -586,7 +600,7 @@ func (b *Bolt) lead() {
 }
 
 // commit runs fn in one read-write transaction and commits it.
-func (b *Bolt) commit(fn func(*bolt.Tx) error) error {
+func (b *boltStore) commit(fn func(*bolt.Tx) error) error {
 	if err := b.failure(); err != nil {
 		return err
 	}
@@ -624,7 +638,7 @@ func (b *Bolt) commit(fn func(*bolt.Tx) error) error {
 // view runs fn in a read-only transaction, turning a panic on a damaged
 // page into a *CorruptError for sessionID, or for the file when
 // sessionID is empty (see guarded).
-func (b *Bolt) view(sessionID string, fn func(*bolt.Tx) error) error {
+func (b *boltStore) view(sessionID string, fn func(*bolt.Tx) error) error {
 	return guarded(func() error {
 		return b.db.View(fn)
 	}, func(p any) error {
@@ -639,19 +653,19 @@ func (b *Bolt) view(sessionID string, fn func(*bolt.Tx) error) error {
 // Create implements Store. Session ids longer than bbolt's maximum key
 // size (32 KiB), or parent ids that leave no room for the index key, are
 // ErrInvalid.
-func (b *Bolt) Create(ctx context.Context, h subagent.SessionHeader) error {
+func (b *boltStore) Create(ctx context.Context, h subagent.SessionHeader) error {
 	_, err := b.CreateWith(ctx, h)
 	return err
 }
 
 // CreateWith implements Store: the header, the meta, the index entry and
 // the records go in one transaction.
-func (b *Bolt) CreateWith(ctx context.Context, h subagent.SessionHeader, recs ...Record) (uint64, error) {
+func (b *boltStore) CreateWith(ctx context.Context, h subagent.SessionHeader, recs ...Record) (uint64, error) {
 	if err := b.enterWrite(ctx); err != nil {
 		return 0, err
 	}
 	defer b.mu.RUnlock()
-	if err := ValidateHeader(h); err != nil {
+	if err := validateHeader(h); err != nil {
 		return 0, err
 	}
 	switch {
@@ -710,7 +724,7 @@ func (b *Bolt) CreateWith(ctx context.Context, h subagent.SessionHeader, recs ..
 }
 
 // Append implements Store. Concurrent Appends commit together.
-func (b *Bolt) Append(ctx context.Context, sessionID string, recs ...Record) error {
+func (b *boltStore) Append(ctx context.Context, sessionID string, recs ...Record) error {
 	if err := b.enterWrite(ctx); err != nil {
 		return err
 	}
@@ -741,7 +755,7 @@ func (b *Bolt) Append(ctx context.Context, sessionID string, recs ...Record) err
 // AppendAt implements Store. Concurrent AppendAts commit together; one
 // that conflicts writes nothing but does not fail its transaction, so
 // losers do not make the winners' transaction roll back and retry.
-func (b *Bolt) AppendAt(ctx context.Context, sessionID string, expect uint64, recs ...Record) (uint64, error) {
+func (b *boltStore) AppendAt(ctx context.Context, sessionID string, expect uint64, recs ...Record) (uint64, error) {
 	if err := b.enterWrite(ctx); err != nil {
 		return 0, err
 	}
@@ -791,7 +805,7 @@ func (b *Bolt) AppendAt(ctx context.Context, sessionID string, expect uint64, re
 
 // putRecords appends encoded records to sb under the next sequence
 // numbers and returns the last one.
-func (b *Bolt) putRecords(sessionID string, sb *bolt.Bucket, vals [][]byte) (uint64, error) {
+func (b *boltStore) putRecords(sessionID string, sb *bolt.Bucket, vals [][]byte) (uint64, error) {
 	for _, v := range vals {
 		seq, err := sb.NextSequence()
 		if err != nil {
@@ -818,13 +832,13 @@ func (b *Bolt) putRecords(sessionID string, sb *bolt.Bucket, vals [][]byte) (uin
 
 // Load implements Store; see the type's documentation for what it does
 // with values that do not decode.
-func (b *Bolt) Load(ctx context.Context, sessionID string) (subagent.SessionHeader, []Record, error) {
+func (b *boltStore) Load(ctx context.Context, sessionID string) (subagent.SessionHeader, []Record, error) {
 	return records(b.LoadFrom(ctx, sessionID, 0))
 }
 
 // LoadFrom implements Store. From 0 it checks the whole log as Load does;
 // from further on, the records it returns and the log's end.
-func (b *Bolt) LoadFrom(ctx context.Context, sessionID string, after uint64) (subagent.SessionHeader, []Entry, error) {
+func (b *boltStore) LoadFrom(ctx context.Context, sessionID string, after uint64) (subagent.SessionHeader, []Entry, error) {
 	if err := b.enter(ctx); err != nil {
 		return subagent.SessionHeader{}, nil, err
 	}
@@ -852,7 +866,7 @@ func (b *Bolt) LoadFrom(ctx context.Context, sessionID string, after uint64) (su
 }
 
 // Header implements Store: it decodes the header alone.
-func (b *Bolt) Header(ctx context.Context, sessionID string) (subagent.SessionHeader, error) {
+func (b *boltStore) Header(ctx context.Context, sessionID string) (subagent.SessionHeader, error) {
 	if err := b.enter(ctx); err != nil {
 		return subagent.SessionHeader{}, err
 	}
@@ -874,7 +888,7 @@ func (b *Bolt) Header(ctx context.Context, sessionID string) (subagent.SessionHe
 
 // Sessions implements Store: it decodes each session's header and meta
 // and sorts by creation number; records are not read.
-func (b *Bolt) Sessions(ctx context.Context) ([]SessionInfo, error) {
+func (b *boltStore) Sessions(ctx context.Context) ([]SessionInfo, error) {
 	if err := b.enter(ctx); err != nil {
 		return nil, err
 	}
@@ -922,7 +936,7 @@ func (b *Bolt) Sessions(ctx context.Context) ([]SessionInfo, error) {
 // "children" index. Each entry is checked against the child's header and
 // meta: an entry that does not match them fails the call with a
 // *CorruptError naming the child (Part "layout"), which Delete clears.
-func (b *Bolt) Children(ctx context.Context, parentSessionID string) ([]SessionInfo, error) {
+func (b *boltStore) Children(ctx context.Context, parentSessionID string) ([]SessionInfo, error) {
 	if err := b.enter(ctx); err != nil {
 		return nil, err
 	}
@@ -973,12 +987,12 @@ func (b *Bolt) Children(ctx context.Context, parentSessionID string) ([]SessionI
 
 // Compact implements Store. It reads and checks the whole log first, so a
 // corrupt log is refused (ErrCorrupt) rather than rewritten.
-func (b *Bolt) Compact(ctx context.Context, sessionID string, upTo uint64, summary Record) error {
+func (b *boltStore) Compact(ctx context.Context, sessionID string, upTo uint64, summary Record) error {
 	if err := b.enterWrite(ctx); err != nil {
 		return err
 	}
 	defer b.mu.RUnlock()
-	if err := ValidateRecord(summary); err != nil {
+	if err := validateRecord(summary); err != nil {
 		return err
 	}
 	sv := encodeRecord(summary)
@@ -1018,7 +1032,7 @@ func (b *Bolt) Compact(ctx context.Context, sessionID string, upTo uint64, summa
 // the session's id, so a corrupt session can always be deleted, and any
 // index entry naming the session: when the session is missing or its
 // header or meta does not decode, it finds them by scanning the index.
-func (b *Bolt) Delete(ctx context.Context, sessionID string) error {
+func (b *boltStore) Delete(ctx context.Context, sessionID string) error {
 	if err := b.enterWrite(ctx); err != nil {
 		return err
 	}

@@ -37,7 +37,7 @@ func (r BoltReport) OK() bool { return len(r.Pages) == 0 && len(r.Damaged) == 0 
 // the file could not be checked at all (not a bbolt database, both meta
 // pages damaged, locked, missing); damage found is in the report.
 func CheckBolt(ctx context.Context, path string) (BoltReport, error) {
-	b, err := OpenBoltReadOnly(path)
+	b, err := openBolt(path, true, nil)
 	if err != nil {
 		return BoltReport{}, err
 	}
@@ -58,7 +58,7 @@ func CheckBolt(ctx context.Context, path string) (BoltReport, error) {
 // out; one that was already waiting for the lock when the file was
 // swapped fails instead of writing to the damaged file (see OpenBolt).
 func RepairBolt(ctx context.Context, path string) (report BoltReport, backup string, err error) {
-	b, err := OpenBoltReadOnly(path)
+	b, err := openBolt(path, true, nil)
 	if err != nil {
 		return BoltReport{}, "", err
 	}
@@ -125,7 +125,7 @@ func swap(path, fresh, backup string) (string, error) {
 
 // scan checks everything in b (see CheckBolt) and hands each session and
 // task that reads back whole to c, when c is not nil.
-func (b *Bolt) scan(ctx context.Context, c *copier) (BoltReport, error) {
+func (b *boltStore) scan(ctx context.Context, c *copier) (BoltReport, error) {
 	if err := b.enter(ctx); err != nil {
 		return BoltReport{}, err
 	}
@@ -180,7 +180,7 @@ func (b *Bolt) scan(ctx context.Context, c *copier) (BoltReport, error) {
 // sessionIDs lists the ids in the "sessions" bucket and, so that a damaged
 // page of that bucket loses as few sessions as it can, the ones the
 // children index names. What it cannot read goes to r.
-func (b *Bolt) sessionIDs(r *BoltReport) []string {
+func (b *boltStore) sessionIDs(r *BoltReport) []string {
 	var ids []string
 	seen := map[string]bool{}
 	add := func(id []byte) {
@@ -224,7 +224,7 @@ func (b *Bolt) sessionIDs(r *BoltReport) []string {
 
 // checkIndex reports each "children" entry that does not match its
 // session, as Children does.
-func (b *Bolt) checkIndex(r *BoltReport) {
+func (b *boltStore) checkIndex(r *BoltReport) {
 	err := b.view("", func(tx *bolt.Tx) error {
 		all, children, err := indexesOf(tx)
 		if err != nil {
@@ -257,7 +257,7 @@ func (b *Bolt) checkIndex(r *BoltReport) {
 }
 
 // checkTasks decodes every task, handing the good ones to c.
-func (b *Bolt) checkTasks(r *BoltReport, c *copier) {
+func (b *boltStore) checkTasks(r *BoltReport, c *copier) {
 	err := b.viewTasks(func(tasks *bolt.Bucket) error {
 		cur := tasks.Cursor()
 		for k, v := cur.First(); k != nil; k, v = cur.Next() {

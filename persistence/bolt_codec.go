@@ -15,7 +15,7 @@ import (
 	"github.com/subactor/subactor/subagent"
 )
 
-// sessionMeta is a session's bookkeeping in Bolt, stored under metaKey.
+// sessionMeta is a session's bookkeeping in boltStore, stored under metaKey.
 type sessionMeta struct {
 	// Created numbers sessions in creation order.
 	Created uint64 `json:"created"`
@@ -56,7 +56,7 @@ func readHeader(id string, sb *bolt.Bucket) (subagent.SessionHeader, error) {
 	if err := decodeJSON(hv, &h); err != nil {
 		return subagent.SessionHeader{}, corrupt(err)
 	}
-	if err := ValidateHeader(h); err != nil {
+	if err := validateHeader(h); err != nil {
 		return subagent.SessionHeader{}, corrupt(notInvalid(err))
 	}
 	if h.SessionID != id {
@@ -194,7 +194,7 @@ func decodeJSON(v []byte, dst any) error {
 func encodeRecords(recs []Record) ([][]byte, error) {
 	vals := make([][]byte, len(recs))
 	for i, r := range recs {
-		if err := ValidateRecord(r); err != nil {
+		if err := validateRecord(r); err != nil {
 			return nil, err
 		}
 		vals[i] = encodeRecord(r)
@@ -220,7 +220,7 @@ func decodeRecord(v []byte) (Record, error) {
 	}
 	body = body[size:]
 	r := Record{Kind: string(body[:n]), Data: bytes.Clone(body[n:])}
-	if err := ValidateRecord(r); err != nil {
+	if err := validateRecord(r); err != nil {
 		return Record{}, notInvalid(err)
 	}
 	return r, nil

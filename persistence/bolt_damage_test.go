@@ -52,7 +52,7 @@ type sessionContents struct {
 }
 
 // contentsOf reads everything s holds.
-func contentsOf(t *testing.T, s *persistence.Bolt) contents {
+func contentsOf(t *testing.T, s persistence.Backend) contents {
 	t.Helper()
 	ctx := t.Context()
 	infos, err := s.Sessions(ctx)

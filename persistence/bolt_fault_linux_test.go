@@ -18,7 +18,7 @@ import (
 // EINVAL, like a disk that lost pages it was handed. It works by putting
 // /dev/null under bbolt's file descriptor; bbolt's read mapping of the
 // real file stays, and the real file keeps only what was acknowledged.
-func openBreakable(t *testing.T, path string) (*persistence.Bolt, func()) {
+func openBreakable(t *testing.T, path string) (persistence.Backend, func()) {
 	t.Helper()
 	var file *os.File
 	s, err := persistence.OpenBoltWithFile(path, func(name string, flag int, perm os.FileMode) (*os.File, error) {

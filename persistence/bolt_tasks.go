@@ -11,12 +11,12 @@ import (
 
 // PutTask implements TaskStore. Task ids longer than bbolt's maximum key
 // size (32 KiB) are ErrInvalid.
-func (b *Bolt) PutTask(ctx context.Context, t TaskRecord) error {
+func (b *boltStore) PutTask(ctx context.Context, t TaskRecord) error {
 	if err := b.enterWrite(ctx); err != nil {
 		return err
 	}
 	defer b.mu.RUnlock()
-	if err := ValidateTask(t); err != nil {
+	if err := validateTask(t); err != nil {
 		return err
 	}
 	if len(t.ID) > bolt.MaxKeySize {
@@ -39,7 +39,7 @@ func (b *Bolt) PutTask(ctx context.Context, t TaskRecord) error {
 
 // GetTask implements TaskStore. A stored task that does not decode is a
 // *CorruptError (Part "task").
-func (b *Bolt) GetTask(ctx context.Context, id string) (TaskRecord, error) {
+func (b *boltStore) GetTask(ctx context.Context, id string) (TaskRecord, error) {
 	if err := b.enter(ctx); err != nil {
 		return TaskRecord{}, err
 	}
@@ -65,7 +65,7 @@ func (b *Bolt) GetTask(ctx context.Context, id string) (TaskRecord, error) {
 // index would be one more thing to keep in step on every PutTask. A task
 // that does not decode fails the call with its *CorruptError rather than
 // go missing from the list; DeleteTask discards it.
-func (b *Bolt) ListTasks(ctx context.Context, parentSessionID string) ([]TaskRecord, error) {
+func (b *boltStore) ListTasks(ctx context.Context, parentSessionID string) ([]TaskRecord, error) {
 	if err := b.enter(ctx); err != nil {
 		return nil, err
 	}
@@ -95,7 +95,7 @@ func (b *Bolt) ListTasks(ctx context.Context, parentSessionID string) ([]TaskRec
 
 // DeleteTask implements TaskStore. It deletes a task whether or not it
 // decodes.
-func (b *Bolt) DeleteTask(ctx context.Context, id string) error {
+func (b *boltStore) DeleteTask(ctx context.Context, id string) error {
 	if err := b.enterWrite(ctx); err != nil {
 		return err
 	}
@@ -117,7 +117,7 @@ func (b *Bolt) DeleteTask(ctx context.Context, id string) error {
 }
 
 // viewTasks runs fn on the "tasks" bucket in a read-only transaction.
-func (b *Bolt) viewTasks(fn func(tasks *bolt.Bucket) error) error {
+func (b *boltStore) viewTasks(fn func(tasks *bolt.Bucket) error) error {
 	return b.view("", func(tx *bolt.Tx) error {
 		tasks, err := topBucket(tx, tasksBucket)
 		if err != nil {
@@ -138,7 +138,7 @@ func decodeTask(id string, v []byte) (TaskRecord, error) {
 	if err := decodeJSON(v, &t); err != nil {
 		return TaskRecord{}, corrupt(err)
 	}
-	if err := ValidateTask(t); err != nil {
+	if err := validateTask(t); err != nil {
 		return TaskRecord{}, corrupt(notInvalid(err))
 	}
 	if t.ID != id {

@@ -45,7 +45,7 @@ func boltPath(t *testing.T) string {
 
 // openBolt opens path and closes it when the test ends, unless the test
 // closed it first.
-func openBolt(t *testing.T, path string) *persistence.Bolt {
+func openBolt(t *testing.T, path string) persistence.Backend {
 	t.Helper()
 	s, err := persistence.OpenBolt(path)
 	if err != nil {
@@ -178,7 +178,7 @@ func seqKey(seq uint64) []byte { return binary.BigEndian.AppendUint64(nil, seq) 
 // damaged fills a store with a "victim" session of three records and a
 // "bystander" of one, closes it, applies damage to the victim's bucket (or
 // to the sessions bucket when the victim is not a bucket), and reopens it.
-func damaged(t *testing.T, damage func(t *testing.T, sessions *bolt.Bucket)) *persistence.Bolt {
+func damaged(t *testing.T, damage func(t *testing.T, sessions *bolt.Bucket)) persistence.Backend {
 	t.Helper()
 	path := boltPath(t)
 	s, err := persistence.OpenBolt(path)
@@ -203,7 +203,7 @@ func damaged(t *testing.T, damage func(t *testing.T, sessions *bolt.Bucket)) *pe
 // naming part and seq, and that nothing else is lost: the bystander loads
 // and takes appends, the victim still takes appends (they are kept, and
 // Load keeps failing), and Delete clears the victim for a fresh Create.
-func wantCorrupt(t *testing.T, s *persistence.Bolt, part string, seq uint64) {
+func wantCorrupt(t *testing.T, s persistence.Backend, part string, seq uint64) {
 	t.Helper()
 	_, recs, err := s.Load(t.Context(), "victim")
 	if !errors.Is(err, persistence.ErrCorrupt) {
@@ -789,7 +789,7 @@ func TestBoltCloseDuringAppends(t *testing.T) {
 
 func BenchmarkBoltAppend(b *testing.B) {
 	rec := msg(`{"role":"assistant","content":[{"type":"text","text":"` + strings.Repeat("x", 400) + `"}]}`)
-	setup := func(b *testing.B) *persistence.Bolt {
+	setup := func(b *testing.B) persistence.Backend {
 		s, err := persistence.OpenBolt(filepath.Join(b.TempDir(), "sessions.db"))
 		if err != nil {
 			b.Fatal(err)

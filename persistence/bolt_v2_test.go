@@ -19,7 +19,7 @@ import (
 // newCalls makes every call added in Store v2 and TaskStore once, on
 // session id, and returns their errors by name: for checks that a store
 // refuses them all.
-func newCalls(s *persistence.Bolt, id string) map[string]error {
+func newCalls(s persistence.Backend, id string) map[string]error {
 	ctx := context.Background()
 	_, createWith := s.CreateWith(ctx, hdr("new-"+id), msg(`1`))
 	_, appendAt := s.AppendAt(ctx, id, 1, msg(`2`))
@@ -335,7 +335,7 @@ func TestK3_BoltCorruptMetaFailsLoadAndLosesNothingElse(t *testing.T) {
 // compactedVictim stores a victim log compacted to
 // [1 descriptor, 4 descriptor, 5 summary, 6 message], closes the store,
 // applies damage to the victim's bucket, and reopens it.
-func compactedVictim(t *testing.T, damage func(b *bolt.Bucket) error) *persistence.Bolt {
+func compactedVictim(t *testing.T, damage func(b *bolt.Bucket) error) persistence.Backend {
 	t.Helper()
 	path := boltPath(t)
 	s, err := persistence.OpenBolt(path)

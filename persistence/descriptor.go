@@ -52,8 +52,8 @@ type Descriptor struct {
 	ProviderData json.RawMessage `json:"providerData,omitempty"`
 }
 
-// Descriptor errors. A malformed descriptor is a *DescriptorError and an
-// unsupported version an *UnsupportedVersionError.
+// Descriptor errors. A malformed descriptor is a *DescriptorError; an
+// unsupported version wraps subagent.ErrNotResumable.
 var (
 	// ErrNoDescriptor means a log holds no DescriptorKind record.
 	ErrNoDescriptor = errors.New("persistence: no descriptor in the log")
@@ -86,21 +86,21 @@ func (e *DescriptorError) Unwrap() []error {
 	return []error{ErrMalformedDescriptor, e.Err}
 }
 
-// UnsupportedVersionError reports a descriptor of a version other than
+// unsupportedVersionError reports a descriptor of a version other than
 // DescriptorVersion (a missing version counts as 0). The child it
 // describes cannot be resumed by this build, so it wraps
 // subagent.ErrNotResumable (D3).
-type UnsupportedVersionError struct {
+type unsupportedVersionError struct {
 	Version int
 }
 
 // Error names the version.
-func (e *UnsupportedVersionError) Error() string {
+func (e *unsupportedVersionError) Error() string {
 	return fmt.Sprintf("persistence: descriptor version %d is not supported (want %d)", e.Version, DescriptorVersion)
 }
 
 // Unwrap returns subagent.ErrNotResumable.
-func (e *UnsupportedVersionError) Unwrap() error { return subagent.ErrNotResumable }
+func (e *unsupportedVersionError) Unwrap() error { return subagent.ErrNotResumable }
 
 // SnapshotDescriptor validates d and returns a deep copy of it in
 // canonical form, with Version set (D2). Providers call it before any
@@ -112,7 +112,7 @@ func SnapshotDescriptor(d Descriptor) (Descriptor, error) {
 	switch d.Version {
 	case 0, DescriptorVersion:
 	default:
-		return Descriptor{}, &UnsupportedVersionError{Version: d.Version}
+		return Descriptor{}, &unsupportedVersionError{Version: d.Version}
 	}
 	out := Descriptor{
 		Version:       DescriptorVersion,
@@ -244,7 +244,7 @@ func (d Descriptor) Record() (Record, error) {
 // it. Records of other kinds are skipped.
 //
 // It fails with ErrNoDescriptor when there is no descriptor record, an
-// *UnsupportedVersionError (subagent.ErrNotResumable) when the record's
+// *unsupportedVersionError (subagent.ErrNotResumable) when the record's
 // version is not DescriptorVersion, and a *DescriptorError
 // (ErrMalformedDescriptor) when a current-version payload is not exactly
 // what Record writes: not a JSON object, trailing data, an unknown or
@@ -294,7 +294,7 @@ func parseDescriptor(data []byte) (Descriptor, error) {
 		}
 	}
 	if d.Version != DescriptorVersion {
-		return Descriptor{}, &UnsupportedVersionError{Version: d.Version}
+		return Descriptor{}, &unsupportedVersionError{Version: d.Version}
 	}
 	if k, ok := unknownKey(fields, descriptorKeys); ok {
 		return Descriptor{}, malformed(fmt.Sprintf("unknown key %q", k), nil)

@@ -2,12 +2,12 @@
 // ordered list of records, and the records of background tasks.
 //
 // A Store is the only thing the agent loop and the providers know about
-// session storage; a TaskStore keeps task records apart from it. Memory is
-// the in-process implementation of both, Bolt the embedded on-disk default
-// (one bbolt file, opened for writing with OpenBolt or for reading only
-// with OpenBoltReadOnly), and package persistencetest holds the
-// conformance suites every implementation must pass (Run and RunTasks).
-// CheckBolt verifies a Bolt file, pages and values; RepairBolt copies
+// session storage; a TaskStore keeps task records apart from it. NewMemory
+// makes the in-process implementation of both, OpenBolt the embedded
+// on-disk default (one bbolt file; OpenBoltReadOnly reads one without
+// writing), and package persistencetest holds the conformance suites
+// every implementation must pass (Run and RunTasks).
+// CheckBolt verifies a bbolt file, pages and values; RepairBolt copies
 // what of a damaged one reads back whole into a fresh file.
 //
 // The package does not know what a record means: Kind names it and Data is

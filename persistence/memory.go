@@ -14,14 +14,14 @@ import (
 	"github.com/subactor/subactor/subagent"
 )
 
-// Memory is a Store and a TaskStore that keeps everything in process
+// memStore is a Store and a TaskStore that keeps everything in process
 // memory. It is safe for concurrent use; the zero value is not usable,
 // call NewMemory.
 //
 // Sessions are spread over shards, each with a lock of its own: every
 // turn of every agent appends here, and one lock for all of them was
 // where parents delegating at once queued.
-type Memory struct {
+type memStore struct {
 	seed   maphash.Seed
 	shards [memShards]memShard
 	// created numbers sessions in creation order, for Sessions.
@@ -55,14 +55,11 @@ type memLog struct {
 
 func (l *memLog) info() SessionInfo { return SessionInfo{Header: l.header, LastSeq: l.last} }
 
-var (
-	_ Store     = (*Memory)(nil)
-	_ TaskStore = (*Memory)(nil)
-)
+var _ Backend = (*memStore)(nil)
 
-// NewMemory returns an empty in-memory store.
-func NewMemory() *Memory {
-	m := &Memory{seed: maphash.MakeSeed(), tasks: make(map[string]TaskRecord)}
+// NewMemory returns an empty store of sessions and tasks in process memory.
+func NewMemory() Backend {
+	m := &memStore{seed: maphash.MakeSeed(), tasks: make(map[string]TaskRecord)}
 	for i := range m.shards {
 		m.shards[i].sessions = make(map[string]*memLog)
 	}
@@ -70,22 +67,22 @@ func NewMemory() *Memory {
 }
 
 // shard is where sessionID's log lives.
-func (m *Memory) shard(sessionID string) *memShard {
+func (m *memStore) shard(sessionID string) *memShard {
 	return &m.shards[maphash.String(m.seed, sessionID)%memShards]
 }
 
 // Create implements Store.
-func (m *Memory) Create(ctx context.Context, h subagent.SessionHeader) error {
+func (m *memStore) Create(ctx context.Context, h subagent.SessionHeader) error {
 	_, err := m.CreateWith(ctx, h)
 	return err
 }
 
 // CreateWith implements Store.
-func (m *Memory) CreateWith(ctx context.Context, h subagent.SessionHeader, recs ...Record) (uint64, error) {
+func (m *memStore) CreateWith(ctx context.Context, h subagent.SessionHeader, recs ...Record) (uint64, error) {
 	if err := ctx.Err(); err != nil {
 		return 0, err
 	}
-	if err := ValidateHeader(h); err != nil {
+	if err := validateHeader(h); err != nil {
 		return 0, err
 	}
 	var buf [stackEntries]Entry
@@ -109,7 +106,7 @@ func (m *Memory) CreateWith(ctx context.Context, h subagent.SessionHeader, recs 
 }
 
 // Append implements Store.
-func (m *Memory) Append(ctx context.Context, sessionID string, recs ...Record) error {
+func (m *memStore) Append(ctx context.Context, sessionID string, recs ...Record) error {
 	if err := ctx.Err(); err != nil {
 		return err
 	}
@@ -130,7 +127,7 @@ func (m *Memory) Append(ctx context.Context, sessionID string, recs ...Record) e
 }
 
 // AppendAt implements Store.
-func (m *Memory) AppendAt(ctx context.Context, sessionID string, expect uint64, recs ...Record) (uint64, error) {
+func (m *memStore) AppendAt(ctx context.Context, sessionID string, expect uint64, recs ...Record) (uint64, error) {
 	if err := ctx.Err(); err != nil {
 		return 0, err
 	}
@@ -154,7 +151,7 @@ func (m *Memory) AppendAt(ctx context.Context, sessionID string, expect uint64, 
 }
 
 // Load implements Store.
-func (m *Memory) Load(ctx context.Context, sessionID string) (subagent.SessionHeader, []Record, error) {
+func (m *memStore) Load(ctx context.Context, sessionID string) (subagent.SessionHeader, []Record, error) {
 	h, stored, err := m.snapshot(ctx, sessionID)
 	if err != nil {
 		return subagent.SessionHeader{}, nil, err
@@ -168,7 +165,7 @@ func (m *Memory) Load(ctx context.Context, sessionID string) (subagent.SessionHe
 }
 
 // LoadFrom implements Store.
-func (m *Memory) LoadFrom(ctx context.Context, sessionID string, after uint64) (subagent.SessionHeader, []Entry, error) {
+func (m *memStore) LoadFrom(ctx context.Context, sessionID string, after uint64) (subagent.SessionHeader, []Entry, error) {
 	h, stored, err := m.snapshot(ctx, sessionID)
 	if err != nil {
 		return subagent.SessionHeader{}, nil, err
@@ -188,7 +185,7 @@ func (m *Memory) LoadFrom(ctx context.Context, sessionID string, after uint64) (
 // snapshot returns a session's header and its stored entries, which the
 // caller may read without the lock (stored entries are never changed in
 // place) but must copy before it hands them out.
-func (m *Memory) snapshot(ctx context.Context, sessionID string) (subagent.SessionHeader, []Entry, error) {
+func (m *memStore) snapshot(ctx context.Context, sessionID string) (subagent.SessionHeader, []Entry, error) {
 	if err := ctx.Err(); err != nil {
 		return subagent.SessionHeader{}, nil, err
 	}
@@ -203,7 +200,7 @@ func (m *Memory) snapshot(ctx context.Context, sessionID string) (subagent.Sessi
 }
 
 // Header implements Store.
-func (m *Memory) Header(ctx context.Context, sessionID string) (subagent.SessionHeader, error) {
+func (m *memStore) Header(ctx context.Context, sessionID string) (subagent.SessionHeader, error) {
 	if err := ctx.Err(); err != nil {
 		return subagent.SessionHeader{}, err
 	}
@@ -218,14 +215,14 @@ func (m *Memory) Header(ctx context.Context, sessionID string) (subagent.Session
 }
 
 // Sessions implements Store.
-func (m *Memory) Sessions(ctx context.Context) ([]SessionInfo, error) {
+func (m *memStore) Sessions(ctx context.Context) ([]SessionInfo, error) {
 	return m.list(ctx, func(*memLog) bool { return true })
 }
 
-// Children implements Store. Memory scans every session: it has no disk
+// Children implements Store. memStore scans every session: it has no disk
 // to spare, and a scan of a map is cheap next to what a caller does with
 // each child.
-func (m *Memory) Children(ctx context.Context, parentSessionID string) ([]SessionInfo, error) {
+func (m *memStore) Children(ctx context.Context, parentSessionID string) ([]SessionInfo, error) {
 	if parentSessionID == "" {
 		return nil, fmt.Errorf("%w: empty parent session id", ErrInvalid)
 	}
@@ -234,7 +231,7 @@ func (m *Memory) Children(ctx context.Context, parentSessionID string) ([]Sessio
 
 // list collects the sessions keep wants, oldest first, shard by shard: a
 // session created while it runs may be missing.
-func (m *Memory) list(ctx context.Context, keep func(*memLog) bool) ([]SessionInfo, error) {
+func (m *memStore) list(ctx context.Context, keep func(*memLog) bool) ([]SessionInfo, error) {
 	if err := ctx.Err(); err != nil {
 		return nil, err
 	}
@@ -262,11 +259,11 @@ func (m *Memory) list(ctx context.Context, keep func(*memLog) bool) ([]SessionIn
 }
 
 // Compact implements Store.
-func (m *Memory) Compact(ctx context.Context, sessionID string, upTo uint64, summary Record) error {
+func (m *memStore) Compact(ctx context.Context, sessionID string, upTo uint64, summary Record) error {
 	if err := ctx.Err(); err != nil {
 		return err
 	}
-	if err := ValidateRecord(summary); err != nil {
+	if err := validateRecord(summary); err != nil {
 		return err
 	}
 	sh := m.shard(sessionID)
@@ -304,7 +301,7 @@ func (m *Memory) Compact(ctx context.Context, sessionID string, upTo uint64, sum
 }
 
 // Delete implements Store.
-func (m *Memory) Delete(ctx context.Context, sessionID string) error {
+func (m *memStore) Delete(ctx context.Context, sessionID string) error {
 	if err := ctx.Err(); err != nil {
 		return err
 	}
@@ -319,11 +316,11 @@ func (m *Memory) Delete(ctx context.Context, sessionID string) error {
 }
 
 // PutTask implements TaskStore.
-func (m *Memory) PutTask(ctx context.Context, t TaskRecord) error {
+func (m *memStore) PutTask(ctx context.Context, t TaskRecord) error {
 	if err := ctx.Err(); err != nil {
 		return err
 	}
-	if err := ValidateTask(t); err != nil {
+	if err := validateTask(t); err != nil {
 		return err
 	}
 	t = cloneTask(t)
@@ -334,7 +331,7 @@ func (m *Memory) PutTask(ctx context.Context, t TaskRecord) error {
 }
 
 // GetTask implements TaskStore.
-func (m *Memory) GetTask(ctx context.Context, id string) (TaskRecord, error) {
+func (m *memStore) GetTask(ctx context.Context, id string) (TaskRecord, error) {
 	if err := ctx.Err(); err != nil {
 		return TaskRecord{}, err
 	}
@@ -348,7 +345,7 @@ func (m *Memory) GetTask(ctx context.Context, id string) (TaskRecord, error) {
 }
 
 // ListTasks implements TaskStore.
-func (m *Memory) ListTasks(ctx context.Context, parentSessionID string) ([]TaskRecord, error) {
+func (m *memStore) ListTasks(ctx context.Context, parentSessionID string) ([]TaskRecord, error) {
 	if err := ctx.Err(); err != nil {
 		return nil, err
 	}
@@ -371,7 +368,7 @@ func (m *Memory) ListTasks(ctx context.Context, parentSessionID string) ([]TaskR
 }
 
 // DeleteTask implements TaskStore.
-func (m *Memory) DeleteTask(ctx context.Context, id string) error {
+func (m *memStore) DeleteTask(ctx context.Context, id string) error {
 	if err := ctx.Err(); err != nil {
 		return err
 	}
@@ -383,6 +380,9 @@ func (m *Memory) DeleteTask(ctx context.Context, id string) error {
 	delete(m.tasks, id)
 	return nil
 }
+
+// Close implements Backend: memory has nothing to release.
+func (m *memStore) Close() error { return nil }
 
 // log returns the session's log or ErrNotFound; sh.mu must be held.
 func (sh *memShard) log(sessionID string) (*memLog, error) {
@@ -438,7 +438,7 @@ func copyRecords(dst []Entry, recs []Record) ([]Entry, error) {
 	slab := make([]byte, 0, size)
 	for _, r := range recs {
 		c := Record{Kind: r.Kind, Data: carve(&slab, r.Data)}
-		if err := ValidateRecord(c); err != nil {
+		if err := validateRecord(c); err != nil {
 			return nil, err
 		}
 		dst = append(dst, Entry{Record: c})

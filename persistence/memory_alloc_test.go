@@ -101,7 +101,7 @@ func BenchmarkMemoryCreateWith(b *testing.B) {
 	}
 }
 
-func benchLoadStore(b *testing.B) *persistence.Memory {
+func benchLoadStore(b *testing.B) persistence.Backend {
 	s := persistence.NewMemory()
 	ctx := context.Background()
 	if err := s.Create(ctx, subagent.SessionHeader{SessionID: "s1"}); err != nil {

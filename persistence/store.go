@@ -229,7 +229,8 @@ type TaskRecord struct {
 // changes nothing, an ended context fails the call.
 type TaskStore interface {
 	// PutTask creates or replaces the task with t.ID. It fails with
-	// ErrInvalid if t does not pass ValidateTask.
+	// ErrInvalid if t has no id, parent session or state, a Result that
+	// is not valid JSON, or an UpdatedAt outside years 0 to 9999.
 	PutTask(ctx context.Context, t TaskRecord) error
 	// GetTask returns the task with id, or ErrTaskNotFound.
 	GetTask(ctx context.Context, id string) (TaskRecord, error)
@@ -240,10 +241,21 @@ type TaskStore interface {
 	DeleteTask(ctx context.Context, id string) error
 }
 
-// ValidateTask reports why t cannot be stored, wrapping ErrInvalid: it
+// Backend is a Store and a TaskStore in one, as NewMemory and OpenBolt
+// make them.
+type Backend interface {
+	Store
+	TaskStore
+	// Close releases the store. A bbolt store waits for calls in flight,
+	// closes its file, and fails every later call with ErrClosed; a
+	// memory store has nothing to release. Idempotent.
+	Close() error
+}
+
+// validateTask reports why t cannot be stored, wrapping ErrInvalid: it
 // needs an id, a parent session and a state; Result, when present, must
 // be valid JSON, and UpdatedAt must fall in years 0 to 9999.
-func ValidateTask(t TaskRecord) error {
+func validateTask(t TaskRecord) error {
 	switch {
 	case t.ID == "":
 		return fmt.Errorf("%w: task without id", ErrInvalid)
@@ -260,8 +272,8 @@ func ValidateTask(t TaskRecord) error {
 	return nil
 }
 
-// ValidateHeader reports why h cannot head a log, wrapping ErrInvalid.
-func ValidateHeader(h subagent.SessionHeader) error {
+// validateHeader reports why h cannot head a log, wrapping ErrInvalid.
+func validateHeader(h subagent.SessionHeader) error {
 	switch {
 	case h.SessionID == "":
 		return fmt.Errorf("%w: empty session id", ErrInvalid)
@@ -271,9 +283,9 @@ func ValidateHeader(h subagent.SessionHeader) error {
 	return nil
 }
 
-// ValidateRecord reports why r cannot be stored, wrapping ErrInvalid.
+// validateRecord reports why r cannot be stored, wrapping ErrInvalid.
 // Data must be valid JSON so that every store can encode it as is.
-func ValidateRecord(r Record) error {
+func validateRecord(r Record) error {
 	switch {
 	case r.Kind == "":
 		return fmt.Errorf("%w: record without kind", ErrInvalid)

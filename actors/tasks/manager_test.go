@@ -33,7 +33,7 @@ func (g gated) Generate(ctx context.Context, req agent.Request) (agent.Response,
 
 type env struct {
 	rt      *subactor.Runtime
-	store   *persistence.Memory
+	store   persistence.Backend
 	mgr     *tasks.Manager
 	parent  *agent.Agent
 	release chan struct{}

@@ -27,7 +27,7 @@ func withData(data string) []string { return []string{envDataDir + "=" + data} }
 
 // openData opens the store of the data directory data in the test process;
 // it is closed when the test ends (no node can open it before then).
-func openData(t *testing.T, data string) *persistence.Bolt {
+func openData(t *testing.T, data string) persistence.Backend {
 	t.Helper()
 	b, err := persistence.OpenBolt(filepath.Join(data, storeFile))
 	if err != nil {
