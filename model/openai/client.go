@@ -72,10 +72,10 @@ func New(cfg Config) (*Client, error) {
 		cfg.CallTimeout = DefaultCallTimeout
 	}
 	if cfg.MaxReplyBytes <= 0 {
-		cfg.MaxReplyBytes = DefaultMaxReplyBytes
+		cfg.MaxReplyBytes = defaultMaxReplyBytes
 	}
 	if cfg.MaxEventBytes <= 0 {
-		cfg.MaxEventBytes = DefaultMaxEventBytes
+		cfg.MaxEventBytes = defaultMaxEventBytes
 	}
 	cfg.MaxEventBytes = min(cfg.MaxEventBytes, maxLine)
 	opts := []option.RequestOption{
@@ -134,7 +134,7 @@ func (c *Client) retry(attempt int, err error) (wait time.Duration, ok bool) {
 	switch {
 	case errors.As(err, &apiErr):
 		apiErr.Attempts = attempt
-		if !apiErr.Retryable() || attempt >= c.cfg.MaxAttempts {
+		if !apiErr.retryable() || attempt >= c.cfg.MaxAttempts {
 			return 0, false
 		}
 		if apiErr.retryAfterSet {
@@ -170,11 +170,11 @@ func (c *Client) backoff(attempt int) time.Duration {
 func (c *Client) attempt(ctx context.Context, params sdk.ChatCompletionNewParams, onText func(string)) (agent.Response, error) {
 	// Each limit ends the request's context with its *TimeoutError as the
 	// cause; the caller's ctx stays as it was.
-	reqCtx, stop := context.WithTimeoutCause(ctx, c.cfg.CallTimeout, &TimeoutError{Limit: LimitCall, After: c.cfg.CallTimeout})
+	reqCtx, stop := context.WithTimeoutCause(ctx, c.cfg.CallTimeout, &TimeoutError{Limit: limitCall, After: c.cfg.CallTimeout})
 	defer stop()
 	reqCtx, cancel := context.WithCancelCause(reqCtx)
 	defer cancel(nil)
-	headers := time.AfterFunc(c.cfg.HeaderTimeout, func() { cancel(&TimeoutError{Limit: LimitHeader, After: c.cfg.HeaderTimeout}) })
+	headers := time.AfterFunc(c.cfg.HeaderTimeout, func() { cancel(&TimeoutError{Limit: limitHeader, After: c.cfg.HeaderTimeout}) })
 	defer headers.Stop()
 	var idle *time.Timer // set once the headers are in, reset by every chunk
 	defer func() {
@@ -191,7 +191,7 @@ func (c *Client) attempt(ctx context.Context, params sdk.ChatCompletionNewParams
 	capture := option.WithMiddleware(func(r *http.Request, next option.MiddlewareNext) (*http.Response, error) {
 		res, err := next(r)
 		headers.Stop()
-		idle = time.AfterFunc(c.cfg.IdleTimeout, func() { cancel(&TimeoutError{Limit: LimitIdle, After: c.cfg.IdleTimeout}) })
+		idle = time.AfterFunc(c.cfg.IdleTimeout, func() { cancel(&TimeoutError{Limit: limitIdle, After: c.cfg.IdleTimeout}) })
 		if err != nil {
 			return res, err
 		}

@@ -86,8 +86,8 @@ type Config struct {
 	// MaxReplyBytes bounds the raw bytes of one answer's body, and
 	// MaxEventBytes those of one event of its stream, so that a hostile
 	// or broken server cannot exhaust memory: past either the answer
-	// ends with a *TooLargeError (DefaultMaxReplyBytes and
-	// DefaultMaxEventBytes when 0; MaxEventBytes is at most 32 MiB, the
+	// ends with a *TooLargeError (16 MiB and 4 MiB when 0;
+	// MaxEventBytes is at most 32 MiB, the
 	// longest line the SDK's stream reader takes).
 	MaxReplyBytes, MaxEventBytes int
 }
@@ -97,8 +97,8 @@ const (
 	DefaultHeaderTimeout = 5 * time.Minute
 	DefaultIdleTimeout   = 10 * time.Minute
 	DefaultCallTimeout   = time.Hour
-	DefaultMaxReplyBytes = 16 << 20
-	DefaultMaxEventBytes = 4 << 20
+	defaultMaxReplyBytes = 16 << 20
+	defaultMaxEventBytes = 4 << 20
 )
 
 // FromEnv reads an endpoint from the environment through getenv (os.Getenv

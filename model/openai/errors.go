@@ -52,8 +52,8 @@ func (e *APIError) Error() string {
 	return s
 }
 
-// Retryable says whether the status is one a call retries (429 and 5xx).
-func (e *APIError) Retryable() bool {
+// retryable says whether the status is one a call retries (429 and 5xx).
+func (e *APIError) retryable() bool {
 	return e.Status == http.StatusTooManyRequests || e.Status >= 500
 }
 
@@ -96,14 +96,11 @@ func (e *TooLargeError) Error() string {
 	return fmt.Sprintf("openai: the answer is over %d bytes", e.Limit)
 }
 
-// TimeLimit names one of a request's time limits.
-type TimeLimit string
-
-// A request's time limits (see Config.HeaderTimeout).
+// A request's time limits, as TimeoutError.Limit names them.
 const (
-	LimitHeader TimeLimit = "header" // the response headers are due
-	LimitIdle   TimeLimit = "idle"   // the stream's next chunk is due
-	LimitCall   TimeLimit = "call"   // the whole request is due
+	limitHeader = "header" // the response headers are due
+	limitIdle   = "idle"   // the stream's next chunk is due
+	limitCall   = "call"   // the whole request is due
 )
 
 // TimeoutError is a request the endpoint was too slow to answer: no
@@ -113,7 +110,9 @@ const (
 // Config.CallTimeout. It is retried like a 5xx status; after the last
 // attempt the call fails with it.
 type TimeoutError struct {
-	Limit TimeLimit
+	// Limit names the limit that passed: "header" (Config.HeaderTimeout),
+	// "idle" (Config.IdleTimeout) or "call" (Config.CallTimeout).
+	Limit string
 	After time.Duration // the limit's value
 	// Attempts is the number of requests the call made.
 	Attempts int
@@ -122,9 +121,9 @@ type TimeoutError struct {
 func (e *TimeoutError) Error() string {
 	var s string
 	switch e.Limit {
-	case LimitHeader:
+	case limitHeader:
 		s = fmt.Sprintf("openai: the endpoint sent no response headers within %v", e.After)
-	case LimitIdle:
+	case limitIdle:
 		s = fmt.Sprintf("openai: the endpoint's stream sent no chunk for %v", e.After)
 	default:
 		s = fmt.Sprintf("openai: the endpoint's answer did not end within %v", e.After)

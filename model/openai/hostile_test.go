@@ -219,7 +219,7 @@ func slowEndpoint(t *testing.T, h http.HandlerFunc) (cfg openai.Config, requests
 // timeout runs one Generate on cfg and checks that it fails with a
 // *TimeoutError for limit after attempts, elapsed (fake) time after the
 // call began.
-func timeout(t *testing.T, cfg openai.Config, limit openai.TimeLimit, after time.Duration, attempts int, elapsed time.Duration) {
+func timeout(t *testing.T, cfg openai.Config, limit string, after time.Duration, attempts int, elapsed time.Duration) {
 	t.Helper()
 	c, err := openai.New(cfg)
 	if err != nil {
@@ -279,7 +279,7 @@ func TestK3_M1_EndpointWithoutHeadersTimesOutAndIsRetried(t *testing.T) {
 		start = time.Now()
 		_, err = c.Generate(context.Background(), ask("hi"))
 		var te *openai.TimeoutError
-		if !errors.As(err, &te) || te.Limit != openai.LimitHeader || te.Attempts != 2 ||
+		if !errors.As(err, &te) || te.Limit != "header" || te.Attempts != 2 ||
 			err.Error() != "openai: the endpoint sent no response headers within 5m0s (after 2 attempts)" {
 			t.Fatalf("error %v, want the header *TimeoutError after 2 attempts", err)
 		}
@@ -310,7 +310,7 @@ func TestK3_M1_KeepAlivesOnlyTimeOutAtIdleLimit(t *testing.T) {
 				}
 			}
 		})
-		timeout(t, cfg, openai.LimitIdle, openai.DefaultIdleTimeout, 1, openai.DefaultIdleTimeout)
+		timeout(t, cfg, "idle", openai.DefaultIdleTimeout, 1, openai.DefaultIdleTimeout)
 	})
 }
 
@@ -336,7 +336,7 @@ func TestK3_M1_ByteTrickleTimesOutAtIdleLimit(t *testing.T) {
 				}
 			}
 		})
-		timeout(t, cfg, openai.LimitIdle, openai.DefaultIdleTimeout, 1, openai.DefaultIdleTimeout)
+		timeout(t, cfg, "idle", openai.DefaultIdleTimeout, 1, openai.DefaultIdleTimeout)
 	})
 }
 
@@ -362,6 +362,6 @@ func TestK3_M1_EndlessChunksTimeOutAtCallLimit(t *testing.T) {
 			}
 		})
 		cfg.IdleTimeout, cfg.CallTimeout = 2*time.Second, time.Minute
-		timeout(t, cfg, openai.LimitCall, time.Minute, 1, time.Minute)
+		timeout(t, cfg, "call", time.Minute, 1, time.Minute)
 	})
 }

@@ -263,7 +263,7 @@ func TestM1_ClientErrorIsNotRetried(t *testing.T) {
 	c, clk := client(t, s)
 	_, err := c.Generate(await.Ctx(t), ask("hi"))
 	var apiErr *openai.APIError
-	if !errors.As(err, &apiErr) || apiErr.Status != 401 || apiErr.Body != "not json at all" || apiErr.Attempts != 1 || apiErr.Retryable() {
+	if !errors.As(err, &apiErr) || apiErr.Status != 401 || apiErr.Body != "not json at all" || apiErr.Attempts != 1 || openai.Retryable(apiErr) {
 		t.Fatalf("error %v", err)
 	}
 	if len(clk.Waits()) != 0 {
