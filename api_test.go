@@ -17,7 +17,7 @@ import (
 // exportedCeiling is the most exported identifiers the module may have.
 // Issue 19's goal is 300; while the tree is above it, the ceiling holds the
 // count reached so far so that the surface can only shrink.
-const exportedCeiling = 474
+const exportedCeiling = 472
 
 // TestAPI_AtMost300ExportedIdentifiers counts the public surface as go doc
 // shows it: exported top-level names (types, funcs, vars, consts) plus

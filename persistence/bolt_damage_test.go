@@ -17,8 +17,8 @@ import (
 	berrors "go.etcd.io/bbolt/errors"
 
 	"github.com/subactor/subactor/internal/await"
+	"github.com/subactor/subactor/internal/boltdamage"
 	"github.com/subactor/subactor/persistence"
-	"github.com/subactor/subactor/persistence/persistencetest"
 	"github.com/subactor/subactor/subagent"
 )
 
@@ -170,7 +170,7 @@ func TestK3_BoltFreelistBitFlipIsRefusedAndRepaired(t *testing.T) {
 		t.Run(fmt.Sprint("bit", bit), func(t *testing.T) {
 			path := boltPath(t)
 			want := fill(t, path)
-			if err := persistencetest.FlipFreelistBit(path, bit); err != nil {
+			if err := boltdamage.FlipFreelistBit(path, bit); err != nil {
 				t.Fatal(err)
 			}
 			flipped, err := os.ReadFile(path)
@@ -278,7 +278,7 @@ func TestK3_BoltPanicWhileWritingFailsTheStoreNotTheProcess(t *testing.T) {
 					t.Fatal(err)
 				}
 				defer f.Close()
-				at, _, err := persistencetest.FreelistPage(f)
+				at, _, err := boltdamage.FreelistPage(f)
 				if err != nil {
 					t.Fatal(err)
 				}

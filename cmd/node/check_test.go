@@ -18,9 +18,9 @@ import (
 	"time"
 
 	"github.com/subactor/subactor/internal/await"
+	"github.com/subactor/subactor/internal/boltdamage"
 	"github.com/subactor/subactor/internal/openaitest"
 	"github.com/subactor/subactor/persistence"
-	"github.com/subactor/subactor/persistence/persistencetest"
 )
 
 // Contracts K3, D1, D5: a flipped bit in bbolt's freelist page of a real
@@ -51,7 +51,7 @@ func TestK3_FreelistBitFlipFailsContinueAndCheckRepairRecoversEverySession(t *te
 	}
 
 	path := filepath.Join(data, storeFile)
-	if err := persistencetest.FlipFreelistBit(path, 0); err != nil {
+	if err := boltdamage.FlipFreelistBit(path, 0); err != nil {
 		t.Fatal(err)
 	}
 	_, stderr, code = nodeEnv(t, root, withData(data), "run", "-continue", id, "again")

@@ -1,4 +1,6 @@
-package persistencetest
+// Package boltdamage breaks bbolt files the way a damaged disk would, for
+// the tests of the stores and of the node's check.
+package boltdamage
 
 import (
 	"encoding/binary"
