@@ -56,11 +56,11 @@ func New(cfg Config) (*Client, error) {
 	if cfg.MaxRetryAfter <= 0 {
 		cfg.MaxRetryAfter = time.Minute
 	}
-	if cfg.Sleep == nil {
-		cfg.Sleep = sleep
+	if cfg.sleep == nil {
+		cfg.sleep = sleep
 	}
-	if cfg.Now == nil {
-		cfg.Now = time.Now
+	if cfg.now == nil {
+		cfg.now = time.Now
 	}
 	if cfg.HeaderTimeout <= 0 {
 		cfg.HeaderTimeout = DefaultHeaderTimeout
@@ -120,7 +120,7 @@ func (c *Client) Generate(ctx context.Context, req agent.Request) (agent.Respons
 		if !ok {
 			return agent.Response{}, err
 		}
-		if err := c.cfg.Sleep(ctx, wait); err != nil {
+		if err := c.cfg.sleep(ctx, wait); err != nil {
 			return agent.Response{}, err
 		}
 	}
@@ -202,7 +202,7 @@ func (c *Client) attempt(ctx context.Context, params sdk.ChatCompletionNewParams
 		body, _ := io.ReadAll(io.LimitReader(res.Body, maxErrorBody)) // a short read keeps what came
 		_ = res.Body.Close()
 		failed = &APIError{Status: res.StatusCode, Body: string(body)}
-		failed.RetryAfter, failed.retryAfterSet = retryAfter(res.Header, c.cfg.Now())
+		failed.RetryAfter, failed.retryAfterSet = retryAfter(res.Header, c.cfg.now())
 		res.Body = io.NopCloser(bytes.NewReader(body))
 		return res, nil
 	})
@@ -270,7 +270,7 @@ func retryAfter(h http.Header, now time.Time) (time.Duration, bool) {
 	return 0, false
 }
 
-// sleep is the real Config.Sleep.
+// sleep is the real Config.sleep.
 func sleep(ctx context.Context, d time.Duration) error {
 	t := time.NewTimer(d)
 	defer t.Stop()

@@ -68,11 +68,6 @@ type Config struct {
 	// Retry-After header replaces it; one longer than MaxRetryAfter (60s
 	// when 0) ends the call with its *APIError instead of waiting.
 	Backoff, MaxBackoff, MaxRetryAfter time.Duration
-	// Sleep waits d or until ctx ends, returning ctx's error then; Now
-	// tells the time an HTTP-date Retry-After is measured from. Tests
-	// inject both; nil means the real clock.
-	Sleep func(ctx context.Context, d time.Duration) error
-	Now   func() time.Time
 	// HeaderTimeout bounds the wait for one request's response headers,
 	// IdleTimeout the wait for each chunk of its stream after the headers
 	// or the chunk before (keep-alive comments do not count: they show a
@@ -90,6 +85,12 @@ type Config struct {
 	// MaxEventBytes is at most 32 MiB, the
 	// longest line the SDK's stream reader takes).
 	MaxReplyBytes, MaxEventBytes int
+
+	// sleep waits d or until ctx ends, returning ctx's error then; now
+	// tells the time an HTTP-date Retry-After is measured from. Tests
+	// set both (export_test.go); nil means the real clock.
+	sleep func(ctx context.Context, d time.Duration) error
+	now   func() time.Time
 }
 
 // Defaults of Config's limits.

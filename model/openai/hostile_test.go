@@ -252,11 +252,11 @@ func TestK3_M1_EndpointWithoutHeadersTimesOutAndIsRetried(t *testing.T) {
 		})
 		cfg.MaxAttempts = 3
 		var waits []time.Duration
-		cfg.Sleep = func(ctx context.Context, d time.Duration) error {
+		openai.SetSleep(&cfg, func(ctx context.Context, d time.Duration) error {
 			waits = append(waits, d)
 			time.Sleep(d)
 			return nil
-		}
+		})
 		c, err := openai.New(cfg)
 		if err != nil {
 			t.Fatal(err)
@@ -273,7 +273,7 @@ func TestK3_M1_EndpointWithoutHeadersTimesOutAndIsRetried(t *testing.T) {
 		// The budget spent: the last attempt's *TimeoutError.
 		n.Store(-10)
 		cfg.MaxAttempts = 2
-		cfg.Sleep = nil
+		openai.SetSleep(&cfg, nil)
 		cfg.Backoff, cfg.MaxBackoff = time.Second, time.Second // jitter in [0.5s, 1s]
 		c, _ = openai.New(cfg)
 		start = time.Now()

@@ -51,9 +51,9 @@ func client(t *testing.T, s *openaitest.Server, edit ...func(*openai.Config)) (*
 		APIKey:     "sk-test",
 		Model:      "test-model",
 		HTTPClient: s.Client(),
-		Sleep:      clk.sleep,
-		Now:        func() time.Time { return clk.now },
 	}
+	openai.SetSleep(&cfg, clk.sleep)
+	openai.SetNow(&cfg, func() time.Time { return clk.now })
 	for _, e := range edit {
 		e(&cfg)
 	}
