@@ -132,6 +132,9 @@ type Agent struct {
 	// appendMu, which also orders the appends themselves.
 	appendMu sync.Mutex
 	seq      uint64
+	// callsAt is the log record of the history's last turn of tool calls
+	// (see CallRef); the loop's own.
+	callsAt uint64
 }
 
 // shape is what every request of an agent carries besides the history and
@@ -315,6 +318,9 @@ func (a *Agent) load(ctx context.Context, prompt []subagent.ContentBlock) error 
 		}
 		if m.Role != User && m.Role != Assistant && m.Role != ToolRole {
 			return fmt.Errorf("agent: load session %q: record %d: unknown role %q", h.SessionID, i, m.Role)
+		}
+		if m.Role == Assistant && len(m.ToolCalls) > 0 {
+			a.callsAt = r.Seq
 		}
 		a.msgs = append(a.msgs, m)
 		a.settle()

@@ -5,6 +5,7 @@ import (
 	"bytes"
 	"encoding/json"
 	"fmt"
+	"maps"
 	"math/rand/v2"
 	"os"
 	"os/exec"
@@ -17,6 +18,7 @@ import (
 	"github.com/subactor/subactor/agent"
 	"github.com/subactor/subactor/internal/await"
 	"github.com/subactor/subactor/persistence"
+	"github.com/subactor/subactor/subagent"
 )
 
 // crashFolders is how many sub-folders the crash test's tree has: one
@@ -98,10 +100,13 @@ func killPoints(last, k int) []int {
 // between acknowledged records (only the writes in flight at the kill may
 // follow them); node sessions lists the killed session as it stood; and
 // node run -continue resumes it in the same session, its earlier records
-// untouched, the model answering from them.
-func TestS6_SIGKILLAtFiftyAppendPointsLosesNothingAcknowledged(t *testing.T) {
+// untouched. Contract S9: the continued run then answers as a clean run
+// does every time, with the same children making the same model calls
+// (checkContinues): no completed child runs again, and none is left
+// running or interrupted.
+func TestS6_S9_SIGKILLAtFiftyAppendPointsLosesNothingAndContinueFinishes(t *testing.T) {
 	root := writeCrashTree(t)
-	want, folders := expected(t, root, ".")
+	want, _ := expected(t, root, ".")
 
 	// A whole run, counting its writes. The count varies a little from
 	// run to run: tool results that arrive while an append is in flight
@@ -115,6 +120,8 @@ func TestS6_SIGKILLAtFiftyAppendPointsLosesNothingAcknowledged(t *testing.T) {
 	if _, answer := cutSession(t, stdout); answer != want+"\n" {
 		t.Fatalf("counting run answered\n%s\nwant\n%s", answer, want)
 	}
+	top, _ := cutSession(t, stdout)
+	clean := childCalls(t, openData(t, data), top)
 	total := len(readAcks(t, acks))
 	const points = 50
 	if total < points+20 {
@@ -128,7 +135,7 @@ func TestS6_SIGKILLAtFiftyAppendPointsLosesNothingAcknowledged(t *testing.T) {
 		t.Run(fmt.Sprint("kill-after-", n), func(t *testing.T) {
 			c := crashAt(t, root, n)
 			c.checkListed(t, root)
-			c.checkContinues(t, root, want, folders)
+			c.checkContinues(t, root, want, clean)
 			if c.pending != nil {
 				interrupted++
 			}
@@ -156,6 +163,8 @@ type crash struct {
 	pending []string
 	// children is how many child sessions the top-level one has.
 	children int
+	// logs are the logs of every session but the top-level one.
+	logs map[string][]persistence.Entry
 	// unacked counts records stored but not acknowledged.
 	unacked int
 }
@@ -164,7 +173,7 @@ type crash struct {
 // and checks the store it leaves against the writes it acknowledged.
 func crashAt(t *testing.T, root string, n int) *crash {
 	t.Helper()
-	c := &crash{n: n, data: t.TempDir()}
+	c := &crash{n: n, data: t.TempDir(), logs: map[string][]persistence.Entry{}}
 	acks := filepath.Join(t.TempDir(), "acks")
 	cmd := exec.CommandContext(await.Ctx(t), bin, "run")
 	cmd.Dir = root
@@ -206,6 +215,8 @@ func crashAt(t *testing.T, root string, n int) *crash {
 		delete(acked, id)
 		if id == c.top {
 			c.topLog = entries
+		} else {
+			c.logs[id] = entries
 		}
 	}
 	for id := range acked {
@@ -318,13 +329,13 @@ func (c *crash) checkListed(t *testing.T, root string) {
 }
 
 // checkContinues continues the killed session and checks that it resumes
-// in place: its earlier records stay as they were, it gains turns and a
-// completed stop, and the answer is what the model makes of the earlier
-// turns. The scripted model treats a tool call the kill interrupted as a
-// failed one: an interrupted list of the directory fails the survey, and
-// interrupted delegations fail their folders; with none, the answer is
-// the full survey, its children delegated anew where they had not been.
-func (c *crash) checkContinues(t *testing.T, root, want string, folders []string) {
+// in place (its earlier records stay as they were, it gains turns and a
+// completed stop) and finishes the job as a clean run does (S9): the same
+// answer, whatever the kill interrupted, and the same children making the
+// same model calls. A child that had completed is not run again (its log
+// is as the kill left it), one that was running goes on from its own log,
+// and none is left running or interrupted.
+func (c *crash) checkContinues(t *testing.T, root, want string, clean map[string]int) {
 	t.Helper()
 	stdout, stderr, code := nodeEnv(t, t.TempDir(), withData(c.data), "run", "-quiet", "-continue", c.top)
 	if c.stopped {
@@ -345,51 +356,80 @@ func (c *crash) checkContinues(t *testing.T, root, want string, folders []string
 	if id != c.top {
 		t.Fatalf("continued session %s, want %s", id, c.top)
 	}
-	answer = strings.TrimSuffix(answer, "\n")
-	const cut = "tool call %s was interrupted before it finished"
-	switch {
-	case len(c.pending) == 0:
-		if answer != want {
-			t.Fatalf("continued answer\n%s\nwant\n%s", answer, want)
-		}
-	case slices.Contains(c.pending, "list"):
-		if w := "survey .: failed: " + fmt.Sprintf(cut, "list"); answer != w {
-			t.Fatalf("continued answer\n%s\nwant\n%s", answer, w)
-		}
-	default:
-		// A delegation whose result was checkpointed before the kill
-		// keeps it (S9); only those without one fail as interrupted.
-		lines := strings.Split(answer, "\n")
-		if !strings.HasPrefix(lines[0], "survey .: ") {
-			t.Fatalf("continued answer\n%s", answer)
-		}
-		clean := strings.Split(want, "\n")
-		failed := 0
-		for _, f := range folders {
-			prefix := "- " + f + ": "
-			var got []string
-			for _, l := range lines {
-				if strings.HasPrefix(l, prefix) {
-					got = append(got, l)
-				}
-			}
-			switch {
-			case slices.Equal(got, []string{prefix + "failed: " + fmt.Sprintf(cut, "subagent")}):
-				failed++
-			case len(got) != 1 || !slices.Contains(clean, got[0]):
-				t.Fatalf("continued answer\n%s\nhas for %s %q, neither its clean figures nor interrupted", answer, f, got)
-			}
-		}
-		if pending := len(slices.DeleteFunc(slices.Clone(c.pending), func(n string) bool { return n != "subagent" })); failed != pending {
-			t.Fatalf("continued answer\n%s\nfails %d folders; %d delegations had no result", answer, failed, pending)
-		}
+	if answer = strings.TrimSuffix(answer, "\n"); answer != want {
+		t.Fatalf("continued answer\n%s\nwant the clean run's\n%s", answer, want)
 	}
-	after := logOf(t, c.data, c.top)
+	b := openData(t, c.data)
+	_, after, err := b.LoadFrom(await.Ctx(t), c.top, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
 	checkPrefix(t, c.topLog, after)
-	var stop agent.Stop
-	if last := after[len(after)-1]; last.Kind != agent.KindStop || json.Unmarshal(last.Data, &stop) != nil || stop.StopReason != "completed" {
-		t.Fatalf("the continued log ends with %s %s, want a completed stop", last.Kind, last.Data)
+	if !completed(t, after) {
+		t.Fatalf("the continued log ends with %s %s, want a completed stop", after[len(after)-1].Kind, after[len(after)-1].Data)
 	}
+	if got := childCalls(t, b, c.top); !maps.Equal(got, clean) {
+		t.Fatalf("model calls per child after continuing: %v; a clean run's: %v", got, clean)
+	}
+	for id, before := range c.logs {
+		_, now, err := b.LoadFrom(await.Ctx(t), id, 0)
+		if err != nil {
+			t.Fatalf("child %s: %v", id, err)
+		}
+		if completed(t, before) {
+			if len(now) != len(before) {
+				t.Fatalf("child %s had completed at the kill, yet its log grew from %d to %d records: it ran again", id, len(before), len(now))
+			}
+			continue
+		}
+		checkPrefix(t, before, now) // resumed from its log, not restarted
+	}
+}
+
+// completed says whether a log's last activation ended with a completed
+// stop after a final answer.
+func completed(t *testing.T, log []persistence.Entry) bool {
+	t.Helper()
+	stopped, _ := state(t, log)
+	if !stopped {
+		return false
+	}
+	var stop agent.Stop
+	return json.Unmarshal(log[len(log)-1].Data, &stop) == nil && stop.StopReason == subagent.Completed
+}
+
+// childCalls counts the model calls of each child of top, by its prompt,
+// as their logs record them (an assistant turn each), and fails unless
+// every child completed.
+func childCalls(t *testing.T, b *persistence.Bolt, top string) map[string]int {
+	t.Helper()
+	ctx := await.Ctx(t)
+	children, err := b.Children(ctx, top)
+	if err != nil {
+		t.Fatal(err)
+	}
+	calls := map[string]int{}
+	for _, ch := range children {
+		id := ch.Header.SessionID
+		_, log, err := b.LoadFrom(ctx, id, 0)
+		if err != nil {
+			t.Fatalf("child %s: %v", id, err)
+		}
+		if !completed(t, log) {
+			t.Fatalf("child %s did not complete: its log ends with %s %s", id, log[len(log)-1].Kind, log[len(log)-1].Data)
+		}
+		msgs := messages(t, log)
+		prompt := subagent.TextOf(msgs[0].Content)
+		if _, dup := calls[prompt]; dup {
+			t.Fatalf("two children were given %q", prompt)
+		}
+		for _, m := range msgs {
+			if m.Role == agent.Assistant {
+				calls[prompt]++
+			}
+		}
+	}
+	return calls
 }
 
 // Contract S6: the crash test's store wrapper is not there unless its
