@@ -243,7 +243,9 @@ func TestS9_ARunningChildIsResumedFromItsLog(t *testing.T) {
 // resume, its child named after the call.
 func TestS9_ACallWhoseChildNeverStartedRunsAnew(t *testing.T) {
 	r := crashDuring(t, func(agent.Request) agent.Response { return final("fresh") },
-		func(_ string, h *subagent.SessionHeader, _ []persistence.Record) bool { return h != nil && h.ParentSessionID == parentID })
+		func(_ string, h *subagent.SessionHeader, _ []persistence.Record) bool {
+			return h != nil && h.ParentSessionID == parentID
+		})
 	if _, _, err := r.store.LoadFrom(await.Ctx(t), r.childID(t), 0); !errors.Is(err, persistence.ErrNotFound) {
 		t.Fatalf("the child's session exists before the resume: %v", err)
 	}
