@@ -4,7 +4,9 @@ import (
 	"bufio"
 	"bytes"
 	"encoding/json"
+	"errors"
 	"fmt"
+	"io/fs"
 	"maps"
 	"math/rand/v2"
 	"os"
@@ -16,6 +18,7 @@ import (
 	"testing"
 
 	"github.com/subactor/subactor/agent"
+	"github.com/subactor/subactor/cmd/node/internal/crashhook"
 	"github.com/subactor/subactor/internal/await"
 	"github.com/subactor/subactor/persistence"
 	"github.com/subactor/subactor/subagent"
@@ -51,20 +54,20 @@ func writeCrashTree(t *testing.T) string {
 	return root
 }
 
-// readAcks reads the appends file a node wrote under envAppendsFile and
+// readAcks reads the appends file a node wrote under crashhook.EnvAppendsFile and
 // checks that its writes are numbered 1, 2, 3...
-func readAcks(t *testing.T, path string) []ackedWrite {
+func readAcks(t *testing.T, path string) []crashhook.AckedWrite {
 	t.Helper()
 	f, err := os.Open(path)
 	if err != nil {
 		t.Fatal(err)
 	}
 	defer f.Close()
-	var out []ackedWrite
+	var out []crashhook.AckedWrite
 	sc := bufio.NewScanner(f)
 	sc.Buffer(nil, 1<<20)
 	for sc.Scan() {
-		var w ackedWrite
+		var w crashhook.AckedWrite
 		if err := json.Unmarshal(sc.Bytes(), &w); err != nil {
 			t.Fatalf("appends file line %d: %v", len(out)+1, err)
 		}
@@ -92,7 +95,8 @@ func killPoints(last, k int) []int {
 }
 
 // Contract S6 with real processes: a node SIGKILLed right after its Nth
-// acknowledged write (the hidden hook SUBACTOR_TEST_KILL_AFTER_APPENDS),
+// acknowledged write (crashhook.EnvKillAfter, in a node built with the
+// subactortest tag),
 // for 50 seeded N spread over a whole run's writes, most of them while
 // children are mid-turn, leaves a store that opens; every log loads; every
 // acknowledged record is in its log exactly once, at the sequence number
@@ -113,7 +117,7 @@ func TestS6_S9_SIGKILLAtFiftyAppendPointsLosesNothingAndContinueFinishes(t *test
 	// share the next one (group commit), so the kill points stop short of
 	// the end by more than a turn's results can merge.
 	data, acks := t.TempDir(), filepath.Join(t.TempDir(), "acks")
-	stdout, stderr, code := nodeEnv(t, root, []string{envDataDir + "=" + data, envAppendsFile + "=" + acks}, "run", "-quiet")
+	stdout, stderr, code := nodeBin(t, hooksBin, root, []string{envDataDir + "=" + data, crashhook.EnvAppendsFile + "=" + acks}, "run", "-quiet")
 	if code != 0 {
 		t.Fatalf("counting run: exit %d, stderr %s", code, stderr)
 	}
@@ -175,9 +179,9 @@ func crashAt(t *testing.T, root string, n int) *crash {
 	t.Helper()
 	c := &crash{n: n, data: t.TempDir(), logs: map[string][]persistence.Entry{}}
 	acks := filepath.Join(t.TempDir(), "acks")
-	cmd := exec.CommandContext(await.Ctx(t), bin, "run")
+	cmd := exec.CommandContext(await.Ctx(t), hooksBin, "run")
 	cmd.Dir = root
-	cmd.Env = append(os.Environ(), envDataDir+"="+c.data, envAppendsFile+"="+acks, fmt.Sprint(envKillAfter, "=", n))
+	cmd.Env = append(os.Environ(), envDataDir+"="+c.data, crashhook.EnvAppendsFile+"="+acks, fmt.Sprint(crashhook.EnvKillAfter, "=", n))
 	var stderr bytes.Buffer
 	cmd.Stderr = &stderr
 	_ = cmd.Run() // the exit status says how it ended
@@ -194,7 +198,7 @@ func crashAt(t *testing.T, root string, n int) *crash {
 		t.Fatalf("the first write is %+v, want the top-level session's creation", written[0])
 	}
 	c.top = written[0].Session
-	acked := map[string][]ackedEntry{}
+	acked := map[string][]crashhook.AckedEntry{}
 	for _, w := range written {
 		acked[w.Session] = append(acked[w.Session], w.Records...)
 	}
@@ -239,13 +243,13 @@ func crashAt(t *testing.T, root string, n int) *crash {
 // none unacknowledged before the last acknowledged one (a session has one
 // writer, so only the write in flight at the kill may follow). It returns
 // how many records follow.
-func checkAcked(t *testing.T, id string, entries []persistence.Entry, acked []ackedEntry) (unacked int) {
+func checkAcked(t *testing.T, id string, entries []persistence.Entry, acked []crashhook.AckedEntry) (unacked int) {
 	t.Helper()
 	bySeq := map[uint64]persistence.Entry{}
 	seen := map[string]uint64{}
 	for _, e := range entries {
 		bySeq[e.Seq] = e
-		key := e.Kind + " " + digest(e.Data)
+		key := e.Kind + " " + crashhook.Digest(e.Data)
 		if first, dup := seen[key]; dup {
 			t.Fatalf("session %s: records %d and %d are the same %s record", id, first, e.Seq, e.Kind)
 		}
@@ -257,8 +261,8 @@ func checkAcked(t *testing.T, id string, entries []persistence.Entry, acked []ac
 		switch {
 		case !ok:
 			t.Fatalf("session %s: acknowledged record %d (%s) is missing", id, a.Seq, a.Kind)
-		case e.Kind != a.Kind || digest(e.Data) != a.SHA256:
-			t.Fatalf("session %s: record %d is %s %s, acknowledged as %s %s", id, a.Seq, e.Kind, digest(e.Data), a.Kind, a.SHA256)
+		case e.Kind != a.Kind || crashhook.Digest(e.Data) != a.SHA256:
+			t.Fatalf("session %s: record %d is %s %s, acknowledged as %s %s", id, a.Seq, e.Kind, crashhook.Digest(e.Data), a.Kind, a.SHA256)
 		}
 		last = max(last, a.Seq)
 	}
@@ -432,27 +436,34 @@ func childCalls(t *testing.T, b *persistence.Bolt, top string) map[string]int {
 	return calls
 }
 
-// Contract S6: the crash test's store wrapper is not there unless its
-// variable is set, and a kill point without an appends file, or one that
-// is not a positive number, is refused rather than ignored.
-func TestS6_CrashHooksAreInertWithoutTheirVariables(t *testing.T) {
-	store := persistence.NewMemory()
-	t.Setenv(envAppendsFile, "")
-	t.Setenv(envKillAfter, "")
-	got, closeHooks, err := withCrashHooks(store)
-	if err != nil || got != persistence.Store(store) {
-		t.Fatalf("without the variables: %T, %v; want the store itself", got, err)
+// Contract S6's hooks stay out of the product (issue 19): the node as
+// users get it, built without the subactortest tag, ignores the hooks'
+// variables (the run completes and no appends file appears) and holds
+// neither their names nor the hook package, which the tests' build does.
+func TestS6_TheProductBinaryHasNoCrashHooks(t *testing.T) {
+	acks := filepath.Join(t.TempDir(), "acks")
+	_, stderr, code := nodeEnv(t, writeCrashTree(t), []string{envDataDir + "=" + t.TempDir(),
+		crashhook.EnvAppendsFile + "=" + acks, crashhook.EnvKillAfter + "=1"}, "run", "-quiet")
+	if code != 0 {
+		t.Fatalf("run with the hooks' variables set: exit %d, stderr %s", code, stderr)
 	}
-	closeHooks()
-	t.Setenv(envKillAfter, "3")
-	if _, _, err := withCrashHooks(store); err == nil || !strings.Contains(err.Error(), envAppendsFile) {
-		t.Fatalf("a kill point without an appends file: %v", err)
+	if _, err := os.Stat(acks); !errors.Is(err, fs.ErrNotExist) {
+		t.Fatalf("the product binary wrote an appends file: %v", err)
 	}
-	t.Setenv(envAppendsFile, filepath.Join(t.TempDir(), "acks"))
-	for _, bad := range []string{"0", "-1", "many"} {
-		t.Setenv(envKillAfter, bad)
-		if _, _, err := withCrashHooks(store); err == nil || !strings.Contains(err.Error(), envKillAfter) {
-			t.Fatalf("%s=%s: %v", envKillAfter, bad, err)
+	product, err := os.ReadFile(bin)
+	if err != nil {
+		t.Fatal(err)
+	}
+	withHooks, err := os.ReadFile(hooksBin)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, s := range []string{crashhook.EnvAppendsFile, crashhook.EnvKillAfter, "cmd/node/internal/crashhook"} {
+		if bytes.Contains(product, []byte(s)) {
+			t.Errorf("the product binary holds %q", s)
+		}
+		if !bytes.Contains(withHooks, []byte(s)) {
+			t.Errorf("the tests' binary does not hold %q: this test could not see it either", s)
 		}
 	}
 }
