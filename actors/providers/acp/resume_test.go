@@ -209,3 +209,48 @@ func TestS8_AStaleACPActivationRecordsNothingAfterTheNextTookTheSession(t *testi
 		t.Fatalf("session records %q, want %q: only the newest activation records its stop", kinds, want)
 	}
 }
+
+// Contract S9 (ACP): the turn's answer lives in the agent's session, so
+// the stop record keeps it, for a parent that died before it stored the
+// answer; and a resume with no prompt (a parent recovering a child that
+// was running when it died) continues the turn, the agent prompted with
+// acp.ContinuePrompt, as an ACP turn needs a prompt.
+func TestS9_TheStopKeepsTheAnswerAndAResumeWithoutAPromptContinues(t *testing.T) {
+	sys := newSystem(t)
+	svc := registry.New(sys)
+	t.Cleanup(svc.Close)
+	store := persistence.NewMemory()
+	cfg := fakeConfig(t, sys, modeLoadable)
+	cfg.Store = store
+	release, err := svc.RegisterProvider(newProvider(t, cfg))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(release)
+	first, err := svc.Start(await.Ctx(t), acp.DefaultName, request(nil, "say the answer"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	wait(t, first)
+	must(t, first.Dispose(await.Ctx(t)))
+	_, recs, err := store.Load(await.Ctx(t), first.SessionID())
+	if err != nil {
+		t.Fatal(err)
+	}
+	var stop agent.Stop
+	if last := recs[len(recs)-1]; last.Kind != agent.KindStop || json.Unmarshal(last.Data, &stop) != nil || subagent.TextOf(stop.Output) != "the answer" {
+		t.Fatalf("the stop record %s %s does not keep the answer", last.Kind, last.Data)
+	}
+
+	second, err := svc.Resume(await.Ctx(t), acp.DefaultName, subagent.StartRequest{Parent: top, Continuation: &subagent.Continuation{SessionID: first.SessionID()}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = second.Dispose(context.Background()) })
+	// The fake agent reads a prompt as commands: the first word of this
+	// one is none it knows, and it says so.
+	word, _, _ := strings.Cut(acp.ContinuePrompt, " ")
+	if res := wait(t, second); res.StopReason != subagent.Completed || subagent.TextOf(res.Output) != "unknown-command:"+word+";" {
+		t.Fatalf("the resumed turn: %s %q %q", res.StopReason, subagent.TextOf(res.Output), res.Detail)
+	}
+}
