@@ -40,7 +40,9 @@ type Config struct {
 	// with the activation's take of the log (after results for the tool
 	// calls an earlier activation left unanswered), so that it is durable
 	// once New returns. Run then continues from it with no prompt of its
-	// own.
+	// own. Those unanswered calls are answered as interrupted, a
+	// Recoverer's too: recovering them takes a Run, and the prompt cannot
+	// wait for it. Without Prompt, Run recovers them (see Recoverer).
 	Prompt []subagent.ContentBlock
 	// Seed are model-visible turns a new session starts with (a fork's
 	// copy of its parent's completed turns), and LogOnly log-only records
