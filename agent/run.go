@@ -21,8 +21,10 @@ import (
 // until the model answers, ctx ends, or something fails. An empty prompt
 // continues the session as it is (a resumed child picking up where it
 // stopped). A history that ends in tool calls without results (the process
-// died while they ran) gets error results saying they were interrupted,
-// so the model never sees a call without a result and may retry it. Failures settle as a
+// died while they ran) gets them first: a Recoverer's calls are recovered
+// through their tool (S9), any other's are error results saying they were
+// interrupted, so the model never sees a call without a result and may
+// retry it. Failures settle as a
 // stop reason with a Detail; Run never returns an error value. steer may be
 // nil. A panic in the Model is not recovered: the caller above the loop (the
 // run actor) owns that failure, while a panicking Tool becomes an error
