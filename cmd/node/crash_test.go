@@ -107,7 +107,9 @@ func killPoints(last, k int) []int {
 // untouched. Contract S9: the continued run then answers as a clean run
 // does every time, with the same children making the same model calls
 // (checkContinues): no completed child runs again, and none is left
-// running or interrupted.
+// running or interrupted. The kills leave delegations without results of
+// each kind S9 names (a child completed, running, never started), and
+// the test fails if one kind never occurs.
 func TestS6_S9_SIGKILLAtFiftyAppendPointsLosesNothingAndContinueFinishes(t *testing.T) {
 	root := writeCrashTree(t)
 	want, _ := expected(t, root, ".")
@@ -135,6 +137,7 @@ func TestS6_S9_SIGKILLAtFiftyAppendPointsLosesNothingAndContinueFinishes(t *test
 	t.Logf("kill points, of %d acknowledged writes per run: %v", total, kills)
 
 	var interrupted, tails int
+	var cases [3]int // delegations without a result: child completed, running, never started
 	for _, n := range kills {
 		t.Run(fmt.Sprint("kill-after-", n), func(t *testing.T) {
 			c := crashAt(t, root, n)
@@ -144,12 +147,45 @@ func TestS6_S9_SIGKILLAtFiftyAppendPointsLosesNothingAndContinueFinishes(t *test
 				interrupted++
 			}
 			tails += c.unacked
+			for i, k := range c.unstored(t) {
+				cases[i] += k
+			}
 		})
 		if t.Failed() {
 			break
 		}
 	}
 	t.Logf("%d kills left tool calls without results; %d records were stored but not yet acknowledged at a kill", interrupted, tails)
+	t.Logf("delegations left without a result: %d of a completed child, %d of a running one, %d of one never started", cases[0], cases[1], cases[2])
+	if !t.Failed() && (cases[0] == 0 || cases[1] == 0 || cases[2] == 0) {
+		t.Fatalf("the kills left no delegation of some kind without a result (%v): the three cases of S9 are not all tried", cases)
+	}
+}
+
+// unstored counts the delegations the kill left without a result by what
+// their children were at the kill: completed, running, never started.
+func (c *crash) unstored(t *testing.T) (cases [3]int) {
+	t.Helper()
+	stored := map[string]bool{}
+	for _, m := range messages(t, c.topLog) {
+		var a struct {
+			SessionID string `json:"sessionId"`
+		}
+		if m.Role == agent.ToolRole && json.Unmarshal([]byte(subagent.TextOf(m.Content)), &a) == nil {
+			stored[a.SessionID] = true
+		}
+	}
+	for id, log := range c.logs {
+		switch {
+		case stored[id]:
+		case completed(t, log):
+			cases[0]++
+		default:
+			cases[1]++
+		}
+	}
+	cases[2] = len(slices.DeleteFunc(slices.Clone(c.pending), func(n string) bool { return n != "subagent" })) - cases[0] - cases[1]
+	return cases
 }
 
 // crash is what a killed node left.
