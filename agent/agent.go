@@ -40,7 +40,9 @@ type Config struct {
 	// with the activation's take of the log (after results for the tool
 	// calls an earlier activation left unanswered), so that it is durable
 	// once New returns. Run then continues from it with no prompt of its
-	// own.
+	// own. Those unanswered calls are answered as interrupted, a
+	// Recoverer's too: recovering them takes a Run, and the prompt cannot
+	// wait for it. Without Prompt, Run recovers them (see Recoverer).
 	Prompt []subagent.ContentBlock
 	// Seed are model-visible turns a new session starts with (a fork's
 	// copy of its parent's completed turns), and LogOnly log-only records
@@ -132,6 +134,9 @@ type Agent struct {
 	// appendMu, which also orders the appends themselves.
 	appendMu sync.Mutex
 	seq      uint64
+	// callsAt is the log record of the history's last turn of tool calls
+	// (see CallRef); the loop's own.
+	callsAt uint64
 }
 
 // shape is what every request of an agent carries besides the history and
@@ -315,6 +320,9 @@ func (a *Agent) load(ctx context.Context, prompt []subagent.ContentBlock) error 
 		}
 		if m.Role != User && m.Role != Assistant && m.Role != ToolRole {
 			return fmt.Errorf("agent: load session %q: record %d: unknown role %q", h.SessionID, i, m.Role)
+		}
+		if m.Role == Assistant && len(m.ToolCalls) > 0 {
+			a.callsAt = r.Seq
 		}
 		a.msgs = append(a.msgs, m)
 		a.settle()

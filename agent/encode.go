@@ -94,6 +94,10 @@ func appendStop(dst []byte, s Stop) []byte {
 		}
 		dst = append(dst, '}')
 	}
+	if len(s.Output) > 0 {
+		dst = append(dst, `,"output":`...)
+		dst = appendContent(dst, s.Output)
+	}
 	return append(dst, '}')
 }
 

@@ -26,7 +26,7 @@ func TestEncodedTypesHaveTheFieldsTheEncoderWrites(t *testing.T) {
 		{Message{}, `Role agent.Role json:"role"; Content []subagent.ContentBlock json:"content,omitempty"; ToolCalls []agent.ToolCall json:"toolCalls,omitempty"; ToolCallID string json:"toolCallId,omitempty"; IsError bool json:"isError,omitempty"`},
 		{ToolCall{}, `ID string json:"id"; Name string json:"name"; Args json.RawMessage json:"args"`},
 		{subagent.ContentBlock{}, `Type string json:"type"; Text string json:"text,omitempty"; Source string json:"source,omitempty"`},
-		{Stop{}, `StopReason subagent.StopReason json:"stopReason"; Detail string json:"detail,omitempty"; Usage *subagent.Usage json:"usage,omitempty"`},
+		{Stop{}, `StopReason subagent.StopReason json:"stopReason"; Detail string json:"detail,omitempty"; Usage *subagent.Usage json:"usage,omitempty"; Output []subagent.ContentBlock json:"output,omitempty"`},
 		{subagent.Usage{}, `InputTokens int json:"inputTokens"; OutputTokens int json:"outputTokens"; CachedInputTokens int json:"cachedInputTokens,omitempty"`},
 	} {
 		typ := reflect.TypeOf(c.v)
@@ -172,6 +172,9 @@ func TestAppendStopIsJSONMarshal(t *testing.T) {
 				OutputTokens:      rapid.Int().Draw(t, "out"),
 				CachedInputTokens: rapid.SampledFrom([]int{0, 0, 1, -5, 1 << 40}).Draw(t, "cached"),
 			}
+		}
+		for range rapid.IntRange(0, 2).Draw(t, "output") {
+			s.Output = append(s.Output, subagent.ContentBlock{Type: "text", Text: awkward().Draw(t, "text")})
 		}
 		want, err := json.Marshal(s)
 		if err != nil {

@@ -21,8 +21,10 @@ import (
 // until the model answers, ctx ends, or something fails. An empty prompt
 // continues the session as it is (a resumed child picking up where it
 // stopped). A history that ends in tool calls without results (the process
-// died while they ran) gets error results saying they were interrupted,
-// so the model never sees a call without a result and may retry it. Failures settle as a
+// died while they ran) gets them first: a Recoverer's calls are recovered
+// through their tool (S9), any other's are error results saying they were
+// interrupted, so the model never sees a call without a result and may
+// retry it. Failures settle as a
 // stop reason with a Detail; Run never returns an error value. steer may be
 // nil. A panic in the Model is not recovered: the caller above the loop (the
 // run actor) owns that failure, while a panicking Tool becomes an error
@@ -176,6 +178,10 @@ type Stop struct {
 	StopReason subagent.StopReason `json:"stopReason"`
 	Detail     string              `json:"detail,omitempty"`
 	Usage      *subagent.Usage     `json:"usage,omitempty"`
+	// Output is the final answer of a child whose turns live elsewhere
+	// (an ACP agent's own session), so that it can be read again (S9); an
+	// in-process child's is its last turn, in the same append.
+	Output []subagent.ContentBlock `json:"output,omitempty"`
 }
 
 // recordStop appends how an activation that ended without a final turn
@@ -210,36 +216,85 @@ func (a *Agent) stepLimit(res *subagent.Result) {
 	*res = subagent.Stopped(subagent.Error, fmt.Sprintf("agent: step limit of %d model calls reached", a.maxSteps))
 }
 
-// begin appends the results of the calls an earlier run left without
-// (see interrupted) and prompt as a user turn; false when the run must end
-// at once, with *res.
+// begin answers the calls an earlier run left without results (see
+// recoverCalls) and appends prompt as a user turn; false when the run must
+// end at once, with *res.
 //
 //go:noinline
 func (l *loop) begin(prompt []subagent.ContentBlock, res *subagent.Result) bool {
 	a, ctx := l.a, l.ctx
-	first := a.interrupted()
+	if calls := a.unanswered(); len(calls) > 0 {
+		if err := a.recoverCalls(l.toolCtx(), calls); err != nil {
+			*res = a.storeFailed(ctx, err)
+			return false
+		}
+	}
 	var err error
 	switch {
-	case len(prompt) > 0 && len(first) == 0:
-		err = a.commit(ctx, nil, ownNothing, Message{Role: User, Content: prompt})
 	case len(prompt) > 0:
-		// The interrupted calls' results are the loop's own, the prompt
-		// the caller's.
-		err = a.commit(ctx, nil, ownNothing, append(first, Message{Role: User, Content: prompt})...)
+		err = a.commit(ctx, nil, ownNothing, Message{Role: User, Content: prompt})
 	case a.empty():
 		*res = subagent.Stopped(subagent.Error, "agent: nothing to continue: the session has no turns and the prompt is empty")
 		return false
-	default:
-		err = a.commit(ctx, nil, ownContent, first...)
 	}
 	if err != nil {
 		*res = a.storeFailed(ctx, err)
 		return false
 	}
-	if len(first) > 0 {
-		a.orderLastResults()
-	}
 	return true
+}
+
+// recoverCalls answers the calls of the last turn that an earlier run left
+// without results (S9): a Recoverer's call is recovered through its tool,
+// as the turn's calls ran (concurrently, within the parallel cap, each
+// result checkpointed as it arrives), and any other is answered as
+// interrupted. It returns the first append that failed.
+func (a *Agent) recoverCalls(ctx context.Context, calls []pendingCall) error {
+	var c checkpoints
+	var wg sync.WaitGroup
+	slots := make(chan struct{}, a.parallel)
+	for _, p := range calls {
+		slots <- struct{}{}
+		wg.Go(func() {
+			defer func() { <-slots }()
+			c.add(ctx, a, a.recoverOne(ctx, p))
+		})
+	}
+	wg.Wait()
+	a.orderLastResults()
+	return c.failed
+}
+
+// recoverOne answers one call an earlier run left without a result, and
+// tells OnStep of it as of step 0 (before this run's first model call).
+func (a *Agent) recoverOne(ctx context.Context, p pendingCall) Message {
+	c := p.call
+	t := a.toolNamed(c.Name)
+	if _, ok := t.(Recoverer); !ok {
+		return interruptedResult(c)
+	}
+	if a.onStep != nil {
+		a.notify(0, subagent.ToolCallStarted, prefix(c.Name, EchoLimit)+" "+prefix(c.Args, EchoLimit), false, nil)
+	}
+	res := a.callTool(withCall(ctx, p.ref), c, t, true)
+	a.notify(0, subagent.ToolCallFinished, c.Name, res.IsError, nil)
+	return res
+}
+
+// toolNamed is the agent's tool whose spec is named name, or nil.
+func (a *Agent) toolNamed(name string) Tool {
+	for _, t := range a.tools {
+		if t.Spec().Name == name {
+			return t
+		}
+	}
+	return nil
+}
+
+// interruptedResult answers a call that an earlier run left without a
+// result and that cannot be recovered.
+func interruptedResult(c ToolCall) Message {
+	return errorResult(c.ID, "tool call "+c.Name+" was interrupted before it finished")
 }
 
 // generate asks the model for the turn of l.step and takes it (see turn);
@@ -332,6 +387,9 @@ func (a *Agent) turn(l *loop, resp Response, res *subagent.Result) (done, record
 		*res = a.storeFailed(ctx, err)
 		return true, false
 	}
+	a.appendMu.Lock()
+	a.callsAt = a.seq // the turn's own record: its calls have not started
+	a.appendMu.Unlock()
 	if err := a.runTools(l.toolCtx(), step, msg.ToolCalls, a.offers, malformed); err != nil {
 		*res = a.storeFailed(ctx, err)
 		return true, false
@@ -477,11 +535,27 @@ type CheckpointError struct{ Err error }
 func (e *CheckpointError) Error() string   { return ErrCheckpoint.Error() + ": " + e.Err.Error() }
 func (e *CheckpointError) Unwrap() []error { return []error{ErrCheckpoint, e.Err} }
 
-// interrupted answers the tool calls of a history whose last turn's calls
-// are not all answered (a run stopped while its tools ran: each result
-// was checkpointed as it arrived, S9), so that the model never sees a call
-// without a result.
+// interrupted answers, as interrupted, the calls of the history's last
+// turn that have no results (see unanswered), so that the model never sees
+// a call without a result.
 func (a *Agent) interrupted() []Message {
+	var out []Message
+	for _, p := range a.unanswered() {
+		out = append(out, interruptedResult(p.call))
+	}
+	return out
+}
+
+// pendingCall is a call of the history's last turn without a result.
+type pendingCall struct {
+	call ToolCall
+	ref  CallRef
+}
+
+// unanswered are the calls of a history whose last turn's calls are not
+// all answered: a run stopped while its tools ran (each result was
+// checkpointed as it arrived, S9).
+func (a *Agent) unanswered() []pendingCall {
 	a.mu.Lock()
 	defer a.mu.Unlock()
 	answered := map[string]bool{}
@@ -490,10 +564,10 @@ func (a *Agent) interrupted() []Message {
 		case m.Role == ToolRole:
 			answered[m.ToolCallID] = true
 		case m.Role == Assistant && len(m.ToolCalls) > 0:
-			var out []Message
-			for _, c := range m.ToolCalls {
+			var out []pendingCall
+			for j, c := range m.ToolCalls {
 				if !answered[c.ID] {
-					out = append(out, errorResult(c.ID, "tool call "+c.Name+" was interrupted before it finished"))
+					out = append(out, pendingCall{call: c, ref: CallRef{Seq: a.callsAt, Index: j}})
 				}
 			}
 			return out
@@ -791,28 +865,28 @@ func (a *Agent) callTools(ctx context.Context, step int, calls []ToolCall, offer
 	if len(calls) == 1 {
 		// A lone call runs on the loop's goroutine: no goroutine to
 		// start, no fresh stack to grow.
-		done(a.callOne(ctx, step, calls[0], offered, malformed != nil && malformed[0]))
+		done(a.callOne(ctx, step, 0, calls[0], offered, malformed != nil && malformed[0]))
 		return
 	}
 	var wg sync.WaitGroup
 	slots := make(chan struct{}, a.parallel)
 	for i, c := range calls {
 		if malformed != nil && malformed[i] {
-			done(a.callOne(ctx, step, c, offered, true))
+			done(a.callOne(ctx, step, i, c, offered, true))
 			continue
 		}
 		slots <- struct{}{}
 		wg.Go(func() {
 			defer func() { <-slots }()
-			done(a.callOne(ctx, step, c, offered, false))
+			done(a.callOne(ctx, step, i, c, offered, false))
 		})
 	}
 	wg.Wait()
 }
 
-// callOne runs one call of a turn and tells OnStep of it; a malformed
-// one never reaches its tool.
-func (a *Agent) callOne(ctx context.Context, step int, c ToolCall, offered []offer, malformed bool) Message {
+// callOne runs call i of a turn and tells OnStep of it; a malformed one
+// never reaches its tool.
+func (a *Agent) callOne(ctx context.Context, step, i int, c ToolCall, offered []offer, malformed bool) Message {
 	if a.onStep != nil {
 		// Cut before joining: a huge argument is not copied for a line.
 		a.notify(step, subagent.ToolCallStarted, prefix(c.Name, EchoLimit)+" "+prefix(c.Args, EchoLimit), false, nil)
@@ -821,15 +895,16 @@ func (a *Agent) callOne(ctx context.Context, step int, c ToolCall, offered []off
 	if malformed {
 		res = errorResult(c.ID, "tool "+c.Name+": arguments are not valid JSON")
 	} else {
-		res = a.callTool(ctx, c, offeredTool(offered, c.Name))
+		res = a.callTool(withCall(ctx, CallRef{Seq: a.callsAt, Index: i}), c, offeredTool(offered, c.Name), false)
 	}
 	a.notify(step, subagent.ToolCallFinished, c.Name, res.IsError, nil)
 	return res
 }
 
-// callTool runs one call. Tools are user code: a panic becomes an error
-// result instead of taking the process down.
-func (a *Agent) callTool(ctx context.Context, c ToolCall, t Tool) (res Message) {
+// callTool runs one call, or recovers it (see Recoverer). Tools are user
+// code: a panic becomes an error result instead of taking the process
+// down.
+func (a *Agent) callTool(ctx context.Context, c ToolCall, t Tool, recovering bool) (res Message) {
 	if t == nil {
 		return errorResult(c.ID, "unknown tool "+c.Name)
 	}
@@ -842,7 +917,16 @@ func (a *Agent) callTool(ctx context.Context, c ToolCall, t Tool) (res Message) 
 		return errorResult(c.ID, fmt.Sprintf("tool %s: %v", c.Name, err))
 	}
 	// The history keeps c.Args: the tool gets a copy of its own.
-	out, err := t.Call(ctx, a, bytes.Clone(c.Args))
+	var out string
+	var err error
+	if recovering {
+		out, err = t.(Recoverer).Recover(ctx, a, bytes.Clone(c.Args))
+	} else {
+		out, err = t.Call(ctx, a, bytes.Clone(c.Args))
+	}
+	if recovering && errors.Is(err, ErrInterrupted) {
+		return interruptedResult(c)
+	}
 	if err != nil {
 		return errorResult(c.ID, err.Error())
 	}

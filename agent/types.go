@@ -3,6 +3,7 @@ package agent
 import (
 	"context"
 	"encoding/json"
+	"errors"
 
 	"github.com/subactor/subactor/subagent"
 )
@@ -78,6 +79,49 @@ type Model interface {
 type Tool interface {
 	Spec() ToolSpec
 	Call(ctx context.Context, caller *Agent, args json.RawMessage) (string, error)
+}
+
+// Recoverer is a Tool whose calls can outlive the process that made them:
+// the delegate tool, whose child keeps a session of its own (S9). When a
+// Run continues a history whose last turn has calls without results (the
+// process died while they ran), the loop asks a Recoverer's Recover for
+// each of its calls, with the call's CallRef in ctx, instead of answering
+// it as interrupted. Those calls run as a turn's calls do: concurrently
+// within the parallel cap, their arguments checked, each result
+// checkpointed as it arrives. Recover returns ErrInterrupted for a call it
+// cannot recover.
+type Recoverer interface {
+	Tool
+	Recover(ctx context.Context, caller *Agent, args json.RawMessage) (string, error)
+}
+
+// ErrInterrupted, from Recover, answers the call as interrupted, as a
+// call of a tool that is no Recoverer is.
+var ErrInterrupted = errors.New("agent: the call was interrupted and cannot be recovered")
+
+// CallRef names a tool call for as long as its session lasts: the log
+// record of the assistant turn that made it and its place among that
+// turn's calls. The model's own call ids need not be unique; these are.
+// A Tool finds it in its ctx (CallOf), in Call and in Recover alike, so
+// that what a call leaves behind (a child's session) can be found again
+// from the call alone.
+type CallRef struct {
+	Seq   uint64
+	Index int
+}
+
+type callKey struct{}
+
+// withCall is ctx carrying ref for the tool it is given to.
+func withCall(ctx context.Context, ref CallRef) context.Context {
+	return context.WithValue(ctx, callKey{}, ref)
+}
+
+// CallOf is the CallRef of the tool call ctx was given to; false outside
+// a tool call of an Agent.
+func CallOf(ctx context.Context) (CallRef, bool) {
+	ref, ok := ctx.Value(callKey{}).(CallRef)
+	return ref, ok
 }
 
 // Conditional is a Tool that is offered only while Available says so (the

@@ -275,9 +275,15 @@ func (s *Service) Resume(ctx context.Context, name string, req subagent.StartReq
 	return s.open(ctx, name, req, true, "")
 }
 
-// openAs starts a run whose id is runID: a continuable child's first
-// activation, whose run id becomes its durable session id.
-func (s *Service) openAs(ctx context.Context, name string, req subagent.StartRequest, runID string) (subagent.Run, error) {
+// StartAs is Start for a run whose id the caller chose, which a provider
+// that stores its children takes as the child's session id: a
+// continuable child's first activation, or a delegation named after its
+// tool call, so that the child can be found from the call after a crash
+// (S9). runID must be new.
+func (s *Service) StartAs(ctx context.Context, name string, req subagent.StartRequest, runID string) (subagent.Run, error) {
+	if runID == "" {
+		return nil, invalid("runID", "must not be empty")
+	}
 	return s.open(ctx, name, req, false, runID)
 }
 

@@ -222,7 +222,7 @@ func (s agentServers) register(svc *registry.Service, sys *actors.System, store 
 			closeAll()
 			return nil, nil, err
 		}
-		t := delegate.New(delegate.Config{Service: svc, Provider: server, Name: names[server], MaxDepth: maxDepth})
+		t := delegate.New(delegate.Config{Service: svc, Provider: server, Name: names[server], MaxDepth: maxDepth, Store: store})
 		closers = append(closers, t.Close)
 		tools = append(tools, agentTool{Tool: t, server: server})
 	}

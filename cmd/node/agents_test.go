@@ -478,6 +478,33 @@ func TestP3_DelegateExampleAgentEndToEnd(t *testing.T) {
 
 const qwenInstall = "npm install -g @qwen-code/qwen-code@0.24.4"
 
+// qwenConfig is a configuration file whose one agent server, qwen, is
+// qwen-code (at path qwen) with a home of its own, on srv as its model.
+// It skips the test where qwen-code is not installed, and fails it in CI.
+func qwenConfig(t *testing.T, srv *openaitest.Server) (qwen, config string) {
+	t.Helper()
+	qwen, err := exec.LookPath("qwen")
+	if err != nil {
+		if os.Getenv("CI") == "true" {
+			t.Fatalf("qwen-code is not installed: %s", qwenInstall)
+		}
+		t.Skipf("qwen-code is not installed (%s)", qwenInstall)
+	}
+	home := t.TempDir()
+	if err := os.MkdirAll(filepath.Join(home, ".qwen"), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	// No background memory extraction: every model request is the turn's.
+	if err := os.WriteFile(filepath.Join(home, ".qwen", "settings.json"), []byte(`{"memory":{"enableManagedAutoMemory":false}}`), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	entry, _ := json.Marshal(map[string]any{
+		"command": qwen, "args": []string{"--acp"},
+		"env": map[string]string{"HOME": home, "OPENAI_BASE_URL": srv.URL, "OPENAI_API_KEY": "any", "OPENAI_MODEL": "openaitest"},
+	})
+	return qwen, writeConfig(t, `{"agent_servers": {"qwen": `+string(entry)+`}}`)
+}
+
 // copyBinary copies the node binary to dir under name, as `go build -o
 // dir/name ./cmd/node` would have made it.
 func copyBinary(t *testing.T, dir, name string) string {
@@ -511,27 +538,8 @@ func copyBinary(t *testing.T, dir, name string) string {
 // name the program was invoked by.
 func TestP3_NpmAgentStartsFromANodeBuiltUnderAnotherName(t *testing.T) {
 	t.Parallel()
-	qwen, err := exec.LookPath("qwen")
-	if err != nil {
-		if os.Getenv("CI") == "true" {
-			t.Fatalf("qwen-code is not installed: %s", qwenInstall)
-		}
-		t.Skipf("qwen-code is not installed (%s)", qwenInstall)
-	}
 	srv := openaitest.NewServer(t, openaitest.Reply("Hello from the model."), openaitest.Reply("spare"), openaitest.Reply("spare"))
-	home := t.TempDir()
-	if err := os.MkdirAll(filepath.Join(home, ".qwen"), 0o755); err != nil {
-		t.Fatal(err)
-	}
-	// No background memory extraction: every model request is the turn's.
-	if err := os.WriteFile(filepath.Join(home, ".qwen", "settings.json"), []byte(`{"memory":{"enableManagedAutoMemory":false}}`), 0o644); err != nil {
-		t.Fatal(err)
-	}
-	entry, _ := json.Marshal(map[string]any{
-		"command": qwen, "args": []string{"--acp"},
-		"env": map[string]string{"HOME": home, "OPENAI_BASE_URL": srv.URL, "OPENAI_API_KEY": "any", "OPENAI_MODEL": "openaitest"},
-	})
-	config := writeConfig(t, `{"agent_servers": {"qwen": `+string(entry)+`}}`)
+	qwen, config := qwenConfig(t, srv)
 	goBin, shadowing := t.TempDir(), t.TempDir()
 	subactor := copyBinary(t, goBin, "subactor")
 	shadow := copyBinary(t, shadowing, "node")

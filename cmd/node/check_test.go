@@ -17,6 +17,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/subactor/subactor/cmd/node/internal/crashhook"
 	"github.com/subactor/subactor/internal/await"
 	"github.com/subactor/subactor/internal/boltdamage"
 	"github.com/subactor/subactor/internal/openaitest"
@@ -198,7 +199,7 @@ func snapshotDir(t *testing.T, dir string) []string {
 		if err != nil {
 			t.Fatal(err)
 		}
-		out = append(out, fmt.Sprintf("%s %d %v %s %s", e.Name(), fi.Size(), fi.Mode(), fi.ModTime().Format(time.RFC3339Nano), digest(b)))
+		out = append(out, fmt.Sprintf("%s %d %v %s %s", e.Name(), fi.Size(), fi.Mode(), fi.ModTime().Format(time.RFC3339Nano), crashhook.Digest(b)))
 	}
 	return out
 }

@@ -457,7 +457,7 @@ func survey(ctx context.Context, o options, m models, out io.Writer, rep reporte
 	svc := registry.New(sys)
 	defer svc.Close()
 
-	tool := delegate.New(delegate.Config{Service: svc, Provider: spawn.DefaultName, MaxDepth: o.maxDepth})
+	tool := delegate.New(delegate.Config{Service: svc, Provider: spawn.DefaultName, MaxDepth: o.maxDepth, Store: store})
 	defer tool.Close()
 	tools := append(fsTools, tool)
 

@@ -4,7 +4,10 @@ import (
 	"bufio"
 	"bytes"
 	"encoding/json"
+	"errors"
 	"fmt"
+	"io/fs"
+	"maps"
 	"math/rand/v2"
 	"os"
 	"os/exec"
@@ -15,8 +18,10 @@ import (
 	"testing"
 
 	"github.com/subactor/subactor/agent"
+	"github.com/subactor/subactor/cmd/node/internal/crashhook"
 	"github.com/subactor/subactor/internal/await"
 	"github.com/subactor/subactor/persistence"
+	"github.com/subactor/subactor/subagent"
 )
 
 // crashFolders is how many sub-folders the crash test's tree has: one
@@ -49,20 +54,20 @@ func writeCrashTree(t *testing.T) string {
 	return root
 }
 
-// readAcks reads the appends file a node wrote under envAppendsFile and
+// readAcks reads the appends file a node wrote under crashhook.EnvAppendsFile and
 // checks that its writes are numbered 1, 2, 3...
-func readAcks(t *testing.T, path string) []ackedWrite {
+func readAcks(t *testing.T, path string) []crashhook.AckedWrite {
 	t.Helper()
 	f, err := os.Open(path)
 	if err != nil {
 		t.Fatal(err)
 	}
 	defer f.Close()
-	var out []ackedWrite
+	var out []crashhook.AckedWrite
 	sc := bufio.NewScanner(f)
 	sc.Buffer(nil, 1<<20)
 	for sc.Scan() {
-		var w ackedWrite
+		var w crashhook.AckedWrite
 		if err := json.Unmarshal(sc.Bytes(), &w); err != nil {
 			t.Fatalf("appends file line %d: %v", len(out)+1, err)
 		}
@@ -90,7 +95,8 @@ func killPoints(last, k int) []int {
 }
 
 // Contract S6 with real processes: a node SIGKILLed right after its Nth
-// acknowledged write (the hidden hook SUBACTOR_TEST_KILL_AFTER_APPENDS),
+// acknowledged write (crashhook.EnvKillAfter, in a node built with the
+// subactortest tag),
 // for 50 seeded N spread over a whole run's writes, most of them while
 // children are mid-turn, leaves a store that opens; every log loads; every
 // acknowledged record is in its log exactly once, at the sequence number
@@ -98,23 +104,30 @@ func killPoints(last, k int) []int {
 // between acknowledged records (only the writes in flight at the kill may
 // follow them); node sessions lists the killed session as it stood; and
 // node run -continue resumes it in the same session, its earlier records
-// untouched, the model answering from them.
-func TestS6_SIGKILLAtFiftyAppendPointsLosesNothingAcknowledged(t *testing.T) {
+// untouched. Contract S9: the continued run then answers as a clean run
+// does every time, with the same children making the same model calls
+// (checkContinues): no completed child runs again, and none is left
+// running or interrupted. The kills leave delegations without results of
+// each kind S9 names (a child completed, running, never started), and
+// the test fails if one kind never occurs.
+func TestS6_S9_SIGKILLAtFiftyAppendPointsLosesNothingAndContinueFinishes(t *testing.T) {
 	root := writeCrashTree(t)
-	want, folders := expected(t, root, ".")
+	want, _ := expected(t, root, ".")
 
 	// A whole run, counting its writes. The count varies a little from
 	// run to run: tool results that arrive while an append is in flight
 	// share the next one (group commit), so the kill points stop short of
 	// the end by more than a turn's results can merge.
 	data, acks := t.TempDir(), filepath.Join(t.TempDir(), "acks")
-	stdout, stderr, code := nodeEnv(t, root, []string{envDataDir + "=" + data, envAppendsFile + "=" + acks}, "run", "-quiet")
+	stdout, stderr, code := nodeBin(t, hooksBin, root, []string{envDataDir + "=" + data, crashhook.EnvAppendsFile + "=" + acks}, "run", "-quiet")
 	if code != 0 {
 		t.Fatalf("counting run: exit %d, stderr %s", code, stderr)
 	}
 	if _, answer := cutSession(t, stdout); answer != want+"\n" {
 		t.Fatalf("counting run answered\n%s\nwant\n%s", answer, want)
 	}
+	top, _ := cutSession(t, stdout)
+	clean := childCalls(t, openData(t, data), top)
 	total := len(readAcks(t, acks))
 	const points = 50
 	if total < points+20 {
@@ -124,21 +137,55 @@ func TestS6_SIGKILLAtFiftyAppendPointsLosesNothingAcknowledged(t *testing.T) {
 	t.Logf("kill points, of %d acknowledged writes per run: %v", total, kills)
 
 	var interrupted, tails int
+	var cases [3]int // delegations without a result: child completed, running, never started
 	for _, n := range kills {
 		t.Run(fmt.Sprint("kill-after-", n), func(t *testing.T) {
 			c := crashAt(t, root, n)
 			c.checkListed(t, root)
-			c.checkContinues(t, root, want, folders)
+			c.checkContinues(t, root, want, clean)
 			if c.pending != nil {
 				interrupted++
 			}
 			tails += c.unacked
+			for i, k := range c.unstored(t) {
+				cases[i] += k
+			}
 		})
 		if t.Failed() {
 			break
 		}
 	}
 	t.Logf("%d kills left tool calls without results; %d records were stored but not yet acknowledged at a kill", interrupted, tails)
+	t.Logf("delegations left without a result: %d of a completed child, %d of a running one, %d of one never started", cases[0], cases[1], cases[2])
+	if !t.Failed() && (cases[0] == 0 || cases[1] == 0 || cases[2] == 0) {
+		t.Fatalf("the kills left no delegation of some kind without a result (%v): the three cases of S9 are not all tried", cases)
+	}
+}
+
+// unstored counts the delegations the kill left without a result by what
+// their children were at the kill: completed, running, never started.
+func (c *crash) unstored(t *testing.T) (cases [3]int) {
+	t.Helper()
+	stored := map[string]bool{}
+	for _, m := range messages(t, c.topLog) {
+		var a struct {
+			SessionID string `json:"sessionId"`
+		}
+		if m.Role == agent.ToolRole && json.Unmarshal([]byte(subagent.TextOf(m.Content)), &a) == nil {
+			stored[a.SessionID] = true
+		}
+	}
+	for id, log := range c.logs {
+		switch {
+		case stored[id]:
+		case completed(t, log):
+			cases[0]++
+		default:
+			cases[1]++
+		}
+	}
+	cases[2] = len(slices.DeleteFunc(slices.Clone(c.pending), func(n string) bool { return n != "subagent" })) - cases[0] - cases[1]
+	return cases
 }
 
 // crash is what a killed node left.
@@ -156,6 +203,8 @@ type crash struct {
 	pending []string
 	// children is how many child sessions the top-level one has.
 	children int
+	// logs are the logs of every session but the top-level one.
+	logs map[string][]persistence.Entry
 	// unacked counts records stored but not acknowledged.
 	unacked int
 }
@@ -164,11 +213,11 @@ type crash struct {
 // and checks the store it leaves against the writes it acknowledged.
 func crashAt(t *testing.T, root string, n int) *crash {
 	t.Helper()
-	c := &crash{n: n, data: t.TempDir()}
+	c := &crash{n: n, data: t.TempDir(), logs: map[string][]persistence.Entry{}}
 	acks := filepath.Join(t.TempDir(), "acks")
-	cmd := exec.CommandContext(await.Ctx(t), bin, "run")
+	cmd := exec.CommandContext(await.Ctx(t), hooksBin, "run")
 	cmd.Dir = root
-	cmd.Env = append(os.Environ(), envDataDir+"="+c.data, envAppendsFile+"="+acks, fmt.Sprint(envKillAfter, "=", n))
+	cmd.Env = append(os.Environ(), envDataDir+"="+c.data, crashhook.EnvAppendsFile+"="+acks, fmt.Sprint(crashhook.EnvKillAfter, "=", n))
 	var stderr bytes.Buffer
 	cmd.Stderr = &stderr
 	_ = cmd.Run() // the exit status says how it ended
@@ -185,7 +234,7 @@ func crashAt(t *testing.T, root string, n int) *crash {
 		t.Fatalf("the first write is %+v, want the top-level session's creation", written[0])
 	}
 	c.top = written[0].Session
-	acked := map[string][]ackedEntry{}
+	acked := map[string][]crashhook.AckedEntry{}
 	for _, w := range written {
 		acked[w.Session] = append(acked[w.Session], w.Records...)
 	}
@@ -206,6 +255,8 @@ func crashAt(t *testing.T, root string, n int) *crash {
 		delete(acked, id)
 		if id == c.top {
 			c.topLog = entries
+		} else {
+			c.logs[id] = entries
 		}
 	}
 	for id := range acked {
@@ -228,13 +279,13 @@ func crashAt(t *testing.T, root string, n int) *crash {
 // none unacknowledged before the last acknowledged one (a session has one
 // writer, so only the write in flight at the kill may follow). It returns
 // how many records follow.
-func checkAcked(t *testing.T, id string, entries []persistence.Entry, acked []ackedEntry) (unacked int) {
+func checkAcked(t *testing.T, id string, entries []persistence.Entry, acked []crashhook.AckedEntry) (unacked int) {
 	t.Helper()
 	bySeq := map[uint64]persistence.Entry{}
 	seen := map[string]uint64{}
 	for _, e := range entries {
 		bySeq[e.Seq] = e
-		key := e.Kind + " " + digest(e.Data)
+		key := e.Kind + " " + crashhook.Digest(e.Data)
 		if first, dup := seen[key]; dup {
 			t.Fatalf("session %s: records %d and %d are the same %s record", id, first, e.Seq, e.Kind)
 		}
@@ -246,8 +297,8 @@ func checkAcked(t *testing.T, id string, entries []persistence.Entry, acked []ac
 		switch {
 		case !ok:
 			t.Fatalf("session %s: acknowledged record %d (%s) is missing", id, a.Seq, a.Kind)
-		case e.Kind != a.Kind || digest(e.Data) != a.SHA256:
-			t.Fatalf("session %s: record %d is %s %s, acknowledged as %s %s", id, a.Seq, e.Kind, digest(e.Data), a.Kind, a.SHA256)
+		case e.Kind != a.Kind || crashhook.Digest(e.Data) != a.SHA256:
+			t.Fatalf("session %s: record %d is %s %s, acknowledged as %s %s", id, a.Seq, e.Kind, crashhook.Digest(e.Data), a.Kind, a.SHA256)
 		}
 		last = max(last, a.Seq)
 	}
@@ -318,13 +369,13 @@ func (c *crash) checkListed(t *testing.T, root string) {
 }
 
 // checkContinues continues the killed session and checks that it resumes
-// in place: its earlier records stay as they were, it gains turns and a
-// completed stop, and the answer is what the model makes of the earlier
-// turns. The scripted model treats a tool call the kill interrupted as a
-// failed one: an interrupted list of the directory fails the survey, and
-// interrupted delegations fail their folders; with none, the answer is
-// the full survey, its children delegated anew where they had not been.
-func (c *crash) checkContinues(t *testing.T, root, want string, folders []string) {
+// in place (its earlier records stay as they were, it gains turns and a
+// completed stop) and finishes the job as a clean run does (S9): the same
+// answer, whatever the kill interrupted, and the same children making the
+// same model calls. A child that had completed is not run again (its log
+// is as the kill left it), one that was running goes on from its own log,
+// and none is left running or interrupted.
+func (c *crash) checkContinues(t *testing.T, root, want string, clean map[string]int) {
 	t.Helper()
 	stdout, stderr, code := nodeEnv(t, t.TempDir(), withData(c.data), "run", "-quiet", "-continue", c.top)
 	if c.stopped {
@@ -345,74 +396,110 @@ func (c *crash) checkContinues(t *testing.T, root, want string, folders []string
 	if id != c.top {
 		t.Fatalf("continued session %s, want %s", id, c.top)
 	}
-	answer = strings.TrimSuffix(answer, "\n")
-	const cut = "tool call %s was interrupted before it finished"
-	switch {
-	case len(c.pending) == 0:
-		if answer != want {
-			t.Fatalf("continued answer\n%s\nwant\n%s", answer, want)
-		}
-	case slices.Contains(c.pending, "list"):
-		if w := "survey .: failed: " + fmt.Sprintf(cut, "list"); answer != w {
-			t.Fatalf("continued answer\n%s\nwant\n%s", answer, w)
-		}
-	default:
-		// A delegation whose result was checkpointed before the kill
-		// keeps it (S9); only those without one fail as interrupted.
-		lines := strings.Split(answer, "\n")
-		if !strings.HasPrefix(lines[0], "survey .: ") {
-			t.Fatalf("continued answer\n%s", answer)
-		}
-		clean := strings.Split(want, "\n")
-		failed := 0
-		for _, f := range folders {
-			prefix := "- " + f + ": "
-			var got []string
-			for _, l := range lines {
-				if strings.HasPrefix(l, prefix) {
-					got = append(got, l)
-				}
-			}
-			switch {
-			case slices.Equal(got, []string{prefix + "failed: " + fmt.Sprintf(cut, "subagent")}):
-				failed++
-			case len(got) != 1 || !slices.Contains(clean, got[0]):
-				t.Fatalf("continued answer\n%s\nhas for %s %q, neither its clean figures nor interrupted", answer, f, got)
-			}
-		}
-		if pending := len(slices.DeleteFunc(slices.Clone(c.pending), func(n string) bool { return n != "subagent" })); failed != pending {
-			t.Fatalf("continued answer\n%s\nfails %d folders; %d delegations had no result", answer, failed, pending)
-		}
+	if answer = strings.TrimSuffix(answer, "\n"); answer != want {
+		t.Fatalf("continued answer\n%s\nwant the clean run's\n%s", answer, want)
 	}
-	after := logOf(t, c.data, c.top)
+	b := openData(t, c.data)
+	_, after, err := b.LoadFrom(await.Ctx(t), c.top, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
 	checkPrefix(t, c.topLog, after)
-	var stop agent.Stop
-	if last := after[len(after)-1]; last.Kind != agent.KindStop || json.Unmarshal(last.Data, &stop) != nil || stop.StopReason != "completed" {
-		t.Fatalf("the continued log ends with %s %s, want a completed stop", last.Kind, last.Data)
+	if !completed(t, after) {
+		t.Fatalf("the continued log ends with %s %s, want a completed stop", after[len(after)-1].Kind, after[len(after)-1].Data)
+	}
+	if got := childCalls(t, b, c.top); !maps.Equal(got, clean) {
+		t.Fatalf("model calls per child after continuing: %v; a clean run's: %v", got, clean)
+	}
+	for id, before := range c.logs {
+		_, now, err := b.LoadFrom(await.Ctx(t), id, 0)
+		if err != nil {
+			t.Fatalf("child %s: %v", id, err)
+		}
+		if completed(t, before) {
+			if len(now) != len(before) {
+				t.Fatalf("child %s had completed at the kill, yet its log grew from %d to %d records: it ran again", id, len(before), len(now))
+			}
+			continue
+		}
+		checkPrefix(t, before, now) // resumed from its log, not restarted
 	}
 }
 
-// Contract S6: the crash test's store wrapper is not there unless its
-// variable is set, and a kill point without an appends file, or one that
-// is not a positive number, is refused rather than ignored.
-func TestS6_CrashHooksAreInertWithoutTheirVariables(t *testing.T) {
-	store := persistence.NewMemory()
-	t.Setenv(envAppendsFile, "")
-	t.Setenv(envKillAfter, "")
-	got, closeHooks, err := withCrashHooks(store)
-	if err != nil || got != persistence.Store(store) {
-		t.Fatalf("without the variables: %T, %v; want the store itself", got, err)
+// completed says whether a log's last activation ended with a completed
+// stop after a final answer.
+func completed(t *testing.T, log []persistence.Entry) bool {
+	t.Helper()
+	stopped, _ := state(t, log)
+	if !stopped {
+		return false
 	}
-	closeHooks()
-	t.Setenv(envKillAfter, "3")
-	if _, _, err := withCrashHooks(store); err == nil || !strings.Contains(err.Error(), envAppendsFile) {
-		t.Fatalf("a kill point without an appends file: %v", err)
+	var stop agent.Stop
+	return json.Unmarshal(log[len(log)-1].Data, &stop) == nil && stop.StopReason == subagent.Completed
+}
+
+// childCalls counts the model calls of each child of top, by its prompt,
+// as their logs record them (an assistant turn each), and fails unless
+// every child completed.
+func childCalls(t *testing.T, b *persistence.Bolt, top string) map[string]int {
+	t.Helper()
+	ctx := await.Ctx(t)
+	children, err := b.Children(ctx, top)
+	if err != nil {
+		t.Fatal(err)
 	}
-	t.Setenv(envAppendsFile, filepath.Join(t.TempDir(), "acks"))
-	for _, bad := range []string{"0", "-1", "many"} {
-		t.Setenv(envKillAfter, bad)
-		if _, _, err := withCrashHooks(store); err == nil || !strings.Contains(err.Error(), envKillAfter) {
-			t.Fatalf("%s=%s: %v", envKillAfter, bad, err)
+	calls := map[string]int{}
+	for _, ch := range children {
+		id := ch.Header.SessionID
+		_, log, err := b.LoadFrom(ctx, id, 0)
+		if err != nil {
+			t.Fatalf("child %s: %v", id, err)
+		}
+		if !completed(t, log) {
+			t.Fatalf("child %s did not complete: its log ends with %s %s", id, log[len(log)-1].Kind, log[len(log)-1].Data)
+		}
+		msgs := messages(t, log)
+		prompt := subagent.TextOf(msgs[0].Content)
+		if _, dup := calls[prompt]; dup {
+			t.Fatalf("two children were given %q", prompt)
+		}
+		for _, m := range msgs {
+			if m.Role == agent.Assistant {
+				calls[prompt]++
+			}
+		}
+	}
+	return calls
+}
+
+// Contract S6's hooks stay out of the product (issue 19): the node as
+// users get it, built without the subactortest tag, ignores the hooks'
+// variables (the run completes and no appends file appears) and holds
+// neither their names nor the hook package, which the tests' build does.
+func TestS6_TheProductBinaryHasNoCrashHooks(t *testing.T) {
+	acks := filepath.Join(t.TempDir(), "acks")
+	_, stderr, code := nodeEnv(t, writeCrashTree(t), []string{envDataDir + "=" + t.TempDir(),
+		crashhook.EnvAppendsFile + "=" + acks, crashhook.EnvKillAfter + "=1"}, "run", "-quiet")
+	if code != 0 {
+		t.Fatalf("run with the hooks' variables set: exit %d, stderr %s", code, stderr)
+	}
+	if _, err := os.Stat(acks); !errors.Is(err, fs.ErrNotExist) {
+		t.Fatalf("the product binary wrote an appends file: %v", err)
+	}
+	product, err := os.ReadFile(bin)
+	if err != nil {
+		t.Fatal(err)
+	}
+	withHooks, err := os.ReadFile(hooksBin)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, s := range []string{crashhook.EnvAppendsFile, crashhook.EnvKillAfter, "cmd/node/internal/crashhook"} {
+		if bytes.Contains(product, []byte(s)) {
+			t.Errorf("the product binary holds %q", s)
+		}
+		if !bytes.Contains(withHooks, []byte(s)) {
+			t.Errorf("the tests' binary does not hold %q: this test could not see it either", s)
 		}
 	}
 }

@@ -2,12 +2,15 @@ package main
 
 import (
 	"encoding/json"
+	"fmt"
 	"os"
 	"os/exec"
 	"strings"
 	"testing"
 
+	"github.com/subactor/subactor/actors/providers/acp/acptest"
 	"github.com/subactor/subactor/internal/await"
+	"github.com/subactor/subactor/model/openaitest"
 )
 
 // historyConfig is a -config file whose one server, "fake", is the fake
@@ -133,5 +136,67 @@ func TestS6_ContinuingACompleteSessionAppendsNothing(t *testing.T) {
 	}
 	if after := logOf(t, data, session); len(after) != len(before) {
 		t.Fatalf("the log grew from %d to %d records", len(before), len(after))
+	}
+}
+
+// Contracts S6, P3 (issue 17) with qwen-code on the scripted model
+// server: delegate -continue SESSION PROMPT resumes the child through
+// session/load, and the agent's model request carries its earlier turn;
+// sessions shows the child's server and the agent's own session.
+func TestS6_DelegateContinueOnQwenSeesItsEarlierTurn(t *testing.T) {
+	t.Parallel()
+	srv := openaitest.NewServer(t, openaitest.Reply("I will remember PAPAYA."), openaitest.Reply("The word was PAPAYA."),
+		openaitest.Reply("spare"), openaitest.Reply("spare"))
+	_, config := qwenConfig(t, srv)
+	data := t.TempDir()
+	stdout, stderr, code := nodeEnv(t, t.TempDir(), withData(data), "delegate", "-config", config, "Remember the word PAPAYA.")
+	if code != 0 || !strings.HasSuffix(stdout, "\n\nI will remember PAPAYA.\n") {
+		t.Fatalf("delegate: exit %d\nstdout:\n%s\nstderr:\n%s", code, stdout, stderr)
+	}
+	session, _ := cutSession(t, stdout)
+	stdout, stderr, code = nodeEnv(t, t.TempDir(), withData(data), "delegate", "-config", config, "-continue", session, "Which word did I ask you to remember?")
+	if code != 0 || !strings.HasSuffix(stdout, "\n\nThe word was PAPAYA.\n") {
+		t.Fatalf("delegate -continue: exit %d\nstdout:\n%s\nstderr:\n%s", code, stdout, stderr)
+	}
+	var resumed string
+	for _, r := range srv.Requests() {
+		if strings.Contains(string(r.Raw), "Which word did I ask you") {
+			resumed = string(r.Raw)
+		}
+	}
+	if !strings.Contains(resumed, "Remember the word PAPAYA.") || !strings.Contains(resumed, "I will remember PAPAYA.") {
+		t.Fatalf("the resumed model request lacks the earlier turn: %s", resumed)
+	}
+	stdout, _, _ = nodeEnv(t, t.TempDir(), withData(data), "sessions", session)
+	if kids := parseListing(t, stdout); len(kids) != 2 || kids[1].server != "qwen" || kids[1].agentSession == "" {
+		t.Fatalf("sessions %s lists %+v", session, kids)
+	}
+}
+
+// Contracts S6, P3 (issue 17) with the ACP Go SDK's example agent, which
+// does not advertise loadSession: delegate -continue says that its child
+// cannot be continued and why, exit 1, and the child's log stays as it
+// was.
+func TestS6_DelegateContinueOnTheExampleAgentSaysWhyItCannot(t *testing.T) {
+	t.Parallel()
+	config := writeConfig(t, fmt.Sprintf(`{"agent_servers": {"example": {"command": %q}}}`, acptest.ExampleAgent(t)))
+	data := t.TempDir()
+	stdout, stderr, code := nodeEnv(t, t.TempDir(), withData(data), "delegate", "-config", config, "Please improve the project")
+	if code != 0 {
+		t.Fatalf("delegate: exit %d, %s", code, stderr)
+	}
+	session, _ := cutSession(t, stdout)
+	stdout, _, _ = nodeEnv(t, t.TempDir(), withData(data), "sessions", session)
+	kids := parseListing(t, stdout)
+	if len(kids) != 2 || kids[1].server != "example" {
+		t.Fatalf("sessions %s lists %+v", session, kids)
+	}
+	before := logOf(t, data, kids[1].id)
+	_, stderr, code = nodeEnv(t, t.TempDir(), withData(data), "delegate", "-config", config, "-continue", session, "again")
+	if code != exitFailed || !strings.Contains(stderr, "child is not resumable: its agent did not advertise loadSession") {
+		t.Fatalf("delegate -continue: exit %d, stderr %q", code, stderr)
+	}
+	if after := logOf(t, data, kids[1].id); len(after) != len(before) {
+		t.Fatalf("the child's log grew from %d to %d records", len(before), len(after))
 	}
 }

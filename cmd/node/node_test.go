@@ -20,13 +20,16 @@ import (
 
 	"go.uber.org/goleak"
 
+	"github.com/subactor/subactor/cmd/node/internal/crashhook"
 	"github.com/subactor/subactor/internal/await"
 	"github.com/subactor/subactor/internal/leaktest"
 	"github.com/subactor/subactor/subagent"
 )
 
-// bin is the node binary, built once for every test.
-var bin string
+// bin is the node binary as users get it, built once for every test;
+// hooksBin is the same built with the subactortest tag, which links the
+// crash test's hooks (package crashhook).
+var bin, hooksBin string
 
 // TestMain builds the binary and points every place the node could keep
 // sessions at temporary directories, so that no test reaches the real home
@@ -59,9 +62,12 @@ func TestMain(m *testing.M) {
 		os.Exit(1)
 	}
 	// Built before HOME changes: the go command finds its caches there.
-	bin = filepath.Join(dir, "node")
+	bin, hooksBin = filepath.Join(dir, "node"), filepath.Join(dir, "node-with-hooks")
 	if out, err := exec.Command("go", "build", "-o", bin, ".").CombinedOutput(); err != nil {
 		fail(fmt.Errorf("go build: %v\n%s", err, out))
+	}
+	if out, err := exec.Command("go", "build", "-tags", "subactortest", "-o", hooksBin, ".").CombinedOutput(); err != nil {
+		fail(fmt.Errorf("go build -tags subactortest: %v\n%s", err, out))
 	}
 	for name, value := range map[string]string{
 		"HOME":          filepath.Join(dir, "home"),
@@ -74,7 +80,7 @@ func TestMain(m *testing.M) {
 	}
 	// A developer's model configuration would take the runs off the
 	// scripted model and onto the network.
-	for _, name := range []string{envAppendsFile, envKillAfter, envBaseURL, envAPIKey, envModel, envDeepSeekKey} {
+	for _, name := range []string{crashhook.EnvAppendsFile, crashhook.EnvKillAfter, envBaseURL, envAPIKey, envModel, envDeepSeekKey} {
 		if err := os.Unsetenv(name); err != nil {
 			fail(err)
 		}
@@ -215,8 +221,14 @@ func node(t *testing.T, dir string, args ...string) (stdout, stderr string, code
 // (a later entry wins) and returns its output and exit code.
 func nodeEnv(t *testing.T, dir string, env []string, args ...string) (stdout, stderr string, code int) {
 	t.Helper()
+	return nodeBin(t, bin, dir, env, args...)
+}
+
+// nodeBin is nodeEnv running binary.
+func nodeBin(t *testing.T, binary, dir string, env []string, args ...string) (stdout, stderr string, code int) {
+	t.Helper()
 	ctx := await.Ctx(t)
-	cmd := exec.CommandContext(ctx, bin, args...)
+	cmd := exec.CommandContext(ctx, binary, args...)
 	cmd.Dir = dir
 	cmd.Env = append(os.Environ(), env...)
 	var out, errOut bytes.Buffer

@@ -18,10 +18,14 @@ import (
 	"sync/atomic"
 	"unicode/utf8"
 
+	"github.com/google/uuid"
+
 	"github.com/subactor/subactor/actors/registry"
 	"github.com/subactor/subactor/actors/tasks"
 	"github.com/subactor/subactor/agent"
 	"github.com/subactor/subactor/internal/jsontext"
+	"github.com/subactor/subactor/internal/schema"
+	"github.com/subactor/subactor/persistence"
 	"github.com/subactor/subactor/subagent"
 )
 
@@ -68,6 +72,11 @@ type Config struct {
 	// (package tools/tasks). A background child lives until it finishes,
 	// is killed, or its parent agent closes.
 	Tasks *tasks.Manager
+	// Store, when set, is the store the provider keeps its children's
+	// sessions in: with it, a foreground delegation that an earlier
+	// process left without a result is recovered from its child's log
+	// (see Recover).
+	Store persistence.Store
 }
 
 // Limits bound the delegate tool's model-supplied arguments (K3). They are
@@ -331,11 +340,33 @@ func (t *Tool) Call(ctx context.Context, caller *agent.Agent, raw json.RawMessag
 	if r == nil {
 		return "", fmt.Errorf("%w: %q", subagent.ErrNoProvider, t.cfg.Provider)
 	}
-	caps := r.caps
 	a, err := t.parse(raw, r)
 	if err != nil {
 		return "", err
 	}
+	req := t.request(caller, a, r.caps)
+	if a.Continuable {
+		return t.continuable(ctx, req)
+	}
+	if a.Background {
+		return t.background(ctx, caller, req)
+	}
+	req.Foreground = true // waited for at once, here: the child may run on this goroutine
+	var run subagent.Run
+	ref, named := agent.CallOf(ctx)
+	if d, ok := t.cfg.Service.(Durable); ok && named {
+		run, err = d.StartAs(ctx, t.cfg.Provider, req, ChildID(caller.SessionID(), ref))
+	} else {
+		run, err = t.cfg.Service.Start(ctx, t.cfg.Provider, req)
+	}
+	if err != nil {
+		return "", err
+	}
+	return t.await(ctx, caller, run)
+}
+
+// request is the start request of a delegation with arguments a.
+func (t *Tool) request(caller *agent.Agent, a args, caps subagent.Capabilities) subagent.StartRequest {
 	req := subagent.StartRequest{
 		Prompt:       []subagent.ContentBlock{subagent.Text(a.Prompt)},
 		Parent:       caller,
@@ -353,17 +384,12 @@ func (t *Tool) Call(ctx context.Context, caller *agent.Agent, raw json.RawMessag
 		}
 		req.MaxDepth = &m
 	}
-	if a.Continuable {
-		return t.continuable(ctx, req)
-	}
-	if a.Background {
-		return t.background(ctx, caller, req)
-	}
-	req.Foreground = true // waited for at once, here: the child may run on this goroutine
-	run, err := t.cfg.Service.Start(ctx, t.cfg.Provider, req)
-	if err != nil {
-		return "", err
-	}
+	return req
+}
+
+// await waits for a foreground child, disposes it and answers with its
+// result.
+func (t *Tool) await(ctx context.Context, caller *agent.Agent, run subagent.Run) (string, error) {
 	res, err := run.Wait(ctx)
 	// The child's resources are gone before the parent sees the answer.
 	if derr := run.Dispose(context.Background()); err == nil { // not cut short: its wait is short
@@ -376,10 +402,134 @@ func (t *Tool) Call(ctx context.Context, caller *agent.Agent, raw json.RawMessag
 		// What the child spent is the parent's too, whatever its outcome (U1).
 		caller.AddUsage(*res.Usage)
 	}
+	return answer(run.ID(), run.SessionID(), res)
+}
+
+// answer is the tool's answer for a foreground child's result: a
+// non-completed stop reason is an error result.
+func answer(runID, sessionID string, res subagent.Result) (string, error) {
 	if res.StopReason != subagent.Completed {
-		return "", fmt.Errorf("subagent %s stopped: %s: %s", run.ID(), res.StopReason, cmp.Or(res.Detail, subagent.TextOf(res.Output)))
+		return "", fmt.Errorf("subagent %s stopped: %s: %s", runID, res.StopReason, cmp.Or(res.Detail, subagent.TextOf(res.Output)))
 	}
-	return Answer{Kind: "foreground", RunID: run.ID(), SessionID: run.SessionID(), Output: subagent.TextOf(res.Output), Structured: res.Structured}.text()
+	return Answer{Kind: "foreground", RunID: runID, SessionID: sessionID, Output: subagent.TextOf(res.Output), Structured: res.Structured}.text()
+}
+
+// Durable is a Delegator that can name a child after the call that starts
+// it and resume a stored child (the registry's Service): with it and
+// Config.Store, a delegation survives its parent's process (S9).
+type Durable interface {
+	StartAs(ctx context.Context, name string, req subagent.StartRequest, runID string) (subagent.Run, error)
+	Resume(ctx context.Context, name string, req subagent.StartRequest) (subagent.Run, error)
+}
+
+// childNamespace is the UUID namespace of ChildID's names.
+var childNamespace = uuid.MustParse("5d0c2b8e-6f1a-4c57-9a0e-1b7f3c9d2e41")
+
+// ChildID is the session id of the child that the foreground delegation
+// ref of session parentID starts: a name-based UUID (version 5) of the
+// call, so that the call's record in the parent's log, written before
+// its tools run, names its child before the child starts (S9), at no
+// write of its own.
+func ChildID(parentID string, ref agent.CallRef) string {
+	return uuid.NewSHA1(childNamespace, fmt.Appendf(nil, "%s/%d/%d", parentID, ref.Seq, ref.Index)).String()
+}
+
+// Recover implements agent.Recoverer (S9): it answers a foreground
+// delegation that an earlier process left without a result from the
+// child the call named (ChildID). A child that finished gives its
+// recorded result without running again; one that was running (or was
+// aborted with its parent) is resumed from its own log through its
+// provider, and that activation's result is the call's; only one that
+// never started runs now. Depth, the call's context and the caller's
+// parallel cap apply as in Call. A background delegation, or a tool
+// without Config.Store or a Durable Service, answers
+// agent.ErrInterrupted: its child is not the call's to wait for.
+func (t *Tool) Recover(ctx context.Context, caller *agent.Agent, raw json.RawMessage) (string, error) {
+	ref, named := agent.CallOf(ctx)
+	d, durable := t.cfg.Service.(Durable)
+	r := t.current()
+	if caller == nil || !named || !durable || t.cfg.Store == nil || r == nil {
+		return "", agent.ErrInterrupted
+	}
+	a, err := t.parse(raw, r)
+	if err != nil {
+		return "", err
+	}
+	if a.Background || a.Continuable {
+		return "", agent.ErrInterrupted
+	}
+	id := ChildID(caller.SessionID(), ref)
+	_, recs, err := t.cfg.Store.Load(ctx, id)
+	switch {
+	case errors.Is(err, persistence.ErrNotFound):
+		return t.Call(ctx, caller, raw)
+	case err != nil:
+		return "", err
+	}
+	if res, ok := stopped(recs); ok {
+		if res.Usage != nil {
+			caller.AddUsage(*res.Usage) // as Call would have (U1)
+		}
+		if res.StopReason == subagent.Completed && len(a.OutputSchema) > 0 {
+			// The child's answer was checked against the schema when it
+			// was given: this only reads it again.
+			if res.Structured, err = structured(a.OutputSchema, subagent.TextOf(res.Output)); err != nil {
+				return "", err
+			}
+		}
+		return answer(id, id, res)
+	}
+	req := t.request(caller, a, r.caps)
+	req.Prompt, req.Continuation, req.Foreground = nil, &subagent.Continuation{SessionID: id}, true
+	run, err := d.Resume(ctx, t.cfg.Provider, req)
+	if err != nil {
+		return "", err
+	}
+	return t.await(ctx, caller, run)
+}
+
+// stopped is the result a child's log records for its last activation,
+// when that activation stopped other than aborted: its output is the
+// stop record's or, for an in-process child, its last turn's. false when
+// the last activation has no stop (it was running when the process died)
+// or was aborted (with its parent): such a child is to be resumed.
+func stopped(recs []persistence.Record) (subagent.Result, bool) {
+	var last agent.Message
+	var stop *agent.Stop
+	for _, r := range recs {
+		switch r.Kind {
+		case persistence.KindMessage:
+			last = agent.Message{}
+			if json.Unmarshal(r.Data, &last) != nil {
+				last = agent.Message{}
+			}
+		case agent.KindActivation:
+			stop = nil
+		case agent.KindStop:
+			stop = new(agent.Stop)
+			if json.Unmarshal(r.Data, stop) != nil {
+				stop = nil
+			}
+		}
+	}
+	if stop == nil || stop.StopReason == subagent.Aborted {
+		return subagent.Result{}, false
+	}
+	res := subagent.Result{StopReason: stop.StopReason, Detail: stop.Detail, Usage: stop.Usage, Output: stop.Output}
+	if res.Output == nil && last.Role == agent.Assistant {
+		res.Output = last.Content
+	}
+	return res, true
+}
+
+// structured is a completed child's answer text as the structured output
+// of schema.
+func structured(outputSchema json.RawMessage, text string) (json.RawMessage, error) {
+	s, err := schema.Compile(outputSchema)
+	if err != nil {
+		return nil, err
+	}
+	return schema.Validate(s, text)
 }
 
 // text is a as json.Marshal writes it (a test compares the two), without

@@ -124,6 +124,12 @@ func (t *tool) Call(ctx context.Context, _ *agent.Agent, args json.RawMessage) (
 	return out, nil
 }
 
+// Recover implements agent.Recoverer: the tools only read, so a call that
+// an earlier process left without a result is made again (S9).
+func (t *tool) Recover(ctx context.Context, a *agent.Agent, args json.RawMessage) (string, error) {
+	return t.Call(ctx, a, args)
+}
+
 // pathArgs are the arguments every tool takes.
 type pathArgs struct {
 	Path string `json:"path"`

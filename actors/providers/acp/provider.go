@@ -82,6 +82,11 @@ func (p *Provider) Start(ctx context.Context, req subagent.StartRequest) (subage
 	return p.launch(ctx, c)
 }
 
+// ContinuePrompt is the prompt of a resumed activation whose request
+// has none: its parent's process died while the child's turn ran, and the
+// child goes on with it.
+const ContinuePrompt = "Your previous turn was interrupted before it finished. Continue it, and answer as you would have."
+
 // Resume implements subagent.Resumer: it continues the child named by the
 // request's continuation through session/load, in the directory its
 // session belongs to, then prompts. The agent's replay of the earlier
@@ -93,6 +98,11 @@ func (p *Provider) Resume(ctx context.Context, req subagent.StartRequest) (subag
 	cont := req.Continuation
 	if cont == nil || cont.SessionID == "" {
 		return nil, &subagent.InvalidRequestError{Field: "continuation", Reason: "resume needs a continuation naming a session"}
+	}
+	if len(req.Prompt) == 0 {
+		// An ACP turn needs a prompt: an empty one continues the
+		// interrupted turn, as it does an in-process child's (S9).
+		req.Prompt = []subagent.ContentBlock{subagent.Text(ContinuePrompt)}
 	}
 	if err := p.check(req); err != nil {
 		return nil, err
@@ -329,7 +339,9 @@ func (c *child) recordStop(ctx context.Context, res subagent.Result) {
 	if c.p.cfg.Store == nil || c.storeSession == "" {
 		return
 	}
-	data, err := json.Marshal(agent.Stop{StopReason: res.StopReason, Detail: res.Detail, Usage: res.Usage})
+	// The answer too: the turns are in the agent's session, not ours, and
+	// a parent that died before it stored the answer reads it here (S9).
+	data, err := json.Marshal(agent.Stop{StopReason: res.StopReason, Detail: res.Detail, Usage: res.Usage, Output: res.Output})
 	if err == nil {
 		_, err = c.p.cfg.Store.AppendAt(context.WithoutCancel(ctx), c.storeSession, c.seq, persistence.Record{Kind: agent.KindStop, Data: data})
 	}

@@ -52,15 +52,14 @@ func TestP3_DescriptorKeepsTheAgentSession(t *testing.T) {
 	}
 }
 
-// Contract S6 / P3: an agent that advertises loadSession is resumed
-// through session/load with the session id its descriptor keeps, in the
-// directory it ran in; the history the agent replays stays out of the
-// new output and events, and the new prompt continues the session.
-func TestS6_ResumeLoadsTheAgentSessionWithoutItsReplay(t *testing.T) {
+// firstTurn runs a turn of script on a loadable fake agent through a
+// Service, its provider keeping sessions in store, and disposes it.
+func firstTurn(t *testing.T, script string) (svc *registry.Service, store persistence.Store, first subagent.Run, res subagent.Result) {
+	t.Helper()
 	sys := newSystem(t)
-	svc := registry.New(sys)
+	svc = registry.New(sys)
 	t.Cleanup(svc.Close)
-	store := persistence.NewMemory()
+	store = persistence.NewMemory()
 	cfg := fakeConfig(t, sys, modeLoadable)
 	cfg.Store = store
 	release, err := svc.RegisterProvider(newProvider(t, cfg))
@@ -68,12 +67,21 @@ func TestS6_ResumeLoadsTheAgentSessionWithoutItsReplay(t *testing.T) {
 		t.Fatal(err)
 	}
 	t.Cleanup(release)
-	first, err := svc.Start(await.Ctx(t), acp.DefaultName, request(nil, "session"))
+	first, err = svc.Start(await.Ctx(t), acp.DefaultName, request(nil, script))
 	if err != nil {
 		t.Fatal(err)
 	}
-	res := wait(t, first)
+	res = wait(t, first)
 	must(t, first.Dispose(await.Ctx(t)))
+	return svc, store, first, res
+}
+
+// Contract S6 / P3: an agent that advertises loadSession is resumed
+// through session/load with the session id its descriptor keeps, in the
+// directory it ran in; the history the agent replays stays out of the
+// new output and events, and the new prompt continues the session.
+func TestS6_ResumeLoadsTheAgentSessionWithoutItsReplay(t *testing.T) {
+	svc, _, first, res := firstTurn(t, "session")
 	agentSession := strings.TrimSuffix(strings.TrimPrefix(subagent.TextOf(res.Output), "session:"), " loaded:;")
 
 	events := make(chan subagent.Event, 64)
@@ -207,5 +215,34 @@ func TestS8_AStaleACPActivationRecordsNothingAfterTheNextTookTheSession(t *testi
 	want := []string{persistence.DescriptorKind, agent.KindStop, agent.KindActivation, agent.KindActivation, agent.KindStop}
 	if strings.Join(kinds, " ") != strings.Join(want, " ") {
 		t.Fatalf("session records %q, want %q: only the newest activation records its stop", kinds, want)
+	}
+}
+
+// Contract S9 (ACP): the turn's answer lives in the agent's session, so
+// the stop record keeps it, for a parent that died before it stored the
+// answer; and a resume with no prompt (a parent recovering a child that
+// was running when it died) continues the turn, the agent prompted with
+// acp.ContinuePrompt, as an ACP turn needs a prompt.
+func TestS9_TheStopKeepsTheAnswerAndAResumeWithoutAPromptContinues(t *testing.T) {
+	svc, store, first, _ := firstTurn(t, "say the answer")
+	_, recs, err := store.Load(await.Ctx(t), first.SessionID())
+	if err != nil {
+		t.Fatal(err)
+	}
+	var stop agent.Stop
+	if last := recs[len(recs)-1]; last.Kind != agent.KindStop || json.Unmarshal(last.Data, &stop) != nil || subagent.TextOf(stop.Output) != "the answer" {
+		t.Fatalf("the stop record %s %s does not keep the answer", last.Kind, last.Data)
+	}
+
+	second, err := svc.Resume(await.Ctx(t), acp.DefaultName, subagent.StartRequest{Parent: top, Continuation: &subagent.Continuation{SessionID: first.SessionID()}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = second.Dispose(context.Background()) })
+	// The fake agent reads a prompt as commands: the first word of this
+	// one is none it knows, and it says so.
+	word, _, _ := strings.Cut(acp.ContinuePrompt, " ")
+	if res := wait(t, second); res.StopReason != subagent.Completed || subagent.TextOf(res.Output) != "unknown-command:"+word+";" {
+		t.Fatalf("the resumed turn: %s %q %q", res.StopReason, subagent.TextOf(res.Output), res.Detail)
 	}
 }

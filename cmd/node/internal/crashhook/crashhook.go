@@ -1,4 +1,9 @@
-package main
+// Package crashhook is the node's crash test hooks (contracts S6, S9,
+// cmd/node/crash_test.go): a store that reports every acknowledged write
+// to a file and may kill the process after the Nth. The node links it
+// only when built with the subactortest build tag, as its tests build it
+// (issue 19): the product binary has no such hook.
+package crashhook
 
 import (
 	"context"
@@ -14,49 +19,49 @@ import (
 	"github.com/subactor/subactor/subagent"
 )
 
-// The crash test's hooks (contract S6, cmd/node/crash_test.go). Without
-// envAppendsFile the node's store is not wrapped at all.
+// The hooks' variables. Without EnvAppendsFile the store is not wrapped
+// at all.
 const (
-	// envAppendsFile names a file to which every acknowledged write of
+	// EnvAppendsFile names a file to which every acknowledged write of
 	// the store (CreateWith, Append, a non-empty AppendAt) is added as one
-	// JSON line (an ackedWrite), before the call returns to its caller.
-	envAppendsFile = "SUBACTOR_TEST_APPENDS_FILE"
-	// envKillAfter, a positive N, makes the node SIGKILL itself right
+	// JSON line (an AckedWrite), before the call returns to its caller.
+	EnvAppendsFile = "SUBACTOR_TEST_APPENDS_FILE"
+	// EnvKillAfter, a positive N, makes the node SIGKILL itself right
 	// after its Nth acknowledged write is in that file: a crash at a
-	// chosen point, with no chance to clean up. It needs envAppendsFile.
-	envKillAfter = "SUBACTOR_TEST_KILL_AFTER_APPENDS"
+	// chosen point, with no chance to clean up. It needs EnvAppendsFile.
+	EnvKillAfter = "SUBACTOR_TEST_KILL_AFTER_APPENDS"
 )
 
-// ackedWrite is one line of the appends file: the Nth acknowledged write,
+// AckedWrite is one line of the appends file: the Nth acknowledged write,
 // its session and the records it stored under their sequence numbers.
-type ackedWrite struct {
+type AckedWrite struct {
 	N       int          `json:"n"`
 	Session string       `json:"session"`
-	Records []ackedEntry `json:"records"`
+	Records []AckedEntry `json:"records"`
 }
 
-// ackedEntry identifies a stored record without its data.
-type ackedEntry struct {
+// AckedEntry identifies a stored record without its data.
+type AckedEntry struct {
 	Seq    uint64 `json:"seq"`
 	Kind   string `json:"kind"`
 	SHA256 string `json:"sha256"` // of the record's data
 }
 
-// digest is how ackedEntry names a record's data.
-func digest(data []byte) string {
+// Digest is how AckedEntry names a record's data.
+func Digest(data []byte) string {
 	sum := sha256.Sum256(data)
 	return hex.EncodeToString(sum[:])
 }
 
-// withCrashHooks wraps store in an ackStore when the test environment asks
-// for one, and returns it unchanged otherwise. The returned function closes
-// the appends file.
-func withCrashHooks(store persistence.Store) (persistence.Store, func() error, error) {
-	path := os.Getenv(envAppendsFile)
-	kill := os.Getenv(envKillAfter)
+// Wrap wraps store in an ackStore when the environment asks for one, and
+// returns it unchanged otherwise. The returned function closes the
+// appends file.
+func Wrap(store persistence.Store) (persistence.Store, func() error, error) {
+	path := os.Getenv(EnvAppendsFile)
+	kill := os.Getenv(EnvKillAfter)
 	if path == "" {
 		if kill != "" {
-			return nil, nil, fmt.Errorf("%s needs %s", envKillAfter, envAppendsFile)
+			return nil, nil, fmt.Errorf("%s needs %s", EnvKillAfter, EnvAppendsFile)
 		}
 		return store, func() error { return nil }, nil
 	}
@@ -64,7 +69,7 @@ func withCrashHooks(store persistence.Store) (persistence.Store, func() error, e
 	if kill != "" {
 		n, err := strconv.Atoi(kill)
 		if err != nil || n <= 0 {
-			return nil, nil, fmt.Errorf("%s=%q: want a positive number of appends", envKillAfter, kill)
+			return nil, nil, fmt.Errorf("%s=%q: want a positive number of appends", EnvKillAfter, kill)
 		}
 		s.killAfter = n
 	}
@@ -121,9 +126,9 @@ func (s *ackStore) ack(session string, first uint64, recs []persistence.Record) 
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	s.n++
-	w := ackedWrite{N: s.n, Session: session, Records: make([]ackedEntry, len(recs))}
+	w := AckedWrite{N: s.n, Session: session, Records: make([]AckedEntry, len(recs))}
 	for i, r := range recs {
-		w.Records[i] = ackedEntry{Seq: first + uint64(i), Kind: r.Kind, SHA256: digest(r.Data)}
+		w.Records[i] = AckedEntry{Seq: first + uint64(i), Kind: r.Kind, SHA256: Digest(r.Data)}
 	}
 	line, _ := json.Marshal(w) // plain fields always marshal
 	if _, err := s.out.Write(append(line, '\n')); err != nil || s.n == s.killAfter {

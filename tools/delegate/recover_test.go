@@ -1,0 +1,262 @@
+package delegate_test
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"strings"
+	"sync/atomic"
+	"testing"
+
+	"github.com/subactor/subactor/actors/providers/spawn"
+	"github.com/subactor/subactor/agent"
+	"github.com/subactor/subactor/agent/agenttest"
+	"github.com/subactor/subactor/internal/await"
+	"github.com/subactor/subactor/persistence"
+	"github.com/subactor/subactor/subagent"
+	"github.com/subactor/subactor/tools/delegate"
+)
+
+// errCrash is what crashStore answers for the writes a crash prevented.
+var errCrash = errors.New("crashStore: the process died before this write")
+
+// crashStore is a store whose process dies, as far as the log can tell,
+// at the first write refuse matches: while armed, that write and every
+// one refuse matches after it never reach the log.
+type crashStore struct {
+	persistence.Store
+	armed  atomic.Bool
+	refuse func(id string, h *subagent.SessionHeader, recs []persistence.Record) bool
+}
+
+func (s *crashStore) CreateWith(ctx context.Context, h subagent.SessionHeader, recs ...persistence.Record) (uint64, error) {
+	if s.armed.Load() && s.refuse(h.SessionID, &h, recs) {
+		return 0, errCrash
+	}
+	return s.Store.CreateWith(ctx, h, recs...)
+}
+
+func (s *crashStore) AppendAt(ctx context.Context, id string, expect uint64, recs ...persistence.Record) (uint64, error) {
+	if s.armed.Load() && s.refuse(id, nil, recs) {
+		return 0, errCrash
+	}
+	return s.Store.AppendAt(ctx, id, expect, recs...)
+}
+
+// hasResult reports whether recs carry a tool result.
+func hasResult(recs []persistence.Record) bool {
+	for _, r := range recs {
+		var m agent.Message
+		if r.Kind == persistence.KindMessage && json.Unmarshal(r.Data, &m) == nil && m.Role == agent.ToolRole {
+			return true
+		}
+	}
+	return false
+}
+
+// hasStop reports whether recs carry an agent.KindStop record.
+func hasStop(recs []persistence.Record) bool {
+	for _, r := range recs {
+		if r.Kind == agent.KindStop {
+			return true
+		}
+	}
+	return false
+}
+
+// stepTool is a child's tool that answers at once.
+type stepTool struct{}
+
+func (stepTool) Spec() agent.ToolSpec {
+	return agent.ToolSpec{Name: "step", Description: "a step", Parameters: json.RawMessage(`{"type":"object"}`)}
+}
+func (stepTool) Call(context.Context, *agent.Agent, json.RawMessage) (string, error) {
+	return "stepped", nil
+}
+
+const (
+	parentID  = "parent"
+	childTask = "the child's task"
+)
+
+// recovery is a parent whose delegation a crash interrupted: its log ends
+// with the delegate call without a result.
+type recovery struct {
+	store  *crashStore
+	tool   *delegate.Tool
+	child  *agenttest.Recorder
+	parent *agenttest.Recorder
+}
+
+// crashDuring runs a parent that delegates childTask once, over a store
+// that crashes at the first write refuse matches and never stores the
+// call's result. child answers the child's model calls.
+func crashDuring(t *testing.T, child func(agent.Request) agent.Response, refuse func(id string, h *subagent.SessionHeader, recs []persistence.Record) bool) *recovery {
+	t.Helper()
+	e := newEnv(t)
+	r := &recovery{
+		store: &crashStore{Store: e.store, refuse: func(id string, h *subagent.SessionHeader, recs []persistence.Record) bool {
+			// The parent never stores its call's result: it died first.
+			return (id == parentID && hasResult(recs)) || refuse(id, h, recs)
+		}},
+		child: agenttest.NewRecorder(child),
+		parent: agenttest.NewRecorder(func(req agent.Request) agent.Response {
+			if last := req.Messages[len(req.Messages)-1]; last.Role == agent.ToolRole {
+				return final("parent heard: " + subagent.TextOf(last.Content))
+			}
+			return callTool(delegate.DefaultName, `{"description":"a task","prompt":"`+childTask+`"}`)
+		}),
+	}
+	p, err := spawn.New(spawn.Config{System: e.sys, Store: r.store, Model: r.child, Tools: []agent.Tool{stepTool{}}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	e.register(t, p)
+	r.tool = newTool(t, e.svc, delegate.Config{Provider: spawn.DefaultName, Store: r.store}, true)
+	r.store.armed.Store(true)
+	a := r.newParent(t, false)
+	res := a.Run(await.Ctx(t), text("delegate it"), nil)
+	if res.StopReason != subagent.Error || !errors.Is(res.Cause, errCrash) {
+		t.Fatalf("the crashed run stopped %s (%v): %s", res.StopReason, res.Cause, res.Detail)
+	}
+	a.Close()
+	r.store.armed.Store(false)
+	return r
+}
+
+// newParent creates the parent agent, or loads it with resume.
+func (r *recovery) newParent(t *testing.T, resume bool) *agent.Agent {
+	t.Helper()
+	a, err := agent.New(await.Ctx(t), agent.Config{
+		Store: r.store, Model: r.parent, Tools: []agent.Tool{r.tool}, Resume: resume,
+		Header: subagent.SessionHeader{SessionID: parentID},
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(a.Close)
+	return a
+}
+
+// childID is the child the parent's delegate call names: its turn's
+// record and the call's place in it (delegate.ChildID).
+func (r *recovery) childID(t *testing.T) string {
+	t.Helper()
+	_, log, err := r.store.LoadFrom(await.Ctx(t), parentID, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, e := range log {
+		var m agent.Message
+		if e.Kind == persistence.KindMessage && json.Unmarshal(e.Data, &m) == nil && len(m.ToolCalls) > 0 {
+			return delegate.ChildID(parentID, agent.CallRef{Seq: e.Seq})
+		}
+	}
+	t.Fatal("the parent's log has no delegate call")
+	return ""
+}
+
+// childLog is the child's log.
+func (r *recovery) childLog(t *testing.T) []persistence.Entry {
+	t.Helper()
+	_, log, err := r.store.LoadFrom(await.Ctx(t), r.childID(t), 0)
+	if err != nil {
+		t.Fatalf("the child's log: %v", err)
+	}
+	return log
+}
+
+// resume continues the parent with no prompt and checks that the call's
+// result is the child's answer, from the child the call named.
+func (r *recovery) resume(t *testing.T, want string) {
+	t.Helper()
+	res := r.newParent(t, true).Run(await.Ctx(t), nil, nil)
+	if res.StopReason != subagent.Completed {
+		t.Fatalf("the resumed parent stopped %s: %s", res.StopReason, res.Detail)
+	}
+	reqs := r.parent.Requests("delegate it")
+	var got delegate.Answer
+	result := toolResult(t, reqs[len(reqs)-1])
+	if result.IsError || json.Unmarshal([]byte(subagent.TextOf(result.Content)), &got) != nil {
+		t.Fatalf("the recovered call's result: %+v", result)
+	}
+	if got.Output != want || got.SessionID != r.childID(t) {
+		t.Fatalf("the recovered call answered %+v, want %q from child %s", got, want, r.childID(t))
+	}
+}
+
+// Contract S9: a child that completed before its parent died gives its
+// recorded answer when the parent resumes, without a model call of its
+// own; its log stays as it was.
+func TestS9_ACompletedChildGivesItsRecordedResult(t *testing.T) {
+	r := crashDuring(t, func(agent.Request) agent.Response { return final("forty-two") },
+		func(string, *subagent.SessionHeader, []persistence.Record) bool { return false })
+	before := r.childLog(t)
+	r.resume(t, "forty-two")
+	if n := len(r.child.Requests(childTask)); n != 1 {
+		t.Fatalf("the child's model was called %d times, want once: a completed child ran again", n)
+	}
+	if after := r.childLog(t); len(after) != len(before) {
+		t.Fatalf("the completed child's log grew from %d to %d records", len(before), len(after))
+	}
+}
+
+// Contract S9: a child that was running when its parent died (its log
+// has a tool call and its result, no stop) is resumed from its own log: a
+// new activation of the same session whose model sees the earlier turns,
+// and that activation's answer is the call's result.
+func TestS9_ARunningChildIsResumedFromItsLog(t *testing.T) {
+	r := crashDuring(t, func(req agent.Request) agent.Response {
+		if req.Messages[len(req.Messages)-1].Role == agent.ToolRole {
+			return final("done after " + subagent.TextOf(req.Messages[len(req.Messages)-1].Content))
+		}
+		return callTool("step", `{}`)
+	}, func(id string, _ *subagent.SessionHeader, recs []persistence.Record) bool {
+		// The child dies with its parent: its answer and stop are lost.
+		return id != parentID && hasStop(recs)
+	})
+	before := r.childLog(t)
+	r.resume(t, "done after stepped")
+	reqs := r.child.Requests(childTask)
+	if len(reqs) != 3 {
+		t.Fatalf("the child's model was called %d times, want 3 (two before the crash, one after)", len(reqs))
+	}
+	if got := len(reqs[2].Messages); got != 3 {
+		t.Fatalf("the resumed child's request has %d messages, want its 3 earlier turns: it was not resumed from its log", got)
+	}
+	after := r.childLog(t)
+	for i, e := range before {
+		if after[i].Seq != e.Seq || after[i].Kind != e.Kind || string(after[i].Data) != string(e.Data) {
+			t.Fatalf("the child's record %d changed on resume", e.Seq)
+		}
+	}
+	if k := after[len(before)].Kind; k != agent.KindActivation {
+		t.Fatalf("the child's log goes on with %s, want a new activation", k)
+	}
+	if r.store.Store.(*countingStore).creates() != 2 {
+		t.Fatalf("%d sessions were created, want the parent's and one child's", r.store.Store.(*countingStore).creates())
+	}
+}
+
+// Contract S9: a call whose child never started (the parent died with
+// its call recorded, before the child's session existed) runs anew on
+// resume, its child named after the call.
+func TestS9_ACallWhoseChildNeverStartedRunsAnew(t *testing.T) {
+	r := crashDuring(t, func(agent.Request) agent.Response { return final("fresh") },
+		func(_ string, h *subagent.SessionHeader, _ []persistence.Record) bool {
+			return h != nil && h.ParentSessionID == parentID
+		})
+	if _, _, err := r.store.LoadFrom(await.Ctx(t), r.childID(t), 0); !errors.Is(err, persistence.ErrNotFound) {
+		t.Fatalf("the child's session exists before the resume: %v", err)
+	}
+	if n := len(r.child.Requests(childTask)); n != 0 {
+		t.Fatalf("the child's model was called %d times before the resume", n)
+	}
+	r.resume(t, "fresh")
+	if n := len(r.child.Requests(childTask)); n != 1 {
+		t.Fatalf("the child's model was called %d times, want once", n)
+	}
+	if log := r.childLog(t); !strings.Contains(string(log[len(log)-1].Data), "completed") {
+		t.Fatalf("the child's log ends with %s", log[len(log)-1].Data)
+	}
+}
