@@ -441,7 +441,7 @@ func completed(t *testing.T, log []persistence.Entry) bool {
 // childCalls counts the model calls of each child of top, by its prompt,
 // as their logs record them (an assistant turn each), and fails unless
 // every child completed.
-func childCalls(t *testing.T, b *persistence.Bolt, top string) map[string]int {
+func childCalls(t *testing.T, b persistence.Backend, top string) map[string]int {
 	t.Helper()
 	ctx := await.Ctx(t)
 	children, err := b.Children(ctx, top)

@@ -8,9 +8,9 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/subactor/subactor/actors/providers/acp/acptest"
+	"github.com/subactor/subactor/internal/acptest"
 	"github.com/subactor/subactor/internal/await"
-	"github.com/subactor/subactor/model/openaitest"
+	"github.com/subactor/subactor/internal/openaitest"
 )
 
 // historyConfig is a -config file whose one server, "fake", is the fake
