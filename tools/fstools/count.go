@@ -5,6 +5,7 @@ import (
 	"context"
 	"encoding/binary"
 	"io"
+	"iter"
 	"math/bits"
 	"os"
 	"unicode"
@@ -50,10 +51,7 @@ func putCountBuf(b []byte) {
 // the first byte needs to be stepped over, the rest being non-spaces alike.
 var spaces = func() [][256]uint8 {
 	t := make([][256]uint8, firstNode, 16) // node 1 is unused: isSpace
-	for r := range rune(unicode.MaxRune + 1) {
-		if !unicode.IsSpace(r) {
-			continue
-		}
+	for r := range spaceRunes() {
 		enc := utf8.AppendRune(nil, r)
 		node := 0
 		for _, b := range enc[:len(enc)-1] {
@@ -67,6 +65,34 @@ var spaces = func() [][256]uint8 {
 	}
 	return t
 }()
+
+// spaceRunes yields the runes unicode.IsSpace accepts: the Latin-1 ones
+// it lists, and above Latin-1 those of the White_Space table it consults
+// (walking the table's ranges rather than testing every rune: this runs
+// when the program starts).
+func spaceRunes() iter.Seq[rune] {
+	return func(yield func(rune) bool) {
+		for r := range rune(unicode.MaxLatin1 + 1) {
+			if unicode.IsSpace(r) && !yield(r) {
+				return
+			}
+		}
+		for _, r16 := range unicode.White_Space.R16 {
+			for r := rune(r16.Lo); r <= rune(r16.Hi); r += rune(r16.Stride) {
+				if r > unicode.MaxLatin1 && !yield(r) {
+					return
+				}
+			}
+		}
+		for _, r32 := range unicode.White_Space.R32 {
+			for r := rune(r32.Lo); r <= rune(r32.Hi); r += rune(r32.Stride) {
+				if !yield(r) {
+					return
+				}
+			}
+		}
+	}
+}
 
 const (
 	notSpace  = 0

@@ -8,6 +8,7 @@ import (
 	"math/rand/v2"
 	"os"
 	"path/filepath"
+	"slices"
 	"testing"
 	"testing/iotest"
 	"unicode"
@@ -263,5 +264,21 @@ func TestK3_CountOfADirectoryStopsAtItsByteLimit(t *testing.T) {
 		if err != nil || got != want {
 			t.Errorf("limit %d: %s, %v; want %s", limit, got, err, want)
 		}
+	}
+}
+
+// spaceRunes yields exactly the runes unicode.IsSpace accepts.
+func TestSpaceRunesAreIsSpace(t *testing.T) {
+	var got, want []rune
+	for r := range spaceRunes() {
+		got = append(got, r)
+	}
+	for r := range rune(unicode.MaxRune + 1) {
+		if unicode.IsSpace(r) {
+			want = append(want, r)
+		}
+	}
+	if !slices.Equal(got, want) {
+		t.Fatalf("spaceRunes %U, unicode.IsSpace %U", got, want)
 	}
 }

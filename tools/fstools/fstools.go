@@ -413,14 +413,10 @@ func countDir(ctx context.Context, r *os.Root, name, shown string, limit int64) 
 // countOne counts the lines and bytes of the regular file name under r,
 // reading at most limit bytes of its data.
 func countOne(ctx context.Context, r *os.Root, name string, limit int64) (counts, int64, error) {
-	f, err := rootfile.Open(r, name)
+	f, fi, err := rootfile.OpenInfo(r, name)
 	if err != nil {
 		return counts{}, 0, err
 	}
 	defer f.Close()
-	fi, err := f.Stat()
-	if err != nil {
-		return counts{}, 0, err
-	}
 	return countLines(ctx, f, fi.Size(), limit)
 }

@@ -285,6 +285,13 @@ func markdown(r Results) string {
 		}
 		w("| `%s` | %s | %s | %s | %s | %s |\n", g.ID, cell(g.Goal), cell(strings.Join(measured, "; ")), cell(strings.Join(target, "; ")), mark, cell(g.Detail))
 	}
+	w("\nWhat each goal is measured against, per operation:\n\n")
+	w("- `eino-compiled`: EinoCompiled, one parent run on Eino's compose-level ReAct agent compiled once, its one tool decoding its arguments and invoking the child chain compiled once; no callbacks, nothing persisted. Our side (SubactorParentRun) keeps both sessions, every turn, in the memory store. See Per delegation.\n")
+	w("- `floor-lean`: LeanFloor, protoactor spawning an actor, one message answered on a Go channel, Stop.\n")
+	w("- `child-rss`: no baseline: the process's resident memory before the first child starts and once 100k (and 1M) are parked.\n")
+	w("- `main-job`: `find TREE -type f -print0 | wc -lc --files0-from=-`, GNU wc opening and reading each file once and counting its newlines with vector instructions, on the same tree.\n")
+	w("- `fsyncs-per-delegation`: no baseline for the count (strace's count of flushing system calls, per delegation); the speed-up is against one parent delegating alone on the same bbolt store.\n")
+	w("- `step-growth`: step 10 of the same children; `cold-start`: fixed ceilings; `listener-isolation`: delivery to the same listener without a blocked one beside it; `dispose-p99`, `goroutines-per-child`: fixed ceilings.\n")
 	lean, eino := r.delegation("LeanFloor"), r.delegation("EinoCompiled")
 	w("\n## Per delegation\n\n")
 	w("Each figure is the median over %s interleaved rounds of a fixed count of operations (ops); CPU is user + system time of the whole process over the count (getrusage RUSAGE_SELF: every goroutine and the garbage collector), wall time beside it; bytes and allocations from the runtime's memory statistics over the same count. What each does per operation:\n\n", roundsOf(r.Delegation))
