@@ -4,7 +4,9 @@ import (
 	"context"
 	"io"
 	"log/slog"
-	"testing"
+	"runtime"
+	"syscall"
+	"time"
 
 	"github.com/subactor/subactor/actors"
 	"github.com/subactor/subactor/actors/providers/spawn"
@@ -22,58 +24,51 @@ func quietSystem() *actors.System {
 // ColdStart is a new Service and spawn provider (with a new in-memory
 // store and parent agent) on a System that already runs, as an embedder's
 // or one shared by many Services, up to its first delegation's result
-// and disposal. Closing the Service afterwards is not timed.
-func ColdStart(b *testing.B) {
+// and disposal, count times. Closing the Service afterwards is not
+// counted.
+func ColdStart(ctx context.Context, count int) (Cost, error) {
 	sys := quietSystem()
 	defer sys.Shutdown()
-	ctx := context.Background()
 	model := scripted.New()
-	b.ReportAllocs()
-	for b.Loop() {
+	return measureEach(count, func() (func(), error) {
 		svc, err := firstDelegation(ctx, sys, model)
-		b.StopTimer()
-		if svc != nil {
-			svc.Close()
-		}
-		if err != nil {
-			b.Fatal(err)
-		}
-		b.StartTimer()
-	}
-}
-
-// ColdStartWithSystem is ColdStart with a new System of its own as well,
-// shut down untimed: what a process that embeds nothing else pays.
-func ColdStartWithSystem(b *testing.B) {
-	ctx := context.Background()
-	model := scripted.New()
-	b.ReportAllocs()
-	for b.Loop() {
-		sys := quietSystem()
-		svc, err := firstDelegation(ctx, sys, model)
-		b.StopTimer()
-		if svc != nil {
-			svc.Close()
-		}
-		sys.Shutdown()
-		if err != nil {
-			b.Fatal(err)
-		}
-		b.StartTimer()
-	}
+		return svc.Close, err
+	})
 }
 
 // NewSystem is actors.NewSystem alone, the runtime's own floor (protoactor
 // builds its process registry in every new actor system); Shutdown is not
-// timed.
-func NewSystem(b *testing.B) {
-	b.ReportAllocs()
-	for b.Loop() {
-		sys := quietSystem()
-		b.StopTimer()
-		sys.Shutdown()
-		b.StartTimer()
+// counted.
+func NewSystem(count int) (Cost, error) {
+	return measureEach(count, func() (func(), error) {
+		return quietSystem().Shutdown, nil
+	})
+}
+
+// measureEach is Measure for an operation whose teardown must not be
+// counted: op returns it, and the counters are read around each op alone.
+func measureEach(count int, op func() (undo func(), err error)) (Cost, error) {
+	c := Cost{Ops: count}
+	var before, after runtime.MemStats
+	for range count {
+		runtime.ReadMemStats(&before)
+		cpu, wall := CPUTime(syscall.RUSAGE_SELF), time.Now()
+		undo, err := op()
+		c.CPUNs += float64(CPUTime(syscall.RUSAGE_SELF) - cpu)
+		c.WallNs += float64(time.Since(wall))
+		runtime.ReadMemStats(&after)
+		c.Bytes += float64(after.TotalAlloc - before.TotalAlloc)
+		c.Allocs += float64(after.Mallocs - before.Mallocs)
+		if undo != nil {
+			undo()
+		}
+		if err != nil {
+			return Cost{}, err
+		}
 	}
+	n := float64(count)
+	c.CPUNs, c.WallNs, c.Bytes, c.Allocs = c.CPUNs/n, c.WallNs/n, c.Bytes/n, c.Allocs/n
+	return c, nil
 }
 
 // firstDelegation sets up a Service with a spawn provider on sys and runs
@@ -92,16 +87,6 @@ func firstDelegation(ctx context.Context, sys *actors.System, model agent.Model)
 	if err != nil {
 		return svc, err
 	}
-	run, err := svc.Start(ctx, spawn.DefaultName, subagent.StartRequest{Parent: parent, Prompt: []subagent.ContentBlock{subagent.Text("echo hi")}})
-	if err != nil {
-		return svc, err
-	}
-	res, err := run.Wait(ctx)
-	if err == nil && (res.StopReason != subagent.Completed || subagent.TextOf(res.Output) != "hi") {
-		err = errAnswer
-	}
-	if derr := run.Dispose(ctx); err == nil {
-		err = derr
-	}
-	return svc, err
+	s := &seam{svc: svc}
+	return svc, delegateOnce(ctx, s, parent)
 }

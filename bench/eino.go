@@ -2,14 +2,17 @@ package bench
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
-	"testing"
 
 	"github.com/cloudwego/eino/adk"
+	"github.com/cloudwego/eino/callbacks"
 	"github.com/cloudwego/eino/components/model"
 	"github.com/cloudwego/eino/components/tool"
 	"github.com/cloudwego/eino/compose"
+	einoagent "github.com/cloudwego/eino/flow/agent"
+	"github.com/cloudwego/eino/flow/agent/react"
 	"github.com/cloudwego/eino/schema"
 )
 
@@ -147,19 +150,105 @@ func checkEinoAnswer(answer string, err error) error {
 	return nil
 }
 
-// EinoAgentTool is one parent run with one delegation on Eino: a parent
-// ChatModelAgent whose scripted model calls one child agent wrapped with
-// adk.NewAgentTool, the child's scripted model answering at once.
-func EinoAgentTool(b *testing.B) {
-	ctx := context.Background()
+// EinoAgentTool is one parent run with one delegation on Eino's ADK: a
+// parent ChatModelAgent whose scripted model calls one child agent wrapped
+// with adk.NewAgentTool, the child's scripted model answering at once
+// (built once; ADK compiles the agent's graph on every run).
+func EinoAgentTool(ctx context.Context) (func() error, func(), error) {
 	p, err := newEinoPeer(ctx)
 	if err != nil {
-		b.Fatal(err)
+		return nil, nil, err
 	}
-	b.ReportAllocs()
-	for b.Loop() {
-		if err := checkEinoAnswer(p.run(ctx)); err != nil {
-			b.Fatal(err)
-		}
+	return func() error { return checkEinoAnswer(p.run(ctx)) }, func() {}, nil
+}
+
+// einoCompiled is Eino's fastest configuration for the same work: its
+// compose-level ReAct agent (flow/agent/react, its graph compiled once in
+// NewAgent) whose one tool runs the child, a chain of the child's model
+// compiled once. Nothing is persisted. With callbacks, a handler attached
+// to both graphs keeps every node's output (a copy of each turn, as our
+// memory store keeps) and counts it as delivered (as our listener does).
+type einoCompiled struct {
+	agent     *react.Agent
+	callbacks []compose.Option
+	kept      []callbacks.CallbackOutput
+	events    int
+}
+
+func newEinoCompiled(ctx context.Context, withCallbacks bool) (*einoCompiled, error) {
+	child, err := compose.NewChain[[]*schema.Message, *schema.Message]().AppendChatModel(einoChildModel{}).Compile(ctx)
+	if err != nil {
+		return nil, err
 	}
+	e := &einoCompiled{}
+	if withCallbacks {
+		h := callbacks.NewHandlerBuilder().OnEndFn(func(ctx context.Context, _ *callbacks.RunInfo, out callbacks.CallbackOutput) context.Context {
+			e.kept = append(e.kept, out)
+			e.events++
+			return ctx
+		}).Build()
+		e.callbacks = []compose.Option{compose.WithCallbacks(h)}
+	}
+	e.agent, err = react.NewAgent(ctx, &react.AgentConfig{
+		ToolCallingModel: einoParentModel{},
+		ToolsConfig:      compose.ToolsNodeConfig{Tools: []tool.BaseTool{&einoChildTool{child: child, opts: e.callbacks}}},
+	})
+	return e, err
+}
+
+// run is one parent run; its answer is the child's.
+func (e *einoCompiled) run(ctx context.Context) (string, error) {
+	e.kept = e.kept[:0]
+	msg, err := e.agent.Generate(ctx, []*schema.Message{schema.UserMessage("echo hi")}, einoagent.WithComposeOptions(e.callbacks...))
+	if err != nil {
+		return "", err
+	}
+	return msg.Content, nil
+}
+
+// einoChildTool runs the child chain with the request its arguments carry
+// (decoded, as our delegate tool decodes its own).
+type einoChildTool struct {
+	child compose.Runnable[[]*schema.Message, *schema.Message]
+	opts  []compose.Option
+}
+
+func (*einoChildTool) Info(context.Context) (*schema.ToolInfo, error) {
+	return &schema.ToolInfo{Name: einoChildName, Desc: "echoes the request", ParamsOneOf: schema.NewParamsOneOfByParams(map[string]*schema.ParameterInfo{
+		"request": {Type: schema.String, Required: true},
+	})}, nil
+}
+
+func (t *einoChildTool) InvokableRun(ctx context.Context, args string, _ ...tool.Option) (string, error) {
+	var in struct {
+		Request string `json:"request"`
+	}
+	if err := json.Unmarshal([]byte(args), &in); err != nil {
+		return "", err
+	}
+	out, err := t.child.Invoke(ctx, []*schema.Message{schema.UserMessage(in.Request)}, t.opts...)
+	if err != nil {
+		return "", err
+	}
+	return out.Content, nil
+}
+
+// EinoCompiled is one parent run with one delegation on Eino's fastest
+// configuration (einoCompiled, no callbacks).
+func EinoCompiled(ctx context.Context) (func() error, func(), error) {
+	return einoCompiledOp(ctx, false)
+}
+
+// EinoCompiledCallbacks is EinoCompiled with a callback handler that keeps
+// and counts every node's output.
+func EinoCompiledCallbacks(ctx context.Context) (func() error, func(), error) {
+	return einoCompiledOp(ctx, true)
+}
+
+func einoCompiledOp(ctx context.Context, withCallbacks bool) (func() error, func(), error) {
+	e, err := newEinoCompiled(ctx, withCallbacks)
+	if err != nil {
+		return nil, nil, err
+	}
+	return func() error { return checkEinoAnswer(e.run(ctx)) }, func() {}, nil
 }

@@ -188,9 +188,9 @@ func eventDelivery(ctx context.Context, n int) (alone, besideBlocked Distributio
 				round[i] = append(round[i], float64(sample))
 			}
 		}
-		ratios = append(ratios, median(round[1])/median(round[0]))
+		ratios = append(ratios, Median(round[1])/Median(round[0]))
 	}
-	iso.Ratio = median(ratios)
+	iso.Ratio = Median(ratios)
 	slices.Sort(ratios)
 	iso.RatioQ1, iso.RatioQ3 = ratios[len(ratios)/4], ratios[len(ratios)*3/4]
 	return distribution(all[0]), distribution(all[1]), iso, nil

@@ -14,6 +14,7 @@ import (
 	"slices"
 	"strconv"
 	"strings"
+	"syscall"
 	"time"
 )
 
@@ -152,18 +153,26 @@ func appendSlice(dst []byte, rng *rand.Rand, src []byte, n int) []byte {
 }
 
 // MainJobResult compares the node's survey of a generated tree with
-// find | xargs cat | wc -lc on the same tree.
+// find -type f -print0 | wc -lc --files0-from=- on the same tree. Times
+// are medians over rounds: wall time, and CPU time (user + system, the
+// process and everything it started, from getrusage RUSAGE_CHILDREN).
 type MainJobResult struct {
 	Tree     TreeTotals `json:"tree"`
 	Rounds   int        `json:"rounds"`
-	NodeSecs float64    `json:"nodeSeconds"`     // median
-	PipeSecs float64    `json:"pipelineSeconds"` // median
-	// Ratio is the median of the per-round ratios node ÷ pipeline.
-	Ratio float64 `json:"ratio"`
-	// MemorySecs and MemoryRatio are the same for node run -data :memory:
-	// (sessions in memory, no fsync), for reference.
-	MemorySecs  float64 `json:"memorySeconds"`
-	MemoryRatio float64 `json:"memoryRatio"`
+	NodeSecs float64    `json:"nodeSeconds"`
+	NodeCPU  float64    `json:"nodeCPUSeconds"`
+	PipeSecs float64    `json:"pipelineSeconds"`
+	PipeCPU  float64    `json:"pipelineCPUSeconds"`
+	// Ratio and CPURatio are the medians of the per-round ratios node ÷
+	// pipeline.
+	Ratio    float64 `json:"ratio"`
+	CPURatio float64 `json:"cpuRatio"`
+	// The same for node run -data :memory: (sessions in memory, no
+	// fsync), for reference.
+	MemorySecs     float64 `json:"memorySeconds"`
+	MemoryCPU      float64 `json:"memoryCPUSeconds"`
+	MemoryRatio    float64 `json:"memoryRatio"`
+	MemoryCPURatio float64 `json:"memoryCPURatio"`
 	// What the node's answer and the pipeline reported (last round).
 	NodeFiles, NodeLines, NodeBytes int64
 	PipeLines, PipeBytes            int64
@@ -173,11 +182,25 @@ type MainJobResult struct {
 
 var surveyLine = regexp.MustCompile(`survey [^:]*: (\d+) files, (\d+) lines, (\d+) bytes in (\d+) folders`)
 
+// PipelineScript is the main job's baseline: GNU wc counting the lines
+// and bytes of every file find lists (wc reads each file once, in bulk,
+// counting newlines with the processor's vector instructions).
+const PipelineScript = `find "$1" -type f -print0 | wc -lc --files0-from=-`
+
+// timed runs cmd to its end and returns its output, wall time and CPU
+// time (its own and its children's: getrusage RUSAGE_CHILDREN around it;
+// nothing else this process starts may end meanwhile).
+func timed(cmd *exec.Cmd) (out []byte, wall, cpu time.Duration, err error) {
+	cpu0, began := CPUTime(syscall.RUSAGE_CHILDREN), time.Now()
+	out, err = cmd.Output()
+	return out, time.Since(began), CPUTime(syscall.RUSAGE_CHILDREN) - cpu0, err
+}
+
 // MainJob runs the node binary's survey (node run -quiet on its default
 // on-disk session store, a fresh data directory each round; and again with
-// sessions in memory) and the shell pipeline alternately, rounds times each, on a tree of size bytes that it
-// generates under dir. The page cache is warmed by one untimed run of
-// each first.
+// sessions in memory) and the baseline pipeline alternately, rounds times
+// each, on a tree of size bytes that it generates under dir. The page
+// cache is warmed by one untimed run of each first.
 func MainJob(ctx context.Context, node, dir string, size int64, rounds int) (MainJobResult, error) {
 	var r MainJobResult
 	tree := filepath.Join(dir, "tree")
@@ -185,23 +208,23 @@ func MainJob(ctx context.Context, node, dir string, size int64, rounds int) (Mai
 	if r.Tree, err = GenerateTree(tree, size, 11); err != nil {
 		return r, err
 	}
-	pipeline := func() (time.Duration, error) {
-		cmd := exec.CommandContext(ctx, "bash", "-c", `find "$1" -type f -print0 | xargs -0 cat | wc -lc`, "pipeline", tree)
-		began := time.Now()
-		out, err := cmd.Output()
-		took := time.Since(began)
+	type times struct{ wall, cpu time.Duration }
+	pipeline := func() (times, error) {
+		out, wall, cpu, err := timed(exec.CommandContext(ctx, "bash", "-c", PipelineScript, "pipeline", tree))
 		if err != nil {
-			return 0, fmt.Errorf("pipeline: %w", err)
+			return times{}, fmt.Errorf("pipeline: %w", err)
 		}
-		f := strings.Fields(string(out))
-		if len(f) != 2 {
-			return 0, fmt.Errorf("pipeline printed %q", out)
+		// The last line is the total: "LINES BYTES total".
+		lines := strings.Split(strings.TrimSpace(string(out)), "\n")
+		f := strings.Fields(lines[len(lines)-1])
+		if len(f) != 3 || f[2] != "total" {
+			return times{}, fmt.Errorf("pipeline ended with %q", lines[len(lines)-1])
 		}
 		r.PipeLines, _ = strconv.ParseInt(f[0], 10, 64)
 		r.PipeBytes, _ = strconv.ParseInt(f[1], 10, 64)
-		return took, nil
+		return times{wall, cpu}, nil
 	}
-	survey := func(round int, memory bool) (time.Duration, error) {
+	survey := func(round int, memory bool) (times, error) {
 		data := filepath.Join(dir, fmt.Sprintf("data-%d", round))
 		if memory {
 			data = ":memory:"
@@ -209,24 +232,22 @@ func MainJob(ctx context.Context, node, dir string, size int64, rounds int) (Mai
 		cmd := exec.CommandContext(ctx, node, "run", "-quiet", "-data", data, "-dir", tree)
 		var stderr bytes.Buffer
 		cmd.Stderr = &stderr
-		began := time.Now()
-		out, err := cmd.Output()
-		took := time.Since(began)
+		out, wall, cpu, err := timed(cmd)
 		if !memory {
 			_ = os.RemoveAll(data)
 		}
 		if err != nil {
-			return 0, fmt.Errorf("node run: %w: %s", err, stderr.Bytes())
+			return times{}, fmt.Errorf("node run: %w: %s", err, stderr.Bytes())
 		}
 		m := surveyLine.FindStringSubmatch(string(out))
 		if m == nil {
-			return 0, fmt.Errorf("node run printed no survey line: %q", out)
+			return times{}, fmt.Errorf("node run printed no survey line: %q", out)
 		}
 		r.Answer = m[0]
 		r.NodeFiles, _ = strconv.ParseInt(m[1], 10, 64)
 		r.NodeLines, _ = strconv.ParseInt(m[2], 10, 64)
 		r.NodeBytes, _ = strconv.ParseInt(m[3], 10, 64)
-		return took, nil
+		return times{wall, cpu}, nil
 	}
 	// Warm the page cache and check that both work.
 	if _, err := pipeline(); err != nil {
@@ -235,7 +256,7 @@ func MainJob(ctx context.Context, node, dir string, size int64, rounds int) (Mai
 	if _, err := survey(-1, false); err != nil {
 		return r, err
 	}
-	var nodeT, memT, pipeT, ratios, memRatios []float64
+	var nodeT, nodeC, memT, memC, pipeT, pipeC, ratios, cpuRatios, memRatios, memCPURatios []float64
 	for round := range rounds {
 		p, err := pipeline()
 		if err != nil {
@@ -249,12 +270,16 @@ func MainJob(ctx context.Context, node, dir string, size int64, rounds int) (Mai
 		if err != nil {
 			return r, err
 		}
-		nodeT, memT, pipeT = append(nodeT, n.Seconds()), append(memT, m.Seconds()), append(pipeT, p.Seconds())
-		ratios, memRatios = append(ratios, n.Seconds()/p.Seconds()), append(memRatios, m.Seconds()/p.Seconds())
+		nodeT, nodeC = append(nodeT, n.wall.Seconds()), append(nodeC, n.cpu.Seconds())
+		memT, memC = append(memT, m.wall.Seconds()), append(memC, m.cpu.Seconds())
+		pipeT, pipeC = append(pipeT, p.wall.Seconds()), append(pipeC, p.cpu.Seconds())
+		ratios, cpuRatios = append(ratios, n.wall.Seconds()/p.wall.Seconds()), append(cpuRatios, n.cpu.Seconds()/p.cpu.Seconds())
+		memRatios, memCPURatios = append(memRatios, m.wall.Seconds()/p.wall.Seconds()), append(memCPURatios, m.cpu.Seconds()/p.cpu.Seconds())
 	}
 	r.Rounds = rounds
-	r.NodeSecs, r.PipeSecs, r.Ratio = median(nodeT), median(pipeT), median(ratios)
-	r.MemorySecs, r.MemoryRatio = median(memT), median(memRatios)
+	r.NodeSecs, r.NodeCPU, r.PipeSecs, r.PipeCPU = Median(nodeT), Median(nodeC), Median(pipeT), Median(pipeC)
+	r.Ratio, r.CPURatio = Median(ratios), Median(cpuRatios)
+	r.MemorySecs, r.MemoryCPU, r.MemoryRatio, r.MemoryCPURatio = Median(memT), Median(memC), Median(memRatios), Median(memCPURatios)
 	if r.NodeFiles != r.Tree.Files || r.NodeBytes != r.Tree.Bytes || r.PipeBytes != r.Tree.Bytes ||
 		r.PipeLines != r.Tree.Newlines || r.NodeLines != r.Tree.Newlines+r.Tree.Unterminated {
 		return r, errors.New("the survey's totals differ from the tree's")
@@ -262,7 +287,8 @@ func MainJob(ctx context.Context, node, dir string, size int64, rounds int) (Mai
 	return r, nil
 }
 
-func median(v []float64) float64 {
+// Median is the median of v (NaN for none).
+func Median(v []float64) float64 {
 	if len(v) == 0 {
 		return math.NaN()
 	}

@@ -10,6 +10,7 @@ import (
 	"github.com/subactor/subactor/actors/providers/spawn"
 	"github.com/subactor/subactor/agent"
 	"github.com/subactor/subactor/model/scripted"
+	"github.com/subactor/subactor/persistence"
 	"github.com/subactor/subactor/subagent"
 )
 
@@ -32,7 +33,12 @@ type ParallelResult struct {
 // the counts interleaved within each round so that whatever else the
 // machine does weighs on all alike.
 func Parallel(ctx context.Context, parents []int, rounds int, dur time.Duration) ([]ParallelResult, error) {
-	s, err := newSeam(ctx, scripted.New())
+	return ParallelOn(ctx, persistence.NewMemory(), parents, rounds, dur)
+}
+
+// ParallelOn is Parallel with the sessions in store.
+func ParallelOn(ctx context.Context, store persistence.Store, parents []int, rounds int, dur time.Duration) ([]ParallelResult, error) {
+	s, err := newSeamWith(ctx, spawn.Config{Model: scripted.New(), Store: store})
 	if err != nil {
 		return nil, err
 	}
@@ -69,7 +75,7 @@ func Parallel(ctx context.Context, parents []int, rounds int, dur time.Duration)
 		for r := range rounds {
 			speedups[r] = rates[i][r] / rates[0][r]
 		}
-		out[i] = ParallelResult{Parents: p, DelegationsPerSecond: median(rates[i]), Speedup: median(speedups), Start: distribution(starts[i])}
+		out[i] = ParallelResult{Parents: p, DelegationsPerSecond: Median(rates[i]), Speedup: Median(speedups), Start: distribution(starts[i])}
 	}
 	return out, nil
 }

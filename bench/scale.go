@@ -3,7 +3,11 @@ package bench
 import (
 	"context"
 	"fmt"
+	"os"
 	"runtime"
+	"runtime/debug"
+	"strconv"
+	"strings"
 	"sync/atomic"
 	"time"
 
@@ -15,7 +19,12 @@ import (
 
 // ScaleResult is what n live children parked on their model cost one node.
 type ScaleResult struct {
-	Children           int     `json:"children"`
+	Children int `json:"children"`
+	// RSSBytesPerChild is the growth of the process's resident memory
+	// from before the first start until all are parked, with no forced
+	// collection in between (the heap's pages returned to the system
+	// before), per child.
+	RSSBytesPerChild   float64 `json:"rssBytesPerChild"`
 	HeapBytesPerChild  float64 `json:"heapBytesPerChild"`
 	StackBytesPerChild float64 `json:"stackBytesPerChild"`
 	GoroutinesPerChild float64 `json:"goroutinesPerChild"`
@@ -59,6 +68,11 @@ func ScaleOn(ctx context.Context, n int, store persistence.Store) (ScaleResult, 
 	runtime.GC()
 	runtime.ReadMemStats(&before)
 	goroutines := runtime.NumGoroutine()
+	debug.FreeOSMemory()
+	rss, err := residentBytes()
+	if err != nil {
+		return ScaleResult{}, err
+	}
 
 	runs := make([]subagent.Run, 0, n)
 	defer func() {
@@ -76,6 +90,10 @@ func ScaleOn(ctx context.Context, n int, store persistence.Store) (ScaleResult, 
 	}
 	started := time.Since(began)
 	<-g.all
+	grown, err := residentBytes()
+	if err != nil {
+		return ScaleResult{}, err
+	}
 	// Twice as before; and a collection halves a goroutine's stack at
 	// most once, while a parked child in a long-lived process sees many.
 	runtime.GC()
@@ -83,6 +101,7 @@ func ScaleOn(ctx context.Context, n int, store persistence.Store) (ScaleResult, 
 	runtime.ReadMemStats(&after)
 	res := ScaleResult{
 		Children:           n,
+		RSSBytesPerChild:   float64(grown-rss) / float64(n),
 		HeapBytesPerChild:  float64(int64(after.HeapAlloc)-int64(before.HeapAlloc)) / float64(n),
 		StackBytesPerChild: float64(int64(after.StackInuse)-int64(before.StackInuse)) / float64(n),
 		GoroutinesPerChild: float64(runtime.NumGoroutine()-goroutines) / float64(n),
@@ -97,4 +116,18 @@ func ScaleOn(ctx context.Context, n int, store persistence.Store) (ScaleResult, 
 	res.DisposeAllSeconds = time.Since(began).Seconds()
 	runs = nil
 	return res, nil
+}
+
+// residentBytes is the process's resident memory (/proc/self/statm).
+func residentBytes() (int64, error) {
+	statm, err := os.ReadFile("/proc/self/statm")
+	if err != nil {
+		return 0, err
+	}
+	f := strings.Fields(string(statm))
+	if len(f) < 2 {
+		return 0, fmt.Errorf("unreadable /proc/self/statm: %q", statm)
+	}
+	pages, err := strconv.ParseInt(f[1], 10, 64)
+	return pages * int64(os.Getpagesize()), err
 }

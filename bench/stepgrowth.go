@@ -131,9 +131,9 @@ func StepGrowth(ctx context.Context, children, steps, early, late, window int) (
 			for k := max(1, step-window); k <= min(steps, step+window); k++ {
 				cn, cb = append(cn, costs[k].Nanos), append(cb, costs[k].Bytes)
 			}
-			ns, bs = append(ns, median(cn)), append(bs, median(cb))
+			ns, bs = append(ns, Median(cn)), append(bs, Median(cb))
 		}
-		return StepCost{Step: step, Nanos: median(ns), Bytes: median(bs)}
+		return StepCost{Step: step, Nanos: Median(ns), Bytes: Median(bs)}
 	}
 	r := StepGrowthResult{Children: children, Steps: steps, Early: at(early, window), Late: at(late, window)}
 	for _, p := range points {

@@ -386,7 +386,7 @@ type outcome struct {
 const systemPrompt = `You survey a directory tree with read-only file tools. ` +
 	`Delegate each sub-folder of the directory to a child agent with the subagent tool ` +
 	`(a short description, and a prompt naming the folder's path and asking for its files, lines and bytes, all nested folders included). ` +
-	`Count the directory's own top-level files yourself. ` +
+	`Count the directory's own top-level files yourself (count takes a directory: one call for all the files directly in it). ` +
 	`Answer with one line of totals for the whole tree, then one line per sub-folder and one for the top level.`
 
 // survey wires the models m and runs the top-level agent: a new session on

@@ -26,30 +26,39 @@ var (
 
 // Open opens name under r for reading; it must be a regular file.
 func Open(r *os.Root, name string) (*os.File, error) {
+	f, _, err := open(r, name, os.O_RDONLY, 0, false)
+	return f, err
+}
+
+// OpenInfo is Open that also returns what the opened file's check found
+// (its size, say), sparing the caller a Stat of its own.
+func OpenInfo(r *os.Root, name string) (*os.File, fs.FileInfo, error) {
 	return open(r, name, os.O_RDONLY, 0, false)
 }
 
 // OpenDir opens name under r for reading its entries; it must be a
 // directory.
 func OpenDir(r *os.Root, name string) (*os.File, error) {
-	return open(r, name, os.O_RDONLY, 0, true)
+	f, _, err := open(r, name, os.O_RDONLY, 0, true)
+	return f, err
 }
 
 // Create opens name under r for writing, truncated, created with perm
 // when missing; an existing name must be a regular file.
 func Create(r *os.Root, name string, perm fs.FileMode) (*os.File, error) {
-	return open(r, name, os.O_WRONLY|os.O_CREATE|os.O_TRUNC, perm, false)
+	f, _, err := open(r, name, os.O_WRONLY|os.O_CREATE|os.O_TRUNC, perm, false)
+	return f, err
 }
 
-func open(r *os.Root, name string, flag int, perm fs.FileMode, dir bool) (*os.File, error) {
+func open(r *os.Root, name string, flag int, perm fs.FileMode, dir bool) (*os.File, fs.FileInfo, error) {
 	fi, err := r.Stat(name)
 	switch {
 	case err == nil:
 		if err := check(fi, dir); err != nil {
-			return nil, err
+			return nil, nil, err
 		}
 	case flag&os.O_CREATE == 0 || !errors.Is(err, fs.ErrNotExist):
-		return nil, err
+		return nil, nil, err
 	}
 	// nonBlock: opening a FIFO put there since the check does not wait
 	// for its other end (the check below then refuses it). It also spares
@@ -58,16 +67,16 @@ func open(r *os.Root, name string, flag int, perm fs.FileMode, dir bool) (*os.Fi
 	// and writes of those ignore the flag.
 	f, err := r.OpenFile(name, flag|nonBlock, perm)
 	if err != nil {
-		return nil, err
+		return nil, nil, err
 	}
 	if fi, err = f.Stat(); err == nil {
 		err = check(fi, dir)
 	}
 	if err != nil {
 		_ = f.Close()
-		return nil, err
+		return nil, nil, err
 	}
-	return f, nil
+	return f, fi, nil
 }
 
 func check(fi fs.FileInfo, dir bool) error {

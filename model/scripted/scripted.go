@@ -181,7 +181,7 @@ func (p *plan) add(name string, args any) {
 }
 
 func (p *plan) list(dir string)   { p.add("list", map[string]string{"path": dir}) }
-func (p *plan) count(file string) { p.add("count", map[string]string{"path": file}) }
+func (p *plan) count(path string) { p.add("count", map[string]string{"path": path}) }
 
 func (p *plan) delegate(dir string, withSchema bool) {
 	args := struct {
@@ -260,26 +260,67 @@ func (o outcome) entries(dir string) (es []entry, cut string, err error) {
 	return l.Entries, cut, nil
 }
 
-// file reads a count result as the figures of one file.
+// file reads a count result: the figures of one file, or of the files
+// directly in a directory (a count of a directory has "files").
 func (o outcome) file() (figures, error) {
 	if o.isErr {
 		return figures{}, errors.New(o.text)
 	}
 	var c struct {
-		Path      string `json:"path"`
-		Lines     int64  `json:"lines"`
-		Bytes     int64  `json:"bytes"`
-		Truncated bool   `json:"truncated"`
-		Counted   int64  `json:"counted"`
+		Path       string `json:"path"`
+		Files      *int64 `json:"files"`
+		Lines      int64  `json:"lines"`
+		Bytes      int64  `json:"bytes"`
+		Truncated  bool   `json:"truncated"`
+		Counted    int64  `json:"counted"`
+		Unreadable int64  `json:"unreadable"`
 	}
 	if err := json.Unmarshal([]byte(o.text), &c); err != nil {
 		return figures{}, fmt.Errorf("unreadable count result: %w", err)
 	}
 	f := figures{Files: 1, Lines: c.Lines, Bytes: c.Bytes}
+	if c.Files != nil {
+		f.Files = *c.Files
+	}
 	if c.Truncated {
 		f.Cut = []string{fmt.Sprintf("%s: lines counted in the first %d of %d bytes", c.Path, c.Counted, c.Bytes)}
 	}
+	if c.Unreadable > 0 {
+		f.Cut = append(f.Cut, fmt.Sprintf("%s: %d files unreadable", c.Path, c.Unreadable))
+	}
 	return f, nil
+}
+
+// files returns the figures of the files directly in dir, whose entries
+// are es, or adds to p the count they need: one count of dir itself. (A
+// session stored before count took directories has a count of each file
+// instead; those still add up.) A failed count leaves the files out.
+func (c *conversation) files(dir string, es []entry, p *plan) figures {
+	var fig figures
+	if o, ok := c.counts[dir]; ok {
+		if f, err := o.file(); err == nil {
+			fig.add(f)
+		}
+		return fig
+	}
+	for _, e := range es {
+		if e.Type != "file" {
+			continue
+		}
+		o, ok := c.counts[path.Join(dir, e.Name)]
+		if !ok {
+			p.count(dir)
+			return figures{}
+		}
+		if f, err := o.file(); err == nil {
+			fig.add(f)
+		}
+	}
+	return fig
+}
+
+func hasFiles(es []entry) bool {
+	return slices.ContainsFunc(es, func(e entry) bool { return e.Type == "file" })
 }
 
 // tally reads a delegate result: the child's structured answer, or its
@@ -334,17 +375,12 @@ func (c *conversation) walk(root string, p *plan) (figures, error) {
 			fig.Cut = append(fig.Cut, cut)
 		}
 		for _, e := range es {
-			q := path.Join(dir, e.Name)
-			switch e.Type {
-			case "dir":
-				queue = append(queue, q)
-			case "file":
-				if o, ok := c.counts[q]; !ok {
-					p.count(q)
-				} else if f, err := o.file(); err == nil {
-					fig.add(f)
-				}
+			if e.Type == "dir" {
+				queue = append(queue, path.Join(dir, e.Name))
 			}
+		}
+		if hasFiles(es) {
+			fig.add(c.files(dir, es, p))
 		}
 	}
 	return fig, nil
@@ -398,27 +434,21 @@ func (c *conversation) survey(dir string, tools []agent.ToolSpec) agent.Message 
 	if cut != "" {
 		files.Cut = []string{cut}
 	}
-	hasFiles := false
 	for _, e := range es {
-		q := path.Join(dir, e.Name)
-		switch e.Type {
-		case "dir":
-			if f, ok := c.folder(q, delegate, withSchema, p); ok {
+		if e.Type == "dir" {
+			if f, ok := c.folder(path.Join(dir, e.Name), delegate, withSchema, p); ok {
 				folders = append(folders, f)
 			}
-		case "file":
-			hasFiles = true
-			if o, ok := c.counts[q]; !ok {
-				p.count(q)
-			} else if f, err := o.file(); err == nil {
-				files.add(f)
-			}
 		}
+	}
+	withFiles := hasFiles(es)
+	if withFiles {
+		files.add(c.files(dir, es, p))
 	}
 	if len(p.calls) > 0 {
 		return p.message()
 	}
-	return text(c.report(dir, folders, files, hasFiles))
+	return text(c.report(dir, folders, files, withFiles))
 }
 
 // folder reports on the sub-directory q of a survey, or only adds the

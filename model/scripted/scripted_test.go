@@ -286,7 +286,8 @@ func TestSurveyDelegatesEachFolder(t *testing.T) {
 				t.Fatalf("report\n got %s\nwant %s", got, want)
 			}
 			// Step 2 is one response: a delegation per folder, in name
-			// order, and a count per top-level file.
+			// order, and one count of the top level's files (a count of
+			// the directory itself).
 			var step2 []string
 			for _, c := range a.Turns()[3].ToolCalls {
 				var args struct{ Path, Prompt string }
@@ -295,7 +296,7 @@ func TestSurveyDelegatesEachFolder(t *testing.T) {
 				}
 				step2 = append(step2, fmt.Sprintf("%s %s %s%s", c.ID, c.Name, args.Path, args.Prompt))
 			}
-			want := []string{"call-2-0 count README.md", "call-2-1 subagent tally a", "call-2-2 subagent tally b", "call-2-3 subagent tally c", "call-2-4 count main.go"}
+			want := []string{"call-2-0 subagent tally a", "call-2-1 subagent tally b", "call-2-2 subagent tally c", "call-2-3 count ."}
 			if !reflect.DeepEqual(step2, want) {
 				t.Fatalf("step 2 calls\n got %q\nwant %q", step2, want)
 			}
@@ -463,9 +464,10 @@ func deterministic(t *testing.T, listed string) {
 	for _, c := range first.Message.ToolCalls {
 		calls = append(calls, c.ID+" "+c.Name+" "+string(c.Args))
 	}
-	// Breadth-first: the files of src are counted in the same step as its
-	// sub-directories are listed; the symlink is skipped.
-	want := []string{`call-2-0 count {"path":"src/z.go"}`, `call-2-1 list {"path":"src/lib"}`}
+	// Breadth-first: the files of src are counted (one count of src
+	// itself) in the same step as its sub-directories are listed; the
+	// symlink is skipped.
+	want := []string{`call-2-0 count {"path":"src"}`, `call-2-1 list {"path":"src/lib"}`}
 	if !reflect.DeepEqual(calls, want) {
 		t.Fatalf("calls %q, want %q", calls, want)
 	}
@@ -478,6 +480,29 @@ func deterministic(t *testing.T, listed string) {
 	}
 	if first.Usage.InputTokens != size/4 || first.Usage.OutputTokens == 0 {
 		t.Fatalf("usage %+v for %d request bytes", first.Usage, size)
+	}
+}
+
+// A session stored before count took directories has a count of each
+// file; a tally resumed from it adds those up instead of counting again.
+func TestTallyAddsUpCountsOfEachFile(t *testing.T) {
+	call := func(id, name, args string) agent.Message {
+		return agent.Message{Role: agent.Assistant, ToolCalls: []agent.ToolCall{{ID: id, Name: name, Args: json.RawMessage(args)}}}
+	}
+	result := func(id, text string) agent.Message {
+		return agent.Message{Role: agent.ToolRole, ToolCallID: id, Content: prompt(text)}
+	}
+	res := generate(t, agent.Request{Messages: []agent.Message{
+		user("tally src"),
+		call("call-1-0", "list", `{"path":"src"}`),
+		result("call-1-0", `{"entries":[{"name":"a.go","type":"file","size":4},{"name":"b.go","type":"file","size":6}]}`),
+		call("call-2-0", "count", `{"path":"src/a.go"}`),
+		result("call-2-0", `{"path":"src/a.go","lines":1,"words":1,"bytes":4}`),
+		call("call-2-1", "count", `{"path":"src/b.go"}`),
+		result("call-2-1", `{"path":"src/b.go","lines":2,"words":2,"bytes":6}`),
+	}})
+	if got, want := subagent.TextOf(res.Message.Content), `{"path":"src","files":2,"lines":3,"bytes":10,"folders":1}`; len(res.Message.ToolCalls) > 0 || got != want {
+		t.Fatalf("tally %s (calls %v), want %s", got, res.Message.ToolCalls, want)
 	}
 }
 

@@ -8,6 +8,7 @@ import (
 	"math/rand/v2"
 	"os"
 	"path/filepath"
+	"slices"
 	"testing"
 	"testing/iotest"
 	"unicode"
@@ -237,5 +238,47 @@ func TestK3_CountStopsAtItsByteLimit(t *testing.T) {
 	got, read, err = countFile(context.Background(), f, size, size)
 	if want := referenceCount(data); err != nil || got != want || read != size {
 		t.Fatalf("limited to its size: %+v, read %d, %v; want %+v", got, read, err, want)
+	}
+}
+
+// Contract K3: a count of a directory reads at most its limit in all:
+// past it, files add their size but no lines, and the result says so.
+func TestK3_CountOfADirectoryStopsAtItsByteLimit(t *testing.T) {
+	dir := t.TempDir()
+	for _, name := range []string{"a", "b", "c"} {
+		if err := os.WriteFile(filepath.Join(dir, name), []byte("1\n2\n3\n4\n"), 0o600); err != nil { // 8 bytes, 4 lines
+			t.Fatal(err)
+		}
+	}
+	r, err := os.OpenRoot(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer r.Close()
+	for limit, want := range map[int64]string{
+		24: `{"path":"d","files":3,"lines":12,"bytes":24}`,
+		12: `{"path":"d","files":3,"lines":6,"bytes":24,"truncated":true,"counted":12}`, // 8 of one file, 4 of the next
+		0:  `{"path":"d","files":3,"lines":0,"bytes":24,"truncated":true}`,
+	} {
+		got, err := countDir(context.Background(), r, ".", "d", limit)
+		if err != nil || got != want {
+			t.Errorf("limit %d: %s, %v; want %s", limit, got, err, want)
+		}
+	}
+}
+
+// spaceRunes yields exactly the runes unicode.IsSpace accepts.
+func TestSpaceRunesAreIsSpace(t *testing.T) {
+	var got, want []rune
+	for r := range spaceRunes() {
+		got = append(got, r)
+	}
+	for r := range rune(unicode.MaxRune + 1) {
+		if unicode.IsSpace(r) {
+			want = append(want, r)
+		}
+	}
+	if !slices.Equal(got, want) {
+		t.Fatalf("spaceRunes %U, unicode.IsSpace %U", got, want)
 	}
 }

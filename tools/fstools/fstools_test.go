@@ -205,6 +205,32 @@ func TestCount(t *testing.T) {
 	}
 }
 
+// A count of a directory counts the regular files directly in it, lines
+// and bytes, in one call: not its sub-directories' files, not symbolic
+// links, not what is not a regular file.
+func TestCountOfADirectory(t *testing.T) {
+	root := tree(t, map[string]string{
+		"a/x.go":    "package a\n",
+		"a/y.txt":   "one\ntwo",
+		"a/empty":   "",
+		"a/sub/z":   "not\ncounted\n",
+		"top.txt":   "1\n2\n",
+		"b/sub/w.c": "x",
+	})
+	symlink(t, "x.go", filepath.Join(root, "a", "l"))
+	ts := tools(t, root)
+	for args, want := range map[string]string{
+		`{"path":"a"}`:    `{"path":"a","files":3,"lines":3,"bytes":17}`,
+		`{"path":"./a/"}`: `{"path":"a","files":3,"lines":3,"bytes":17}`,
+		`{"path":"."}`:    `{"path":".","files":1,"lines":2,"bytes":4}`,
+		`{"path":"b"}`:    `{"path":"b","files":0,"lines":0,"bytes":0}`,
+	} {
+		if got := mustCall(t, ts["count"], args); got != want {
+			t.Errorf("count %s:\n got %s\nwant %s", args, got, want)
+		}
+	}
+}
+
 func TestCountStopsWhenCancelled(t *testing.T) {
 	root := tree(t, map[string]string{"big": strings.Repeat("word ", 1<<15)})
 	ts := tools(t, root)

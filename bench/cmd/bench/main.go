@@ -1,14 +1,16 @@
 // Command bench runs every subactor benchmark in one process and writes
-// RESULTS.md and results.json: per-delegation cost beside the raw
-// protoactor floors and the Eino peer, cold start, live children at scale
-// on both stores, the cost per step of a long-running child, parents
-// delegating at once, resume from disk, fsynced session appends, a model
-// call over HTTP, the node's main job beside a shell pipeline, and
-// lifecycle latency distributions, each goal judged from this run's
-// figures; and an ACP child's start, turn and dispose with the ACP Go
-// SDK's example agent, when it is installed.
+// RESULTS.md and results.json: per-delegation cost (CPU time, wall time,
+// bytes and allocations per operation over a fixed count) beside the
+// protoactor floors and the Eino peers, cold start, live children at
+// scale on both stores, the cost per step of a long-running child,
+// parents delegating at once, resume from disk, fsynced session appends
+// and the fsyncs of a delegation, a model call over HTTP, the node's main
+// job beside a shell pipeline, and lifecycle latency distributions, each
+// goal judged by id from this run's figures; and an ACP child's start,
+// turn and dispose with the ACP Go SDK's example agent, when it is
+// installed.
 //
-//	go run ./cmd/bench [-count 5] [-scale 1000,10000,100000] [-only delegation,mainjob] [-out .]
+//	go run ./cmd/bench [-count 5] [-scale 1000,10000,100000,1000000] [-only delegation,mainjob] [-out .]
 package main
 
 import (
@@ -32,7 +34,7 @@ import (
 )
 
 // sections are the parts of a run, in the order they run.
-var sections = []string{"delegation", "scale", "steps", "parallel", "resume", "appends", "model", "latency", "mainjob", "acp"}
+var sections = []string{"delegation", "scale", "steps", "parallel", "resume", "appends", "fsyncs", "model", "latency", "mainjob", "acp"}
 
 type config struct {
 	count          int
@@ -51,6 +53,8 @@ type config struct {
 	node           string
 	acpSamples     int
 	acpAgent       string
+	fsyncOps       int
+	boltDur        time.Duration
 	only           map[string]bool
 	out            string
 }
@@ -60,8 +64,8 @@ func main() {
 	var c config
 	var scale, scaleBolt, only string
 	flag.IntVar(&c.count, "count", 5, "rounds of each per-operation benchmark; the median is reported")
-	flag.StringVar(&scale, "scale", "1000,10000,100000", "live-children counts to measure on the memory store")
-	flag.StringVar(&scaleBolt, "scale-bolt", "1000,10000", "live-children counts to measure on the bbolt store")
+	flag.StringVar(&scale, "scale", "1000,10000,100000,1000000", "live-children counts to measure on the memory store")
+	flag.StringVar(&scaleBolt, "scale-bolt", "1000", "live-children counts to measure on the bbolt store")
 	flag.IntVar(&c.runs, "runs", 5000, "children per latency distribution")
 	flag.IntVar(&c.steps, "steps", 420, "steps of each child in the step-growth measurement (at least 406)")
 	flag.IntVar(&c.stepChildren, "step-children", 20, "children in the step-growth measurement")
@@ -71,13 +75,24 @@ func main() {
 	flag.DurationVar(&c.appendDur, "append-dur", 1500*time.Millisecond, "duration of each fsynced-append measurement")
 	flag.IntVar(&c.modelCalls, "model-calls", 2000, "model calls (and as many bare requests) over HTTP")
 	flag.IntVar(&c.mainMB, "mainjob-mb", 300, "size of the main job's generated tree in MB")
-	flag.IntVar(&c.mainRounds, "mainjob-rounds", 7, "rounds of the main job beside the pipeline")
+	flag.IntVar(&c.mainRounds, "mainjob-rounds", 5, "rounds of the main job beside the pipeline")
 	flag.StringVar(&c.node, "node", "", "the node binary for the main job (default: built from the main module)")
-	flag.IntVar(&c.acpSamples, "acp-samples", 5, "ACP children started, awaited and disposed one at a time (each turn of the example agent takes about 5 s)")
+	flag.IntVar(&c.acpSamples, "acp-samples", 3, "ACP children started, awaited and disposed one at a time (each turn of the example agent takes about 5 s)")
 	flag.StringVar(&c.acpAgent, "acp-agent", "", "the ACP Go SDK's example agent (default: agent in the Go bin directory or on PATH; skipped when absent)")
 	flag.StringVar(&only, "only", "", "comma-separated sections to run ("+strings.Join(sections, ",")+"); the others' goals are then not met")
 	flag.StringVar(&c.out, "out", ".", "directory for RESULTS.md and results.json")
+	flag.IntVar(&c.fsyncOps, "fsync-ops", 200, "delegations (and a quarter as many parent runs) whose fsyncs are counted")
+	flag.DurationVar(&c.boltDur, "bolt-dur", time.Second, "duration of each parent count delegating at once on bbolt")
+	probe := flag.Int("fsync-probe", -1, "internal: run this many delegations on bbolt (see bench.FsyncProbe) and exit")
+	probeParents := flag.Bool("probe-parent-runs", false, "internal: with -fsync-probe, parent runs instead of delegations")
 	flag.Parse()
+	if *probe >= 0 {
+		if err := fsyncProbe(*probe, *probeParents); err != nil {
+			fmt.Fprintln(os.Stderr, "bench:", err)
+			os.Exit(1)
+		}
+		return
+	}
 	var err error
 	if c.scale, err = ints(scale); err == nil {
 		c.scaleBolt, err = ints(scaleBolt)
@@ -131,19 +146,23 @@ func run(c config) error {
 	defer os.RemoveAll(dir)
 
 	if on("delegation") {
-		r.Delegation = delegations(c.count, []named{
-			{"RawProtoactor", bench.RawProtoactor},
-			{"RawProtoactorInline", bench.RawProtoactorInline},
-			{"SubactorSpawn", bench.SubactorSpawn},
-			{"SubactorSpawnAsync", bench.SubactorSpawnAsync},
-			{"SubactorSpawnBolt", bench.SubactorSpawnBolt},
-			{"SubactorParentRun", bench.SubactorParentRun},
-			{"SubactorParentRunBolt", bench.SubactorParentRunBolt},
-			{"EinoAgentTool", bench.EinoAgentTool},
-			{"ColdStart", bench.ColdStart},
-			{"ColdStartWithSystem", bench.ColdStartWithSystem},
-			{"NewSystem", bench.NewSystem},
-		})
+		if r.Delegation, err = delegations(ctx, c.count, perOp); err != nil {
+			return err
+		}
+		for _, cold := range []struct {
+			name    string
+			measure func() (bench.Cost, error)
+		}{
+			{"ColdStart", func() (bench.Cost, error) { return bench.ColdStart(ctx, 200) }},
+			{"NewSystem", func() (bench.Cost, error) { return bench.NewSystem(20) }},
+		} {
+			logf("cold start: %s", cold.name)
+			cost, err := cold.measure()
+			if err != nil {
+				return fmt.Errorf("%s: %w", cold.name, err)
+			}
+			r.Delegation = append(r.Delegation, Delegation{Name: cold.name, Rounds: 1, Cost: cost})
+		}
 	}
 	if on("scale") {
 		for _, n := range c.scale {
@@ -194,6 +213,25 @@ func run(c config) error {
 				r.Appends = append(r.Appends, rate)
 			}
 		}
+	}
+	if on("fsyncs") {
+		logf("fsyncs per delegation on bbolt: %d delegations, %d parent runs", c.fsyncOps, c.fsyncOps/4)
+		f, err := fsyncs(ctx, c)
+		if err != nil {
+			f.Error = err.Error()
+			logf("fsyncs: %v", err)
+		}
+		logf("bbolt: 1 and 64 parents delegating at once")
+		store, err := persistence.OpenBolt(filepath.Join(dir, "parallel.db"))
+		if err != nil {
+			return err
+		}
+		f.Parallel, err = bench.ParallelOn(ctx, store, []int{1, 64}, 3, c.boltDur)
+		store.Close()
+		if err != nil {
+			return err
+		}
+		r.Fsyncs = &f
 	}
 	if on("model") {
 		logf("model calls over HTTP: %d each", c.modelCalls)
@@ -291,32 +329,94 @@ func acpChild(ctx context.Context, c config) (bench.ACPResult, error) {
 	return bench.ACPChild(ctx, agent, nil, nil, bench.ExamplePrompt, c.acpSamples)
 }
 
-type named struct {
-	name string
-	f    func(*testing.B)
+// perOp are the per-operation benchmarks and the fixed count of
+// operations each round times: enough for a few hundred milliseconds.
+var perOp = []struct {
+	name  string
+	op    bench.Op
+	count int
+}{
+	{"LeanFloor", bench.LeanFloor, 20000},
+	{"RawProtoactor", bench.RawProtoactor, 10000},
+	{"SubactorSpawn", bench.SubactorSpawn, 10000},
+	{"SubactorParentRun", bench.SubactorParentRun, 5000},
+	{"SubactorParentRunListened", bench.SubactorParentRunListened, 5000},
+	{"EinoCompiled", bench.EinoCompiled, 5000},
+	{"EinoCompiledCallbacks", bench.EinoCompiledCallbacks, 5000},
+	{"EinoAgentTool", bench.EinoAgentTool, 2000},
+	{"SubactorSpawnBolt", bench.SubactorSpawnBolt, 100},
+	{"SubactorParentRunBolt", bench.SubactorParentRunBolt, 50},
 }
 
 // delegations runs every benchmark once per round, count rounds, and keeps
 // the median of each figure. Interleaving the rounds lets whatever else the
-// machine is doing weigh on every implementation alike, so the ratios hold
-// even when the absolute times drift.
-func delegations(count int, benches []named) []Delegation {
-	samples := make([][3][]float64, len(benches))
+// machine is doing weigh on every implementation alike.
+func delegations(ctx context.Context, count int, ops []struct {
+	name  string
+	op    bench.Op
+	count int
+}) ([]Delegation, error) {
+	samples := make([][4][]float64, len(ops))
 	for round := range count {
-		for i, b := range benches {
-			logf("per operation: %s (round %d of %d)", b.name, round+1, count)
-			res := testing.Benchmark(b.f)
-			for k, v := range []float64{float64(res.T.Nanoseconds()) / float64(res.N), float64(res.AllocedBytesPerOp()), float64(res.AllocsPerOp())} {
+		for i, o := range ops {
+			logf("per operation: %s, %d ops (round %d of %d)", o.name, o.count, round+1, count)
+			c, err := bench.Measure(ctx, o.op, o.count)
+			if err != nil {
+				return nil, fmt.Errorf("%s: %w", o.name, err)
+			}
+			for k, v := range []float64{c.CPUNs, c.WallNs, c.Bytes, c.Allocs} {
 				samples[i][k] = append(samples[i][k], v)
 			}
 		}
 	}
-	mid := func(v []float64) float64 { slices.Sort(v); return v[len(v)/2] }
-	out := make([]Delegation, len(benches))
-	for i, b := range benches {
-		out[i] = Delegation{Name: b.name, Rounds: count, NsPerOp: mid(samples[i][0]), BytesPerOp: mid(samples[i][1]), AllocsPerOp: mid(samples[i][2])}
+	out := make([]Delegation, len(ops))
+	for i, o := range ops {
+		s := samples[i]
+		out[i] = Delegation{Name: o.name, Rounds: count, Cost: bench.Cost{Ops: o.count,
+			CPUNs: bench.Median(s[0]), WallNs: bench.Median(s[1]), Bytes: bench.Median(s[2]), Allocs: bench.Median(s[3])}}
 	}
-	return out
+	return out, nil
+}
+
+// fsyncProbe is this binary run under strace by fsyncs.
+func fsyncProbe(n int, parentRuns bool) error {
+	dir, err := os.MkdirTemp("", "subactor-probe-")
+	if err != nil {
+		return err
+	}
+	defer os.RemoveAll(dir)
+	return bench.FsyncProbe(context.Background(), dir, n, parentRuns)
+}
+
+// fsyncs counts the flushes of c.fsyncOps delegations, and of a quarter as
+// many parent runs, beyond those of opening and closing the store: this
+// binary run as a probe under strace, with n and with none.
+func fsyncs(ctx context.Context, c config) (bench.FsyncResult, error) {
+	f := bench.FsyncResult{Delegations: c.fsyncOps, ParentRuns: c.fsyncOps / 4}
+	self, err := os.Executable()
+	if err != nil {
+		return f, err
+	}
+	count := func(n int, parents bool) (int, error) {
+		return bench.CountSyncs(ctx, self, "-fsync-probe", strconv.Itoa(n), "-probe-parent-runs="+strconv.FormatBool(parents))
+	}
+	for _, m := range []struct {
+		n       int
+		parents bool
+		into    *float64
+	}{{f.Delegations, false, &f.PerDelegation}, {f.ParentRuns, true, &f.PerParentRun}} {
+		base, err := count(0, m.parents)
+		if err != nil {
+			return f, err
+		}
+		all, err := count(m.n, m.parents)
+		if err != nil {
+			return f, err
+		}
+		*m.into = float64(all-base) / float64(m.n)
+		f.OpenClose = base
+	}
+	return f, nil
 }
 
 func machine() Machine {
