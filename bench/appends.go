@@ -29,7 +29,7 @@ var record = persistence.Record{Kind: persistence.KindMessage, Data: json.RawMes
 
 // BoltAppends appends 512-byte records to a fresh bbolt store in dir from
 // writers goroutines, each to its own session, for dur. With group commit
-// appends that arrive during a commit share the next one (persistence.Bolt
+// appends that arrive during a commit share the next one (the bbolt store
 // batches concurrent Appends). Without it every append commits and fsyncs
 // alone: the store offers no switch for that, so the writers take turns
 // through a mutex, which makes every Append a lone one, and a lone Append

@@ -198,7 +198,7 @@ func parentRunsOn(ctx context.Context, store persistence.Store, listen bool) (fu
 
 // tempBolt opens a bbolt store in a fresh temporary directory; remove
 // closes it and removes the directory.
-func tempBolt() (*persistence.Bolt, func(), error) {
+func tempBolt() (persistence.Backend, func(), error) {
 	dir, err := os.MkdirTemp("", "subactor-bench-")
 	if err != nil {
 		return nil, nil, err

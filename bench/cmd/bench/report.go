@@ -346,7 +346,7 @@ func markdown(r Results) string {
 		}
 	}
 	if len(r.Appends) > 0 {
-		w("\n## Session store (bbolt)\n\nFsynced 512-byte appends, each writer to a session of its own. With group commit, appends in flight together share one commit and fsync (persistence.Bolt batches them); without, every append commits alone (the writers take turns: the store has no switch to turn batching off, and a lone append is a commit of its own).\n\n")
+		w("\n## Session store (bbolt)\n\nFsynced 512-byte appends, each writer to a session of its own. With group commit, appends in flight together share one commit and fsync (the bbolt store batches them); without, every append commits alone (the writers take turns: the store has no switch to turn batching off, and a lone append is a commit of its own).\n\n")
 		w("| writers | group commit | appends/s | latency p50 | latency p99 |\n|---|---|---|---|---|\n")
 		for _, a := range r.Appends {
 			w("| %d | %v | %.0f | %.0f µs | %.0f µs |\n", a.Writers, a.GroupCommit, a.AppendsPerSecond, a.Latency.P50, a.Latency.P99)
