@@ -16,7 +16,7 @@ import (
 )
 
 // ModelCallResult is the cost of one model call through model/openai's
-// client against the local scripted server (model/openaitest), beside a
+// client against the local scripted server (internal/openaitest), beside a
 // bare net/http request to the same server for the same streamed answer.
 type ModelCallResult struct {
 	Samples int          `json:"samples"`

@@ -364,7 +364,7 @@ func markdown(r Results) string {
 		}
 	}
 	if m := r.ModelCall; m != nil {
-		w("\n## Model call over HTTP\n\nmodel/openai's client against the local scripted OpenAI-compatible server (model/openaitest, loopback) beside a bare net/http request for the same streamed answer, alternating, %d samples each. Bytes and allocations per call count the whole process, the server's side included (alike for both).\n\n", m.Samples)
+		w("\n## Model call over HTTP\n\nmodel/openai's client against the local scripted OpenAI-compatible server (internal/openaitest, loopback) beside a bare net/http request for the same streamed answer, alternating, %d samples each. Bytes and allocations per call count the whole process, the server's side included (alike for both).\n\n", m.Samples)
 		w("| what | p50 | p99 | bytes/call | allocs/call |\n|---|---|---|---|---|\n")
 		w("| openai client | %.0f µs | %.0f µs | %.0f | %.0f |\n", m.Client.P50, m.Client.P99, m.ClientBytes, m.ClientAllocs)
 		w("| bare net/http | %.0f µs | %.0f µs | %.0f | %.0f |\n", m.Bare.P50, m.Bare.P99, m.BareBytes, m.BareAllocs)
