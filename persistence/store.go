@@ -7,7 +7,7 @@ import (
 	"fmt"
 	"time"
 
-	"github.com/subactor/subactor/internal/jsontext"
+	"github.com/subactor/subactor/internal/jsonv2"
 	"github.com/subactor/subactor/subagent"
 )
 
@@ -251,7 +251,7 @@ func ValidateTask(t TaskRecord) error {
 		return fmt.Errorf("%w: task %q without parent session", ErrInvalid, t.ID)
 	case t.State == "":
 		return fmt.Errorf("%w: task %q without state", ErrInvalid, t.ID)
-	case len(t.Result) > 0 && !jsontext.Valid(t.Result):
+	case len(t.Result) > 0 && !jsonv2.Valid(t.Result):
 		return fmt.Errorf("%w: task %q result is not valid JSON", ErrInvalid, t.ID)
 	case t.UpdatedAt.Year() < 0 || t.UpdatedAt.Year() > 9999:
 		// The range RFC 3339, and so every encoding store, can hold.
@@ -277,7 +277,7 @@ func ValidateRecord(r Record) error {
 	switch {
 	case r.Kind == "":
 		return fmt.Errorf("%w: record without kind", ErrInvalid)
-	case !jsontext.Valid(r.Data):
+	case !jsonv2.Valid(r.Data):
 		return fmt.Errorf("%w: %s record data is not valid JSON", ErrInvalid, r.Kind)
 	}
 	return nil

@@ -13,12 +13,15 @@
 package jsonv2
 
 import (
+	stdjson "encoding/json"
 	"errors"
 	"fmt"
 	"reflect"
+	"sync"
 
 	"github.com/go-json-experiment/json"
 	"github.com/go-json-experiment/json/jsontext"
+	jsonv1 "github.com/go-json-experiment/json/v1"
 )
 
 // Problem says what kind of fault an *Error is.
@@ -168,16 +171,82 @@ func goKind(t reflect.Type) string {
 	return "an object"
 }
 
+// anyNumbers reads a number into an any as its text, as a json.Decoder
+// with UseNumber does, so that a schema sees 2^53+1 exactly.
+var anyNumbers = json.WithUnmarshalers(json.UnmarshalFromFunc(func(dec *jsontext.Decoder, v *any) error {
+	if dec.PeekKind() != '0' {
+		return errors.ErrUnsupported // decode as usual
+	}
+	tok, err := dec.ReadToken()
+	if err != nil {
+		return err
+	}
+	*v = stdjson.Number(tok.String())
+	return nil
+}))
+
+// UnmarshalAny reads data, exactly one JSON value, as a JSON Schema
+// validator takes it: objects as map[string]any, arrays as []any, numbers
+// as json.Number, and strings, booleans and null as themselves. A name
+// given twice in an object, invalid UTF-8 and anything after the value are
+// *Error.
+func UnmarshalAny(data []byte) (any, error) {
+	var v any
+	if err := json.Unmarshal(data, &v, anyNumbers); err != nil {
+		return nil, classify(err)
+	}
+	return v, nil
+}
+
 // lenient writes what encoding/json wrote of a string that is not UTF-8:
 // each invalid byte becomes U+FFFD. Text from models and child processes
 // is not always UTF-8, and writing it must not fail.
 var lenient = jsontext.AllowInvalidUTF8(true)
 
+// writing is how Marshal writes: the tree's types carry encoding/json's
+// tags, so omitempty and nil slices and maps mean what they mean there;
+// raw JSON it is given (a model's tool-call arguments, kept in the
+// history as they came) may repeat a name, which readers refuse.
+var writing = json.JoinOptions(
+	lenient,
+	jsontext.AllowDuplicateNames(true),
+	jsonv1.OmitEmptyWithLegacySemantics(true),
+	json.FormatNilSliceAsNull(true),
+	json.FormatNilMapAsNull(true),
+)
+
 // Marshal writes v as compact JSON, invalid UTF-8 in its strings replaced
 // by U+FFFD.
 func Marshal(v any) ([]byte, error) {
-	return json.Marshal(v, lenient)
+	return json.Marshal(v, writing)
 }
+
+// AppendMarshal is Marshal appending to dst; on error dst is returned as
+// it was. It allocates nothing of its own: v should be a pointer the
+// caller already has on the heap (a boxed value is an allocation).
+func AppendMarshal(dst []byte, v any) ([]byte, error) {
+	a := appenders.Get().(*appender)
+	a.b = dst
+	err := json.MarshalWrite(a, v, writing)
+	out := a.b
+	a.b = nil
+	appenders.Put(a)
+	if err != nil {
+		return dst, err
+	}
+	return out, nil
+}
+
+// appender is the io.Writer MarshalWrite appends through; pooled, as one
+// made per call would escape to the heap.
+type appender struct{ b []byte }
+
+func (a *appender) Write(p []byte) (int, error) {
+	a.b = append(a.b, p...)
+	return len(p), nil
+}
+
+var appenders = sync.Pool{New: func() any { return new(appender) }}
 
 // AppendString appends s as a JSON string, invalid UTF-8 replaced by
 // U+FFFD.
