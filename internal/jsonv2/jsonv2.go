@@ -9,7 +9,8 @@
 // case-sensitively, a name given twice is refused, invalid UTF-8 is
 // refused, nothing may follow the value) and adds two refusals: a member
 // the Go type does not have, and a null, which would leave its field unset
-// without saying so.
+// without saying so (into raw JSON, a json.RawMessage, null is kept as
+// the value it is).
 package jsonv2
 
 import (
@@ -90,7 +91,11 @@ var errNull = errors.New("null")
 
 var strict = json.JoinOptions(
 	json.RejectUnknownMembers(true),
-	json.WithUnmarshalers(json.UnmarshalFromFunc(func(dec *jsontext.Decoder, _ any) error {
+	json.WithUnmarshalers(json.UnmarshalFromFunc(func(dec *jsontext.Decoder, v any) error {
+		switch v.(type) {
+		case *stdjson.RawMessage, *jsontext.Value:
+			return errors.ErrUnsupported // raw JSON: its null is a value, for its reader to judge
+		}
 		if dec.PeekKind() == 'n' {
 			return errNull
 		}
@@ -105,6 +110,30 @@ func Unmarshal(data []byte, v any) error {
 		return classify(err)
 	}
 	return nil
+}
+
+// Member reads the member name of data, a JSON object, into v with
+// Unmarshal's rules, ignoring the other members' names: a reader that
+// must learn a document's version before it knows which names are
+// allowed. found is false when the object has no such member. A name
+// given twice, anywhere, and data that is not one JSON object are *Error.
+func Member(data []byte, name string, v any) (found bool, err error) {
+	var members map[string]jsontext.Value
+	if err := json.Unmarshal(data, &members); err != nil {
+		return false, classify(err)
+	}
+	if members == nil {
+		return false, &Error{Problem: Null, Err: errNull}
+	}
+	raw, ok := members[name]
+	if !ok {
+		return false, nil
+	}
+	err = Unmarshal(raw, v)
+	if e, ok := err.(*Error); ok {
+		e.Pointer = jsontext.Pointer("").AppendToken(name) + e.Pointer // where it is in data
+	}
+	return true, err
 }
 
 // classify turns the library's error into an *Error; a fault of v itself
@@ -268,9 +297,16 @@ func AppendCompact(dst, raw []byte) ([]byte, error) {
 	return buf[:n+len(v)], nil
 }
 
-// Valid reports whether data is one JSON value, as encoding/json.Valid
-// does: a name given twice and invalid UTF-8 inside strings are allowed
-// (the store keeps what it was given; Unmarshal judges it when read).
+// Valid reports whether data is one JSON value as Unmarshal reads it:
+// UTF-8, no name given twice.
 func Valid(data []byte) bool {
+	return jsontext.Value(data).IsValid()
+}
+
+// ValidLoose reports whether data is one JSON value as encoding/json.Valid
+// does: a name given twice and invalid UTF-8 inside strings are allowed.
+// It is for JSON kept as it was given (a model's tool-call arguments in a
+// session record), which readers judge when they read it.
+func ValidLoose(data []byte) bool {
 	return jsontext.Value(data).IsValid(lenient, jsontext.AllowDuplicateNames(true))
 }

@@ -52,14 +52,36 @@ func TestK3_UnmarshalRefusesWhatItCannotReadExactly(t *testing.T) {
 	}
 }
 
-// Valid answers as encoding/json.Valid: structure only.
+// Valid answers as Unmarshal reads; ValidLoose as encoding/json.Valid.
 func TestValid(t *testing.T) {
-	for in, want := range map[string]bool{
-		`{"a":1,"a":2}`: true, "\"\xff\"": true, ` [1, {}] `: true,
-		`{`: false, `1 2`: false, ``: false, `{"a":01}`: false,
+	for in, want := range map[string][2]bool{
+		`{"a":1,"a":2}`: {false, true}, "\"\xff\"": {false, true}, ` [1, {}] `: {true, true},
+		`{`: {false, false}, `1 2`: {false, false}, ``: {false, false}, `{"a":01}`: {false, false},
 	} {
-		if got := jsonv2.Valid([]byte(in)); got != want {
-			t.Errorf("Valid(%q) = %v", in, got)
+		if got := [2]bool{jsonv2.Valid([]byte(in)), jsonv2.ValidLoose([]byte(in))}; got != want {
+			t.Errorf("Valid, ValidLoose(%q) = %v", in, got)
+		}
+	}
+}
+
+// Member reads one member whatever the others are named, with Unmarshal's
+// rules for it, and says where a fault is in the whole document.
+func TestMember(t *testing.T) {
+	var n int
+	if found, err := jsonv2.Member([]byte(`{"later":[1],"version":2}`), "version", &n); !found || err != nil || n != 2 {
+		t.Fatalf("Member = %v, %v, %d", found, err, n)
+	}
+	if found, err := jsonv2.Member([]byte(`{"later":1}`), "version", &n); found || err != nil {
+		t.Fatalf("Member of an absent name = %v, %v", found, err)
+	}
+	for in, want := range map[string]string{
+		`{"version":"2"}`:           "a JSON string at /version, where an integer belongs",
+		`{"version":1,"version":2}`: `key "version" is given twice at the top level: give each key once`,
+		`null`:                      "null at the top level: give a value or leave the key out",
+	} {
+		var jerr *jsonv2.Error
+		if _, err := jsonv2.Member([]byte(in), "version", &n); !errors.As(err, &jerr) || err.Error() != want {
+			t.Errorf("Member(%s) = %v, want %s", in, err, want)
 		}
 	}
 }

@@ -34,7 +34,6 @@ func TestT1_ArgumentsAreStrict(t *testing.T) {
 		{`{"description":"d","prompt":"p","extra":1}`, jsonv2.Unknown},
 		{`{"description":"d","prompt":"p","tools":{"allow":["a"],"Deny":["b"]}}`, jsonv2.Unknown},
 		{`{"description":null,"prompt":"p"}`, jsonv2.Null},
-		{`{"description":"d","prompt":"p","output_schema":null}`, jsonv2.Null},
 		{`{"description":"d","prompt":"p","delegation_levels":1.0}`, jsonv2.Type},
 		{`{"description":"d","prompt":"p","delegation_levels":99999999999999999999}`, jsonv2.Type},
 		{`{"description":"d","prompt":"p","run_in_background":"yes"}`, jsonv2.Type},
