@@ -17,6 +17,9 @@
 //	tally <dir>    walk dir breadth-first with list and count, answer JSON
 //	               matching TallySchema (files, lines, bytes and folders)
 //	echo <text>    answer text
+//	delegate <task>
+//	               delegate task to the "subagent" tool, then answer what
+//	               the child answered
 //
 // Later user messages (steers) are acknowledged in the answer as "noted".
 package scripted
