@@ -142,7 +142,11 @@ func ValidateArgs(s *jsonschema.Schema, args []byte) error {
 // twice is refused, where the schema would see only one of the values.
 func validate(s *jsonschema.Schema, text []byte, notJSON, mismatch string) (json.RawMessage, error) {
 	doc, err := jsonv2.UnmarshalAny(text)
-	if err != nil {
+	var jerr *jsonv2.Error
+	switch {
+	case errors.As(err, &jerr) && jerr.Problem == jsonv2.Repeated:
+		return nil, fmt.Errorf("%s: %w", mismatch, err) // JSON, but no schema can judge it
+	case err != nil:
 		return nil, fmt.Errorf("%s: %w", notJSON, err)
 	}
 	if err := s.Validate(doc); err != nil {
