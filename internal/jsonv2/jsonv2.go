@@ -11,6 +11,16 @@
 // the Go type does not have, and a null, which would leave its field unset
 // without saying so (into raw JSON, a json.RawMessage, null is kept as
 // the value it is).
+//
+// It replaced hand-written readers, writers, a validity grammar and a
+// second schema validator. Measured on the bench's SubactorParentRun (a
+// parent run with one delegation, CPU profile of 40000 runs, 2 shared
+// cores): the library paths take, of a run's CPU, 8.5% validating tool
+// arguments (reading them into values and jsonschema's Validate, 19 of
+// 105 allocations), 8.5% writing records, 6.3% checking stored JSON, 5.3%
+// writing the delegate's answer and 2.6% reading its arguments. The
+// hand-written code each replaced cost more than nothing, so none bought
+// the 20% of an end-to-end goal that would have kept it.
 package jsonv2
 
 import (
@@ -200,28 +210,15 @@ func goKind(t reflect.Type) string {
 	return "an object"
 }
 
-// anyNumbers reads a number into an any as its text, as a json.Decoder
-// with UseNumber does, so that a schema sees 2^53+1 exactly.
-var anyNumbers = json.WithUnmarshalers(json.UnmarshalFromFunc(func(dec *jsontext.Decoder, v *any) error {
-	if dec.PeekKind() != '0' {
-		return errors.ErrUnsupported // decode as usual
-	}
-	tok, err := dec.ReadToken()
-	if err != nil {
-		return err
-	}
-	*v = stdjson.Number(tok.String())
-	return nil
-}))
-
 // UnmarshalAny reads data, exactly one JSON value, as a JSON Schema
 // validator takes it: objects as map[string]any, arrays as []any, numbers
-// as json.Number, and strings, booleans and null as themselves. A name
-// given twice in an object, invalid UTF-8 and anything after the value are
-// *Error.
+// as float64 (a bound on an integer beyond 2^53 is judged to float64's
+// precision; a tool's own Unmarshal reads the exact value), and strings,
+// booleans and null as themselves. A name given twice in an object,
+// invalid UTF-8 and anything after the value are *Error.
 func UnmarshalAny(data []byte) (any, error) {
 	var v any
-	if err := json.Unmarshal(data, &v, anyNumbers); err != nil {
+	if err := json.Unmarshal(data, &v); err != nil {
 		return nil, classify(err)
 	}
 	return v, nil
