@@ -68,8 +68,8 @@ func ChoiceErrorf(format string, args ...any) error {
 	return &ChoiceError{msg: fmt.Sprintf(format, args...)}
 }
 
-// MaxModelsFile bounds a models file Select reads itself.
-const MaxModelsFile = 1 << 20
+// maxModelsFile bounds a models file Select reads itself.
+const maxModelsFile = 1 << 20
 
 // Select resolves c, in this order:
 //
@@ -129,19 +129,19 @@ func Select(c Choice) (Selection, error) {
 	return Selection{Top: top}, nil
 }
 
-// readModelsFile reads at most MaxModelsFile bytes of path.
+// readModelsFile reads at most maxModelsFile bytes of path.
 func readModelsFile(path string) ([]byte, error) {
 	f, err := os.Open(path)
 	if err != nil {
 		return nil, fmt.Errorf("-models: %w", err)
 	}
 	defer f.Close()
-	data, err := io.ReadAll(io.LimitReader(f, MaxModelsFile+1))
+	data, err := io.ReadAll(io.LimitReader(f, maxModelsFile+1))
 	if err != nil {
 		return nil, fmt.Errorf("-models: %w", err)
 	}
-	if len(data) > MaxModelsFile {
-		return nil, ChoiceErrorf("-models %s: larger than %d KiB, too large for a configuration file", path, MaxModelsFile>>10)
+	if len(data) > maxModelsFile {
+		return nil, ChoiceErrorf("-models %s: larger than %d KiB, too large for a configuration file", path, maxModelsFile>>10)
 	}
 	return data, nil
 }
