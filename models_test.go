@@ -232,3 +232,33 @@ func TestE6_StreamedTextReachesTheParentsListenerAsProgress(t *testing.T) {
 		}
 	}
 }
+
+// Contract M1: the short path takes the node's model choice: a -models
+// file's default endpoint drives the parent, whose options name it for its
+// children to inherit. Nothing is contacted.
+func TestM1_ShortPathTakesTheNodesModelChoice(t *testing.T) {
+	models, err := openai.Select(openai.Choice{
+		ModelsFile: "models.json",
+		ModelsData: []byte(`{"endpoints": {"local": {"baseURL": "http://127.0.0.1:1/v1", "model": "m", "models": ["m", "n"]}}}`),
+		Getenv:     func(string) string { return "" },
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	rt, err := subactor.New(subactor.Config{Models: models})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer rt.Close()
+	parent, err := rt.NewAgent(await.Ctx(t), "parent")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer parent.Close()
+	if c, ok := rt.Model.(*openai.Client); !ok || c.Model() != "m" {
+		t.Fatalf("model %T %v, want the file's endpoint on m", rt.Model, rt.Model)
+	}
+	if o := parent.Options(); o.ModelProvider != "local" || o.Model != "m" {
+		t.Fatalf("parent options %+v, want the default endpoint and model", o)
+	}
+}

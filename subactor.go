@@ -1,7 +1,9 @@
 // Package subactor is the short path to embedding subactor: New wires an
 // actor System, a registry.Service, a session store and a spawn provider
-// with defaults, NewAgent makes a delegating parent on them, and Delegate
-// runs one child to its result.
+// with defaults, NewAgent makes a parent on them whose model can delegate
+// through the "subagent" tool, and Delegate runs one child to its result.
+// The model is chosen as cmd/node chooses it (openai.Select: the
+// environment and a -models file), else it is the embedded scripted one.
 //
 // Nothing is hidden: a Runtime's System, Service, Store and Provider are
 // the same parts an advanced embedder composes by hand (see
@@ -14,15 +16,18 @@ import (
 	"cmp"
 	"context"
 	"errors"
+	"slices"
 	"sync"
 
 	"github.com/subactor/subactor/actors"
 	"github.com/subactor/subactor/actors/providers/spawn"
 	"github.com/subactor/subactor/actors/registry"
 	"github.com/subactor/subactor/agent"
+	"github.com/subactor/subactor/model/openai"
 	"github.com/subactor/subactor/model/scripted"
 	"github.com/subactor/subactor/persistence"
 	"github.com/subactor/subactor/subagent"
+	"github.com/subactor/subactor/tools/delegate"
 )
 
 // Config configures a Runtime. Every field is optional.
@@ -33,8 +38,13 @@ type Config struct {
 	System *actors.System
 	// Store keeps every session; persistence.NewMemory() when nil.
 	Store persistence.Store
-	// Model drives parents and children; the embedded scripted model
-	// (scripted.New()) when nil.
+	// Models is the model configuration openai.Select resolved: its Top
+	// drives parents and children, children may name any of its
+	// Endpoints, and parents' options name its default endpoint and model
+	// for their children to inherit. When its Top is nil, Model applies.
+	Models openai.Selection
+	// Model drives parents and children when Models selects none; the
+	// embedded scripted model (scripted.New()) when nil.
 	Model agent.Model
 	// Tools are the children's tools.
 	Tools []agent.Tool
@@ -54,6 +64,11 @@ type Runtime struct {
 	Model    agent.Model
 	Provider *spawn.Provider
 
+	// delegate is the parents' "subagent" tool over Provider.
+	delegate *delegate.Tool
+	// options are the parents' agent options: the default endpoint and
+	// model of Config.Models.
+	options    subagent.AgentOptions
 	release    func()
 	ownsSystem bool
 	closeOnce  sync.Once
@@ -73,17 +88,29 @@ func New(cfg Config) (*Runtime, error) {
 	if r.Store == nil {
 		r.Store = persistence.NewMemory()
 	}
+	var endpoints spawn.Models // nil, not a nil map, without endpoints
+	if m := cfg.Models; m.Top != nil {
+		r.Model = m.Top
+		r.options = subagent.AgentOptions{ModelProvider: m.Endpoint, Model: m.Model}
+		if m.Endpoints != nil {
+			endpoints = m.Endpoints
+		}
+	}
 	if r.Model == nil {
 		r.Model = scripted.New()
 	}
 	r.Service = registry.New(r.System, cfg.Options...)
+	name := cmp.Or(cfg.Provider, spawn.DefaultName)
 	p, err := spawn.New(spawn.Config{
-		Name:   cmp.Or(cfg.Provider, spawn.DefaultName),
-		System: r.System, Store: r.Store, Model: r.Model, Tools: cfg.Tools,
+		Name:   name,
+		System: r.System, Store: r.Store, Model: r.Model, Models: endpoints, Tools: cfg.Tools,
 	})
 	if err == nil {
 		r.Provider = p
 		r.release, err = r.Service.RegisterProvider(p)
+	}
+	if err == nil {
+		r.delegate = delegate.New(delegate.Config{Service: r.Service, Provider: name})
 	}
 	if err != nil {
 		r.Close()
@@ -93,12 +120,15 @@ func New(cfg Config) (*Runtime, error) {
 }
 
 // NewAgent creates a top-level agent (delegation depth 0) with a new
-// session sessionID in the runtime's store, on its model, with tools: a
-// parent to delegate from. Config errors come back as *agent.ConfigError.
+// session sessionID in the runtime's store, on its model, with tools and
+// the "subagent" tool, with which its model delegates to a child of the
+// runtime's provider: a parent. tools may not have one of that name. Config
+// errors come back as *agent.ConfigError.
 func (r *Runtime) NewAgent(ctx context.Context, sessionID string, tools ...agent.Tool) (*agent.Agent, error) {
 	return agent.New(ctx, agent.Config{
-		Store: r.Store, Model: r.Model, Tools: tools,
-		Header: subagent.SessionHeader{SessionID: sessionID},
+		Store: r.Store, Model: r.Model, Tools: append(slices.Clip(tools), agent.Tool(r.delegate)),
+		Header:  subagent.SessionHeader{SessionID: sessionID},
+		Options: r.options,
 	})
 }
 
@@ -146,6 +176,9 @@ func (r *Runtime) Delegate(ctx context.Context, parent subagent.Agent, prompt st
 // to dispose, before Close. Close is idempotent.
 func (r *Runtime) Close() {
 	r.closeOnce.Do(func() {
+		if r.delegate != nil {
+			r.delegate.Close()
+		}
 		if r.release != nil {
 			r.release()
 		}

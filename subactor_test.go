@@ -16,17 +16,30 @@ import (
 	"github.com/subactor/subactor/agent"
 	"github.com/subactor/subactor/internal/await"
 	"github.com/subactor/subactor/internal/leaktest"
+	"github.com/subactor/subactor/model/openai"
 	"github.com/subactor/subactor/model/scripted"
 	"github.com/subactor/subactor/subagent"
 )
 
 func TestMain(m *testing.M) { goleak.VerifyTestMain(m, leaktest.DeadLetters) }
 
-// The short path: a runtime with every default, a parent agent, and one
-// child delegated, awaited and disposed in a single call.
+// The short path, and an LLM that delegates (contract T1). The model is
+// chosen as cmd/node chooses it: from the environment (OPENAI_API_KEY,
+// OPENAI_BASE_URL, OPENAI_MODEL, or DEEPSEEK_API_KEY alone) or a -models
+// file (Choice.ModelsFile). A program leaves Getenv nil to read its own
+// environment; this example reads an empty one, so it runs offline on the
+// embedded scripted model. The parent's model delegates through its
+// "subagent" tool (the scripted model's "delegate" task calls it and
+// answers what the child answered); the program may also delegate itself,
+// a child started, awaited and disposed in one call.
 func ExampleNew() {
 	ctx := context.Background()
-	rt, err := subactor.New(subactor.Config{})
+	models, err := openai.Select(openai.Choice{Getenv: func(string) string { return "" }})
+	if err != nil {
+		fmt.Println(err)
+		return
+	}
+	rt, err := subactor.New(subactor.Config{Models: models})
 	if err != nil {
 		fmt.Println(err)
 		return
@@ -38,13 +51,18 @@ func ExampleNew() {
 		fmt.Println(err)
 		return
 	}
-	res, err := rt.Delegate(ctx, parent, "echo hello")
+	res := parent.Run(ctx, []subagent.ContentBlock{subagent.Text("delegate echo hello")}, nil)
+	fmt.Println(res.StopReason, subagent.TextOf(res.Output))
+
+	res, err = rt.Delegate(ctx, parent, "echo hello")
 	if err != nil {
 		fmt.Println(err)
 		return
 	}
 	fmt.Println(res.StopReason, subagent.TextOf(res.Output))
-	// Output: completed hello
+	// Output:
+	// completed the subagent says: hello
+	// completed hello
 }
 
 // An embedder that already runs a protoactor system hands it in through

@@ -940,23 +940,11 @@ func (a *Agent) checkArgs(spec ToolSpec, args json.RawMessage) error {
 	if len(spec.Parameters) == 0 {
 		return nil
 	}
-	s, fast, err := schema.CompileFast(spec.Parameters)
+	s, err := schema.Compile(spec.Parameters)
 	if err != nil {
 		return fmt.Errorf("its parameter schema does not compile: %w", err)
 	}
-	// The schema's Fast validator, when it has one, checks the text itself
-	// and allocates nothing. Otherwise the arguments are read as the schema
-	// package would decode them, without a json.Decoder, for jsonschema's
-	// Validate. Whatever those do not accept, and every failure (for its
-	// wording), goes the schema package's way.
-	if fast != nil {
-		if fast.ValidJSON(args) {
-			return nil
-		}
-	} else if doc, ok := readArgs(string(args)); ok && s.Validate(doc) == nil {
-		return nil
-	}
-	return schema.ValidateArgs(s, string(args))
+	return schema.ValidateArgs(s, args)
 }
 
 // errorResult is a failed call's result. Its text is cut to EchoLimit: an

@@ -52,6 +52,30 @@ func TestK3_ArgumentsAreValidatedAgainstTheToolsSchema(t *testing.T) {
 	}
 }
 
+// Contracts K3, T1: arguments are read strictly before any tool runs: a
+// key given twice (which a schema would judge by one of its values only),
+// or in another case than the schema's, is an error result that says so.
+func TestK3_RepeatedOrRecasedKeysAreErrorsTheModelSees(t *testing.T) {
+	tool := &strictTool{}
+	model := &script{steps: []func(agent.Request) agent.Response{
+		call(tc("1", "read", `{"path":"a","path":"b"}`), tc("2", "read", `{"Path":"a"}`)),
+		answer("done"),
+	}}
+	a := newAgent(t, agent.Config{Model: model, Tools: []agent.Tool{tool}})
+	if res := a.Run(await.Ctx(t), prompt("go"), nil); res.StopReason != subagent.Completed {
+		t.Fatalf("run %+v", res)
+	}
+	if n := tool.calls.Load(); n != 0 {
+		t.Fatalf("the tool ran %d times", n)
+	}
+	results := model.requests()[1].Messages[2:]
+	for i, want := range []string{`key "path" is given twice at the top level`, `additional properties 'Path' not allowed`} {
+		if text := subagent.TextOf(results[i].Content); !results[i].IsError || !strings.Contains(text, want) {
+			t.Errorf("call %d: result %q, want an error saying %q", i+1, text, want)
+		}
+	}
+}
+
 // Contract F1: a turn's tool calls run concurrently up to the cap, and
 // their results come back in call order.
 func TestF1_ToolCallsRunConcurrentlyUpToTheCap(t *testing.T) {

@@ -6,8 +6,8 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"github.com/subactor/subactor/internal/jsonv2"
 	"hash/crc32"
-	"io"
 	"strings"
 
 	bolt "go.etcd.io/bbolt"
@@ -172,20 +172,15 @@ func unframe(v []byte) ([]byte, error) {
 	return body, nil
 }
 
-// decodeJSON unframes v and decodes its body into dst strictly: no
-// unknown field, nothing after the value.
+// decodeJSON unframes v and decodes its body into dst strictly
+// (jsonv2.Unmarshal).
 func decodeJSON(v []byte, dst any) error {
 	body, err := unframe(v)
 	if err != nil {
 		return err
 	}
-	dec := json.NewDecoder(bytes.NewReader(body))
-	dec.DisallowUnknownFields()
-	if err := dec.Decode(dst); err != nil {
+	if err := jsonv2.Unmarshal(body, dst); err != nil {
 		return fmt.Errorf("bad JSON: %w", err)
-	}
-	if _, err := dec.Token(); err != io.EOF {
-		return errors.New("bad JSON: data after the value")
 	}
 	return nil
 }

@@ -5,11 +5,10 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"io"
-	"slices"
 	"strings"
 	"unicode/utf8"
 
+	"github.com/subactor/subactor/internal/jsonv2"
 	"github.com/subactor/subactor/subagent"
 )
 
@@ -198,26 +197,20 @@ func canonicalProviderData(raw json.RawMessage) (json.RawMessage, error) {
 	if !utf8.Valid(raw) {
 		return nil, malformed("providerData is not UTF-8", nil)
 	}
-	fields, err := objectFields(raw, "providerData")
-	if err != nil {
-		return nil, err
-	}
-	v, ok := fields["version"]
-	if !ok {
-		return nil, malformed(`providerData has no "version"`, nil)
-	}
 	var n int
-	if err := decodeValue(v, &n); err != nil {
-		return nil, malformed(`providerData "version" is not an integer`, err)
+	if found, err := jsonv2.Member(raw, "version", &n); err != nil {
+		return nil, malformed("providerData: "+err.Error(), err)
+	} else if !found {
+		return nil, malformed(`providerData has no "version"`, nil)
 	}
 	if n <= 0 {
 		return nil, malformed(fmt.Sprintf(`providerData "version" %d is not positive`, n), nil)
 	}
-	var buf bytes.Buffer
-	if err := json.Compact(&buf, raw); err != nil {
+	compact, err := jsonv2.AppendCompact(nil, raw)
+	if err != nil {
 		return nil, malformed("providerData is not JSON", err)
 	}
-	return buf.Bytes(), nil
+	return compact, nil
 }
 
 // Record returns d as a DescriptorKind record whose data is d's canonical
@@ -265,160 +258,23 @@ func ParseDescriptor(data json.RawMessage) (Descriptor, error) {
 	return parseDescriptor(data)
 }
 
-// descriptorKeys are the keys of a version-1 descriptor.
-var descriptorKeys = map[string]bool{
-	"version": true, "provider": true, "agentProvider": true, "agentModel": true,
-	"persona": true, "toolFilter": true, "providerData": true,
-}
-
-// parseDescriptor decodes one descriptor payload. It reads the version
-// before anything else, so that a later version's keys are reported as
-// an unsupported version rather than as unknown keys.
-//
-// It walks the object's keys itself instead of relying on
-// json.Decoder.DisallowUnknownFields: that matches keys without regard
-// to case and lets a repeated key silently win, so "Provider" or a
-// second "provider" would slip through.
+// parseDescriptor decodes one descriptor payload strictly (jsonv2: no
+// unknown, repeated or differently cased key, no null, nothing after the
+// object). It reads the version before anything else, so that a later
+// version's keys are reported as an unsupported version rather than as
+// unknown keys.
 func parseDescriptor(data []byte) (Descriptor, error) {
-	if !utf8.Valid(data) {
-		return Descriptor{}, malformed("not UTF-8", nil)
-	}
-	fields, err := objectFields(data, "descriptor")
-	if err != nil {
-		return Descriptor{}, err
-	}
 	var d Descriptor
-	if v, ok := fields["version"]; ok {
-		if err := decodeValue(v, &d.Version); err != nil {
-			return Descriptor{}, malformed(`"version" is not an integer`, err)
-		}
+	if _, err := jsonv2.Member(data, "version", &d.Version); err != nil {
+		return Descriptor{}, malformed(err.Error(), err)
 	}
 	if d.Version != DescriptorVersion {
 		return Descriptor{}, &unsupportedVersionError{Version: d.Version}
 	}
-	if k, ok := unknownKey(fields, descriptorKeys); ok {
-		return Descriptor{}, malformed(fmt.Sprintf("unknown key %q", k), nil)
-	}
-	for _, s := range []struct {
-		key string
-		dst *string
-	}{{"provider", &d.Provider}, {"agentProvider", &d.AgentProvider}, {"agentModel", &d.AgentModel}} {
-		if v, ok := fields[s.key]; ok {
-			if err := decodeValue(v, s.dst); err != nil {
-				return Descriptor{}, malformed(fmt.Sprintf("%q is not a string", s.key), err)
-			}
-		}
-	}
-	if v, ok := fields["persona"]; ok {
-		var p string
-		if err := decodeValue(v, &p); err != nil {
-			return Descriptor{}, malformed(`"persona" is not a string`, err)
-		}
-		d.Persona = &p
-	}
-	if v, ok := fields["toolFilter"]; ok {
-		f, err := decodeFilter(v)
-		if err != nil {
-			return Descriptor{}, err
-		}
-		d.ToolFilter = f
-	}
-	if v, ok := fields["providerData"]; ok {
-		d.ProviderData = v // checked and copied by SnapshotDescriptor
+	if err := jsonv2.Unmarshal(data, &d); err != nil {
+		return Descriptor{}, malformed(err.Error(), err)
 	}
 	return SnapshotDescriptor(d)
-}
-
-// decodeFilter decodes a tool filter object strictly; SnapshotDescriptor
-// then checks its names.
-func decodeFilter(raw json.RawMessage) (*subagent.ToolFilter, error) {
-	fields, err := objectFields(raw, "toolFilter")
-	if err != nil {
-		return nil, err
-	}
-	if k, ok := unknownKey(fields, filterKeys); ok {
-		return nil, malformed(fmt.Sprintf("unknown toolFilter key %q", k), nil)
-	}
-	f := &subagent.ToolFilter{}
-	for _, m := range []struct {
-		key string
-		dst *[]string
-	}{{"allow", &f.Allow}, {"deny", &f.Deny}} {
-		if v, ok := fields[m.key]; ok {
-			if err := decodeValue(v, m.dst); err != nil {
-				return nil, malformed(fmt.Sprintf("toolFilter %q is not a list of strings", m.key), err)
-			}
-		}
-	}
-	return f, nil
-}
-
-// filterKeys are the keys of a tool filter.
-var filterKeys = map[string]bool{"allow": true, "deny": true}
-
-// unknownKey returns the first key of fields, in sorted order, that known
-// lacks, so that the error names the same key every time.
-func unknownKey(fields map[string]json.RawMessage, known map[string]bool) (string, bool) {
-	var unknown []string
-	for k := range fields {
-		if !known[k] {
-			unknown = append(unknown, k)
-		}
-	}
-	if len(unknown) == 0 {
-		return "", false
-	}
-	slices.Sort(unknown)
-	return unknown[0], true
-}
-
-// objectFields splits data, which must be exactly one JSON object, into
-// its members: no trailing data and no key twice. what names the object
-// in errors.
-func objectFields(data []byte, what string) (map[string]json.RawMessage, error) {
-	dec := json.NewDecoder(bytes.NewReader(data))
-	tok, err := dec.Token()
-	if err != nil {
-		return nil, malformed(what+" is not JSON", err)
-	}
-	if tok != json.Delim('{') {
-		return nil, malformed(what+" is not a JSON object", nil)
-	}
-	fields := map[string]json.RawMessage{}
-	for dec.More() {
-		tok, err := dec.Token()
-		if err != nil {
-			return nil, malformed(what+" is not JSON", err)
-		}
-		key, ok := tok.(string)
-		if !ok { // the decoder only yields strings here; be safe anyway
-			return nil, malformed(what+" is not JSON", nil)
-		}
-		if _, dup := fields[key]; dup {
-			return nil, malformed(fmt.Sprintf("%s repeats key %q", what, key), nil)
-		}
-		var v json.RawMessage
-		if err := dec.Decode(&v); err != nil {
-			return nil, malformed(what+" is not JSON", err)
-		}
-		fields[key] = v
-	}
-	if _, err := dec.Token(); err != nil { // the closing brace
-		return nil, malformed(what+" is not JSON", err)
-	}
-	if _, err := dec.Token(); err != io.EOF {
-		return nil, malformed(what+" has trailing data", err)
-	}
-	return fields, nil
-}
-
-// decodeValue decodes one JSON value into v, refusing null: encoding/json
-// would take it as "leave v alone", and Record never writes it.
-func decodeValue(raw json.RawMessage, v any) error {
-	if bytes.Equal(bytes.TrimSpace(raw), []byte("null")) {
-		return errors.New("null")
-	}
-	return json.Unmarshal(raw, v)
 }
 
 func malformed(reason string, err error) error {

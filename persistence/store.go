@@ -7,7 +7,7 @@ import (
 	"fmt"
 	"time"
 
-	"github.com/subactor/subactor/internal/jsontext"
+	"github.com/subactor/subactor/internal/jsonv2"
 	"github.com/subactor/subactor/subagent"
 )
 
@@ -254,7 +254,8 @@ type Backend interface {
 
 // validateTask reports why t cannot be stored, wrapping ErrInvalid: it
 // needs an id, a parent session and a state; Result, when present, must
-// be valid JSON, and UpdatedAt must fall in years 0 to 9999.
+// be JSON as the store reads it back (jsonv2.Valid: UTF-8, no name given
+// twice), and UpdatedAt must fall in years 0 to 9999.
 func validateTask(t TaskRecord) error {
 	switch {
 	case t.ID == "":
@@ -263,7 +264,7 @@ func validateTask(t TaskRecord) error {
 		return fmt.Errorf("%w: task %q without parent session", ErrInvalid, t.ID)
 	case t.State == "":
 		return fmt.Errorf("%w: task %q without state", ErrInvalid, t.ID)
-	case len(t.Result) > 0 && !jsontext.Valid(t.Result):
+	case len(t.Result) > 0 && !jsonv2.Valid(t.Result):
 		return fmt.Errorf("%w: task %q result is not valid JSON", ErrInvalid, t.ID)
 	case t.UpdatedAt.Year() < 0 || t.UpdatedAt.Year() > 9999:
 		// The range RFC 3339, and so every encoding store, can hold.
@@ -289,7 +290,7 @@ func validateRecord(r Record) error {
 	switch {
 	case r.Kind == "":
 		return fmt.Errorf("%w: record without kind", ErrInvalid)
-	case !jsontext.Valid(r.Data):
+	case !jsonv2.ValidLoose(r.Data): // kept as given: a model's arguments may repeat a name
 		return fmt.Errorf("%w: %s record data is not valid JSON", ErrInvalid, r.Kind)
 	}
 	return nil

@@ -49,9 +49,3 @@ func BenchmarkNew(b *testing.B) {
 		_ = New()
 	}
 }
-
-func BenchmarkUUIDNewString(b *testing.B) {
-	for b.Loop() {
-		_ = uuid.NewString()
-	}
-}

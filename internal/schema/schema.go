@@ -18,6 +18,8 @@ import (
 	"sync"
 
 	"github.com/santhosh-tekuri/jsonschema/v6"
+
+	"github.com/subactor/subactor/internal/jsonv2"
 )
 
 // ErrNotObject means a schema's root does not describe an object.
@@ -61,37 +63,28 @@ const (
 // hundreds of allocations), so results are kept by their text, process
 // wide, for the next agent with the same tools or output schema.
 func Compile(raw json.RawMessage) (*jsonschema.Schema, error) {
-	s, _, err := CompileFast(raw)
-	return s, err
-}
-
-// CompileFast is Compile that also returns the schema's Fast validator,
-// nil when the schema leaves its subset. Both are compiled once and kept
-// together.
-func CompileFast(raw json.RawMessage) (*jsonschema.Schema, *Fast, error) {
 	cache.mu.Lock()
 	r, ok := cache.m[string(raw)] // no copy of raw for a lookup
 	cache.mu.Unlock()
 	if ok {
-		return r.s, r.fast, r.err
+		return r.s, r.err
 	}
-	r.s, r.fast, r.err = compile(raw)
+	r.s, r.err = compile(raw)
 	cache.mu.Lock()
 	defer cache.mu.Unlock()
 	if len(cache.m) >= cacheSize {
 		clear(cache.m) // bounded: a process that makes schemas without end recompiles
 	}
 	cache.m[string(raw)] = r
-	return r.s, r.fast, r.err
+	return r.s, r.err
 }
 
 // cacheSize bounds the compiled schemas kept.
 const cacheSize = 1024
 
 type compiled struct {
-	s    *jsonschema.Schema
-	fast *Fast
-	err  error
+	s   *jsonschema.Schema
+	err error
 }
 
 var cache = struct {
@@ -99,22 +92,21 @@ var cache = struct {
 	m  map[string]compiled
 }{m: map[string]compiled{}}
 
-func compile(raw json.RawMessage) (*jsonschema.Schema, *Fast, error) {
+func compile(raw json.RawMessage) (*jsonschema.Schema, error) {
 	doc, err := jsonschema.UnmarshalJSON(bytes.NewReader(raw))
 	if err != nil {
-		return nil, nil, &Error{Reason: "not JSON: " + err.Error()}
+		return nil, &Error{Reason: "not JSON: " + err.Error()}
 	}
 	c := jsonschema.NewCompiler()
 	c.UseLoader(jsonschema.SchemeURLLoader{}) // no schemes: every external $ref fails
 	if err := c.AddResource(base, doc); err != nil {
-		return nil, nil, compileError(err)
+		return nil, compileError(err)
 	}
 	s, err := c.Compile(base)
 	if err != nil {
-		return nil, nil, compileError(err)
+		return nil, compileError(err)
 	}
-	// The compiler keeps doc; compileFast only reads it.
-	return s, compileFast(doc), nil
+	return s, nil
 }
 
 // CompileObject is Compile for a schema that must be rooted at an object,
@@ -135,21 +127,26 @@ func CompileObject(raw json.RawMessage) (*jsonschema.Schema, error) {
 // Validate checks that text, a final answer, is JSON satisfying s, the
 // output schema, and returns it trimmed.
 func Validate(s *jsonschema.Schema, text string) (json.RawMessage, error) {
-	return validate(s, text, "final answer is not JSON", "final answer does not match the output schema")
+	return validate(s, []byte(text), "final answer is not JSON", "final answer does not match the output schema")
 }
 
 // ValidateArgs checks that args, a tool call's arguments, are JSON
 // satisfying s, the tool's parameter schema.
-func ValidateArgs(s *jsonschema.Schema, args string) error {
+func ValidateArgs(s *jsonschema.Schema, args []byte) error {
 	_, err := validate(s, args, "arguments are not JSON", "arguments do not match the tool's parameter schema")
 	return err
 }
 
 // validate is Validate and ValidateArgs; its errors begin with notJSON or
-// mismatch.
-func validate(s *jsonschema.Schema, text, notJSON, mismatch string) (json.RawMessage, error) {
-	doc, err := jsonschema.UnmarshalJSON(strings.NewReader(text))
-	if err != nil {
+// mismatch. The text is read strictly (jsonv2.UnmarshalAny): a name given
+// twice is refused, where the schema would see only one of the values.
+func validate(s *jsonschema.Schema, text []byte, notJSON, mismatch string) (json.RawMessage, error) {
+	doc, err := jsonv2.UnmarshalAny(text)
+	var jerr *jsonv2.Error
+	switch {
+	case errors.As(err, &jerr) && jerr.Problem == jsonv2.Repeated:
+		return nil, fmt.Errorf("%s: %w", mismatch, err) // JSON, but no schema can judge it
+	case err != nil:
 		return nil, fmt.Errorf("%s: %w", notJSON, err)
 	}
 	if err := s.Validate(doc); err != nil {
@@ -160,7 +157,7 @@ func validate(s *jsonschema.Schema, text, notJSON, mismatch string) (json.RawMes
 		}
 		return nil, fmt.Errorf("%s: %s", mismatch, scrub(err.Error()))
 	}
-	return json.RawMessage(strings.TrimSpace(text)), nil
+	return json.RawMessage(bytes.TrimSpace(text)), nil
 }
 
 // compileError turns the library's error into an *Error.

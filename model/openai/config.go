@@ -115,7 +115,7 @@ const (
 //
 // ok is false when neither is set: the caller keeps its default model.
 func FromEnv(getenv func(string) string) (cfg Config, ok bool) {
-	key, base, model := getenv("OPENAI_API_KEY"), getenv("OPENAI_BASE_URL"), getenv("OPENAI_MODEL")
+	key, base, model := getenv(EnvAPIKey), getenv(EnvBaseURL), getenv(EnvModel)
 	switch {
 	case key != "" || base != "":
 		cfg = Config{BaseURL: base, APIKey: key, Model: model}
@@ -126,8 +126,8 @@ func FromEnv(getenv func(string) string) (cfg Config, ok bool) {
 			cfg.Model = DefaultOpenAIModel
 		}
 		return cfg, true
-	case getenv("DEEPSEEK_API_KEY") != "":
-		cfg = Config{BaseURL: DeepSeekBaseURL, APIKey: getenv("DEEPSEEK_API_KEY"), Model: model, OutputSchema: SchemaJSONObject}
+	case getenv(EnvDeepSeekKey) != "":
+		cfg = Config{BaseURL: DeepSeekBaseURL, APIKey: getenv(EnvDeepSeekKey), Model: model, OutputSchema: SchemaJSONObject}
 		if model == "" {
 			cfg.Model = DefaultDeepSeekModel
 		}

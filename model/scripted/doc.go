@@ -19,6 +19,9 @@
 //	               folder, answer JSON
 //	               matching TallySchema (files, lines, bytes and folders)
 //	echo <text>    answer text
+//	delegate <task>
+//	               delegate task to the "subagent" tool, then answer what
+//	               the child answered
 //
 // Later user messages (steers) are acknowledged in the answer as "noted".
 package scripted

@@ -86,6 +86,8 @@ func respond(req agent.Request) agent.Message {
 		return c.tally(dirArg(arg))
 	case "echo":
 		return text(strings.TrimPrefix(strings.TrimPrefix(c.task, "echo"), " "))
+	case "delegate":
+		return c.delegate(strings.TrimSpace(strings.TrimPrefix(c.task, "delegate")), req.Tools)
 	}
 	return text(fmt.Sprintf("scripted model: unknown task %q", line))
 }
@@ -104,6 +106,8 @@ type conversation struct {
 	step   int      // 1-based number of the step to answer
 	// Outcomes of earlier calls, by the path they were about.
 	lists, counts, tallies map[string]outcome
+	// delegated is the outcome of a delegate task's call, by its prompt.
+	delegated map[string]outcome
 }
 
 // outcome is a tool call's result; a call still without one is a failure.
@@ -155,6 +159,8 @@ func read(msgs []agent.Message) conversation {
 		case delegateTool:
 			if dir, ok := strings.CutPrefix(args.Prompt, "tally "); ok {
 				put(&c.tallies, dirArg(dir), o)
+			} else {
+				put(&c.delegated, args.Prompt, o)
 			}
 		}
 	}
@@ -472,6 +478,32 @@ func (c *conversation) folder(q string, delegate, withSchema bool, p *plan) (f f
 		f.failed = firstLine(err.Error())
 	}
 	return f, true
+}
+
+// delegate hands task to a child through the delegate tool, then answers
+// with what the child answered.
+func (c *conversation) delegate(task string, tools []agent.ToolSpec) agent.Message {
+	if o, ok := c.delegated[task]; ok {
+		if o.isErr {
+			return text("the subagent failed: " + firstLine(o.text))
+		}
+		var res struct {
+			Output string `json:"output"`
+		}
+		if err := json.Unmarshal([]byte(o.text), &res); err != nil {
+			return text("unreadable subagent result: " + err.Error())
+		}
+		return text("the subagent says: " + res.Output)
+	}
+	if ok, _ := offered(tools); !ok {
+		return text("scripted model: no " + delegateTool + " tool to delegate with")
+	}
+	p := plan{step: c.step}
+	p.add(delegateTool, struct {
+		Description string `json:"description"`
+		Prompt      string `json:"prompt"`
+	}{Description: "delegate", Prompt: task})
+	return p.message()
 }
 
 // offered reports whether the delegate tool is offered and whether it takes

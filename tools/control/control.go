@@ -6,12 +6,11 @@
 package control
 
 import (
-	"bytes"
 	"context"
 	"encoding/json"
 	"errors"
 	"fmt"
-	"io"
+	"github.com/subactor/subactor/internal/jsonv2"
 	"strings"
 	"unicode/utf8"
 
@@ -86,13 +85,8 @@ func (t *tool) Call(ctx context.Context, caller *agent.Agent, raw json.RawMessag
 		ChildID string `json:"subagent_id"`
 		Message string `json:"message"`
 	}
-	dec := json.NewDecoder(bytes.NewReader(raw))
-	dec.DisallowUnknownFields()
-	if err := dec.Decode(&a); err != nil {
-		return "", fmt.Errorf("%w: %v", ErrArgs, err)
-	}
-	if _, err := dec.Token(); err != io.EOF {
-		return "", fmt.Errorf("%w: trailing data after the arguments object", ErrArgs)
+	if err := jsonv2.Unmarshal(raw, &a); err != nil {
+		return "", fmt.Errorf("%w: %w", ErrArgs, err)
 	}
 	switch n := utf8.RuneCountInString(a.Message); {
 	case a.ChildID == "" || len(a.ChildID) > maxChildID:

@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"github.com/subactor/subactor/internal/jsonv2"
 	"strings"
 	"sync"
 	"testing"
@@ -128,5 +129,26 @@ func TestK3_SendMessageArgumentsAreStrictAndBounded(t *testing.T) {
 	}
 	if !strings.Contains(string(tool.Spec().Parameters), `"maxLength":5`) {
 		t.Fatalf("the message limit is not advertised: %s", tool.Spec().Parameters)
+	}
+}
+
+// Contract T2 (and K3): send_message reads its arguments strictly: a key
+// given twice, in another case, unknown, or null is a typed error, never a
+// silently chosen value.
+func TestT2_SendMessageArgumentsAreStrict(t *testing.T) {
+	tool := control.New(control.Config{})
+	for args, problem := range map[string]jsonv2.Problem{
+		`{"subagent_id":"x","subagent_id":"y","message":"hi"}`: jsonv2.Repeated,
+		`{"subagent_id":"x","Message":"hi"}`:                   jsonv2.Unknown,
+		`{"subagent_id":"x","message":"hi","extra":1}`:         jsonv2.Unknown,
+		`{"subagent_id":null,"message":"hi"}`:                  jsonv2.Null,
+		`{"subagent_id":1,"message":"hi"}`:                     jsonv2.Type,
+		`{"subagent_id":"x","message":"hi"} {}`:                jsonv2.Syntax,
+	} {
+		_, err := tool.Call(await.Ctx(t), &agent.Agent{}, json.RawMessage(args))
+		var jerr *jsonv2.Error
+		if !errors.Is(err, control.ErrArgs) || !errors.As(err, &jerr) || jerr.Problem != problem {
+			t.Errorf("%s: %v, want ErrArgs with problem %d", args, err, problem)
+		}
 	}
 }

@@ -6,14 +6,11 @@
 package delegate
 
 import (
-	"bytes"
 	"cmp"
 	"context"
 	"encoding/json"
 	"errors"
 	"fmt"
-	"io"
-	"strconv"
 	"strings"
 	"sync/atomic"
 	"unicode/utf8"
@@ -23,7 +20,7 @@ import (
 	"github.com/subactor/subactor/actors/registry"
 	"github.com/subactor/subactor/actors/tasks"
 	"github.com/subactor/subactor/agent"
-	"github.com/subactor/subactor/internal/jsontext"
+	"github.com/subactor/subactor/internal/jsonv2"
 	"github.com/subactor/subactor/internal/schema"
 	"github.com/subactor/subactor/persistence"
 	"github.com/subactor/subactor/subagent"
@@ -324,7 +321,7 @@ func (t *Tool) continuable(ctx context.Context, req subagent.StartRequest) (stri
 	if err != nil {
 		return "", err
 	}
-	out, err := json.Marshal(BackgroundAnswer{Kind: "background", TaskID: c.Task.ID, RunID: c.Task.RunID, SessionID: c.Task.SessionID, SubagentID: c.ChildID})
+	out, err := jsonv2.Marshal(BackgroundAnswer{Kind: "background", TaskID: c.Task.ID, RunID: c.Task.RunID, SessionID: c.Task.SessionID, SubagentID: c.ChildID})
 	return string(out), err
 }
 
@@ -532,34 +529,24 @@ func structured(outputSchema json.RawMessage, text string) (json.RawMessage, err
 	return schema.Validate(s, text)
 }
 
-// text is a as json.Marshal writes it (a test compares the two), without
-// its reflection: one answer per delegation.
+// text is a's JSON.
 func (a Answer) text() (string, error) {
-	b := make([]byte, 0, len(`{"kind":"","runId":"","sessionId":"","output":"","structured":}`)+
-		len(a.Kind)+len(a.RunID)+len(a.SessionID)+len(a.Output)+len(a.Structured)+8)
-	b = jsontext.AppendString(append(b, `{"kind":`...), a.Kind)
-	b = jsontext.AppendString(append(b, `,"runId":`...), a.RunID)
-	b = jsontext.AppendString(append(b, `,"sessionId":`...), a.SessionID)
-	b = jsontext.AppendString(append(b, `,"output":`...), a.Output)
-	if len(a.Structured) > 0 {
-		var ok bool
-		if b, ok = jsontext.AppendRaw(append(b, `,"structured":`...), a.Structured); !ok {
-			return "", errors.New("delegate: the child's structured output is not JSON")
-		}
+	b, err := jsonv2.Marshal(a)
+	if err != nil {
+		return "", fmt.Errorf("delegate: the child's structured output is not JSON: %w", err)
 	}
-	return string(append(b, '}')), nil
+	return string(b), nil
 }
 
-// parse decodes the arguments strictly: unknown fields, wrong types and
-// parameters the provider does not support are errors the model can read.
+// parse decodes the arguments strictly (T1, K3): a repeated, unknown or
+// differently cased key, a null, a wrong type and a parameter the provider
+// does not support are errors the model can read, matching ErrArgs (and,
+// for the decoding faults, wrapping a *jsonv2.Error).
 func (t *Tool) parse(raw json.RawMessage, r *registered) (args, error) {
 	caps := r.caps
-	a, ok := quickArgs(raw)
-	if !ok {
-		var err error
-		if a, err = decodeArgs(raw); err != nil {
-			return a, err
-		}
+	var a args
+	if err := jsonv2.Unmarshal(raw, &a); err != nil {
+		return args{}, fmt.Errorf("%w: %w", ErrArgs, err)
 	}
 	for _, p := range []struct {
 		used, ok bool
@@ -588,159 +575,6 @@ func (t *Tool) parse(raw json.RawMessage, r *registered) (args, error) {
 		return a, fmt.Errorf("%w: delegation_levels must not be negative", ErrArgs)
 	}
 	return a, nil
-}
-
-// decodeArgs decodes raw as encoding/json does, refusing unknown fields
-// and anything after the object.
-func decodeArgs(raw json.RawMessage) (args, error) {
-	var a args
-	dec := json.NewDecoder(bytes.NewReader(raw))
-	dec.DisallowUnknownFields()
-	if err := dec.Decode(&a); err != nil {
-		return a, fmt.Errorf("%w: %v", ErrArgs, err)
-	}
-	// More misses a stray '}' or ']'; only the end of input is clean.
-	if _, err := dec.Token(); err != io.EOF {
-		return a, fmt.Errorf("%w: trailing data after the arguments object", ErrArgs)
-	}
-	return a, nil
-}
-
-// quickArgs reads the arguments models send most, without decodeArgs's
-// decoder and its copies, into what decodeArgs would make of them: an
-// object of distinct keys spelled exactly as the parameters, whose values
-// are strings without escapes, integers and booleans. ok is false for
-// anything else (output_schema and tools, a null, an escape, a repeated or
-// differently cased key, an unknown one, bad JSON): decodeArgs then decides,
-// and words the error. The strings share one copy of raw.
-func quickArgs(raw []byte) (a args, ok bool) {
-	type span struct{ from, to int }
-	var desc, prompt, persona span
-	var seen uint8
-	i := skipSpace(raw, 0)
-	if i >= len(raw) || raw[i] != '{' {
-		return a, false
-	}
-	i = skipSpace(raw, i+1)
-	if i < len(raw) && raw[i] == '}' {
-		i++
-	} else {
-		for {
-			from, to, ok := plainString(raw, i)
-			if !ok {
-				return a, false
-			}
-			key := raw[from:to]
-			if i = skipSpace(raw, to+1); i >= len(raw) || raw[i] != ':' {
-				return a, false
-			}
-			i = skipSpace(raw, i+1)
-			var bit uint8
-			switch string(key) { // no copy: a comparison
-			case "description":
-				bit = 1
-				desc.from, desc.to, ok = plainString(raw, i)
-				i = desc.to + 1
-			case "prompt":
-				bit = 2
-				prompt.from, prompt.to, ok = plainString(raw, i)
-				i = prompt.to + 1
-			case "persona":
-				bit = 4
-				persona.from, persona.to, ok = plainString(raw, i)
-				i = persona.to + 1
-			case "delegation_levels":
-				bit = 8
-				var n int
-				n, i, ok = integer(raw, i)
-				a.Levels = &n
-			case "run_in_background":
-				bit = 16
-				a.Background, i, ok = boolean(raw, i)
-			case "continuable":
-				bit = 32
-				a.Continuable, i, ok = boolean(raw, i)
-			default:
-				return a, false
-			}
-			if !ok || seen&bit != 0 {
-				return a, false
-			}
-			seen |= bit
-			if i = skipSpace(raw, i); i >= len(raw) {
-				return a, false
-			}
-			if raw[i] == '}' {
-				i++
-				break
-			}
-			if raw[i] != ',' {
-				return a, false
-			}
-			i = skipSpace(raw, i+1)
-		}
-	}
-	if skipSpace(raw, i) != len(raw) {
-		return a, false
-	}
-	s := string(raw)
-	a.Description, a.Prompt = s[desc.from:desc.to], s[prompt.from:prompt.to]
-	if seen&4 != 0 {
-		p := s[persona.from:persona.to]
-		a.Persona = &p
-	}
-	return a, true
-}
-
-// skipSpace is the index of the first byte at or after i that is not JSON
-// whitespace.
-func skipSpace(b []byte, i int) int {
-	for i < len(b) && (b[i] == ' ' || b[i] == '\t' || b[i] == '\n' || b[i] == '\r') {
-		i++
-	}
-	return i
-}
-
-// plainString finds the string at b[i], its text being b[from:to] and its
-// closing quote at to. ok is false unless it is a string whose text is its
-// value: no escape, no control character, valid UTF-8.
-func plainString(b []byte, i int) (from, to int, ok bool) {
-	if i >= len(b) || b[i] != '"' {
-		return 0, 0, false
-	}
-	ascii := true
-	for j := i + 1; j < len(b); j++ {
-		switch c := b[j]; {
-		case c == '"':
-			return i + 1, j, ascii || utf8.Valid(b[i+1:j])
-		case c == '\\' || c < ' ':
-			return 0, 0, false
-		case c >= utf8.RuneSelf:
-			ascii = false
-		}
-	}
-	return 0, 0, false
-}
-
-// integer reads a JSON integer (no fraction, no exponent) that fits an int.
-func integer(b []byte, i int) (n, next int, ok bool) {
-	j := jsontext.NumberEnd(b, i)
-	if j < 0 || bytes.ContainsAny(b[i:j], ".eE") {
-		return 0, 0, false
-	}
-	n, err := strconv.Atoi(string(b[i:j]))
-	return n, j, err == nil
-}
-
-// boolean reads true or false.
-func boolean(b []byte, i int) (v bool, next int, ok bool) {
-	switch {
-	case bytes.HasPrefix(b[i:], []byte("true")):
-		return true, i + 4, true
-	case bytes.HasPrefix(b[i:], []byte("false")):
-		return false, i + 5, true
-	}
-	return false, 0, false
 }
 
 // checkLimits refuses an argument beyond its limit.
@@ -799,6 +633,6 @@ func (t *Tool) background(ctx context.Context, caller *agent.Agent, req subagent
 	if err != nil {
 		return "", err
 	}
-	out, err := json.Marshal(BackgroundAnswer{Kind: "background", TaskID: task.ID, RunID: task.RunID, SessionID: task.SessionID})
+	out, err := jsonv2.Marshal(BackgroundAnswer{Kind: "background", TaskID: task.ID, RunID: task.RunID, SessionID: task.SessionID})
 	return string(out), err
 }

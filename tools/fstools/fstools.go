@@ -1,11 +1,11 @@
 package fstools
 
 import (
-	"bytes"
 	"context"
 	"encoding/json"
 	"errors"
 	"fmt"
+	"github.com/subactor/subactor/internal/jsonv2"
 	"io"
 	"io/fs"
 	"os"
@@ -135,15 +135,11 @@ type pathArgs struct {
 	Path string `json:"path"`
 }
 
-// decode parses args strictly into v: one JSON object, known fields only.
+// decode parses args strictly into v (K3): the error wraps the
+// *jsonv2.Error saying what is wrong where.
 func decode(args json.RawMessage, v any) error {
-	dec := json.NewDecoder(bytes.NewReader(args))
-	dec.DisallowUnknownFields()
-	if err := dec.Decode(v); err != nil {
+	if err := jsonv2.Unmarshal(args, v); err != nil {
 		return fmt.Errorf("invalid arguments: %w", err)
-	}
-	if _, err := dec.Token(); err != io.EOF {
-		return errors.New("invalid arguments: trailing data after the JSON object")
 	}
 	return nil
 }

@@ -248,15 +248,18 @@ func TestK3_HostileArguments(t *testing.T) {
 	root := tree(t, map[string]string{"a/x.go": "package a\n"})
 	ts := tools(t, root)
 	common := map[string]string{
-		`{"path":"a","recursive":true}`: "unknown field",
-		`{"path":3}`:                    "cannot unmarshal number",
-		`{"path":["a"]}`:                "cannot unmarshal array",
+		`{"path":"a","recursive":true}`: `unknown key "recursive"`,
+		`{"Path":"a"}`:                  `unknown key "Path"`,
+		`{"path":"b","path":"a"}`:       `key "path" is given twice`,
+		`{"path":3}`:                    "a JSON number at /path, where a string belongs",
+		`{"path":["a"]}`:                "a JSON array at /path, where a string belongs",
 		`{}`:                            `missing "path"`,
-		`null`:                          `missing "path"`,
+		`null`:                          "null at the top level",
+		`{"path":null}`:                 "null at /path",
 		`{"path":""}`:                   `missing "path"`,
-		`[]`:                            "cannot unmarshal array",
-		`"a"`:                           "cannot unmarshal string",
-		`{"path":"a"} {"path":"b"}`:     "trailing data",
+		`[]`:                            "a JSON array at the top level, where an object belongs",
+		`"a"`:                           "a JSON string at the top level, where an object belongs",
+		`{"path":"a"} {"path":"b"}`:     "invalid arguments: not valid JSON",
 		`{"path":`:                      "invalid arguments",
 		``:                              "invalid arguments",
 	}
@@ -271,8 +274,8 @@ func TestK3_HostileArguments(t *testing.T) {
 	for args, want := range map[string]string{
 		`{"path":"a/x.go","maxBytes":-1}`:      "not between",
 		`{"path":"a/x.go","maxBytes":2097152}`: "not between",
-		`{"path":"a/x.go","maxBytes":"10"}`:    "cannot unmarshal string",
-		`{"path":"a/x.go","maxBytes":1.5}`:     "cannot unmarshal number",
+		`{"path":"a/x.go","maxBytes":"10"}`:    "a JSON string at /maxBytes, where an integer belongs",
+		`{"path":"a/x.go","maxBytes":1.5}`:     "invalid arguments",
 	} {
 		if _, err := callTool(t, ts["read"], args); err == nil || !strings.Contains(err.Error(), want) {
 			t.Errorf("read %s: got %v, want an error containing %q", args, err, want)

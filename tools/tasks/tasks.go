@@ -5,12 +5,11 @@
 package tasks
 
 import (
-	"bytes"
 	"context"
 	"encoding/json"
 	"errors"
 	"fmt"
-	"io"
+	"github.com/subactor/subactor/internal/jsonv2"
 	"time"
 
 	"github.com/subactor/subactor/actors/tasks"
@@ -132,15 +131,11 @@ func (k *kill) Call(ctx context.Context, caller *agent.Agent, raw json.RawMessag
 	return answer(t)
 }
 
-// parse decodes model-supplied arguments strictly (K3).
+// parse decodes model-supplied arguments strictly (K3): the error matches
+// ErrArgs and wraps the *jsonv2.Error saying what is wrong where.
 func parse(raw json.RawMessage, v any) error {
-	dec := json.NewDecoder(bytes.NewReader(raw))
-	dec.DisallowUnknownFields()
-	if err := dec.Decode(v); err != nil {
-		return fmt.Errorf("%w: %v", ErrArgs, err)
-	}
-	if _, err := dec.Token(); err != io.EOF {
-		return fmt.Errorf("%w: trailing data after the arguments object", ErrArgs)
+	if err := jsonv2.Unmarshal(raw, v); err != nil {
+		return fmt.Errorf("%w: %w", ErrArgs, err)
 	}
 	return nil
 }

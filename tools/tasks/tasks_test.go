@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"github.com/subactor/subactor/internal/jsonv2"
 	"strings"
 	"sync"
 	"testing"
@@ -156,5 +157,26 @@ func TestK3_TaskToolArgumentsAreStrictAndBounded(t *testing.T) {
 	}
 	if _, err := tools[1].Call(await.Ctx(t), parent, json.RawMessage(`{"task_id":"nobody"}`)); !errors.Is(err, mgrpkg.ErrNoTask) {
 		t.Errorf("task_kill of an unknown task: %v", err)
+	}
+}
+
+// Contract T3 (and K3): the task tools read their arguments strictly: a
+// key given twice, in another case, unknown, or null is a typed error,
+// never a silently chosen value.
+func TestT3_TaskToolArgumentsAreStrict(t *testing.T) {
+	for _, tool := range tasks.Tools(nil) {
+		for args, problem := range map[string]jsonv2.Problem{
+			`{"task_id":"a","task_id":"b"}`: jsonv2.Repeated,
+			`{"Task_id":"a"}`:               jsonv2.Unknown,
+			`{"task_id":"a","extra":1}`:     jsonv2.Unknown,
+			`{"task_id":null}`:              jsonv2.Null,
+			`{"task_id":["a"]}`:             jsonv2.Type,
+		} {
+			_, err := tool.Call(await.Ctx(t), &agent.Agent{}, json.RawMessage(args))
+			var jerr *jsonv2.Error
+			if !errors.Is(err, tasks.ErrArgs) || !errors.As(err, &jerr) || jerr.Problem != problem {
+				t.Errorf("%s %s: %v, want ErrArgs with problem %d", tool.Spec().Name, args, err, problem)
+			}
+		}
 	}
 }

@@ -1,18 +1,14 @@
 package acp
 
 import (
-	"bytes"
 	"context"
-	"encoding/json"
-	"errors"
 	"fmt"
-	"io"
 	"path/filepath"
 	"strings"
 	"time"
-	"unicode/utf8"
 
 	"github.com/subactor/subactor/actors"
+	"github.com/subactor/subactor/internal/jsonv2"
 	"github.com/subactor/subactor/persistence"
 )
 
@@ -199,32 +195,51 @@ var policies = map[string]PermissionPolicy{
 // case-sensitive), a null, a wrong type, a missing command or trailing data
 // is an error wrapping ErrConfig.
 func ParseConfigFile(data []byte) (map[string]Config, error) {
-	top, err := objectFields(data, "config file")
-	if err != nil {
+	var file struct {
+		AgentServers map[string]serverJSON `json:"agent_servers"`
+	}
+	if err := jsonv2.Unmarshal(data, &file); err != nil {
 		return nil, fmt.Errorf("%w: %w", ErrConfig, err)
 	}
-	if k, ok := unknownKey(top, "agent_servers"); ok {
-		return nil, configError(fmt.Sprintf("config file: unknown key %q", k))
-	}
-	raw, ok := top["agent_servers"]
-	if !ok {
+	if file.AgentServers == nil {
 		return nil, configError(`config file: no "agent_servers"`)
 	}
-	return parseAgentServers(raw)
+	return configs(file.AgentServers)
 }
 
-// parseAgentServers reads the value of "agent_servers".
+// parseAgentServers reads the value of "agent_servers" alone, for a
+// program whose config file has keys of its own around it. Its rules are
+// ParseConfigFile's.
 func parseAgentServers(data []byte) (map[string]Config, error) {
-	servers, err := objectFields(data, `"agent_servers"`)
-	if err != nil {
+	var servers map[string]serverJSON
+	if err := jsonv2.Unmarshal(data, &servers); err != nil {
 		return nil, fmt.Errorf("%w: %w", ErrConfig, err)
 	}
+	return configs(servers)
+}
+
+// serverJSON is one agent server's object. Permissions and StartTimeout
+// are pointers so that an empty string given is refused, not taken as
+// the default.
+type serverJSON struct {
+	Command      string            `json:"command"`
+	Args         []string          `json:"args"`
+	Env          map[string]string `json:"env"`
+	Dir          string            `json:"dir"`
+	Permissions  *string           `json:"permissions"`
+	ReadFiles    bool              `json:"read_files"`
+	WriteFiles   bool              `json:"write_files"`
+	StartTimeout *string           `json:"start_timeout"`
+}
+
+// configs checks each server and makes its Config.
+func configs(servers map[string]serverJSON) (map[string]Config, error) {
 	out := make(map[string]Config, len(servers))
-	for name, raw := range servers {
+	for name, s := range servers {
 		if strings.TrimSpace(name) == "" {
 			return nil, configError("agent server with an empty name")
 		}
-		c, err := parseServer(raw)
+		c, err := s.config()
 		if err != nil {
 			return nil, fmt.Errorf("agent server %q: %w", name, err)
 		}
@@ -234,49 +249,19 @@ func parseAgentServers(data []byte) (map[string]Config, error) {
 	return out, nil
 }
 
-// parseServer reads one agent server's object.
-func parseServer(data []byte) (Config, error) {
-	f, err := objectFields(data, "agent server")
-	if err != nil {
-		return Config{}, fmt.Errorf("%w: %w", ErrConfig, err)
-	}
-	if k, ok := unknownKey(f, "command", "args", "env", "dir", "permissions", "read_files", "write_files", "start_timeout"); ok {
-		return Config{}, configError(fmt.Sprintf("unknown key %q", k))
-	}
-	var c Config
-	fields := []struct {
-		key string
-		dst any
-	}{
-		{"command", &c.Command}, {"args", &c.Args}, {"env", &c.Env}, {"dir", &c.Dir},
-		{"read_files", &c.ReadFiles}, {"write_files", &c.WriteFiles},
-	}
-	for _, fd := range fields {
-		if v, ok := f[fd.key]; ok {
-			if err := decodeValue(v, fd.dst); err != nil {
-				return Config{}, configError(fmt.Sprintf("%q: %v", fd.key, err))
-			}
-		}
-	}
-	if v, ok := f["permissions"]; ok {
-		var name string
-		if err := decodeValue(v, &name); err != nil {
-			return Config{}, configError(fmt.Sprintf(`"permissions": %v`, err))
-		}
-		p, ok := policies[name]
+func (s serverJSON) config() (Config, error) {
+	c := Config{Command: s.Command, Args: s.Args, Env: s.Env, Dir: s.Dir, ReadFiles: s.ReadFiles, WriteFiles: s.WriteFiles}
+	if s.Permissions != nil {
+		p, ok := policies[*s.Permissions]
 		if !ok {
-			return Config{}, configError(fmt.Sprintf(`"permissions" %q is not read-only, allow-all or reject-all`, name))
+			return Config{}, configError(fmt.Sprintf(`"permissions" %q is not read-only, allow-all or reject-all`, truncate(*s.Permissions, 64)))
 		}
 		c.Permissions = p
 	}
-	if v, ok := f["start_timeout"]; ok {
-		var text string
-		if err := decodeValue(v, &text); err != nil {
-			return Config{}, configError(fmt.Sprintf(`"start_timeout": %v`, err))
-		}
-		d, err := time.ParseDuration(text)
+	if s.StartTimeout != nil {
+		d, err := time.ParseDuration(*s.StartTimeout)
 		if err != nil || d <= 0 {
-			return Config{}, configError(fmt.Sprintf(`"start_timeout" %q is not a positive duration such as "90s" or "2m"`, truncate(text, 64)))
+			return Config{}, configError(fmt.Sprintf(`"start_timeout" %q is not a positive duration such as "90s" or "2m"`, truncate(*s.StartTimeout, 64)))
 		}
 		c.StartTimeout = d
 	}
@@ -287,97 +272,4 @@ func parseServer(data []byte) (Config, error) {
 		return Config{}, configError(fmt.Sprintf("dir %q is not absolute", c.Dir))
 	}
 	return c, nil
-}
-
-// objectFields splits data, which must be exactly one JSON object of
-// valid UTF-8, into its members: no key twice and no trailing data. what
-// names the object in errors.
-func objectFields(data []byte, what string) (map[string]json.RawMessage, error) {
-	if !utf8.Valid(data) {
-		return nil, errors.New(what + " is not UTF-8")
-	}
-	dec := json.NewDecoder(bytes.NewReader(data))
-	tok, err := dec.Token()
-	if err != nil || tok != json.Delim('{') {
-		return nil, errors.New(what + " is not a JSON object")
-	}
-	fields := map[string]json.RawMessage{}
-	for dec.More() {
-		tok, err := dec.Token()
-		if err != nil {
-			return nil, fmt.Errorf("%s is not JSON: %w", what, err)
-		}
-		key, _ := tok.(string)
-		if _, dup := fields[key]; dup {
-			return nil, fmt.Errorf("%s repeats key %q", what, key)
-		}
-		var v json.RawMessage
-		if err := dec.Decode(&v); err != nil {
-			return nil, fmt.Errorf("%s is not JSON: %w", what, err)
-		}
-		fields[key] = v
-	}
-	if _, err := dec.Token(); err != nil {
-		return nil, fmt.Errorf("%s is not JSON: %w", what, err)
-	}
-	if _, err := dec.Token(); err != io.EOF {
-		return nil, errors.New(what + " has trailing data")
-	}
-	return fields, nil
-}
-
-// unknownKey returns a key of fields not among known, the smallest one so
-// that the error is the same every time.
-func unknownKey(fields map[string]json.RawMessage, known ...string) (string, bool) {
-	var first string
-	found := false
-	for k := range fields {
-		isKnown := false
-		for _, n := range known {
-			isKnown = isKnown || k == n
-		}
-		if !isKnown && (!found || k < first) {
-			first, found = k, true
-		}
-	}
-	return first, found
-}
-
-// decodeValue decodes one JSON value strictly: no null (encoding/json
-// would leave v as it was), and for objects no unknown or repeated keys.
-func decodeValue(raw json.RawMessage, v any) error {
-	if bytes.Equal(bytes.TrimSpace(raw), []byte("null")) {
-		return errors.New("null")
-	}
-	if m, ok := v.(*map[string]string); ok {
-		fields, err := objectFields(raw, "env")
-		if err != nil {
-			return err
-		}
-		out := make(map[string]string, len(fields))
-		for k, fv := range fields {
-			var s string
-			if err := decodeValue(fv, &s); err != nil {
-				return fmt.Errorf("env %q: %w", k, err)
-			}
-			out[k] = s
-		}
-		*m = out
-		return nil
-	}
-	if l, ok := v.(*[]string); ok {
-		var items []json.RawMessage
-		if err := json.Unmarshal(raw, &items); err != nil {
-			return err
-		}
-		out := make([]string, len(items))
-		for i, it := range items {
-			if err := decodeValue(it, &out[i]); err != nil {
-				return fmt.Errorf("item %d: %w", i, err)
-			}
-		}
-		*l = out
-		return nil
-	}
-	return json.Unmarshal(raw, v)
 }

@@ -40,5 +40,5 @@ func ExampleParseConfigFile() {
 	// Output:
 	// example agent []  false
 	// qwen qwen [--acp] /srv/project true
-	// agent server "x": acp: invalid config: unknown key "cwd"
+	// acp: invalid config: unknown key "cwd" at /agent_servers/x (keys are case-sensitive)
 }

@@ -6,6 +6,7 @@ import (
 	"path/filepath"
 	"unicode/utf8"
 
+	"github.com/subactor/subactor/internal/jsonv2"
 	"github.com/subactor/subactor/persistence"
 	"github.com/subactor/subactor/subagent"
 )
@@ -48,34 +49,34 @@ func ParseProviderData(raw json.RawMessage) (ProviderData, error) {
 		return &subagent.InvalidRequestError{Field: "continuation", Reason: "ACP provider data: " + reason,
 			Fault: &persistence.DescriptorError{Reason: "ACP provider data: " + reason, Err: err}}
 	}
-	fields, err := objectFields(raw, "provider data")
-	if err != nil {
-		return ProviderData{}, bad("not a JSON object", err)
-	}
 	var d ProviderData
-	if v, ok := fields["version"]; !ok {
+	if found, err := jsonv2.Member(raw, "version", &d.Version); err != nil {
+		return ProviderData{}, bad(err.Error(), err)
+	} else if !found {
 		return ProviderData{}, bad(`no "version"`, nil)
-	} else if err := decodeValue(v, &d.Version); err != nil {
-		return ProviderData{}, bad(`"version" is not an integer`, err)
 	}
 	if d.Version != providerDataVersion {
 		return ProviderData{}, &notResumableError{Reason: fmt.Sprintf("ACP provider data version %d is not supported (want %d)", d.Version, providerDataVersion)}
 	}
-	if k, ok := unknownKey(fields, "version", "sessionId", "loadSession", "cwd"); ok {
-		return ProviderData{}, bad(fmt.Sprintf("unknown key %q", k), nil)
+	// Every key is required: pointers tell a missing one.
+	var w struct {
+		Version     int     `json:"version"`
+		SessionID   *string `json:"sessionId"`
+		LoadSession *bool   `json:"loadSession"`
+		Cwd         *string `json:"cwd"`
 	}
-	for _, f := range []struct {
-		key string
-		dst any
-	}{{"sessionId", &d.SessionID}, {"loadSession", &d.LoadSession}, {"cwd", &d.Cwd}} {
-		v, ok := fields[f.key]
-		if !ok {
-			return ProviderData{}, bad(fmt.Sprintf("no %q", f.key), nil)
-		}
-		if err := decodeValue(v, f.dst); err != nil {
-			return ProviderData{}, bad(fmt.Sprintf("%q has the wrong type", f.key), err)
-		}
+	if err := jsonv2.Unmarshal(raw, &w); err != nil {
+		return ProviderData{}, bad(err.Error(), err)
 	}
+	switch {
+	case w.SessionID == nil:
+		return ProviderData{}, bad(`no "sessionId"`, nil)
+	case w.LoadSession == nil:
+		return ProviderData{}, bad(`no "loadSession"`, nil)
+	case w.Cwd == nil:
+		return ProviderData{}, bad(`no "cwd"`, nil)
+	}
+	d.SessionID, d.LoadSession, d.Cwd = *w.SessionID, *w.LoadSession, *w.Cwd
 	switch {
 	case d.SessionID == "" || !utf8.ValidString(d.SessionID):
 		return ProviderData{}, bad("empty or invalid sessionId", nil)

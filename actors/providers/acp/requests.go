@@ -11,7 +11,7 @@ import (
 
 	sdk "github.com/coder/acp-go-sdk"
 
-	"github.com/subactor/subactor/internal/jsontext"
+	"github.com/subactor/subactor/internal/jsonv2"
 )
 
 // Bounds of what one agent's requests may hold in the node (K3). The
@@ -213,7 +213,7 @@ func (s *server) dispatch(ctx context.Context, method string, params json.RawMes
 		// ReadTextFileResponse's JSON, written straight from the text
 		// rather than through a copy of it in the struct.
 		body := append(make([]byte, 0, len(text)+16), `{"content":`...)
-		body = jsontext.AppendString(body, text)
+		body = jsonv2.AppendString(body, text)
 		return json.RawMessage(append(body, '}')), nil
 	case sdk.ClientMethodFsWriteTextFile:
 		var p sdk.WriteTextFileRequest
