@@ -144,6 +144,10 @@ func cli(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 		return sessionsCommand(ctx, args[1:], stdout, stderr)
 	case "check":
 		return checkCommand(ctx, args[1:], stdout, stderr)
+	case "serve":
+		return serveCommand(ctx, args[1:], stdout, stderr)
+	case "status":
+		return statusCommand(ctx, args[1:], stdout, stderr)
 	case "delegate":
 		return delegateCommand(ctx, args[1:], stdout, stderr)
 	case "send":
