@@ -277,6 +277,20 @@ func (n *Node) provider(name string) subagent.Provider {
 	return nil
 }
 
+// Stop stops the node at once, for a node that hosts nothing (a caller
+// whose runs are all disposed): peers drop it at their next membership
+// round, and it skips protoactor's graceful shutdown, which waits seconds
+// for ownership transfers this node never has. Its actor system stops
+// too. Idempotent with Leave.
+func (n *Node) Stop() {
+	n.leave.Do(func() {
+		n.cl.Shutdown(false)
+		if n.health != nil {
+			n.health.Close()
+		}
+	})
+}
+
 // Leave leaves the cluster gracefully: the runs this node hosts are
 // cancelled (their callers get their results) and disposed, then the
 // node deregisters and stops, its actor system with it (Config.System

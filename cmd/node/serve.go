@@ -200,7 +200,7 @@ func statusCommand(ctx context.Context, args []string, stdout, stderr io.Writer)
 	if err != nil {
 		return fail(err)
 	}
-	defer n.Leave(context.Background())
+	defer n.Stop()
 	// One membership round: the members that answer it.
 	wait, cancel := context.WithTimeout(ctx, cluster.LossBound(len(cfg.Etcd) > 0))
 	defer cancel()
@@ -235,7 +235,7 @@ func clusterDelegate(ctx context.Context, o delegateOptions, stdout, stderr io.W
 	if err != nil {
 		return fail(err)
 	}
-	defer n.Leave(context.Background())
+	defer n.Stop()
 	wait, cancel := context.WithTimeout(ctx, cluster.LossBound(len(cfg.Etcd) > 0))
 	fmt.Fprintf(stderr, "%s delegate: waiting for a member offering %s...\n", prog, o.provider)
 	n.WaitMembers(wait, func(ms []cluster.Member) bool {

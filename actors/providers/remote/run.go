@@ -24,7 +24,8 @@ type Run struct {
 	steerable bool // set by the proxy before Start returns
 
 	mu        sync.Mutex
-	settledCh chan struct{}
+	settled   bool
+	settledCh chan struct{} // closed after the observers ran
 	res       subagent.Result
 	err       error
 	observers []func(subagent.Result, error)
@@ -58,16 +59,16 @@ func (r *Run) Wait(ctx context.Context) (subagent.Result, error) {
 	}
 }
 
-// OnSettled implements subagent.Run: f runs on a goroutine of its own.
+// OnSettled implements subagent.Run: f runs at once if the run has
+// settled, else when it settles, before Wait returns (so what f sends is
+// sent before any waiter goes on). f must not block.
 func (r *Run) OnSettled(f func(subagent.Result, error)) {
 	r.mu.Lock()
-	select {
-	case <-r.settledCh:
+	if r.settled {
 		res, err := r.res, r.err
 		r.mu.Unlock()
-		go f(res, err)
+		f(res, err)
 		return
-	default:
 	}
 	r.observers = append(r.observers, f)
 	r.mu.Unlock()
@@ -76,20 +77,18 @@ func (r *Run) OnSettled(f func(subagent.Result, error)) {
 // settle records the result once; later calls are ignored.
 func (r *Run) settle(res subagent.Result, err error) {
 	r.mu.Lock()
-	select {
-	case <-r.settledCh:
+	if r.settled {
 		r.mu.Unlock()
 		return
-	default:
 	}
-	r.res, r.err = res, err
-	close(r.settledCh)
+	r.settled, r.res, r.err = true, res, err
 	obs := r.observers
 	r.observers = nil
 	r.mu.Unlock()
 	for _, f := range obs {
-		go f(res, err)
+		f(res, err)
 	}
+	close(r.settledCh)
 }
 
 // Dispose implements subagent.Run: it cancels the remote child and
@@ -133,8 +132,8 @@ func (r SteerableRun) Steer(ctx context.Context, message []subagent.ContentBlock
 
 // Local commands from the Run handle and Start to the proxy.
 type (
-	abandon   struct{} // the caller's Start gave up: dispose whatever started
-	cancelRun struct{ reason string }
+	abandon    struct{} // the caller's Start gave up: dispose whatever started
+	cancelRun  struct{ reason string }
 	disposeRun struct{}
 	steerRun   struct {
 		ctx     context.Context
