@@ -6,6 +6,7 @@ package main
 // delegate -cluster` on another process delegates to it.
 
 import (
+	"bufio"
 	"fmt"
 	"net"
 	"os"
@@ -66,6 +67,53 @@ func static(ms ...member) membership {
 	return func(m member) []string {
 		return []string{"-listen", m.listen, "-peers", strings.Join(peers, ",")}
 	}
+}
+
+// etcdServer starts a throwaway etcd on loopback ports it picks and
+// returns the membership of nodes that use it. Without the etcd binary
+// the test skips, except in CI (.ci/run installs etcd-server).
+func etcdServer(t *testing.T) membership {
+	t.Helper()
+	exe, err := exec.LookPath("etcd")
+	if err != nil {
+		if os.Getenv("CI") != "" {
+			t.Fatal("etcd is not installed (apt-get install etcd-server)")
+		}
+		t.Skip("etcd is not installed (apt-get install etcd-server)")
+	}
+	client, peer := portPair(t), portPair(t)
+	clientURL := fmt.Sprintf("http://127.0.0.1:%d", client)
+	peerURL := fmt.Sprintf("http://127.0.0.1:%d", peer)
+	cmd := exec.Command(exe, "--name", "test", "--data-dir", t.TempDir(),
+		"--listen-client-urls", clientURL, "--advertise-client-urls", clientURL,
+		"--listen-peer-urls", peerURL, "--initial-advertise-peer-urls", peerURL,
+		"--initial-cluster", "test="+peerURL)
+	logs, err := cmd.StderrPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		_ = cmd.Process.Kill()
+		_ = cmd.Wait()
+	})
+	ready := make(chan struct{})
+	go func() {
+		sc := bufio.NewScanner(logs)
+		for sc.Scan() {
+			if strings.Contains(sc.Text(), "ready to serve client requests") {
+				close(ready)
+				break
+			}
+		}
+		for sc.Scan() { // drain, so that etcd never blocks on its log
+		}
+	}()
+	await.Recv(t, ready, "etcd to serve clients")
+	endpoint := fmt.Sprintf("127.0.0.1:%d", client)
+	return func(m member) []string { return []string{"-listen", m.listen, "-etcd", endpoint} }
 }
 
 // process is a running node process.
@@ -198,6 +246,11 @@ func TestK1_P4_DelegatesToAnACPChildOnAnotherNodeStatic(t *testing.T) {
 	testDelegatesRemotely(t, a, b, static(a, b))
 }
 
+// Contracts K1, P4, R1, R3: the same with the membership in a real etcd.
+func TestK1_P4_DelegatesToAnACPChildOnAnotherNodeEtcd(t *testing.T) {
+	testDelegatesRemotely(t, newMember(t), newMember(t), etcdServer(t))
+}
+
 func testDelegatesRemotely(t *testing.T, a, b member, how membership) {
 	nodeB, _ := serve(t, b, how)
 	caller := startNode(t, delegateArgs(a, how, "-json", "hello there")...)
@@ -267,7 +320,8 @@ func TestP4_PlacementPrefersTheLessLoadedAndRefusesWhenFull(t *testing.T) {
 // Contract K2: SIGKILL of the hosting node mid-run settles the caller's
 // run error, naming the node, within the static list's loss bound.
 func TestK2_KilledHostSettlesTheRunErrorNamingTheNode(t *testing.T) {
-	testHostLoss(t, syscall.SIGKILL)
+	a, b := newMember(t), newMember(t)
+	testHostLoss(t, a, b, static(a, b), false, syscall.SIGKILL)
 }
 
 // Contract K2: a frozen hosting node (SIGSTOP keeps its sockets open, so
@@ -275,12 +329,17 @@ func TestK2_KilledHostSettlesTheRunErrorNamingTheNode(t *testing.T) {
 // node, within the loss bound; once thawed (SIGCONT) it finds its run's
 // caller gone and disposes the run: its agent process ends.
 func TestK2_FrozenHostSettlesTheRunAndDisposesItWhenThawed(t *testing.T) {
-	testHostLoss(t, syscall.SIGSTOP)
+	a, b := newMember(t), newMember(t)
+	testHostLoss(t, a, b, static(a, b), false, syscall.SIGSTOP)
 }
 
-func testHostLoss(t *testing.T, sig syscall.Signal) {
-	a, b := newMember(t), newMember(t)
-	how := static(a, b)
+// Contract K2: the same with the membership in etcd, whose lease TTL
+// bounds how long a frozen member stays.
+func TestK2_FrozenHostSettlesTheRunAndDisposesItWhenThawedEtcd(t *testing.T) {
+	testHostLoss(t, newMember(t), newMember(t), etcdServer(t), true, syscall.SIGSTOP)
+}
+
+func testHostLoss(t *testing.T, a, b member, how membership, etcd bool, sig syscall.Signal) {
 	nodeB, idB := serve(t, b, how)
 	caller := startNode(t, delegateArgs(a, how, "-json", "wait for it")...)
 	caller.line(t, textDelta, "the child's first text")
@@ -298,7 +357,7 @@ func testHostLoss(t *testing.T, sig syscall.Signal) {
 	if !strings.Contains(end, `"stopReason":"error"`) || code != exitFailed || !strings.Contains(caller.stderr.String(), "the child ended error") || !strings.Contains(caller.stderr.String(), idB) {
 		t.Fatalf("delegate exit %d, stderr %s", code, caller.stderr.String())
 	}
-	if bound := await.Scale(cluster.LossBound(false)); took > bound {
+	if bound := await.Scale(cluster.LossBound(etcd)); took > bound {
 		t.Fatalf("the run settled %s after the node was lost, past the bound %s", took, bound)
 	}
 	if sig == syscall.SIGSTOP {
