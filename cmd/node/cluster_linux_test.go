@@ -7,11 +7,20 @@ package main
 
 import (
 	"bufio"
+	"crypto/ecdsa"
+	"crypto/elliptic"
+	"crypto/rand"
+	"crypto/x509"
+	"crypto/x509/pkix"
+	"encoding/pem"
 	"fmt"
+	"math/big"
 	"net"
 	"os"
 	"os/exec"
+	"path/filepath"
 	"regexp"
+	"slices"
 	"strconv"
 	"strings"
 	"syscall"
@@ -393,5 +402,102 @@ func TestK3_ServeBeyondLoopbackWithoutTLSExitsTwo(t *testing.T) {
 	_, stderr, code := node(t, t.TempDir(), "serve", "-listen", "0.0.0.0:7399", "-peers", "127.0.0.1:7400")
 	if code != exitUsage || !strings.Contains(stderr, "listening beyond loopback needs mutual TLS") {
 		t.Fatalf("exit %d, stderr %q", code, stderr)
+	}
+}
+
+// ca is a test certificate authority.
+type ca struct {
+	cert *x509.Certificate
+	key  *ecdsa.PrivateKey
+	file string // its certificate, PEM
+}
+
+func newCA(t *testing.T, name string) ca {
+	t.Helper()
+	key, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
+	if err != nil {
+		t.Fatal(err)
+	}
+	tmpl := &x509.Certificate{
+		SerialNumber: big.NewInt(1), Subject: pkix.Name{CommonName: name},
+		NotBefore: time.Now().Add(-time.Hour), NotAfter: time.Now().Add(time.Hour),
+		IsCA: true, BasicConstraintsValid: true, KeyUsage: x509.KeyUsageCertSign,
+	}
+	der, err := x509.CreateCertificate(rand.Reader, tmpl, tmpl, &key.PublicKey, key)
+	if err != nil {
+		t.Fatal(err)
+	}
+	cert, _ := x509.ParseCertificate(der)
+	c := ca{cert: cert, key: key, file: filepath.Join(t.TempDir(), name+".pem")}
+	writePEM(t, c.file, "CERTIFICATE", der)
+	return c
+}
+
+// issue makes a node certificate for 127.0.0.1 and returns the -tls-*
+// flags that use it.
+func (c ca) issue(t *testing.T, name string) []string {
+	t.Helper()
+	key, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
+	if err != nil {
+		t.Fatal(err)
+	}
+	tmpl := &x509.Certificate{
+		SerialNumber: big.NewInt(time.Now().UnixNano()), Subject: pkix.Name{CommonName: name},
+		NotBefore: time.Now().Add(-time.Hour), NotAfter: time.Now().Add(time.Hour),
+		IPAddresses: []net.IP{net.ParseIP("127.0.0.1")}, DNSNames: []string{"localhost"},
+		KeyUsage:    x509.KeyUsageDigitalSignature,
+		ExtKeyUsage: []x509.ExtKeyUsage{x509.ExtKeyUsageServerAuth, x509.ExtKeyUsageClientAuth},
+	}
+	der, err := x509.CreateCertificate(rand.Reader, tmpl, c.cert, &key.PublicKey, c.key)
+	if err != nil {
+		t.Fatal(err)
+	}
+	keyDER, err := x509.MarshalECPrivateKey(key)
+	if err != nil {
+		t.Fatal(err)
+	}
+	dir := t.TempDir()
+	certFile, keyFile := filepath.Join(dir, name+".pem"), filepath.Join(dir, name+".key")
+	writePEM(t, certFile, "CERTIFICATE", der)
+	writePEM(t, keyFile, "EC PRIVATE KEY", keyDER)
+	return []string{"-tls-ca", c.file, "-tls-cert", certFile, "-tls-key", keyFile}
+}
+
+func writePEM(t *testing.T, path, kind string, der []byte) {
+	t.Helper()
+	if err := os.WriteFile(path, pem.EncodeToMemory(&pem.Block{Type: kind, Bytes: der}), 0o600); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// Contract K3: node-to-node traffic is mutual TLS. A caller with a
+// certificate from the cluster's CA delegates to B; one with a
+// certificate from another CA, and one without TLS, cannot start a run
+// there (nothing starts on B).
+func TestK3_MutualTLSRefusesPeersWithoutACertificateFromTheCA(t *testing.T) {
+	good, other := newCA(t, "cluster-ca"), newCA(t, "other-ca")
+	a1, a2, a3, b := newMember(t), newMember(t), newMember(t), newMember(t)
+	how := static(a1, a2, a3, b)
+	nodeB, _ := serve(t, b, how, good.issue(t, "b")...)
+
+	trusted := startNode(t, delegateArgs(a1, how, append(good.issue(t, "a1"), "hello over TLS")...)...)
+	if code := trusted.rest(t); code != 0 || !slices.ContainsFunc(trusted.all, func(l string) bool { return strings.Contains(l, "echo: hello over TLS") }) {
+		t.Fatalf("trusted caller: exit %d, stdout %q, stderr %s", code, trusted.all, trusted.stderr.String())
+	}
+	for _, c := range []struct {
+		name  string
+		flags []string
+		m     member
+	}{
+		{"a certificate from another CA", other.issue(t, "a2"), a2},
+		{"no TLS", nil, a3},
+	} {
+		caller := startNode(t, delegateArgs(c.m, how, append(c.flags, "wait for it")...)...)
+		if code := caller.rest(t); code != exitFailed || !strings.Contains(caller.stderr.String(), "no member took a run") {
+			t.Fatalf("caller with %s: exit %d, stderr %s", c.name, code, caller.stderr.String())
+		}
+		if n := len(agents(nodeB.cmd.Process.Pid)); n != 0 {
+			t.Fatalf("caller with %s started %d agents on B", c.name, n)
+		}
 	}
 }
