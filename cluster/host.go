@@ -39,6 +39,17 @@ type host struct {
 func newHost(n *Node) *host { return &host{n: n, runs: map[string]*actor.PID{}} }
 
 func (h *host) Receive(ctx actor.Context) {
+	// A bug met by a peer's message must not reset the host (protoactor
+	// restarts a panicking actor with fresh state, forgetting its runs):
+	// the message is refused and the host goes on (K3).
+	defer func() {
+		if r := recover(); r != nil {
+			h.n.Logger().Error("cluster: host failed on a message", "message", fmt.Sprintf("%T", ctx.Message()), "panic", fmt.Sprint(r))
+			if ctx.Sender() != nil {
+				ctx.Respond(&messages.RemoteRefused{Code: RefusedInvalid, Reason: "the host failed on the request"})
+			}
+		}
+	}()
 	switch m := ctx.Message().(type) {
 	case *messages.HostStatus:
 		ctx.Respond(h.load())
@@ -166,8 +177,8 @@ func ValidateStart(m *messages.RemoteStart, maxPrompt int) (subagent.StartReques
 	if len(req.OutputSchema) == 0 {
 		req.OutputSchema = nil
 	}
-	if m.GetOptions().MaxDepth != nil {
-		d := int(m.GetOptions().GetMaxDepth())
+	if o := m.GetOptions(); o != nil && o.MaxDepth != nil {
+		d := int(o.GetMaxDepth())
 		req.Options.MaxDepth = &d
 	}
 	if m.MaxDepth != nil {

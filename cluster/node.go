@@ -284,6 +284,9 @@ func (n *Node) provider(name string) subagent.Provider {
 // too. Idempotent with Leave.
 func (n *Node) Stop() {
 	n.leave.Do(func() {
+		// A non-graceful cluster shutdown leaves the provider's
+		// membership loop running: end it first.
+		_ = n.cl.Config.ClusterProvider.Shutdown(false)
 		n.cl.Shutdown(false)
 		if n.health != nil {
 			n.health.Close()
