@@ -220,6 +220,8 @@ type hosted struct {
 	run       subagent.Run
 	started   bool // the provider's Start returned
 	disposing bool
+	reported  bool // RunSettled went to the caller
+	done      bool // RunQuiesced went to the caller: it releases the actor
 	steers    map[uint64]context.CancelFunc
 }
 
@@ -233,7 +235,7 @@ type (
 		res subagent.Result
 		err error
 	}
-	disposed  struct{}
+	disposed  settled // the run's result, read once Dispose returned
 	steerDone struct {
 		id  uint64
 		err error
@@ -293,11 +295,7 @@ func (r *hosted) Receive(ctx actor.Context) {
 			ctx.Send(r.caller, w)
 		}
 	case settled:
-		msg := &messages.RunSettled{RunId: r.req.Scope.RunID, Result: messages.FromResult(m.res)}
-		if m.err != nil {
-			msg.Error = m.err.Error()
-		}
-		ctx.Send(r.caller, msg)
+		r.report(ctx, m)
 	case *messages.Steer:
 		if !r.fromCaller(ctx) {
 			return
@@ -332,13 +330,21 @@ func (r *hosted) Receive(ctx actor.Context) {
 			r.cancel(fmt.Errorf("cancelled by the caller: %s", m.GetReason()))
 		}
 	case *messages.Dispose:
-		if r.fromCaller(ctx) {
+		switch {
+		case !r.fromCaller(ctx):
+		case r.done:
+			ctx.Stop(ctx.Self()) // the caller's release after RunQuiesced
+		default:
 			r.dispose(ctx)
 		}
 	case leaveHosted:
 		r.cancel(fmt.Errorf("node %s is leaving the cluster", r.n.ID()))
 		r.dispose(ctx)
 	case *actor.Terminated:
+		if m.Who.Equal(r.caller) && r.done {
+			ctx.Stop(ctx.Self()) // its caller is gone before it released it
+			return
+		}
 		if m.Who.Equal(r.caller) {
 			// The caller's node died or left: nobody will dispose this
 			// run, so it disposes itself (no orphaned agent, K2).
@@ -349,8 +355,22 @@ func (r *hosted) Receive(ctx actor.Context) {
 			r.dispose(ctx)
 		}
 	case disposed:
+		r.report(ctx, settled(m))
 		r.quiesced(ctx)
 	}
+}
+
+// report sends the run's result to the caller, once.
+func (r *hosted) report(ctx actor.Context, s settled) {
+	if r.reported || r.caller == nil {
+		return
+	}
+	r.reported = true
+	msg := &messages.RunSettled{RunId: r.req.Scope.RunID, Result: messages.FromResult(s.res)}
+	if s.err != nil {
+		msg.Error = s.err.Error()
+	}
+	ctx.Send(r.caller, msg)
 }
 
 // fromCaller refuses a command about this run from anyone but its caller
@@ -379,18 +399,25 @@ func (r *hosted) dispose(ctx actor.Context) {
 		if err := run.Dispose(context.Background()); err != nil {
 			r.n.Logger().Warn("cluster: disposing a hosted run", "run", r.req.Scope.RunID, "err", err)
 		}
-		sys.Root.Send(self, disposed{})
+		// Settled by now: the result goes out before RunQuiesced even
+		// when the run's own observer is still on its way.
+		res, err := run.Wait(context.Background())
+		sys.Root.Send(self, disposed{res, err})
 	}()
 }
 
-// quiesced reports the run's end to the caller and stops.
+// quiesced reports the run's end to the caller, which releases the actor
+// with a Dispose once it has read everything before (so that its watch
+// never sees this actor stop first); without a caller it stops at once.
 func (r *hosted) quiesced(ctx actor.Context) {
 	for _, cancel := range r.steers {
 		cancel()
 	}
 	r.cancel(errors.New("quiesced"))
-	if r.caller != nil {
-		ctx.Send(r.caller, &messages.RunQuiesced{RunId: r.req.Scope.RunID})
+	r.done = true
+	if r.caller == nil {
+		ctx.Stop(ctx.Self())
+		return
 	}
-	ctx.Stop(ctx.Self())
+	ctx.Send(r.caller, &messages.RunQuiesced{RunId: r.req.Scope.RunID})
 }

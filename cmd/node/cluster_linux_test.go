@@ -501,3 +501,46 @@ func TestK3_MutualTLSRefusesPeersWithoutACertificateFromTheCA(t *testing.T) {
 		}
 	}
 }
+
+// Contracts K1, K2: SIGTERM makes serve leave gracefully: the run it
+// hosts is cancelled and its caller told (the child ends aborted, not
+// lost), its agent process ends, and serve exits 0.
+func TestK2_ServeLeavesGracefullyOnSIGTERM(t *testing.T) {
+	a, b := newMember(t), newMember(t)
+	how := static(a, b)
+	nodeB, _ := serve(t, b, how)
+	caller := startNode(t, delegateArgs(a, how, "-json", "wait for it")...)
+	caller.line(t, textDelta, "the child's first text")
+	onB := agents(nodeB.cmd.Process.Pid)
+	if err := nodeB.cmd.Process.Signal(syscall.SIGTERM); err != nil {
+		t.Fatal(err)
+	}
+	end := caller.line(t, endEvent, "the run's end")
+	if !strings.Contains(end, `"stopReason":"aborted"`) {
+		caller.rest(t)
+		t.Fatalf("end event %s, stdout %q, stderr %s, B stderr %s", end, caller.all, caller.stderr.String(), nodeB.stderr.String())
+	}
+	caller.rest(t)
+	if code := nodeB.rest(t); code != 0 {
+		t.Fatalf("serve exit %d, stderr %s", code, nodeB.stderr.String())
+	}
+	if live := runningAgents(onB); len(live) != 0 {
+		t.Fatalf("agents %v outlived serve", live)
+	}
+}
+
+// Contract K1: status prints every member with its providers, capacity
+// and runs.
+func TestK1_StatusPrintsMembersProvidersCapacityAndRuns(t *testing.T) {
+	a, b := newMember(t), newMember(t)
+	how := static(a, b)
+	_, idB := serve(t, b, how, "-capacity", "2")
+	status := startNode(t, append([]string{"status"}, how(a)...)...)
+	if code := status.rest(t); code != 0 {
+		t.Fatalf("status exit %d, stderr %s", code, status.stderr.String())
+	}
+	want := fmt.Sprintf("%s %s providers=[fake] capacity=2 runs=0", idB, b.listen)
+	if !slices.Contains(status.all, want) {
+		t.Fatalf("status printed %q, want a line %q", status.all, want)
+	}
+}

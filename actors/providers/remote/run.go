@@ -209,6 +209,11 @@ func (p *proxy) Receive(ctx actor.Context) {
 			}
 		}
 	case *messages.RunQuiesced:
+		if p.hosted != nil {
+			// Release the hosted actor: everything it sent came first.
+			ctx.Unwatch(p.hosted)
+			ctx.Request(p.hosted, &messages.Dispose{})
+		}
 		p.finish(ctx)
 	case *actor.Terminated:
 		if p.done {
