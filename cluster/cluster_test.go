@@ -15,7 +15,9 @@ import (
 	"github.com/subactor/subactor/messages"
 )
 
-func TestMain(m *testing.M) { goleak.VerifyTestMain(m, append(clustertest.Leftovers, leaktest.DeadLetters)...) }
+func TestMain(m *testing.M) {
+	goleak.VerifyTestMain(m, append(clustertest.Leftovers, leaktest.DeadLetters)...)
+}
 
 // ask sends msg to the node's host actor and returns the answer.
 func ask(t *testing.T, n *cluster.Node, msg any) any {
@@ -80,8 +82,8 @@ func TestK3_ValidateStartConverts(t *testing.T) {
 	persona := "terse"
 	req, err := cluster.ValidateStart(&messages.RemoteStart{
 		RunId: "r", Provider: "p", Prompt: []*messages.ContentBlock{{Type: "text", Text: "do"}},
-		Options:         &messages.AgentOptions{Model: "m", MaxDepth: &depth},
-		MaxDepth:        &maxDepth, Persona: &persona,
+		Options:  &messages.AgentOptions{Model: "m", MaxDepth: &depth},
+		MaxDepth: &maxDepth, Persona: &persona,
 		ToolFilter:      &messages.ToolFilter{Deny: []string{"write"}},
 		ParentSessionId: "parent", ParentDepth: 1,
 	}, 100)
