@@ -125,8 +125,9 @@ func (h *host) start(ctx actor.Context, m *messages.RemoteStart) {
 		refuse(RefusedFull, fmt.Sprintf("node %s hosts %d runs, its capacity", h.n.ID(), len(h.runs)))
 		return
 	}
+	accepted := &messages.RemoteAccepted{RunId: m.GetRunId(), Node: h.n.ID(), Capacity: int64(h.n.cfg.Capacity), Runs: int64(len(h.runs) + 1)}
 	pid := ctx.Spawn(actor.PropsFromProducer(func() actor.Actor {
-		return &hosted{n: h.n, p: p, req: req, caller: ctx.Sender(), steers: map[uint64]context.CancelFunc{}}
+		return &hosted{n: h.n, p: p, req: req, caller: ctx.Sender(), accepted: accepted, steers: map[uint64]context.CancelFunc{}}
 	}))
 	h.runs[m.GetRunId()] = pid
 }
@@ -211,10 +212,11 @@ func (p remoteParent) Options() subagent.AgentOptions {
 // caller may steer, cancel or dispose it; it watches the caller and
 // disposes its run when the caller is gone (K2).
 type hosted struct {
-	n      *Node
-	p      subagent.Provider
-	req    subagent.StartRequest
-	caller *actor.PID
+	n        *Node
+	p        subagent.Provider
+	req      subagent.StartRequest
+	caller   *actor.PID
+	accepted *messages.RemoteAccepted
 
 	cancel    context.CancelCauseFunc
 	run       subagent.Run
@@ -256,7 +258,7 @@ func (r *hosted) Receive(ctx actor.Context) {
 	switch m := ctx.Message().(type) {
 	case *actor.Started:
 		ctx.Watch(r.caller)
-		ctx.Request(r.caller, &messages.RemoteAccepted{RunId: r.req.Scope.RunID, Node: r.n.ID()})
+		ctx.Request(r.caller, r.accepted)
 		runCtx, cancel := context.WithCancelCause(context.Background())
 		r.cancel = cancel
 		req := r.req
@@ -295,7 +297,11 @@ func (r *hosted) Receive(ctx actor.Context) {
 			ctx.Send(r.caller, w)
 		}
 	case settled:
+		// Settled is final: the run is disposed at once, so that the
+		// caller's Dispose finds it quiesced (or nearly) instead of
+		// paying another round trip, and the agent's resources go early.
 		r.report(ctx, m)
+		r.dispose(ctx)
 	case *messages.Steer:
 		if !r.fromCaller(ctx) {
 			return

@@ -461,10 +461,14 @@ func (x *RemoteRefused) GetReason() string {
 
 // RemoteAccepted comes from the hosted run actor (its sender) as soon as
 // the host admitted the run, so the caller can cancel a start in progress.
+// It carries the host's load after the admission, which callers keep as
+// their estimate of it (placement without a load query).
 type RemoteAccepted struct {
 	state         protoimpl.MessageState `protogen:"open.v1"`
 	RunId         string                 `protobuf:"bytes,1,opt,name=run_id,json=runId,proto3" json:"run_id,omitempty"`
 	Node          string                 `protobuf:"bytes,2,opt,name=node,proto3" json:"node,omitempty"`
+	Capacity      int64                  `protobuf:"varint,3,opt,name=capacity,proto3" json:"capacity,omitempty"`
+	Runs          int64                  `protobuf:"varint,4,opt,name=runs,proto3" json:"runs,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -511,6 +515,20 @@ func (x *RemoteAccepted) GetNode() string {
 		return x.Node
 	}
 	return ""
+}
+
+func (x *RemoteAccepted) GetCapacity() int64 {
+	if x != nil {
+		return x.Capacity
+	}
+	return 0
+}
+
+func (x *RemoteAccepted) GetRuns() int64 {
+	if x != nil {
+		return x.Runs
+	}
+	return 0
 }
 
 // RemoteStarted says the provider returned a live run.
@@ -675,10 +693,12 @@ const file_subactor_cluster_proto_rawDesc = "" +
 	"\rRemoteRefused\x12\x15\n" +
 	"\x06run_id\x18\x01 \x01(\tR\x05runId\x12\x12\n" +
 	"\x04code\x18\x02 \x01(\tR\x04code\x12\x16\n" +
-	"\x06reason\x18\x03 \x01(\tR\x06reason\";\n" +
+	"\x06reason\x18\x03 \x01(\tR\x06reason\"k\n" +
 	"\x0eRemoteAccepted\x12\x15\n" +
 	"\x06run_id\x18\x01 \x01(\tR\x05runId\x12\x12\n" +
-	"\x04node\x18\x02 \x01(\tR\x04node\"D\n" +
+	"\x04node\x18\x02 \x01(\tR\x04node\x12\x1a\n" +
+	"\bcapacity\x18\x03 \x01(\x03R\bcapacity\x12\x12\n" +
+	"\x04runs\x18\x04 \x01(\x03R\x04runs\"D\n" +
 	"\rRemoteStarted\x12\x15\n" +
 	"\x06run_id\x18\x01 \x01(\tR\x05runId\x12\x1c\n" +
 	"\tsteerable\x18\x02 \x01(\bR\tsteerable\"V\n" +

@@ -21,8 +21,15 @@ import (
 )
 
 // Leftovers are the goroutines protoactor's cluster leaves behind after
-// a shutdown, matched by function name only (DECISIONS: never globally).
+// a node's Stop, matched by function name only (DECISIONS: never
+// globally): its membership loop until its next round, its log
+// throttles, and the gRPC client connections to peers that its
+// non-graceful shutdown does not close.
 var Leftovers = []goleak.Option{
+	goleak.IgnoreAnyFunction("github.com/asynkron/protoactor-go/cluster.NewGossipActor.NewThrottleWithLogger.func2.1"),
+	goleak.IgnoreAnyFunction("google.golang.org/grpc.(*addrConn).resetTransport"),
+	goleak.IgnoreAnyFunction("github.com/asynkron/protoactor-go/remote.(*endpointWriter).initialize"),
+	goleak.IgnoreAnyFunction("google.golang.org/grpc/internal/grpcsync.(*CallbackSerializer).run"),
 	goleak.IgnoreAnyFunction("github.com/asynkron/protoactor-go/cluster/clusterproviders/automanaged.(*AutoManagedProvider).monitorMemberStatusChanges.func1"),
 	// The gossip's log throttle: a timer that ends on its own.
 	goleak.IgnoreTopFunction("github.com/asynkron/protoactor-go/cluster.(*Gossiper).StartGossiping.NewThrottle.func3.1"),

@@ -113,7 +113,15 @@ type Config struct {
 }
 
 // Provider places runs on peers. Safe for concurrent use.
-type Provider struct{ cfg Config }
+type Provider struct {
+	cfg Config
+
+	// known is each member's load as last heard (a load answer, or the
+	// one its acceptance of a run carried), less the runs of ours it has
+	// quiesced since: placement queries only members it has not heard of.
+	mu    sync.Mutex
+	known map[string]Load
+}
 
 var _ subagent.Provider = (*Provider)(nil)
 
@@ -125,7 +133,7 @@ func New(cfg Config) (*Provider, error) {
 	if cfg.StatusTimeout == 0 {
 		cfg.StatusTimeout = time.Second
 	}
-	return &Provider{cfg: cfg}, nil
+	return &Provider{cfg: cfg, known: map[string]Load{}}, nil
 }
 
 // Name implements subagent.Provider.
@@ -190,19 +198,51 @@ func loads(ctx context.Context, n *cluster.Node, ms []cluster.Member, timeout ti
 }
 
 // candidates returns the live members offering the provider, the most
-// room first (ties by id), each with its answer to a load query.
+// room first (ties by id), each with its known load or, for a member not
+// heard of yet, its answer to a load query. A known load may be stale;
+// the host's own admission decides, and a full one refuses.
 func (p *Provider) candidates(ctx context.Context) []Load {
-	var ms []cluster.Member
+	var cs []Load
+	var unknown []cluster.Member
+	p.mu.Lock()
 	for _, m := range p.cfg.Node.Members() {
-		if m.Offers(p.cfg.Name) {
-			ms = append(ms, m)
+		if !m.Offers(p.cfg.Name) {
+			continue
+		}
+		if l, ok := p.known[m.ID]; ok && l.Member.Address == m.Address {
+			cs = append(cs, l)
+		} else {
+			unknown = append(unknown, m)
 		}
 	}
-	cs := loads(ctx, p.cfg.Node, ms, p.cfg.StatusTimeout)
+	p.mu.Unlock()
+	for _, l := range loads(ctx, p.cfg.Node, unknown, p.cfg.StatusTimeout) {
+		if l.Err == nil {
+			p.heard(l)
+		}
+		cs = append(cs, l)
+	}
 	slices.SortStableFunc(cs, func(a, b Load) int {
 		return cmp.Or(cmp.Compare(b.Free(), a.Free()), strings.Compare(a.Member.ID, b.Member.ID))
 	})
 	return cs
+}
+
+// heard records a member's load.
+func (p *Provider) heard(l Load) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	p.known[l.Member.ID] = l
+}
+
+// ended counts one of our runs on m as gone.
+func (p *Provider) ended(m cluster.Member) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if l, ok := p.known[m.ID]; ok && l.Runs > 0 {
+		l.Runs--
+		p.known[m.ID] = l
+	}
 }
 
 // Start implements subagent.Provider: it places the run on the least
@@ -234,9 +274,13 @@ func (p *Provider) Start(ctx context.Context, req subagent.StartRequest) (subage
 		case err == nil:
 			return run, nil
 		case errors.As(err, &refused) && refused.Code == cluster.RefusedFull:
+			p.heard(Load{Member: c.Member, Capacity: c.Capacity, Runs: c.Capacity})
 			perr.noRoom = true
 			perr.Reasons = append(perr.Reasons, fmt.Sprintf("%s: %s", c.Member.ID, refused.Reason))
 		case errors.Is(err, errLostBeforeAccepted):
+			p.mu.Lock()
+			delete(p.known, c.Member.ID)
+			p.mu.Unlock()
 			perr.Reasons = append(perr.Reasons, fmt.Sprintf("%s: %v", c.Member.ID, err))
 		default:
 			return nil, err
@@ -293,7 +337,7 @@ func (p *Provider) startOn(ctx context.Context, m cluster.Member, wire *messages
 	sys := p.cfg.Node.System().ActorSystem()
 	r.sys = sys
 	r.proxy = sys.Root.Spawn(actor.PropsFromProducer(func() actor.Actor {
-		return &proxy{run: r, host: m.Host(), start: wire, started: started, steers: map[uint64]chan error{}}
+		return &proxy{p: p, run: r, host: m.Host(), start: wire, started: started, steers: map[uint64]chan error{}}
 	}))
 	select {
 	case err := <-started:

@@ -146,6 +146,7 @@ type (
 // proxy is the caller's side of a hosted run: it forwards commands to the
 // hosted actor and its answers and events back, and watches it.
 type proxy struct {
+	p       *Provider
 	run     *Run
 	host    *actor.PID
 	hosted  *actor.PID
@@ -175,6 +176,7 @@ func (p *proxy) Receive(ctx actor.Context) {
 			return
 		}
 		p.hosted = ctx.Sender()
+		p.p.heard(Load{Member: p.run.node, Capacity: m.GetCapacity(), Runs: m.GetRuns()})
 		ctx.Unwatch(p.host)
 		ctx.Watch(p.hosted)
 		if p.abandoned || p.disposing {
@@ -282,6 +284,9 @@ func (p *proxy) finish(ctx actor.Context) {
 		return
 	}
 	p.done = true
+	if p.hosted != nil {
+		p.p.ended(p.run.node)
+	}
 	p.answerStart(errors.New("remote: the hosted run ended before it started"))
 	p.run.settle(subagent.Result{StopReason: subagent.Error, Detail: "the hosted run ended without a result"}, nil)
 	for id, ch := range p.steers {
