@@ -19,6 +19,7 @@ import (
 	"github.com/subactor/subactor/actors/providers/remote"
 	"github.com/subactor/subactor/actors/registry"
 	"github.com/subactor/subactor/cluster"
+	"github.com/subactor/subactor/cluster/clustertest"
 	"github.com/subactor/subactor/messages"
 	"github.com/subactor/subactor/subagent"
 )
@@ -78,7 +79,7 @@ func Remote(ctx context.Context, hostBin string, samples, callers, rounds int) (
 func remoteOnce(ctx context.Context, hostBin string, hosts, samples, callers, rounds int) (float64, Distribution, Distribution, error) {
 	var members []string // listen addresses; membership on port+1
 	for range hosts + 1 {
-		p, err := portPair()
+		p, err := clustertest.PortPair()
 		if err != nil {
 			return 0, Distribution{}, Distribution{}, err
 		}
@@ -212,22 +213,4 @@ func startHost(bin, listen, peers string) (stop func(), err error) {
 	}
 	go func() { _, _ = io.Copy(io.Discard, out) }()
 	return stop, nil
-}
-
-// portPair returns a loopback port p such that p and p+1 were free.
-func portPair() (int, error) {
-	for range 50 {
-		l, err := net.Listen("tcp", "127.0.0.1:0")
-		if err != nil {
-			return 0, err
-		}
-		p := l.Addr().(*net.TCPAddr).Port
-		l2, err := net.Listen("tcp", net.JoinHostPort("127.0.0.1", strconv.Itoa(p+1)))
-		l.Close()
-		if err == nil {
-			l2.Close()
-			return p, nil
-		}
-	}
-	return 0, errors.New("no two consecutive free loopback ports")
 }

@@ -7,6 +7,7 @@ package clustertest
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"net"
 	"strconv"
@@ -40,7 +41,10 @@ var Leftovers = []goleak.Option{
 // MemberListen are replaced. It stops when the test ends.
 func Node(t testing.TB, cfg cluster.Config, providers ...subagent.Provider) *cluster.Node {
 	t.Helper()
-	port := freePair(t)
+	port, err := PortPair()
+	if err != nil {
+		t.Fatal(err)
+	}
 	cfg.Listen = net.JoinHostPort("127.0.0.1", strconv.Itoa(port))
 	cfg.MemberListen = net.JoinHostPort("127.0.0.1", strconv.Itoa(port+1))
 	cfg.Peers = []string{cfg.MemberListen}
@@ -53,24 +57,23 @@ func Node(t testing.TB, cfg cluster.Config, providers ...subagent.Provider) *clu
 	return n
 }
 
-// freePair returns a loopback port p such that p and p+1 were free.
-func freePair(t testing.TB) int {
-	t.Helper()
+// PortPair returns a loopback port p such that p and p+1 were free: a
+// node's listen port and, by default, its membership port.
+func PortPair() (int, error) {
 	for range 50 {
 		l, err := net.Listen("tcp", "127.0.0.1:0")
 		if err != nil {
-			t.Fatal(err)
+			return 0, err
 		}
 		p := l.Addr().(*net.TCPAddr).Port
 		l2, err := net.Listen("tcp", net.JoinHostPort("127.0.0.1", strconv.Itoa(p+1)))
 		l.Close()
 		if err == nil {
 			l2.Close()
-			return p
+			return p, nil
 		}
 	}
-	t.Fatal("no two consecutive free loopback ports")
-	return 0
+	return 0, errors.New("clustertest: no two consecutive free loopback ports")
 }
 
 // Echo is an in-process provider named "echo": a child that answers

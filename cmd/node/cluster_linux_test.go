@@ -21,7 +21,6 @@ import (
 	"path/filepath"
 	"regexp"
 	"slices"
-	"strconv"
 	"strings"
 	"syscall"
 	"testing"
@@ -30,29 +29,19 @@ import (
 	"github.com/prometheus/procfs"
 
 	"github.com/subactor/subactor/cluster"
+	"github.com/subactor/subactor/cluster/clustertest"
 	"github.com/subactor/subactor/internal/await"
 	"github.com/subactor/subactor/internal/syncbuf"
 )
 
-// portPair returns a loopback port p such that p and p+1 were free: a
-// node's listen port and, by default, its membership port.
+// portPair returns a loopback port p such that p and p+1 were free.
 func portPair(t *testing.T) int {
 	t.Helper()
-	for range 50 {
-		l, err := net.Listen("tcp", "127.0.0.1:0")
-		if err != nil {
-			t.Fatal(err)
-		}
-		p := l.Addr().(*net.TCPAddr).Port
-		l2, err := net.Listen("tcp", net.JoinHostPort("127.0.0.1", strconv.Itoa(p+1)))
-		l.Close()
-		if err == nil {
-			l2.Close()
-			return p
-		}
+	p, err := clustertest.PortPair()
+	if err != nil {
+		t.Fatal(err)
 	}
-	t.Fatal("no two consecutive free loopback ports")
-	return 0
+	return p
 }
 
 // member is a planned node: its listen and membership addresses.

@@ -97,6 +97,25 @@ func logger(logs io.Writer) *slog.Logger {
 	return slog.New(slog.NewTextHandler(logs, &slog.HandlerOptions{Level: slog.LevelWarn}))
 }
 
+// joinAndWait joins as a member offering nothing and waits, saying so on
+// stderr, until the membership satisfies ok or one loss bound passed
+// (what is there by then is what there is).
+func joinAndWait(ctx context.Context, o clusterOptions, stderr io.Writer, command, what string, ok func([]cluster.Member) bool) (*cluster.Node, error) {
+	cfg, err := o.config()
+	if err != nil {
+		return nil, err
+	}
+	n, err := join(cfg, stderr)
+	if err != nil {
+		return nil, err
+	}
+	wait, cancel := context.WithTimeout(ctx, cluster.LossBound(len(cfg.Etcd) > 0))
+	defer cancel()
+	fmt.Fprintf(stderr, "%s %s: waiting for %s...\n", prog, command, what)
+	_, _ = n.WaitMembers(wait, ok)
+	return n, nil
+}
+
 type serveOptions struct {
 	cluster  clusterOptions
 	config   string
@@ -192,19 +211,12 @@ func statusCommand(ctx context.Context, args []string, stdout, stderr io.Writer)
 		fmt.Fprintf(stderr, "%s status: %s\n", prog, clean(err.Error()))
 		return exitCode(err)
 	}
-	cfg, err := o.config()
-	if err != nil {
-		return fail(err)
-	}
-	n, err := join(cfg, stderr)
+	// One membership round: the members that answer it.
+	n, err := joinAndWait(ctx, o, stderr, "status", "the other members", func(ms []cluster.Member) bool { return len(ms) > 1 })
 	if err != nil {
 		return fail(err)
 	}
 	defer n.Stop()
-	// One membership round: the members that answer it.
-	wait, cancel := context.WithTimeout(ctx, cluster.LossBound(len(cfg.Etcd) > 0))
-	defer cancel()
-	n.WaitMembers(wait, func(ms []cluster.Member) bool { return len(ms) > 1 })
 	for _, l := range remote.Status(ctx, n, time.Second) {
 		if l.Err != nil {
 			fmt.Fprintf(stdout, "%s %s unreachable: %v\n", l.Member.ID, l.Member.Address, l.Err)
@@ -227,21 +239,13 @@ func clusterDelegate(ctx context.Context, o delegateOptions, stdout, stderr io.W
 	if o.provider == "" {
 		return fail(configErrorf("-cluster needs -provider NAME: the agent server a member offers"))
 	}
-	cfg, err := o.clusterOpts.config()
-	if err != nil {
-		return fail(err)
-	}
-	n, err := join(cfg, stderr)
+	n, err := joinAndWait(ctx, o.clusterOpts, stderr, "delegate", "a member offering "+o.provider, func(ms []cluster.Member) bool {
+		return slices.ContainsFunc(ms, func(m cluster.Member) bool { return m.Offers(o.provider) })
+	})
 	if err != nil {
 		return fail(err)
 	}
 	defer n.Stop()
-	wait, cancel := context.WithTimeout(ctx, cluster.LossBound(len(cfg.Etcd) > 0))
-	fmt.Fprintf(stderr, "%s delegate: waiting for a member offering %s...\n", prog, o.provider)
-	n.WaitMembers(wait, func(ms []cluster.Member) bool {
-		return slices.ContainsFunc(ms, func(m cluster.Member) bool { return m.Offers(o.provider) })
-	})
-	cancel()
 	rp, err := remote.New(remote.Config{Name: o.provider, Node: n})
 	if err != nil {
 		return fail(err)
