@@ -89,7 +89,7 @@ func Start(cfg Config) (n *Node, err error) {
 	if n.sys == nil {
 		var sysOpts []actors.Option
 		if cfg.Logger != nil {
-			sysOpts = append(sysOpts, actors.WithLogger(cfg.Logger))
+			sysOpts = append(sysOpts, actors.WithLogger(QuietLogger(cfg.Logger)))
 		}
 		n.sys, n.ownsSys = actors.NewSystem(sysOpts...), true
 	}
@@ -215,6 +215,11 @@ func (n *Node) setMembers(live []*cluster.Member) {
 	}
 	slices.SortFunc(ms, func(a, b Member) int { return strings.Compare(a.ID, b.ID) })
 	n.mu.Lock()
+	for _, old := range n.members {
+		if !slices.ContainsFunc(ms, func(m Member) bool { return m.ID == old.ID }) {
+			n.Logger().Warn("cluster: member left", "member", old.ID, "address", old.Address)
+		}
+	}
 	n.members = ms
 	close(n.changed)
 	n.changed = make(chan struct{})

@@ -157,7 +157,7 @@ func serveCommand(ctx context.Context, args []string, stdout, stderr io.Writer) 
 		return fail(configErrorf("-capacity %d: a node hosts at least one run", o.capacity))
 	}
 	// The runs of its agent servers live on the node's actor system.
-	cfg.System = actors.NewSystem(actors.WithLogger(logger(stderr)))
+	cfg.System = actors.NewSystem(actors.WithLogger(cluster.QuietLogger(logger(stderr))))
 	if o.config != "" {
 		servers, err := loadAgentServers(o.config)
 		if err != nil {
