@@ -533,3 +533,28 @@ func TestK1_StatusPrintsMembersProvidersCapacityAndRuns(t *testing.T) {
 		t.Fatalf("status printed %q, want a line %q", status.all, want)
 	}
 }
+
+// Contracts K1, K3: serve takes its cluster keys from the -config file
+// beside agent_servers (the flags win); an unknown key there is a usage
+// error, exit 2, naming it.
+func TestK1_ServeReadsTheClusterKeysOfTheConfigFile(t *testing.T) {
+	a, b := newMember(t), newMember(t)
+	how := static(a, b)
+	config := writeConfig(t, fmt.Sprintf(`{"agent_servers": {"fake": %s}, "cluster": {"listen": %q, "peers": [%q, %q], "capacity": 3}}`,
+		fakeServer(t), b.listen, a.membership, b.membership))
+	p := startNode(t, "serve", "-config", config)
+	idB := memberLine.FindStringSubmatch(p.line(t, memberLine, "serve to join"))[1]
+	status := startNode(t, append([]string{"status"}, how(a)...)...)
+	if code := status.rest(t); code != 0 {
+		t.Fatalf("status exit %d, stderr %s", code, status.stderr.String())
+	}
+	if want := fmt.Sprintf("%s %s providers=[fake] capacity=3 runs=0", idB, b.listen); !slices.Contains(status.all, want) {
+		t.Fatalf("status printed %q, want %q", status.all, want)
+	}
+
+	bad := writeConfig(t, `{"agent_servers": {"fake": `+fakeServer(t)+`}, "cluster": {"Listen": "127.0.0.1:1"}}`)
+	_, stderr, code := node(t, t.TempDir(), "serve", "-config", bad)
+	if code != exitUsage || !strings.Contains(stderr, `unknown key "Listen" in "cluster"`) {
+		t.Fatalf("exit %d, stderr %q", code, stderr)
+	}
+}

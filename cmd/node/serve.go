@@ -15,6 +15,9 @@ import (
 	"strings"
 	"time"
 
+	"github.com/go-json-experiment/json"
+	"github.com/go-json-experiment/json/jsontext"
+
 	"github.com/subactor/subactor/actors"
 	"github.com/subactor/subactor/actors/providers/acp"
 	"github.com/subactor/subactor/actors/providers/remote"
@@ -116,6 +119,73 @@ func joinAndWait(ctx context.Context, o clusterOptions, stderr io.Writer, comman
 	return n, nil
 }
 
+// clusterKeys are the "cluster" object of a -config file, beside
+// "agent_servers": serve's flags, which win when given.
+type clusterKeys struct {
+	Listen       string   `json:"listen"`
+	MemberListen string   `json:"member_listen"`
+	Peers        []string `json:"peers"`
+	Etcd         []string `json:"etcd"`
+	Name         string   `json:"cluster_name"`
+	TLSCA        string   `json:"tls_ca"`
+	TLSCert      string   `json:"tls_cert"`
+	TLSKey       string   `json:"tls_key"`
+	Insecure     bool     `json:"insecure"`
+	Offer        []string `json:"offer"`
+	Capacity     int      `json:"capacity"`
+}
+
+const clusterKeyNames = "listen, member_listen, peers, etcd, cluster_name, tls_ca, tls_cert, tls_key, insecure, offer, capacity"
+
+// applyClusterKeys reads the "cluster" object of the -config file into o
+// for every flag the command line did not set. It is decoded as strictly
+// as -models (unknown or repeated keys, nulls and wrong types are usage
+// errors); "agent_servers" is the acp provider's to check.
+func applyClusterKeys(fs *flag.FlagSet, o *serveOptions) error {
+	data, err := readConfigFile("-config", o.config, configErrorf)
+	if err != nil {
+		return err
+	}
+	var file struct {
+		AgentServers jsontext.Value `json:"agent_servers"`
+		Cluster      *clusterKeys   `json:"cluster"`
+	}
+	if err := json.Unmarshal(data, &file, strictJSON); err != nil {
+		var sem *json.SemanticError
+		if errors.Is(err, json.ErrUnknownName) && errors.As(err, &sem) && sem.JSONPointer.Parent() == "/cluster" {
+			return configErrorf("-config %s: unknown key %q in \"cluster\" (keys are case-sensitive; they are: %s)", o.config, sem.JSONPointer.LastToken(), clusterKeyNames)
+		}
+		return configErrorf("-config %s: %s", o.config, decodeError(err))
+	}
+	k := file.Cluster
+	if k == nil {
+		return nil
+	}
+	set := map[string]bool{}
+	fs.Visit(func(f *flag.Flag) { set[f.Name] = true })
+	str := func(flag string, dst *string, v string) {
+		if !set[flag] && v != "" {
+			*dst = v
+		}
+	}
+	str("listen", &o.cluster.listen, k.Listen)
+	str("member-listen", &o.cluster.memberListen, k.MemberListen)
+	str("peers", &o.cluster.peers, strings.Join(k.Peers, ","))
+	str("etcd", &o.cluster.etcd, strings.Join(k.Etcd, ","))
+	str("cluster-name", &o.cluster.name, k.Name)
+	str("tls-ca", &o.cluster.tlsCA, k.TLSCA)
+	str("tls-cert", &o.cluster.tlsCert, k.TLSCert)
+	str("tls-key", &o.cluster.tlsKey, k.TLSKey)
+	str("offer", &o.offer, strings.Join(k.Offer, ","))
+	if !set["insecure"] && k.Insecure {
+		o.cluster.insecure = true
+	}
+	if !set["capacity"] && k.Capacity != 0 {
+		o.capacity = k.Capacity
+	}
+	return nil
+}
+
 type serveOptions struct {
 	cluster  clusterOptions
 	config   string
@@ -147,6 +217,11 @@ func serveCommand(ctx context.Context, args []string, stdout, stderr io.Writer) 
 	}
 	if fs.NArg() > 0 {
 		return fail(configErrorf("serve takes no arguments, got %q", fs.Args()))
+	}
+	if o.config != "" {
+		if err := applyClusterKeys(fs, &o); err != nil {
+			return fail(err)
+		}
 	}
 	cfg, err := o.cluster.config()
 	if err != nil {

@@ -195,13 +195,14 @@ var policies = map[string]PermissionPolicy{
 // Config per server, named after it; the caller adds System and Store.
 // Validation is strict: an unknown or repeated key (keys are
 // case-sensitive), a null, a wrong type, a missing command or trailing data
-// is an error wrapping ErrConfig.
+// is an error wrapping ErrConfig. A top-level "cluster" key is the node's
+// (cmd/node serve reads it) and is not read here.
 func ParseConfigFile(data []byte) (map[string]Config, error) {
 	top, err := objectFields(data, "config file")
 	if err != nil {
 		return nil, fmt.Errorf("%w: %w", ErrConfig, err)
 	}
-	if k, ok := unknownKey(top, "agent_servers"); ok {
+	if k, ok := unknownKey(top, "agent_servers", "cluster"); ok {
 		return nil, configError(fmt.Sprintf("config file: unknown key %q", k))
 	}
 	raw, ok := top["agent_servers"]
