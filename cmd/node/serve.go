@@ -11,6 +11,7 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
+	"path/filepath"
 	"slices"
 	"strings"
 	"time"
@@ -173,9 +174,16 @@ func applyClusterKeys(fs *flag.FlagSet, o *serveOptions) error {
 	str("peers", &o.cluster.peers, strings.Join(k.Peers, ","))
 	str("etcd", &o.cluster.etcd, strings.Join(k.Etcd, ","))
 	str("cluster-name", &o.cluster.name, k.Name)
-	str("tls-ca", &o.cluster.tlsCA, k.TLSCA)
-	str("tls-cert", &o.cluster.tlsCert, k.TLSCert)
-	str("tls-key", &o.cluster.tlsKey, k.TLSKey)
+	// A relative file is the config file's neighbour, as a command is.
+	rel := func(f string) string {
+		if f == "" || filepath.IsAbs(f) {
+			return f
+		}
+		return filepath.Join(filepath.Dir(o.config), f)
+	}
+	str("tls-ca", &o.cluster.tlsCA, rel(k.TLSCA))
+	str("tls-cert", &o.cluster.tlsCert, rel(k.TLSCert))
+	str("tls-key", &o.cluster.tlsKey, rel(k.TLSKey))
 	str("offer", &o.offer, strings.Join(k.Offer, ","))
 	if !set["insecure"] && k.Insecure {
 		o.cluster.insecure = true
