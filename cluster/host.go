@@ -7,6 +7,8 @@ import (
 	"slices"
 
 	"github.com/asynkron/protoactor-go/actor"
+	"github.com/asynkron/protoactor-go/cluster"
+	"github.com/asynkron/protoactor-go/eventstream"
 
 	"github.com/subactor/subactor/messages"
 	"github.com/subactor/subactor/subagent"
@@ -127,7 +129,7 @@ func (h *host) start(ctx actor.Context, m *messages.RemoteStart) {
 	}
 	accepted := &messages.RemoteAccepted{RunId: m.GetRunId(), Node: h.n.ID(), Capacity: int64(h.n.cfg.Capacity), Runs: int64(len(h.runs) + 1)}
 	pid := ctx.Spawn(actor.PropsFromProducer(func() actor.Actor {
-		return &hosted{n: h.n, p: p, req: req, caller: ctx.Sender(), accepted: accepted, steers: map[uint64]context.CancelFunc{}}
+		return &hosted{n: h.n, p: p, req: req, caller: ctx.Sender(), callerMember: m.GetCallerMember(), accepted: accepted, steers: map[uint64]context.CancelFunc{}}
 	}))
 	h.runs[m.GetRunId()] = pid
 }
@@ -217,6 +219,11 @@ type hosted struct {
 	req      subagent.StartRequest
 	caller   *actor.PID
 	accepted *messages.RemoteAccepted
+	// callerMember is the caller's member id, when it gave one: the run
+	// lives while that member does (a lost connection alone may be a
+	// stale incarnation of its address), and no longer.
+	callerMember string
+	topology     *eventstream.Subscription
 
 	cancel    context.CancelCauseFunc
 	run       subagent.Run
@@ -242,7 +249,8 @@ type (
 		id  uint64
 		err error
 	}
-	progress struct{ ev subagent.RunProgress }
+	progress        struct{ ev subagent.RunProgress }
+	topologyChanged struct{}
 )
 
 // sink forwards a run's progress through the hosted actor's mailbox, so
@@ -257,6 +265,14 @@ func (s sink) Emit(ev subagent.RunProgress) { s.sys.Root.Send(s.self, progress{e
 func (r *hosted) Receive(ctx actor.Context) {
 	switch m := ctx.Message().(type) {
 	case *actor.Started:
+		if r.callerMember != "" {
+			self, sys := ctx.Self(), ctx.ActorSystem()
+			r.topology = sys.EventStream.Subscribe(func(ev any) {
+				if _, ok := ev.(*cluster.ClusterTopology); ok {
+					sys.Root.Send(self, topologyChanged{})
+				}
+			})
+		}
 		ctx.Watch(r.caller)
 		ctx.Request(r.caller, r.accepted)
 		runCtx, cancel := context.WithCancelCause(context.Background())
@@ -347,22 +363,28 @@ func (r *hosted) Receive(ctx actor.Context) {
 		r.cancel(fmt.Errorf("node %s is leaving the cluster", r.n.ID()))
 		r.dispose(ctx)
 	case *actor.Terminated:
-		if m.Who.Equal(r.caller) && r.done {
-			ctx.Stop(ctx.Self()) // its caller is gone before it released it
+		if r.caller == nil || !m.Who.Equal(r.caller) {
 			return
 		}
-		if m.Who.Equal(r.caller) {
-			// The caller's node died or left: nobody will dispose this
-			// run, so it disposes itself (no orphaned agent, K2).
-			r.n.Logger().Warn("cluster: the caller of a hosted run is gone; disposing it",
-				"run", r.req.Scope.RunID, "caller", r.caller.Address, "why", m.Why.String())
-			r.caller = nil
-			r.cancel(errors.New("the caller's node is gone"))
-			r.dispose(ctx)
+		if r.callerMember != "" && r.n.IsMember(r.callerMember) && m.Why == actor.TerminatedReason_AddressTerminated {
+			// The connection went, the member did not (yet): a stale
+			// termination of its address, or a death membership will
+			// confirm. Watch again; topologyChanged decides.
+			ctx.Watch(r.caller)
+			return
+		}
+		r.callerGone(ctx, m.Why.String())
+	case topologyChanged:
+		if r.caller != nil && !r.n.IsMember(r.callerMember) {
+			r.callerGone(ctx, "its member left the cluster")
 		}
 	case disposed:
 		r.report(ctx, settled(m))
 		r.quiesced(ctx)
+	case *actor.Stopped:
+		if r.topology != nil {
+			ctx.ActorSystem().EventStream.Unsubscribe(r.topology)
+		}
 	}
 }
 
@@ -377,6 +399,20 @@ func (r *hosted) report(ctx actor.Context, s settled) {
 		msg.Error = s.err.Error()
 	}
 	ctx.Send(r.caller, msg)
+}
+
+// callerGone disposes the run of a caller that died or left: nobody
+// else will, and no agent may be orphaned (K2).
+func (r *hosted) callerGone(ctx actor.Context, why string) {
+	if r.done {
+		ctx.Stop(ctx.Self()) // gone before it released this actor
+		return
+	}
+	r.n.Logger().Warn("cluster: the caller of a hosted run is gone; disposing it",
+		"run", r.req.Scope.RunID, "caller", r.caller.Address, "why", why)
+	r.caller = nil
+	r.cancel(errors.New("the caller's node is gone"))
+	r.dispose(ctx)
 }
 
 // fromCaller refuses a command about this run from anyone but its caller

@@ -238,6 +238,11 @@ func (n *Node) snapshot() ([]Member, <-chan struct{}) {
 	return n.members, n.changed
 }
 
+// IsMember reports whether the member id is live.
+func (n *Node) IsMember(id string) bool {
+	return slices.ContainsFunc(n.Members(), func(m Member) bool { return m.ID == id })
+}
+
 // MemberByAddress names the live member at addr, if any.
 func (n *Node) MemberByAddress(addr string) (Member, bool) {
 	for _, m := range n.Members() {

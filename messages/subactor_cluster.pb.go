@@ -285,7 +285,10 @@ type RemoteStart struct {
 	ParentSessionId string                 `protobuf:"bytes,9,opt,name=parent_session_id,json=parentSessionId,proto3" json:"parent_session_id,omitempty"`
 	ParentDepth     int64                  `protobuf:"varint,10,opt,name=parent_depth,json=parentDepth,proto3" json:"parent_depth,omitempty"`
 	// traceparent is the W3C trace context of the delegating call, if any.
-	Traceparent   string `protobuf:"bytes,11,opt,name=traceparent,proto3" json:"traceparent,omitempty"`
+	Traceparent string `protobuf:"bytes,11,opt,name=traceparent,proto3" json:"traceparent,omitempty"`
+	// caller_member is the caller's member id: the hosted run disposes
+	// itself once that member leaves the membership.
+	CallerMember  string `protobuf:"bytes,12,opt,name=caller_member,json=callerMember,proto3" json:"caller_member,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -393,6 +396,13 @@ func (x *RemoteStart) GetParentDepth() int64 {
 func (x *RemoteStart) GetTraceparent() string {
 	if x != nil {
 		return x.Traceparent
+	}
+	return ""
+}
+
+func (x *RemoteStart) GetCallerMember() string {
+	if x != nil {
+		return x.CallerMember
 	}
 	return ""
 }
@@ -671,7 +681,7 @@ const file_subactor_cluster_proto_rawDesc = "" +
 	"\x0esubagent_depth\x18\x04 \x01(\x03R\rsubagentDepth\x12 \n" +
 	"\tmax_depth\x18\x05 \x01(\x03H\x00R\bmaxDepth\x88\x01\x01B\f\n" +
 	"\n" +
-	"_max_depth\"\xe5\x03\n" +
+	"_max_depth\"\x8a\x04\n" +
 	"\vRemoteStart\x12\x15\n" +
 	"\x06run_id\x18\x01 \x01(\tR\x05runId\x12\x1a\n" +
 	"\bprovider\x18\x02 \x01(\tR\bprovider\x127\n" +
@@ -685,7 +695,8 @@ const file_subactor_cluster_proto_rawDesc = "" +
 	"\x11parent_session_id\x18\t \x01(\tR\x0fparentSessionId\x12!\n" +
 	"\fparent_depth\x18\n" +
 	" \x01(\x03R\vparentDepth\x12 \n" +
-	"\vtraceparent\x18\v \x01(\tR\vtraceparentB\f\n" +
+	"\vtraceparent\x18\v \x01(\tR\vtraceparent\x12#\n" +
+	"\rcaller_member\x18\f \x01(\tR\fcallerMemberB\f\n" +
 	"\n" +
 	"_max_depthB\n" +
 	"\n" +

@@ -558,3 +558,23 @@ func TestK1_ServeReadsTheClusterKeysOfTheConfigFile(t *testing.T) {
 		t.Fatalf("exit %d, stderr %q", code, stderr)
 	}
 }
+
+// Contract K2: a caller's node that ends is told apart from a new one on
+// the same address: a delegate right after another node left that
+// address keeps its run (the host disposes runs of a member that left,
+// not of an address that once lost its connection).
+func TestK2_ANewCallerOnAReusedAddressKeepsItsRun(t *testing.T) {
+	a, b := newMember(t), newMember(t)
+	how := static(a, b)
+	serve(t, b, how)
+	status := startNode(t, append([]string{"status"}, how(a)...)...)
+	if code := status.rest(t); code != 0 {
+		t.Fatalf("status exit %d, stderr %s", code, status.stderr.String())
+	}
+	for i := range 2 {
+		caller := startNode(t, delegateArgs(a, how, "-quiet", "hello again")...)
+		if code := caller.rest(t); code != 0 {
+			t.Fatalf("delegate %d on the reused address: exit %d, stderr %s", i+1, code, caller.stderr.String())
+		}
+	}
+}

@@ -254,6 +254,7 @@ func (p *Provider) Start(ctx context.Context, req subagent.StartRequest) (subage
 		return nil, &subagent.InvalidRequestError{Field: "parent", Reason: "a delegating parent agent is required"}
 	}
 	wire := startMessage(p.cfg.Name, req)
+	wire.CallerMember = p.cfg.Node.ID()
 	perr := &PlacementError{Provider: p.cfg.Name}
 	for _, c := range p.candidates(ctx) {
 		if err := ctx.Err(); err != nil {
