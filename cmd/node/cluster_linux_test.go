@@ -578,3 +578,18 @@ func TestK2_ANewCallerOnAReusedAddressKeepsItsRun(t *testing.T) {
 		}
 	}
 }
+
+// Contract K2: a frozen caller (SIGSTOP: its connections stay open) is
+// dropped by membership, and the hosting node then disposes the run it
+// held for it: its agent process ends.
+func TestK2_FrozenCallerHasItsRunsDisposed(t *testing.T) {
+	a, b := newMember(t), newMember(t)
+	how := static(a, b)
+	nodeB, _ := serve(t, b, how)
+	caller := startNode(t, delegateArgs(a, how, "-json", "wait for it")...)
+	caller.line(t, textDelta, "the child's first text")
+	if err := caller.cmd.Process.Signal(syscall.SIGSTOP); err != nil {
+		t.Fatal(err)
+	}
+	noAgentsLeft(t, nodeB.cmd.Process.Pid, "B to dispose the frozen caller's run")
+}
