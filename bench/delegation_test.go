@@ -6,11 +6,13 @@ import (
 
 	"go.uber.org/goleak"
 
+	"github.com/subactor/subactor/cluster/clustertest"
+
 	"github.com/subactor/subactor/internal/leaktest"
 )
 
 func TestMain(m *testing.M) {
-	goleak.VerifyTestMain(m, leaktest.DeadLetters)
+	goleak.VerifyTestMain(m, append(clustertest.Leftovers, leaktest.DeadLetters)...)
 }
 
 func BenchmarkRawProtoactor(b *testing.B)             { Op(RawProtoactor).Bench(b) }

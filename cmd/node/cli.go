@@ -74,6 +74,14 @@ commands:
          send a follow-up to the child CHILD of the delegate session
          SESSION: the child is resumed from its log with the message
          (ACP session/load) and shown as delegate shows it
+  delegate -cluster -provider NAME (-peers LIST | -etcd ENDPOINTS) [flags] PROMPT...
+         delegate to the agent server NAME on a cluster member offering it
+  serve -listen HOST:PORT (-peers LIST | -etcd ENDPOINTS) -config FILE [flags]
+         join or form a cluster and host runs of FILE's agent servers for
+         its peers until SIGINT or SIGTERM, then leave gracefully
+  status (-peers LIST | -etcd ENDPOINTS) [flags]
+         list the cluster's members: "<id> <address> providers=[...]
+         capacity=<n> runs=<n>"
   tasks [-data DIR] SESSION
          list the tasks of SESSION, one per line: "<id> child=<session>
          provider=<name> state=<state>" (running, stopping, completed,
@@ -144,6 +152,10 @@ func cli(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 		return sessionsCommand(ctx, args[1:], stdout, stderr)
 	case "check":
 		return checkCommand(ctx, args[1:], stdout, stderr)
+	case "serve":
+		return serveCommand(ctx, args[1:], stdout, stderr)
+	case "status":
+		return statusCommand(ctx, args[1:], stdout, stderr)
 	case "delegate":
 		return delegateCommand(ctx, args[1:], stdout, stderr)
 	case "send":
@@ -300,7 +312,7 @@ func configFlag(fs *flag.FlagSet, p *string, what string) {
 
 func usage(w io.Writer) {
 	fmt.Fprint(w, strings.ReplaceAll(usageHeader, "{prog}", prog))
-	for _, fs := range []*flag.FlagSet{runFlags(&options{}), sessionsFlags(new(string)), checkFlags(&checkOptions{}), delegateFlags(&delegateOptions{}), sendFlags(&sendOptions{})} {
+	for _, fs := range []*flag.FlagSet{runFlags(&options{}), sessionsFlags(new(string)), checkFlags(&checkOptions{}), delegateFlags(&delegateOptions{}), sendFlags(&sendOptions{}), serveFlags(&serveOptions{})} {
 		fmt.Fprintf(w, "\nflags of %s:\n", strings.TrimPrefix(fs.Name(), prog+" "))
 		fs.SetOutput(w)
 		fs.PrintDefaults()

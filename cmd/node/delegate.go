@@ -37,6 +37,9 @@ type delegateOptions struct {
 	quiet    bool
 	prompt   string
 	cont     string // -continue: the delegate session whose child goes on
+	// -cluster: delegate through the cluster (serve.go)
+	cluster     bool
+	clusterOpts clusterOptions
 }
 
 func delegateFlags(o *delegateOptions) *flag.FlagSet {
@@ -48,6 +51,8 @@ func delegateFlags(o *delegateOptions) *flag.FlagSet {
 	fs.BoolVar(&o.json, "json", false, "print one JSON object per line: the session, every child event, then the result")
 	fs.BoolVar(&o.quiet, "quiet", false, "print the session id and the output only, no progress (with -json: the session and result lines)")
 	fs.StringVar(&o.cont, "continue", "", "continue the child of the delegate `SESSION` with the prompt, resumed from its log (session/load) on the server it ran on")
+	fs.BoolVar(&o.cluster, "cluster", false, "delegate to the agent server -provider on a cluster member that offers it (with -peers or -etcd)")
+	clusterFlags(fs, &o.clusterOpts, "127.0.0.1:0")
 	return fs
 }
 
@@ -61,7 +66,7 @@ func parseDelegate(args []string, stderr io.Writer) (o delegateOptions, code int
 	o.prompt = strings.TrimSpace(strings.Join(fs.Args(), " "))
 	var msg string
 	switch {
-	case o.config == "":
+	case o.config == "" && !o.cluster:
 		msg = `-config FILE is required: it names the agent servers, {"agent_servers": {"NAME": {"command": ...}}}`
 	case o.prompt == "":
 		msg = errNoPrompt.Error()
@@ -84,6 +89,9 @@ func delegateCommand(ctx context.Context, args []string, stdout, stderr io.Write
 	o, code, ok := parseDelegate(args, stderr)
 	if !ok {
 		return code
+	}
+	if o.cluster {
+		return clusterDelegate(ctx, o, stdout, stderr)
 	}
 	if o.cont != "" {
 		// The session says which server and directory.

@@ -7,6 +7,8 @@ import (
 	"strings"
 	"time"
 
+	"github.com/go-json-experiment/json/jsontext"
+
 	"github.com/subactor/subactor/actors"
 	"github.com/subactor/subactor/internal/jsonv2"
 	"github.com/subactor/subactor/persistence"
@@ -193,10 +195,12 @@ var policies = map[string]PermissionPolicy{
 // Config per server, named after it; the caller adds System and Store.
 // Validation is strict: an unknown or repeated key (keys are
 // case-sensitive), a null, a wrong type, a missing command or trailing data
-// is an error wrapping ErrConfig.
+// is an error wrapping ErrConfig. A top-level "cluster" key is the node's
+// (cmd/node serve reads it) and is not read here.
 func ParseConfigFile(data []byte) (map[string]Config, error) {
 	var file struct {
 		AgentServers map[string]serverJSON `json:"agent_servers"`
+		Cluster      jsontext.Value        `json:"cluster"` // the node's
 	}
 	if err := jsonv2.Unmarshal(data, &file); err != nil {
 		return nil, fmt.Errorf("%w: %w", ErrConfig, err)

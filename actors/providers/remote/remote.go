@@ -1,0 +1,367 @@
+// Package remote is the provider of runs placed on other cluster nodes
+// (P4, K1). A Provider named like a provider its peers offer (qwen, say)
+// places each run on a live member offering it, least loaded first; the
+// run lives on that node and this node holds a proxy actor that satisfies
+// the same Run contract as a local child (R1–R4): the Service's run id, no
+// local agent (so events say local=false), progress in order, steer
+// admitted or refused, cancel, and a Dispose that returns once the hosting
+// node reports the child quiesced (its agent process reaped). Everything
+// crosses the network as the protobuf messages of package messages.
+//
+// Losing the hosting node (killed, frozen, partitioned: whatever makes
+// membership drop it) settles the run with stop reason error and a cause
+// naming the node, within cluster.LossBound; every waiter is answered.
+package remote
+
+import (
+	"cmp"
+	"context"
+	"errors"
+	"fmt"
+	"slices"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/asynkron/protoactor-go/actor"
+
+	"github.com/subactor/subactor/actors/internal/ask"
+	"github.com/subactor/subactor/cluster"
+	"github.com/subactor/subactor/messages"
+	"github.com/subactor/subactor/subagent"
+)
+
+// Errors of placement, matched with errors.Is.
+var (
+	// ErrNoMember: no live member offers the provider.
+	ErrNoMember = errors.New("remote: no member offers the provider")
+	// ErrNoRoom: every member offering the provider is at its capacity.
+	ErrNoRoom = errors.New("remote: no member has room")
+	// ErrRefused: the hosting node refused the request (invalid, unknown
+	// provider, foreign run).
+	ErrRefused = errors.New("remote: refused by the hosting node")
+	// ErrNodeLost: the hosting node left the cluster or stopped answering.
+	ErrNodeLost = errors.New("remote: hosting node lost")
+)
+
+// PlacementError says why no member took a start, member by member.
+type PlacementError struct {
+	Provider string
+	Reasons  []string // one per member tried
+	noRoom   bool
+}
+
+func (e *PlacementError) Error() string {
+	if len(e.Reasons) == 0 {
+		return fmt.Sprintf("remote: no live member offers provider %q", e.Provider)
+	}
+	return fmt.Sprintf("remote: no member took a run of provider %q: %s", e.Provider, strings.Join(e.Reasons, "; "))
+}
+
+func (e *PlacementError) Unwrap() error {
+	if e.noRoom {
+		return ErrNoRoom
+	}
+	return ErrNoMember
+}
+
+// RefusedError is a start the hosting node refused or failed.
+type RefusedError struct {
+	Node, Code, Reason string
+}
+
+func (e *RefusedError) Error() string {
+	return fmt.Sprintf("remote: node %s refused the run (%s): %s", e.Node, e.Code, e.Reason)
+}
+
+// Unwrap matches ErrRefused and, for an invalid request or an unsupported
+// feature, the Service's own sentinels.
+func (e *RefusedError) Unwrap() []error {
+	switch e.Code {
+	case cluster.RefusedInvalid:
+		return []error{ErrRefused, subagent.ErrInvalidRequest}
+	case cluster.FailedUnsupported:
+		return []error{ErrRefused, subagent.ErrUnsupported}
+	case cluster.FailedCancelled:
+		return []error{ErrRefused, subagent.ErrCancelled}
+	}
+	return []error{ErrRefused}
+}
+
+// NodeLostError names the node whose loss settled a run.
+type NodeLostError struct {
+	Node, Address, Why string
+}
+
+func (e *NodeLostError) Error() string {
+	return fmt.Sprintf("remote: hosting node %s (%s) lost: %s", e.Node, e.Address, e.Why)
+}
+func (e *NodeLostError) Unwrap() error { return ErrNodeLost }
+
+// Config configures a Provider.
+type Config struct {
+	// Name is the provider's name here and on the hosting nodes.
+	Name string
+	// Node is this process's cluster member.
+	Node *cluster.Node
+	// Capabilities are those of the provider the peers run (an ACP
+	// provider declares none); the Service checks requests against them.
+	Capabilities subagent.Capabilities
+	// StatusTimeout bounds the load query of each candidate member; one
+	// second when 0.
+	StatusTimeout time.Duration
+}
+
+// Provider places runs on peers. Safe for concurrent use.
+type Provider struct {
+	cfg Config
+
+	// known is each member's load as last heard (a load answer, or the
+	// one its acceptance of a run carried), less the runs of ours it has
+	// quiesced since: placement queries only members it has not heard of.
+	mu    sync.Mutex
+	known map[string]Load
+}
+
+var _ subagent.Provider = (*Provider)(nil)
+
+// New returns a Provider.
+func New(cfg Config) (*Provider, error) {
+	if cfg.Name == "" || cfg.Node == nil {
+		return nil, errors.New("remote: a provider needs a name and a cluster node")
+	}
+	if cfg.StatusTimeout == 0 {
+		cfg.StatusTimeout = time.Second
+	}
+	return &Provider{cfg: cfg, known: map[string]Load{}}, nil
+}
+
+// Name implements subagent.Provider.
+func (p *Provider) Name() string { return p.cfg.Name }
+
+// Capabilities implements subagent.Provider.
+func (p *Provider) Capabilities() subagent.Capabilities { return p.cfg.Capabilities }
+
+// InheritsParentContext implements subagent.Provider: a remote child sees
+// only its prompt.
+func (p *Provider) InheritsParentContext() bool { return false }
+
+// Load is a member's answer to a load query: what it hosts and its room.
+type Load struct {
+	Member   cluster.Member
+	Capacity int64
+	Runs     int64
+	RunIDs   []string
+	Err      error // it did not answer
+}
+
+// Free is the room a member reported; one that did not answer has none.
+func (l Load) Free() int64 {
+	if l.Err != nil {
+		return 0
+	}
+	return l.Capacity - l.Runs
+}
+
+// Status asks every live member for its load, in parallel, each within
+// timeout, and returns the answers in member order.
+func Status(ctx context.Context, n *cluster.Node, timeout time.Duration) []Load {
+	return loads(ctx, n, n.Members(), timeout)
+}
+
+func loads(ctx context.Context, n *cluster.Node, ms []cluster.Member, timeout time.Duration) []Load {
+	out := make([]Load, len(ms))
+	sys := n.System().ActorSystem()
+	var wg sync.WaitGroup
+	for i, m := range ms {
+		wg.Go(func() {
+			qctx, cancel := context.WithTimeout(ctx, timeout)
+			defer cancel()
+			call := ask.Send(sys, m.Host(), &messages.HostStatus{})
+			defer call.Close()
+			out[i].Member = m
+			reply, err := call.Wait(qctx, nil)
+			if err != nil {
+				out[i].Err = err
+				return
+			}
+			l, ok := reply.(*messages.HostLoad)
+			if !ok {
+				out[i].Err = fmt.Errorf("remote: member %s answered a load query with %T", m.ID, reply)
+				return
+			}
+			out[i].Capacity, out[i].Runs, out[i].RunIDs = l.GetCapacity(), l.GetRuns(), l.GetRunIds()
+		})
+	}
+	wg.Wait()
+	return out
+}
+
+// candidates returns the live members offering the provider, the most
+// room first (ties by id), each with its known load or, for a member not
+// heard of yet, its answer to a load query. A known load may be stale;
+// the host's own admission decides, and a full one refuses.
+func (p *Provider) candidates(ctx context.Context) []Load {
+	var cs []Load
+	var unknown []cluster.Member
+	p.mu.Lock()
+	for _, m := range p.cfg.Node.Members() {
+		if !m.Offers(p.cfg.Name) {
+			continue
+		}
+		if l, ok := p.known[m.ID]; ok && l.Member.Address == m.Address {
+			cs = append(cs, l)
+		} else {
+			unknown = append(unknown, m)
+		}
+	}
+	p.mu.Unlock()
+	for _, l := range loads(ctx, p.cfg.Node, unknown, p.cfg.StatusTimeout) {
+		if l.Err == nil {
+			p.heard(l)
+		}
+		cs = append(cs, l)
+	}
+	slices.SortStableFunc(cs, func(a, b Load) int {
+		return cmp.Or(cmp.Compare(b.Free(), a.Free()), strings.Compare(a.Member.ID, b.Member.ID))
+	})
+	return cs
+}
+
+// heard records a member's load.
+func (p *Provider) heard(l Load) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	p.known[l.Member.ID] = l
+}
+
+// ended counts one of our runs on m as gone.
+func (p *Provider) ended(m cluster.Member) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if l, ok := p.known[m.ID]; ok && l.Runs > 0 {
+		l.Runs--
+		p.known[m.ID] = l
+	}
+}
+
+// Start implements subagent.Provider: it places the run on the least
+// loaded member offering the provider that has room, and returns once the
+// hosting node's provider returned a live run. On an error nothing is
+// left on any node (R6).
+func (p *Provider) Start(ctx context.Context, req subagent.StartRequest) (subagent.Run, error) {
+	if req.Parent == nil {
+		return nil, &subagent.InvalidRequestError{Field: "parent", Reason: "a delegating parent agent is required"}
+	}
+	wire := startMessage(p.cfg.Name, req)
+	wire.CallerMember = p.cfg.Node.ID()
+	perr := &PlacementError{Provider: p.cfg.Name}
+	for _, c := range p.candidates(ctx) {
+		if err := ctx.Err(); err != nil {
+			return nil, subagent.Cancelled(context.Cause(ctx))
+		}
+		if c.Err != nil {
+			perr.Reasons = append(perr.Reasons, fmt.Sprintf("%s: no load answer: %v", c.Member.ID, c.Err))
+			continue
+		}
+		if c.Free() <= 0 {
+			perr.noRoom = true
+			perr.Reasons = append(perr.Reasons, fmt.Sprintf("%s: full (%d of %d)", c.Member.ID, c.Runs, c.Capacity))
+			continue
+		}
+		run, err := p.startOn(ctx, c.Member, wire, req)
+		var refused *RefusedError
+		switch {
+		case err == nil:
+			return run, nil
+		case errors.As(err, &refused) && refused.Code == cluster.RefusedFull:
+			p.heard(Load{Member: c.Member, Capacity: c.Capacity, Runs: c.Capacity})
+			perr.noRoom = true
+			perr.Reasons = append(perr.Reasons, fmt.Sprintf("%s: %s", c.Member.ID, refused.Reason))
+		case errors.Is(err, errLostBeforeAccepted):
+			p.mu.Lock()
+			delete(p.known, c.Member.ID)
+			p.mu.Unlock()
+			perr.Reasons = append(perr.Reasons, fmt.Sprintf("%s: %v", c.Member.ID, err))
+		default:
+			return nil, err
+		}
+	}
+	return nil, perr
+}
+
+// startMessage is the wire form of a start request: what a local Start
+// carries, the Go values (parent agent, event sink) replaced by the
+// parent's session and depth.
+func startMessage(provider string, req subagent.StartRequest) *messages.RemoteStart {
+	w := &messages.RemoteStart{
+		RunId: req.Scope.RunID, Provider: provider,
+		Prompt: messages.FromContent(req.Prompt),
+		Options: &messages.AgentOptions{
+			ModelProvider: req.Options.ModelProvider, Model: req.Options.Model,
+			MaxTokens: int64(req.Options.MaxTokens), SubagentDepth: int64(req.Options.SubagentDepth),
+		},
+		OutputSchema:    req.OutputSchema,
+		Persona:         req.Persona,
+		ParentSessionId: req.Scope.Parent.SessionID,
+		ParentDepth:     int64(req.Scope.Parent.Depth),
+	}
+	if w.ParentSessionId == "" {
+		w.ParentSessionId = req.Parent.SessionID()
+		w.ParentDepth = int64(req.Parent.Header().DelegationDepth)
+	}
+	if d := req.Options.MaxDepth; d != nil {
+		v := int64(*d)
+		w.Options.MaxDepth = &v
+	}
+	if d := req.MaxDepth; d != nil {
+		v := int64(*d)
+		w.MaxDepth = &v
+	}
+	if f := req.ToolFilter; f != nil {
+		w.ToolFilter = &messages.ToolFilter{Allow: f.Allow, Deny: f.Deny}
+	}
+	return w
+}
+
+var errLostBeforeAccepted = errors.New("remote: the node was lost before it admitted the run")
+
+// startOn starts the run on m through a new proxy actor and waits for the
+// hosting node's answer; when ctx ends first, the proxy disposes what the
+// node started and Start returns after that.
+func (p *Provider) startOn(ctx context.Context, m cluster.Member, wire *messages.RemoteStart, req subagent.StartRequest) (subagent.Run, error) {
+	r := &Run{
+		id: req.Scope.RunID, node: m, events: req.Scope.Events,
+		settledCh: make(chan struct{}), quiesced: make(chan struct{}),
+	}
+	started := make(chan error, 1)
+	sys := p.cfg.Node.System().ActorSystem()
+	r.sys = sys
+	r.proxy = sys.Root.Spawn(actor.PropsFromProducer(func() actor.Actor {
+		return &proxy{p: p, run: r, host: m.Host(), start: wire, started: started, steers: map[uint64]chan error{}}
+	}))
+	select {
+	case err := <-started:
+		if err != nil {
+			<-r.quiesced
+			return nil, err
+		}
+	case <-ctx.Done():
+		sys.Root.Send(r.proxy, abandon{})
+		err := <-started
+		<-r.quiesced
+		if err == nil {
+			err = subagent.Cancelled(context.Cause(ctx))
+		}
+		return nil, err
+	}
+	// ctx stays the run's cancellation channel (subagent.Provider).
+	stop := context.AfterFunc(ctx, func() {
+		sys.Root.Send(r.proxy, cancelRun{reason: context.Cause(ctx).Error()})
+	})
+	r.OnSettled(func(subagent.Result, error) { stop() })
+	if r.steerable {
+		return &SteerableRun{r}, nil
+	}
+	return r, nil
+}

@@ -1,0 +1,143 @@
+package cluster_test
+
+import (
+	"errors"
+	"strings"
+	"testing"
+
+	"github.com/asynkron/protoactor-go/actor"
+	"go.uber.org/goleak"
+
+	"github.com/subactor/subactor/cluster"
+	"github.com/subactor/subactor/cluster/clustertest"
+	"github.com/subactor/subactor/internal/await"
+	"github.com/subactor/subactor/internal/leaktest"
+	"github.com/subactor/subactor/messages"
+)
+
+func TestMain(m *testing.M) {
+	goleak.VerifyTestMain(m, append(clustertest.Leftovers, leaktest.DeadLetters)...)
+}
+
+// ask sends msg to the node's host actor and returns the answer.
+func ask(t *testing.T, n *cluster.Node, msg any) any {
+	t.Helper()
+	host := actor.NewPID(n.Address(), cluster.HostName)
+	reply, err := n.System().ActorSystem().Root.RequestFuture(host, msg, await.Deadline).Result()
+	if err != nil {
+		t.Fatalf("asking the host %T: %v", msg, err)
+	}
+	return reply
+}
+
+func refusal(t *testing.T, reply any, code string) *messages.RemoteRefused {
+	t.Helper()
+	r, ok := reply.(*messages.RemoteRefused)
+	if !ok || r.GetCode() != code {
+		t.Fatalf("answer %T %v, want a refusal %q", reply, reply, code)
+	}
+	return r
+}
+
+// Contract K1: a node advertises its providers (as member kinds) and
+// answers a load query with its providers, capacity and runs.
+func TestK1_NodeAdvertisesProvidersCapacityAndLoad(t *testing.T) {
+	n := clustertest.Node(t, cluster.Config{Capacity: 3}, clustertest.Echo{})
+	ms, err := n.WaitMembers(await.Ctx(t), func(ms []cluster.Member) bool { return len(ms) == 1 })
+	if err != nil || !ms[0].Offers("echo") || ms[0].ID != n.ID() || ms[0].Address != n.Address() {
+		t.Fatalf("members %+v, %v", ms, err)
+	}
+	load, ok := ask(t, n, &messages.HostStatus{}).(*messages.HostLoad)
+	if !ok || load.GetCapacity() != 3 || load.GetRuns() != 0 || strings.Join(load.GetProviders(), ",") != "echo" || load.GetNode() != n.ID() {
+		t.Fatalf("load %v", load)
+	}
+}
+
+// Contract K3: a peer's start is validated like a local one before any
+// provider code runs: an unknown provider, an oversized prompt, an empty
+// run id or prompt, a negative depth each get a typed refusal; a message
+// the host does not take is answered, never a crash.
+func TestK3_HostRefusesInvalidRequests(t *testing.T) {
+	n := clustertest.Node(t, cluster.Config{MaxPrompt: 16}, clustertest.Echo{})
+	prompt := []*messages.ContentBlock{{Type: "text", Text: "hi"}}
+	refusal(t, ask(t, n, &messages.RemoteStart{RunId: "r1", Provider: "qwen", Prompt: prompt}), cluster.RefusedNoProvider)
+	big := []*messages.ContentBlock{{Type: "text", Text: strings.Repeat("x", 17)}}
+	r := refusal(t, ask(t, n, &messages.RemoteStart{RunId: "r1", Provider: "echo", Prompt: big}), cluster.RefusedInvalid)
+	if !strings.Contains(r.GetReason(), "prompt") {
+		t.Fatalf("refusal %v", r)
+	}
+	refusal(t, ask(t, n, &messages.RemoteStart{Provider: "echo", Prompt: prompt}), cluster.RefusedInvalid)
+	refusal(t, ask(t, n, &messages.RemoteStart{RunId: "r1", Provider: "echo"}), cluster.RefusedInvalid)
+	refusal(t, ask(t, n, &messages.RemoteStart{RunId: "r1", Provider: "echo", Prompt: prompt, ParentDepth: -1}), cluster.RefusedInvalid)
+	refusal(t, ask(t, n, &messages.Cancel{}), cluster.RefusedUnknownKind)
+	if load := ask(t, n, &messages.HostStatus{}).(*messages.HostLoad); load.GetRuns() != 0 {
+		t.Fatalf("refused starts left %d runs", load.GetRuns())
+	}
+}
+
+// Contract K3: ValidateStart bounds every size it is given and converts
+// what it accepts faithfully.
+func TestK3_ValidateStartConverts(t *testing.T) {
+	depth, maxDepth := int64(2), int64(4)
+	persona := "terse"
+	req, err := cluster.ValidateStart(&messages.RemoteStart{
+		RunId: "r", Provider: "p", Prompt: []*messages.ContentBlock{{Type: "text", Text: "do"}},
+		Options:  &messages.AgentOptions{Model: "m", MaxDepth: &depth},
+		MaxDepth: &maxDepth, Persona: &persona,
+		ToolFilter:      &messages.ToolFilter{Deny: []string{"write"}},
+		ParentSessionId: "parent", ParentDepth: 1,
+	}, 100)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if req.Scope.RunID != "r" || req.Parent.SessionID() != "parent" || req.Parent.Header().DelegationDepth != 1 ||
+		*req.MaxDepth != 4 || *req.Options.MaxDepth != 2 || *req.Persona != "terse" || req.ToolFilter.Deny[0] != "write" || req.Options.Model != "m" {
+		t.Fatalf("request %+v", req)
+	}
+	if _, err := cluster.ValidateStart(&messages.RemoteStart{RunId: strings.Repeat("r", 129), Prompt: []*messages.ContentBlock{{Text: "x"}}}, 100); err == nil {
+		t.Fatal("a 129-byte run id was accepted")
+	}
+}
+
+// Contract K3: only a run's caller may steer, cancel or dispose it; a
+// command from anyone else is refused with foreign-run and changes
+// nothing.
+func TestK3_HostedRunRefusesAForeignSender(t *testing.T) {
+	n := clustertest.Node(t, cluster.Config{}, clustertest.Echo{})
+	sys := n.System().ActorSystem()
+	accepted := make(chan *actor.PID, 1)
+	quiesced := make(chan struct{})
+	caller := sys.Root.Spawn(actor.PropsFromFunc(func(c actor.Context) {
+		switch c.Message().(type) {
+		case *messages.RemoteAccepted:
+			accepted <- c.Sender()
+		case *messages.RunQuiesced:
+			close(quiesced)
+		}
+	}))
+	defer sys.Root.Stop(caller)
+	host := actor.NewPID(n.Address(), cluster.HostName)
+	sys.Root.RequestWithCustomSender(host, &messages.RemoteStart{
+		RunId: "run-1", Provider: "echo", Prompt: []*messages.ContentBlock{{Type: "text", Text: "wait"}},
+	}, caller)
+	hosted := await.Recv(t, accepted, "the run's acceptance")
+	reply, err := sys.Root.RequestFuture(hosted, &messages.Dispose{}, await.Deadline).Result()
+	if err != nil {
+		t.Fatal(err)
+	}
+	refusal(t, reply, cluster.RefusedForeignRun)
+	refusal(t, ask(t, n, &messages.RemoteStart{RunId: "run-1", Provider: "echo", Prompt: []*messages.ContentBlock{{Text: "x"}}}), cluster.RefusedDuplicate)
+	sys.Root.RequestWithCustomSender(hosted, &messages.Dispose{}, caller)
+	await.Recv(t, quiesced, "the caller's dispose to quiesce the run")
+}
+
+// Contract K3: a non-loopback listen address without TLS is refused
+// unless Insecure; every interface is never bound.
+func TestK3_ConfigRefusesInsecureListen(t *testing.T) {
+	for _, listen := range []string{"0.0.0.0:7000", "10.1.2.3:7000", ":7000"} {
+		_, err := cluster.Start(cluster.Config{Listen: listen, Peers: []string{"127.0.0.1:7001"}})
+		if !errors.Is(err, cluster.ErrConfig) {
+			t.Fatalf("listen %s: %v", listen, err)
+		}
+	}
+}

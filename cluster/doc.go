@@ -1,0 +1,17 @@
+// Package cluster makes this process a node of a protoactor cluster (K1):
+// membership from a static host list (protoactor's automanaged provider,
+// its health endpoint bound to the configured address only) or from etcd,
+// node-to-node traffic under mutual TLS (K3), and the node's host actor,
+// which admits peers' starts of the providers it offers within its
+// capacity and runs each as a hosted run actor.
+//
+// A member advertises its providers as its cluster kinds; its capacity
+// and load are answered to a load query (HostStatus) and carried by each
+// acceptance of a run. The hosted run watches its caller: when the
+// caller's node dies or is dropped from membership, it cancels and
+// disposes the run (K2). Package actors/providers/remote is the caller's
+// side.
+//
+// One node per process: protoactor's remote code races when several share
+// one, so tests of several nodes run node processes (cmd/node's tests).
+package cluster

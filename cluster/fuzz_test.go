@@ -1,0 +1,51 @@
+package cluster_test
+
+import (
+	"strings"
+	"testing"
+
+	"google.golang.org/protobuf/proto"
+
+	"github.com/subactor/subactor/cluster"
+	"github.com/subactor/subactor/messages"
+)
+
+// Contract K3: whatever bytes a peer sends as a start request, decoding
+// and validation never panic, and an accepted request stays within the
+// node's bounds.
+func FuzzRemoteStart(f *testing.F) {
+	depth := int64(2)
+	persona := "p"
+	for _, m := range []*messages.RemoteStart{
+		{RunId: "r", Provider: "echo", Prompt: []*messages.ContentBlock{{Type: "text", Text: "hello"}}},
+		{RunId: "r", Provider: "echo", Prompt: []*messages.ContentBlock{{Text: strings.Repeat("x", 100)}},
+			Options: &messages.AgentOptions{MaxDepth: &depth}, MaxDepth: &depth, Persona: &persona,
+			ToolFilter: &messages.ToolFilter{Allow: []string{"a"}}, ParentDepth: -1},
+		{},
+	} {
+		b, err := proto.Marshal(m)
+		if err != nil {
+			f.Fatal(err)
+		}
+		f.Add(b)
+	}
+	f.Add([]byte{0x0a, 0xff, 0xff, 0xff, 0xff, 0x0f}) // a length past the end
+	const maxPrompt = 64
+	f.Fuzz(func(t *testing.T, data []byte) {
+		var m messages.RemoteStart
+		if err := proto.Unmarshal(data, &m); err != nil {
+			return
+		}
+		req, err := cluster.ValidateStart(&m, maxPrompt)
+		if err != nil {
+			return
+		}
+		size := 0
+		for _, b := range req.Prompt {
+			size += len(b.Text)
+		}
+		if size > maxPrompt || req.Scope.RunID == "" || len(req.Prompt) == 0 || req.Parent.Header().DelegationDepth < 0 {
+			t.Fatalf("accepted %v as %+v", &m, req)
+		}
+	})
+}

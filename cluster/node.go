@@ -1,0 +1,327 @@
+package cluster
+
+import (
+	"context"
+	"fmt"
+	"log/slog"
+	"net"
+	"net/http"
+	"slices"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/asynkron/protoactor-go/actor"
+	"github.com/asynkron/protoactor-go/cluster"
+	"github.com/asynkron/protoactor-go/cluster/clusterproviders/automanaged"
+	"github.com/asynkron/protoactor-go/cluster/clusterproviders/etcd"
+	"github.com/asynkron/protoactor-go/cluster/identitylookup/disthash"
+	"github.com/asynkron/protoactor-go/remote"
+	"github.com/labstack/echo"
+	clientv3 "go.etcd.io/etcd/client/v3"
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/credentials"
+
+	"github.com/subactor/subactor/actors"
+	"github.com/subactor/subactor/subagent"
+)
+
+// HostName is the name of every node's host actor: the one peers ask for
+// status and for starts.
+const HostName = "subactor-host"
+
+// kindPrefix names a member kind per offered provider: a member advertises
+// the providers it runs as its cluster kinds.
+const kindPrefix = "subactor.provider/"
+
+// Member is one node of the cluster as membership sees it.
+type Member struct {
+	ID        string
+	Address   string // host:port of its actors
+	Providers []string
+}
+
+// Host is the PID of m's host actor.
+func (m Member) Host() *actor.PID { return actor.NewPID(m.Address, HostName) }
+
+// Offers reports whether m runs provider.
+func (m Member) Offers(provider string) bool { return slices.Contains(m.Providers, provider) }
+
+// Node is this process's member of a cluster: it hosts runs of its
+// providers for peers (their Remote provider places them here) and lets
+// this process's own Remote providers place runs on peers.
+type Node struct {
+	cfg     Config
+	sys     *actors.System
+	cl      *cluster.Cluster
+	host    *actor.PID
+	health  *echo.Echo // the static list's membership endpoint
+	leave   sync.Once
+	ownsSys bool // Start made sys, so a failed Start stops it
+
+	// members is the topology as of the last event; changed is closed
+	// and replaced at each change. protoactor's own member list is read
+	// without its lock, so the node keeps this copy.
+	mu      sync.Mutex
+	members []Member
+	changed chan struct{}
+}
+
+// Start joins (or forms) the cluster. It returns once this node is a
+// member; peers appear as membership finds them (WaitMembers).
+func Start(cfg Config) (n *Node, err error) {
+	cfg, err = cfg.withDefaults()
+	if err != nil {
+		return nil, err
+	}
+	host, port, _ := hostPort(cfg.Listen, "listen address")
+	var opts []remote.ConfigOption
+	if cfg.TLS != nil {
+		server, client, err := cfg.TLS.tlsConfigs()
+		if err != nil {
+			return nil, err
+		}
+		opts = append(opts,
+			remote.WithServerOptions(grpc.Creds(credentials.NewTLS(server))),
+			remote.WithDialOptions(grpc.WithTransportCredentials(credentials.NewTLS(client))))
+	}
+	n = &Node{cfg: cfg, sys: cfg.System, changed: make(chan struct{})}
+	if n.sys == nil {
+		var sysOpts []actors.Option
+		if cfg.Logger != nil {
+			sysOpts = append(sysOpts, actors.WithLogger(QuietLogger(cfg.Logger)))
+		}
+		n.sys, n.ownsSys = actors.NewSystem(sysOpts...), true
+	}
+	defer func() {
+		if err != nil && n.ownsSys {
+			n.sys.Shutdown()
+		}
+	}()
+
+	var provider cluster.ClusterProvider
+	if len(cfg.Etcd) > 0 {
+		p, err := etcd.NewWithConfig("/subactor", clientv3.Config{Endpoints: cfg.Etcd, DialTimeout: 5 * time.Second})
+		if err != nil {
+			return nil, fmt.Errorf("cluster: etcd %s: %w", strings.Join(cfg.Etcd, ","), err)
+		}
+		provider = p
+	} else {
+		p, err := n.staticProvider(cfg)
+		if err != nil {
+			return nil, err
+		}
+		provider = p
+	}
+	var kinds []*cluster.Kind
+	for _, p := range cfg.Providers {
+		// The kind only advertises the provider; nothing activates it.
+		kinds = append(kinds, cluster.NewKind(kindPrefix+p.Name(), actor.PropsFromFunc(func(actor.Context) {})))
+	}
+	ccfg := cluster.Configure(cfg.Name, provider, disthash.New(),
+		remote.Configure(host, port, opts...), cluster.WithKinds(kinds...))
+	n.cl = cluster.New(n.sys.ActorSystem(), ccfg)
+	n.sys.ActorSystem().EventStream.Subscribe(func(ev any) {
+		if t, ok := ev.(*cluster.ClusterTopology); ok {
+			n.setMembers(t.Members)
+		}
+	})
+	if err := startMember(n.cl); err != nil {
+		if n.health != nil {
+			n.health.Close()
+		}
+		return nil, err
+	}
+	n.host, err = n.sys.ActorSystem().Root.SpawnNamed(actor.PropsFromProducer(func() actor.Actor { return newHost(n) }), HostName)
+	if err != nil {
+		n.cl.Shutdown(false) // stops the actor system too
+		n.ownsSys = false
+		return nil, fmt.Errorf("cluster: host actor: %w", err)
+	}
+	return n, nil
+}
+
+// startMember runs protoactor's StartMember, which panics where it could
+// return an error (a port in use, etcd unreachable).
+func startMember(cl *cluster.Cluster) (err error) {
+	defer func() {
+		if r := recover(); r != nil {
+			err = fmt.Errorf("cluster: joining: %v", r)
+		}
+	}()
+	cl.StartMember()
+	return nil
+}
+
+// staticProvider is protoactor's automanaged provider over the static
+// list, its health endpoint bound to MemberListen only (automanaged alone
+// would bind every interface).
+func (n *Node) staticProvider(cfg Config) (cluster.ClusterProvider, error) {
+	_, memberPort, _ := hostPort(cfg.MemberListen, "membership address")
+	lis, err := net.Listen("tcp", cfg.MemberListen)
+	if err != nil {
+		return nil, fmt.Errorf("cluster: membership address: %w", err)
+	}
+	e := echo.New()
+	e.HideBanner, e.HidePort = true, true
+	e.Listener = lis
+	e.GET("/_health", func(c echo.Context) error {
+		host, port, err := n.sys.ActorSystem().GetHostPort()
+		if err != nil {
+			return c.NoContent(http.StatusServiceUnavailable)
+		}
+		return c.JSON(http.StatusOK, automanaged.NewNode(cfg.Name, n.sys.ActorSystem().ID, host, port, memberPort, n.kinds()))
+	})
+	n.health = e
+	hosts := slices.Clone(cfg.Peers)
+	if !slices.Contains(hosts, cfg.MemberListen) {
+		hosts = append(hosts, cfg.MemberListen)
+	}
+	return automanaged.NewWithTesting(StaticRefresh, memberPort, e, hosts...), nil
+}
+
+func (n *Node) kinds() []string {
+	var ks []string
+	for _, p := range n.cfg.Providers {
+		ks = append(ks, kindPrefix+p.Name())
+	}
+	return ks
+}
+
+// ID is this member's id.
+func (n *Node) ID() string { return n.sys.ActorSystem().ID }
+
+// Address is the host:port this node's actors are reached at.
+func (n *Node) Address() string { return n.sys.ActorSystem().Address() }
+
+// System is the node's actor runtime: a Remote provider's proxies live
+// on it, since only it is reachable from peers.
+func (n *Node) System() *actors.System { return n.sys }
+
+// Logger is the node's logger.
+func (n *Node) Logger() *slog.Logger { return n.sys.Logger() }
+
+func (n *Node) setMembers(live []*cluster.Member) {
+	var ms []Member
+	for _, m := range live {
+		var provs []string
+		for _, k := range m.Kinds {
+			if p, ok := strings.CutPrefix(k, kindPrefix); ok {
+				provs = append(provs, p)
+			}
+		}
+		slices.Sort(provs)
+		ms = append(ms, Member{ID: m.Id, Address: m.Address(), Providers: provs})
+	}
+	slices.SortFunc(ms, func(a, b Member) int { return strings.Compare(a.ID, b.ID) })
+	n.mu.Lock()
+	for _, old := range n.members {
+		if !slices.ContainsFunc(ms, func(m Member) bool { return m.ID == old.ID }) {
+			n.Logger().Warn("cluster: member left", "member", old.ID, "address", old.Address)
+		}
+	}
+	n.members = ms
+	close(n.changed)
+	n.changed = make(chan struct{})
+	n.mu.Unlock()
+}
+
+// Members lists the live members, this one included, in id order.
+func (n *Node) Members() []Member {
+	ms, _ := n.snapshot()
+	return ms
+}
+
+func (n *Node) snapshot() ([]Member, <-chan struct{}) {
+	n.mu.Lock()
+	defer n.mu.Unlock()
+	return n.members, n.changed
+}
+
+// IsMember reports whether the member id is live.
+func (n *Node) IsMember(id string) bool {
+	return slices.ContainsFunc(n.Members(), func(m Member) bool { return m.ID == id })
+}
+
+// MemberByAddress names the live member at addr, if any.
+func (n *Node) MemberByAddress(addr string) (Member, bool) {
+	for _, m := range n.Members() {
+		if m.Address == addr {
+			return m, true
+		}
+	}
+	return Member{}, false
+}
+
+// WaitMembers returns once ok holds for the live members, or ctx's
+// error. Each topology change is checked, so a waiter never polls.
+func (n *Node) WaitMembers(ctx context.Context, ok func([]Member) bool) ([]Member, error) {
+	for {
+		ms, changed := n.snapshot()
+		if ok(ms) {
+			return ms, nil
+		}
+		select {
+		case <-changed:
+		case <-ctx.Done():
+			return ms, ctx.Err()
+		}
+	}
+}
+
+// Providers lists the names of the providers this node offers.
+func (n *Node) Providers() []string {
+	var names []string
+	for _, p := range n.cfg.Providers {
+		names = append(names, p.Name())
+	}
+	return names
+}
+
+func (n *Node) provider(name string) subagent.Provider {
+	for _, p := range n.cfg.Providers {
+		if p.Name() == name {
+			return p
+		}
+	}
+	return nil
+}
+
+// Stop stops the node at once, for a node that hosts nothing (a caller
+// whose runs are all disposed): peers drop it at their next membership
+// round, and it skips protoactor's graceful shutdown, which waits seconds
+// for ownership transfers this node never has. Its actor system stops
+// too. Idempotent with Leave.
+func (n *Node) Stop() {
+	n.leave.Do(func() {
+		// A non-graceful cluster shutdown leaves the provider's
+		// membership loop running: end it first.
+		_ = n.cl.Config.ClusterProvider.Shutdown(false)
+		n.cl.Shutdown(false)
+		if n.health != nil {
+			n.health.Close()
+		}
+	})
+}
+
+// Leave leaves the cluster gracefully: the runs this node hosts are
+// cancelled (their callers get their results) and disposed, then the
+// node deregisters and stops, its actor system with it (Config.System
+// included: do not shut that down after Leave). Idempotent; it returns when done or when
+// ctx ends (the node then stops at once).
+func (n *Node) Leave(ctx context.Context) {
+	n.leave.Do(func() {
+		done := make(chan struct{})
+		n.sys.ActorSystem().Root.Send(n.host, leaveHosted{done: done})
+		select {
+		case <-done:
+		case <-ctx.Done():
+		}
+		graceful := ctx.Err() == nil
+		n.cl.Shutdown(graceful)
+		if n.health != nil {
+			n.health.Close()
+		}
+
+	})
+}

@@ -1,0 +1,380 @@
+package main
+
+// The cluster commands: serve joins (or forms) a cluster and hosts runs of
+// its agent servers for peers; status prints the members; delegate
+// -cluster delegates to an agent server on whichever member offers it.
+
+import (
+	"context"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"log/slog"
+	"path/filepath"
+	"slices"
+	"strings"
+	"time"
+
+	"github.com/go-json-experiment/json/jsontext"
+
+	"github.com/subactor/subactor/actors"
+	"github.com/subactor/subactor/actors/providers/acp"
+	"github.com/subactor/subactor/actors/providers/remote"
+	"github.com/subactor/subactor/actors/registry"
+	"github.com/subactor/subactor/agent"
+	"github.com/subactor/subactor/cluster"
+	"github.com/subactor/subactor/internal/ids"
+	"github.com/subactor/subactor/internal/jsonv2"
+	"github.com/subactor/subactor/model/scripted"
+	"github.com/subactor/subactor/persistence"
+	"github.com/subactor/subactor/subagent"
+)
+
+// clusterOptions are the membership flags serve, status and delegate
+// -cluster share.
+type clusterOptions struct {
+	listen, memberListen string
+	peers, etcd          string
+	name                 string
+	tlsCA, tlsCert       string
+	tlsKey               string
+	insecure             bool
+}
+
+func clusterFlags(fs *flag.FlagSet, o *clusterOptions, listen string) {
+	fs.StringVar(&o.listen, "listen", listen, "the `HOST:PORT` this node's actors listen on (beyond loopback only with TLS or -insecure)")
+	fs.StringVar(&o.memberListen, "member-listen", "", "with -peers, this node's membership `HOST:PORT` (default: the listen port plus one)")
+	fs.StringVar(&o.peers, "peers", "", "the static member list: `HOST:PORT,...`, each member's membership address")
+	fs.StringVar(&o.etcd, "etcd", "", "etcd `ENDPOINTS` (host:port,...) holding the membership, instead of -peers")
+	fs.StringVar(&o.name, "cluster-name", cluster.DefaultName, "the cluster's `NAME`")
+	fs.StringVar(&o.tlsCA, "tls-ca", "", "mutual TLS: the `FILE` (PEM) of the CA every member's certificate comes from")
+	fs.StringVar(&o.tlsCert, "tls-cert", "", "mutual TLS: this node's certificate `FILE` (PEM)")
+	fs.StringVar(&o.tlsKey, "tls-key", "", "mutual TLS: this node's key `FILE` (PEM)")
+	fs.BoolVar(&o.insecure, "insecure", false, "allow listening beyond loopback without TLS")
+}
+
+// config is the cluster configuration the flags give; a usage error is a
+// *configError.
+func (o clusterOptions) config() (cluster.Config, error) {
+	c := cluster.Config{Name: o.name, Listen: o.listen, MemberListen: o.memberListen, Insecure: o.insecure}
+	split := func(s string) []string {
+		var out []string
+		for _, f := range strings.Split(s, ",") {
+			if f = strings.TrimSpace(f); f != "" {
+				out = append(out, f)
+			}
+		}
+		return out
+	}
+	c.Peers, c.Etcd = split(o.peers), split(o.etcd)
+	switch {
+	case len(c.Peers) > 0 && len(c.Etcd) > 0:
+		return c, configErrorf("give -peers or -etcd, not both")
+	case len(c.Peers) == 0 && len(c.Etcd) == 0:
+		return c, configErrorf("a cluster needs -peers (a static member list) or -etcd (endpoints)")
+	}
+	files := []string{o.tlsCA, o.tlsCert, o.tlsKey}
+	if slices.ContainsFunc(files, func(f string) bool { return f != "" }) {
+		if slices.Contains(files, "") {
+			return c, configErrorf("mutual TLS needs -tls-ca, -tls-cert and -tls-key together")
+		}
+		c.TLS = &cluster.TLSFiles{CA: o.tlsCA, Cert: o.tlsCert, Key: o.tlsKey}
+	}
+	return c, nil
+}
+
+// join starts the node, saying on logs what it waits for.
+func join(cfg cluster.Config, logs io.Writer) (*cluster.Node, error) {
+	if cfg.System == nil {
+		cfg.Logger = logger(logs)
+	}
+	fmt.Fprintf(logs, "%s: joining cluster %q at %s...\n", prog, cfg.Name, cfg.Listen)
+	n, err := cluster.Start(cfg)
+	if errors.Is(err, cluster.ErrConfig) {
+		return nil, configErrorf("%v", err)
+	}
+	return n, err
+}
+
+func logger(logs io.Writer) *slog.Logger {
+	return slog.New(slog.NewTextHandler(logs, &slog.HandlerOptions{Level: slog.LevelWarn}))
+}
+
+// joinAndWait joins as a member offering nothing and waits, saying so on
+// stderr, until the membership satisfies ok or one loss bound passed
+// (what is there by then is what there is).
+func joinAndWait(ctx context.Context, o clusterOptions, stderr io.Writer, command, what string, ok func([]cluster.Member) bool) (*cluster.Node, error) {
+	cfg, err := o.config()
+	if err != nil {
+		return nil, err
+	}
+	n, err := join(cfg, stderr)
+	if err != nil {
+		return nil, err
+	}
+	wait, cancel := context.WithTimeout(ctx, cluster.LossBound(len(cfg.Etcd) > 0))
+	defer cancel()
+	fmt.Fprintf(stderr, "%s %s: waiting for %s...\n", prog, command, what)
+	_, _ = n.WaitMembers(wait, ok)
+	return n, nil
+}
+
+// clusterKeys are the "cluster" object of a -config file, beside
+// "agent_servers": serve's flags, which win when given.
+type clusterKeys struct {
+	Listen       string   `json:"listen"`
+	MemberListen string   `json:"member_listen"`
+	Peers        []string `json:"peers"`
+	Etcd         []string `json:"etcd"`
+	Name         string   `json:"cluster_name"`
+	TLSCA        string   `json:"tls_ca"`
+	TLSCert      string   `json:"tls_cert"`
+	TLSKey       string   `json:"tls_key"`
+	Insecure     bool     `json:"insecure"`
+	Offer        []string `json:"offer"`
+	Capacity     int      `json:"capacity"`
+}
+
+const clusterKeyNames = "listen, member_listen, peers, etcd, cluster_name, tls_ca, tls_cert, tls_key, insecure, offer, capacity"
+
+// applyClusterKeys reads the "cluster" object of the -config file into o
+// for every flag the command line did not set. It is decoded as strictly
+// as -models (unknown or repeated keys, nulls and wrong types are usage
+// errors); "agent_servers" is the acp provider's to check.
+func applyClusterKeys(fs *flag.FlagSet, o *serveOptions) error {
+	data, err := readConfigFile("-config", o.config, configErrorf)
+	if err != nil {
+		return err
+	}
+	var file struct {
+		AgentServers jsontext.Value `json:"agent_servers"`
+		Cluster      *clusterKeys   `json:"cluster"`
+	}
+	if err := jsonv2.Unmarshal(data, &file); err != nil {
+		var e *jsonv2.Error
+		if errors.As(err, &e) && e.Problem == jsonv2.Unknown && e.Pointer == "/cluster" {
+			return configErrorf("-config %s: unknown key %q in \"cluster\" (keys are case-sensitive; they are: %s)", o.config, e.Name, clusterKeyNames)
+		}
+		return configErrorf("-config %s: %v", o.config, err)
+	}
+	k := file.Cluster
+	if k == nil {
+		return nil
+	}
+	set := map[string]bool{}
+	fs.Visit(func(f *flag.Flag) { set[f.Name] = true })
+	str := func(flag string, dst *string, v string) {
+		if !set[flag] && v != "" {
+			*dst = v
+		}
+	}
+	str("listen", &o.cluster.listen, k.Listen)
+	str("member-listen", &o.cluster.memberListen, k.MemberListen)
+	str("peers", &o.cluster.peers, strings.Join(k.Peers, ","))
+	str("etcd", &o.cluster.etcd, strings.Join(k.Etcd, ","))
+	str("cluster-name", &o.cluster.name, k.Name)
+	// A relative file is the config file's neighbour, as a command is.
+	rel := func(f string) string {
+		if f == "" || filepath.IsAbs(f) {
+			return f
+		}
+		return filepath.Join(filepath.Dir(o.config), f)
+	}
+	str("tls-ca", &o.cluster.tlsCA, rel(k.TLSCA))
+	str("tls-cert", &o.cluster.tlsCert, rel(k.TLSCert))
+	str("tls-key", &o.cluster.tlsKey, rel(k.TLSKey))
+	str("offer", &o.offer, strings.Join(k.Offer, ","))
+	if !set["insecure"] && k.Insecure {
+		o.cluster.insecure = true
+	}
+	if !set["capacity"] && k.Capacity != 0 {
+		o.capacity = k.Capacity
+	}
+	return nil
+}
+
+type serveOptions struct {
+	cluster  clusterOptions
+	config   string
+	offer    string
+	capacity int
+}
+
+func serveFlags(o *serveOptions) *flag.FlagSet {
+	fs := flag.NewFlagSet(prog+" serve", flag.ContinueOnError)
+	clusterFlags(fs, &o.cluster, "127.0.0.1:7400")
+	configFlag(fs, &o.config, "its agent servers are offered to the cluster")
+	fs.StringVar(&o.offer, "offer", "", "offer only these agent servers, `NAME,...` (default: every one in -config)")
+	fs.IntVar(&o.capacity, "capacity", cluster.DefaultCapacity, "how many runs this node hosts at once for its peers")
+	return fs
+}
+
+// serveCommand runs serve: it joins the cluster, prints "member <id> at
+// <address>" and hosts runs until SIGINT or SIGTERM, then leaves
+// gracefully (its runs are cancelled and their callers told).
+func serveCommand(ctx context.Context, args []string, stdout, stderr io.Writer) int {
+	var o serveOptions
+	fs := serveFlags(&o)
+	if code, ok := parseFlags(fs, args, stderr); !ok {
+		return code
+	}
+	fail := func(err error) int {
+		fmt.Fprintf(stderr, "%s serve: %s\n", prog, clean(err.Error()))
+		return exitCode(err)
+	}
+	if fs.NArg() > 0 {
+		return fail(configErrorf("serve takes no arguments, got %q", fs.Args()))
+	}
+	if o.config != "" {
+		if err := applyClusterKeys(fs, &o); err != nil {
+			return fail(err)
+		}
+	}
+	cfg, err := o.cluster.config()
+	if err != nil {
+		return fail(err)
+	}
+	cfg.Capacity = o.capacity
+	if o.capacity <= 0 {
+		return fail(configErrorf("-capacity %d: a node hosts at least one run", o.capacity))
+	}
+	// The runs of its agent servers live on the node's actor system.
+	cfg.System = actors.NewSystem(actors.WithLogger(cluster.QuietLogger(logger(stderr))))
+	if o.config != "" {
+		servers, err := loadAgentServers(o.config)
+		if err != nil {
+			cfg.System.Shutdown()
+			return fail(err)
+		}
+		names := servers.names
+		if o.offer != "" {
+			names = strings.Split(o.offer, ",")
+		}
+		for _, name := range names {
+			c, ok := servers.cfgs[name]
+			if !ok {
+				cfg.System.Shutdown()
+				return fail(configErrorf("-offer %q: no such agent server in %s", name, o.config))
+			}
+			c.Name, c.System = name, cfg.System
+			p, err := acp.New(c)
+			if err != nil {
+				cfg.System.Shutdown()
+				return fail(fmt.Errorf("agent server %q: %w", name, err))
+			}
+			cfg.Providers = append(cfg.Providers, p)
+		}
+	}
+	n, err := join(cfg, stderr)
+	if err != nil {
+		cfg.System.Shutdown()
+		return fail(err)
+	}
+	fmt.Fprintf(stdout, "member %s at %s offering [%s], capacity %d\n", n.ID(), n.Address(), strings.Join(n.Providers(), " "), o.capacity)
+	<-ctx.Done()
+	fmt.Fprintf(stderr, "%s serve: leaving the cluster...\n", prog)
+	leaveCtx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	n.Leave(leaveCtx)
+	return exitOK
+}
+
+// statusCommand runs status: it joins the cluster as a member offering
+// nothing, waits for the membership to settle and prints one line per
+// member: its id, address, providers, capacity and runs.
+func statusCommand(ctx context.Context, args []string, stdout, stderr io.Writer) int {
+	var o clusterOptions
+	fs := flag.NewFlagSet(prog+" status", flag.ContinueOnError)
+	clusterFlags(fs, &o, "127.0.0.1:0")
+	if code, ok := parseFlags(fs, args, stderr); !ok {
+		return code
+	}
+	fail := func(err error) int {
+		fmt.Fprintf(stderr, "%s status: %s\n", prog, clean(err.Error()))
+		return exitCode(err)
+	}
+	// One membership round: the members that answer it.
+	n, err := joinAndWait(ctx, o, stderr, "status", "the other members", func(ms []cluster.Member) bool { return len(ms) > 1 })
+	if err != nil {
+		return fail(err)
+	}
+	defer n.Stop()
+	for _, l := range remote.Status(ctx, n, time.Second) {
+		if l.Err != nil {
+			fmt.Fprintf(stdout, "%s %s unreachable: %v\n", l.Member.ID, l.Member.Address, l.Err)
+			continue
+		}
+		fmt.Fprintf(stdout, "%s %s providers=[%s] capacity=%d runs=%d\n", l.Member.ID, l.Member.Address,
+			strings.Join(l.Member.Providers, " "), l.Capacity, l.Runs)
+	}
+	return exitOK
+}
+
+// clusterDelegate runs delegate -cluster: the node joins the cluster as a
+// member offering nothing and delegates to the agent server -provider on
+// a member that offers it, printing what delegate prints.
+func clusterDelegate(ctx context.Context, o delegateOptions, stdout, stderr io.Writer) int {
+	fail := func(err error) int {
+		fmt.Fprintf(stderr, "%s delegate: %s\n", prog, clean(err.Error()))
+		return exitCode(err)
+	}
+	if o.provider == "" {
+		return fail(configErrorf("-cluster needs -provider NAME: the agent server a member offers"))
+	}
+	n, err := joinAndWait(ctx, o.clusterOpts, stderr, "delegate", "a member offering "+o.provider, func(ms []cluster.Member) bool {
+		return slices.ContainsFunc(ms, func(m cluster.Member) bool { return m.Offers(o.provider) })
+	})
+	if err != nil {
+		return fail(err)
+	}
+	defer n.Stop()
+	rp, err := remote.New(remote.Config{Name: o.provider, Node: n})
+	if err != nil {
+		return fail(err)
+	}
+	svc := registry.New(n.System())
+	defer svc.Close()
+	release, err := svc.RegisterProvider(rp)
+	if err != nil {
+		return fail(err)
+	}
+	defer release()
+	parent, err := agent.New(ctx, agent.Config{
+		Store: persistence.NewMemory(), Model: scripted.New(),
+		Header: subagent.SessionHeader{SessionID: ids.New()},
+	})
+	if err != nil {
+		return fail(err)
+	}
+	defer parent.Close()
+	rep := newReporter(o.quiet, o.json, stdout)
+	if o.json {
+		err = newEncoder(stdout).Encode(jsonEvent{Type: typeSession, SessionID: parent.SessionID()})
+	} else {
+		_, err = fmt.Fprintf(stdout, "session %s\n", parent.SessionID())
+	}
+	if err != nil {
+		return fail(err)
+	}
+	events := svc.ListenParent(parent.SessionID(), rep.event)
+	run, err := svc.Start(ctx, o.provider, subagent.StartRequest{
+		Parent: parent, Prompt: []subagent.ContentBlock{subagent.Text(o.prompt)},
+	})
+	if err != nil {
+		events.Release()
+		rep.close()
+		return fail(err)
+	}
+	res, err := run.Wait(context.WithoutCancel(ctx))
+	if derr := run.Dispose(context.WithoutCancel(ctx)); err == nil {
+		err = derr
+	}
+	_ = events.Flush(context.WithoutCancel(ctx))
+	events.Release()
+	rep.close()
+	if err != nil {
+		return fail(err)
+	}
+	return reportChild("delegate", outcome{session: parent.SessionID(), res: res}, o.json, o.quiet, stdout, stderr)
+}
