@@ -12,9 +12,8 @@
 //	  parent actor        one per delegating parent session: run events, listeners
 //	    run actor         one per activation; stopping the parent stops its runs
 //
-// The seam's own actors run their mailboxes inline on the sending goroutine
-// (package internal/inline): their Receive never blocks and never runs user
-// code, so that costs a sender microseconds at most.
+// The seam's own actors run on protoactor's default dispatcher: their
+// Receive never blocks and never runs user code.
 //
 // # What may cross the wire
 //

@@ -5,8 +5,6 @@ import (
 	"sync"
 
 	"github.com/asynkron/protoactor-go/actor"
-
-	"github.com/subactor/subactor/actors/internal/inline"
 )
 
 // System is one actor runtime. Create it with NewSystem, or with Wrap over a
@@ -86,9 +84,3 @@ func (s *System) Shutdown() {
 		s.stop.Do(s.sys.Shutdown)
 	}
 }
-
-// InlineProps builds props for an actor whose messages are handled on the
-// goroutine that sends them while the actor is idle, with the mailbox the
-// seam's own actors use: for an embedder's actor that never blocks in
-// Receive, and for measuring the seam against the raw runtime.
-func InlineProps(producer actor.Producer) *actor.Props { return inline.Props(producer) }

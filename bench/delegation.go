@@ -10,7 +10,6 @@ import (
 
 	"github.com/asynkron/protoactor-go/actor"
 
-	"github.com/subactor/subactor/actors"
 	"github.com/subactor/subactor/actors/providers/spawn"
 	"github.com/subactor/subactor/agent"
 	"github.com/subactor/subactor/model/scripted"
@@ -35,12 +34,10 @@ func RawProtoactor(b *testing.B) {
 	rawProtoactor(b, actor.PropsFromProducer(func() actor.Actor { return echoActor{} }))
 }
 
-// RawProtoactorInline is the same floor with the mailbox subactor's own
-// actors use (actors.InlineProps): messages handled on the sender's
-// goroutine.
-func RawProtoactorInline(b *testing.B) {
-	rawProtoactor(b, actors.InlineProps(func() actor.Actor { return echoActor{} }))
-}
+// RawProtoactorInline was the floor on subactor's own inline mailbox,
+// which is gone (issue 19): the seam's actors run on protoactor's default
+// dispatcher, so this is RawProtoactor.
+func RawProtoactorInline(b *testing.B) { RawProtoactor(b) }
 
 func rawProtoactor(b *testing.B, props *actor.Props) {
 	sys := actor.NewActorSystem(actor.WithLoggerFactory(func(*actor.ActorSystem) *slog.Logger {
@@ -62,14 +59,14 @@ func rawProtoactor(b *testing.B, props *actor.Props) {
 
 // SubactorSpawn is one foreground delegation through the Service, as the
 // delegate tool makes it: a spawn child on the scripted model with
-// in-memory sessions, started with StartRequest.Foreground, awaited at
-// once and disposed. Its child runs inside the Wait, on the caller's
-// goroutine, as the floor's actor handles its request on the caller's.
-func SubactorSpawn(b *testing.B) { spawnDelegations(b, persistence.NewMemory(), true) }
+// in-memory sessions, awaited at once and disposed. Its child runs on a
+// goroutine of its own.
+func SubactorSpawn(b *testing.B) { spawnDelegations(b, persistence.NewMemory()) }
 
-// SubactorSpawnAsync is SubactorSpawn for a caller that does not promise
-// to wait at once: the child runs on a goroutine of its own.
-func SubactorSpawnAsync(b *testing.B) { spawnDelegations(b, persistence.NewMemory(), false) }
+// SubactorSpawnAsync was SubactorSpawn without the foreground promise,
+// which is gone (issue 19): every child runs on a goroutine of its own, so
+// this is SubactorSpawn.
+func SubactorSpawnAsync(b *testing.B) { SubactorSpawn(b) }
 
 // SubactorSpawnBolt is SubactorSpawn with the sessions in the bbolt store,
 // every turn fsynced before the child goes on.
@@ -79,10 +76,10 @@ func SubactorSpawnBolt(b *testing.B) {
 		b.Fatal(err)
 	}
 	defer store.Close()
-	spawnDelegations(b, store, true)
+	spawnDelegations(b, store)
 }
 
-func spawnDelegations(b *testing.B, store persistence.Store, foreground bool) {
+func spawnDelegations(b *testing.B, store persistence.Store) {
 	ctx := context.Background()
 	s, err := newSeamWith(ctx, spawn.Config{Model: scripted.New(), Store: store})
 	if err != nil {
@@ -92,7 +89,7 @@ func spawnDelegations(b *testing.B, store persistence.Store, foreground bool) {
 	prompt := []subagent.ContentBlock{subagent.Text("echo hi")}
 	b.ReportAllocs()
 	for b.Loop() {
-		run, err := s.svc.Start(ctx, spawn.DefaultName, subagent.StartRequest{Parent: s.parent, Prompt: prompt, Foreground: foreground})
+		run, err := s.svc.Start(ctx, spawn.DefaultName, subagent.StartRequest{Parent: s.parent, Prompt: prompt})
 		if err != nil {
 			b.Fatal(err)
 		}

@@ -51,9 +51,11 @@ type Run interface {
 	SessionID() string
 	// LocalAgent is the exact published child agent, or nil for a remote run.
 	LocalAgent() Agent
-	// Wait blocks until the result settles or ctx ends. The result settles
-	// exactly once; every call returns the same value. A non-nil error is
-	// an infrastructure fault the Result cannot represent.
+	// Wait blocks until the result settles or ctx ends; once ctx has
+	// ended it returns ctx's error, settled or not. The result settles
+	// exactly once; every call under a live ctx returns the same value.
+	// Otherwise a non-nil error is an infrastructure fault the Result
+	// cannot represent. A run makes progress whether or not anyone waits.
 	Wait(ctx context.Context) (Result, error)
 	// OnSettled calls f once with the settled result, at once if it has
 	// already settled. f must not block. On a Run the Service returned, f

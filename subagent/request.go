@@ -26,13 +26,6 @@ type StartRequest struct {
 	Persona *string
 	// Continuation resumes a durable child; only with Service.Resume.
 	Continuation *Continuation
-	// Foreground is the caller's promise to wait for the run as soon as
-	// Start returns, on the same goroutine and under the same context (a
-	// delegate tool's foreground delegation). A provider may then hold
-	// the child until that Wait and run it there, on the caller's
-	// goroutine, instead of starting a goroutine for it: such a run makes
-	// no progress until it is waited on or disposed.
-	Foreground bool
 	// Scope is set by the Service before it calls the provider; whatever
 	// the caller puts here is replaced.
 	Scope Scope

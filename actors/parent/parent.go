@@ -35,7 +35,6 @@ import (
 
 	"github.com/subactor/subactor/actors/internal/fanout"
 	"github.com/subactor/subactor/actors/internal/guard"
-	"github.com/subactor/subactor/actors/internal/inline"
 	"github.com/subactor/subactor/actors/internal/reply"
 	"github.com/subactor/subactor/subagent"
 )
@@ -88,7 +87,7 @@ type (
 // The actor keeps listening at its number of listeners, so that sinks skip
 // progress nobody would receive.
 func Props(log *slog.Logger, parentID string, listening *atomic.Int32) *actor.Props {
-	return inline.Props(func() actor.Actor {
+	return actor.PropsFromProducer(func() actor.Actor {
 		return &parentActor{id: parentID, log: log, listening: listening, live: map[string]*Published{}}
 	})
 }
@@ -144,7 +143,7 @@ func (a *parentActor) receive(c actor.Context, msg any) {
 	case *SpawnRun:
 		a.runs++
 		if a.runProps == nil {
-			a.runProps = inline.Props(func() actor.Actor { return a.spawning })
+			a.runProps = actor.PropsFromProducer(func() actor.Actor { return a.spawning })
 		}
 		// The producer runs within SpawnPrefix, and only then: a failed
 		// run actor is resumed, never restarted (HandleFailure).

@@ -24,7 +24,6 @@ import (
 
 	"github.com/subactor/subactor/actors"
 	"github.com/subactor/subactor/actors/internal/fanout"
-	"github.com/subactor/subactor/actors/internal/inline"
 	"github.com/subactor/subactor/actors/internal/reply"
 	"github.com/subactor/subactor/actors/parent"
 	"github.com/subactor/subactor/actors/tasks"
@@ -100,9 +99,9 @@ func New(sys *actors.System, opts ...Option) *Service {
 		maxIdle:   o.IdleParents,
 	}
 	raw := sys.ActorSystem()
-	pid := raw.Root.SpawnPrefix(inline.Props(func() actor.Actor { return a }), "subagent-registry-")
+	pid := raw.Root.SpawnPrefix(actor.PropsFromProducer(func() actor.Actor { return a }), "subagent-registry-")
 	router := newRouter()
-	rpid := raw.Root.SpawnPrefix(inline.Props(func() actor.Actor { return router }), "subagent-router-")
+	rpid := raw.Root.SpawnPrefix(actor.PropsFromProducer(func() actor.Actor { return router }), "subagent-router-")
 	return &Service{sys: raw, log: sys.Logger(), pid: pid, opts: o, closed: make(chan struct{}), router: rpid}
 }
 

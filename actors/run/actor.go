@@ -66,7 +66,6 @@ type runActor struct {
 	live     *Gate      // the live child's; nil until the actor started
 	gate     Gate       // the first child's
 	watching bool       // the start context is an endWatcher a is watching
-	hold     bool       // the first child waits for the Handle (Spec.Held)
 	// quiet is the Lifecycle's QuietTake as of its last Step: the child
 	// may take without asking (see Gate.Take).
 	quiet atomic.Bool
@@ -431,9 +430,8 @@ func (a *runActor) Ended(cause error) {
 	a.h.sys.Root.Send(a.h.pid.Load(), cancelFor{cause: cause})
 }
 
-// launch starts the child on a goroutine the run owns (or, held, leaves
-// it to the Handle's first Wait or Dispose): its first activation, or a
-// relaunch. The first child's Gate is the run's own; a
+// launch starts the child on a goroutine the run owns: its first
+// activation, or a relaunch. The first child's Gate is the run's own; a
 // relaunched child gets a fresh one, since its predecessor may have left
 // its Gate with someone.
 func (a *runActor) launch() {
@@ -445,32 +443,31 @@ func (a *runActor) launch() {
 	g.run, g.ctx, g.cancel = a, ctx, cancel
 	a.live = g
 	a.h.latches.live.Add(1)
-	if a.hold {
-		a.hold = false
-		a.h.held.Store(g) // run by the first Wait or Dispose (Handle.runHeld)
-		return
-	}
 	go g.child()
 }
 
 // child is the child's goroutine: it runs the child, then (see finish)
-// releases the child's resources and sends its exit to the actor. Its
-// frame is under the child's whole loop, so it holds no more than the
-// call: a parked child's stack is most of what it costs (issue 11).
+// releases the child's resources and sends its exit to the actor.
 func (g *Gate) child() {
-	growStack()
-	defer g.finish()
+	returned := false
+	defer g.finish(&returned)
 	g.run.child.Run(g)
+	returned = true
 }
 
-// finish is the end of the child's goroutine, whether the child returned
-// or panicked: it records a panic, releases the child's resources, sends
-// the child's exit to the actor and counts the goroutine done, each step
-// even if the one before it panicked.
-func (g *Gate) finish() {
-	if p := recover(); p != nil {
+// finish is the end of the child's goroutine, whether the child returned,
+// panicked or called runtime.Goexit (a test's t.FailNow in a model): it
+// records a crash, releases the child's resources, sends the child's exit
+// to the actor and counts the goroutine done, each step even if the one
+// before it panicked.
+func (g *Gate) finish(returned *bool) {
+	p := recover()
+	if p == nil && !*returned {
+		p = "runtime.Goexit"
+	}
+	if p != nil {
 		// As for a Body whose results never came: nothing of what a
-		// Child wrote before it panicked counts.
+		// Child wrote before it crashed counts.
 		g.exited.Exit = Exit{Err: &childPanic{fmt.Sprint(p)}}
 	}
 	a := g.run
@@ -485,21 +482,6 @@ func (g *Gate) exit() {
 	h := &g.run.h
 	h.sys.Root.Send(h.pid.Load(), &g.exited)
 }
-
-// growStack grows the new goroutine's stack to what a child's loop needs
-// in one step, while it holds one frame: growing it on demand deep in the
-// loop copies the stack twice and adjusts every frame on it each time,
-// about a seventh of a delegation's CPU. A child parked on its model uses
-// little enough of it that a collection halves it (issue 11).
-//
-//go:noinline
-func growStack() {
-	var pad [4 << 10]byte
-	touch(pad[:])
-}
-
-//go:noinline
-func touch([]byte) {}
 
 // release frees the child's resources; a panic there is an infrastructure
 // fault of the run, reported instead of lost.

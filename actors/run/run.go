@@ -11,7 +11,6 @@ import (
 
 	"github.com/subactor/subactor/actors"
 	"github.com/subactor/subactor/actors/internal/ask"
-	"github.com/subactor/subactor/actors/internal/inline"
 	"github.com/subactor/subactor/internal/ids"
 	"github.com/subactor/subactor/messages"
 	"github.com/subactor/subactor/subagent"
@@ -68,13 +67,6 @@ type Spec struct {
 	Child        Child
 	Relaunchable bool
 	Restarts     subagent.RestartPolicy
-	// Held, for a caller that waits for the run at once (a foreground
-	// delegation), holds the first child until the run's first Wait or
-	// Dispose, which runs it on its own goroutine: no goroutine of the
-	// run's own to start, to hand over to and back from. A held run makes
-	// no progress until then. A relaunch after a crash runs on a goroutine
-	// of its own as ever.
-	Held bool
 	// Release frees the child's resources after each Body returned and
 	// before the run counts as quiesced. Optional; a Child frees its own.
 	Release func()
@@ -85,8 +77,8 @@ type Spec struct {
 type Handle struct {
 	sys *actor.ActorSystem
 	// pid is stored by Start once the actor is spawned, and by the actor
-	// as it starts, which may be first: with the inline mailbox the actor
-	// starts (and launches its child) while Start is still spawning it.
+	// as it starts, which may be first: the actor may start (and launch
+	// its child) while Start is still spawning it.
 	pid       atomic.Pointer[actor.PID]
 	id        string
 	sessionID string
@@ -100,10 +92,7 @@ type Handle struct {
 	// once it has stopped and every goroutine it launched has returned,
 	// live counting those still to finish.
 	latches latches
-	// held is the held first child's Gate (Spec.Held) until a Wait or
-	// Dispose takes it to run.
-	held   atomic.Pointer[Gate]
-	steers atomic.Uint64 // correlation ids of this handle's steers
+	steers  atomic.Uint64 // correlation ids of this handle's steers
 }
 
 // The run's latches.
@@ -185,7 +174,7 @@ func Start(sys *actors.System, spec Spec) *Handle {
 	if id == "" {
 		id = ids.New()
 	}
-	a := &runActor{start: spec.Ctx, child: spec.Child, hold: spec.Held}
+	a := &runActor{start: spec.Ctx, child: spec.Child}
 	if a.child == nil {
 		a.child = &bodies{body: spec.Body, again: spec.Relaunch, free: spec.Release}
 	}
@@ -205,7 +194,7 @@ func Start(sys *actors.System, spec Spec) *Handle {
 			return h
 		}
 	}
-	h.pid.Store(h.sys.Root.SpawnPrefix(inline.Props(func() actor.Actor { return a }), "run-"))
+	h.pid.Store(h.sys.Root.SpawnPrefix(actor.PropsFromProducer(func() actor.Actor { return a }), "run-"))
 	return h
 }
 
@@ -221,16 +210,18 @@ func (h *Handle) LocalAgent() subagent.Agent { return h.agent }
 // Publish records that the caller now owns the run.
 func (h *Handle) Publish() { h.sys.Root.Send(h.pid.Load(), publish{}) }
 
-// Wait implements subagent.Run. A held child (Spec.Held) runs here first,
-// on the caller's goroutine.
+// Wait implements subagent.Run. Once ctx has ended it returns ctx's
+// error, settled or not, so that what a cancellation reports never
+// depends on which of the two a waiter saw first.
 func (h *Handle) Wait(ctx context.Context) (subagent.Result, error) {
-	h.runHeld()
 	select {
 	case <-h.latches.wait(settled):
-		return h.result.Result, h.result.Err
 	case <-ctx.Done():
-		return subagent.Result{}, ctx.Err()
 	}
+	if err := ctx.Err(); err != nil {
+		return subagent.Result{}, err
+	}
+	return h.result.Result, h.result.Err
 }
 
 // OnSettled implements subagent.Run. The run actor calls f as it settles,
@@ -251,21 +242,11 @@ func (h *Handle) Dispose(ctx context.Context) error {
 		return nil
 	}
 	h.sys.Root.Send(h.pid.Load(), dispose{})
-	h.runHeld() // cancelled by the dispose: it returns at once
 	select {
 	case <-h.latches.wait(quiesced):
 		return nil
 	case <-ctx.Done():
 		return ctx.Err()
-	}
-}
-
-// runHeld runs the held child, if it is still held, on the caller's
-// goroutine. The actor launched it (Start returns once it has) and only
-// held back its goroutine.
-func (h *Handle) runHeld() {
-	if g := h.held.Swap(nil); g != nil {
-		g.child()
 	}
 }
 
@@ -356,7 +337,7 @@ func (g *Gate) Take(ctx context.Context) ([][]subagent.ContentBlock, error) {
 	var snap snapshot
 	var err error
 	select {
-	case snap = <-reply: // mostly answered already, inline: ctx.Done may never be made
+	case snap = <-reply: // answered already: ctx.Done need not be made
 	default:
 		select {
 		case snap = <-reply:

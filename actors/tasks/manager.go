@@ -32,7 +32,6 @@ import (
 
 	"github.com/subactor/subactor/actors"
 	"github.com/subactor/subactor/actors/internal/guard"
-	"github.com/subactor/subactor/actors/internal/inline"
 	"github.com/subactor/subactor/actors/internal/reply"
 	"github.com/subactor/subactor/persistence"
 	"github.com/subactor/subactor/subagent"
@@ -104,7 +103,7 @@ type Manager struct {
 func New(sys *actors.System, store persistence.TaskStore) *Manager {
 	m := &Manager{sys: sys.ActorSystem(), log: sys.Logger(), store: store, closed: make(chan struct{})}
 	a := &managerActor{log: m.log, tasks: map[string]*entry{}, waits: map[string]*reply.To{}}
-	m.pid = m.sys.Root.SpawnPrefix(inline.Props(func() actor.Actor { return a }), "subagent-tasks-")
+	m.pid = m.sys.Root.SpawnPrefix(actor.PropsFromProducer(func() actor.Actor { return a }), "subagent-tasks-")
 	return m
 }
 

@@ -359,7 +359,6 @@ func (t *Tool) Call(ctx context.Context, caller *agent.Agent, raw json.RawMessag
 	if a.Background {
 		return t.background(ctx, caller, req)
 	}
-	req.Foreground = true // waited for at once, here: the child may run on this goroutine
 	run, err := t.cfg.Service.Start(ctx, t.cfg.Provider, req)
 	if err != nil {
 		return "", err

@@ -6,7 +6,6 @@ import (
 	"errors"
 	"fmt"
 	"reflect"
-	"runtime"
 	"slices"
 	"strings"
 	"sync"
@@ -283,33 +282,6 @@ func TestT1_ForegroundAnswerFromARealParent(t *testing.T) {
 	// One run, one id: the tool's answer and the events agree.
 	if started.RunID != runID || started.SessionID != runID || !started.Local || ended.RunID != runID || ended.StopReason != subagent.Completed {
 		t.Fatalf("events %+v %+v", started, ended)
-	}
-}
-
-// Contract T1: a foreground delegation's child runs on the delegating
-// goroutine, inside the tool's call (its run is held for the tool's Wait),
-// not on a goroutine started for it.
-func TestT1_AForegroundChildRunsInsideTheToolsCall(t *testing.T) {
-	e := newEnv(t)
-	inCall := make(chan bool, 1)
-	e.spawnProvider(t, spawn.Config{Model: agenttest.NewRecorder(func(agent.Request) agent.Response {
-		buf := make([]byte, 64<<10)
-		inCall <- strings.Contains(string(buf[:runtime.Stack(buf, false)]), "(*Tool).Call")
-		return final("hi")
-	})})
-	tool := newTool(t, e.svc, delegate.Config{Provider: spawn.DefaultName}, true)
-	parentModel := agenttest.NewRecorder(func(req agent.Request) agent.Response {
-		if len(req.Messages) == 1 {
-			return callTool(delegate.DefaultName, `{"description":"d","prompt":"echo hi"}`)
-		}
-		return final("ok")
-	})
-	parent := e.agentAt(t, "parent", 0, subagent.AgentOptions{}, parentModel, tool)
-	if res := parent.Run(await.Ctx(t), text("delegate"), nil); res.StopReason != subagent.Completed {
-		t.Fatalf("parent: %+v", res)
-	}
-	if !await.Recv(t, inCall, "the child's model call") {
-		t.Fatal("the foreground child ran on a goroutine of its own, not inside the delegate tool's call")
 	}
 }
 

@@ -292,7 +292,6 @@ func (p *Provider) launch(ctx context.Context, req subagent.StartRequest, c *chi
 		Ctx:          ctx,
 		Child:        c,
 		Relaunchable: true,
-		Held:         req.Foreground,
 	})
 	// A resumed child took its log with its prompt: the activation exists
 	// (the message it carries is delivered), so an ended ctx or parent
