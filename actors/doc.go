@@ -10,7 +10,8 @@
 //
 //	registry actor        one per Service: providers in order, parents by session id
 //	  parent actor        one per delegating parent session: run events, listeners
-//	    run actor         one per activation; stopping the parent stops its runs
+//	run actor             one per activation; its start context ends with its
+//	                      parent agent, its caller's context and the Service
 //
 // The seam's own actors run on protoactor's default dispatcher: their
 // Receive never blocks and never runs user code.

@@ -87,11 +87,6 @@ type Agent interface {
 type Closable interface {
 	// Lifetime ends when the agent closes; its cause says why.
 	Lifetime() context.Context
-	// OnClose has cancel called with the close's cause when the agent
-	// closes (at once if it has), until the returned stop is called: how
-	// the Service ties a child to its parent without a goroutine or a
-	// context watcher per child.
-	OnClose(cancel context.CancelCauseFunc) (stop func())
 }
 
 type lifetimeKey struct{}

@@ -117,10 +117,10 @@ func TestA1_ACallersBlockingObserverDoesNotStallTheRun(t *testing.T) {
 	}
 }
 
-// Contracts A1, R3: run actors live under their parent's actor, so closing
-// the Service stops every live run: its child is cancelled, it settles
-// aborted, and Dispose returns once the child has returned.
-func TestA1R3_ClosingTheServiceStopsTheRunsUnderIt(t *testing.T) {
+// Contracts S1, R3: every run's start context is tied to its Service, so
+// closing the Service cancels every live run: it settles aborted with
+// ErrServiceClosed, and Dispose returns once the child has returned.
+func TestS1R3_ClosingTheServiceCancelsItsRuns(t *testing.T) {
 	f := newFixture(t)
 	f.provider(t, "p", allCaps()) // never released: the child waits for its cancel
 	r, err := f.svc.Start(await.Ctx(t), "p", request("x"))
@@ -129,7 +129,7 @@ func TestA1R3_ClosingTheServiceStopsTheRunsUnderIt(t *testing.T) {
 	}
 	f.svc.Close()
 	res, err := r.Wait(await.Ctx(t))
-	if err != nil || res.StopReason != subagent.Aborted || !errors.Is(res.Cause, run.ErrStopped) {
+	if err != nil || res.StopReason != subagent.Aborted || !errors.Is(res.Cause, subagent.ErrServiceClosed) {
 		t.Fatalf("a run whose Service closed settled %+v, %v", res, err)
 	}
 	if err := r.Dispose(await.Ctx(t)); err != nil {

@@ -65,7 +65,6 @@ type runActor struct {
 	more     *actorMore // made on first use
 	live     *Gate      // the live child's; nil until the actor started
 	gate     Gate       // the first child's
-	watching bool       // the start context is an endWatcher a is watching
 	// quiet is the Lifecycle's QuietTake as of its last Step: the child
 	// may take without asking (see Gate.Take).
 	quiet atomic.Bool
@@ -385,48 +384,29 @@ func (a *runActor) notify(c actor.Context, f func(subagent.Result, error)) {
 	f(a.h.result.Result, a.h.result.Err)
 }
 
-// endWatcher is a start context that tells one watcher of its end itself,
-// with its cause, as context.AfterFunc would (the Service's, tied to the
-// parent's close): watching it costs the run no function values, and no
-// context of its own in the start context's tree. WatchEnd is false when
-// the context takes no (more) watcher; UnwatchEnd is context.AfterFunc's
-// stop.
-type endWatcher interface {
-	WatchEnd(w interface{ Ended(cause error) }) bool
-	UnwatchEnd() bool
-}
-
 // watchStart ties the start context to a cancel message, so cancellation
 // goes through the mailbox. A start context that can never end needs no
 // watch.
 func (a *runActor) watchStart() {
 	start := a.start
-	if w, ok := start.(endWatcher); ok && w.WatchEnd(a) {
-		a.watching = true
-		return
-	}
 	if start.Done() == nil {
 		return
 	}
-	a.stopCtx = context.AfterFunc(start, func() { a.Ended(context.Cause(start)) })
+	a.stopCtx = context.AfterFunc(start, func() { a.ended(context.Cause(start)) })
 }
 
 // unwatchStart ends what watchStart began; it is called once the run has
 // settled, before the start context is dropped (see done).
 func (a *runActor) unwatchStart() {
-	if a.watching {
-		a.watching = false
-		a.start.(endWatcher).UnwatchEnd()
-	}
 	if a.stopCtx != nil {
 		a.stopCtx()
 		a.stopCtx = nil // it holds the start context
 	}
 }
 
-// Ended is told that the start context ended, with its cause, on a
+// ended is told that the start context ended, with its cause, on a
 // goroutine of its own.
-func (a *runActor) Ended(cause error) {
+func (a *runActor) ended(cause error) {
 	a.h.sys.Root.Send(a.h.pid.Load(), cancelFor{cause: cause})
 }
 

@@ -44,17 +44,16 @@ type Exit struct {
 
 // Spec describes one activation.
 type Spec struct {
-	// Scope is the one the Service handed the provider: the run id, and
-	// the sink through which the run actor is spawned under its parent's
-	// actor, so that stopping the parent stops its runs. Without a
-	// Service's scope the run gets a fresh id and lives at the root.
+	// Scope is the one the Service handed the provider: the run id and
+	// the restart policy. Without a Service's scope the run gets a fresh
+	// id.
 	Scope subagent.Scope
 	// SessionID is the child's session, "" when it has none here.
 	SessionID string
 	Agent     subagent.Agent // the published local agent, or nil
 	// Ctx is the start request's context: when it ends, the child is
-	// cancelled with its cause (S5). A context that tells a watcher of its
-	// end itself (the Service's, see endWatcher) is watched that way.
+	// cancelled with its cause (S5). The Service's is tied to the parent's
+	// and the Service's lifetimes: it is how a child ends with them.
 	Ctx  context.Context
 	Body Body
 	// Relaunch, when set, continues the child from its last checkpoint
@@ -154,12 +153,6 @@ func (l *latches) closeLocked(i int) {
 	}
 }
 
-// host spawns run actors under a parent actor; the Service's event sink is
-// one.
-type host interface {
-	SpawnRun(a actor.Actor) (*actor.PID, error)
-}
-
 // Start spawns the run actor, which starts the body at once. The provider
 // calls Publish on the handle just before returning it to its caller, or
 // Dispose to roll back.
@@ -188,12 +181,6 @@ func Start(sys *actors.System, spec Spec) *Handle {
 	}
 	a.life.init(relaunchable, spec.Restarts)
 	a.quiet.Store(a.life.QuietTake())
-	if parent, ok := spec.Scope.Events.(host); ok {
-		if pid, err := parent.SpawnRun(a); err == nil {
-			h.pid.Store(pid)
-			return h
-		}
-	}
 	h.pid.Store(h.sys.Root.SpawnPrefix(actor.PropsFromProducer(func() actor.Actor { return a }), "run-"))
 	return h
 }
