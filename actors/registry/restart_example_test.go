@@ -34,7 +34,6 @@ func (p *flaky) Start(ctx context.Context, req subagent.StartRequest) (subagent.
 			return subagent.Result{Output: []subagent.ContentBlock{subagent.Text("recovered")}, StopReason: subagent.Completed}, nil
 		},
 	})
-	h.Publish()
 	return h, nil
 }
 

@@ -152,7 +152,6 @@ func TestA2_TheEmbeddersRestartPolicyReachesTheRuns(t *testing.T) {
 				return subagent.Result{Output: []subagent.ContentBlock{subagent.Text("resumed")}, StopReason: subagent.Completed}, nil
 			},
 		})
-		h.Publish()
 		return h, nil
 	}
 	release, _ := f.svc.RegisterProvider(p)

@@ -83,7 +83,6 @@ func (p *testProvider) spawn(ctx context.Context, req subagent.StartRequest, bod
 		spec.Agent = parentAgent{id: spec.SessionID, depth: subagent.DelegationDepthOf(req.Parent) + 1}
 	}
 	h := run.Start(p.sys, spec)
-	h.Publish()
 	return h
 }
 

@@ -21,7 +21,6 @@ import (
 // Dispose, Watch). The frequent ones are pointer-shaped or of size zero,
 // so sending them allocates nothing.
 type (
-	publish      struct{}
 	takeSnapshot struct{ reply chan snapshot }
 	snapshot     struct {
 		steers [][]subagent.ContentBlock
@@ -46,14 +45,12 @@ type steerFrom struct {
 	id  uint64
 }
 
-// runActor feeds its mailbox to the Lifecycle and carries out the effects.
-// It is the run's one allocation: its Handle, its Lifecycle and the first
-// child's Gate live in it, since they live as long as the run does. Mind
-// its size class (see TestRunActorSize) when adding to it: every parked
-// child has one (issue 11).
+// runActor feeds its mailbox to the lifecycle and carries out the effects.
+// Its Handle, its lifecycle and the first child's Gate live in it, since
+// they live as long as the run does.
 type runActor struct {
 	h    Handle
-	life Lifecycle
+	life lifecycle
 	// What the Spec gave the run, dropped once it has quiesced.
 	start   context.Context
 	child   Child         // the Spec's, or its Body, Relaunch and Release as one
@@ -65,7 +62,7 @@ type runActor struct {
 	more     *actorMore // made on first use
 	live     *Gate      // the live child's; nil until the actor started
 	gate     Gate       // the first child's
-	// quiet is the Lifecycle's QuietTake as of its last Step: the child
+	// quiet is the lifecycle's quietTake as of its last Step: the child
 	// may take without asking (see Gate.Take).
 	quiet atomic.Bool
 }
@@ -78,8 +75,6 @@ type bodies struct {
 }
 
 // Run implements Child.
-//
-//go:noinline
 func (b *bodies) Run(g *Gate) {
 	body := b.body
 	if g.Relaunched() {
@@ -143,7 +138,7 @@ func (a *runActor) crashed(c actor.Context, msg any) {
 		_, recorded := a.replies()[steerKey(c.Sender(), steer.SteerId)]
 		unrecorded = !recorded
 	}
-	a.step(c, InCrash{Reason: fmt.Sprintf("handling %T: %v", msg, p), At: time.Now()})
+	a.step(c, inCrash{Reason: fmt.Sprintf("handling %T: %v", msg, p), At: time.Now()})
 	switch msg.(type) {
 	case *messages.Steer:
 		if unrecorded {
@@ -151,14 +146,11 @@ func (a *runActor) crashed(c actor.Context, msg any) {
 		}
 	case *messages.Dispose, dispose:
 		// The crash must not drop a Dispose: its callers wait for it.
-		a.step(c, InDispose{ID: a.sender(c)})
+		a.step(c, inDispose{ID: a.sender(c)})
 	}
 }
 
-// receive dispatches. It runs on the child's goroutine whenever the
-// child's own send is handled inline, deep in the child's stack, so the
-// cases that need more than a few words of stack have methods of their
-// own and this frame stays small.
+// receive dispatches.
 func (a *runActor) receive(c actor.Context, msg any) {
 	switch m := msg.(type) {
 	case *actor.Started:
@@ -170,7 +162,7 @@ func (a *runActor) receive(c actor.Context, msg any) {
 			a.launch()
 		}
 	case *actor.Stopped:
-		a.step(c, InStopped{})
+		a.step(c, inStopped{})
 	case observe:
 		switch {
 		case a.life.settled:
@@ -181,19 +173,17 @@ func (a *runActor) receive(c actor.Context, msg any) {
 			more := a.extra()
 			more.observers = append(more.observers, m.f)
 		}
-	case publish:
-		a.step(c, InPublish{})
 	case takeSnapshot:
 		// The child's loop asks once per model request and waits for the
 		// answer, so there is one Take at a time.
 		a.take = m.reply
-		a.step(c, InTake{ID: "take"})
+		a.step(c, inTake{ID: "take"})
 	case *childExited:
 		a.exited(c, m)
 	case dispose:
-		a.step(c, InDispose{})
+		a.step(c, inDispose{})
 	case cancelFor:
-		a.step(c, InCancel{Cause: m.cause})
+		a.step(c, inCancel{Cause: m.cause})
 	case *messages.Steer:
 		a.steer(c, m)
 	case *messages.SteerWithdraw:
@@ -201,10 +191,10 @@ func (a *runActor) receive(c actor.Context, msg any) {
 	case *messages.Cancel:
 		a.cancelWire(c, m)
 	case *messages.Dispose:
-		a.step(c, InDispose{ID: a.sender(c)})
+		a.step(c, inDispose{ID: a.sender(c)})
 	case *messages.Watch:
 		if id := a.sender(c); id != "" {
-			a.step(c, InWatch{ID: id})
+			a.step(c, inWatch{ID: id})
 		}
 	}
 }
@@ -212,7 +202,7 @@ func (a *runActor) receive(c actor.Context, msg any) {
 func (e *childPanic) Error() string { return "child panicked: " + e.value }
 
 func (a *runActor) exited(c actor.Context, m *childExited) {
-	in := InExited{Result: m.Result, Err: m.Err, At: time.Now()}
+	in := inExited{Result: m.Result, Err: m.Err, At: time.Now()}
 	if p, ok := m.Err.(*childPanic); ok {
 		in.Err, in.Panic = nil, p.value
 	}
@@ -230,17 +220,17 @@ func (a *runActor) steer(c actor.Context, m *messages.Steer) {
 		more.replies = map[string]steerFrom{}
 	}
 	more.replies[key] = steerFrom{pid: s, id: m.SteerId}
-	a.step(c, InSteer{ID: key, Content: messages.ToContent(m.Content)})
+	a.step(c, inSteer{ID: key, Content: messages.ToContent(m.Content)})
 }
 
 func (a *runActor) withdraw(c actor.Context, m *messages.SteerWithdraw) {
 	if s := c.Sender(); s != nil {
-		a.step(c, InWithdraw{ID: steerKey(s, m.SteerId)})
+		a.step(c, inWithdraw{ID: steerKey(s, m.SteerId)})
 	}
 }
 
 func (a *runActor) cancelWire(c actor.Context, m *messages.Cancel) {
-	a.step(c, InCancel{Cause: fmt.Errorf("run: cancelled: %s", m.Reason)})
+	a.step(c, inCancel{Cause: fmt.Errorf("run: cancelled: %s", m.Reason)})
 }
 
 // sender remembers a wire sender to answer later and returns its key, or
@@ -265,47 +255,45 @@ func steerKey(s *actor.PID, id uint64) string {
 	return s.Address + "/" + s.Id + "#" + strconv.FormatUint(id, 10)
 }
 
-// step feeds in to the Lifecycle and carries out the effects, each one
-// before the next Step, which reuses them.
-func (a *runActor) step(c actor.Context, in Input) {
-	effects := a.life.Step(in)
+// step feeds in to the lifecycle and carries out the effects.
+func (a *runActor) step(c actor.Context, in input) {
+	effects := a.life.step(in)
 	// Before the effects: a Take after a steer was recorded, or after the
 	// run began to close, asks.
-	a.quiet.Store(a.life.QuietTake())
+	a.quiet.Store(a.life.quietTake())
 	for _, fx := range effects {
 		switch fx := fx.(type) {
-		case *CancelChild:
+		case *cancelChild:
 			a.live.cancel(fx.Cause)
-		case *AnswerSteer:
+		case *answerSteer:
 			a.answerSteer(c, fx)
-		case *Deliver:
+		case *deliver:
 			a.deliver(fx)
-		case *Settle:
+		case *settle:
 			a.settle(c)
-		case *TellSettled:
+		case *tellSettled:
 			a.tellSettled(c, fx.ID)
-		case *Relaunch:
+		case *relaunchChild:
 			a.relaunch(c, fx.Attempt)
-		case StopSelf:
+		case stopSelf:
 			c.Stop(c.Self())
-		case Quiesced:
+		case quiesce:
 			a.h.latches.actorStopped(a.live)
 			a.done()
-		case *TellQuiesced:
+		case *tellQuiesced:
 			a.tellQuiesced(c, fx.ID)
 		}
 	}
-	a.life.Release() // see Lifecycle
 }
 
-func (a *runActor) answerSteer(c actor.Context, fx *AnswerSteer) {
+func (a *runActor) answerSteer(c actor.Context, fx *answerSteer) {
 	if to, ok := a.replies()[fx.ID]; ok {
 		delete(a.more.replies, fx.ID)
 		c.Send(to.pid, &messages.SteerAnswer{SteerId: to.id, Admitted: fx.Admitted, Reason: fx.Reason})
 	}
 }
 
-func (a *runActor) deliver(fx *Deliver) {
+func (a *runActor) deliver(fx *deliver) {
 	if ch := a.take; ch != nil {
 		a.take = nil
 		select { // one slot, one Take at a time: never blocks the actor
@@ -316,7 +304,7 @@ func (a *runActor) deliver(fx *Deliver) {
 }
 
 // settle tells the observers of the settle and then the Handle's waiters;
-// the result is the Lifecycle's, which the Handle reads (Handle.result).
+// the result is the lifecycle's, which the Handle reads (Handle.result).
 func (a *runActor) settle(c actor.Context) {
 	a.unwatchStart()
 	if f := a.observer; f != nil {

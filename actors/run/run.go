@@ -83,9 +83,9 @@ type Handle struct {
 	sessionID string
 	agent     subagent.Agent
 	// result is the run's result once the settled latch is closed: the
-	// Lifecycle's Settle effect, which it emits once and never changes
+	// lifecycle's settle effect, which it emits once and never changes
 	// after.
-	result *Settle
+	result *settle
 	// latches: settled once result is final; stopped once the actor has
 	// stopped (a message sent to it then is never answered); quiesced
 	// once it has stopped and every goroutine it launched has returned,
@@ -154,8 +154,7 @@ func (l *latches) closeLocked(i int) {
 }
 
 // Start spawns the run actor, which starts the body at once. The provider
-// calls Publish on the handle just before returning it to its caller, or
-// Dispose to roll back.
+// returns the handle to its caller, or disposes it to roll back.
 func Start(sys *actors.System, spec Spec) *Handle {
 	if spec.Ctx == nil {
 		spec.Ctx = context.Background()
@@ -180,7 +179,7 @@ func Start(sys *actors.System, spec Spec) *Handle {
 		relaunchable = spec.Relaunchable
 	}
 	a.life.init(relaunchable, spec.Restarts)
-	a.quiet.Store(a.life.QuietTake())
+	a.quiet.Store(a.life.quietTake())
 	h.pid.Store(h.sys.Root.SpawnPrefix(actor.PropsFromProducer(func() actor.Actor { return a }), "run-"))
 	return h
 }
@@ -193,9 +192,6 @@ func (h *Handle) SessionID() string { return h.sessionID }
 
 // LocalAgent implements subagent.Run.
 func (h *Handle) LocalAgent() subagent.Agent { return h.agent }
-
-// Publish records that the caller now owns the run.
-func (h *Handle) Publish() { h.sys.Root.Send(h.pid.Load(), publish{}) }
 
 // Wait implements subagent.Run. Once ctx has ended it returns ctx's
 // error, settled or not, so that what a cancellation reports never
@@ -283,11 +279,6 @@ type Gate struct {
 
 // Context is the child's context: it ends when the run cancels the child.
 func (g *Gate) Context() context.Context { return g.ctx }
-
-// CancelFunc cancels the child's context with a cause, as the run does
-// (a child may cancel itself: an agent closing). The run cancels it, with
-// context.Canceled, once the child has returned.
-func (g *Gate) CancelFunc() context.CancelCauseFunc { return g.cancel }
 
 // Relaunched reports whether the child is a relaunch after a crash.
 func (g *Gate) Relaunched() bool { return g != &g.run.gate } // the first child's is the run's own

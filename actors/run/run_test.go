@@ -289,7 +289,6 @@ func BenchmarkRun(b *testing.B) {
 	for b.Loop() {
 		h := run.Start(sys, run.Spec{Scope: subagent.Scope{RunID: "r"}, Ctx: ctx, Body: body})
 		h.OnSettled(observer)
-		h.Publish()
 		if _, err := h.Wait(ctx); err != nil {
 			b.Fatal(err)
 		}

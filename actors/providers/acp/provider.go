@@ -225,7 +225,6 @@ func (p *Provider) launch(ctx context.Context, c *child) (subagent.Run, error) {
 		}
 		return nil, errors.Join(errs...)
 	}
-	h.Publish()
 	return &Run{h: h, c: c}, nil
 }
 

@@ -300,7 +300,6 @@ func (p *Provider) launch(ctx context.Context, req subagent.StartRequest, c *chi
 		rollback := context.WithoutCancel(ctx)
 		return nil, errors.Join(err, h.Dispose(rollback), undo(rollback))
 	}
-	h.Publish()
 	return h, nil
 }
 
@@ -388,7 +387,7 @@ type child struct {
 // the child's stack (issue 11).
 func (c *child) Run(g *run.Gate) {
 	exit := g.Exit()
-	c.agent.RunUnder(g.Context(), g.CancelFunc(), nil, g, &exit.Result)
+	exit.Result = c.agent.Run(g.Context(), nil, g)
 	confirm(exit)
 }
 
