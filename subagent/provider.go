@@ -42,7 +42,7 @@ type Resumer interface {
 // Run is one activation of a child, owned by the caller that started it.
 type Run interface {
 	// ID is the run id the Service minted for this activation (the
-	// provider finds it in StartRequest.Scope): the one id every event of
+	// provider finds it with ScopeOf): the one id every event of
 	// the run and every tool answer about it carry.
 	ID() string
 	// SessionID is the child's session: for a fresh local child the same

@@ -146,7 +146,7 @@ func TestA2_TheEmbeddersRestartPolicyReachesTheRuns(t *testing.T) {
 	f := fixture{sys, svc}
 	p := &testProvider{name: "durable", sys: sys}
 	p.start = func(ctx context.Context, req subagent.StartRequest) (subagent.Run, error) {
-		h := run.Start(sys, run.Spec{Scope: req.Scope, Ctx: ctx,
+		h := run.Start(sys, run.Spec{Ctx: ctx,
 			Body: func(context.Context, *run.Gate) (subagent.Result, error) { panic("crash") },
 			Relaunch: func(context.Context, *run.Gate) (subagent.Result, error) {
 				return subagent.Result{Output: []subagent.ContentBlock{subagent.Text("resumed")}, StopReason: subagent.Completed}, nil

@@ -21,6 +21,7 @@ import (
 
 	"github.com/asynkron/protoactor-go/actor"
 	"github.com/subactor/subactor/internal/ids"
+	"github.com/subactor/subactor/internal/runscope"
 
 	"github.com/subactor/subactor/actors"
 	"github.com/subactor/subactor/actors/internal/fanout"
@@ -334,12 +335,12 @@ func (s *Service) open(ctx context.Context, name string, req subagent.StartReque
 		st.unbind()
 		return nil, err
 	}
-	req.Scope = subagent.Scope{
+	ctx = runscope.With(ctx, subagent.Scope{
 		RunID:    runID,
 		Parent:   subagent.ParentRef{SessionID: parentID, Depth: subagent.DelegationDepthOf(req.Parent)},
 		Events:   &st.sink,
 		Restarts: s.opts.RunRestarts,
-	}
+	})
 	var run subagent.Run
 	if resume {
 		run, err = p.(subagent.Resumer).Resume(ctx, req)

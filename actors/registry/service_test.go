@@ -78,7 +78,7 @@ func (p *testProvider) Start(ctx context.Context, req subagent.StartRequest) (su
 }
 
 func (p *testProvider) spawn(ctx context.Context, req subagent.StartRequest, body run.Body) *run.Handle {
-	spec := run.Spec{Scope: req.Scope, SessionID: fmt.Sprintf("%s-child-%d", p.name, p.starts.Load()), Ctx: ctx, Body: body}
+	spec := run.Spec{SessionID: fmt.Sprintf("%s-child-%d", p.name, p.starts.Load()), Ctx: ctx, Body: body}
 	if p.local {
 		spec.Agent = parentAgent{id: spec.SessionID, depth: subagent.DelegationDepthOf(req.Parent) + 1}
 	}

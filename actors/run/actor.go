@@ -33,7 +33,6 @@ type (
 	childPanic struct{ value string }
 	// cancelFor is the start context ending, with its cause.
 	cancelFor struct{ cause error }
-	observe   struct{ f func(subagent.Result, error) }
 	// dispose is the Handle's Dispose: a wire Dispose without a sender.
 	dispose struct{}
 )
@@ -56,12 +55,9 @@ type runActor struct {
 	child   Child         // the Spec's, or its Body, Relaunch and Release as one
 	stopCtx func() bool   // detaches the start context's AfterFunc; nil when none
 	take    chan snapshot // the child's Take awaiting its snapshot
-	// observer is the first observer to call when the run settles,
-	// usually the only one (the Service's); more.observers the others.
-	observer func(subagent.Result, error)
-	more     *actorMore // made on first use
-	live     *Gate      // the live child's; nil until the actor started
-	gate     Gate       // the first child's
+	more    *actorMore    // made on first use
+	live    *Gate         // the live child's; nil until the actor started
+	gate    Gate          // the first child's
 	// quiet is the lifecycle's quietTake as of its last Step: the child
 	// may take without asking (see Gate.Take).
 	quiet atomic.Bool
@@ -83,12 +79,10 @@ func (b *bodies) Run(g *Gate) {
 	g.exited.Result, g.exited.Err = body(g.ctx, g)
 }
 
-// actorMore is what few runs need: pending steers, wire senders, more
-// than one observer.
+// actorMore is what few runs need: pending steers, wire senders.
 type actorMore struct {
-	replies   map[string]steerFrom  // pending steers by key
-	senders   map[string]*actor.PID // watchers and disposers by key
-	observers []func(subagent.Result, error)
+	replies map[string]steerFrom  // pending steers by key
+	senders map[string]*actor.PID // watchers and disposers by key
 }
 
 func (a *runActor) extra() *actorMore {
@@ -163,16 +157,6 @@ func (a *runActor) receive(c actor.Context, msg any) {
 		}
 	case *actor.Stopped:
 		a.step(c, inStopped{})
-	case observe:
-		switch {
-		case a.life.settled:
-			a.notify(c, m.f)
-		case a.observer == nil:
-			a.observer = m.f
-		default:
-			more := a.extra()
-			more.observers = append(more.observers, m.f)
-		}
 	case takeSnapshot:
 		// The child's loop asks once per model request and waits for the
 		// answer, so there is one Take at a time.
@@ -303,21 +287,26 @@ func (a *runActor) deliver(fx *deliver) {
 	}
 }
 
-// settle tells the observers of the settle and then the Handle's waiters;
-// the result is the lifecycle's, which the Handle reads (Handle.result).
+// settle tells the observers of the settle, those registered meanwhile
+// too, and then the Handle's waiters; the result is the lifecycle's, which
+// the Handle reads (Handle.result).
 func (a *runActor) settle(c actor.Context) {
 	a.unwatchStart()
-	if f := a.observer; f != nil {
-		a.observer = nil
-		a.notify(c, f)
-	}
-	if more := a.more; more != nil {
-		for _, f := range more.observers {
+	l := &a.h.latches
+	for {
+		l.mu.Lock()
+		fs := l.observers
+		l.observers = nil
+		if len(fs) == 0 {
+			l.closeLocked(settled)
+			l.mu.Unlock()
+			return
+		}
+		l.mu.Unlock()
+		for _, f := range fs {
 			a.notify(c, f)
 		}
-		more.observers = nil
 	}
-	a.h.latches.close(settled)
 }
 
 func (a *runActor) tellSettled(c actor.Context, id string) {

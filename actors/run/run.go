@@ -45,8 +45,8 @@ type Exit struct {
 // Spec describes one activation.
 type Spec struct {
 	// Scope is the one the Service handed the provider: the run id and
-	// the restart policy. Without a Service's scope the run gets a fresh
-	// id.
+	// the restart policy; when zero, Ctx's (subagent.ScopeOf). Without a
+	// Service's scope the run gets a fresh id.
 	Scope subagent.Scope
 	// SessionID is the child's session, "" when it has none here.
 	SessionID string
@@ -106,10 +106,12 @@ const (
 // never waited on while they work, and three channels per parked child
 // are memory issue 11 counts.
 type latches struct {
-	chs    [3]chan struct{}
-	mu     sync.Mutex
-	live   atomic.Int32 // the Handle's (here, it fills what closed leaves of a word)
-	closed [3]bool
+	chs [3]chan struct{}
+	// observers are OnSettled's until the settled latch closes.
+	observers []func(subagent.Result, error)
+	mu        sync.Mutex
+	live      atomic.Int32 // the Handle's (here, it fills what closed leaves of a word)
+	closed    [3]bool
 }
 
 // closedChan is what a latch closed before anyone waited hands out.
@@ -158,6 +160,9 @@ func (l *latches) closeLocked(i int) {
 func Start(sys *actors.System, spec Spec) *Handle {
 	if spec.Ctx == nil {
 		spec.Ctx = context.Background()
+	}
+	if spec.Scope == (subagent.Scope{}) {
+		spec.Scope, _ = subagent.ScopeOf(spec.Ctx)
 	}
 	if spec.Restarts == (subagent.RestartPolicy{}) {
 		spec.Restarts = spec.Scope.Restarts
@@ -209,13 +214,18 @@ func (h *Handle) Wait(ctx context.Context) (subagent.Result, error) {
 
 // OnSettled implements subagent.Run. The run actor calls f as it settles,
 // before Wait returns, so what f sends is ordered before anything the
-// waiter does next; f must not block. Register observers before Dispose.
+// waiter does next; f must not block. Registering takes no message, so an
+// observer can never arrive after the actor stopped.
 func (h *Handle) OnSettled(f func(subagent.Result, error)) {
-	if h.latches.isClosed(settled) {
-		f(h.result.Result, h.result.Err)
+	l := &h.latches
+	l.mu.Lock()
+	if !l.closed[settled] {
+		l.observers = append(l.observers, f)
+		l.mu.Unlock()
 		return
 	}
-	h.sys.Root.Send(h.pid.Load(), observe{f})
+	l.mu.Unlock()
+	f(h.result.Result, h.result.Err)
 }
 
 // Dispose implements subagent.Run. Every caller waits for the same signal,

@@ -123,7 +123,9 @@ func (m *Manager) Start(ctx context.Context, spec Spec, start func(context.Conte
 		Continuable: spec.Continuable, State: Running}
 	startCtx, cancel := context.WithCancelCause(context.WithoutCancel(ctx))
 	defer context.AfterFunc(ctx, func() { cancel(context.Cause(ctx)) })()
-	if _, err := m.call(ctx, &add{task: t, cancel: cancel}); err != nil {
+	// Not bounded by ctx: the actor answers at once, and a task it added
+	// must be started (and so settled), or Close waits for it in vain.
+	if _, err := m.call(context.WithoutCancel(ctx), &add{task: t, cancel: cancel}); err != nil {
 		return Task{}, err
 	}
 	if err := m.record(ctx, t); err != nil {
