@@ -14,6 +14,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"github.com/subactor/subactor/internal/actorsraw"
 	"log/slog"
 	"reflect"
 	"sync"
@@ -103,7 +104,7 @@ func New(sys *actors.System, opts ...Option) *Service {
 		parents:   map[string]*parentRef{},
 		maxIdle:   o.IdleParents,
 	}
-	raw := sys.ActorSystem()
+	raw := actorsraw.Of(sys)
 	pid := raw.Root.SpawnPrefix(actor.PropsFromProducer(func() actor.Actor { return a }), "subagent-registry-")
 	router := newRouter()
 	rpid := raw.Root.SpawnPrefix(actor.PropsFromProducer(func() actor.Actor { return router }), "subagent-router-")

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"github.com/subactor/subactor/internal/actorsraw"
 	"sync"
 	"sync/atomic"
 
@@ -176,7 +177,7 @@ func Start(sys *actors.System, spec Spec) *Handle {
 		a.child = &bodies{body: spec.Body, again: spec.Relaunch, free: spec.Release}
 	}
 	h := &a.h
-	h.sys, h.id, h.sessionID, h.agent = sys.ActorSystem(), id, spec.SessionID, spec.Agent
+	h.sys, h.id, h.sessionID, h.agent = actorsraw.Of(sys), id, spec.SessionID, spec.Agent
 	h.result = &a.life.result
 	h.latches.live.Store(1) // the actor itself
 	relaunchable := spec.Relaunch != nil

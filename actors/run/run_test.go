@@ -3,6 +3,7 @@ package run_test
 import (
 	"context"
 	"errors"
+	"github.com/subactor/subactor/internal/actorstest"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -181,15 +182,15 @@ func TestS5_StartContextEndingCancelsTheLiveChild(t *testing.T) {
 // Contract R3.
 func TestR3_DisposeIsIdempotentConcurrentAndQuiescent(t *testing.T) {
 	sys := newSystem(t)
-	actorsBefore := sys.LiveActors()
+	actorsBefore := actorstest.LiveActors(sys)
 	goroutinesBefore := goleak.IgnoreCurrent()
 	p := newParked()
 	var released atomic.Bool
 	h := run.Start(sys, run.Spec{Scope: subagent.Scope{RunID: "r"}, Ctx: context.Background(), Body: p.body, Release: func() { released.Store(true) }})
 	await.Recv(t, p.took, "the first snapshot")
 	// The run actor; its child asks on a channel, not a reply actor.
-	if sys.LiveActors() != actorsBefore+1 {
-		t.Fatalf("run not counted: %d vs %d", sys.LiveActors(), actorsBefore)
+	if actorstest.LiveActors(sys) != actorsBefore+1 {
+		t.Fatalf("run not counted: %d vs %d", actorstest.LiveActors(sys), actorsBefore)
 	}
 	var wg sync.WaitGroup
 	errs := make(chan error, 64)
@@ -206,7 +207,7 @@ func TestR3_DisposeIsIdempotentConcurrentAndQuiescent(t *testing.T) {
 	if !released.Load() {
 		t.Fatal("Dispose returned before the child's resources were released")
 	}
-	if n := sys.LiveActors(); n != actorsBefore {
+	if n := actorstest.LiveActors(sys); n != actorsBefore {
 		t.Fatalf("live actors after dispose: %d, before: %d", n, actorsBefore)
 	}
 	if err := goleak.Find(goroutinesBefore, leaktest.DeadLetters); err != nil {

@@ -20,6 +20,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"github.com/subactor/subactor/internal/actorsraw"
 	"log/slog"
 	"slices"
 	"strconv"
@@ -101,7 +102,7 @@ type Manager struct {
 
 // New starts a manager on sys; store may be nil.
 func New(sys *actors.System, store persistence.TaskStore) *Manager {
-	m := &Manager{sys: sys.ActorSystem(), log: sys.Logger(), store: store, closed: make(chan struct{})}
+	m := &Manager{sys: actorsraw.Of(sys), log: sys.Logger(), store: store, closed: make(chan struct{})}
 	a := &managerActor{log: m.log, tasks: map[string]*entry{}, waits: map[string]*reply.To{}}
 	m.pid = m.sys.Root.SpawnPrefix(actor.PropsFromProducer(func() actor.Actor { return a }), "subagent-tasks-")
 	return m

@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"github.com/subactor/subactor/internal/actorstest"
 	"reflect"
 	"slices"
 	"strings"
@@ -244,7 +245,7 @@ func TestT1_ForegroundAnswerFromARealParent(t *testing.T) {
 	tool := newTool(t, e.svc, delegate.Config{Provider: spawn.DefaultName}, true)
 	var live []int // actor counts at each parent step
 	parentModel := agenttest.NewRecorder(func(req agent.Request) agent.Response {
-		live = append(live, e.sys.LiveActors())
+		live = append(live, actorstest.LiveActors(e.sys))
 		if len(req.Messages) == 1 {
 			return callTool(delegate.DefaultName, `{"description":"d","prompt":"echo hello"}`)
 		}
@@ -309,7 +310,7 @@ func TestT1_NonCompletedChildIsAnError(t *testing.T) {
 		`{"description":"d","prompt":"refuse"}`:                                   {"refusal", "I will not"},
 		`{"description":"d","prompt":"schema","output_schema":{"type":"object"}}`: {"error", "not JSON"},
 	} {
-		live := e.sys.LiveActors()
+		live := actorstest.LiveActors(e.sys)
 		out, err := tool.Call(await.Ctx(t), parent, json.RawMessage(args))
 		if err == nil || out != "" {
 			t.Fatalf("%s: got %q, %v; want an error", args, out, err)
@@ -319,7 +320,7 @@ func TestT1_NonCompletedChildIsAnError(t *testing.T) {
 				t.Errorf("%s: error %q does not mention %q", args, err, w)
 			}
 		}
-		if got := e.sys.LiveActors(); got != live {
+		if got := actorstest.LiveActors(e.sys); got != live {
 			t.Fatalf("%s: live actors %d, want %d: the child was not disposed", args, got, live)
 		}
 	}
@@ -388,7 +389,7 @@ func TestK3_HostileArgumentsStartNoChild(t *testing.T) {
 	limited := newTool(t, e.svc, delegate.Config{Provider: "bare"}, true)
 	parent := e.agentAt(t, "parent", 0, subagent.AgentOptions{}, nil)
 	events := e.events(t, parent)
-	live, created := e.sys.LiveActors(), e.store.creates()
+	live, created := actorstest.LiveActors(e.sys), e.store.creates()
 
 	for _, c := range []struct {
 		tool *delegate.Tool
@@ -427,9 +428,9 @@ func TestK3_HostileArgumentsStartNoChild(t *testing.T) {
 			t.Errorf("%s: got %q, %v; want %v", c.args, out, err, c.want)
 		}
 	}
-	if len(bare.starts) != 0 || e.sys.LiveActors() != live || e.store.creates() != created {
+	if len(bare.starts) != 0 || actorstest.LiveActors(e.sys) != live || e.store.creates() != created {
 		t.Fatalf("a hostile call reached a provider: stub starts %d, live actors %d→%d, sessions %d→%d",
-			len(bare.starts), live, e.sys.LiveActors(), created, e.store.creates())
+			len(bare.starts), live, actorstest.LiveActors(e.sys), created, e.store.creates())
 	}
 	// The parent actor emits in order: the first start it reports is the
 	// valid call's, so no hostile call published a run.

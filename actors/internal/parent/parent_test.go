@@ -1,6 +1,7 @@
 package parent_test
 
 import (
+	"github.com/subactor/subactor/internal/actorstest"
 	"log/slog"
 	"slices"
 	"sync/atomic"
@@ -56,7 +57,7 @@ func subscribe(t *testing.T, sys *actor.ActorSystem, pid *actor.PID) (*fanout.Su
 func TestE1E6_StartProgressEndAndIdleOnceNothingIsLeft(t *testing.T) {
 	sys := actors.NewSystem()
 	defer sys.Shutdown()
-	raw := sys.ActorSystem()
+	raw := actorstest.Raw(sys)
 	idle := make(chan int64, 4)
 	pid, listening := spawnListening(t, raw, idle)
 	sub, got := subscribe(t, raw, pid)
@@ -107,7 +108,7 @@ func TestE1E6_StartProgressEndAndIdleOnceNothingIsLeft(t *testing.T) {
 func TestA2_APanicInTheParentTellsListenersAndKeepsThem(t *testing.T) {
 	sys := actors.NewSystem()
 	defer sys.Shutdown()
-	raw := sys.ActorSystem()
+	raw := actorstest.Raw(sys)
 	pid := spawnUnderProbe(t, raw, make(chan int64, 4))
 	_, got := subscribe(t, raw, pid)
 	restore := guard.SetHook(func(kind string, msg any) {

@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"github.com/subactor/subactor/internal/actorstest"
 	"math"
 	"os"
 	"path/filepath"
@@ -413,7 +414,7 @@ func TestR6_S5_CancelDuringSetupRollsBackEverything(t *testing.T) {
 	parent := e.parent(t, "parent", 0, subagent.AgentOptions{})
 	// Warm up: the parent actor exists from the first start on.
 	e.start(t, subagent.StartRequest{Prompt: prompt("echo warm"), Parent: parent})
-	actorsBefore := e.sys.LiveActors()
+	actorsBefore := actorstest.LiveActors(e.sys)
 	ignore := goleak.IgnoreCurrent()
 
 	ctx, cancel := context.WithCancel(t.Context())
@@ -436,7 +437,7 @@ func TestR6_S5_CancelDuringSetupRollsBackEverything(t *testing.T) {
 	if _, _, err := e.store.Load(t.Context(), childID); !errors.Is(err, persistence.ErrNotFound) {
 		t.Fatalf("child session after rollback: %v, want ErrNotFound", err)
 	}
-	if got := e.sys.LiveActors(); got != actorsBefore {
+	if got := actorstest.LiveActors(e.sys); got != actorsBefore {
 		t.Fatalf("live actors %d after rollback, want %d", got, actorsBefore)
 	}
 	if err := goleak.Find(ignore, leaktest.DeadLetters); err != nil {
@@ -455,13 +456,13 @@ func TestR6_SetupFailureLeavesNothing(t *testing.T) {
 	parent := e.parent(t, "parent", 0, subagent.AgentOptions{})
 	// Subscribing spawns the parent actor before the count is taken.
 	defer e.svc.ListenParent(parent.SessionID(), func(subagent.Event) error { return nil }).Release()
-	created, live := e.store.creates(), e.sys.LiveActors()
+	created, live := e.store.creates(), actorstest.LiveActors(e.sys)
 	_, err := e.svc.Start(t.Context(), spawn.DefaultName, subagent.StartRequest{Prompt: prompt("echo no"), Parent: parent})
 	if !errors.Is(err, agent.ErrConfig) {
 		t.Fatalf("Start: %v, want agent.ErrConfig", err)
 	}
-	if e.store.creates() != created || e.sys.LiveActors() != live {
-		t.Fatalf("sessions %d→%d, live actors %d→%d", created, e.store.creates(), live, e.sys.LiveActors())
+	if e.store.creates() != created || actorstest.LiveActors(e.sys) != live {
+		t.Fatalf("sessions %d→%d, live actors %d→%d", created, e.store.creates(), live, actorstest.LiveActors(e.sys))
 	}
 }
 
