@@ -13,8 +13,9 @@
 //	run actor             one per activation; its start context ends with its
 //	                      parent agent, its caller's context and the Service
 //
-// The seam's own actors run on protoactor's default dispatcher: their
-// Receive never blocks and never runs user code.
+// The seam's own actors run their mailboxes inline on the sending goroutine
+// (package internal/inline, which says what that buys): their Receive
+// never blocks and never runs user code.
 //
 // # What may cross the wire
 //

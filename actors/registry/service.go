@@ -14,6 +14,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"github.com/subactor/subactor/actors/internal/inline"
 	"github.com/subactor/subactor/internal/actorsraw"
 	"log/slog"
 	"reflect"
@@ -105,9 +106,9 @@ func New(sys *actors.System, opts ...Option) *Service {
 		maxIdle:   o.IdleParents,
 	}
 	raw := actorsraw.Of(sys)
-	pid := raw.Root.SpawnPrefix(actor.PropsFromProducer(func() actor.Actor { return a }), "subagent-registry-")
+	pid := raw.Root.SpawnPrefix(inline.Props(func() actor.Actor { return a }), "subagent-registry-")
 	router := newRouter()
-	rpid := raw.Root.SpawnPrefix(actor.PropsFromProducer(func() actor.Actor { return router }), "subagent-router-")
+	rpid := raw.Root.SpawnPrefix(inline.Props(func() actor.Actor { return router }), "subagent-router-")
 	life, endAll := context.WithCancelCause(context.Background())
 	return &Service{sys: raw, log: sys.Logger(), pid: pid, opts: o, closed: make(chan struct{}), life: life, endAll: endAll, router: rpid}
 }

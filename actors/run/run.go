@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"github.com/subactor/subactor/actors/internal/inline"
 	"github.com/subactor/subactor/internal/actorsraw"
 	"sync"
 	"sync/atomic"
@@ -186,7 +187,7 @@ func Start(sys *actors.System, spec Spec) *Handle {
 	}
 	a.life.init(relaunchable, spec.Restarts)
 	a.quiet.Store(a.life.quietTake())
-	h.pid.Store(h.sys.Root.SpawnPrefix(actor.PropsFromProducer(func() actor.Actor { return a }), "run-"))
+	h.pid.Store(h.sys.Root.SpawnPrefix(inline.Props(func() actor.Actor { return a }), "run-"))
 	return h
 }
 

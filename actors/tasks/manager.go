@@ -20,6 +20,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"github.com/subactor/subactor/actors/internal/inline"
 	"github.com/subactor/subactor/internal/actorsraw"
 	"log/slog"
 	"slices"
@@ -104,7 +105,7 @@ type Manager struct {
 func New(sys *actors.System, store persistence.TaskStore) *Manager {
 	m := &Manager{sys: actorsraw.Of(sys), log: sys.Logger(), store: store, closed: make(chan struct{})}
 	a := &managerActor{log: m.log, tasks: map[string]*entry{}, waits: map[string]*reply.To{}}
-	m.pid = m.sys.Root.SpawnPrefix(actor.PropsFromProducer(func() actor.Actor { return a }), "subagent-tasks-")
+	m.pid = m.sys.Root.SpawnPrefix(inline.Props(func() actor.Actor { return a }), "subagent-tasks-")
 	return m
 }
 

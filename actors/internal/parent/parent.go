@@ -27,6 +27,7 @@ package parent
 
 import (
 	"fmt"
+	"github.com/subactor/subactor/actors/internal/inline"
 	"log/slog"
 	"sync/atomic"
 
@@ -79,7 +80,7 @@ type (
 // The actor keeps listening at its number of listeners, so that sinks skip
 // progress nobody would receive.
 func Props(log *slog.Logger, parentID string, listening *atomic.Int32) *actor.Props {
-	return actor.PropsFromProducer(func() actor.Actor {
+	return inline.Props(func() actor.Actor {
 		return &parentActor{id: parentID, log: log, listening: listening, live: map[string]*Published{}}
 	})
 }
