@@ -4,8 +4,6 @@ import (
 	"context"
 	"errors"
 	"math"
-	"os"
-	"path/filepath"
 	"runtime"
 	"strings"
 	"sync"
@@ -16,7 +14,6 @@ import (
 	"github.com/subactor/subactor/internal/await"
 	"github.com/subactor/subactor/model/scripted"
 	"github.com/subactor/subactor/subagent"
-	"github.com/subactor/subactor/tools/fstools"
 )
 
 // mode is how a caller holds a run it started. A run keeps one contract
@@ -77,14 +74,7 @@ func TestR2_WaitHonoursItsContextInEveryMode(t *testing.T) {
 // Contract R4: a steer sent before anyone waits is admitted into the
 // child's next model request in every mode.
 func TestR4_SteerBeforeWaitIsAdmittedInEveryMode(t *testing.T) {
-	root := t.TempDir()
-	if err := os.WriteFile(filepath.Join(root, "a.txt"), []byte("one\n"), 0o644); err != nil {
-		t.Fatal(err)
-	}
-	fs, err := fstools.New(root)
-	if err != nil {
-		t.Fatal(err)
-	}
+	fs := patientTools(t)
 	for _, m := range modes {
 		t.Run(m.name, func(t *testing.T) {
 			e := newEnv(t)

@@ -485,8 +485,8 @@ func (p patient) Generate(ctx context.Context, req agent.Request) (agent.Respons
 	return resp, err
 }
 
-// Contract R4.
-func TestR4_SteerReachesTheSpawnedChildsNextModelRequest(t *testing.T) {
+// patientTools are the tools a patient model lists a directory with.
+func patientTools(t *testing.T) []agent.Tool {
 	root := t.TempDir()
 	if err := os.WriteFile(filepath.Join(root, "a.txt"), []byte("one\ntwo\n"), 0o644); err != nil {
 		t.Fatal(err)
@@ -495,8 +495,13 @@ func TestR4_SteerReachesTheSpawnedChildsNextModelRequest(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
+	return fs
+}
+
+// Contract R4.
+func TestR4_SteerReachesTheSpawnedChildsNextModelRequest(t *testing.T) {
 	e := newEnv(t)
-	e.register(t, spawn.Config{Tools: fs, Model: patient{scripted.New()}, MaxSteps: math.MaxInt})
+	e.register(t, spawn.Config{Tools: patientTools(t), Model: patient{scripted.New()}, MaxSteps: math.MaxInt})
 	run, err := e.svc.Start(t.Context(), spawn.DefaultName, subagent.StartRequest{Prompt: prompt("echo done"), Parent: e.parent(t, "p", 0, subagent.AgentOptions{})})
 	if err != nil {
 		t.Fatal(err)
