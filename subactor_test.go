@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"github.com/subactor/subactor/internal/actorstest"
 	"slices"
 	"testing"
 
@@ -102,7 +103,7 @@ func TestCloseLeavesNoGoroutine(t *testing.T) {
 	delegate(t, rt, "echo hello")
 	rt.Close()
 	rt.Close() // idempotent
-	if !rt.System.ActorSystem().IsStopped() {
+	if !actorstest.Raw(rt.System).IsStopped() {
 		t.Fatal("Close left the System New made running")
 	}
 	if err := goleak.Find(goroutines, leaktest.DeadLetters); err != nil {
@@ -122,7 +123,7 @@ func TestCloseLeavesAGivenSystemRunning(t *testing.T) {
 			t.Fatalf("runtime %d: output %q", i, subagent.TextOf(res.Output))
 		}
 		rt.Close()
-		if sys.ActorSystem().IsStopped() {
+		if actorstest.Raw(sys).IsStopped() {
 			t.Fatalf("runtime %d's Close shut down a System it did not create", i)
 		}
 	}
@@ -172,14 +173,14 @@ func TestDelegateDisposesTheRunOnEveryPath(t *testing.T) {
 	// A listener keeps the parent's actor alive, so every actor counted
 	// after a delegation is one it left behind.
 	defer rt.Service.ListenParent(parent.SessionID(), func(subagent.Event) error { return nil }).Release()
-	before := rt.System.LiveActors()
+	before := actorstest.LiveActors(rt.System)
 
 	t.Run("completed", func(t *testing.T) {
 		res, err := rt.Delegate(await.Ctx(t), parent, "echo hello")
 		if err != nil || res.StopReason != subagent.Completed {
 			t.Fatalf("Delegate = %v, %v", res.StopReason, err)
 		}
-		if n := rt.System.LiveActors(); n != before {
+		if n := actorstest.LiveActors(rt.System); n != before {
 			t.Fatalf("live actors %d, want %d", n, before)
 		}
 	})
@@ -197,7 +198,7 @@ func TestDelegateDisposesTheRunOnEveryPath(t *testing.T) {
 		if !errors.Is(err, subagent.ErrCancelled) || !errors.Is(err, context.Canceled) {
 			t.Fatalf("Delegate error = %v", err)
 		}
-		if n := rt.System.LiveActors(); n != before {
+		if n := actorstest.LiveActors(rt.System); n != before {
 			t.Fatalf("live actors %d, want %d: the run outlived Delegate", n, before)
 		}
 	})

@@ -10,11 +10,12 @@
 //
 //	registry actor        one per Service: providers in order, parents by session id
 //	  parent actor        one per delegating parent session: run events, listeners
-//	    run actor         one per activation; stopping the parent stops its runs
+//	run actor             one per activation; its start context ends with its
+//	                      parent agent, its caller's context and the Service
 //
 // The seam's own actors run their mailboxes inline on the sending goroutine
-// (package internal/inline): their Receive never blocks and never runs user
-// code, so that costs a sender microseconds at most.
+// (package internal/inline, which says what that buys): their Receive
+// never blocks and never runs user code.
 //
 // # What may cross the wire
 //

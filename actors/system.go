@@ -6,8 +6,10 @@ import (
 
 	"github.com/asynkron/protoactor-go/actor"
 
-	"github.com/subactor/subactor/actors/internal/inline"
+	"github.com/subactor/subactor/internal/actorsraw"
 )
+
+func init() { actorsraw.Of = func(s any) *actor.ActorSystem { return s.(*System).sys } }
 
 // System is one actor runtime. Create it with NewSystem, or with Wrap over a
 // protoactor system the embedder already runs, and Shutdown it when every
@@ -64,20 +66,6 @@ func Wrap(sys *actor.ActorSystem, opts ...Option) *System {
 // Logger is the System's logger.
 func (s *System) Logger() *slog.Logger { return s.log }
 
-// ActorSystem is the underlying protoactor system, for the packages of this
-// module; embedders have no need for it.
-func (s *System) ActorSystem() *actor.ActorSystem { return s.sys }
-
-// LiveActors counts the actors (and pending replies) currently registered,
-// which lets tests check that disposal leaves nothing behind.
-func (s *System) LiveActors() int {
-	n := 0
-	for _, bucket := range s.sys.ProcessRegistry.LocalPIDs.LocalPIDs {
-		n += bucket.Count()
-	}
-	return n
-}
-
 // Shutdown stops the runtime if NewSystem made it; a System from Wrap
 // leaves the embedder's protoactor system running. It is idempotent:
 // protoactor's own Shutdown panics when called twice.
@@ -86,9 +74,3 @@ func (s *System) Shutdown() {
 		s.stop.Do(s.sys.Shutdown)
 	}
 }
-
-// InlineProps builds props for an actor whose messages are handled on the
-// goroutine that sends them while the actor is idle, with the mailbox the
-// seam's own actors use: for an embedder's actor that never blocks in
-// Receive, and for measuring the seam against the raw runtime.
-func InlineProps(producer actor.Producer) *actor.Props { return inline.Props(producer) }

@@ -2,6 +2,7 @@ package actors_test
 
 import (
 	"bytes"
+	"github.com/subactor/subactor/internal/actorstest"
 	"log/slog"
 	"strings"
 	"testing"
@@ -19,7 +20,7 @@ func TestSystemRoutesProtoactorLogsToOurLogger(t *testing.T) {
 	var buf bytes.Buffer
 	sys := actors.NewSystem(actors.WithLogger(slog.New(slog.NewTextHandler(&buf, &slog.HandlerOptions{Level: slog.LevelDebug}))))
 	defer sys.Shutdown()
-	sys.ActorSystem().Logger().Warn("from protoactor")
+	actorstest.Raw(sys).Logger().Warn("from protoactor")
 	if !strings.Contains(buf.String(), "from protoactor") {
 		t.Fatalf("protoactor's log did not reach ours: %q", buf.String())
 	}
@@ -28,17 +29,17 @@ func TestSystemRoutesProtoactorLogsToOurLogger(t *testing.T) {
 func TestLiveActorsCountsSpawnedActors(t *testing.T) {
 	sys := actors.NewSystem()
 	defer sys.Shutdown()
-	before := sys.LiveActors()
-	raw := sys.ActorSystem()
+	before := actorstest.LiveActors(sys)
+	raw := actorstest.Raw(sys)
 	pid := raw.Root.Spawn(actor.PropsFromFunc(func(actor.Context) {}))
-	if sys.LiveActors() != before+1 {
-		t.Fatalf("live actors %d after a spawn, %d before", sys.LiveActors(), before)
+	if actorstest.LiveActors(sys) != before+1 {
+		t.Fatalf("live actors %d after a spawn, %d before", actorstest.LiveActors(sys), before)
 	}
 	if err := raw.Root.StopFuture(pid).Wait(); err != nil {
 		t.Fatal(err)
 	}
-	if sys.LiveActors() != before {
-		t.Fatalf("live actors %d after a stop, %d before", sys.LiveActors(), before)
+	if actorstest.LiveActors(sys) != before {
+		t.Fatalf("live actors %d after a stop, %d before", actorstest.LiveActors(sys), before)
 	}
 }
 
@@ -54,7 +55,7 @@ func TestWrappedSystemOutlivesOurShutdown(t *testing.T) {
 	raw := embedderSystem(&buf)
 	defer raw.Shutdown()
 	sys := actors.Wrap(raw)
-	if sys.ActorSystem() != raw {
+	if actorstest.Raw(sys) != raw {
 		t.Fatal("Wrap did not use the embedder's system")
 	}
 	sys.Shutdown()
@@ -78,7 +79,7 @@ func TestWrappedSystemOutlivesOurShutdown(t *testing.T) {
 func TestNewSystemShutdownStopsItsOwn(t *testing.T) {
 	sys := actors.NewSystem()
 	sys.Shutdown()
-	if !sys.ActorSystem().IsStopped() {
+	if !actorstest.Raw(sys).IsStopped() {
 		t.Fatal("Shutdown left a system NewSystem made running")
 	}
 	sys.Shutdown() // idempotent: protoactor's own would panic here

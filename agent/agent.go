@@ -101,8 +101,8 @@ type Agent struct {
 	// closed is set when the agent is closed: its loop stops, and the seam
 	// refuses to start (or keep) its children.
 	closed atomic.Bool
-	// parent is what only an agent that delegates needs (its Lifetime and
-	// what OnClose registered), made on first use: most agents are
+	// parent is what only an agent that delegates needs (its Lifetime),
+	// made on first use: most agents are
 	// children that never delegate, and a parked child's memory is what
 	// issue 11 counts.
 	parent atomic.Pointer[parentSide]
@@ -156,17 +156,7 @@ type parentSide struct {
 	lifeMu sync.Mutex
 	life   context.Context
 	close  context.CancelCauseFunc
-	// onClose are what OnClose registered, watchers what WatchClose did,
-	// by slot (nil where unwatched, free listing those slots); under the
-	// agent's mu.
-	onClose   map[uint64]context.CancelCauseFunc
-	nextClose uint64
-	watchers  []CloseWatcher
-	free      []int32
 }
-
-// CloseWatcher is told of an agent's close (see WatchClose).
-type CloseWatcher = interface{ Closed(cause error) }
 
 // side returns the agent's parentSide, made on first use.
 func (a *Agent) side() *parentSide {
@@ -357,77 +347,6 @@ func (a *Agent) Close() {
 	if a.cancelRun != nil {
 		a.cancelRun(ErrClosed)
 	}
-	// OnClose makes parent under mu before registering: one made since
-	// the Load above has nothing registered but what is read here.
-	if p = a.parent.Load(); p != nil {
-		for _, cancel := range p.onClose {
-			cancel(ErrClosed)
-		}
-		for _, w := range p.watchers {
-			if w != nil {
-				w.Closed(ErrClosed)
-			}
-		}
-		p.onClose, p.watchers, p.free = nil, nil, nil
-	}
-}
-
-// OnClose implements subagent.Closable.
-func (a *Agent) OnClose(cancel context.CancelCauseFunc) (stop func()) {
-	a.mu.Lock()
-	defer a.mu.Unlock()
-	if a.closed.Load() {
-		cancel(ErrClosed)
-		return func() {}
-	}
-	p := a.side()
-	if p.onClose == nil {
-		p.onClose = map[uint64]context.CancelCauseFunc{}
-	}
-	id := p.nextClose
-	p.nextClose++
-	p.onClose[id] = cancel
-	return func() {
-		a.mu.Lock()
-		defer a.mu.Unlock()
-		delete(p.onClose, id)
-	}
-}
-
-// WatchClose is OnClose for a watcher that is an object already: w.Closed
-// is called with the close's cause when the agent closes (at once if it
-// has, and slot is then -1), until UnwatchClose(w, slot). It takes no
-// function value, stop closure or map entry per watcher, memory each of a
-// parent's live children would hold (the Service ties its children to
-// their parent this way, issue 11). w must be comparable.
-func (a *Agent) WatchClose(w CloseWatcher) (slot int) {
-	a.mu.Lock()
-	defer a.mu.Unlock()
-	if a.closed.Load() {
-		w.Closed(ErrClosed)
-		return -1
-	}
-	p := a.side()
-	if n := len(p.free); n > 0 {
-		slot, p.free = int(p.free[n-1]), p.free[:n-1]
-		p.watchers[slot] = w
-		return slot
-	}
-	p.watchers = append(p.watchers, w)
-	return len(p.watchers) - 1
-}
-
-// UnwatchClose ends what the WatchClose(w) that returned slot began; it
-// does nothing when w is not watching there.
-func (a *Agent) UnwatchClose(w CloseWatcher, slot int) {
-	a.mu.Lock()
-	defer a.mu.Unlock()
-	p := a.parent.Load()
-	if p == nil || slot < 0 || slot >= len(p.watchers) || p.watchers[slot] != w {
-		return
-	}
-	p.watchers[slot] = nil
-	p.free = append(p.free, int32(slot)) // a slot per live watcher: far within int32
 }
 
 // AddUsage adds u to the usage of the Run in progress: the delegate tool

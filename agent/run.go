@@ -33,19 +33,18 @@ func (a *Agent) Run(ctx context.Context, prompt []subagent.ContentBlock, steer S
 	ctx, cancel := context.WithCancelCause(ctx)
 	defer cancel(nil)
 	var res subagent.Result
-	a.RunUnder(ctx, cancel, prompt, steer, &res)
+	a.runUnder(ctx, cancel, prompt, steer, &res)
 	return res
 }
 
-// RunUnder is Run for a caller that made the activation's context itself:
+// runUnder is Run for a caller that made the activation's context itself:
 // the loop runs under ctx as it is, without a context of its own, and
 // Close cancels it through cancel (with ErrClosed), which must be ctx's.
-// The caller cancels ctx once RunUnder has returned. The result is written
+// The caller cancels ctx once runUnder has returned. The result is written
 // to *res, not returned: a parked child's stack is most of what it costs
 // (issue 11), and a result passed up by value takes room in every frame
-// under the model call. The run actor's children run this way, under the
-// one context their run made for them.
-func (a *Agent) RunUnder(ctx context.Context, cancel context.CancelCauseFunc, prompt []subagent.ContentBlock, steer SteerSource, res *subagent.Result) {
+// under the model call.
+func (a *Agent) runUnder(ctx context.Context, cancel context.CancelCauseFunc, prompt []subagent.ContentBlock, steer SteerSource, res *subagent.Result) {
 	if !a.running.CompareAndSwap(false, true) {
 		inProgress(res)
 		return
@@ -83,7 +82,7 @@ func (a *Agent) RunUnder(ctx context.Context, cancel context.CancelCauseFunc, pr
 	l.end(res, recorded)
 }
 
-// loop is what a step of RunUnder's loop needs, in RunUnder's frame: a
+// loop is what a step of runUnder's loop needs, in runUnder's frame: a
 // parked child's stack is most of what it costs (issue 11), and Go halves
 // a parked goroutine's stack only when it uses less than a quarter of it,
 // so the frames under the model call hold little more than the call's own
@@ -126,7 +125,7 @@ func (a *Agent) enter(cancel context.CancelCauseFunc) bool {
 	return true
 }
 
-// leave marks the end of the Run that RunUnder began.
+// leave marks the end of the Run that runUnder began.
 func (a *Agent) leave() {
 	a.mu.Lock()
 	a.cancelRun = nil

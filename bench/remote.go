@@ -20,6 +20,7 @@ import (
 	"github.com/subactor/subactor/actors/registry"
 	"github.com/subactor/subactor/cluster"
 	"github.com/subactor/subactor/cluster/clustertest"
+	"github.com/subactor/subactor/internal/actorsraw"
 	"github.com/subactor/subactor/messages"
 	"github.com/subactor/subactor/subagent"
 )
@@ -139,7 +140,7 @@ func remoteOnce(ctx context.Context, hostBin string, hosts, samples, callers, ro
 		}
 	}
 	raw := func() error {
-		_, err := n.System().ActorSystem().Root.RequestFuture(hostPID, &messages.HostStatus{}, 10*time.Second).Result()
+		_, err := actorsraw.Of(n.System()).Root.RequestFuture(hostPID, &messages.HostStatus{}, 10*time.Second).Result()
 		return err
 	}
 	var rawD, runD Distribution

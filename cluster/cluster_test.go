@@ -10,6 +10,7 @@ import (
 
 	"github.com/subactor/subactor/cluster"
 	"github.com/subactor/subactor/cluster/clustertest"
+	"github.com/subactor/subactor/internal/actorsraw"
 	"github.com/subactor/subactor/internal/await"
 	"github.com/subactor/subactor/internal/leaktest"
 	"github.com/subactor/subactor/messages"
@@ -23,7 +24,7 @@ func TestMain(m *testing.M) {
 func ask(t *testing.T, n *cluster.Node, msg any) any {
 	t.Helper()
 	host := actor.NewPID(n.Address(), cluster.HostName)
-	reply, err := n.System().ActorSystem().Root.RequestFuture(host, msg, await.Deadline).Result()
+	reply, err := actorsraw.Of(n.System()).Root.RequestFuture(host, msg, await.Deadline).Result()
 	if err != nil {
 		t.Fatalf("asking the host %T: %v", msg, err)
 	}
@@ -90,7 +91,7 @@ func TestK3_ValidateStartConverts(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if req.Scope.RunID != "r" || req.Parent.SessionID() != "parent" || req.Parent.Header().DelegationDepth != 1 ||
+	if req.Parent.SessionID() != "parent" || req.Parent.Header().DelegationDepth != 1 ||
 		*req.MaxDepth != 4 || *req.Options.MaxDepth != 2 || *req.Persona != "terse" || req.ToolFilter.Deny[0] != "write" || req.Options.Model != "m" {
 		t.Fatalf("request %+v", req)
 	}
@@ -104,7 +105,7 @@ func TestK3_ValidateStartConverts(t *testing.T) {
 // nothing.
 func TestK3_HostedRunRefusesAForeignSender(t *testing.T) {
 	n := clustertest.Node(t, cluster.Config{}, clustertest.Echo{})
-	sys := n.System().ActorSystem()
+	sys := actorsraw.Of(n.System())
 	accepted := make(chan *actor.PID, 1)
 	quiesced := make(chan struct{})
 	caller := sys.Root.Spawn(actor.PropsFromFunc(func(c actor.Context) {

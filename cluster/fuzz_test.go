@@ -44,7 +44,7 @@ func FuzzRemoteStart(f *testing.F) {
 		for _, b := range req.Prompt {
 			size += len(b.Text)
 		}
-		if size > maxPrompt || req.Scope.RunID == "" || len(req.Prompt) == 0 || req.Parent.Header().DelegationDepth < 0 {
+		if size > maxPrompt || m.GetRunId() == "" || len(req.Prompt) == 0 || req.Parent.Header().DelegationDepth < 0 {
 			t.Fatalf("accepted %v as %+v", &m, req)
 		}
 	})

@@ -10,6 +10,7 @@ import (
 	"github.com/asynkron/protoactor-go/cluster"
 	"github.com/asynkron/protoactor-go/eventstream"
 
+	"github.com/subactor/subactor/internal/runscope"
 	"github.com/subactor/subactor/messages"
 	"github.com/subactor/subactor/subagent"
 )
@@ -129,7 +130,8 @@ func (h *host) start(ctx actor.Context, m *messages.RemoteStart) {
 	}
 	accepted := &messages.RemoteAccepted{RunId: m.GetRunId(), Node: h.n.ID(), Capacity: int64(h.n.cfg.Capacity), Runs: int64(len(h.runs) + 1)}
 	pid := ctx.Spawn(actor.PropsFromProducer(func() actor.Actor {
-		return &hosted{n: h.n, p: p, req: req, caller: ctx.Sender(), callerMember: m.GetCallerMember(), accepted: accepted, steers: map[uint64]context.CancelFunc{}}
+		scope := subagent.Scope{RunID: m.GetRunId(), Parent: subagent.ParentRef{SessionID: m.GetParentSessionId(), Depth: int(m.GetParentDepth())}}
+		return &hosted{n: h.n, p: p, req: req, scope: scope, caller: ctx.Sender(), callerMember: m.GetCallerMember(), accepted: accepted, steers: map[uint64]context.CancelFunc{}}
 	}))
 	h.runs[m.GetRunId()] = pid
 }
@@ -175,7 +177,6 @@ func ValidateStart(m *messages.RemoteStart, maxPrompt int) (subagent.StartReques
 		},
 		OutputSchema: m.GetOutputSchema(),
 		Persona:      m.Persona,
-		Scope:        subagent.Scope{RunID: m.GetRunId(), Parent: subagent.ParentRef{SessionID: m.GetParentSessionId(), Depth: int(m.GetParentDepth())}},
 	}
 	if len(req.OutputSchema) == 0 {
 		req.OutputSchema = nil
@@ -217,6 +218,7 @@ type hosted struct {
 	n        *Node
 	p        subagent.Provider
 	req      subagent.StartRequest
+	scope    subagent.Scope
 	caller   *actor.PID
 	accepted *messages.RemoteAccepted
 	// callerMember is the caller's member id, when it gave one: the run
@@ -277,11 +279,14 @@ func (r *hosted) Receive(ctx actor.Context) {
 		ctx.Request(r.caller, r.accepted)
 		runCtx, cancel := context.WithCancelCause(context.Background())
 		r.cancel = cancel
-		req := r.req
-		req.Scope.Events = sink{ctx.ActorSystem(), ctx.Self()}
-		self, sys := ctx.Self(), ctx.ActorSystem()
+		// The host stands in for the Service: the provider reads the
+		// run's scope from its context, events going to this actor.
+		scope := r.scope
+		scope.Events = sink{ctx.ActorSystem(), ctx.Self()}
+		runCtx = runscope.With(runCtx, scope)
+		self, sys, p, req := ctx.Self(), ctx.ActorSystem(), r.p, r.req
 		go func() {
-			run, err := r.p.Start(runCtx, req)
+			run, err := p.Start(runCtx, req)
 			sys.Root.Send(self, startDone{run, err})
 		}()
 	case startDone:
@@ -296,13 +301,13 @@ func (r *hosted) Receive(ctx actor.Context) {
 			case errors.Is(m.err, subagent.ErrCancelled), errors.Is(m.err, context.Canceled):
 				code = FailedCancelled
 			}
-			ctx.Send(r.caller, &messages.RemoteStartFailed{RunId: r.req.Scope.RunID, Code: code, Reason: m.err.Error()})
+			ctx.Send(r.caller, &messages.RemoteStartFailed{RunId: r.scope.RunID, Code: code, Reason: m.err.Error()})
 			r.quiesced(ctx)
 			return
 		}
 		r.run = m.run
 		_, steerable := m.run.(subagent.Steerer)
-		ctx.Send(r.caller, &messages.RemoteStarted{RunId: r.req.Scope.RunID, Steerable: steerable})
+		ctx.Send(r.caller, &messages.RemoteStarted{RunId: r.scope.RunID, Steerable: steerable})
 		self, sys := ctx.Self(), ctx.ActorSystem()
 		m.run.OnSettled(func(res subagent.Result, err error) { sys.Root.Send(self, settled{res, err}) })
 		if r.disposing {
@@ -394,7 +399,7 @@ func (r *hosted) report(ctx actor.Context, s settled) {
 		return
 	}
 	r.reported = true
-	msg := &messages.RunSettled{RunId: r.req.Scope.RunID, Result: messages.FromResult(s.res)}
+	msg := &messages.RunSettled{RunId: r.scope.RunID, Result: messages.FromResult(s.res)}
 	if s.err != nil {
 		msg.Error = s.err.Error()
 	}
@@ -409,7 +414,7 @@ func (r *hosted) callerGone(ctx actor.Context, why string) {
 		return
 	}
 	r.n.Logger().Warn("cluster: the caller of a hosted run is gone; disposing it",
-		"run", r.req.Scope.RunID, "caller", r.caller.Address, "why", why)
+		"run", r.scope.RunID, "caller", r.caller.Address, "why", why)
 	r.caller = nil
 	r.cancel(errors.New("the caller's node is gone"))
 	r.dispose(ctx)
@@ -422,7 +427,7 @@ func (r *hosted) fromCaller(ctx actor.Context) bool {
 		return true
 	}
 	if ctx.Sender() != nil {
-		ctx.Respond(&messages.RemoteRefused{RunId: r.req.Scope.RunID, Code: RefusedForeignRun, Reason: "the run belongs to another caller"})
+		ctx.Respond(&messages.RemoteRefused{RunId: r.scope.RunID, Code: RefusedForeignRun, Reason: "the run belongs to another caller"})
 	}
 	return false
 }
@@ -439,7 +444,7 @@ func (r *hosted) dispose(ctx actor.Context) {
 	r.run = nil
 	go func() {
 		if err := run.Dispose(context.Background()); err != nil {
-			r.n.Logger().Warn("cluster: disposing a hosted run", "run", r.req.Scope.RunID, "err", err)
+			r.n.Logger().Warn("cluster: disposing a hosted run", "run", r.scope.RunID, "err", err)
 		}
 		// Settled by now: the result goes out before RunQuiesced even
 		// when the run's own observer is still on its way.
@@ -461,5 +466,5 @@ func (r *hosted) quiesced(ctx actor.Context) {
 		ctx.Stop(ctx.Self())
 		return
 	}
-	ctx.Send(r.caller, &messages.RunQuiesced{RunId: r.req.Scope.RunID})
+	ctx.Send(r.caller, &messages.RunQuiesced{RunId: r.scope.RunID})
 }

@@ -23,6 +23,7 @@ import (
 	"google.golang.org/grpc/credentials"
 
 	"github.com/subactor/subactor/actors"
+	"github.com/subactor/subactor/internal/actorsraw"
 	"github.com/subactor/subactor/subagent"
 )
 
@@ -120,8 +121,8 @@ func Start(cfg Config) (n *Node, err error) {
 	}
 	ccfg := cluster.Configure(cfg.Name, provider, disthash.New(),
 		remote.Configure(host, port, opts...), cluster.WithKinds(kinds...))
-	n.cl = cluster.New(n.sys.ActorSystem(), ccfg)
-	n.sys.ActorSystem().EventStream.Subscribe(func(ev any) {
+	n.cl = cluster.New(actorsraw.Of(n.sys), ccfg)
+	actorsraw.Of(n.sys).EventStream.Subscribe(func(ev any) {
 		if t, ok := ev.(*cluster.ClusterTopology); ok {
 			n.setMembers(t.Members)
 		}
@@ -132,7 +133,7 @@ func Start(cfg Config) (n *Node, err error) {
 		}
 		return nil, err
 	}
-	n.host, err = n.sys.ActorSystem().Root.SpawnNamed(actor.PropsFromProducer(func() actor.Actor { return newHost(n) }), HostName)
+	n.host, err = actorsraw.Of(n.sys).Root.SpawnNamed(actor.PropsFromProducer(func() actor.Actor { return newHost(n) }), HostName)
 	if err != nil {
 		n.cl.Shutdown(false) // stops the actor system too
 		n.ownsSys = false
@@ -166,11 +167,11 @@ func (n *Node) staticProvider(cfg Config) (cluster.ClusterProvider, error) {
 	e.HideBanner, e.HidePort = true, true
 	e.Listener = lis
 	e.GET("/_health", func(c echo.Context) error {
-		host, port, err := n.sys.ActorSystem().GetHostPort()
+		host, port, err := actorsraw.Of(n.sys).GetHostPort()
 		if err != nil {
 			return c.NoContent(http.StatusServiceUnavailable)
 		}
-		return c.JSON(http.StatusOK, automanaged.NewNode(cfg.Name, n.sys.ActorSystem().ID, host, port, memberPort, n.kinds()))
+		return c.JSON(http.StatusOK, automanaged.NewNode(cfg.Name, actorsraw.Of(n.sys).ID, host, port, memberPort, n.kinds()))
 	})
 	n.health = e
 	hosts := slices.Clone(cfg.Peers)
@@ -189,10 +190,10 @@ func (n *Node) kinds() []string {
 }
 
 // ID is this member's id.
-func (n *Node) ID() string { return n.sys.ActorSystem().ID }
+func (n *Node) ID() string { return actorsraw.Of(n.sys).ID }
 
 // Address is the host:port this node's actors are reached at.
-func (n *Node) Address() string { return n.sys.ActorSystem().Address() }
+func (n *Node) Address() string { return actorsraw.Of(n.sys).Address() }
 
 // System is the node's actor runtime: a Remote provider's proxies live
 // on it, since only it is reachable from peers.
@@ -312,7 +313,7 @@ func (n *Node) Stop() {
 func (n *Node) Leave(ctx context.Context) {
 	n.leave.Do(func() {
 		done := make(chan struct{})
-		n.sys.ActorSystem().Root.Send(n.host, leaveHosted{done: done})
+		actorsraw.Of(n.sys).Root.Send(n.host, leaveHosted{done: done})
 		select {
 		case <-done:
 		case <-ctx.Done():

@@ -42,7 +42,7 @@ type Resumer interface {
 // Run is one activation of a child, owned by the caller that started it.
 type Run interface {
 	// ID is the run id the Service minted for this activation (the
-	// provider finds it in StartRequest.Scope): the one id every event of
+	// provider finds it with ScopeOf): the one id every event of
 	// the run and every tool answer about it carry.
 	ID() string
 	// SessionID is the child's session: for a fresh local child the same
@@ -51,9 +51,11 @@ type Run interface {
 	SessionID() string
 	// LocalAgent is the exact published child agent, or nil for a remote run.
 	LocalAgent() Agent
-	// Wait blocks until the result settles or ctx ends. The result settles
-	// exactly once; every call returns the same value. A non-nil error is
-	// an infrastructure fault the Result cannot represent.
+	// Wait blocks until the result settles or ctx ends; once ctx has
+	// ended it returns ctx's error, settled or not. The result settles
+	// exactly once; every call under a live ctx returns the same value.
+	// Otherwise a non-nil error is an infrastructure fault the Result
+	// cannot represent. A run makes progress whether or not anyone waits.
 	Wait(ctx context.Context) (Result, error)
 	// OnSettled calls f once with the settled result, at once if it has
 	// already settled. f must not block. On a Run the Service returned, f
@@ -85,11 +87,6 @@ type Agent interface {
 type Closable interface {
 	// Lifetime ends when the agent closes; its cause says why.
 	Lifetime() context.Context
-	// OnClose has cancel called with the close's cause when the agent
-	// closes (at once if it has), until the returned stop is called: how
-	// the Service ties a child to its parent without a goroutine or a
-	// context watcher per child.
-	OnClose(cancel context.CancelCauseFunc) (stop func())
 }
 
 type lifetimeKey struct{}

@@ -1,8 +1,11 @@
 package subagent
 
 import (
+	"context"
 	"encoding/json"
 	"time"
+
+	"github.com/subactor/subactor/internal/runscope"
 )
 
 // StartRequest asks a provider for a child.
@@ -26,19 +29,10 @@ type StartRequest struct {
 	Persona *string
 	// Continuation resumes a durable child; only with Service.Resume.
 	Continuation *Continuation
-	// Foreground is the caller's promise to wait for the run as soon as
-	// Start returns, on the same goroutine and under the same context (a
-	// delegate tool's foreground delegation). A provider may then hold
-	// the child until that Wait and run it there, on the caller's
-	// goroutine, instead of starting a goroutine for it: such a run makes
-	// no progress until it is waited on or disposed.
-	Foreground bool
-	// Scope is set by the Service before it calls the provider; whatever
-	// the caller puts here is replaced.
-	Scope Scope
 }
 
-// Scope is what the Service hands a provider about the run it asks for.
+// Scope is what the Service hands a provider about the run it asks for,
+// on the context of Start or Resume (see ScopeOf).
 type Scope struct {
 	// RunID is minted by the Service; the provider's Run reports it as
 	// its ID (a fresh local child also takes it as its session id).
@@ -51,6 +45,14 @@ type Scope struct {
 	// run's child after a crash; a run without a checkpoint to relaunch
 	// from settles error instead.
 	Restarts RestartPolicy
+}
+
+// ScopeOf returns the Scope the Service put on the context it handed a
+// provider's Start or Resume; ok is false for a caller other than the
+// Service, whose run then mints its own id and emits no progress.
+func ScopeOf(ctx context.Context) (scope Scope, ok bool) {
+	scope, ok = runscope.Of(ctx).(Scope)
+	return scope, ok
 }
 
 // RestartPolicy is how often a continuable run's child may be relaunched

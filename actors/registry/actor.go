@@ -9,8 +9,8 @@ import (
 
 	"github.com/subactor/subactor/actors/internal/fanout"
 	"github.com/subactor/subactor/actors/internal/guard"
+	"github.com/subactor/subactor/actors/internal/parent"
 	"github.com/subactor/subactor/actors/internal/reply"
-	"github.com/subactor/subactor/actors/parent"
 	"github.com/subactor/subactor/subagent"
 )
 

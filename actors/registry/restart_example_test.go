@@ -26,15 +26,13 @@ func (*flaky) InheritsParentContext() bool         { return false }
 
 func (p *flaky) Start(ctx context.Context, req subagent.StartRequest) (subagent.Run, error) {
 	h := run.Start(p.sys, run.Spec{
-		Scope: req.Scope, // carries the run id and the Service's restart policy
-		Ctx:   ctx,
-		Body:  func(context.Context, *run.Gate) (subagent.Result, error) { panic("lost the connection") },
+		Ctx:  ctx, // carries the run id and the Service's restart policy
+		Body: func(context.Context, *run.Gate) (subagent.Result, error) { panic("lost the connection") },
 		Relaunch: func(context.Context, *run.Gate) (subagent.Result, error) {
 			p.relaunches.Add(1)
 			return subagent.Result{Output: []subagent.ContentBlock{subagent.Text("recovered")}, StopReason: subagent.Completed}, nil
 		},
 	})
-	h.Publish()
 	return h, nil
 }
 

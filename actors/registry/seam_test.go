@@ -117,10 +117,10 @@ func TestA1_ACallersBlockingObserverDoesNotStallTheRun(t *testing.T) {
 	}
 }
 
-// Contracts A1, R3: run actors live under their parent's actor, so closing
-// the Service stops every live run: its child is cancelled, it settles
-// aborted, and Dispose returns once the child has returned.
-func TestA1R3_ClosingTheServiceStopsTheRunsUnderIt(t *testing.T) {
+// Contracts S1, R3: every run's start context is tied to its Service, so
+// closing the Service cancels every live run: it settles aborted with
+// ErrServiceClosed, and Dispose returns once the child has returned.
+func TestS1R3_ClosingTheServiceCancelsItsRuns(t *testing.T) {
 	f := newFixture(t)
 	f.provider(t, "p", allCaps()) // never released: the child waits for its cancel
 	r, err := f.svc.Start(await.Ctx(t), "p", request("x"))
@@ -129,7 +129,7 @@ func TestA1R3_ClosingTheServiceStopsTheRunsUnderIt(t *testing.T) {
 	}
 	f.svc.Close()
 	res, err := r.Wait(await.Ctx(t))
-	if err != nil || res.StopReason != subagent.Aborted || !errors.Is(res.Cause, run.ErrStopped) {
+	if err != nil || res.StopReason != subagent.Aborted || !errors.Is(res.Cause, subagent.ErrServiceClosed) {
 		t.Fatalf("a run whose Service closed settled %+v, %v", res, err)
 	}
 	if err := r.Dispose(await.Ctx(t)); err != nil {
@@ -146,13 +146,12 @@ func TestA2_TheEmbeddersRestartPolicyReachesTheRuns(t *testing.T) {
 	f := fixture{sys, svc}
 	p := &testProvider{name: "durable", sys: sys}
 	p.start = func(ctx context.Context, req subagent.StartRequest) (subagent.Run, error) {
-		h := run.Start(sys, run.Spec{Scope: req.Scope, Ctx: ctx,
+		h := run.Start(sys, run.Spec{Ctx: ctx,
 			Body: func(context.Context, *run.Gate) (subagent.Result, error) { panic("crash") },
 			Relaunch: func(context.Context, *run.Gate) (subagent.Result, error) {
 				return subagent.Result{Output: []subagent.ContentBlock{subagent.Text("resumed")}, StopReason: subagent.Completed}, nil
 			},
 		})
-		h.Publish()
 		return h, nil
 	}
 	release, _ := f.svc.RegisterProvider(p)

@@ -14,6 +14,8 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"github.com/subactor/subactor/actors/internal/inline"
+	"github.com/subactor/subactor/internal/actorsraw"
 	"log/slog"
 	"reflect"
 	"sync"
@@ -21,12 +23,12 @@ import (
 
 	"github.com/asynkron/protoactor-go/actor"
 	"github.com/subactor/subactor/internal/ids"
+	"github.com/subactor/subactor/internal/runscope"
 
 	"github.com/subactor/subactor/actors"
 	"github.com/subactor/subactor/actors/internal/fanout"
-	"github.com/subactor/subactor/actors/internal/inline"
+	"github.com/subactor/subactor/actors/internal/parent"
 	"github.com/subactor/subactor/actors/internal/reply"
-	"github.com/subactor/subactor/actors/parent"
 	"github.com/subactor/subactor/actors/tasks"
 	"github.com/subactor/subactor/subagent"
 )
@@ -40,8 +42,12 @@ type Service struct {
 	closeOnce sync.Once
 	closing   atomic.Bool // set first by Close: no follow-up is routed after it
 	closed    chan struct{}
-	router    *actor.PID // routes follow-ups to continuable children
-	waiters   atomic.Uint64
+	// life ends when Close begins: every run's start context is tied to
+	// it, so closing the Service cancels every live child.
+	life    context.Context
+	endAll  context.CancelCauseFunc
+	router  *actor.PID // routes follow-ups to continuable children
+	waiters atomic.Uint64
 }
 
 // DefaultIdleParents is how many idle parent actors a Service keeps. A
@@ -99,24 +105,26 @@ func New(sys *actors.System, opts ...Option) *Service {
 		parents:   map[string]*parentRef{},
 		maxIdle:   o.IdleParents,
 	}
-	raw := sys.ActorSystem()
+	raw := actorsraw.Of(sys)
 	pid := raw.Root.SpawnPrefix(inline.Props(func() actor.Actor { return a }), "subagent-registry-")
 	router := newRouter()
 	rpid := raw.Root.SpawnPrefix(inline.Props(func() actor.Actor { return router }), "subagent-router-")
-	return &Service{sys: raw, log: sys.Logger(), pid: pid, opts: o, closed: make(chan struct{}), router: rpid}
+	life, endAll := context.WithCancelCause(context.Background())
+	return &Service{sys: raw, log: sys.Logger(), pid: pid, opts: o, closed: make(chan struct{}), life: life, endAll: endAll, router: rpid}
 }
 
 // Close kills every live activation of a continuable child (its task
 // ends killed, a pending start is cancelled) and waits for them to
-// quiesce, for CloseWait at most; then it stops the registry and its
-// parent actors, which stops every run actor under them (their children
-// are cancelled and settle aborted), and releases every listener. It never
+// quiesce, for CloseWait at most; it cancels every live child (each
+// settles aborted, cause subagent.ErrServiceClosed), then stops the
+// registry and its parent actors and releases every listener. It never
 // waits for a listener's own code (E5). Callers still dispose the runs
 // they hold; Dispose then returns once the child has returned.
 func (s *Service) Close() {
 	s.closeOnce.Do(func() {
 		s.closing.Store(true)
 		s.killActivations()
+		s.endAll(subagent.ErrServiceClosed)
 		_ = s.sys.Root.PoisonFuture(s.pid).Wait()
 		_ = s.sys.Root.PoisonFuture(s.router).Wait()
 		close(s.closed)
@@ -315,12 +323,12 @@ func (s *Service) open(ctx context.Context, name string, req subagent.StartReque
 		release()
 		return nil, err
 	}
-	st := &started{sink: sink{s: s, owner: owner, listening: &ref.listening}}
-	ctx, err = st.bind(ctx, req.Parent)
-	if err != nil {
+	if err := subagent.ParentClosed(req.Parent); err != nil {
 		release()
 		return nil, err
 	}
+	st := &started{sink: sink{s: s, owner: owner, listening: &ref.listening}}
+	ctx = st.bind(ctx, req.Parent)
 	if runID == "" {
 		runID = ids.New()
 	}
@@ -335,12 +343,12 @@ func (s *Service) open(ctx context.Context, name string, req subagent.StartReque
 		st.unbind()
 		return nil, err
 	}
-	req.Scope = subagent.Scope{
+	ctx = runscope.With(ctx, subagent.Scope{
 		RunID:    runID,
 		Parent:   subagent.ParentRef{SessionID: parentID, Depth: subagent.DelegationDepthOf(req.Parent)},
 		Events:   &st.sink,
 		Restarts: s.opts.RunRestarts,
-	}
+	})
 	var run subagent.Run
 	if resume {
 		run, err = p.(subagent.Resumer).Resume(ctx, req)
@@ -372,127 +380,32 @@ func (s *Service) open(ctx context.Context, name string, req subagent.StartReque
 	return st.wrap(run, runID), nil
 }
 
-// bind ties ctx to the parent's lifetime when the parent can close: a
-// closed parent starts no child, and one that closes cancels its
-// children, during setup or after (ErrParentClosed). unbind releases the
-// tie once the run is disposed or its start failed.
-func (st *started) bind(ctx context.Context, p subagent.Agent) (context.Context, error) {
-	c, ok := p.(subagent.Closable)
-	if !ok {
-		return ctx, nil
-	}
-	if err := subagent.ParentClosed(p); err != nil {
-		return nil, err
-	}
-	if subagent.IsWithinLifetime(ctx, c) {
-		return ctx, nil // the parent's own loop: ctx ends when it closes
-	}
-	if w, ok := c.(closeWatcher); ok && ctx.Done() == nil {
-		// Nothing but the parent's close and unbind ends it: see boundCtx.
-		b := &st.bound
-		b.parent = w
-		b.Context, b.cancel = context.WithCancelCause(ctx)
-		b.slot = int32(w.WatchClose(b)) // a slot per live child: far within int32
-		return b, nil
-	}
+// bind ties ctx to the Service's life and to the parent's when the parent
+// can close: a parent that closes cancels its children, during setup or
+// after (ErrParentClosed), and so does closing the Service. This context
+// is the one tie between a child and what it lives under. unbind
+// releases it once the run is disposed or its start failed.
+func (st *started) bind(ctx context.Context, p subagent.Agent) context.Context {
 	ctx, cancel := context.WithCancelCause(ctx)
-	stop := c.OnClose(cancel)
-	st.release = func() { stop(); cancel(context.Canceled) }
-	return ctx, nil
+	stopService := context.AfterFunc(st.s.life, func() { cancel(context.Cause(st.s.life)) })
+	stopParent := func() bool { return false }
+	if c, ok := p.(subagent.Closable); ok && !subagent.IsWithinLifetime(ctx, c) {
+		life := c.Lifetime()
+		stopParent = context.AfterFunc(life, func() { cancel(context.Cause(life)) })
+	}
+	st.release = func() { stopService(); stopParent(); cancel(context.Canceled) }
+	return ctx
 }
 
-// unbind releases the tie bind made, if it made one; once.
+// unbind releases the tie bind made; once.
 func (st *started) unbind() {
-	if !st.unbound.CompareAndSwap(false, true) {
-		return
-	}
-	switch {
-	case st.bound.parent != nil:
-		st.bound.unbind()
-	case st.release != nil:
+	if st.unbound.CompareAndSwap(false, true) {
 		st.release()
 	}
 }
 
-// closeWatcher is a parent that tells an object of its close, which costs
-// it no closure per child (*agent.Agent).
-type closeWatcher interface {
-	WatchClose(w interface{ Closed(cause error) }) (slot int)
-	UnwatchClose(w interface{ Closed(cause error) }, slot int)
-}
-
-// boundCtx is a start context tied to its parent's close, made from one
-// that never ends by itself: the close and unbind are its only ends, so it
-// tells the one who watches it (the run actor, through WatchEnd) itself.
-// A child then costs no function values for the tie and the watch, nor a
-// done channel, children map and context of the watch's own: memory every
-// parked child holds (issue 11).
-type boundCtx struct {
-	context.Context // WithCancelCause of the start context
-	cancel          context.CancelCauseFunc
-	parent          closeWatcher
-	w               interface{ Ended(cause error) } // the watcher, once state is watched
-	state           atomic.Uint32
-	slot            int32 // b's with parent
-}
-
-// The states of a boundCtx's watch.
-const (
-	boundIdle uint32 = iota
-	boundWatched
-	boundUnwatched
-	boundEnded
-)
-
-// Closed implements the parent's close watcher.
-func (b *boundCtx) Closed(cause error) { b.end(cause) }
-
-func (b *boundCtx) unbind() {
-	b.parent.UnwatchClose(b, int(b.slot))
-	b.end(context.Canceled)
-}
-
-// end cancels b with cause and tells its watcher, on a goroutine of its
-// own as context.AfterFunc would.
-func (b *boundCtx) end(cause error) {
-	b.cancel(cause)
-	if b.state.Swap(boundEnded) == boundWatched {
-		go b.w.Ended(context.Cause(b.Context))
-	}
-}
-
-// WatchEnd has w.Ended called with b's cause once b ends (at once if it
-// has), as context.AfterFunc(b, ...) would, until UnwatchEnd. b takes one
-// watcher, once: false when it has had one.
-func (b *boundCtx) WatchEnd(w interface{ Ended(cause error) }) bool {
-	switch b.state.Load() {
-	case boundIdle:
-		b.w = w
-		if b.state.CompareAndSwap(boundIdle, boundWatched) {
-			return true
-		}
-		b.w = nil // ended meanwhile: end has not read it
-	case boundEnded:
-	default:
-		return false
-	}
-	go w.Ended(context.Cause(b.Context))
-	return true
-}
-
-// UnwatchEnd ends what WatchEnd began: true when it kept w from being
-// told, false when w was told or is being told.
-func (b *boundCtx) UnwatchEnd() bool {
-	if !b.state.CompareAndSwap(boundWatched, boundUnwatched) {
-		return false
-	}
-	b.w = nil
-	return true
-}
-
 // sink forwards a run's progress to its parent actor while anyone listens
-// there, and spawns the run's actor under it (package run looks for
-// SpawnRun).
+// there.
 type sink struct {
 	s         *Service
 	owner     *actor.PID
@@ -503,14 +416,6 @@ func (k *sink) Emit(ev subagent.RunProgress) {
 	if k.listening.Load() > 0 {
 		k.s.sys.Root.Send(k.owner, &parent.Progress{Event: ev})
 	}
-}
-
-func (k *sink) SpawnRun(a actor.Actor) (*actor.PID, error) {
-	r, err := k.s.call(context.Background(), k.owner, &parent.SpawnRun{Actor: a})
-	if err != nil {
-		return nil, err
-	}
-	return r.(*actor.PID), nil
 }
 
 // serviceRun is a provider's run as the Service returns it: its id is the
@@ -546,16 +451,15 @@ func (r *steerableRun) Steer(ctx context.Context, message []subagent.ContentBloc
 	return r.steerer.Steer(ctx, message)
 }
 
-// started is what the Service keeps of one run, in one allocation (a
-// parked child holds it): the sink its provider emits to, the run as its
-// caller gets it, its Published, which the parent actor keeps while the
-// run is live, and its tie to the parent's lifetime (see bind).
+// started is what the Service keeps of one run: the sink its provider
+// emits to, the run as its caller gets it, its Published, which the parent
+// actor keeps while the run is live, and its tie to the Service's and the
+// parent's lifetimes (see bind).
 type started struct {
 	sink
 	run       steerableRun // its steerer nil when the provider's run cannot steer
 	published parent.Published
-	bound     boundCtx // the start context, when the tie is one
-	release   func()   // the tie's release, when it is a context of the parent's
+	release   func() // the tie's release
 	unbound   atomic.Bool
 }
 

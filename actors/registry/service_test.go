@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"github.com/subactor/subactor/internal/actorstest"
 	"slices"
 	"strings"
 	"sync/atomic"
@@ -78,12 +79,11 @@ func (p *testProvider) Start(ctx context.Context, req subagent.StartRequest) (su
 }
 
 func (p *testProvider) spawn(ctx context.Context, req subagent.StartRequest, body run.Body) *run.Handle {
-	spec := run.Spec{Scope: req.Scope, SessionID: fmt.Sprintf("%s-child-%d", p.name, p.starts.Load()), Ctx: ctx, Body: body}
+	spec := run.Spec{SessionID: fmt.Sprintf("%s-child-%d", p.name, p.starts.Load()), Ctx: ctx, Body: body}
 	if p.local {
 		spec.Agent = parentAgent{id: spec.SessionID, depth: subagent.DelegationDepthOf(req.Parent) + 1}
 	}
 	h := run.Start(p.sys, spec)
-	h.Publish()
 	return h
 }
 
@@ -372,7 +372,7 @@ func TestS5_ContextCancelledDuringSetupLeavesNothingBehind(t *testing.T) {
 	svc := registry.New(sys, registry.WithIdleParents(0))
 	t.Cleanup(func() { svc.Close(); sys.Shutdown() })
 	f := fixture{sys, svc}
-	actorsBefore := f.sys.LiveActors()
+	actorsBefore := actorstest.LiveActors(f.sys)
 	goroutines := goleak.IgnoreCurrent()
 	p := &setupRecorder{testProvider: testProvider{name: "slow", sys: f.sys}, entered: make(chan struct{})}
 	release, _ := f.svc.RegisterProvider(p)
@@ -396,7 +396,7 @@ func TestS5_ContextCancelledDuringSetupLeavesNothingBehind(t *testing.T) {
 		t.Fatalf("setup resources left: live %d released %d", p.live.Load(), p.released.Load())
 	}
 	f.svc.List() // the parent actor's retirement went through the registry
-	if n := f.sys.LiveActors(); n != actorsBefore {
+	if n := actorstest.LiveActors(f.sys); n != actorsBefore {
 		t.Fatalf("live actors %d, want %d", n, actorsBefore)
 	}
 	if err := goleak.Find(goroutines, leaktest.DeadLetters); err != nil {
@@ -699,11 +699,11 @@ func TestA1_AnIdleParentActorIsRecycledForANewSession(t *testing.T) {
 	}
 	delegate("a") // a's actor is now the one idle parent
 	f.svc.List()  // its Idle handled
-	before := f.sys.LiveActors()
+	before := actorstest.LiveActors(f.sys)
 	recB := make(recorder, 4)
 	subB := f.svc.ListenParent("session-b", recB.listen) // takes a's actor over
 	runB := delegate("b")
-	if n := f.sys.LiveActors(); n != before {
+	if n := actorstest.LiveActors(f.sys); n != before {
 		t.Fatalf("%d actors live for b, %d before: a's idle actor was not recycled", n, before)
 	}
 	recA := make(recorder, 4)
@@ -732,7 +732,7 @@ func TestA1_AnIdleParentActorIsRecycledForANewSession(t *testing.T) {
 	// Both idle now, under their own session ids: one is kept, the other
 	// retired (a rebound actor reporting its old id would stay forever).
 	f.svc.List()
-	if n := f.sys.LiveActors(); n != before {
+	if n := actorstest.LiveActors(f.sys); n != before {
 		t.Fatalf("%d actors live once both went idle, want %d", n, before)
 	}
 }
@@ -745,7 +745,7 @@ func TestA1_ParentActorsAreRetiredOnceIdle(t *testing.T) {
 	f := fixture{sys, svc}
 	p := f.provider(t, "p", allCaps())
 	close(p.release)
-	before := f.sys.LiveActors()
+	before := actorstest.LiveActors(f.sys)
 	for i := range 50 {
 		req := request("x")
 		req.Parent = parentAgent{id: fmt.Sprint("parent-", i)}
@@ -775,7 +775,7 @@ func TestA1_ParentActorsAreRetiredOnceIdle(t *testing.T) {
 	// after it proves the last ParentIdle was handled. The ten most
 	// recently idle parents are kept for their agents' next delegation.
 	f.svc.List()
-	if n := f.sys.LiveActors(); n != before+10 {
+	if n := actorstest.LiveActors(f.sys); n != before+10 {
 		t.Fatalf("%d actors live after every parent went idle, %d before, want 10 kept", n, before)
 	}
 }

@@ -21,7 +21,6 @@ import (
 // Dispose, Watch). The frequent ones are pointer-shaped or of size zero,
 // so sending them allocates nothing.
 type (
-	publish      struct{}
 	takeSnapshot struct{ reply chan snapshot }
 	snapshot     struct {
 		steers [][]subagent.ContentBlock
@@ -34,7 +33,6 @@ type (
 	childPanic struct{ value string }
 	// cancelFor is the start context ending, with its cause.
 	cancelFor struct{ cause error }
-	observe   struct{ f func(subagent.Result, error) }
 	// dispose is the Handle's Dispose: a wire Dispose without a sender.
 	dispose struct{}
 )
@@ -46,28 +44,21 @@ type steerFrom struct {
 	id  uint64
 }
 
-// runActor feeds its mailbox to the Lifecycle and carries out the effects.
-// It is the run's one allocation: its Handle, its Lifecycle and the first
-// child's Gate live in it, since they live as long as the run does. Mind
-// its size class (see TestRunActorSize) when adding to it: every parked
-// child has one (issue 11).
+// runActor feeds its mailbox to the lifecycle and carries out the effects.
+// Its Handle, its lifecycle and the first child's Gate live in it, since
+// they live as long as the run does.
 type runActor struct {
 	h    Handle
-	life Lifecycle
+	life lifecycle
 	// What the Spec gave the run, dropped once it has quiesced.
 	start   context.Context
 	child   Child         // the Spec's, or its Body, Relaunch and Release as one
 	stopCtx func() bool   // detaches the start context's AfterFunc; nil when none
 	take    chan snapshot // the child's Take awaiting its snapshot
-	// observer is the first observer to call when the run settles,
-	// usually the only one (the Service's); more.observers the others.
-	observer func(subagent.Result, error)
-	more     *actorMore // made on first use
-	live     *Gate      // the live child's; nil until the actor started
-	gate     Gate       // the first child's
-	watching bool       // the start context is an endWatcher a is watching
-	hold     bool       // the first child waits for the Handle (Spec.Held)
-	// quiet is the Lifecycle's QuietTake as of its last Step: the child
+	more    *actorMore    // made on first use
+	live    *Gate         // the live child's; nil until the actor started
+	gate    Gate          // the first child's
+	// quiet is the lifecycle's quietTake as of its last Step: the child
 	// may take without asking (see Gate.Take).
 	quiet atomic.Bool
 }
@@ -80,8 +71,6 @@ type bodies struct {
 }
 
 // Run implements Child.
-//
-//go:noinline
 func (b *bodies) Run(g *Gate) {
 	body := b.body
 	if g.Relaunched() {
@@ -90,12 +79,10 @@ func (b *bodies) Run(g *Gate) {
 	g.exited.Result, g.exited.Err = body(g.ctx, g)
 }
 
-// actorMore is what few runs need: pending steers, wire senders, more
-// than one observer.
+// actorMore is what few runs need: pending steers, wire senders.
 type actorMore struct {
-	replies   map[string]steerFrom  // pending steers by key
-	senders   map[string]*actor.PID // watchers and disposers by key
-	observers []func(subagent.Result, error)
+	replies map[string]steerFrom  // pending steers by key
+	senders map[string]*actor.PID // watchers and disposers by key
 }
 
 func (a *runActor) extra() *actorMore {
@@ -145,7 +132,7 @@ func (a *runActor) crashed(c actor.Context, msg any) {
 		_, recorded := a.replies()[steerKey(c.Sender(), steer.SteerId)]
 		unrecorded = !recorded
 	}
-	a.step(c, InCrash{Reason: fmt.Sprintf("handling %T: %v", msg, p), At: time.Now()})
+	a.step(c, inCrash{Reason: fmt.Sprintf("handling %T: %v", msg, p), At: time.Now()})
 	switch msg.(type) {
 	case *messages.Steer:
 		if unrecorded {
@@ -153,14 +140,11 @@ func (a *runActor) crashed(c actor.Context, msg any) {
 		}
 	case *messages.Dispose, dispose:
 		// The crash must not drop a Dispose: its callers wait for it.
-		a.step(c, InDispose{ID: a.sender(c)})
+		a.step(c, inDispose{ID: a.sender(c)})
 	}
 }
 
-// receive dispatches. It runs on the child's goroutine whenever the
-// child's own send is handled inline, deep in the child's stack, so the
-// cases that need more than a few words of stack have methods of their
-// own and this frame stays small.
+// receive dispatches.
 func (a *runActor) receive(c actor.Context, msg any) {
 	switch m := msg.(type) {
 	case *actor.Started:
@@ -172,30 +156,18 @@ func (a *runActor) receive(c actor.Context, msg any) {
 			a.launch()
 		}
 	case *actor.Stopped:
-		a.step(c, InStopped{})
-	case observe:
-		switch {
-		case a.life.settled:
-			a.notify(c, m.f)
-		case a.observer == nil:
-			a.observer = m.f
-		default:
-			more := a.extra()
-			more.observers = append(more.observers, m.f)
-		}
-	case publish:
-		a.step(c, InPublish{})
+		a.step(c, inStopped{})
 	case takeSnapshot:
 		// The child's loop asks once per model request and waits for the
 		// answer, so there is one Take at a time.
 		a.take = m.reply
-		a.step(c, InTake{ID: "take"})
+		a.step(c, inTake{ID: "take"})
 	case *childExited:
 		a.exited(c, m)
 	case dispose:
-		a.step(c, InDispose{})
+		a.step(c, inDispose{})
 	case cancelFor:
-		a.step(c, InCancel{Cause: m.cause})
+		a.step(c, inCancel{Cause: m.cause})
 	case *messages.Steer:
 		a.steer(c, m)
 	case *messages.SteerWithdraw:
@@ -203,10 +175,10 @@ func (a *runActor) receive(c actor.Context, msg any) {
 	case *messages.Cancel:
 		a.cancelWire(c, m)
 	case *messages.Dispose:
-		a.step(c, InDispose{ID: a.sender(c)})
+		a.step(c, inDispose{ID: a.sender(c)})
 	case *messages.Watch:
 		if id := a.sender(c); id != "" {
-			a.step(c, InWatch{ID: id})
+			a.step(c, inWatch{ID: id})
 		}
 	}
 }
@@ -214,7 +186,7 @@ func (a *runActor) receive(c actor.Context, msg any) {
 func (e *childPanic) Error() string { return "child panicked: " + e.value }
 
 func (a *runActor) exited(c actor.Context, m *childExited) {
-	in := InExited{Result: m.Result, Err: m.Err, At: time.Now()}
+	in := inExited{Result: m.Result, Err: m.Err, At: time.Now()}
 	if p, ok := m.Err.(*childPanic); ok {
 		in.Err, in.Panic = nil, p.value
 	}
@@ -232,17 +204,17 @@ func (a *runActor) steer(c actor.Context, m *messages.Steer) {
 		more.replies = map[string]steerFrom{}
 	}
 	more.replies[key] = steerFrom{pid: s, id: m.SteerId}
-	a.step(c, InSteer{ID: key, Content: messages.ToContent(m.Content)})
+	a.step(c, inSteer{ID: key, Content: messages.ToContent(m.Content)})
 }
 
 func (a *runActor) withdraw(c actor.Context, m *messages.SteerWithdraw) {
 	if s := c.Sender(); s != nil {
-		a.step(c, InWithdraw{ID: steerKey(s, m.SteerId)})
+		a.step(c, inWithdraw{ID: steerKey(s, m.SteerId)})
 	}
 }
 
 func (a *runActor) cancelWire(c actor.Context, m *messages.Cancel) {
-	a.step(c, InCancel{Cause: fmt.Errorf("run: cancelled: %s", m.Reason)})
+	a.step(c, inCancel{Cause: fmt.Errorf("run: cancelled: %s", m.Reason)})
 }
 
 // sender remembers a wire sender to answer later and returns its key, or
@@ -267,47 +239,45 @@ func steerKey(s *actor.PID, id uint64) string {
 	return s.Address + "/" + s.Id + "#" + strconv.FormatUint(id, 10)
 }
 
-// step feeds in to the Lifecycle and carries out the effects, each one
-// before the next Step, which reuses them.
-func (a *runActor) step(c actor.Context, in Input) {
-	effects := a.life.Step(in)
+// step feeds in to the lifecycle and carries out the effects.
+func (a *runActor) step(c actor.Context, in input) {
+	effects := a.life.step(in)
 	// Before the effects: a Take after a steer was recorded, or after the
 	// run began to close, asks.
-	a.quiet.Store(a.life.QuietTake())
+	a.quiet.Store(a.life.quietTake())
 	for _, fx := range effects {
 		switch fx := fx.(type) {
-		case *CancelChild:
+		case *cancelChild:
 			a.live.cancel(fx.Cause)
-		case *AnswerSteer:
+		case *answerSteer:
 			a.answerSteer(c, fx)
-		case *Deliver:
+		case *deliver:
 			a.deliver(fx)
-		case *Settle:
+		case *settle:
 			a.settle(c)
-		case *TellSettled:
+		case *tellSettled:
 			a.tellSettled(c, fx.ID)
-		case *Relaunch:
+		case *relaunchChild:
 			a.relaunch(c, fx.Attempt)
-		case StopSelf:
+		case stopSelf:
 			c.Stop(c.Self())
-		case Quiesced:
+		case quiesce:
 			a.h.latches.actorStopped(a.live)
 			a.done()
-		case *TellQuiesced:
+		case *tellQuiesced:
 			a.tellQuiesced(c, fx.ID)
 		}
 	}
-	a.life.Release() // see Lifecycle
 }
 
-func (a *runActor) answerSteer(c actor.Context, fx *AnswerSteer) {
+func (a *runActor) answerSteer(c actor.Context, fx *answerSteer) {
 	if to, ok := a.replies()[fx.ID]; ok {
 		delete(a.more.replies, fx.ID)
 		c.Send(to.pid, &messages.SteerAnswer{SteerId: to.id, Admitted: fx.Admitted, Reason: fx.Reason})
 	}
 }
 
-func (a *runActor) deliver(fx *Deliver) {
+func (a *runActor) deliver(fx *deliver) {
 	if ch := a.take; ch != nil {
 		a.take = nil
 		select { // one slot, one Take at a time: never blocks the actor
@@ -317,21 +287,26 @@ func (a *runActor) deliver(fx *Deliver) {
 	}
 }
 
-// settle tells the observers of the settle and then the Handle's waiters;
-// the result is the Lifecycle's, which the Handle reads (Handle.result).
+// settle tells the observers of the settle, those registered meanwhile
+// too, and then the Handle's waiters; the result is the lifecycle's, which
+// the Handle reads (Handle.result).
 func (a *runActor) settle(c actor.Context) {
 	a.unwatchStart()
-	if f := a.observer; f != nil {
-		a.observer = nil
-		a.notify(c, f)
-	}
-	if more := a.more; more != nil {
-		for _, f := range more.observers {
+	l := &a.h.latches
+	for {
+		l.mu.Lock()
+		fs := l.observers
+		l.observers = nil
+		if len(fs) == 0 {
+			l.closeLocked(settled)
+			l.mu.Unlock()
+			return
+		}
+		l.mu.Unlock()
+		for _, f := range fs {
 			a.notify(c, f)
 		}
-		more.observers = nil
 	}
-	a.h.latches.close(settled)
 }
 
 func (a *runActor) tellSettled(c actor.Context, id string) {
@@ -386,54 +361,34 @@ func (a *runActor) notify(c actor.Context, f func(subagent.Result, error)) {
 	f(a.h.result.Result, a.h.result.Err)
 }
 
-// endWatcher is a start context that tells one watcher of its end itself,
-// with its cause, as context.AfterFunc would (the Service's, tied to the
-// parent's close): watching it costs the run no function values, and no
-// context of its own in the start context's tree. WatchEnd is false when
-// the context takes no (more) watcher; UnwatchEnd is context.AfterFunc's
-// stop.
-type endWatcher interface {
-	WatchEnd(w interface{ Ended(cause error) }) bool
-	UnwatchEnd() bool
-}
-
 // watchStart ties the start context to a cancel message, so cancellation
 // goes through the mailbox. A start context that can never end needs no
 // watch.
 func (a *runActor) watchStart() {
 	start := a.start
-	if w, ok := start.(endWatcher); ok && w.WatchEnd(a) {
-		a.watching = true
-		return
-	}
 	if start.Done() == nil {
 		return
 	}
-	a.stopCtx = context.AfterFunc(start, func() { a.Ended(context.Cause(start)) })
+	a.stopCtx = context.AfterFunc(start, func() { a.ended(context.Cause(start)) })
 }
 
 // unwatchStart ends what watchStart began; it is called once the run has
 // settled, before the start context is dropped (see done).
 func (a *runActor) unwatchStart() {
-	if a.watching {
-		a.watching = false
-		a.start.(endWatcher).UnwatchEnd()
-	}
 	if a.stopCtx != nil {
 		a.stopCtx()
 		a.stopCtx = nil // it holds the start context
 	}
 }
 
-// Ended is told that the start context ended, with its cause, on a
+// ended is told that the start context ended, with its cause, on a
 // goroutine of its own.
-func (a *runActor) Ended(cause error) {
+func (a *runActor) ended(cause error) {
 	a.h.sys.Root.Send(a.h.pid.Load(), cancelFor{cause: cause})
 }
 
-// launch starts the child on a goroutine the run owns (or, held, leaves
-// it to the Handle's first Wait or Dispose): its first activation, or a
-// relaunch. The first child's Gate is the run's own; a
+// launch starts the child on a goroutine the run owns: its first
+// activation, or a relaunch. The first child's Gate is the run's own; a
 // relaunched child gets a fresh one, since its predecessor may have left
 // its Gate with someone.
 func (a *runActor) launch() {
@@ -445,32 +400,31 @@ func (a *runActor) launch() {
 	g.run, g.ctx, g.cancel = a, ctx, cancel
 	a.live = g
 	a.h.latches.live.Add(1)
-	if a.hold {
-		a.hold = false
-		a.h.held.Store(g) // run by the first Wait or Dispose (Handle.runHeld)
-		return
-	}
 	go g.child()
 }
 
 // child is the child's goroutine: it runs the child, then (see finish)
-// releases the child's resources and sends its exit to the actor. Its
-// frame is under the child's whole loop, so it holds no more than the
-// call: a parked child's stack is most of what it costs (issue 11).
+// releases the child's resources and sends its exit to the actor.
 func (g *Gate) child() {
-	growStack()
-	defer g.finish()
+	returned := false
+	defer g.finish(&returned)
 	g.run.child.Run(g)
+	returned = true
 }
 
-// finish is the end of the child's goroutine, whether the child returned
-// or panicked: it records a panic, releases the child's resources, sends
-// the child's exit to the actor and counts the goroutine done, each step
-// even if the one before it panicked.
-func (g *Gate) finish() {
-	if p := recover(); p != nil {
+// finish is the end of the child's goroutine, whether the child returned,
+// panicked or called runtime.Goexit (a test's t.FailNow in a model): it
+// records a crash, releases the child's resources, sends the child's exit
+// to the actor and counts the goroutine done, each step even if the one
+// before it panicked.
+func (g *Gate) finish(returned *bool) {
+	p := recover()
+	if p == nil && !*returned {
+		p = "runtime.Goexit"
+	}
+	if p != nil {
 		// As for a Body whose results never came: nothing of what a
-		// Child wrote before it panicked counts.
+		// Child wrote before it crashed counts.
 		g.exited.Exit = Exit{Err: &childPanic{fmt.Sprint(p)}}
 	}
 	a := g.run
@@ -485,21 +439,6 @@ func (g *Gate) exit() {
 	h := &g.run.h
 	h.sys.Root.Send(h.pid.Load(), &g.exited)
 }
-
-// growStack grows the new goroutine's stack to what a child's loop needs
-// in one step, while it holds one frame: growing it on demand deep in the
-// loop copies the stack twice and adjusts every frame on it each time,
-// about a seventh of a delegation's CPU. A child parked on its model uses
-// little enough of it that a collection halves it (issue 11).
-//
-//go:noinline
-func growStack() {
-	var pad [4 << 10]byte
-	touch(pad[:])
-}
-
-//go:noinline
-func touch([]byte) {}
 
 // release frees the child's resources; a panic there is an infrastructure
 // fault of the run, reported instead of lost.

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"github.com/subactor/subactor/internal/actorstest"
 	"strings"
 	"sync/atomic"
 	"testing"
@@ -123,7 +124,7 @@ func TestR4_TwoSteersFromOneSenderAreBothAnswered(t *testing.T) {
 	defer h.Dispose(context.Background())
 	await.Recv(t, took, "the first snapshot")
 	answers := make(chan *messages.SteerAnswer, 2)
-	root := sys.ActorSystem().Root
+	root := actorstest.Raw(sys).Root
 	router := root.Spawn(actor.PropsFromFunc(func(c actor.Context) {
 		switch m := c.Message().(type) {
 		case *messages.Steer:
@@ -362,7 +363,7 @@ func TestK1_AWatcherIsToldOfTheSettleAndQuiescenceOverTheWireProtocol(t *testing
 	h := Start(sys, Spec{Scope: subagent.Scope{RunID: "r"}, Ctx: context.Background(), Body: parkedBody(took)})
 	await.Recv(t, took, "the first snapshot")
 	heard := make(chan any, 8)
-	root := sys.ActorSystem().Root
+	root := actorstest.Raw(sys).Root
 	watcher := root.Spawn(actor.PropsFromFunc(func(c actor.Context) {
 		switch m := c.Message().(type) {
 		case string:

@@ -2,9 +2,8 @@
 //
 // A provider calls Start with the child's work as a Body and the Scope the
 // Service handed it; the actor is spawned under the delegating parent's
-// actor. It runs the body on a goroutine it owns (a held first child, a
-// foreground delegation's, on the goroutine of its run's first Wait or
-// Dispose instead) and feeds every message
+// actor. It runs the body on a goroutine it owns, whether or not anyone
+// waits for the run, and feeds every message
 // (steer, take snapshot, cancel, dispose, watch, child exited, crash) to the
 // pure Lifecycle, then carries out the effects it returns. So "admitted"
 // means the child took the steer into its next model request, the result

@@ -23,7 +23,7 @@ import (
 // child reports after it (S5).
 func TestR2R4R3_LifecycleProperties(t *testing.T) {
 	rapid.Check(t, func(t *rapid.T) {
-		l := NewLifecycle(false, subagent.RestartPolicy{})
+		l := newLifecycle(false, subagent.RestartPolicy{})
 		var (
 			next              int
 			pendingSteers     []string // sent, not yet answered
@@ -38,22 +38,22 @@ func TestR2R4R3_LifecycleProperties(t *testing.T) {
 			admittedSinceTake []string
 		)
 		id := func(kind string) string { next++; return fmt.Sprintf("%s-%d", kind, next) }
-		apply := func(in Input) []Effect {
-			fx := l.Step(in)
+		apply := func(in input) []effect {
+			fx := l.step(in)
 			admittedSinceTake = nil
 			for _, f := range fx {
 				switch f := f.(type) {
-				case *Settle:
+				case *settle:
 					settles++
 					// Cancel wins: after a cancel, an exit settles aborted,
 					// whatever the child reported (S5).
-					if _, exit := in.(InExited); exit && cancelled && (f.Err != nil || f.Result.StopReason != subagent.Aborted) {
+					if _, exit := in.(inExited); exit && cancelled && (f.Err != nil || f.Result.StopReason != subagent.Aborted) {
 						t.Fatalf("exit after a cancel settled %v, %v", f.Result.StopReason, f.Err)
 					}
-				case *CancelChild:
+				case *cancelChild:
 					cancels++
 					cancelled = true
-				case *AnswerSteer:
+				case *answerSteer:
 					if answered[f.ID] {
 						t.Fatalf("steer %s answered twice", f.ID)
 					}
@@ -63,21 +63,21 @@ func TestR2R4R3_LifecycleProperties(t *testing.T) {
 					answered[f.ID] = true
 					pendingSteers = slices.DeleteFunc(pendingSteers, func(s string) bool { return s == f.ID })
 					if f.Admitted {
-						if _, take := in.(InTake); !take {
+						if _, take := in.(inTake); !take {
 							t.Fatalf("steer %s admitted outside a snapshot (input %T)", f.ID, in)
 						}
 						admittedSinceTake = append(admittedSinceTake, f.ID)
 					}
-				case *Deliver:
+				case *deliver:
 					if !f.Closed && (cancelled || !childLive) {
 						t.Fatalf("open snapshot delivered after cancellation")
 					}
-				case StopSelf:
+				case stopSelf:
 					if childLive {
 						t.Fatalf("stopped while the child still runs")
 					}
 					stopRequested = true
-				case Quiesced:
+				case quiesce:
 					if quiesced {
 						t.Fatalf("quiesced twice")
 					}
@@ -92,27 +92,27 @@ func TestR2R4R3_LifecycleProperties(t *testing.T) {
 		steps := rapid.IntRange(1, 40).Draw(t, "steps")
 		for range steps {
 			if stopRequested && !stopped {
-				apply(InStopped{})
+				apply(inStopped{})
 				stopped = true
 				continue
 			}
 			if stopped {
-				if fx := l.Step(InDispose{}); len(fx) != 0 {
+				if fx := l.step(inDispose{}); len(fx) != 0 {
 					t.Fatalf("input after stop had effects: %v", fx)
 				}
 				continue
 			}
 			switch rapid.IntRange(0, 7).Draw(t, "input") {
 			case 0:
-				apply(InPublish{})
+				apply(inTake{ID: "take"})
 			case 1:
 				s := id("steer")
 				pendingSteers = append(pendingSteers, s)
-				apply(InSteer{ID: s, Content: []subagent.ContentBlock{subagent.Text(s)}})
+				apply(inSteer{ID: s, Content: []subagent.ContentBlock{subagent.Text(s)}})
 			case 2:
 				if len(pendingSteers) > 0 {
 					s := rapid.SampledFrom(pendingSteers).Draw(t, "withdraw")
-					apply(InWithdraw{ID: s})
+					apply(inWithdraw{ID: s})
 					if !answered[s] {
 						t.Fatalf("withdrawn steer %s left unanswered", s)
 					}
@@ -122,22 +122,22 @@ func TestR2R4R3_LifecycleProperties(t *testing.T) {
 					// A quiet Take is one the child may skip (Gate.Take):
 					// it is answered with an open, empty snapshot and
 					// nothing else, and only such a Take is.
-					quiet := l.QuietTake()
-					fx := apply(InTake{ID: id("take")})
-					var d *Deliver
+					quiet := l.quietTake()
+					fx := apply(inTake{ID: id("take")})
+					var d *deliver
 					if len(fx) == 1 {
-						d, _ = fx[0].(*Deliver)
+						d, _ = fx[0].(*deliver)
 					}
 					if empty := d != nil && d.Steers == nil && !d.Closed; quiet != empty {
-						t.Fatalf("QuietTake %v before a Take whose effects were %v", quiet, fx)
+						t.Fatalf("quietTake %v before a Take whose effects were %v", quiet, fx)
 					}
 				}
 			case 4:
-				apply(InCancel{})
+				apply(inCancel{})
 			case 5:
 				if childLive {
 					childLive = false
-					exit := rapid.SampledFrom([]InExited{
+					exit := rapid.SampledFrom([]inExited{
 						{Result: subagent.Stopped(subagent.Completed, "")},
 						{Result: subagent.Stopped(subagent.Error, "transport")},
 						{Err: errors.New("connection reset")},
@@ -149,9 +149,9 @@ func TestR2R4R3_LifecycleProperties(t *testing.T) {
 				}
 			case 6:
 				disposeAsked = true
-				apply(InDispose{})
+				apply(inDispose{})
 			case 7:
-				apply(InCrash{Reason: "test"})
+				apply(inCrash{Reason: "test"})
 			}
 			if settles > 1 || cancels > 1 {
 				t.Fatalf("settled %d times, cancelled %d times", settles, cancels)
@@ -170,7 +170,7 @@ func TestR2R4R3_LifecycleProperties(t *testing.T) {
 }
 
 // values is what fx points to, to compare with effect values.
-func values(fx []Effect) []any {
+func values(fx []effect) []any {
 	vs := make([]any, len(fx))
 	for i, f := range fx {
 		vs[i] = f
@@ -183,76 +183,64 @@ func values(fx []Effect) []any {
 
 // Contract R4.
 func TestR4_LifecycleAdmitsSteerIntoNextSnapshotOnly(t *testing.T) {
-	l := NewLifecycle(false, subagent.RestartPolicy{})
-	l.Step(InPublish{})
-	if fx := l.Step(InSteer{ID: "s1", Content: []subagent.ContentBlock{subagent.Text("hi")}}); len(fx) != 0 {
+	l := newLifecycle(false, subagent.RestartPolicy{})
+	if fx := l.step(inSteer{ID: "s1", Content: []subagent.ContentBlock{subagent.Text("hi")}}); len(fx) != 0 {
 		t.Fatalf("steer answered before a snapshot: %v", fx)
 	}
-	fx := l.Step(InTake{ID: "t1"})
+	fx := l.step(inTake{ID: "t1"})
 	want := []any{
-		Deliver{ID: "t1", Steers: [][]subagent.ContentBlock{{subagent.Text("hi")}}},
-		AnswerSteer{ID: "s1", Admitted: true},
+		deliver{ID: "t1", Steers: [][]subagent.ContentBlock{{subagent.Text("hi")}}},
+		answerSteer{ID: "s1", Admitted: true},
 	}
 	if fmt.Sprint(values(fx)) != fmt.Sprint(want) {
 		t.Fatalf("take: got %v, want %v", fx, want)
 	}
-	fx = l.Step(InSteer{ID: "s2"})
+	fx = l.step(inSteer{ID: "s2"})
 	if len(fx) != 0 {
 		t.Fatalf("steer while running answered early: %v", fx)
 	}
-	fx = l.Step(InExited{Result: subagent.Stopped(subagent.Completed, "")})
-	if *fx[0].(*AnswerSteer) != (AnswerSteer{ID: "s2", Reason: "child exited"}) {
+	fx = l.step(inExited{Result: subagent.Stopped(subagent.Completed, "")})
+	if *fx[0].(*answerSteer) != (answerSteer{ID: "s2", Reason: "child exited"}) {
 		t.Fatalf("steer pending at exit: got %v", fx[0])
 	}
-	if fx = l.Step(InSteer{ID: "s3"}); *fx[0].(*AnswerSteer) != (AnswerSteer{ID: "s3", Reason: "run has settled"}) {
+	if fx = l.step(inSteer{ID: "s3"}); *fx[0].(*answerSteer) != (answerSteer{ID: "s3", Reason: "run has settled"}) {
 		t.Fatalf("steer after settle: %v", fx)
 	}
 }
 
 // Contract R3.
 func TestR3_LifecyclePhases(t *testing.T) {
-	l := NewLifecycle(false, subagent.RestartPolicy{})
-	check := func(want Phase) {
-		t.Helper()
-		if got := l.Phase(); got != want {
-			t.Fatalf("phase %v, want %v", got, want)
-		}
-	}
-	check(Starting)
-	l.Step(InPublish{})
-	check(Published)
-	if fx := l.Step(InDispose{}); fmt.Sprint(values(fx)) != fmt.Sprint([]any{CancelChild{Cause: ErrDisposing}}) {
+	l := newLifecycle(false, subagent.RestartPolicy{})
+	if fx := l.step(inDispose{}); fmt.Sprint(values(fx)) != fmt.Sprint([]any{cancelChild{Cause: errDisposing}}) {
 		t.Fatalf("dispose of a live child: %v", fx)
 	}
-	check(Disposing)
-	if fx := l.Step(InDispose{}); len(fx) != 0 {
+	if fx := l.step(inDispose{}); len(fx) != 0 {
 		t.Fatalf("second dispose: %v", fx)
 	}
-	fx := l.Step(InExited{Result: subagent.Stopped(subagent.Aborted, "")})
+	fx := l.step(inExited{Result: subagent.Stopped(subagent.Aborted, "")})
 	aborted := subagent.Stopped(subagent.Aborted, "")
-	aborted.Cause = ErrDisposing
-	if fmt.Sprint(values(fx)) != fmt.Sprint([]any{Settle{Result: aborted}, StopSelf{}}) {
+	aborted.Cause = errDisposing
+	if fmt.Sprint(values(fx)) != fmt.Sprint([]any{settle{Result: aborted}, stopSelf{}}) {
 		t.Fatalf("exit under dispose: %v", fx)
 	}
-	fx = l.Step(InStopped{})
-	if fmt.Sprint(values(fx)) != fmt.Sprint([]any{Quiesced{}}) {
+	fx = l.step(inStopped{})
+	if fmt.Sprint(values(fx)) != fmt.Sprint([]any{quiesce{}}) {
 		t.Fatalf("stopped: %v", fx)
 	}
-	check(Disposed)
 }
 
 // Contract A2.
 func TestA2_LifecycleCrashSettlesErrorOnce(t *testing.T) {
-	l := NewLifecycle(false, subagent.RestartPolicy{})
-	fx := l.Step(InCrash{Reason: "boom"})
+	l := newLifecycle(false, subagent.RestartPolicy{})
+	fx := l.step(inCrash{Reason: "boom"})
 	var crash *CrashError
-	if len(fx) != 2 || !errors.As(fx[0].(*CancelChild).Cause, &crash) || crash.Reason != "boom" {
+	if len(fx) != 2 || !errors.As(fx[0].(*cancelChild).Cause, &crash) || crash.Reason != "boom" {
 		t.Fatalf("crash: %v", fx)
 	}
-	if s, ok := fx[1].(*Settle); !ok || s.Result.StopReason != subagent.Error {
+	if s, ok := fx[1].(*settle); !ok || s.Result.StopReason != subagent.Error {
 		t.Fatalf("crash must settle with error: %v", fx[1])
 	}
-	if fx := l.Step(InExited{Result: subagent.Stopped(subagent.Completed, "")}); len(fx) != 0 {
+	if fx := l.step(inExited{Result: subagent.Stopped(subagent.Completed, "")}); len(fx) != 0 {
 		t.Fatalf("exit after crash settled again: %v", fx)
 	}
 }
@@ -262,25 +250,23 @@ func TestA2_LifecycleCrashSettlesErrorOnce(t *testing.T) {
 // completed or its transport failed after the cancel; an exit handled
 // before the cancel keeps its result.
 func TestS5_LifecycleCancelWinsOverALateCompletionOrFault(t *testing.T) {
-	for _, exit := range []InExited{
+	for _, exit := range []inExited{
 		{Result: subagent.Result{Output: []subagent.ContentBlock{subagent.Text("done")}, StopReason: subagent.Completed}},
 		{Result: subagent.Stopped(subagent.Error, "transport closed")},
 		{Err: errors.New("connection reset")},
 	} {
-		l := NewLifecycle(false, subagent.RestartPolicy{})
-		l.Step(InPublish{})
-		l.Step(InCancel{Cause: context.DeadlineExceeded})
-		fx := l.Step(exit)
-		s, ok := fx[len(fx)-1].(*Settle)
+		l := newLifecycle(false, subagent.RestartPolicy{})
+		l.step(inCancel{Cause: context.DeadlineExceeded})
+		fx := l.step(exit)
+		s, ok := fx[len(fx)-1].(*settle)
 		if !ok || s.Err != nil || s.Result.StopReason != subagent.Aborted || !errors.Is(s.Result.Cause, context.DeadlineExceeded) {
 			t.Fatalf("exit %+v after a cancel settled %+v", exit, fx)
 		}
 	}
-	l := NewLifecycle(false, subagent.RestartPolicy{})
-	l.Step(InPublish{})
-	fx := l.Step(InExited{Result: subagent.Stopped(subagent.Completed, "")})
-	s := *fx[0].(*Settle) // the effects are valid until the next Step
-	l.Step(InCancel{Cause: context.Canceled})
+	l := newLifecycle(false, subagent.RestartPolicy{})
+	fx := l.step(inExited{Result: subagent.Stopped(subagent.Completed, "")})
+	s := *fx[0].(*settle) // the effects are valid until the next Step
+	l.step(inCancel{Cause: context.Canceled})
 	if s.Result.StopReason != subagent.Completed {
 		t.Fatalf("an exit before the cancel settled %v", s.Result.StopReason)
 	}
@@ -297,7 +283,7 @@ func TestS5_LifecycleCancelWinsOverALateCompletionOrFault(t *testing.T) {
 func TestA2_LifecycleRelaunchWatchAndAckProperties(t *testing.T) {
 	rapid.Check(t, func(t *rapid.T) {
 		policy := subagent.RestartPolicy{Max: rapid.IntRange(0, 3).Draw(t, "max"), Window: time.Duration(rapid.IntRange(1, 10).Draw(t, "window")) * time.Second}
-		l := NewLifecycle(true, policy)
+		l := newLifecycle(true, policy)
 		now := time.Unix(0, 0)
 		var (
 			budget           []time.Time // when a relaunch was granted
@@ -311,15 +297,15 @@ func TestA2_LifecycleRelaunchWatchAndAckProperties(t *testing.T) {
 			toldQuiesced     = map[string]int{}
 			next             int
 		)
-		apply := func(in Input) {
-			for _, f := range l.Step(in) {
+		apply := func(in input) {
+			for _, f := range l.step(in) {
 				switch f := f.(type) {
-				case *CancelChild:
+				case *cancelChild:
 					if errors.Is(f.Cause, errRelaunch) {
 						budget = append(budget, now)
 						relaunchPending = true
 					}
-				case *Relaunch:
+				case *relaunchChild:
 					if settled {
 						t.Fatalf("relaunched after the settle")
 					}
@@ -328,22 +314,22 @@ func TestA2_LifecycleRelaunchWatchAndAckProperties(t *testing.T) {
 					}
 					relaunchPending = false
 					childLive = true
-				case *Settle:
+				case *settle:
 					if settled {
 						t.Fatalf("settled twice")
 					}
 					settled = true
 					relaunchPending = false // a settle gives up a pending relaunch
-				case *TellSettled:
+				case *tellSettled:
 					if !settled {
 						t.Fatalf("watcher %s told of a settle before it", f.ID)
 					}
 					toldSettled[f.ID]++
-				case StopSelf:
+				case stopSelf:
 					stopRequested = true
-				case Quiesced:
+				case quiesce:
 					quiesced = true
-				case *TellQuiesced:
+				case *tellQuiesced:
 					if !quiesced {
 						t.Fatalf("%s told of quiescence before it", f.ID)
 					}
@@ -354,16 +340,16 @@ func TestA2_LifecycleRelaunchWatchAndAckProperties(t *testing.T) {
 		for range rapid.IntRange(1, 60).Draw(t, "steps") {
 			now = now.Add(time.Duration(rapid.IntRange(0, 3000).Draw(t, "ms")) * time.Millisecond)
 			if stopRequested && !quiesced {
-				apply(InStopped{})
+				apply(inStopped{})
 				continue
 			}
 			switch rapid.IntRange(0, 6).Draw(t, "input") {
 			case 0:
-				apply(InCrash{Reason: "boom", At: now})
+				apply(inCrash{Reason: "boom", At: now})
 			case 1:
 				if childLive {
 					childLive = false
-					exit := InExited{At: now, Result: subagent.Stopped(subagent.Aborted, "")}
+					exit := inExited{At: now, Result: subagent.Stopped(subagent.Aborted, "")}
 					if rapid.Bool().Draw(t, "panics") {
 						exit.Panic = "bug"
 					} else if !relaunchPending && rapid.Bool().Draw(t, "completes") {
@@ -384,7 +370,7 @@ func TestA2_LifecycleRelaunchWatchAndAckProperties(t *testing.T) {
 				next++
 				w := fmt.Sprintf("watcher-%d", next)
 				watchers = append(watchers, w)
-				apply(InWatch{ID: w})
+				apply(inWatch{ID: w})
 			case 3:
 				if quiesced {
 					continue
@@ -392,13 +378,13 @@ func TestA2_LifecycleRelaunchWatchAndAckProperties(t *testing.T) {
 				next++
 				d := fmt.Sprintf("disposer-%d", next)
 				ackers = append(ackers, d)
-				apply(InDispose{ID: d})
+				apply(inDispose{ID: d})
 			case 4:
-				apply(InCancel{Cause: context.Canceled})
+				apply(inCancel{Cause: context.Canceled})
 			case 5:
-				apply(InDispose{})
+				apply(inDispose{})
 			case 6:
-				apply(InPublish{})
+				apply(inTake{ID: "take"})
 			}
 		}
 		for i, at := range budget {
@@ -423,25 +409,4 @@ func TestA2_LifecycleRelaunchWatchAndAckProperties(t *testing.T) {
 			}
 		}
 	})
-}
-
-// The steps of a delegation allocate nothing: the effects and the list of
-// them live in the Lifecycle.
-func TestLifecycleStepsOfADelegationDoNotAllocate(t *testing.T) {
-	res := subagent.Result{Output: []subagent.ContentBlock{subagent.Text("done")}, StopReason: subagent.Completed}
-	var l *Lifecycle
-	allocs := testing.AllocsPerRun(100, func() {
-		l = NewLifecycle(true, subagent.RestartPolicy{Max: 1, Window: time.Minute})
-		l.Step(InPublish{})
-		l.Step(InTake{ID: "take"})
-		l.Step(InExited{Result: res})
-		l.Step(InDispose{})
-		l.Step(InStopped{})
-	})
-	if allocs > 1 { // the Lifecycle
-		t.Fatalf("a delegation's steps allocated %v times", allocs)
-	}
-	if l.Phase() != Disposed {
-		t.Fatalf("phase %v", l.Phase())
-	}
 }

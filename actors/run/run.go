@@ -4,6 +4,8 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"github.com/subactor/subactor/actors/internal/inline"
+	"github.com/subactor/subactor/internal/actorsraw"
 	"sync"
 	"sync/atomic"
 
@@ -11,7 +13,6 @@ import (
 
 	"github.com/subactor/subactor/actors"
 	"github.com/subactor/subactor/actors/internal/ask"
-	"github.com/subactor/subactor/actors/internal/inline"
 	"github.com/subactor/subactor/internal/ids"
 	"github.com/subactor/subactor/messages"
 	"github.com/subactor/subactor/subagent"
@@ -45,17 +46,16 @@ type Exit struct {
 
 // Spec describes one activation.
 type Spec struct {
-	// Scope is the one the Service handed the provider: the run id, and
-	// the sink through which the run actor is spawned under its parent's
-	// actor, so that stopping the parent stops its runs. Without a
-	// Service's scope the run gets a fresh id and lives at the root.
+	// Scope is the one the Service handed the provider: the run id and
+	// the restart policy; when zero, Ctx's (subagent.ScopeOf). Without a
+	// Service's scope the run gets a fresh id.
 	Scope subagent.Scope
 	// SessionID is the child's session, "" when it has none here.
 	SessionID string
 	Agent     subagent.Agent // the published local agent, or nil
 	// Ctx is the start request's context: when it ends, the child is
-	// cancelled with its cause (S5). A context that tells a watcher of its
-	// end itself (the Service's, see endWatcher) is watched that way.
+	// cancelled with its cause (S5). The Service's is tied to the parent's
+	// and the Service's lifetimes: it is how a child ends with them.
 	Ctx  context.Context
 	Body Body
 	// Relaunch, when set, continues the child from its last checkpoint
@@ -68,13 +68,6 @@ type Spec struct {
 	Child        Child
 	Relaunchable bool
 	Restarts     subagent.RestartPolicy
-	// Held, for a caller that waits for the run at once (a foreground
-	// delegation), holds the first child until the run's first Wait or
-	// Dispose, which runs it on its own goroutine: no goroutine of the
-	// run's own to start, to hand over to and back from. A held run makes
-	// no progress until then. A relaunch after a crash runs on a goroutine
-	// of its own as ever.
-	Held bool
 	// Release frees the child's resources after each Body returned and
 	// before the run counts as quiesced. Optional; a Child frees its own.
 	Release func()
@@ -85,25 +78,22 @@ type Spec struct {
 type Handle struct {
 	sys *actor.ActorSystem
 	// pid is stored by Start once the actor is spawned, and by the actor
-	// as it starts, which may be first: with the inline mailbox the actor
-	// starts (and launches its child) while Start is still spawning it.
+	// as it starts, which may be first: the actor may start (and launch
+	// its child) while Start is still spawning it.
 	pid       atomic.Pointer[actor.PID]
 	id        string
 	sessionID string
 	agent     subagent.Agent
 	// result is the run's result once the settled latch is closed: the
-	// Lifecycle's Settle effect, which it emits once and never changes
+	// lifecycle's settle effect, which it emits once and never changes
 	// after.
-	result *Settle
+	result *settle
 	// latches: settled once result is final; stopped once the actor has
 	// stopped (a message sent to it then is never answered); quiesced
 	// once it has stopped and every goroutine it launched has returned,
 	// live counting those still to finish.
 	latches latches
-	// held is the held first child's Gate (Spec.Held) until a Wait or
-	// Dispose takes it to run.
-	held   atomic.Pointer[Gate]
-	steers atomic.Uint64 // correlation ids of this handle's steers
+	steers  atomic.Uint64 // correlation ids of this handle's steers
 }
 
 // The run's latches.
@@ -118,10 +108,12 @@ const (
 // never waited on while they work, and three channels per parked child
 // are memory issue 11 counts.
 type latches struct {
-	chs    [3]chan struct{}
-	mu     sync.Mutex
-	live   atomic.Int32 // the Handle's (here, it fills what closed leaves of a word)
-	closed [3]bool
+	chs [3]chan struct{}
+	// observers are OnSettled's until the settled latch closes.
+	observers []func(subagent.Result, error)
+	mu        sync.Mutex
+	live      atomic.Int32 // the Handle's (here, it fills what closed leaves of a word)
+	closed    [3]bool
 }
 
 // closedChan is what a latch closed before anyone waited hands out.
@@ -165,18 +157,14 @@ func (l *latches) closeLocked(i int) {
 	}
 }
 
-// host spawns run actors under a parent actor; the Service's event sink is
-// one.
-type host interface {
-	SpawnRun(a actor.Actor) (*actor.PID, error)
-}
-
 // Start spawns the run actor, which starts the body at once. The provider
-// calls Publish on the handle just before returning it to its caller, or
-// Dispose to roll back.
+// returns the handle to its caller, or disposes it to roll back.
 func Start(sys *actors.System, spec Spec) *Handle {
 	if spec.Ctx == nil {
 		spec.Ctx = context.Background()
+	}
+	if spec.Scope == (subagent.Scope{}) {
+		spec.Scope, _ = subagent.ScopeOf(spec.Ctx)
 	}
 	if spec.Restarts == (subagent.RestartPolicy{}) {
 		spec.Restarts = spec.Scope.Restarts
@@ -185,12 +173,12 @@ func Start(sys *actors.System, spec Spec) *Handle {
 	if id == "" {
 		id = ids.New()
 	}
-	a := &runActor{start: spec.Ctx, child: spec.Child, hold: spec.Held}
+	a := &runActor{start: spec.Ctx, child: spec.Child}
 	if a.child == nil {
 		a.child = &bodies{body: spec.Body, again: spec.Relaunch, free: spec.Release}
 	}
 	h := &a.h
-	h.sys, h.id, h.sessionID, h.agent = sys.ActorSystem(), id, spec.SessionID, spec.Agent
+	h.sys, h.id, h.sessionID, h.agent = actorsraw.Of(sys), id, spec.SessionID, spec.Agent
 	h.result = &a.life.result
 	h.latches.live.Store(1) // the actor itself
 	relaunchable := spec.Relaunch != nil
@@ -198,13 +186,7 @@ func Start(sys *actors.System, spec Spec) *Handle {
 		relaunchable = spec.Relaunchable
 	}
 	a.life.init(relaunchable, spec.Restarts)
-	a.quiet.Store(a.life.QuietTake())
-	if parent, ok := spec.Scope.Events.(host); ok {
-		if pid, err := parent.SpawnRun(a); err == nil {
-			h.pid.Store(pid)
-			return h
-		}
-	}
+	a.quiet.Store(a.life.quietTake())
 	h.pid.Store(h.sys.Root.SpawnPrefix(inline.Props(func() actor.Actor { return a }), "run-"))
 	return h
 }
@@ -218,30 +200,34 @@ func (h *Handle) SessionID() string { return h.sessionID }
 // LocalAgent implements subagent.Run.
 func (h *Handle) LocalAgent() subagent.Agent { return h.agent }
 
-// Publish records that the caller now owns the run.
-func (h *Handle) Publish() { h.sys.Root.Send(h.pid.Load(), publish{}) }
-
-// Wait implements subagent.Run. A held child (Spec.Held) runs here first,
-// on the caller's goroutine.
+// Wait implements subagent.Run. Once ctx has ended it returns ctx's
+// error, settled or not, so that what a cancellation reports never
+// depends on which of the two a waiter saw first.
 func (h *Handle) Wait(ctx context.Context) (subagent.Result, error) {
-	h.runHeld()
 	select {
 	case <-h.latches.wait(settled):
-		return h.result.Result, h.result.Err
 	case <-ctx.Done():
-		return subagent.Result{}, ctx.Err()
 	}
+	if err := ctx.Err(); err != nil {
+		return subagent.Result{}, err
+	}
+	return h.result.Result, h.result.Err
 }
 
 // OnSettled implements subagent.Run. The run actor calls f as it settles,
 // before Wait returns, so what f sends is ordered before anything the
-// waiter does next; f must not block. Register observers before Dispose.
+// waiter does next; f must not block. Registering takes no message, so an
+// observer can never arrive after the actor stopped.
 func (h *Handle) OnSettled(f func(subagent.Result, error)) {
-	if h.latches.isClosed(settled) {
-		f(h.result.Result, h.result.Err)
+	l := &h.latches
+	l.mu.Lock()
+	if !l.closed[settled] {
+		l.observers = append(l.observers, f)
+		l.mu.Unlock()
 		return
 	}
-	h.sys.Root.Send(h.pid.Load(), observe{f})
+	l.mu.Unlock()
+	f(h.result.Result, h.result.Err)
 }
 
 // Dispose implements subagent.Run. Every caller waits for the same signal,
@@ -251,21 +237,11 @@ func (h *Handle) Dispose(ctx context.Context) error {
 		return nil
 	}
 	h.sys.Root.Send(h.pid.Load(), dispose{})
-	h.runHeld() // cancelled by the dispose: it returns at once
 	select {
 	case <-h.latches.wait(quiesced):
 		return nil
 	case <-ctx.Done():
 		return ctx.Err()
-	}
-}
-
-// runHeld runs the held child, if it is still held, on the caller's
-// goroutine. The actor launched it (Start returns once it has) and only
-// held back its goroutine.
-func (h *Handle) runHeld() {
-	if g := h.held.Swap(nil); g != nil {
-		g.child()
 	}
 }
 
@@ -316,11 +292,6 @@ type Gate struct {
 // Context is the child's context: it ends when the run cancels the child.
 func (g *Gate) Context() context.Context { return g.ctx }
 
-// CancelFunc cancels the child's context with a cause, as the run does
-// (a child may cancel itself: an agent closing). The run cancels it, with
-// context.Canceled, once the child has returned.
-func (g *Gate) CancelFunc() context.CancelCauseFunc { return g.cancel }
-
 // Relaunched reports whether the child is a relaunch after a crash.
 func (g *Gate) Relaunched() bool { return g != &g.run.gate } // the first child's is the run's own
 
@@ -356,7 +327,7 @@ func (g *Gate) Take(ctx context.Context) ([][]subagent.ContentBlock, error) {
 	var snap snapshot
 	var err error
 	select {
-	case snap = <-reply: // mostly answered already, inline: ctx.Done may never be made
+	case snap = <-reply: // answered already: ctx.Done need not be made
 	default:
 		select {
 		case snap = <-reply:

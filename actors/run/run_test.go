@@ -3,12 +3,11 @@ package run_test
 import (
 	"context"
 	"errors"
-	"runtime"
+	"github.com/subactor/subactor/internal/actorstest"
 	"strings"
 	"sync"
 	"sync/atomic"
 	"testing"
-	"time"
 
 	"go.uber.org/goleak"
 
@@ -183,15 +182,15 @@ func TestS5_StartContextEndingCancelsTheLiveChild(t *testing.T) {
 // Contract R3.
 func TestR3_DisposeIsIdempotentConcurrentAndQuiescent(t *testing.T) {
 	sys := newSystem(t)
-	actorsBefore := sys.LiveActors()
+	actorsBefore := actorstest.LiveActors(sys)
 	goroutinesBefore := goleak.IgnoreCurrent()
 	p := newParked()
 	var released atomic.Bool
 	h := run.Start(sys, run.Spec{Scope: subagent.Scope{RunID: "r"}, Ctx: context.Background(), Body: p.body, Release: func() { released.Store(true) }})
 	await.Recv(t, p.took, "the first snapshot")
 	// The run actor; its child asks on a channel, not a reply actor.
-	if sys.LiveActors() != actorsBefore+1 {
-		t.Fatalf("run not counted: %d vs %d", sys.LiveActors(), actorsBefore)
+	if actorstest.LiveActors(sys) != actorsBefore+1 {
+		t.Fatalf("run not counted: %d vs %d", actorstest.LiveActors(sys), actorsBefore)
 	}
 	var wg sync.WaitGroup
 	errs := make(chan error, 64)
@@ -208,7 +207,7 @@ func TestR3_DisposeIsIdempotentConcurrentAndQuiescent(t *testing.T) {
 	if !released.Load() {
 		t.Fatal("Dispose returned before the child's resources were released")
 	}
-	if n := sys.LiveActors(); n != actorsBefore {
+	if n := actorstest.LiveActors(sys); n != actorsBefore {
 		t.Fatalf("live actors after dispose: %d, before: %d", n, actorsBefore)
 	}
 	if err := goleak.Find(goroutinesBefore, leaktest.DeadLetters); err != nil {
@@ -291,117 +290,11 @@ func BenchmarkRun(b *testing.B) {
 	for b.Loop() {
 		h := run.Start(sys, run.Spec{Scope: subagent.Scope{RunID: "r"}, Ctx: ctx, Body: body})
 		h.OnSettled(observer)
-		h.Publish()
 		if _, err := h.Wait(ctx); err != nil {
 			b.Fatal(err)
 		}
 		if err := h.Dispose(ctx); err != nil {
 			b.Fatal(err)
 		}
-	}
-}
-
-// inWait reports whether the calling goroutine is inside a Handle's Wait
-// or Dispose.
-func inWait() (wait, dispose bool) {
-	buf := make([]byte, 64<<10)
-	stack := string(buf[:runtime.Stack(buf, false)])
-	return strings.Contains(stack, "(*Handle).Wait"), strings.Contains(stack, "(*Handle).Dispose")
-}
-
-// Contract R2: a held child (Spec.Held, a foreground delegation's) runs
-// only once its run is waited on, inside that Wait, on the waiter's
-// goroutine, and settles exactly once as any child does; an unheld one
-// runs on a goroutine of its own.
-func TestR2_AHeldChildRunsInsideTheFirstWait(t *testing.T) {
-	sys := newSystem(t)
-	for _, held := range []bool{true, false} {
-		var waited atomic.Bool
-		ran := make(chan [2]bool, 1) // before Wait was called, inside Wait
-		h := run.Start(sys, run.Spec{Scope: subagent.Scope{RunID: "r"}, Ctx: context.Background(), Held: held,
-			Body: func(context.Context, *run.Gate) (subagent.Result, error) {
-				inside, _ := inWait()
-				ran <- [2]bool{!waited.Load(), inside}
-				return subagent.Result{Output: text("done"), StopReason: subagent.Completed}, nil
-			}})
-		h.Publish()
-		if held {
-			select {
-			case <-ran:
-				t.Fatal("a held child ran before its run was waited on")
-			default:
-			}
-		}
-		waited.Store(true)
-		res, err := h.Wait(await.Ctx(t))
-		if err != nil || subagent.TextOf(res.Output) != "done" {
-			t.Fatalf("held=%v: Wait %+v, %v", held, res, err)
-		}
-		got := await.Recv(t, ran, "the child's run")
-		if held && (got[0] || !got[1]) {
-			t.Fatalf("the held child ran before Wait: %v, inside Wait: %v; want only inside it", got[0], got[1])
-		}
-		if !held && got[1] {
-			t.Fatal("an unheld child ran inside Wait, not on a goroutine of its own")
-		}
-		if again, err := h.Wait(await.Ctx(t)); err != nil || subagent.TextOf(again.Output) != "done" {
-			t.Fatalf("held=%v: a second Wait %+v, %v", held, again, err)
-		}
-		if err := h.Dispose(await.Ctx(t)); err != nil {
-			t.Fatal(err)
-		}
-	}
-}
-
-// Contract R3: a held run disposed without a Wait runs its child inside
-// Dispose, cancelled, and Dispose returns once it has returned.
-func TestR3_DisposingAnUnwaitedHeldRunRunsItsChildCancelled(t *testing.T) {
-	sys := newSystem(t)
-	ran := make(chan error, 1)
-	h := run.Start(sys, run.Spec{Scope: subagent.Scope{RunID: "r"}, Ctx: context.Background(), Held: true,
-		Body: func(ctx context.Context, _ *run.Gate) (subagent.Result, error) {
-			_, inside := inWait()
-			if !inside {
-				ran <- errors.New("the held child ran outside Dispose")
-			} else {
-				ran <- ctx.Err()
-			}
-			return subagent.Result{}, ctx.Err()
-		}})
-	h.Publish()
-	if err := h.Dispose(await.Ctx(t)); err != nil {
-		t.Fatal(err)
-	}
-	if err := await.Recv(t, ran, "the held child's run"); !errors.Is(err, context.Canceled) {
-		t.Fatalf("the held child ran with %v, want it cancelled by the dispose", err)
-	}
-	if res, err := h.Wait(await.Ctx(t)); err == nil && res.StopReason == subagent.Completed {
-		t.Fatalf("a disposed held run settled %+v", res)
-	}
-}
-
-// Contract A2: a held child that panics is relaunched from its checkpoint
-// as any other, on a goroutine of its own, and the Wait that ran the first
-// returns the relaunch's result.
-func TestA2_AHeldChildThatPanicsIsRelaunched(t *testing.T) {
-	sys := newSystem(t)
-	h := run.Start(sys, run.Spec{Scope: subagent.Scope{RunID: "r"}, Ctx: context.Background(), Held: true,
-		Restarts: subagent.RestartPolicy{Max: 1, Window: time.Hour},
-		Body: func(context.Context, *run.Gate) (subagent.Result, error) {
-			panic("first activation")
-		},
-		Relaunch: func(context.Context, *run.Gate) (subagent.Result, error) {
-			if wait, _ := inWait(); wait {
-				return subagent.Result{}, errors.New("the relaunch ran inside Wait")
-			}
-			return subagent.Result{Output: text("again"), StopReason: subagent.Completed}, nil
-		}})
-	h.Publish()
-	res, err := h.Wait(await.Ctx(t))
-	if err != nil || subagent.TextOf(res.Output) != "again" {
-		t.Fatalf("Wait %+v, %v; want the relaunch's result", res, err)
-	}
-	if err := h.Dispose(await.Ctx(t)); err != nil {
-		t.Fatal(err)
 	}
 }

@@ -20,6 +20,8 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"github.com/subactor/subactor/actors/internal/inline"
+	"github.com/subactor/subactor/internal/actorsraw"
 	"log/slog"
 	"slices"
 	"strconv"
@@ -32,7 +34,6 @@ import (
 
 	"github.com/subactor/subactor/actors"
 	"github.com/subactor/subactor/actors/internal/guard"
-	"github.com/subactor/subactor/actors/internal/inline"
 	"github.com/subactor/subactor/actors/internal/reply"
 	"github.com/subactor/subactor/persistence"
 	"github.com/subactor/subactor/subagent"
@@ -102,7 +103,7 @@ type Manager struct {
 
 // New starts a manager on sys; store may be nil.
 func New(sys *actors.System, store persistence.TaskStore) *Manager {
-	m := &Manager{sys: sys.ActorSystem(), log: sys.Logger(), store: store, closed: make(chan struct{})}
+	m := &Manager{sys: actorsraw.Of(sys), log: sys.Logger(), store: store, closed: make(chan struct{})}
 	a := &managerActor{log: m.log, tasks: map[string]*entry{}, waits: map[string]*reply.To{}}
 	m.pid = m.sys.Root.SpawnPrefix(inline.Props(func() actor.Actor { return a }), "subagent-tasks-")
 	return m
@@ -124,7 +125,9 @@ func (m *Manager) Start(ctx context.Context, spec Spec, start func(context.Conte
 		Continuable: spec.Continuable, State: Running}
 	startCtx, cancel := context.WithCancelCause(context.WithoutCancel(ctx))
 	defer context.AfterFunc(ctx, func() { cancel(context.Cause(ctx)) })()
-	if _, err := m.call(ctx, &add{task: t, cancel: cancel}); err != nil {
+	// Not bounded by ctx: the actor answers at once, and a task it added
+	// must be started (and so settled), or Close waits for it in vain.
+	if _, err := m.call(context.WithoutCancel(ctx), &add{task: t, cancel: cancel}); err != nil {
 		return Task{}, err
 	}
 	if err := m.record(ctx, t); err != nil {

@@ -3,6 +3,7 @@ package tasks_test
 import (
 	"context"
 	"errors"
+	"github.com/subactor/subactor/internal/actorstest"
 	"testing"
 	"time"
 
@@ -109,7 +110,7 @@ func TestT3_StatusAndCollectWithAWaitLimit(t *testing.T) {
 func TestT3_KillStopsTheChild(t *testing.T) {
 	e := newEnv(t)
 	task := e.start(t, "forever")
-	live := e.rt.System.LiveActors()
+	live := actorstest.LiveActors(e.rt.System)
 	got, err := e.mgr.Kill(await.Ctx(t), "parent", task.ID)
 	if err != nil || got.State != tasks.Stopping {
 		t.Fatalf("task as the kill answers %+v, %v", got, err)
@@ -118,7 +119,7 @@ func TestT3_KillStopsTheChild(t *testing.T) {
 	if err != nil || got.State != tasks.Killed || got.Result == nil || got.Result.StopReason != subagent.Aborted || got.Result.Output != nil {
 		t.Fatalf("killed task %+v, %v", got, err)
 	}
-	if n := e.rt.System.LiveActors(); n >= live {
+	if n := actorstest.LiveActors(e.rt.System); n >= live {
 		t.Fatalf("live actors %d after the kill, %d before: the run was not disposed", n, live)
 	}
 	if again, err := e.mgr.Kill(await.Ctx(t), "parent", task.ID); err != nil || again.State != tasks.Killed {

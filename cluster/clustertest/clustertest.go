@@ -89,8 +89,9 @@ func (Echo) InheritsParentContext() bool         { return false }
 // Start implements subagent.Provider.
 func (Echo) Start(ctx context.Context, req subagent.StartRequest) (subagent.Run, error) {
 	prompt := subagent.TextOf(req.Prompt)
-	r := &echoRun{id: req.Scope.RunID, done: make(chan struct{}), steer: make(chan string)}
-	req.Scope.Events.Emit(subagent.RunProgress{RunID: r.id, Kind: subagent.MessageText, Step: 1, Text: prompt})
+	scope, _ := subagent.ScopeOf(ctx)
+	r := &echoRun{id: scope.RunID, done: make(chan struct{}), steer: make(chan string)}
+	scope.Events.Emit(subagent.RunProgress{RunID: r.id, Kind: subagent.MessageText, Step: 1, Text: prompt})
 	runCtx, cancel := context.WithCancel(context.WithoutCancel(ctx))
 	r.cancel = cancel
 	stop := context.AfterFunc(ctx, cancel)

@@ -167,7 +167,8 @@ type startShown struct {
 
 // Start implements subagent.Provider.
 func (p startShown) Start(ctx context.Context, req subagent.StartRequest) (subagent.Run, error) {
-	done := p.rep.starting(req.Scope.RunID, p.Name())
+	scope, _ := subagent.ScopeOf(ctx)
+	done := p.rep.starting(scope.RunID, p.Name())
 	r, err := p.Provider.Start(ctx, req)
 	done(startEnd(ctx, err))
 	return r, err
@@ -175,7 +176,8 @@ func (p startShown) Start(ctx context.Context, req subagent.StartRequest) (subag
 
 // Resume implements subagent.Resumer.
 func (p startShown) Resume(ctx context.Context, req subagent.StartRequest) (subagent.Run, error) {
-	done := p.rep.starting(req.Scope.RunID, p.Name())
+	scope, _ := subagent.ScopeOf(ctx)
+	done := p.rep.starting(scope.RunID, p.Name())
 	r, err := p.Provider.Resume(ctx, req)
 	done(startEnd(ctx, err))
 	return r, err

@@ -348,7 +348,6 @@ func (t *Tool) Call(ctx context.Context, caller *agent.Agent, raw json.RawMessag
 	if a.Background {
 		return t.background(ctx, caller, req)
 	}
-	req.Foreground = true // waited for at once, here: the child may run on this goroutine
 	var run subagent.Run
 	ref, named := agent.CallOf(ctx)
 	if d, ok := t.cfg.Service.(Durable); ok && named {
@@ -477,7 +476,7 @@ func (t *Tool) Recover(ctx context.Context, caller *agent.Agent, raw json.RawMes
 		return answer(id, id, res)
 	}
 	req := t.request(caller, a, r.caps)
-	req.Prompt, req.Continuation, req.Foreground = nil, &subagent.Continuation{SessionID: id}, true
+	req.Prompt, req.Continuation = nil, &subagent.Continuation{SessionID: id}
 	run, err := d.Resume(ctx, t.cfg.Provider, req)
 	if err != nil {
 		return "", err

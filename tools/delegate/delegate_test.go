@@ -5,8 +5,8 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"github.com/subactor/subactor/internal/actorstest"
 	"reflect"
-	"runtime"
 	"slices"
 	"strings"
 	"sync"
@@ -245,7 +245,7 @@ func TestT1_ForegroundAnswerFromARealParent(t *testing.T) {
 	tool := newTool(t, e.svc, delegate.Config{Provider: spawn.DefaultName}, true)
 	var live []int // actor counts at each parent step
 	parentModel := agenttest.NewRecorder(func(req agent.Request) agent.Response {
-		live = append(live, e.sys.LiveActors())
+		live = append(live, actorstest.LiveActors(e.sys))
 		if len(req.Messages) == 1 {
 			return callTool(delegate.DefaultName, `{"description":"d","prompt":"echo hello"}`)
 		}
@@ -286,33 +286,6 @@ func TestT1_ForegroundAnswerFromARealParent(t *testing.T) {
 	}
 }
 
-// Contract T1: a foreground delegation's child runs on the delegating
-// goroutine, inside the tool's call (its run is held for the tool's Wait),
-// not on a goroutine started for it.
-func TestT1_AForegroundChildRunsInsideTheToolsCall(t *testing.T) {
-	e := newEnv(t)
-	inCall := make(chan bool, 1)
-	e.spawnProvider(t, spawn.Config{Model: agenttest.NewRecorder(func(agent.Request) agent.Response {
-		buf := make([]byte, 64<<10)
-		inCall <- strings.Contains(string(buf[:runtime.Stack(buf, false)]), "(*Tool).Call")
-		return final("hi")
-	})})
-	tool := newTool(t, e.svc, delegate.Config{Provider: spawn.DefaultName}, true)
-	parentModel := agenttest.NewRecorder(func(req agent.Request) agent.Response {
-		if len(req.Messages) == 1 {
-			return callTool(delegate.DefaultName, `{"description":"d","prompt":"echo hi"}`)
-		}
-		return final("ok")
-	})
-	parent := e.agentAt(t, "parent", 0, subagent.AgentOptions{}, parentModel, tool)
-	if res := parent.Run(await.Ctx(t), text("delegate"), nil); res.StopReason != subagent.Completed {
-		t.Fatalf("parent: %+v", res)
-	}
-	if !await.Recv(t, inCall, "the child's model call") {
-		t.Fatal("the foreground child ran on a goroutine of its own, not inside the delegate tool's call")
-	}
-}
-
 // Contract T1.
 func TestT1_NonCompletedChildIsAnError(t *testing.T) {
 	e := newEnv(t)
@@ -337,7 +310,7 @@ func TestT1_NonCompletedChildIsAnError(t *testing.T) {
 		`{"description":"d","prompt":"refuse"}`:                                   {"refusal", "I will not"},
 		`{"description":"d","prompt":"schema","output_schema":{"type":"object"}}`: {"error", "not JSON"},
 	} {
-		live := e.sys.LiveActors()
+		live := actorstest.LiveActors(e.sys)
 		out, err := tool.Call(await.Ctx(t), parent, json.RawMessage(args))
 		if err == nil || out != "" {
 			t.Fatalf("%s: got %q, %v; want an error", args, out, err)
@@ -347,7 +320,7 @@ func TestT1_NonCompletedChildIsAnError(t *testing.T) {
 				t.Errorf("%s: error %q does not mention %q", args, err, w)
 			}
 		}
-		if got := e.sys.LiveActors(); got != live {
+		if got := actorstest.LiveActors(e.sys); got != live {
 			t.Fatalf("%s: live actors %d, want %d: the child was not disposed", args, got, live)
 		}
 	}
@@ -416,7 +389,7 @@ func TestK3_HostileArgumentsStartNoChild(t *testing.T) {
 	limited := newTool(t, e.svc, delegate.Config{Provider: "bare"}, true)
 	parent := e.agentAt(t, "parent", 0, subagent.AgentOptions{}, nil)
 	events := e.events(t, parent)
-	live, created := e.sys.LiveActors(), e.store.creates()
+	live, created := actorstest.LiveActors(e.sys), e.store.creates()
 
 	for _, c := range []struct {
 		tool *delegate.Tool
@@ -455,9 +428,9 @@ func TestK3_HostileArgumentsStartNoChild(t *testing.T) {
 			t.Errorf("%s: got %q, %v; want %v", c.args, out, err, c.want)
 		}
 	}
-	if len(bare.starts) != 0 || e.sys.LiveActors() != live || e.store.creates() != created {
+	if len(bare.starts) != 0 || actorstest.LiveActors(e.sys) != live || e.store.creates() != created {
 		t.Fatalf("a hostile call reached a provider: stub starts %d, live actors %d→%d, sessions %d→%d",
-			len(bare.starts), live, e.sys.LiveActors(), created, e.store.creates())
+			len(bare.starts), live, actorstest.LiveActors(e.sys), created, e.store.creates())
 	}
 	// The parent actor emits in order: the first start it reports is the
 	// valid call's, so no hostile call published a run.

@@ -11,6 +11,16 @@
 // allocations. Here the queues are rings that live in the mailbox until
 // they outgrow it, under one mutex that is never held while a message is
 // handled.
+//
+// It stays, against protoactor's default dispatcher, because it buys far
+// more than the 20% issue 19 asks of a hand-written replacement on the
+// end-to-end goals: measured with bench/ (go test -bench, 2000 ops, wall time per op, on the
+// shared 2-core machine) with the seam's actors on the default dispatcher
+// instead, a delegation through the Service (SubactorSpawn) took 75-121
+// µs and 80 allocations, a parent run with one delegation
+// (SubactorParentRun) 114-159 µs and 141-144 allocations; with this
+// mailbox 42-51 µs and 65 allocations, and 58-64 µs and 106-107
+// allocations.
 package inline
 
 import (

@@ -44,7 +44,7 @@ func TestP3_ExampleAgentFullTurnAnswersItsPermissionRequest(t *testing.T) {
 			rec := newRecorder()
 			p := newProvider(t, cfg)
 			began := time.Now()
-			r, err := p.Start(await.Ctx(t), request(rec, "Please improve the project"))
+			r, err := p.Start(scoped(await.Ctx(t), rec), request("Please improve the project"))
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -89,7 +89,7 @@ func TestP3_ExampleAgentCancelMidTurnSettlesAborted(t *testing.T) {
 	rec := newRecorder()
 	p := newProvider(t, exampleConfig(t))
 	ctx, cancel := context.WithCancel(await.Ctx(t))
-	r := start(t, ctx, p, request(rec, "Please improve the project"))
+	r := start(t, scoped(ctx, rec), p, request("Please improve the project"))
 	rec.waitFor(t, "the agent's first text", kindIs(subagent.TextDelta))
 	began := time.Now()
 	cancel()
@@ -109,7 +109,7 @@ func TestP3_ExampleAgentDisposeMidTurnLeavesNoProcess(t *testing.T) {
 	t.Parallel()
 	rec := newRecorder()
 	p := newProvider(t, exampleConfig(t))
-	r := start(t, await.Ctx(t), p, request(rec, "Please improve the project"))
+	r := start(t, scoped(await.Ctx(t), rec), p, request("Please improve the project"))
 	rec.waitFor(t, "the first tool call", kindIs(subagent.ToolCallStarted))
 	pgid := r.ProcessID()
 	if groupGone(pgid) {

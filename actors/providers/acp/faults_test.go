@@ -24,7 +24,7 @@ func TestK3_AgentExitingBeforeInitializeFailsStart(t *testing.T) {
 	cfg := fakeConfig(t, sys, modeExitEarly)
 	store := persistence.NewMemory()
 	cfg.Store = store
-	_, err := newProvider(t, cfg).Start(await.Ctx(t), request(nil, "say x"))
+	_, err := newProvider(t, cfg).Start(await.Ctx(t), request("say x"))
 	var se *acp.StartError
 	if !errors.As(err, &se) || !errors.Is(err, acp.ErrStart) || se.Step != "initialize" {
 		t.Fatalf("err %v", err)
@@ -40,7 +40,7 @@ func TestK3_AgentExitingBeforeInitializeFailsStart(t *testing.T) {
 func TestK3_UnsupportedProtocolVersionFailsStart(t *testing.T) {
 	sys := newSystem(t)
 	cfg := fakeConfig(t, sys, modeBadVersion)
-	_, err := newProvider(t, cfg).Start(await.Ctx(t), request(nil, "say x"))
+	_, err := newProvider(t, cfg).Start(await.Ctx(t), request("say x"))
 	if !errors.Is(err, acp.ErrProtocolVersion) || !errors.Is(err, acp.ErrStart) || !strings.Contains(err.Error(), "version 99") {
 		t.Fatalf("err %v", err)
 	}
@@ -58,7 +58,7 @@ func TestR6_StartThatNeverGetsASessionLeavesNothing(t *testing.T) {
 	p := newProvider(t, cfg)
 	errc := make(chan error, 1)
 	go func() {
-		_, err := p.Start(ctx, request(nil, "say x"))
+		_, err := p.Start(ctx, request("say x"))
 		errc <- err
 	}()
 	waitForStarts(t, cfg, 1)
@@ -70,7 +70,7 @@ func TestR6_StartThatNeverGetsASessionLeavesNothing(t *testing.T) {
 
 	cfg = fakeConfig(t, sys, modeHangInit)
 	cfg.StartTimeout = 200 * time.Millisecond
-	_, err := newProvider(t, cfg).Start(await.Ctx(t), request(nil, "say x"))
+	_, err := newProvider(t, cfg).Start(await.Ctx(t), request("say x"))
 	var se *acp.StartError
 	if !errors.As(err, &se) || se.Step != "initialize" || !strings.Contains(err.Error(), "no answer within 200ms") {
 		t.Fatalf("timed-out start: %v", err)
@@ -82,7 +82,7 @@ func TestR6_StartThatNeverGetsASessionLeavesNothing(t *testing.T) {
 // keeping what it said, its exit status and its last words on stderr.
 func TestK3_CrashMidTurnSettlesError(t *testing.T) {
 	sys := newSystem(t)
-	r := start(t, await.Ctx(t), newProvider(t, fakeConfig(t, sys, modeNormal)), request(nil, "say partial", "crash 7"))
+	r := start(t, await.Ctx(t), newProvider(t, fakeConfig(t, sys, modeNormal)), request("say partial", "crash 7"))
 	res := wait(t, r)
 	if res.StopReason != subagent.Error || !errors.Is(res.Cause, acp.ErrAgentExited) {
 		t.Fatalf("result %+v", res)
@@ -101,8 +101,8 @@ func TestK3_CrashMidTurnSettlesError(t *testing.T) {
 func TestK3_GarbageAndUnknownFramesAreIgnored(t *testing.T) {
 	sys := newSystem(t)
 	rec := newRecorder()
-	r := start(t, await.Ctx(t), newProvider(t, fakeConfig(t, sys, modeNormal)),
-		request(rec, "say a", "garbage", "unknown", "orphan", "say b"))
+	r := start(t, scoped(await.Ctx(t), rec), newProvider(t, fakeConfig(t, sys, modeNormal)),
+		request("say a", "garbage", "unknown", "orphan", "say b"))
 	res := wait(t, r)
 	if res.StopReason != subagent.Completed || subagent.TextOf(res.Output) != "ab" {
 		t.Fatalf("result %+v", res)
@@ -118,7 +118,7 @@ func TestK3_GarbageAndUnknownFramesAreIgnored(t *testing.T) {
 // settles error saying so, without waiting for the agent.
 func TestK3_OverlongLineSettlesError(t *testing.T) {
 	sys := newSystem(t)
-	r := start(t, await.Ctx(t), newProvider(t, fakeConfig(t, sys, modeNormal)), request(nil, "say a", "overlong", "wait"))
+	r := start(t, await.Ctx(t), newProvider(t, fakeConfig(t, sys, modeNormal)), request("say a", "overlong", "wait"))
 	res := wait(t, r)
 	if res.StopReason != subagent.Error || !errors.Is(res.Cause, acp.ErrLineTooLong) || !strings.Contains(res.Detail, "longer than") {
 		t.Fatalf("result %+v (cause %v)", res, res.Cause)
@@ -156,7 +156,7 @@ func TestK3_FloodingAgentCostsBoundedMemory(t *testing.T) {
 	t.Cleanup(release2)
 
 	const chunks = 20000 // 2 MB of text in 100-byte chunks
-	r, err := svc.Start(await.Ctx(t), acp.DefaultName, request(nil, "flood 20000", "say end"))
+	r, err := svc.Start(await.Ctx(t), acp.DefaultName, request("flood 20000", "say end"))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -192,7 +192,7 @@ func TestK3_StartLimitNamesTheStep(t *testing.T) {
 	} {
 		cfg := fakeConfig(t, sys, c.mode)
 		cfg.StartTimeout = c.limit
-		_, err := newProvider(t, cfg).Start(await.Ctx(t), request(nil, "say x"))
+		_, err := newProvider(t, cfg).Start(await.Ctx(t), request("say x"))
 		var se *acp.StartError
 		if !errors.As(err, &se) || se.Step != c.step || !errors.Is(err, acp.ErrStartTimeout) || !strings.Contains(err.Error(), c.says) {
 			t.Fatalf("%s: %v", c.mode, err)

@@ -29,7 +29,7 @@ func TestK3_ACPReadOfFIFOIsRefused(t *testing.T) {
 	threads := pprof.Lookup("threadcreate")
 	before := threads.Count()
 	const reads = 500
-	res := wait(t, start(t, await.Ctx(t), newProvider(t, cfg), request(nil,
+	res := wait(t, start(t, await.Ctx(t), newProvider(t, cfg), request(
 		fmt.Sprintf("readmany %d %s", reads, pipe),
 		"read "+filepath.Join(cfg.Dir, "link"),
 		"write "+pipe+" x",

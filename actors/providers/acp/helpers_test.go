@@ -17,6 +17,7 @@ import (
 	"github.com/subactor/subactor/actors/providers/acp"
 	"github.com/subactor/subactor/internal/await"
 	"github.com/subactor/subactor/internal/leaktest"
+	"github.com/subactor/subactor/internal/runscope"
 	"github.com/subactor/subactor/subagent"
 )
 
@@ -162,15 +163,17 @@ func kindIs(k subagent.ProgressKind) func(subagent.RunProgress) bool {
 }
 
 // request is a start request whose prompt is a fake-agent script.
-func request(rec *recorder, lines ...string) subagent.StartRequest {
-	req := subagent.StartRequest{
+func request(lines ...string) subagent.StartRequest {
+	return subagent.StartRequest{
 		Prompt: []subagent.ContentBlock{subagent.Text(strings.Join(lines, "\n"))},
 		Parent: top,
 	}
-	if rec != nil {
-		req.Scope.Events = rec
-	}
-	return req
+}
+
+// scoped is ctx with a scope whose progress goes to rec, as the Service
+// hands a provider.
+func scoped(ctx context.Context, rec *recorder) context.Context {
+	return runscope.With(ctx, subagent.Scope{Events: rec})
 }
 
 // start starts a run and disposes it when the test ends.
@@ -207,7 +210,7 @@ func startWithPid(t *testing.T, mode string) (*acp.Run, int, []byte, acp.Config)
 	cfg := fakeConfig(t, newSystem(t), mode)
 	pidFile := filepath.Join(t.TempDir(), "pid")
 	cfg.Env[envPidFile] = pidFile
-	r := start(t, await.Ctx(t), newProvider(t, cfg), request(rec, "say ready", "wait"))
+	r := start(t, scoped(await.Ctx(t), rec), newProvider(t, cfg), request("say ready", "wait"))
 	rec.waitFor(t, "the first chunk", kindIs(subagent.TextDelta))
 	data, err := os.ReadFile(pidFile)
 	if err != nil {

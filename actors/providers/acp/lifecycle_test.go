@@ -20,7 +20,7 @@ func TestS5_CancelMidTurnSettlesAbortedOnTheAgentsAnswer(t *testing.T) {
 	sys := newSystem(t)
 	rec := newRecorder()
 	ctx, cancel := context.WithCancel(await.Ctx(t))
-	r := start(t, ctx, newProvider(t, fakeConfig(t, sys, modeNormal)), request(rec, "say before", "wait", "say after"))
+	r := start(t, scoped(ctx, rec), newProvider(t, fakeConfig(t, sys, modeNormal)), request("say before", "wait", "say after"))
 	rec.waitFor(t, "the first chunk", kindIs(subagent.TextDelta))
 	cancel()
 	res := wait(t, r)
@@ -47,7 +47,7 @@ func TestP3_PendingPermissionIsCancelledWithTheTurn(t *testing.T) {
 		return true
 	}
 	ctx, cancel := context.WithCancel(await.Ctx(t))
-	r := start(t, ctx, newProvider(t, cfg), request(nil, "ask edit Change a file", "wait"))
+	r := start(t, ctx, newProvider(t, cfg), request("ask edit Change a file", "wait"))
 	await.Recv(t, asked, "the permission request")
 	cancel()
 	res := wait(t, r)
@@ -62,7 +62,7 @@ func TestP3_PendingPermissionIsCancelledWithTheTurn(t *testing.T) {
 func TestR3_DisposeIsIdempotentConcurrentAndEndsTheGroup(t *testing.T) {
 	sys := newSystem(t)
 	rec := newRecorder()
-	r := start(t, await.Ctx(t), newProvider(t, fakeConfig(t, sys, modeNormal)), request(rec, "say a", "wait"))
+	r := start(t, scoped(await.Ctx(t), rec), newProvider(t, fakeConfig(t, sys, modeNormal)), request("say a", "wait"))
 	rec.waitFor(t, "the first chunk", kindIs(subagent.TextDelta))
 	pgid := r.ProcessID()
 	if pgid <= 0 || groupGone(pgid) {
@@ -118,7 +118,7 @@ func TestR3_DisposeEndsGrandchildren(t *testing.T) {
 // one turn): once the result has settled, no process of the child is left.
 func TestR3_ProcessEndsWithTheTurn(t *testing.T) {
 	sys := newSystem(t)
-	r := start(t, await.Ctx(t), newProvider(t, fakeConfig(t, sys, modeNormal)), request(nil, "say done"))
+	r := start(t, await.Ctx(t), newProvider(t, fakeConfig(t, sys, modeNormal)), request("say done"))
 	if res := wait(t, r); res.StopReason != subagent.Completed {
 		t.Fatalf("result %+v", res)
 	}
@@ -135,7 +135,7 @@ func TestK3_AgentIgnoringCancelIsEndedByTheLadder(t *testing.T) {
 	rec := newRecorder()
 	cfg := fakeConfig(t, sys, modeStubborn)
 	ctx, cancel := context.WithCancel(await.Ctx(t))
-	r := start(t, ctx, newProvider(t, cfg), request(rec, "say a", "hang"))
+	r := start(t, scoped(ctx, rec), newProvider(t, cfg), request("say a", "hang"))
 	rec.waitFor(t, "the first chunk", kindIs(subagent.TextDelta))
 	began := time.Now()
 	cancel()

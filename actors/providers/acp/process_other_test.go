@@ -14,7 +14,7 @@ import (
 // signal, Start says so with a typed error, before any process runs.
 func TestP3_StartWithoutProcessGroupsIsATypedError(t *testing.T) {
 	sys := newSystem(t)
-	_, err := newProvider(t, fakeConfig(t, sys, modeNormal)).Start(await.Ctx(t), request(nil, "say hi"))
+	_, err := newProvider(t, fakeConfig(t, sys, modeNormal)).Start(await.Ctx(t), request("say hi"))
 	var se *acp.StartError
 	if !errors.Is(err, acp.ErrUnsupportedPlatform) || !errors.As(err, &se) || se.Step != "launch" {
 		t.Fatalf("Start: %v, want a launch *StartError wrapping ErrUnsupportedPlatform", err)

@@ -75,7 +75,7 @@ func (p *Provider) Start(ctx context.Context, req subagent.StartRequest) (subage
 	if err != nil {
 		return nil, err
 	}
-	c := p.child(req, dir)
+	c := p.child(ctx, req, dir)
 	if p.cfg.Store != nil {
 		c.storeSession = c.runID
 	}
@@ -125,7 +125,7 @@ func (p *Provider) Resume(ctx context.Context, req subagent.StartRequest) (subag
 	if err != nil {
 		return nil, err
 	}
-	c := p.child(req, dir)
+	c := p.child(ctx, req, dir)
 	c.resume, c.storeSession = &pd, cont.SessionID
 	if p.cfg.Store != nil {
 		if err := c.take(ctx); err != nil {
@@ -191,13 +191,15 @@ func (p *Provider) check(req subagent.StartRequest) error {
 	return nil
 }
 
-func (p *Provider) child(req subagent.StartRequest, dir string) *child {
-	runID := req.Scope.RunID
+func (p *Provider) child(ctx context.Context, req subagent.StartRequest, dir string) *child {
+	scope, _ := subagent.ScopeOf(ctx)
+	runID := scope.RunID
 	if runID == "" {
 		runID = ids.New()
 	}
+	scope.RunID = runID
 	return &child{
-		p: p, req: req, runID: runID, dir: dir,
+		p: p, req: req, scope: scope, runID: runID, dir: dir,
 		ready: make(chan error, 1),
 		log:   slog.New(truncating{p.log.Handler()}).With("run", runID),
 	}
@@ -208,10 +210,8 @@ func (p *Provider) child(req subagent.StartRequest, dir string) *child {
 // agent's session exists, or disposes it (which ends the process) and
 // removes what the setup stored.
 func (p *Provider) launch(ctx context.Context, c *child) (subagent.Run, error) {
-	scope := c.req.Scope
-	scope.RunID = c.runID
 	h := run.Start(p.cfg.System, run.Spec{
-		Scope:     scope,
+		Scope:     c.scope,
 		SessionID: c.storeSession,
 		Ctx:       ctx,
 		Body:      c.body,
@@ -234,7 +234,6 @@ func (p *Provider) launch(ctx context.Context, c *child) (subagent.Run, error) {
 		}
 		return nil, errors.Join(errs...)
 	}
-	h.Publish()
 	return &childRun{h: h, c: c}, nil
 }
 
@@ -284,6 +283,7 @@ func (r *childRun) AgentSessionID() string { return string(r.c.session) }
 type child struct {
 	p            *Provider
 	req          subagent.StartRequest
+	scope        subagent.Scope // the Service's, its RunID runID
 	runID        string
 	dir          string
 	resume       *ProviderData // set on Resume
@@ -354,7 +354,7 @@ func (c *child) recordStop(ctx context.Context, res subagent.Result) {
 // Config.StartTimeout.
 func (c *child) setup(ctx context.Context) error {
 	cfg := c.p.cfg
-	cl, err := newClient(cfg, c.dir, c.runID, c.req.Scope.Events)
+	cl, err := newClient(cfg, c.dir, c.runID, c.scope.Events)
 	if err != nil {
 		return err
 	}

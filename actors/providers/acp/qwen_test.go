@@ -72,7 +72,7 @@ func TestP3_QwenTurn(t *testing.T) {
 	rec := newRecorder()
 	p := newProvider(t, qwenConfig(t, srv))
 	began := time.Now()
-	r := start(t, await.Ctx(t), p, request(rec, "Say hello."))
+	r := start(t, scoped(await.Ctx(t), rec), p, request("Say hello."))
 	started := time.Now()
 	res := wait(t, r)
 	t.Logf("qwen: start %s, turn %s", started.Sub(began), time.Since(started))
@@ -101,7 +101,7 @@ func TestP3_QwenCancelMidTurn(t *testing.T) {
 	srv := openaitest.NewServer(t, spare(openaitest.Stall(openaitest.Step{Text: "partial answer", ChunkSize: 8}, 2))...)
 	rec := newRecorder()
 	ctx, cancel := context.WithCancel(await.Ctx(t))
-	r := start(t, ctx, newProvider(t, qwenConfig(t, srv)), request(rec, "Say something long."))
+	r := start(t, scoped(ctx, rec), newProvider(t, qwenConfig(t, srv)), request("Say something long."))
 	rec.waitFor(t, "qwen's first text", kindIs(subagent.TextDelta))
 	began := time.Now()
 	cancel()
@@ -121,7 +121,7 @@ func TestP3_QwenDisposeMidTurn(t *testing.T) {
 	t.Parallel()
 	srv := openaitest.NewServer(t, spare(openaitest.Stall(openaitest.Step{Text: "partial answer", ChunkSize: 8}, 2))...)
 	rec := newRecorder()
-	r := start(t, await.Ctx(t), newProvider(t, qwenConfig(t, srv)), request(rec, "Say something long."))
+	r := start(t, scoped(await.Ctx(t), rec), newProvider(t, qwenConfig(t, srv)), request("Say something long."))
 	rec.waitFor(t, "qwen's first text", kindIs(subagent.TextDelta))
 	pgid := r.ProcessID()
 	began := time.Now()
@@ -147,13 +147,13 @@ func TestS6_QwenResumeContinuesTheEarlierTurn(t *testing.T) {
 	cfg := qwenConfig(t, srv)
 	cfg.Store = persistence.NewMemory()
 	p := newProvider(t, cfg)
-	first := start(t, await.Ctx(t), p, request(nil, "Remember the word PAPAYA."))
+	first := start(t, await.Ctx(t), p, request("Remember the word PAPAYA."))
 	if res := wait(t, first); res.StopReason != subagent.Completed {
 		t.Fatalf("first turn %+v", res)
 	}
 	must(t, first.Dispose(await.Ctx(t)))
 
-	req := request(nil, "Which word did I ask you to remember?")
+	req := request("Which word did I ask you to remember?")
 	req.Continuation = &subagent.Continuation{SessionID: first.SessionID()}
 	began := time.Now()
 	second, err := p.Resume(await.Ctx(t), req)

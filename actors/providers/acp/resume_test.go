@@ -24,7 +24,7 @@ func TestP3_DescriptorKeepsTheAgentSession(t *testing.T) {
 	store := persistence.NewMemory()
 	cfg := fakeConfig(t, sys, modeLoadable)
 	cfg.Store = store
-	r := start(t, await.Ctx(t), newProvider(t, cfg), request(nil, "say hi"))
+	r := start(t, await.Ctx(t), newProvider(t, cfg), request("say hi"))
 	wait(t, r)
 	if r.SessionID() != r.ID() || r.AgentSessionID() == "" {
 		t.Fatalf("session %q, run %q, agent session %q", r.SessionID(), r.ID(), r.AgentSessionID())
@@ -67,7 +67,7 @@ func firstTurn(t *testing.T, script string) (svc *registry.Service, store persis
 		t.Fatal(err)
 	}
 	t.Cleanup(release)
-	first, err = svc.Start(await.Ctx(t), acp.DefaultName, request(nil, script))
+	first, err = svc.Start(await.Ctx(t), acp.DefaultName, request(script))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -87,7 +87,7 @@ func TestS6_ResumeLoadsTheAgentSessionWithoutItsReplay(t *testing.T) {
 	events := make(chan subagent.Event, 64)
 	sub := svc.ListenParent(top.SessionID(), func(ev subagent.Event) error { events <- ev; return nil })
 	t.Cleanup(sub.Release)
-	req := request(nil, "session", "say continued")
+	req := request("session", "say continued")
 	req.Continuation = &subagent.Continuation{SessionID: first.SessionID()}
 	second, err := svc.Resume(await.Ctx(t), acp.DefaultName, req)
 	if err != nil {
@@ -119,10 +119,10 @@ func TestS6_ResumeWithoutLoadSessionIsNotResumable(t *testing.T) {
 	cfg := fakeConfig(t, sys, modeNormal)
 	cfg.Store = store
 	p := newProvider(t, cfg)
-	r := start(t, await.Ctx(t), p, request(nil, "say hi"))
+	r := start(t, await.Ctx(t), p, request("say hi"))
 	wait(t, r)
 	before := starts(t, cfg)
-	req := request(nil, "say again")
+	req := request("say again")
 	req.Continuation = &subagent.Continuation{SessionID: r.SessionID()}
 	_, err := p.Resume(await.Ctx(t), req)
 	var nr *acp.NotResumableError
@@ -164,13 +164,13 @@ func TestK3_ResumeValidatesProviderData(t *testing.T) {
 		{"missing cwd", descriptor(acp.DefaultName, `{"version":1,"sessionId":"s","loadSession":true,"cwd":"/nonexistent/acp-dir"}`), acp.ErrDir},
 		{"other provider", descriptor("spawn", `{"version":1,"sessionId":"s","loadSession":true,"cwd":"`+dir+`"}`), subagent.ErrInvalidRequest},
 	} {
-		req := request(nil, "say x")
+		req := request("say x")
 		req.Continuation = &subagent.Continuation{SessionID: "child", Descriptor: c.desc}
 		if _, err := p.Resume(await.Ctx(t), req); !errors.Is(err, c.want) {
 			t.Errorf("%s: %v, want %v", c.name, err, c.want)
 		}
 	}
-	req := request(nil, "say x")
+	req := request("say x")
 	req.Continuation = &subagent.Continuation{SessionID: "child"}
 	if _, err := p.Resume(await.Ctx(t), req); !errors.Is(err, subagent.ErrInvalidRequest) {
 		t.Errorf("no descriptor and no store: %v", err)
@@ -189,10 +189,10 @@ func TestS8_AStaleACPActivationRecordsNothingAfterTheNextTookTheSession(t *testi
 	cfg := fakeConfig(t, sys, modeLoadable)
 	cfg.Store = store
 	p := newProvider(t, cfg)
-	first := start(t, await.Ctx(t), p, request(nil, "session"))
+	first := start(t, await.Ctx(t), p, request("session"))
 	wait(t, first)
 	resume := func() *acp.Run {
-		req := request(nil, "session", "say continued")
+		req := request("session", "say continued")
 		req.Continuation = &subagent.Continuation{SessionID: first.SessionID()}
 		r, err := p.Resume(await.Ctx(t), req)
 		if err != nil {

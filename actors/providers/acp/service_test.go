@@ -30,7 +30,7 @@ func TestP3_ThroughTheService(t *testing.T) {
 	sub := svc.ListenParent(top.SessionID(), func(ev subagent.Event) error { events <- ev; return nil })
 	t.Cleanup(sub.Release)
 
-	r, err := svc.Start(await.Ctx(t), acp.DefaultName, request(nil, "say Hello", "tool t1 search Look around", "done t1", "say !"))
+	r, err := svc.Start(await.Ctx(t), acp.DefaultName, request("say Hello", "tool t1 search Look around", "done t1", "say !"))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -76,7 +76,7 @@ func TestP3_ThroughTheService(t *testing.T) {
 	}
 
 	persona := "a pirate"
-	req := request(nil, "say x")
+	req := request("say x")
 	req.Persona = &persona
 	if _, err := svc.Start(await.Ctx(t), acp.DefaultName, req); !errors.Is(err, subagent.ErrUnsupported) {
 		t.Fatalf("persona: %v", err)
@@ -113,7 +113,7 @@ func TestS5_CancelThroughTheService(t *testing.T) {
 	})
 	t.Cleanup(sub.Release)
 	ctx, cancel := context.WithCancel(await.Ctx(t))
-	r, err := svc.Start(ctx, acp.DefaultName, request(nil, "say working", "wait"))
+	r, err := svc.Start(ctx, acp.DefaultName, request("say working", "wait"))
 	if err != nil {
 		t.Fatal(err)
 	}

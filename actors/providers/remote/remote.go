@@ -27,6 +27,8 @@ import (
 
 	"github.com/subactor/subactor/actors/internal/ask"
 	"github.com/subactor/subactor/cluster"
+	"github.com/subactor/subactor/internal/actorsraw"
+	"github.com/subactor/subactor/internal/ids"
 	"github.com/subactor/subactor/messages"
 	"github.com/subactor/subactor/subagent"
 )
@@ -171,7 +173,7 @@ func Status(ctx context.Context, n *cluster.Node, timeout time.Duration) []Load 
 
 func loads(ctx context.Context, n *cluster.Node, ms []cluster.Member, timeout time.Duration) []Load {
 	out := make([]Load, len(ms))
-	sys := n.System().ActorSystem()
+	sys := actorsraw.Of(n.System())
 	var wg sync.WaitGroup
 	for i, m := range ms {
 		wg.Go(func() {
@@ -253,7 +255,11 @@ func (p *Provider) Start(ctx context.Context, req subagent.StartRequest) (subage
 	if req.Parent == nil {
 		return nil, &subagent.InvalidRequestError{Field: "parent", Reason: "a delegating parent agent is required"}
 	}
-	wire := startMessage(p.cfg.Name, req)
+	scope, _ := subagent.ScopeOf(ctx)
+	if scope.RunID == "" {
+		scope.RunID = ids.New() // a caller other than the Service
+	}
+	wire := startMessage(p.cfg.Name, req, scope)
 	wire.CallerMember = p.cfg.Node.ID()
 	perr := &PlacementError{Provider: p.cfg.Name}
 	for _, c := range p.candidates(ctx) {
@@ -269,7 +275,7 @@ func (p *Provider) Start(ctx context.Context, req subagent.StartRequest) (subage
 			perr.Reasons = append(perr.Reasons, fmt.Sprintf("%s: full (%d of %d)", c.Member.ID, c.Runs, c.Capacity))
 			continue
 		}
-		run, err := p.startOn(ctx, c.Member, wire, req)
+		run, err := p.startOn(ctx, c.Member, wire, scope)
 		var refused *RefusedError
 		switch {
 		case err == nil:
@@ -293,9 +299,9 @@ func (p *Provider) Start(ctx context.Context, req subagent.StartRequest) (subage
 // startMessage is the wire form of a start request: what a local Start
 // carries, the Go values (parent agent, event sink) replaced by the
 // parent's session and depth.
-func startMessage(provider string, req subagent.StartRequest) *messages.RemoteStart {
+func startMessage(provider string, req subagent.StartRequest, scope subagent.Scope) *messages.RemoteStart {
 	w := &messages.RemoteStart{
-		RunId: req.Scope.RunID, Provider: provider,
+		RunId: scope.RunID, Provider: provider,
 		Prompt: messages.FromContent(req.Prompt),
 		Options: &messages.AgentOptions{
 			ModelProvider: req.Options.ModelProvider, Model: req.Options.Model,
@@ -303,8 +309,8 @@ func startMessage(provider string, req subagent.StartRequest) *messages.RemoteSt
 		},
 		OutputSchema:    req.OutputSchema,
 		Persona:         req.Persona,
-		ParentSessionId: req.Scope.Parent.SessionID,
-		ParentDepth:     int64(req.Scope.Parent.Depth),
+		ParentSessionId: scope.Parent.SessionID,
+		ParentDepth:     int64(scope.Parent.Depth),
 	}
 	if w.ParentSessionId == "" {
 		w.ParentSessionId = req.Parent.SessionID()
@@ -329,13 +335,13 @@ var errLostBeforeAccepted = errors.New("remote: the node was lost before it admi
 // startOn starts the run on m through a new proxy actor and waits for the
 // hosting node's answer; when ctx ends first, the proxy disposes what the
 // node started and Start returns after that.
-func (p *Provider) startOn(ctx context.Context, m cluster.Member, wire *messages.RemoteStart, req subagent.StartRequest) (subagent.Run, error) {
+func (p *Provider) startOn(ctx context.Context, m cluster.Member, wire *messages.RemoteStart, scope subagent.Scope) (subagent.Run, error) {
 	r := &Run{
-		id: req.Scope.RunID, node: m, events: req.Scope.Events,
+		id: scope.RunID, node: m, events: scope.Events,
 		settledCh: make(chan struct{}), quiesced: make(chan struct{}),
 	}
 	started := make(chan error, 1)
-	sys := p.cfg.Node.System().ActorSystem()
+	sys := actorsraw.Of(p.cfg.Node.System())
 	r.sys = sys
 	r.proxy = sys.Root.Spawn(actor.PropsFromProducer(func() actor.Actor {
 		return &proxy{p: p, run: r, host: m.Host(), start: wire, started: started, steers: map[uint64]chan error{}}

@@ -3,6 +3,7 @@ package spawn_test
 import (
 	"context"
 	"errors"
+	"github.com/subactor/subactor/internal/actorstest"
 	"slices"
 	"testing"
 
@@ -131,12 +132,12 @@ func TestS4_AClosedParentStartsNoChild(t *testing.T) {
 	}
 	defer release()
 	defer e.svc.ListenParent(closing.SessionID(), func(ev subagent.Event) error { events <- ev; return nil }).Release()
-	live := e.sys.LiveActors()
+	live := actorstest.LiveActors(e.sys)
 	if _, err := e.svc.Start(await.Ctx(t), "closing", subagent.StartRequest{Prompt: prompt("echo x"), Parent: closing}); !errors.Is(err, subagent.ErrParentClosed) {
 		t.Fatalf("Start whose parent closed during setup: %v", err)
 	}
-	if sessions, _ := store.Sessions(t.Context()); len(sessions) != 1 || e.sys.LiveActors() != live {
-		t.Fatalf("after the rollback: %d sessions (want the parent's only), live actors %d→%d", len(sessions), live, e.sys.LiveActors())
+	if sessions, _ := store.Sessions(t.Context()); len(sessions) != 1 || actorstest.LiveActors(e.sys) != live {
+		t.Fatalf("after the rollback: %d sessions (want the parent's only), live actors %d→%d", len(sessions), live, actorstest.LiveActors(e.sys))
 	}
 	select {
 	case ev := <-events:

@@ -148,7 +148,8 @@ func (p *Provider) Start(ctx context.Context, req subagent.StartRequest) (subage
 	if err != nil {
 		return nil, err
 	}
-	runID := runIDOf(req.Scope)
+	scope, _ := subagent.ScopeOf(ctx)
+	runID := runIDOf(scope)
 	header := subagent.SessionHeader{
 		SessionID:       runID,
 		ParentSessionID: req.Parent.SessionID(),
@@ -160,7 +161,7 @@ func (p *Provider) Start(ctx context.Context, req subagent.StartRequest) (subage
 	if len(req.Prompt) > 0 {
 		seed = append(seed[:len(seed):len(seed)], agent.Message{Role: agent.User, Content: req.Prompt})
 	}
-	c := &child{runID: runID, sink: req.Scope.Events}
+	c := &child{runID: runID, sink: scope.Events}
 	cfg, err := p.childConfig(req, header, d, c)
 	if err != nil {
 		return nil, err
@@ -208,9 +209,10 @@ func (p *Provider) Resume(ctx context.Context, req subagent.StartRequest) (subag
 	}
 	// D5: the stored depth is a floor; the parent's may push it deeper.
 	header.DelegationDepth = max(header.DelegationDepth, subagent.DelegationDepthOf(req.Parent)+1)
-	runID := runIDOf(req.Scope)
+	scope, _ := subagent.ScopeOf(ctx)
+	runID := runIDOf(scope)
 	req.Persona, req.ToolFilter = d.Persona, d.ToolFilter
-	ch := &child{runID: runID, sink: req.Scope.Events}
+	ch := &child{runID: runID, sink: scope.Events}
 	cfg, err := p.childConfig(req, header, d, ch)
 	if err != nil {
 		return nil, err
@@ -283,7 +285,7 @@ func (p *Provider) childConfig(req subagent.StartRequest, h subagent.SessionHead
 // and settles aborted. After a crash the child continues from its log
 // within the embedder's restart policy.
 func (p *Provider) launch(ctx context.Context, req subagent.StartRequest, c *child, undo func(context.Context) error) (subagent.Run, error) {
-	scope := req.Scope
+	scope, _ := subagent.ScopeOf(ctx)
 	scope.RunID = c.runID
 	h := run.Start(p.cfg.System, run.Spec{
 		Scope:        scope,
@@ -292,7 +294,6 @@ func (p *Provider) launch(ctx context.Context, req subagent.StartRequest, c *chi
 		Ctx:          ctx,
 		Child:        c,
 		Relaunchable: true,
-		Held:         req.Foreground,
 	})
 	// A resumed child took its log with its prompt: the activation exists
 	// (the message it carries is delivered), so an ended ctx or parent
@@ -301,7 +302,6 @@ func (p *Provider) launch(ctx context.Context, req subagent.StartRequest, c *chi
 		rollback := context.WithoutCancel(ctx)
 		return nil, errors.Join(err, h.Dispose(rollback), undo(rollback))
 	}
-	h.Publish()
 	return h, nil
 }
 
@@ -389,7 +389,7 @@ type child struct {
 // the child's stack (issue 11).
 func (c *child) Run(g *run.Gate) {
 	exit := g.Exit()
-	c.agent.RunUnder(g.Context(), g.CancelFunc(), nil, g, &exit.Result)
+	exit.Result = c.agent.Run(g.Context(), nil, g)
 	confirm(exit)
 }
 

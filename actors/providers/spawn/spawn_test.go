@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"github.com/subactor/subactor/internal/actorstest"
 	"math"
 	"os"
 	"path/filepath"
@@ -413,7 +414,7 @@ func TestR6_S5_CancelDuringSetupRollsBackEverything(t *testing.T) {
 	parent := e.parent(t, "parent", 0, subagent.AgentOptions{})
 	// Warm up: the parent actor exists from the first start on.
 	e.start(t, subagent.StartRequest{Prompt: prompt("echo warm"), Parent: parent})
-	actorsBefore := e.sys.LiveActors()
+	actorsBefore := actorstest.LiveActors(e.sys)
 	ignore := goleak.IgnoreCurrent()
 
 	ctx, cancel := context.WithCancel(t.Context())
@@ -436,7 +437,7 @@ func TestR6_S5_CancelDuringSetupRollsBackEverything(t *testing.T) {
 	if _, _, err := e.store.Load(t.Context(), childID); !errors.Is(err, persistence.ErrNotFound) {
 		t.Fatalf("child session after rollback: %v, want ErrNotFound", err)
 	}
-	if got := e.sys.LiveActors(); got != actorsBefore {
+	if got := actorstest.LiveActors(e.sys); got != actorsBefore {
 		t.Fatalf("live actors %d after rollback, want %d", got, actorsBefore)
 	}
 	if err := goleak.Find(ignore, leaktest.DeadLetters); err != nil {
@@ -455,13 +456,13 @@ func TestR6_SetupFailureLeavesNothing(t *testing.T) {
 	parent := e.parent(t, "parent", 0, subagent.AgentOptions{})
 	// Subscribing spawns the parent actor before the count is taken.
 	defer e.svc.ListenParent(parent.SessionID(), func(subagent.Event) error { return nil }).Release()
-	created, live := e.store.creates(), e.sys.LiveActors()
+	created, live := e.store.creates(), actorstest.LiveActors(e.sys)
 	_, err := e.svc.Start(t.Context(), spawn.DefaultName, subagent.StartRequest{Prompt: prompt("echo no"), Parent: parent})
 	if !errors.Is(err, agent.ErrConfig) {
 		t.Fatalf("Start: %v, want agent.ErrConfig", err)
 	}
-	if e.store.creates() != created || e.sys.LiveActors() != live {
-		t.Fatalf("sessions %d→%d, live actors %d→%d", created, e.store.creates(), live, e.sys.LiveActors())
+	if e.store.creates() != created || actorstest.LiveActors(e.sys) != live {
+		t.Fatalf("sessions %d→%d, live actors %d→%d", created, e.store.creates(), live, actorstest.LiveActors(e.sys))
 	}
 }
 
@@ -484,8 +485,8 @@ func (p patient) Generate(ctx context.Context, req agent.Request) (agent.Respons
 	return resp, err
 }
 
-// Contract R4.
-func TestR4_SteerReachesTheSpawnedChildsNextModelRequest(t *testing.T) {
+// patientTools are the tools a patient model lists a directory with.
+func patientTools(t *testing.T) []agent.Tool {
 	root := t.TempDir()
 	if err := os.WriteFile(filepath.Join(root, "a.txt"), []byte("one\ntwo\n"), 0o644); err != nil {
 		t.Fatal(err)
@@ -494,8 +495,13 @@ func TestR4_SteerReachesTheSpawnedChildsNextModelRequest(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
+	return fs
+}
+
+// Contract R4.
+func TestR4_SteerReachesTheSpawnedChildsNextModelRequest(t *testing.T) {
 	e := newEnv(t)
-	e.register(t, spawn.Config{Tools: fs, Model: patient{scripted.New()}, MaxSteps: math.MaxInt})
+	e.register(t, spawn.Config{Tools: patientTools(t), Model: patient{scripted.New()}, MaxSteps: math.MaxInt})
 	run, err := e.svc.Start(t.Context(), spawn.DefaultName, subagent.StartRequest{Prompt: prompt("echo done"), Parent: e.parent(t, "p", 0, subagent.AgentOptions{})})
 	if err != nil {
 		t.Fatal(err)

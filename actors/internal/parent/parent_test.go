@@ -1,6 +1,7 @@
 package parent_test
 
 import (
+	"github.com/subactor/subactor/internal/actorstest"
 	"log/slog"
 	"slices"
 	"sync/atomic"
@@ -12,7 +13,7 @@ import (
 	"github.com/subactor/subactor/actors"
 	"github.com/subactor/subactor/actors/internal/fanout"
 	"github.com/subactor/subactor/actors/internal/guard"
-	"github.com/subactor/subactor/actors/parent"
+	"github.com/subactor/subactor/actors/internal/parent"
 	"github.com/subactor/subactor/internal/await"
 	"github.com/subactor/subactor/subagent"
 )
@@ -56,7 +57,7 @@ func subscribe(t *testing.T, sys *actor.ActorSystem, pid *actor.PID) (*fanout.Su
 func TestE1E6_StartProgressEndAndIdleOnceNothingIsLeft(t *testing.T) {
 	sys := actors.NewSystem()
 	defer sys.Shutdown()
-	raw := sys.ActorSystem()
+	raw := actorstest.Raw(sys)
 	idle := make(chan int64, 4)
 	pid, listening := spawnListening(t, raw, idle)
 	sub, got := subscribe(t, raw, pid)
@@ -107,7 +108,7 @@ func TestE1E6_StartProgressEndAndIdleOnceNothingIsLeft(t *testing.T) {
 func TestA2_APanicInTheParentTellsListenersAndKeepsThem(t *testing.T) {
 	sys := actors.NewSystem()
 	defer sys.Shutdown()
-	raw := sys.ActorSystem()
+	raw := actorstest.Raw(sys)
 	pid := spawnUnderProbe(t, raw, make(chan int64, 4))
 	_, got := subscribe(t, raw, pid)
 	restore := guard.SetHook(func(kind string, msg any) {
@@ -128,74 +129,5 @@ func TestA2_APanicInTheParentTellsListenersAndKeepsThem(t *testing.T) {
 	want := []string{"subagent/start", "subagent/listener-failed", "subagent/start", "subagent/end"}
 	if !slices.Equal(types, want) {
 		t.Fatalf("events %v, want %v", types, want)
-	}
-}
-
-// counter is a run actor stand-in: it counts "inc" and answers "get"
-// with its count; "boom" panics out of Receive, which escalates.
-type counter struct{ n int }
-
-func (a *counter) Receive(c actor.Context) {
-	switch c.Message() {
-	case "inc":
-		a.n++
-	case "get":
-		c.Respond(a.n)
-	case "boom":
-		panic("boom")
-	}
-}
-
-// spawnRun has the parent actor at pid spawn a under it.
-func spawnRun(t *testing.T, sys *actor.ActorSystem, pid *actor.PID, a actor.Actor) *actor.PID {
-	t.Helper()
-	cmd := &parent.SpawnRun{Actor: a}
-	sys.Root.Send(pid, cmd)
-	r, err := cmd.Wait(t.Context(), nil)
-	if err != nil {
-		t.Fatal(err)
-	}
-	return r.(*actor.PID)
-}
-
-func count(t *testing.T, sys *actor.ActorSystem, pid *actor.PID) int {
-	t.Helper()
-	r, err := sys.Root.RequestFuture(pid, "get", await.Deadline).Result()
-	if err != nil {
-		t.Fatalf("asking %s: %v", pid.Id, err)
-	}
-	return r.(int)
-}
-
-// Contract A2: every run actor a parent spawns is the one it was given
-// (one Props serves them all), and one whose failure escalates past its
-// own recovery is resumed with its state, not produced again.
-func TestA2_RunActorsAreTheirOwnAndAFailedOneIsResumed(t *testing.T) {
-	sys := actors.NewSystem()
-	defer sys.Shutdown()
-	raw := sys.ActorSystem()
-	pid := spawnUnderProbe(t, raw, make(chan int64, 4))
-	first, second := &counter{}, &counter{}
-	a, b := spawnRun(t, raw, pid, first), spawnRun(t, raw, pid, second)
-	raw.Root.Send(a, "inc")
-	raw.Root.Send(b, "inc")
-	raw.Root.Send(b, "inc")
-	if count(t, raw, a) != 1 || count(t, raw, b) != 2 || first.n != 1 || second.n != 2 {
-		t.Fatalf("counts %d and %d, want each run actor its own", first.n, second.n)
-	}
-	// Off the test's goroutine: the inline mailbox handles a send on the
-	// sender's, and a run actor produced again would fail there for good.
-	after := make(chan int, 1)
-	go func() {
-		raw.Root.Send(b, "boom")
-		raw.Root.Send(b, "inc")
-		r, err := raw.Root.RequestFuture(b, "get", await.Deadline).Result()
-		if err != nil {
-			r = -1
-		}
-		after <- r.(int)
-	}()
-	if got := await.Recv(t, after, "the failed run actor's count"); got != 3 {
-		t.Fatalf("after its failure the run actor counts %d, want 3: resumed with its state", got)
 	}
 }

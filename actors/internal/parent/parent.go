@@ -14,12 +14,11 @@
 // recovered in place; the listeners are told with subagent.ListenerFailed,
 // since an event may be missing.
 //
-// Run actors live under their parent actor: stopping the parent (its
-// retirement needs none left; Service.Close stops every parent) stops its
-// runs, which cancels their children.
+// Run actors do not live under it: a child's one tie to its parent's
+// life is its start context (see registry's bind).
 //
-// A parent actor with nothing left to do (no run expected, live or alive,
-// no listener) tells the registry, which keeps it idle
+// A parent actor with nothing left to do (no run expected or live, no
+// listener) tells the registry, which keeps it idle
 // unless it has handed out a reference the actor has not used yet. The
 // registry keeps a bounded number idle: past it, the oldest is rebound to
 // the next new parent session (Rebind) or retired; a later start or
@@ -28,6 +27,7 @@ package parent
 
 import (
 	"fmt"
+	"github.com/subactor/subactor/actors/internal/inline"
 	"log/slog"
 	"sync/atomic"
 
@@ -35,8 +35,6 @@ import (
 
 	"github.com/subactor/subactor/actors/internal/fanout"
 	"github.com/subactor/subactor/actors/internal/guard"
-	"github.com/subactor/subactor/actors/internal/inline"
-	"github.com/subactor/subactor/actors/internal/reply"
 	"github.com/subactor/subactor/subagent"
 )
 
@@ -45,12 +43,6 @@ import (
 type (
 	// Subscribe adds a listener.
 	Subscribe struct{ Sub *fanout.Sub }
-	// SpawnRun spawns Actor, a run actor, under this one, so that
-	// stopping the parent stops its runs; answered with the run's PID.
-	SpawnRun struct {
-		reply.To
-		Actor actor.Actor
-	}
 	// Expect announces a run whose provider is about to start with a
 	// sink to this actor while someone listens: its progress is held
 	// until Published, and dropped on Discarded.
@@ -100,14 +92,7 @@ type parentActor struct {
 	listeners fanout.Fanout
 	live      map[string]*Published             // started, not yet ended
 	held      map[string][]subagent.RunProgress // expected runs' progress before Published; made on first use
-	runs      int                               // run actors alive under this one (its only children)
 	uses      int64
-	// runProps spawn every run actor under this one, producing the one
-	// being spawned: one Props per parent instead of one per run (each
-	// run actor's context keeps its Props as long as it lives, and every
-	// parked child has one). Made on first use.
-	runProps *actor.Props
-	spawning actor.Actor
 }
 
 // Receive recovers a panic in place (A2): listeners are told an event may
@@ -141,22 +126,6 @@ func (a *parentActor) receive(c actor.Context, msg any) {
 		a.uses++
 		a.listeners.Add(m.Sub)
 		a.listening.Store(int32(a.listeners.Len()))
-	case *SpawnRun:
-		a.runs++
-		if a.runProps == nil {
-			a.runProps = inline.Props(func() actor.Actor { return a.spawning })
-		}
-		// The producer runs within SpawnPrefix, and only then: a failed
-		// run actor is resumed, never restarted (HandleFailure).
-		a.spawning = m.Actor
-		pid := c.SpawnPrefix(a.runProps, "run-")
-		a.spawning = nil
-		m.Answer(pid)
-	case *actor.Terminated:
-		// Only run actors are spawned here, and protoactor tells a parent
-		// of each child's end once.
-		a.runs--
-		a.idle(c)
 	case *Rebind:
 		a.id, a.uses = m.ParentID, 0
 	case *Expect:
@@ -216,19 +185,9 @@ func (a *parentActor) end(s *Settled) {
 	})
 }
 
-// HandleFailure implements actor.SupervisorStrategy for the run actors
-// under this one: a run actor recovers a panic in place (A2), so a failure
-// that still escalates comes from its recovery itself; it is logged and
-// the run actor resumed with its state, as a restart with the same actor
-// would, and without producing it again (see runProps).
-func (a *parentActor) HandleFailure(_ *actor.ActorSystem, supervisor actor.Supervisor, child *actor.PID, _ *actor.RestartStatistics, reason, message any) {
-	a.log.Error("subagent: run actor failed; resumed", "parent", a.id, "run", child.Id, "reason", fmt.Sprint(reason), "message", fmt.Sprintf("%T", message))
-	supervisor.ResumeChildren(child)
-}
-
 // idle offers the registry to retire this actor once nothing is left.
 func (a *parentActor) idle(c actor.Context) {
-	if len(a.live) == 0 && len(a.held) == 0 && a.runs == 0 && a.listeners.Len() == 0 {
+	if len(a.live) == 0 && len(a.held) == 0 && a.listeners.Len() == 0 {
 		c.Send(c.Parent(), &Idle{ParentID: a.id, Uses: a.uses, PID: c.Self()})
 	}
 }
