@@ -6,7 +6,7 @@ import (
 
 	"go.uber.org/goleak"
 
-	"github.com/subactor/subactor/cluster/clustertest"
+	"github.com/subactor/subactor/internal/clustertest"
 
 	"github.com/subactor/subactor/internal/leaktest"
 )

@@ -19,7 +19,7 @@ import (
 	"github.com/subactor/subactor/actors/providers/remote"
 	"github.com/subactor/subactor/actors/registry"
 	"github.com/subactor/subactor/cluster"
-	"github.com/subactor/subactor/cluster/clustertest"
+	"github.com/subactor/subactor/internal/clustertest"
 	"github.com/subactor/subactor/internal/actorsraw"
 	"github.com/subactor/subactor/messages"
 	"github.com/subactor/subactor/subagent"

@@ -9,7 +9,7 @@ import (
 	"go.uber.org/goleak"
 
 	"github.com/subactor/subactor/cluster"
-	"github.com/subactor/subactor/cluster/clustertest"
+	"github.com/subactor/subactor/internal/clustertest"
 	"github.com/subactor/subactor/internal/actorsraw"
 	"github.com/subactor/subactor/internal/await"
 	"github.com/subactor/subactor/internal/leaktest"

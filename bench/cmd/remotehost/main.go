@@ -12,7 +12,7 @@ import (
 	"strings"
 
 	"github.com/subactor/subactor/cluster"
-	"github.com/subactor/subactor/cluster/clustertest"
+	"github.com/subactor/subactor/internal/clustertest"
 	"github.com/subactor/subactor/subagent"
 )
 
