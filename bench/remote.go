@@ -19,8 +19,8 @@ import (
 	"github.com/subactor/subactor/actors/providers/remote"
 	"github.com/subactor/subactor/actors/registry"
 	"github.com/subactor/subactor/cluster"
-	"github.com/subactor/subactor/internal/clustertest"
 	"github.com/subactor/subactor/internal/actorsraw"
+	"github.com/subactor/subactor/internal/clustertest"
 	"github.com/subactor/subactor/messages"
 	"github.com/subactor/subactor/subagent"
 )

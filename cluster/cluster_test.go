@@ -9,9 +9,9 @@ import (
 	"go.uber.org/goleak"
 
 	"github.com/subactor/subactor/cluster"
-	"github.com/subactor/subactor/internal/clustertest"
 	"github.com/subactor/subactor/internal/actorsraw"
 	"github.com/subactor/subactor/internal/await"
+	"github.com/subactor/subactor/internal/clustertest"
 	"github.com/subactor/subactor/internal/leaktest"
 	"github.com/subactor/subactor/messages"
 )

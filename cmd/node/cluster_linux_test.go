@@ -29,8 +29,8 @@ import (
 	"github.com/prometheus/procfs"
 
 	"github.com/subactor/subactor/cluster"
-	"github.com/subactor/subactor/internal/clustertest"
 	"github.com/subactor/subactor/internal/await"
+	"github.com/subactor/subactor/internal/clustertest"
 	"github.com/subactor/subactor/internal/syncbuf"
 )
 

@@ -16,8 +16,8 @@ import (
 	"github.com/subactor/subactor/actors/providers/remote"
 	"github.com/subactor/subactor/actors/registry"
 	"github.com/subactor/subactor/cluster"
-	"github.com/subactor/subactor/internal/clustertest"
 	"github.com/subactor/subactor/internal/await"
+	"github.com/subactor/subactor/internal/clustertest"
 	"github.com/subactor/subactor/internal/leaktest"
 	"github.com/subactor/subactor/subagent"
 )
