@@ -34,7 +34,7 @@ import (
 )
 
 // sections are the parts of a run, in the order they run.
-var sections = []string{"delegation", "scale", "steps", "parallel", "resume", "appends", "fsyncs", "model", "latency", "mainjob", "acp"}
+var sections = []string{"delegation", "scale", "steps", "parallel", "resume", "appends", "fsyncs", "model", "latency", "mainjob", "acp", "remote"}
 
 type config struct {
 	count          int
@@ -55,6 +55,7 @@ type config struct {
 	acpAgent       string
 	fsyncOps       int
 	boltDur        time.Duration
+	remoteSamples  int
 	only           map[string]bool
 	out            string
 }
@@ -83,6 +84,7 @@ func main() {
 	flag.StringVar(&c.out, "out", ".", "directory for RESULTS.md and results.json")
 	flag.IntVar(&c.fsyncOps, "fsync-ops", 200, "delegations (and a quarter as many parent runs) whose fsyncs are counted")
 	flag.DurationVar(&c.boltDur, "bolt-dur", time.Second, "duration of each parent count delegating at once on bbolt")
+	flag.IntVar(&c.remoteSamples, "remote-samples", 500, "remote start→result→dispose runs (and as many raw remote requests) between two node processes")
 	probe := flag.Int("fsync-probe", -1, "internal: run this many delegations on bbolt (see bench.FsyncProbe) and exit")
 	probeParents := flag.Bool("probe-parent-runs", false, "internal: with -fsync-probe, parent runs instead of delegations")
 	flag.Parse()
@@ -264,6 +266,14 @@ func run(c config) error {
 		}
 		r.ACP = &a
 	}
+	if on("remote") {
+		logf("remote runs over loopback: %d samples", c.remoteSamples)
+		m, err := remoteRuns(ctx, c, dir)
+		if err != nil {
+			return err
+		}
+		r.Remote = &m
+	}
 	r.Seconds = time.Since(began).Seconds()
 	r.Goals = goals(r)
 	zeroNonFinite(reflect.ValueOf(&r))
@@ -311,6 +321,17 @@ func mainJob(ctx context.Context, c config, dir string) bench.MainJobResult {
 		m.Error = err.Error()
 	}
 	return m
+}
+
+// remoteRuns builds the hosting node's program (cmd/remotehost) and
+// measures remote runs against raw remote requests between two processes,
+// and delegations per second through one and two hosts.
+func remoteRuns(ctx context.Context, c config, dir string) (bench.RemoteResult, error) {
+	host := filepath.Join(dir, "remotehost")
+	if out, err := exec.CommandContext(ctx, "go", "build", "-o", host, "./cmd/remotehost").CombinedOutput(); err != nil {
+		return bench.RemoteResult{}, fmt.Errorf("go build ./cmd/remotehost: %v: %s", err, out)
+	}
+	return bench.Remote(ctx, host, c.remoteSamples, 8, 100)
 }
 
 // acpChild measures ACP children on the example agent, or records why it

@@ -25,6 +25,7 @@ type Results struct {
 	MainJob    *bench.MainJobResult    `json:"mainJob,omitempty"`
 	Latencies  *bench.Latencies        `json:"latencies,omitempty"`
 	ACP        *bench.ACPResult        `json:"acp,omitempty"`
+	Remote     *bench.RemoteResult     `json:"remote,omitempty"`
 	Goals      []Goal                  `json:"goals"`
 }
 
@@ -242,6 +243,13 @@ func goals(r Results) []Goal {
 		goal("dispose-p99", "dispose p99 at most 100 µs for an in-process child", "", check("p99", dispose, "<=", 100, "µs")),
 		goal("goroutines-per-child", "at most one goroutine per parked live child", "", check("goroutines per child", positive(worstG), "<=", 1, "")),
 	)
+	remote, remoteDetail := math.NaN(), "not measured"
+	if m := r.Remote; m != nil {
+		remote = m.Ratio
+		remoteDetail = fmt.Sprintf("p50 %.0f µs against %.0f µs (p99 %.0f against %.0f), %d samples each, alternating; wall time: the two sides are two processes", m.Run.P50, m.Raw.P50, m.Run.P99, m.Raw.P99, m.Samples)
+	}
+	g = append(g, goal("remote-run", "a remote start→result→dispose between two node processes within 3× a raw protoactor remote request between the same two",
+		remoteDetail, check("run ÷ raw, p50", remote, "<=", 3, "×")))
 	return g
 }
 
@@ -398,6 +406,13 @@ func markdown(r Results) string {
 		} {
 			w("| %s | %d | %.1f | %.1f | %.1f |\n", row.name, row.d.Samples, row.d.P50, row.d.P99, row.d.Max)
 		}
+	}
+	if m := r.Remote; m != nil {
+		w("\n## Remote runs\n\nTwo node processes on loopback (the caller here, the host a cmd/remotehost process with an in-process echo provider): a raw protoactor remote request (a load query to the host actor and its answer) beside a remote run through the caller's Service on the remote provider (placement, start, result, dispose with the host's quiescence report), alternating, wall time. Then %d callers delegating at once, 100 delegations each, through one host and through two.\n\n", m.Callers)
+		w("| what | samples | p50 | p99 | max |\n|---|---|---|---|---|\n")
+		w("| raw remote request | %d | %.0f µs | %.0f µs | %.0f µs |\n", m.Raw.Samples, m.Raw.P50, m.Raw.P99, m.Raw.Max)
+		w("| remote start→result→dispose | %d | %.0f µs | %.0f µs | %.0f µs |\n", m.Run.Samples, m.Run.P50, m.Run.P99, m.Run.Max)
+		w("\nDelegations per second: %.0f through one host, %.0f through two.\n", m.OneHost, m.TwoHosts)
 	}
 	if a := r.ACP; a != nil {
 		w("\n## ACP child\n\nThe ACP Go SDK's example agent (`%s`, scripted, no model) as a child through the Service on the acp provider, one at a time, start→result→dispose: Start until the run is published (the process launched in its own group, initialize, session/new, the descriptor stored); the agent's turn until its answer to session/prompt (its own scripted pauses, about 5 s); exit, from that answer until the result settles (the process ended on the shutdown ladder: stdin closed, its exit awaited, reaped); and Dispose of the settled run.\n\n", bench.ExampleAgentInstall)
