@@ -49,10 +49,22 @@ func qwenConfig(t *testing.T, srv *openaitest.Server) acp.Config {
 		},
 		// A real agent's own start limit, not the test's deadline: a
 		// Node.js agent takes seconds to start, more on a loaded machine.
-		StartTimeout: await.Scale(2 * time.Minute),
+		StartTimeout: qwenStart,
 		CancelWait:   5 * time.Second,
 		StopWait:     3 * time.Second,
 	}
+}
+
+// qwenStart is qwen's start limit in the tests.
+var qwenStart = await.Scale(2 * time.Minute)
+
+// qwenCtx is the context a qwen run starts under: its start limit and
+// then a test deadline for the turn. The run lives as long as its start
+// context, so await.Ctx alone would end a turn that follows a slow start.
+func qwenCtx(t *testing.T) context.Context {
+	ctx, cancel := context.WithTimeout(t.Context(), qwenStart+await.Deadline)
+	t.Cleanup(cancel)
+	return ctx
 }
 
 // spare answers requests a test did not plan for (a retry, say), so that
@@ -72,7 +84,7 @@ func TestP3_QwenTurn(t *testing.T) {
 	rec := newRecorder()
 	p := newProvider(t, qwenConfig(t, srv))
 	began := time.Now()
-	r := start(t, scoped(await.Ctx(t), rec), p, request("Say hello."))
+	r := start(t, scoped(qwenCtx(t), rec), p, request("Say hello."))
 	started := time.Now()
 	res := wait(t, r)
 	t.Logf("qwen: start %s, turn %s", started.Sub(began), time.Since(started))
@@ -100,7 +112,7 @@ func TestP3_QwenCancelMidTurn(t *testing.T) {
 	t.Parallel()
 	srv := openaitest.NewServer(t, spare(openaitest.Stall(openaitest.Step{Text: "partial answer", ChunkSize: 8}, 2))...)
 	rec := newRecorder()
-	ctx, cancel := context.WithCancel(await.Ctx(t))
+	ctx, cancel := context.WithCancel(qwenCtx(t))
 	r := start(t, scoped(ctx, rec), newProvider(t, qwenConfig(t, srv)), request("Say something long."))
 	rec.waitFor(t, "qwen's first text", kindIs(subagent.TextDelta))
 	began := time.Now()
@@ -121,7 +133,7 @@ func TestP3_QwenDisposeMidTurn(t *testing.T) {
 	t.Parallel()
 	srv := openaitest.NewServer(t, spare(openaitest.Stall(openaitest.Step{Text: "partial answer", ChunkSize: 8}, 2))...)
 	rec := newRecorder()
-	r := start(t, scoped(await.Ctx(t), rec), newProvider(t, qwenConfig(t, srv)), request("Say something long."))
+	r := start(t, scoped(qwenCtx(t), rec), newProvider(t, qwenConfig(t, srv)), request("Say something long."))
 	rec.waitFor(t, "qwen's first text", kindIs(subagent.TextDelta))
 	pgid := r.ProcessID()
 	began := time.Now()
@@ -147,7 +159,7 @@ func TestS6_QwenResumeContinuesTheEarlierTurn(t *testing.T) {
 	cfg := qwenConfig(t, srv)
 	cfg.Store = persistence.NewMemory()
 	p := newProvider(t, cfg)
-	first := start(t, await.Ctx(t), p, request("Remember the word PAPAYA."))
+	first := start(t, qwenCtx(t), p, request("Remember the word PAPAYA."))
 	if res := wait(t, first); res.StopReason != subagent.Completed {
 		t.Fatalf("first turn %+v", res)
 	}
@@ -156,7 +168,7 @@ func TestS6_QwenResumeContinuesTheEarlierTurn(t *testing.T) {
 	req := request("Which word did I ask you to remember?")
 	req.Continuation = &subagent.Continuation{SessionID: first.SessionID()}
 	began := time.Now()
-	second, err := p.Resume(await.Ctx(t), req)
+	second, err := p.Resume(qwenCtx(t), req)
 	if err != nil {
 		t.Fatal(err)
 	}
