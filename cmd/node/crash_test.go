@@ -3,12 +3,14 @@ package main
 import (
 	"bufio"
 	"bytes"
+	"context"
 	"encoding/json"
 	"errors"
 	"fmt"
 	"io/fs"
 	"maps"
 	"math/rand/v2"
+	"net/http"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -20,6 +22,8 @@ import (
 	"github.com/subactor/subactor/agent"
 	"github.com/subactor/subactor/cmd/node/internal/crashhook"
 	"github.com/subactor/subactor/internal/await"
+	"github.com/subactor/subactor/internal/openaitest"
+	"github.com/subactor/subactor/model/scripted"
 	"github.com/subactor/subactor/persistence"
 	"github.com/subactor/subactor/subagent"
 )
@@ -111,6 +115,40 @@ func killPoints(last, k int) []int {
 // each kind S9 names (a child completed, running, never started), and
 // the test fails if one kind never occurs.
 func TestS6_S9_SIGKILLAtFiftyAppendPointsLosesNothingAndContinueFinishes(t *testing.T) {
+	checkKills(t, nil)
+}
+
+// Contracts S6 and S9 as above, with the model behind an OpenAI-compatible
+// server over loopback (OPENAI_BASE_URL, OPENAI_API_KEY, OPENAI_MODEL) in
+// place of the embedded one: the server answers each request as the
+// scripted model does from the conversation the request carries
+// (scriptedResponder), so that a killed run's continuation is answered
+// from wherever the kill left it, through model/openai's real HTTP and
+// server-sent events.
+func TestS6_S9_SIGKILLAtFiftyAppendPointsWithAnOpenAIServerLosesNothingAndContinueFinishes(t *testing.T) {
+	srv := openaitest.NewResponder(t, scriptedResponder(t))
+	checkKills(t, []string{envBaseURL + "=" + srv.URL, envAPIKey + "=sk-crash", envModel + "=" + openaitest.DefaultModel})
+	// Every model call went to the server, streamed.
+	reqs := srv.Requests()
+	if len(reqs) == 0 {
+		t.Fatal("the server was never asked: the runs took another model")
+	}
+	cut := 0
+	for i, r := range reqs {
+		if r.Cancelled {
+			cut++ // perhaps before its body was whole
+			continue
+		}
+		if r.Model != openaitest.DefaultModel || r.Authorization != "Bearer sk-crash" || !r.Stream {
+			t.Fatalf("request %d: model %q, authorization %q, stream %v; want %q, the key, streamed", i, r.Model, r.Authorization, r.Stream, openaitest.DefaultModel)
+		}
+	}
+	t.Logf("%d chat requests, %d of them cut off by a kill", len(reqs), cut)
+}
+
+// checkKills is the S6 and S9 crash test with the model env selects (the
+// embedded one when env is empty).
+func checkKills(t *testing.T, env []string) {
 	root := writeCrashTree(t)
 	want, _ := expected(t, root, ".")
 
@@ -119,7 +157,7 @@ func TestS6_S9_SIGKILLAtFiftyAppendPointsLosesNothingAndContinueFinishes(t *test
 	// share the next one (group commit), so the kill points stop short of
 	// the end by more than a turn's results can merge.
 	data, acks := t.TempDir(), filepath.Join(t.TempDir(), "acks")
-	stdout, stderr, code := nodeBin(t, hooksBin, root, []string{envDataDir + "=" + data, crashhook.EnvAppendsFile + "=" + acks}, "run", "-quiet")
+	stdout, stderr, code := nodeBin(t, hooksBin, root, append([]string{envDataDir + "=" + data, crashhook.EnvAppendsFile + "=" + acks}, env...), "run", "-quiet")
 	if code != 0 {
 		t.Fatalf("counting run: exit %d, stderr %s", code, stderr)
 	}
@@ -140,9 +178,9 @@ func TestS6_S9_SIGKILLAtFiftyAppendPointsLosesNothingAndContinueFinishes(t *test
 	var cases [3]int // delegations without a result: child completed, running, never started
 	for _, n := range kills {
 		t.Run(fmt.Sprint("kill-after-", n), func(t *testing.T) {
-			c := crashAt(t, root, n)
+			c := crashAt(t, root, env, n)
 			c.checkListed(t, root)
-			c.checkContinues(t, root, want, clean)
+			c.checkContinues(t, want, clean)
 			if c.pending != nil {
 				interrupted++
 			}
@@ -159,6 +197,46 @@ func TestS6_S9_SIGKILLAtFiftyAppendPointsLosesNothingAndContinueFinishes(t *test
 	t.Logf("delegations left without a result: %d of a completed child, %d of a running one, %d of one never started", cases[0], cases[1], cases[2])
 	if !t.Failed() && (cases[0] == 0 || cases[1] == 0 || cases[2] == 0) {
 		t.Fatalf("the kills left no delegation of some kind without a result (%v): the three cases of S9 are not all tried", cases)
+	}
+}
+
+// scriptedResponder answers a chat request as the embedded scripted model
+// answers the same conversation. The system prompt is left out: the
+// scripted model reads only the messages and tools. The chat API has no
+// error flag on a tool result, so every result reads as a success.
+func scriptedResponder(t *testing.T) func(openaitest.Request) openaitest.Step {
+	model := scripted.New()
+	return func(r openaitest.Request) openaitest.Step {
+		req := agent.Request{MaxTokens: r.MaxTokens}
+		for _, m := range r.Messages {
+			msg := agent.Message{Role: agent.Role(m.Role), ToolCallID: m.ToolCallID}
+			if text := m.Text(); text != "" {
+				msg.Content = []subagent.ContentBlock{subagent.Text(text)}
+			}
+			for _, c := range m.ToolCalls {
+				msg.ToolCalls = append(msg.ToolCalls, agent.ToolCall{ID: c.ID, Name: c.Function.Name, Args: json.RawMessage(c.Function.Arguments)})
+			}
+			if m.Role != "system" {
+				req.Messages = append(req.Messages, msg)
+			}
+		}
+		for _, tl := range r.Tools {
+			req.Tools = append(req.Tools, agent.ToolSpec{Name: tl.Function.Name, Description: tl.Function.Description, Parameters: tl.Function.Parameters})
+		}
+		resp, err := model.Generate(context.Background(), req)
+		if err != nil {
+			t.Errorf("scripted model: %v", err)
+			return openaitest.Status(http.StatusInternalServerError, "")
+		}
+		step := openaitest.Reply(subagent.TextOf(resp.Message.Content))
+		for _, c := range resp.Message.ToolCalls {
+			step.ToolCalls = append(step.ToolCalls, openaitest.ToolCall{ID: c.ID, Name: c.Name, Args: string(c.Args)})
+		}
+		if resp.StopReason == subagent.MaxTokens {
+			step.Finish = "length"
+		}
+		step.Usage = &openaitest.Usage{PromptTokens: resp.Usage.InputTokens, CompletionTokens: resp.Usage.OutputTokens}
+		return step
 	}
 }
 
@@ -192,7 +270,9 @@ func (c *crash) unstored(t *testing.T) (cases [3]int) {
 type crash struct {
 	n    int
 	data string
-	top  string
+	// env selects the model, for the continuation as for the killed run.
+	env []string
+	top string
 	// topLog is the top-level session's log after the kill.
 	topLog []persistence.Entry
 	// stopped says whether the top-level session's log ends with a stop
@@ -211,13 +291,13 @@ type crash struct {
 
 // crashAt runs a node that kills itself after its nth acknowledged write
 // and checks the store it leaves against the writes it acknowledged.
-func crashAt(t *testing.T, root string, n int) *crash {
+func crashAt(t *testing.T, root string, env []string, n int) *crash {
 	t.Helper()
-	c := &crash{n: n, data: t.TempDir(), logs: map[string][]persistence.Entry{}}
+	c := &crash{n: n, data: t.TempDir(), env: env, logs: map[string][]persistence.Entry{}}
 	acks := filepath.Join(t.TempDir(), "acks")
 	cmd := exec.CommandContext(await.Ctx(t), hooksBin, "run")
 	cmd.Dir = root
-	cmd.Env = append(os.Environ(), envDataDir+"="+c.data, crashhook.EnvAppendsFile+"="+acks, fmt.Sprint(crashhook.EnvKillAfter, "=", n))
+	cmd.Env = append(append(os.Environ(), envDataDir+"="+c.data, crashhook.EnvAppendsFile+"="+acks, fmt.Sprint(crashhook.EnvKillAfter, "=", n)), env...)
 	var stderr bytes.Buffer
 	cmd.Stderr = &stderr
 	_ = cmd.Run() // the exit status says how it ended
@@ -375,9 +455,9 @@ func (c *crash) checkListed(t *testing.T, root string) {
 // same model calls. A child that had completed is not run again (its log
 // is as the kill left it), one that was running goes on from its own log,
 // and none is left running or interrupted.
-func (c *crash) checkContinues(t *testing.T, root, want string, clean map[string]int) {
+func (c *crash) checkContinues(t *testing.T, want string, clean map[string]int) {
 	t.Helper()
-	stdout, stderr, code := nodeEnv(t, t.TempDir(), withData(c.data), "run", "-quiet", "-continue", c.top)
+	stdout, stderr, code := nodeEnv(t, t.TempDir(), append(withData(c.data), c.env...), "run", "-quiet", "-continue", c.top)
 	if c.stopped {
 		// Killed after the run completed: there is nothing to go on
 		// with, and nothing is appended.

@@ -14,6 +14,10 @@
 // with whether the client cancelled it, and the server keeps the peak number
 // of requests in flight at once.
 //
+// Instead of a script, a test may give a responder (NewResponder): a
+// function that computes each request's step from the request, for clients
+// whose requests a fixed order cannot foresee.
+//
 // NewServer starts one for a test; Listen starts one on a chosen address for
 // a separate process (see cmd/openaitest).
 package openaitest

@@ -31,6 +31,10 @@ type Server struct {
 	releaseOnce sync.Once
 	closeOnce   sync.Once
 
+	// respond, when set, computes each chat request's step in place of
+	// the script (NewResponder).
+	respond func(Request) Step
+
 	mu       sync.Mutex
 	steps    []Step
 	next     int
@@ -54,6 +58,21 @@ func NewServer(t testing.TB, steps ...Step) *Server {
 	}
 	s := newServer(Script{Steps: steps})
 	s.t = t
+	s.http = httptest.NewServer(s)
+	s.URL = s.http.URL + "/v1"
+	t.Cleanup(s.Close)
+	return s
+}
+
+// NewResponder starts a server like NewServer's that answers each chat
+// request with the step respond computes from it, so that the answers can
+// follow the conversation (a client resumed from any point, requests in any
+// order). respond is called concurrently, once per request; a step it
+// returns that is not valid fails the test and gets a 500.
+func NewResponder(t testing.TB, respond func(Request) Step) *Server {
+	t.Helper()
+	s := newServer(Script{})
+	s.t, s.respond = t, respond
 	s.http = httptest.NewServer(s)
 	s.URL = s.http.URL + "/v1"
 	t.Cleanup(s.Close)
@@ -132,11 +151,12 @@ func (s *Server) Peak() int {
 	return s.peak
 }
 
-// Remaining is the number of script steps not yet taken.
+// Remaining is the number of script steps not yet taken (none for a
+// responder).
 func (s *Server) Remaining() int {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	return len(s.steps) - s.next
+	return max(len(s.steps)-s.next, 0)
 }
 
 // WaitFinished waits until n chat requests have been answered (or
@@ -216,7 +236,9 @@ func (s *Server) listModels(w http.ResponseWriter) {
 	_ = json.NewEncoder(w).Encode(list) // a write error means the client left
 }
 
-// begin records a request and, if take, takes its step.
+// begin records a request and, if take, takes its step: the script's
+// next, or for a responder only the answer's number (the caller asks the
+// responder, outside s.mu).
 func (s *Server) begin(rec *Request, take bool) (Step, bool) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
@@ -225,11 +247,14 @@ func (s *Server) begin(rec *Request, take bool) (Step, bool) {
 	s.peak = max(s.peak, s.inFlight)
 	s.notify()
 	rec.Step = -1
-	if !take || s.next >= len(s.steps) {
+	if !take || (s.respond == nil && s.next >= len(s.steps)) {
 		return Step{}, false
 	}
 	rec.Step = s.next
 	s.next++
+	if s.respond != nil {
+		return Step{}, true
+	}
 	return s.steps[rec.Step], true
 }
 
@@ -260,12 +285,23 @@ func (s *Server) chat(w http.ResponseWriter, r *http.Request) {
 	// A request the server cannot read takes no step.
 	step, ok := s.begin(&rec, readErr == nil && decodeErr == nil)
 	defer s.end(&rec)
+	if ok && s.respond != nil {
+		// Only this goroutine writes rec: reading it needs no lock.
+		step = s.respond(rec)
+		if err := step.validate(); err != nil {
+			s.t.Errorf("openaitest: the responder's step for request %d: %v", rec.Step, err)
+			ok = false
+		}
+	}
 	switch {
 	case readErr != nil:
 		s.setCancelled(&rec) // the client went away while sending
 		return
 	case decodeErr != nil:
 		writeError(w, http.StatusBadRequest, errorBody("openaitest: request body: "+decodeErr.Error(), "invalid_request_error"), "")
+		return
+	case !ok && s.respond != nil:
+		writeError(w, http.StatusInternalServerError, errorBody("openaitest: the responder's step is not valid", "server_error"), "")
 		return
 	case !ok:
 		if s.t != nil {

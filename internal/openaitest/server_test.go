@@ -470,3 +470,49 @@ func (b *syncBuffer) Bytes() []byte {
 	defer b.mu.Unlock()
 	return bytes.Clone(b.b.Bytes())
 }
+
+// A responder answers each request from what it holds, concurrently, and
+// numbers the answers in arrival order.
+func TestResponderAnswersFromTheRequest(t *testing.T) {
+	s := openaitest.NewResponder(t, func(r openaitest.Request) openaitest.Step {
+		last := r.Messages[len(r.Messages)-1]
+		if last.Role == "tool" {
+			return openaitest.Reply("result of " + last.ToolCallID + ": " + last.Text())
+		}
+		return openaitest.Calls(openaitest.ToolCall{ID: "c-" + last.Text(), Name: "echo", Args: `{}`})
+	})
+	var wg sync.WaitGroup
+	got := make([]string, 2)
+	for i, body := range []string{
+		`{"model":"m","stream":true,"messages":[{"role":"user","content":"hi"}]}`,
+		`{"model":"m","stream":true,"messages":[{"role":"user","content":"hi"},` +
+			`{"role":"assistant","tool_calls":[{"id":"c-hi","type":"function","function":{"name":"echo","arguments":"{}"}}]},` +
+			`{"role":"tool","tool_call_id":"c-hi","content":"HI"}]}`,
+	} {
+		wg.Go(func() {
+			for _, c := range streamed(t, s, body) {
+				for _, ch := range c.Choices {
+					if ch.Delta.Content != nil {
+						got[i] += *ch.Delta.Content
+					}
+					for _, tc := range ch.Delta.ToolCalls {
+						if tc.ID != "" { // the first piece of a call
+							got[i] += tc.ID + " " + tc.Function.Name
+						}
+					}
+				}
+			}
+		})
+	}
+	wg.Wait()
+	if got[0] != "c-hi echo" || got[1] != "result of c-hi: HI" {
+		t.Errorf("answers %q", got)
+	}
+	steps := map[int]bool{}
+	for _, r := range s.WaitFinished(t, 2) {
+		steps[r.Step] = true
+	}
+	if !steps[0] || !steps[1] || s.Remaining() != 0 {
+		t.Errorf("answers numbered %v, %d steps left", steps, s.Remaining())
+	}
+}

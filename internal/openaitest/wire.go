@@ -21,7 +21,7 @@ type Request struct {
 	// Set by the server, not decoded.
 	Authorization string          `json:"authorization,omitempty"` // the header as sent
 	Raw           json.RawMessage `json:"raw,omitempty"`           // the body as sent
-	Step          int             `json:"step"`                    // the script step that answered; -1: none
+	Step          int             `json:"step"`                    // the script step that answered (a responder's: the answer's number); -1: none
 	// Cancelled says the client went away (the request's context ended)
 	// before the server had written all of its answer.
 	Cancelled bool `json:"cancelled,omitempty"`
