@@ -22,7 +22,15 @@ import (
 // once A disposed the child. Static member list.
 func TestK1_P4_RunDelegatesThroughTheCluster(t *testing.T) {
 	a, b := newMember(t), newMember(t)
-	how := static(a, b)
+	testRunDelegatesRemotely(t, a, b, static(a, b))
+}
+
+// Contracts K1, P4, R1: the same with the membership in a real etcd.
+func TestK1_P4_RunDelegatesThroughTheClusterEtcd(t *testing.T) {
+	testRunDelegatesRemotely(t, newMember(t), newMember(t), etcdServer(t))
+}
+
+func testRunDelegatesRemotely(t *testing.T, a, b member, how membership) {
 	nodeB, _ := serve(t, b, how)
 	srv := openaitest.NewServer(t,
 		openaitest.Calls(openaitest.ToolCall{ID: "call_1", Name: "fake", Args: `{"description": "ask fake", "prompt": "remote one"}`}),
