@@ -82,8 +82,9 @@ commands:
          tool per NAME (named as -config's servers are) whose children run
          on members offering it; it first waits, saying so, for a member
          offering each NAME, keeps its sessions in the data directory and
-         leaves the cluster when it ends. The NAMEs are given, not found:
-         the tools are the model's choice, as -config's are the user's
+         leaves the cluster when it ends. The NAMEs are given, not taken
+         from what members offer: like -config's servers, the top agent's
+         tools are the user's choice, not whichever members answered first
   serve -listen HOST:PORT (-peers LIST | -etcd ENDPOINTS) -config FILE [flags]
          join or form a cluster and host runs of FILE's agent servers for
          its peers until SIGINT or SIGTERM, then leave gracefully
