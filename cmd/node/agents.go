@@ -197,14 +197,30 @@ func startEnd(ctx context.Context, err error) subagent.StopReason {
 }
 
 // register registers every server's provider on svc (see provider) and
-// returns a delegate tool per server, named by agentToolNames beside the
-// tool names taken, capped at maxDepth like the subagent tool. The
-// returned function closes the tools and unregisters the providers.
+// returns a delegate tool per server (see offerTools), named by
+// agentToolNames beside the tool names taken.
 func (s agentServers) register(svc *registry.Service, sys *actors.System, store persistence.Store, dir string, rep reporter, taken []string, maxDepth int) ([]agent.Tool, func(), error) {
 	names, err := agentToolNames(s.names, taken)
 	if err != nil {
 		return nil, nil, configErrorf("-config %s: %v", s.path, err)
 	}
+	ps := make([]subagent.Provider, 0, len(s.names))
+	for _, server := range s.names {
+		p, err := s.provider(server, sys, store, dir, rep)
+		if err != nil {
+			return nil, nil, err
+		}
+		ps = append(ps, p)
+	}
+	return offerTools(svc, ps, names, store, maxDepth, "")
+}
+
+// offerTools registers each provider of ACP agents on svc and returns a
+// delegate tool per provider, named names[its name], capped at maxDepth
+// like the subagent tool; where says where its agents run ("" for this
+// machine). The returned function closes the tools and unregisters the
+// providers.
+func offerTools(svc *registry.Service, ps []subagent.Provider, names map[string]string, store persistence.Store, maxDepth int, where string) ([]agent.Tool, func(), error) {
 	var closers []func()
 	closeAll := func() {
 		for i := len(closers) - 1; i >= 0; i-- {
@@ -212,21 +228,16 @@ func (s agentServers) register(svc *registry.Service, sys *actors.System, store 
 		}
 	}
 	var tools []agent.Tool
-	for _, server := range s.names {
-		p, err := s.provider(server, sys, store, dir, rep)
-		if err == nil {
-			var release func()
-			if release, err = svc.RegisterProvider(p); err == nil {
-				closers = append(closers, release)
-			}
-		}
+	for _, p := range ps {
+		release, err := svc.RegisterProvider(p)
 		if err != nil {
 			closeAll()
 			return nil, nil, err
 		}
-		t := delegate.New(delegate.Config{Service: svc, Provider: server, Name: names[server], MaxDepth: maxDepth, Store: store})
+		closers = append(closers, release)
+		t := delegate.New(delegate.Config{Service: svc, Provider: p.Name(), Name: names[p.Name()], MaxDepth: maxDepth, Store: store})
 		closers = append(closers, t.Close)
-		tools = append(tools, agentTool{Tool: t, server: server})
+		tools = append(tools, agentTool{Tool: t, server: p.Name(), where: where})
 	}
 	return tools, closeAll, nil
 }
@@ -236,12 +247,17 @@ func (s agentServers) register(svc *registry.Service, sys *actors.System, store 
 type agentTool struct {
 	*delegate.Tool
 	server string
+	where  string // where the agent runs, "" for this machine
 }
 
 // Spec implements agent.Tool.
 func (t agentTool) Spec() agent.ToolSpec {
 	s := t.Tool.Spec()
-	s.Description = fmt.Sprintf("Delegate a self-contained task to the agent %q, an out-of-process agent (Agent Client Protocol) with its own model and tools, and wait for its answer.", t.server)
+	where := ","
+	if t.where != "" {
+		where = ", running " + t.where + ","
+	}
+	s.Description = fmt.Sprintf("Delegate a self-contained task to the agent %q, an out-of-process agent (Agent Client Protocol) with its own model and tools%s and wait for its answer.", t.server, where)
 	return s
 }
 

@@ -19,6 +19,7 @@ import (
 	"github.com/subactor/subactor/actors/providers/spawn"
 	"github.com/subactor/subactor/actors/registry"
 	"github.com/subactor/subactor/agent"
+	"github.com/subactor/subactor/cluster"
 	"github.com/subactor/subactor/model/openai"
 	"github.com/subactor/subactor/persistence"
 	"github.com/subactor/subactor/subagent"
@@ -76,6 +77,14 @@ commands:
          (ACP session/load) and shown as delegate shows it
   delegate -cluster -provider NAME (-peers LIST | -etcd ENDPOINTS) [flags] PROMPT...
          delegate to the agent server NAME on a cluster member offering it
+  run -cluster -provider NAME,... (-peers LIST | -etcd ENDPOINTS) [flags]
+         run (or -continue) as above, the top agent also getting a delegate
+         tool per NAME (named as -config's servers are) whose children run
+         on members offering it; it first waits, saying so, for a member
+         offering each NAME, keeps its sessions in the data directory and
+         leaves the cluster when it ends. The NAMEs are given, not taken
+         from what members offer: like -config's servers, the top agent's
+         tools are the user's choice, not whichever members answered first
   serve -listen HOST:PORT (-peers LIST | -etcd ENDPOINTS) -config FILE [flags]
          join or form a cluster and host runs of FILE's agent servers for
          its peers until SIGINT or SIGTERM, then leave gracefully
@@ -193,6 +202,11 @@ func runCommand(ctx context.Context, args []string, stdout, stderr io.Writer) in
 			fmt.Fprintf(stderr, "%s run: %s\n", prog, w)
 		}
 	}
+	if err == nil && o.cluster {
+		if o.remote, err = remoteProviders(o.providers, o.servers); err == nil {
+			_, err = o.clusterOpts.config()
+		}
+	}
 	if err != nil {
 		fmt.Fprintf(stderr, "%s run: %v\n", prog, err)
 		return exitCode(err)
@@ -280,6 +294,13 @@ type options struct {
 	// says (set by runCommand).
 	config  string
 	servers agentServers
+	// -cluster: the top agent also delegates to the agent servers
+	// -provider names on the cluster's members; remote is that list (set
+	// by runCommand).
+	cluster     bool
+	providers   string
+	remote      []string
+	clusterOpts clusterOptions
 }
 
 func runFlags(o *options) *flag.FlagSet {
@@ -297,6 +318,9 @@ func runFlags(o *options) *flag.FlagSet {
 	fs.DurationVar(&o.limits.idle, "idle-timeout", 0, "how long a model's answer stream may send no chunk (keep-alives do not count) before the request is retried (default "+openai.DefaultIdleTimeout.String()+"); a -models endpoint's idleTimeout wins")
 	fs.DurationVar(&o.limits.call, "call-timeout", 0, "how long one model request may take in all before it is retried (default "+openai.DefaultCallTimeout.String()+"); a -models endpoint's callTimeout wins")
 	configFlag(fs, &o.config, "the top agent gets a delegate tool per server")
+	fs.BoolVar(&o.cluster, "cluster", false, "join the cluster (-peers or -etcd) and give the top agent a delegate tool per -provider, its children placed on members offering it")
+	fs.StringVar(&o.providers, "provider", "", "with -cluster, the agent servers `NAME,...` members offer that the top agent may delegate to: named, like -config's, so that its tools do not depend on which members answered first")
+	clusterFlags(fs, &o.clusterOpts, "127.0.0.1:0")
 	return fs
 }
 
@@ -354,6 +378,9 @@ func parseRun(args []string, stderr io.Writer) (o options, code int, ok bool) {
 		return o, exitUsage, false
 	case set["config"] && o.config == "":
 		fmt.Fprintf(stderr, "%s run: -config needs a file\n", prog)
+		return o, exitUsage, false
+	case set["provider"] && !o.cluster:
+		fmt.Fprintf(stderr, "%s run: -provider names agent servers on cluster members: give -cluster too\n", prog)
 		return o, exitUsage, false
 	}
 	o.prompt = strings.Join(fs.Args(), " ")
@@ -464,8 +491,20 @@ func survey(ctx context.Context, o options, m models, out io.Writer, rep reporte
 		return outcome{}, fmt.Errorf("cannot read directory %q: %w", target.Name, err)
 	}
 
-	sys := actors.NewSystem(actors.WithLogger(slog.New(slog.NewTextHandler(logs, &slog.HandlerOptions{Level: slog.LevelWarn}))))
-	defer sys.Shutdown()
+	// With -cluster, the node's runtime: peers reach the proxies of the
+	// runs they host for it there. Stopping the node leaves the cluster.
+	var sys *actors.System
+	var member *cluster.Node
+	if o.cluster {
+		if member, err = joinForRun(ctx, o.clusterOpts, o.remote, logs); err != nil {
+			return outcome{}, err
+		}
+		defer member.Stop()
+		sys = member.System()
+	} else {
+		sys = actors.NewSystem(actors.WithLogger(slog.New(slog.NewTextHandler(logs, &slog.HandlerOptions{Level: slog.LevelWarn}))))
+		defer sys.Shutdown()
+	}
 	svc := registry.New(sys)
 	defer svc.Close()
 
@@ -492,6 +531,14 @@ func survey(ctx context.Context, o options, m models, out io.Writer, rep reporte
 		}
 		defer closeAgents()
 		topTools = slices.Concat(tools, agentTools)
+	}
+	if o.cluster {
+		remoteTools, closeRemote, err := registerRemote(svc, member, o.remote, store, toolNamesOf(topTools), o.maxDepth)
+		if err != nil {
+			return outcome{}, err
+		}
+		defer closeRemote()
+		topTools = slices.Concat(topTools, remoteTools)
 	}
 
 	// The option caps the tool's depth too: it takes the tighter of both.

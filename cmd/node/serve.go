@@ -21,6 +21,7 @@ import (
 	"github.com/subactor/subactor/actors"
 	"github.com/subactor/subactor/actors/providers/acp"
 	"github.com/subactor/subactor/actors/providers/remote"
+	"github.com/subactor/subactor/actors/providers/spawn"
 	"github.com/subactor/subactor/actors/registry"
 	"github.com/subactor/subactor/agent"
 	"github.com/subactor/subactor/cluster"
@@ -31,8 +32,8 @@ import (
 	"github.com/subactor/subactor/subagent"
 )
 
-// clusterOptions are the membership flags serve, status and delegate
-// -cluster share.
+// clusterOptions are the membership flags serve, status, delegate
+// -cluster and run -cluster share.
 type clusterOptions struct {
 	listen, memberListen string
 	peers, etcd          string
@@ -58,16 +59,7 @@ func clusterFlags(fs *flag.FlagSet, o *clusterOptions, listen string) {
 // *configError.
 func (o clusterOptions) config() (cluster.Config, error) {
 	c := cluster.Config{Name: o.name, Listen: o.listen, MemberListen: o.memberListen, Insecure: o.insecure}
-	split := func(s string) []string {
-		var out []string
-		for _, f := range strings.Split(s, ",") {
-			if f = strings.TrimSpace(f); f != "" {
-				out = append(out, f)
-			}
-		}
-		return out
-	}
-	c.Peers, c.Etcd = split(o.peers), split(o.etcd)
+	c.Peers, c.Etcd = splitList(o.peers), splitList(o.etcd)
 	switch {
 	case len(c.Peers) > 0 && len(c.Etcd) > 0:
 		return c, configErrorf("give -peers or -etcd, not both")
@@ -82,6 +74,17 @@ func (o clusterOptions) config() (cluster.Config, error) {
 		c.TLS = &cluster.TLSFiles{CA: o.tlsCA, Cert: o.tlsCert, Key: o.tlsKey}
 	}
 	return c, nil
+}
+
+// splitList are the non-empty items of a comma-separated flag.
+func splitList(s string) []string {
+	var out []string
+	for _, f := range strings.Split(s, ",") {
+		if f = strings.TrimSpace(f); f != "" {
+			out = append(out, f)
+		}
+	}
+	return out
 }
 
 // join starts the node, saying on logs what it waits for.
@@ -377,4 +380,69 @@ func clusterDelegate(ctx context.Context, o delegateOptions, stdout, stderr io.W
 		return fail(err)
 	}
 	return reportChild("delegate", outcome{session: parent.SessionID(), res: res}, o.json, o.quiet, stdout, stderr)
+}
+
+// remoteProviders are the -provider names of run -cluster: the agent
+// servers members offer that its top agent may delegate to. Each becomes
+// a provider on the node's Service beside spawn and -config's servers, so
+// it may be named like neither.
+func remoteProviders(list string, servers agentServers) ([]string, error) {
+	names := splitList(list)
+	if len(names) == 0 {
+		return nil, configErrorf("-cluster needs -provider NAME,...: the agent servers members offer")
+	}
+	for i, name := range names {
+		_, configured := servers.cfgs[name]
+		switch {
+		case slices.Contains(names[:i], name):
+			return nil, configErrorf("-provider %q is named twice", name)
+		case name == spawn.DefaultName:
+			return nil, configErrorf("-provider %q is the name of the node's own provider of children", name)
+		case configured:
+			return nil, configErrorf("-provider %q is also an agent server of -config %s: rename one", name, servers.path)
+		}
+	}
+	return names, nil
+}
+
+// joinForRun joins the cluster for run -cluster as a member offering
+// nothing and waits, saying so on logs, until a member offers each of
+// providers or one loss bound passed. A provider none offers by then is
+// a warning: delegating to it fails until a member offers it.
+func joinForRun(ctx context.Context, o clusterOptions, providers []string, logs io.Writer) (*cluster.Node, error) {
+	offered := func(ms []cluster.Member, p string) bool {
+		return slices.ContainsFunc(ms, func(m cluster.Member) bool { return m.Offers(p) })
+	}
+	n, err := joinAndWait(ctx, o, logs, "run", "members offering "+strings.Join(providers, ", "), func(ms []cluster.Member) bool {
+		return !slices.ContainsFunc(providers, func(p string) bool { return !offered(ms, p) })
+	})
+	if err != nil {
+		return nil, err
+	}
+	ms := n.Members()
+	for _, p := range providers {
+		if !offered(ms, p) {
+			fmt.Fprintf(logs, "%s run: no member offers %q yet: delegating to it fails until one does\n", prog, p)
+		}
+	}
+	return n, nil
+}
+
+// registerRemote registers on svc a remote provider per name, placing its
+// runs on n's peers, and returns their delegate tools (see offerTools),
+// named by agentToolNames beside the tool names taken.
+func registerRemote(svc *registry.Service, n *cluster.Node, providers []string, store persistence.Store, taken []string, maxDepth int) ([]agent.Tool, func(), error) {
+	names, err := agentToolNames(providers, taken)
+	if err != nil {
+		return nil, nil, configErrorf("-provider: %v", err)
+	}
+	ps := make([]subagent.Provider, 0, len(providers))
+	for _, name := range providers {
+		p, err := remote.New(remote.Config{Name: name, Node: n})
+		if err != nil {
+			return nil, nil, err
+		}
+		ps = append(ps, p)
+	}
+	return offerTools(svc, ps, names, store, maxDepth, "on a member of the cluster")
 }
