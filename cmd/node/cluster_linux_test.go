@@ -167,7 +167,13 @@ func (p *process) rest(t *testing.T) int {
 		}
 		close(done)
 	}()
-	await.Recv(t, done, fmt.Sprintf("node %v to end", p.cmd.Args[1:]))
+	// A node leaving a cluster may wait out protoactor's gRPC shutdown
+	// (up to 10 s) before it exits: a deadline of its own.
+	select {
+	case <-done:
+	case <-time.After(await.Scale(time.Minute)):
+		t.Fatalf("waited %s for node %v to end; stderr:\n%s", await.Scale(time.Minute), p.cmd.Args[1:], p.stderr.String())
+	}
 	_ = p.cmd.Wait()
 	return p.cmd.ProcessState.ExitCode()
 }
