@@ -51,6 +51,7 @@ type PlacementError struct {
 	Provider string
 	Reasons  []string // one per member tried
 	noRoom   bool
+	silent   bool // members were listed, and none answered a load query
 }
 
 func (e *PlacementError) Error() string {
@@ -261,15 +262,41 @@ func (p *Provider) Start(ctx context.Context, req subagent.StartRequest) (subage
 	}
 	wire := startMessage(p.cfg.Name, req, scope)
 	wire.CallerMember = p.cfg.Node.ID()
+	// A member in the membership that answers no load query may be
+	// reconnecting (its connection to a reused address is replaced only
+	// once it notices the old one broke): placement is tried again, each
+	// round a status timeout long, for up to placeRounds rounds while
+	// nothing but silence stood in the way.
+	for round := 1; ; round++ {
+		run, perr, err := p.place(ctx, wire, scope)
+		if run != nil || err != nil {
+			return run, err
+		}
+		if !perr.silent || round == placeRounds || ctx.Err() != nil {
+			return nil, perr
+		}
+	}
+}
+
+// placeRounds bounds Start's rounds of placement when members were listed
+// but none answered.
+const placeRounds = 10
+
+// place tries the candidates once, most room first: the run when one took
+// it, a terminal error, or the placement error of this round.
+func (p *Provider) place(ctx context.Context, wire *messages.RemoteStart, scope subagent.Scope) (subagent.Run, *PlacementError, error) {
 	perr := &PlacementError{Provider: p.cfg.Name}
-	for _, c := range p.candidates(ctx) {
+	candidates := p.candidates(ctx)
+	perr.silent = len(candidates) > 0
+	for _, c := range candidates {
 		if err := ctx.Err(); err != nil {
-			return nil, subagent.Cancelled(context.Cause(ctx))
+			return nil, nil, subagent.Cancelled(context.Cause(ctx))
 		}
 		if c.Err != nil {
 			perr.Reasons = append(perr.Reasons, fmt.Sprintf("%s: no load answer: %v", c.Member.ID, c.Err))
 			continue
 		}
+		perr.silent = false
 		if c.Free() <= 0 {
 			perr.noRoom = true
 			perr.Reasons = append(perr.Reasons, fmt.Sprintf("%s: full (%d of %d)", c.Member.ID, c.Runs, c.Capacity))
@@ -279,7 +306,7 @@ func (p *Provider) Start(ctx context.Context, req subagent.StartRequest) (subage
 		var refused *RefusedError
 		switch {
 		case err == nil:
-			return run, nil
+			return run, nil, nil
 		case errors.As(err, &refused) && refused.Code == cluster.RefusedFull:
 			p.heard(Load{Member: c.Member, Capacity: c.Capacity, Runs: c.Capacity})
 			perr.noRoom = true
@@ -290,10 +317,10 @@ func (p *Provider) Start(ctx context.Context, req subagent.StartRequest) (subage
 			p.mu.Unlock()
 			perr.Reasons = append(perr.Reasons, fmt.Sprintf("%s: %v", c.Member.ID, err))
 		default:
-			return nil, err
+			return nil, nil, err
 		}
 	}
-	return nil, perr
+	return nil, perr, nil
 }
 
 // startMessage is the wire form of a start request: what a local Start
