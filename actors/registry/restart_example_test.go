@@ -7,8 +7,8 @@ import (
 	"time"
 
 	"github.com/subactor/subactor/actors"
+	"github.com/subactor/subactor/actors/internal/run"
 	"github.com/subactor/subactor/actors/registry"
-	"github.com/subactor/subactor/actors/run"
 	"github.com/subactor/subactor/subagent"
 )
 

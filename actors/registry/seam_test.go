@@ -10,8 +10,8 @@ import (
 
 	"github.com/subactor/subactor/actors"
 	"github.com/subactor/subactor/actors/internal/guard"
+	"github.com/subactor/subactor/actors/internal/run"
 	"github.com/subactor/subactor/actors/registry"
-	"github.com/subactor/subactor/actors/run"
 	"github.com/subactor/subactor/internal/await"
 	"github.com/subactor/subactor/persistence"
 	"github.com/subactor/subactor/subagent"

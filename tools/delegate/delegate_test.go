@@ -18,15 +18,15 @@ import (
 	"github.com/subactor/subactor/actors/providers/spawn"
 	"github.com/subactor/subactor/actors/registry"
 	"github.com/subactor/subactor/agent"
-	"github.com/subactor/subactor/agent/agenttest"
+	"github.com/subactor/subactor/internal/agenttest"
 	"github.com/subactor/subactor/internal/await"
+	"github.com/subactor/subactor/internal/delegatetest"
 	"github.com/subactor/subactor/internal/leaktest"
 	"github.com/subactor/subactor/internal/schema"
 	"github.com/subactor/subactor/model/scripted"
 	"github.com/subactor/subactor/persistence"
 	"github.com/subactor/subactor/subagent"
 	"github.com/subactor/subactor/tools/delegate"
-	"github.com/subactor/subactor/tools/delegate/delegatetest"
 )
 
 func TestMain(m *testing.M) { goleak.VerifyTestMain(m, leaktest.DeadLetters) }

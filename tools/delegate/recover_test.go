@@ -10,7 +10,7 @@ import (
 
 	"github.com/subactor/subactor/actors/providers/spawn"
 	"github.com/subactor/subactor/agent"
-	"github.com/subactor/subactor/agent/agenttest"
+	"github.com/subactor/subactor/internal/agenttest"
 	"github.com/subactor/subactor/internal/await"
 	"github.com/subactor/subactor/persistence"
 	"github.com/subactor/subactor/subagent"

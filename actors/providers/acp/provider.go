@@ -18,7 +18,7 @@ import (
 	sdk "github.com/coder/acp-go-sdk"
 	"github.com/subactor/subactor/internal/ids"
 
-	"github.com/subactor/subactor/actors/run"
+	"github.com/subactor/subactor/actors/internal/run"
 	"github.com/subactor/subactor/agent"
 	"github.com/subactor/subactor/persistence"
 	"github.com/subactor/subactor/subagent"

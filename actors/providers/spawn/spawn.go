@@ -15,7 +15,7 @@ import (
 	"sync/atomic"
 
 	"github.com/subactor/subactor/actors"
-	"github.com/subactor/subactor/actors/run"
+	"github.com/subactor/subactor/actors/internal/run"
 	"github.com/subactor/subactor/agent"
 	"github.com/subactor/subactor/internal/ids"
 	"github.com/subactor/subactor/persistence"

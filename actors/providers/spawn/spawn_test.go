@@ -21,14 +21,14 @@ import (
 	"github.com/subactor/subactor/actors/providers/spawn"
 	"github.com/subactor/subactor/actors/registry"
 	"github.com/subactor/subactor/agent"
-	"github.com/subactor/subactor/agent/agenttest"
+	"github.com/subactor/subactor/internal/agenttest"
 	"github.com/subactor/subactor/internal/await"
+	"github.com/subactor/subactor/internal/delegatetest"
 	"github.com/subactor/subactor/internal/leaktest"
 	"github.com/subactor/subactor/model/scripted"
 	"github.com/subactor/subactor/persistence"
 	"github.com/subactor/subactor/subagent"
 	"github.com/subactor/subactor/tools/delegate"
-	"github.com/subactor/subactor/tools/delegate/delegatetest"
 	"github.com/subactor/subactor/tools/fstools"
 )
 

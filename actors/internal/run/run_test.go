@@ -12,7 +12,7 @@ import (
 	"go.uber.org/goleak"
 
 	"github.com/subactor/subactor/actors"
-	"github.com/subactor/subactor/actors/run"
+	"github.com/subactor/subactor/actors/internal/run"
 	"github.com/subactor/subactor/internal/await"
 	"github.com/subactor/subactor/internal/leaktest"
 	"github.com/subactor/subactor/subagent"
