@@ -11,6 +11,7 @@ import (
 	"github.com/asynkron/protoactor-go/eventstream"
 
 	"github.com/subactor/subactor/internal/runscope"
+	"github.com/subactor/subactor/internal/wire"
 	"github.com/subactor/subactor/messages"
 	"github.com/subactor/subactor/subagent"
 )
@@ -169,7 +170,7 @@ func ValidateStart(m *messages.RemoteStart, maxPrompt int) (subagent.StartReques
 		return invalid("output schema", "over the node's size limit")
 	}
 	req := subagent.StartRequest{
-		Prompt: messages.ToContent(m.GetPrompt()),
+		Prompt: wire.ToContent(m.GetPrompt()),
 		Parent: remoteParent{session: m.GetParentSessionId(), depth: int(m.GetParentDepth())},
 		Options: subagent.AgentOptions{
 			ModelProvider: m.GetOptions().GetModelProvider(), Model: m.GetOptions().GetModel(),
@@ -314,7 +315,7 @@ func (r *hosted) Receive(ctx actor.Context) {
 			r.dispose(ctx)
 		}
 	case progress:
-		if w, err := messages.FromEvent(m.ev); err == nil {
+		if w, err := wire.FromEvent(m.ev); err == nil {
 			ctx.Send(r.caller, w)
 		}
 	case settled:
@@ -334,7 +335,7 @@ func (r *hosted) Receive(ctx actor.Context) {
 		}
 		sctx, cancel := context.WithCancel(context.Background())
 		r.steers[m.GetSteerId()] = cancel
-		self, sys, id, content := ctx.Self(), ctx.ActorSystem(), m.GetSteerId(), messages.ToContent(m.GetContent())
+		self, sys, id, content := ctx.Self(), ctx.ActorSystem(), m.GetSteerId(), wire.ToContent(m.GetContent())
 		go func() { sys.Root.Send(self, steerDone{id, st.Steer(sctx, content)}) }()
 	case steerDone:
 		if cancel, ok := r.steers[m.id]; ok {
@@ -399,7 +400,7 @@ func (r *hosted) report(ctx actor.Context, s settled) {
 		return
 	}
 	r.reported = true
-	msg := &messages.RunSettled{RunId: r.scope.RunID, Result: messages.FromResult(s.res)}
+	msg := &messages.RunSettled{RunId: r.scope.RunID, Result: wire.FromResult(s.res)}
 	if s.err != nil {
 		msg.Error = s.err.Error()
 	}

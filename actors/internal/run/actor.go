@@ -10,6 +10,7 @@ import (
 	"github.com/asynkron/protoactor-go/actor"
 
 	"github.com/subactor/subactor/actors/internal/guard"
+	"github.com/subactor/subactor/internal/wire"
 	"github.com/subactor/subactor/messages"
 	"github.com/subactor/subactor/subagent"
 )
@@ -204,7 +205,7 @@ func (a *runActor) steer(c actor.Context, m *messages.Steer) {
 		more.replies = map[string]steerFrom{}
 	}
 	more.replies[key] = steerFrom{pid: s, id: m.SteerId}
-	a.step(c, inSteer{ID: key, Content: messages.ToContent(m.Content)})
+	a.step(c, inSteer{ID: key, Content: wire.ToContent(m.Content)})
 }
 
 func (a *runActor) withdraw(c actor.Context, m *messages.SteerWithdraw) {
@@ -312,7 +313,7 @@ func (a *runActor) settle(c actor.Context) {
 func (a *runActor) tellSettled(c actor.Context, id string) {
 	if to := a.senders()[id]; to != nil {
 		res := a.h.result
-		settled := &messages.RunSettled{RunId: a.h.id, Result: messages.FromResult(res.Result)}
+		settled := &messages.RunSettled{RunId: a.h.id, Result: wire.FromResult(res.Result)}
 		if res.Err != nil {
 			settled.Error = res.Err.Error()
 		}

@@ -17,6 +17,7 @@ import (
 	"github.com/subactor/subactor/actors"
 	"github.com/subactor/subactor/actors/internal/guard"
 	"github.com/subactor/subactor/internal/await"
+	"github.com/subactor/subactor/internal/wire"
 	"github.com/subactor/subactor/messages"
 	"github.com/subactor/subactor/subagent"
 )
@@ -134,8 +135,8 @@ func TestR4_TwoSteersFromOneSenderAreBothAnswered(t *testing.T) {
 		}
 	}))
 	defer root.Stop(router)
-	root.Send(router, &messages.Steer{SteerId: 1, Content: messages.FromContent([]subagent.ContentBlock{subagent.Text("one")})})
-	root.Send(router, &messages.Steer{SteerId: 2, Content: messages.FromContent([]subagent.ContentBlock{subagent.Text("two")})})
+	root.Send(router, &messages.Steer{SteerId: 1, Content: wire.FromContent([]subagent.ContentBlock{subagent.Text("one")})})
+	root.Send(router, &messages.Steer{SteerId: 2, Content: wire.FromContent([]subagent.ContentBlock{subagent.Text("two")})})
 	// The parked child asks again only once cancelled; a Take from here
 	// admits both steers into one snapshot.
 	await.Recv(t, arrived, "the first steer to reach the run")

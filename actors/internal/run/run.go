@@ -14,6 +14,7 @@ import (
 	"github.com/subactor/subactor/actors"
 	"github.com/subactor/subactor/actors/internal/ask"
 	"github.com/subactor/subactor/internal/ids"
+	"github.com/subactor/subactor/internal/wire"
 	"github.com/subactor/subactor/messages"
 	"github.com/subactor/subactor/subagent"
 )
@@ -253,7 +254,7 @@ func (h *Handle) Steer(ctx context.Context, message []subagent.ContentBlock) err
 		return &subagent.InvalidRequestError{Field: "message", Reason: "must not be empty"}
 	}
 	id := h.steers.Add(1)
-	call := ask.Send(h.sys, h.pid.Load(), &messages.Steer{SteerId: id, Content: messages.FromContent(message)})
+	call := ask.Send(h.sys, h.pid.Load(), &messages.Steer{SteerId: id, Content: wire.FromContent(message)})
 	defer call.Close()
 	reply, err := call.Wait(ctx, h.latches.wait(stopped))
 	if err != nil && ctx.Err() != nil {

@@ -29,6 +29,7 @@ import (
 	"github.com/subactor/subactor/cluster"
 	"github.com/subactor/subactor/internal/actorsraw"
 	"github.com/subactor/subactor/internal/ids"
+	"github.com/subactor/subactor/internal/wire"
 	"github.com/subactor/subactor/messages"
 	"github.com/subactor/subactor/subagent"
 )
@@ -329,7 +330,7 @@ func (p *Provider) place(ctx context.Context, wire *messages.RemoteStart, scope 
 func startMessage(provider string, req subagent.StartRequest, scope subagent.Scope) *messages.RemoteStart {
 	w := &messages.RemoteStart{
 		RunId: scope.RunID, Provider: provider,
-		Prompt: messages.FromContent(req.Prompt),
+		Prompt: wire.FromContent(req.Prompt),
 		Options: &messages.AgentOptions{
 			ModelProvider: req.Options.ModelProvider, Model: req.Options.Model,
 			MaxTokens: int64(req.Options.MaxTokens), SubagentDepth: int64(req.Options.SubagentDepth),

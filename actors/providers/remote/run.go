@@ -9,6 +9,7 @@ import (
 	"github.com/asynkron/protoactor-go/actor"
 
 	"github.com/subactor/subactor/cluster"
+	"github.com/subactor/subactor/internal/wire"
 	"github.com/subactor/subactor/messages"
 	"github.com/subactor/subactor/subagent"
 )
@@ -189,7 +190,7 @@ func (p *proxy) Receive(ctx actor.Context) {
 		p.answerStart(&RefusedError{Node: p.run.node.ID, Code: m.GetCode(), Reason: m.GetReason()})
 	case *messages.RunProgress:
 		if p.run.events != nil {
-			ev, _ := messages.ToEvent(m)
+			ev, _ := wire.ToEvent(m)
 			if pr, ok := ev.(subagent.RunProgress); ok {
 				pr.RunID = p.run.id
 				p.run.events.Emit(pr)
@@ -200,7 +201,7 @@ func (p *proxy) Receive(ctx actor.Context) {
 		if m.GetError() != "" {
 			err = fmt.Errorf("remote: node %s: %s", p.run.node.ID, m.GetError())
 		}
-		p.run.settle(messages.ToResult(m.GetResult()), err)
+		p.run.settle(wire.ToResult(m.GetResult()), err)
 	case *messages.SteerAnswer:
 		if ch, ok := p.steers[m.GetSteerId()]; ok {
 			delete(p.steers, m.GetSteerId())
@@ -247,7 +248,7 @@ func (p *proxy) Receive(ctx actor.Context) {
 		p.nextSteer++
 		id := p.nextSteer
 		p.steers[id] = m.answer
-		ctx.Request(p.hosted, &messages.Steer{SteerId: id, Content: messages.FromContent(m.content)})
+		ctx.Request(p.hosted, &messages.Steer{SteerId: id, Content: wire.FromContent(m.content)})
 		self, sys := ctx.Self(), ctx.ActorSystem()
 		context.AfterFunc(m.ctx, func() { sys.Root.Send(self, withdrawSteer{id}) })
 	case withdrawSteer:

@@ -1,24 +1,28 @@
-package messages
+// Package wire converts between the contract types of package subagent and
+// their protobuf forms in package messages, for the actors that send them
+// across a process or node boundary.
+package wire
 
 import (
 	"fmt"
 
 	"google.golang.org/protobuf/proto"
 
+	"github.com/subactor/subactor/messages"
 	"github.com/subactor/subactor/subagent"
 )
 
 // FromContent converts contract content blocks to their wire form.
-func FromContent(blocks []subagent.ContentBlock) []*ContentBlock {
-	out := make([]*ContentBlock, len(blocks))
+func FromContent(blocks []subagent.ContentBlock) []*messages.ContentBlock {
+	out := make([]*messages.ContentBlock, len(blocks))
 	for i, b := range blocks {
-		out[i] = &ContentBlock{Type: b.Type, Text: b.Text}
+		out[i] = &messages.ContentBlock{Type: b.Type, Text: b.Text}
 	}
 	return out
 }
 
 // ToContent converts wire content blocks to contract ones.
-func ToContent(blocks []*ContentBlock) []subagent.ContentBlock {
+func ToContent(blocks []*messages.ContentBlock) []subagent.ContentBlock {
 	out := make([]subagent.ContentBlock, len(blocks))
 	for i, b := range blocks {
 		out[i] = subagent.ContentBlock{Type: b.GetType(), Text: b.GetText()}
@@ -28,8 +32,8 @@ func ToContent(blocks []*ContentBlock) []subagent.ContentBlock {
 
 // FromResult converts a contract result to its wire form. Cause stays in
 // this process.
-func FromResult(r subagent.Result) *Result {
-	return &Result{
+func FromResult(r subagent.Result) *messages.Result {
+	return &messages.Result{
 		Output:     FromContent(r.Output),
 		Structured: r.Structured,
 		StopReason: string(r.StopReason),
@@ -39,7 +43,7 @@ func FromResult(r subagent.Result) *Result {
 }
 
 // ToResult converts a wire result to a contract one.
-func ToResult(w *Result) subagent.Result {
+func ToResult(w *messages.Result) subagent.Result {
 	return subagent.Result{
 		Output:     ToContent(w.GetOutput()),
 		Structured: w.GetStructured(),
@@ -49,14 +53,14 @@ func ToResult(w *Result) subagent.Result {
 	}
 }
 
-func fromUsage(u *subagent.Usage) *Usage {
+func fromUsage(u *subagent.Usage) *messages.Usage {
 	if u == nil {
 		return nil
 	}
-	return &Usage{InputTokens: int64(u.InputTokens), OutputTokens: int64(u.OutputTokens), CachedInputTokens: int64(u.CachedInputTokens)}
+	return &messages.Usage{InputTokens: int64(u.InputTokens), OutputTokens: int64(u.OutputTokens), CachedInputTokens: int64(u.CachedInputTokens)}
 }
 
-func toUsage(u *Usage) *subagent.Usage {
+func toUsage(u *messages.Usage) *subagent.Usage {
 	if u == nil {
 		return nil
 	}
@@ -69,21 +73,21 @@ func toUsage(u *Usage) *subagent.Usage {
 func FromEvent(ev subagent.Event) (proto.Message, error) {
 	switch e := ev.(type) {
 	case subagent.ProviderAdded:
-		return &ProviderAdded{Provider: e.Provider}, nil
+		return &messages.ProviderAdded{Provider: e.Provider}, nil
 	case subagent.ProviderRemoved:
-		return &ProviderRemoved{Name: e.Name}, nil
+		return &messages.ProviderRemoved{Name: e.Name}, nil
 	case subagent.RunStarted:
-		return &RunStarted{RunId: e.RunID, Provider: e.Provider, SessionId: e.SessionID, Local: e.Local}, nil
+		return &messages.RunStarted{RunId: e.RunID, Provider: e.Provider, SessionId: e.SessionID, Local: e.Local}, nil
 	case subagent.RunEnded:
-		return &RunEnded{RunId: e.RunID, Provider: e.Provider, SessionId: e.SessionID, Local: e.Local,
+		return &messages.RunEnded{RunId: e.RunID, Provider: e.Provider, SessionId: e.SessionID, Local: e.Local,
 			StopReason: string(e.StopReason), LastAssistantMessage: e.LastAssistantMessage, Usage: fromUsage(e.Usage)}, nil
 	case subagent.RunProgress:
-		return &RunProgress{RunId: e.RunID, Kind: string(e.Kind), Step: int64(e.Step), Text: e.Text,
+		return &messages.RunProgress{RunId: e.RunID, Kind: string(e.Kind), Step: int64(e.Step), Text: e.Text,
 			IsError: e.IsError, Usage: fromUsage(e.Usage)}, nil
 	case subagent.ListenerOverflow:
-		return &ListenerOverflow{Bound: int64(e.Bound)}, nil
+		return &messages.ListenerOverflow{Bound: int64(e.Bound)}, nil
 	case subagent.ListenerFailed:
-		return &ListenerFailed{Reason: e.Reason}, nil
+		return &messages.ListenerFailed{Reason: e.Reason}, nil
 	}
 	return nil, fmt.Errorf("messages: no wire form for event %T", ev)
 }
@@ -91,21 +95,21 @@ func FromEvent(ev subagent.Event) (proto.Message, error) {
 // ToEvent converts a wire event to the contract event listeners receive.
 func ToEvent(m any) (subagent.Event, error) {
 	switch e := m.(type) {
-	case *ProviderAdded:
+	case *messages.ProviderAdded:
 		return subagent.ProviderAdded{Provider: e.Provider}, nil
-	case *ProviderRemoved:
+	case *messages.ProviderRemoved:
 		return subagent.ProviderRemoved{Name: e.Name}, nil
-	case *RunStarted:
+	case *messages.RunStarted:
 		return subagent.RunStarted{RunID: e.RunId, Provider: e.Provider, SessionID: e.SessionId, Local: e.Local}, nil
-	case *RunEnded:
+	case *messages.RunEnded:
 		return subagent.RunEnded{RunID: e.RunId, Provider: e.Provider, SessionID: e.SessionId, Local: e.Local,
 			StopReason: subagent.StopReason(e.StopReason), LastAssistantMessage: e.LastAssistantMessage, Usage: toUsage(e.Usage)}, nil
-	case *RunProgress:
+	case *messages.RunProgress:
 		return subagent.RunProgress{RunID: e.RunId, Kind: subagent.ProgressKind(e.Kind), Step: int(e.Step), Text: e.Text,
 			IsError: e.IsError, Usage: toUsage(e.Usage)}, nil
-	case *ListenerOverflow:
+	case *messages.ListenerOverflow:
 		return subagent.ListenerOverflow{Bound: int(e.Bound)}, nil
-	case *ListenerFailed:
+	case *messages.ListenerFailed:
 		return subagent.ListenerFailed{Reason: e.Reason}, nil
 	}
 	return nil, fmt.Errorf("messages: %T is not an event", m)

@@ -1,4 +1,4 @@
-package messages_test
+package wire_test
 
 import (
 	"encoding/json"
@@ -8,6 +8,7 @@ import (
 	"go.uber.org/goleak"
 	"google.golang.org/protobuf/proto"
 
+	"github.com/subactor/subactor/internal/wire"
 	"github.com/subactor/subactor/messages"
 	"github.com/subactor/subactor/subagent"
 )
@@ -22,15 +23,15 @@ func TestResultRoundTripsThroughTheWire(t *testing.T) {
 		Detail:     "cut",
 		Usage:      &subagent.Usage{InputTokens: 7, OutputTokens: 9},
 	}
-	wire, err := proto.Marshal(messages.FromResult(in))
+	encoded, err := proto.Marshal(wire.FromResult(in))
 	if err != nil {
 		t.Fatal(err)
 	}
 	var back messages.Result
-	if err := proto.Unmarshal(wire, &back); err != nil {
+	if err := proto.Unmarshal(encoded, &back); err != nil {
 		t.Fatal(err)
 	}
-	if out := messages.ToResult(&back); !reflect.DeepEqual(out, in) {
+	if out := wire.ToResult(&back); !reflect.DeepEqual(out, in) {
 		t.Fatalf("round trip: %+v, want %+v", out, in)
 	}
 }
@@ -51,19 +52,19 @@ func TestEveryEventTypeCrossesTheWire(t *testing.T) {
 	}
 	covered := map[string]bool{}
 	for _, ev := range samples {
-		wire, err := messages.FromEvent(ev)
+		pb, err := wire.FromEvent(ev)
 		if err != nil {
 			t.Fatalf("FromEvent(%T): %v", ev, err)
 		}
-		b, err := proto.Marshal(wire)
+		b, err := proto.Marshal(pb)
 		if err != nil {
 			t.Fatal(err)
 		}
-		decoded := wire.ProtoReflect().New().Interface()
+		decoded := pb.ProtoReflect().New().Interface()
 		if err := proto.Unmarshal(b, decoded); err != nil {
 			t.Fatal(err)
 		}
-		back, err := messages.ToEvent(decoded)
+		back, err := wire.ToEvent(decoded)
 		if err != nil || !reflect.DeepEqual(back, ev) {
 			t.Fatalf("round trip of %#v: %#v, %v", ev, back, err)
 		}
@@ -74,7 +75,7 @@ func TestEveryEventTypeCrossesTheWire(t *testing.T) {
 			t.Errorf("event type %s has no wire round trip in this test", typ)
 		}
 	}
-	if _, err := messages.ToEvent(&messages.Cancel{}); err == nil {
+	if _, err := wire.ToEvent(&messages.Cancel{}); err == nil {
 		t.Error("a non-event converted to an event")
 	}
 }
@@ -82,13 +83,13 @@ func TestEveryEventTypeCrossesTheWire(t *testing.T) {
 // FuzzResultDecode feeds arbitrary bytes to the wire decoder: hostile input
 // from a peer must fail cleanly or convert, never panic (K3).
 func FuzzResultDecode(f *testing.F) {
-	seed, _ := proto.Marshal(messages.FromResult(subagent.Result{Output: []subagent.ContentBlock{subagent.Text("x")}, StopReason: subagent.Completed}))
+	seed, _ := proto.Marshal(wire.FromResult(subagent.Result{Output: []subagent.ContentBlock{subagent.Text("x")}, StopReason: subagent.Completed}))
 	f.Add(seed)
 	f.Add([]byte{0xff, 0x01})
 	f.Fuzz(func(t *testing.T, b []byte) {
 		var r messages.Result
 		if proto.Unmarshal(b, &r) == nil {
-			_ = messages.ToResult(&r)
+			_ = wire.ToResult(&r)
 		}
 	})
 }
