@@ -12,6 +12,7 @@ import (
 	"sync"
 	"unicode/utf8"
 
+	"github.com/subactor/subactor/internal/lifetime"
 	"github.com/subactor/subactor/internal/schema"
 	"github.com/subactor/subactor/persistence"
 	"github.com/subactor/subactor/subagent"
@@ -97,14 +98,14 @@ type loop struct {
 }
 
 // toolCtx is the loop's context for its tools, marked as one that ends
-// when the agent closes (subagent.WithinLifetime): children the tools
+// when the agent closes (lifetime.Within): children the tools
 // start through the Service are cancelled with it when the agent closes,
 // and need no second binding. It is made for the first tool call: a child
 // parked on its first model call has no use for it, and a parked child's
 // memory is what issue 11 counts.
 func (l *loop) toolCtx() context.Context {
 	if l.tools == nil {
-		l.tools = subagent.WithinLifetime(l.ctx, l.a)
+		l.tools = lifetime.Within(l.ctx, l.a)
 	}
 	return l.tools
 }

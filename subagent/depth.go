@@ -13,27 +13,3 @@ func AssertMaxDepth(m int) error {
 	}
 	return nil
 }
-
-// CheckDepth reports whether an agent at depth d may delegate under max m:
-// it may not when d >= m.
-func CheckDepth(d, m int) error {
-	if d >= m {
-		return &DepthError{Depth: d, Max: m}
-	}
-	return nil
-}
-
-// EffectiveMaxDepth is the tighter of a requested cap and the one the agent
-// inherited; ok is false when neither is set.
-func EffectiveMaxDepth(a Agent, requested *int) (m int, ok bool) {
-	inherited := a.Options().MaxDepth
-	switch {
-	case requested != nil && inherited != nil:
-		return min(*requested, *inherited), true
-	case requested != nil:
-		return *requested, true
-	case inherited != nil:
-		return *inherited, true
-	}
-	return 0, false
-}

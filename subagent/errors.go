@@ -82,14 +82,6 @@ func (e *cancelledError) Unwrap() []error { return []error{ErrCancelled, e.cause
 // Cancelled wraps a context error so it matches ErrCancelled too.
 func Cancelled(cause error) error { return &cancelledError{cause: cause} }
 
-// DuplicateProviderError names the provider already registered (S1).
-type DuplicateProviderError struct{ Name string }
-
-func (e *DuplicateProviderError) Error() string {
-	return fmt.Sprintf("subagent: duplicate provider %q", e.Name)
-}
-func (e *DuplicateProviderError) Unwrap() error { return ErrDuplicateProvider }
-
 // ProviderError reports a provider that broke the seam's contract, such as
 // returning neither a run nor an error.
 type ProviderError struct {

@@ -82,16 +82,6 @@ func (RunProgress) Type() string      { return "subagent/progress" }
 func (ListenerOverflow) Type() string { return "subagent/listener-overflow" }
 func (ListenerFailed) Type() string   { return "subagent/listener-failed" }
 
-// EventTypes lists the wire name of every event type, so that a consumer
-// or a conversion can be checked against all of them.
-func EventTypes() []string {
-	return []string{
-		ProviderAdded{}.Type(), ProviderRemoved{}.Type(),
-		RunStarted{}.Type(), RunEnded{}.Type(), RunProgress{}.Type(),
-		ListenerOverflow{}.Type(), ListenerFailed{}.Type(),
-	}
-}
-
 // Listener receives events, one at a time, on a goroutine of its own. A
 // returned error or a panic is logged and changes nothing else; a slow
 // listener delays only itself, and one that falls more than its bound

@@ -1,9 +1,6 @@
 package subagent
 
-import (
-	"context"
-	"fmt"
-)
+import "context"
 
 // Capabilities are the start-time features a provider declares. The Service
 // rejects a request that uses an undeclared one before any provider code runs.
@@ -87,34 +84,6 @@ type Agent interface {
 type Closable interface {
 	// Lifetime ends when the agent closes; its cause says why.
 	Lifetime() context.Context
-}
-
-type lifetimeKey struct{}
-
-// WithinLifetime marks ctx as one that ends when c closes (an agent's own
-// loop context), so that the Service need not tie a start under it to c's
-// lifetime again.
-func WithinLifetime(ctx context.Context, c Closable) context.Context {
-	return context.WithValue(ctx, lifetimeKey{}, c)
-}
-
-// IsWithinLifetime reports whether ctx was marked by WithinLifetime for c.
-func IsWithinLifetime(ctx context.Context, c Closable) bool {
-	v, _ := ctx.Value(lifetimeKey{}).(Closable)
-	return v != nil && v == c
-}
-
-// ParentClosed returns an error wrapping ErrParentClosed if p is a
-// Closable that has closed, nil otherwise.
-func ParentClosed(p Agent) error {
-	c, ok := p.(Closable)
-	if !ok {
-		return nil
-	}
-	if life := c.Lifetime(); life.Err() != nil {
-		return fmt.Errorf("%w: %w", ErrParentClosed, context.Cause(life))
-	}
-	return nil
 }
 
 // SessionHeader is the durable head of a session log.

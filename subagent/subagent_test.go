@@ -36,35 +36,12 @@ func TestD6_DelegationDepthIsTheLargerOfHeaderAndOption(t *testing.T) {
 }
 
 // Contract D6.
-func TestD6_AnAgentAtItsCapCannotDelegate(t *testing.T) {
-	if err := subagent.CheckDepth(2, 3); err != nil {
-		t.Fatalf("depth 2 under max 3: %v", err)
-	}
-	err := subagent.CheckDepth(3, 3)
-	var d *subagent.DepthError
-	if !errors.As(err, &d) || d.Depth != 3 || d.Max != 3 || !errors.Is(err, subagent.ErrDepthExceeded) {
-		t.Fatalf("depth 3 under max 3: %v", err)
-	}
+func TestD6_AssertMaxDepthRefusesANegativeCap(t *testing.T) {
 	if err := subagent.AssertMaxDepth(-1); !errors.Is(err, subagent.ErrInvalidRequest) {
 		t.Fatalf("negative max depth: %v", err)
 	}
 	if err := subagent.AssertMaxDepth(0); err != nil {
 		t.Fatalf("max depth 0: %v", err)
-	}
-}
-
-// Contract D6.
-func TestD6_EffectiveMaxDepthIsTheTighterCap(t *testing.T) {
-	two, five := 2, 5
-	for _, c := range []struct {
-		inherited, requested *int
-		want                 int
-		ok                   bool
-	}{{nil, nil, 0, false}, {&five, nil, 5, true}, {nil, &two, 2, true}, {&two, &five, 2, true}, {&five, &two, 2, true}} {
-		m, ok := subagent.EffectiveMaxDepth(agentAt{max: c.inherited}, c.requested)
-		if m != c.want || ok != c.ok {
-			t.Errorf("EffectiveMaxDepth(%v, %v) = %d, %v", c.inherited, c.requested, m, ok)
-		}
 	}
 }
 

@@ -165,7 +165,7 @@ func (a *registryActor) receive(c actor.Context, msg any) {
 	case *register:
 		name := m.p.Name()
 		if _, dup := a.providers[name]; dup {
-			m.Answer(registered{err: &subagent.DuplicateProviderError{Name: name}})
+			m.Answer(registered{err: fmt.Errorf("%w %q", subagent.ErrDuplicateProvider, name)})
 			return
 		}
 		a.gen++

@@ -30,6 +30,7 @@ import (
 	"github.com/subactor/subactor/actors/internal/parent"
 	"github.com/subactor/subactor/actors/internal/reply"
 	"github.com/subactor/subactor/actors/tasks"
+	"github.com/subactor/subactor/internal/lifetime"
 	"github.com/subactor/subactor/subagent"
 )
 
@@ -150,7 +151,7 @@ func (s *Service) call(ctx context.Context, to *actor.PID, cmd command) (any, er
 // RegisterProvider registers p by its name (S1). The returned release
 // unregisters it: new starts on the name then fail with ErrNoProvider, runs
 // already returned are untouched. Release is idempotent. A name already
-// taken fails with *subagent.DuplicateProviderError.
+// taken fails with an error matching subagent.ErrDuplicateProvider.
 func (s *Service) RegisterProvider(p subagent.Provider) (release func(), err error) {
 	if isNil(p) || p.Name() == "" {
 		return nil, fmt.Errorf("%w: nil provider or empty name", subagent.ErrInvalidProviderArg)
@@ -323,7 +324,7 @@ func (s *Service) open(ctx context.Context, name string, req subagent.StartReque
 		release()
 		return nil, err
 	}
-	if err := subagent.ParentClosed(req.Parent); err != nil {
+	if err := lifetime.ParentClosed(req.Parent); err != nil {
 		release()
 		return nil, err
 	}
@@ -364,10 +365,10 @@ func (s *Service) open(ctx context.Context, name string, req subagent.StartReque
 		// A resumed child that took its log carries the request's prompt
 		// in it: it is published, and an ended ctx or parent settles it
 		// aborted (it is tied to both).
-	case ctx.Err() != nil || subagent.ParentClosed(req.Parent) != nil:
+	case ctx.Err() != nil || lifetime.ParentClosed(req.Parent) != nil:
 		// Ended before publication: no published child may escape.
 		_ = run.Dispose(context.Background())
-		return discard(cmp.Or(subagent.ParentClosed(req.Parent), contextual(ctx, nil)))
+		return discard(cmp.Or(lifetime.ParentClosed(req.Parent), contextual(ctx, nil)))
 	case s.closing.Load():
 		_ = run.Dispose(context.Background())
 		return discard(subagent.ErrServiceClosed)
@@ -389,7 +390,7 @@ func (st *started) bind(ctx context.Context, p subagent.Agent) context.Context {
 	ctx, cancel := context.WithCancelCause(ctx)
 	stopService := context.AfterFunc(st.s.life, func() { cancel(context.Cause(st.s.life)) })
 	stopParent := func() bool { return false }
-	if c, ok := p.(subagent.Closable); ok && !subagent.IsWithinLifetime(ctx, c) {
+	if c, ok := p.(subagent.Closable); ok && !lifetime.IsWithin(ctx, c) {
 		life := c.Lifetime()
 		stopParent = context.AfterFunc(life, func() { cancel(context.Cause(life)) })
 	}

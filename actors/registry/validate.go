@@ -3,6 +3,7 @@ package registry
 import (
 	"strings"
 
+	"github.com/subactor/subactor/internal/depth"
 	"github.com/subactor/subactor/internal/schema"
 	"github.com/subactor/subactor/persistence"
 	"github.com/subactor/subactor/subagent"
@@ -64,8 +65,8 @@ func validate(p subagent.Provider, req subagent.StartRequest, resume bool) error
 	if req.Persona != nil && strings.TrimSpace(*req.Persona) == "" {
 		return invalid("persona", "must not be empty")
 	}
-	if m, ok := subagent.EffectiveMaxDepth(req.Parent, req.MaxDepth); ok {
-		if err := subagent.CheckDepth(subagent.DelegationDepthOf(req.Parent), m); err != nil {
+	if m, ok := depth.EffectiveMax(req.Parent, req.MaxDepth); ok {
+		if err := depth.Check(subagent.DelegationDepthOf(req.Parent), m); err != nil {
 			return err
 		}
 	}

@@ -67,8 +67,8 @@ func toUsage(u *messages.Usage) *subagent.Usage {
 	return &subagent.Usage{InputTokens: int(u.InputTokens), OutputTokens: int(u.OutputTokens), CachedInputTokens: int(u.CachedInputTokens)}
 }
 
-// FromEvent converts a contract event to its wire form. Every type in
-// subagent.EventTypes converts; an event type added without a case here
+// FromEvent converts a contract event to its wire form. Every event type
+// of package subagent converts; an event type added without a case here
 // is an error, which the tests catch.
 func FromEvent(ev subagent.Event) (proto.Message, error) {
 	switch e := ev.(type) {

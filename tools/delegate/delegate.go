@@ -20,6 +20,7 @@ import (
 	"github.com/subactor/subactor/actors/registry"
 	"github.com/subactor/subactor/actors/tasks"
 	"github.com/subactor/subactor/agent"
+	"github.com/subactor/subactor/internal/depth"
 	"github.com/subactor/subactor/internal/jsonv2"
 	"github.com/subactor/subactor/internal/schema"
 	"github.com/subactor/subactor/persistence"
@@ -165,12 +166,12 @@ func (t *Tool) follow(ev subagent.Event) error {
 // Available implements agent.Conditional: the tool is offered while its
 // provider is registered and the agent is below its depth cap (D6).
 func (t *Tool) Available(a *agent.Agent) bool {
-	return a != nil && t.current() != nil && subagent.CheckDepth(subagent.DelegationDepthOf(a), t.maxDepth(a)) == nil
+	return a != nil && t.current() != nil && depth.Check(subagent.DelegationDepthOf(a), t.maxDepth(a)) == nil
 }
 
 // maxDepth is the tool's cap, tightened by one the agent inherited.
 func (t *Tool) maxDepth(a subagent.Agent) int {
-	m, _ := subagent.EffectiveMaxDepth(a, &t.cfg.MaxDepth)
+	m, _ := depth.EffectiveMax(a, &t.cfg.MaxDepth)
 	return m
 }
 

@@ -20,6 +20,7 @@ import (
 
 	"github.com/subactor/subactor/actors/internal/run"
 	"github.com/subactor/subactor/agent"
+	"github.com/subactor/subactor/internal/lifetime"
 	"github.com/subactor/subactor/persistence"
 	"github.com/subactor/subactor/subagent"
 )
@@ -685,7 +686,7 @@ func usage(u *sdk.Usage) *subagent.Usage {
 // parent closed (checked directly too, since a context bound to the
 // parent's lifetime learns of the close asynchronously).
 func setupEnded(ctx context.Context, parent subagent.Agent) error {
-	if err := subagent.ParentClosed(parent); err != nil {
+	if err := lifetime.ParentClosed(parent); err != nil {
 		return err
 	}
 	if err := ctx.Err(); err != nil {

@@ -17,7 +17,9 @@ import (
 	"github.com/subactor/subactor/actors"
 	"github.com/subactor/subactor/actors/internal/run"
 	"github.com/subactor/subactor/agent"
+	"github.com/subactor/subactor/internal/depth"
 	"github.com/subactor/subactor/internal/ids"
+	"github.com/subactor/subactor/internal/lifetime"
 	"github.com/subactor/subactor/persistence"
 	"github.com/subactor/subactor/subagent"
 )
@@ -249,10 +251,10 @@ func (p *Provider) childConfig(req subagent.StartRequest, h subagent.SessionHead
 	opts := req.Options
 	opts.ModelProvider, opts.Model = d.AgentProvider, d.AgentModel
 	opts.SubagentDepth = h.DelegationDepth
-	if m, ok := subagent.EffectiveMaxDepth(req.Parent, req.MaxDepth); ok {
+	if m, ok := depth.EffectiveMax(req.Parent, req.MaxDepth); ok {
 		// The Service checked this already; a direct caller gets the same
 		// answer rather than a child beyond the cap (D6).
-		if err := subagent.CheckDepth(subagent.DelegationDepthOf(req.Parent), m); err != nil {
+		if err := depth.Check(subagent.DelegationDepthOf(req.Parent), m); err != nil {
 			return agent.Config{}, err
 		}
 		opts.MaxDepth = &m
@@ -421,7 +423,7 @@ func confirm(exit *run.Exit) {
 // parent closed (checked directly too, since a context bound to the
 // parent's lifetime learns of the close asynchronously).
 func setupEnded(ctx context.Context, parent subagent.Agent) error {
-	if err := subagent.ParentClosed(parent); err != nil {
+	if err := lifetime.ParentClosed(parent); err != nil {
 		return err
 	}
 	if err := ctx.Err(); err != nil {
