@@ -19,8 +19,8 @@ import (
 	"github.com/subactor/subactor/subagent"
 )
 
-// Name is the tool's name.
-const Name = "send_message"
+// name is the tool's name.
+const name = "send_message"
 
 // Default limits of the model-supplied arguments (K3).
 const (
@@ -67,7 +67,7 @@ type answer struct {
 // Spec implements agent.Tool.
 func (t *tool) Spec() agent.ToolSpec {
 	return agent.ToolSpec{
-		Name:        Name,
+		Name:        name,
 		Description: "Send a follow-up message to a continuable child by its subagent id: it joins the child's work if it is running, or resumes the child with it.",
 		Parameters: json.RawMessage(fmt.Sprintf(`{"type":"object","properties":{`+
 			`"subagent_id":{"type":"string","maxLength":%d,"description":"The child's id, as a continuable delegation answered."},`+

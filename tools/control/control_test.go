@@ -63,14 +63,14 @@ func (s *script) Generate(_ context.Context, req agent.Request) (agent.Response,
 		return call("subagent", `{"description":"keep","prompt":"first","continuable":true}`)
 	case 2:
 		_ = json.Unmarshal([]byte(last), &bg)
-		return call(tasktools.OutputName, fmt.Sprintf(`{"task_id":%q,"wait_seconds":600}`, bg.TaskID))
+		return call("task_output", fmt.Sprintf(`{"task_id":%q,"wait_seconds":600}`, bg.TaskID))
 	case 3:
 		var first delegate.BackgroundAnswer
 		_ = json.Unmarshal([]byte(subagent.TextOf(req.Messages[2].Content)), &first)
-		return call(control.Name, fmt.Sprintf(`{"subagent_id":%q,"message":"second"}`, first.SubagentID))
+		return call("send_message", fmt.Sprintf(`{"subagent_id":%q,"message":"second"}`, first.SubagentID))
 	case 4:
 		_ = json.Unmarshal([]byte(last), &sent)
-		return call(tasktools.OutputName, fmt.Sprintf(`{"task_id":%q,"wait_seconds":600}`, sent.TaskID))
+		return call("task_output", fmt.Sprintf(`{"task_id":%q,"wait_seconds":600}`, sent.TaskID))
 	}
 	return agent.Response{Message: agent.Message{Content: []subagent.ContentBlock{subagent.Text(req.Messages[len(req.Messages)-3].Content[0].Text + "\n" + last)}}}, nil
 }

@@ -40,15 +40,15 @@ const (
 	DefaultMaxDepth = 3
 )
 
-// Default limits of Limits, in the units it documents.
-const (
-	DefaultDescriptionLimit  = 200      // runes
-	DefaultPromptLimit       = 64 << 10 // runes
-	DefaultPersonaLimit      = 16 << 10 // runes
-	DefaultOutputSchemaLimit = 64 << 10 // bytes
-	DefaultToolNamesLimit    = 64       // names per list
-	DefaultToolNameLimit     = 128      // runes
-)
+// defaultLimits are the limits of a Limits field of zero or less.
+var defaultLimits = Limits{
+	Description:  200,
+	Prompt:       64 << 10,
+	Persona:      16 << 10,
+	OutputSchema: 64 << 10,
+	ToolNames:    64,
+	ToolName:     128,
+}
 
 // Config configures a Tool.
 type Config struct {
@@ -83,14 +83,14 @@ type Config struct {
 // lengths count runes (Unicode code points), which is what the schema's
 // maxLength means; the output schema, a JSON object, is measured in bytes
 // of its JSON text as the model sent it. A field of zero or less takes its
-// Default…Limit.
+// default, given after it.
 type Limits struct {
-	Description  int // runes of description
-	Prompt       int // runes of prompt
-	Persona      int // runes of persona
-	OutputSchema int // bytes of output_schema
-	ToolNames    int // names in each of tools.allow and tools.deny
-	ToolName     int // runes of each of those names
+	Description  int // runes of description; 200
+	Prompt       int // runes of prompt; 64Ki
+	Persona      int // runes of persona; 16Ki
+	OutputSchema int // bytes of output_schema; 64KiB
+	ToolNames    int // names in each of tools.allow and tools.deny; 64
+	ToolName     int // runes of each of those names; 128
 }
 
 // withDefaults fills the unset limits.
@@ -100,12 +100,12 @@ func (l Limits) withDefaults() Limits {
 			*v = def
 		}
 	}
-	set(&l.Description, DefaultDescriptionLimit)
-	set(&l.Prompt, DefaultPromptLimit)
-	set(&l.Persona, DefaultPersonaLimit)
-	set(&l.OutputSchema, DefaultOutputSchemaLimit)
-	set(&l.ToolNames, DefaultToolNamesLimit)
-	set(&l.ToolName, DefaultToolNameLimit)
+	set(&l.Description, defaultLimits.Description)
+	set(&l.Prompt, defaultLimits.Prompt)
+	set(&l.Persona, defaultLimits.Persona)
+	set(&l.OutputSchema, defaultLimits.OutputSchema)
+	set(&l.ToolNames, defaultLimits.ToolNames)
+	set(&l.ToolName, defaultLimits.ToolName)
 	return l
 }
 
@@ -303,15 +303,15 @@ type BackgroundAnswer struct {
 	SubagentID string `json:"subagentId,omitempty"`
 }
 
-// Continuer is a Delegator that can start continuable children (the
+// continuer is a Delegator that can start continuable children (the
 // registry's Service): CanContinue says whether it has what they need.
-type Continuer interface {
+type continuer interface {
 	StartContinuable(ctx context.Context, provider string, req subagent.StartRequest) (registry.Continuable, error)
 	CanContinue() bool
 }
 
-func (t *Tool) continuer() Continuer {
-	c, _ := t.cfg.Service.(Continuer)
+func (t *Tool) continuer() continuer {
+	c, _ := t.cfg.Service.(continuer)
 	return c
 }
 
@@ -352,7 +352,7 @@ func (t *Tool) Call(ctx context.Context, caller *agent.Agent, raw json.RawMessag
 	var run subagent.Run
 	ref, named := agent.CallOf(ctx)
 	if d, ok := t.cfg.Service.(Durable); ok && named {
-		run, err = d.StartAs(ctx, t.cfg.Provider, req, ChildID(caller.SessionID(), ref))
+		run, err = d.StartAs(ctx, t.cfg.Provider, req, childID(caller.SessionID(), ref))
 	} else {
 		run, err = t.cfg.Service.Start(ctx, t.cfg.Provider, req)
 	}
@@ -419,21 +419,21 @@ type Durable interface {
 	Resume(ctx context.Context, name string, req subagent.StartRequest) (subagent.Run, error)
 }
 
-// childNamespace is the UUID namespace of ChildID's names.
+// childNamespace is the UUID namespace of childID's names.
 var childNamespace = uuid.MustParse("5d0c2b8e-6f1a-4c57-9a0e-1b7f3c9d2e41")
 
-// ChildID is the session id of the child that the foreground delegation
+// childID is the session id of the child that the foreground delegation
 // ref of session parentID starts: a name-based UUID (version 5) of the
 // call, so that the call's record in the parent's log, written before
 // its tools run, names its child before the child starts (S9), at no
 // write of its own.
-func ChildID(parentID string, ref agent.CallRef) string {
+func childID(parentID string, ref agent.CallRef) string {
 	return uuid.NewSHA1(childNamespace, fmt.Appendf(nil, "%s/%d/%d", parentID, ref.Seq, ref.Index)).String()
 }
 
 // Recover implements agent.Recoverer (S9): it answers a foreground
 // delegation that an earlier process left without a result from the
-// child the call named (ChildID). A child that finished gives its
+// child the call named (childID). A child that finished gives its
 // recorded result without running again; one that was running (or was
 // aborted with its parent) is resumed from its own log through its
 // provider, and that activation's result is the call's; only one that
@@ -455,7 +455,7 @@ func (t *Tool) Recover(ctx context.Context, caller *agent.Agent, raw json.RawMes
 	if a.Background || a.Continuable {
 		return "", agent.ErrInterrupted
 	}
-	id := ChildID(caller.SessionID(), ref)
+	id := childID(caller.SessionID(), ref)
 	_, recs, err := t.cfg.Store.Load(ctx, id)
 	switch {
 	case errors.Is(err, persistence.ErrNotFound):

@@ -43,9 +43,7 @@ func TestK3_SchemaAdvertisesArgumentLimits(t *testing.T) {
 		limits, want delegate.Limits
 	}{
 		{delegate.Limits{}, delegate.Limits{
-			Description: delegate.DefaultDescriptionLimit, Prompt: delegate.DefaultPromptLimit,
-			Persona: delegate.DefaultPersonaLimit, OutputSchema: delegate.DefaultOutputSchemaLimit,
-			ToolNames: delegate.DefaultToolNamesLimit, ToolName: delegate.DefaultToolNameLimit,
+			Description: 200, Prompt: 64 << 10, Persona: 16 << 10, OutputSchema: 64 << 10, ToolNames: 64, ToolName: 128,
 		}},
 		{custom, custom},
 		// Unset fields take their defaults.

@@ -18,8 +18,8 @@ import (
 	"github.com/subactor/subactor/internal/rootfile"
 )
 
-// DefaultMaxBytes is how much read returns when maxBytes is not given.
-const DefaultMaxBytes = 64 << 10
+// defaultMaxBytes is how much read returns when maxBytes is not given.
+const defaultMaxBytes = 64 << 10
 
 // maxReadBytes bounds maxBytes so that one call cannot pull a huge file
 // into memory.
@@ -275,7 +275,7 @@ func read(_ context.Context, r *os.Root, local func(string) (string, error), raw
 	}
 	switch {
 	case args.MaxBytes == 0:
-		args.MaxBytes = DefaultMaxBytes
+		args.MaxBytes = defaultMaxBytes
 	case args.MaxBytes < 0 || args.MaxBytes > maxReadBytes:
 		return "", fmt.Errorf("maxBytes %d is not between 1 and %d", args.MaxBytes, maxReadBytes)
 	}

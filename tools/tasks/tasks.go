@@ -19,8 +19,8 @@ import (
 
 // Tool names.
 const (
-	OutputName = "task_output"
-	KillName   = "task_kill"
+	outputName = "task_output"
+	killName   = "task_kill"
 )
 
 // maxWait bounds task_output's wait_seconds (K3).
@@ -65,7 +65,7 @@ type output struct{ m *tasks.Manager }
 
 func (o *output) Spec() agent.ToolSpec {
 	return agent.ToolSpec{
-		Name:        OutputName,
+		Name:        outputName,
 		Description: "Read a background task's state and result; with wait_seconds, wait up to that long for it to finish first.",
 		Parameters: json.RawMessage(fmt.Sprintf(`{"type":"object","properties":{`+
 			`"task_id":{"type":"string","maxLength":%d,"description":"The task id a background delegation answered with."},`+
@@ -106,7 +106,7 @@ type kill struct{ m *tasks.Manager }
 
 func (k *kill) Spec() agent.ToolSpec {
 	return agent.ToolSpec{
-		Name:        KillName,
+		Name:        killName,
 		Description: "Stop a background task; its child is cancelled.",
 		Parameters: json.RawMessage(fmt.Sprintf(`{"type":"object","properties":{`+
 			`"task_id":{"type":"string","maxLength":%d,"description":"The task id a background delegation answered with."}},`+

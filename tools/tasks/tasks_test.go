@@ -69,14 +69,14 @@ func (m *parentModel) Generate(_ context.Context, req agent.Request) (agent.Resp
 		}
 		m.slowID = slow.TaskID
 		return agent.Response{Message: agent.Message{ToolCalls: []agent.ToolCall{
-			call("c", tasks.OutputName, fmt.Sprintf(`{"task_id":%q,"wait_seconds":600}`, fast.TaskID)),
-			call("d", tasks.KillName, fmt.Sprintf(`{"task_id":%q}`, slow.TaskID)),
+			call("c", "task_output", fmt.Sprintf(`{"task_id":%q,"wait_seconds":600}`, fast.TaskID)),
+			call("d", "task_kill", fmt.Sprintf(`{"task_id":%q}`, slow.TaskID)),
 		}}}, nil
 	case 3:
 		res := last(2)
 		m.read = subagent.TextOf(res[0].Content) + "\n" + subagent.TextOf(res[1].Content)
 		return agent.Response{Message: agent.Message{ToolCalls: []agent.ToolCall{
-			call("e", tasks.OutputName, fmt.Sprintf(`{"task_id":%q,"wait_seconds":600}`, m.slowID)),
+			call("e", "task_output", fmt.Sprintf(`{"task_id":%q,"wait_seconds":600}`, m.slowID)),
 		}}}, nil
 	}
 	return agent.Response{Message: agent.Message{Content: []subagent.ContentBlock{

@@ -1,0 +1,4 @@
+package delegate
+
+// ChildID exposes childID to the external tests.
+var ChildID = childID
