@@ -17,9 +17,9 @@ var (
 	// ErrNoTasks means the Service has no task manager (WithTasks), which
 	// continuable children run under.
 	ErrNoTasks = errors.New("registry: continuable children need a task manager (WithTasks)")
-	// ErrNotSteerable means a child's live activation cannot be steered
+	// errNotSteerable means a child's live activation cannot be steered
 	// (an ACP child, say): the follow-up was not delivered.
-	ErrNotSteerable = fmt.Errorf("%w: the child's live activation cannot be steered", subagent.ErrNotDelivered)
+	errNotSteerable = fmt.Errorf("%w: the child's live activation cannot be steered", subagent.ErrNotDelivered)
 	// ErrNotContinuable means the child id names no continuable child of
 	// the asking parent (another parent's child, a one-shot child, or no
 	// child at all): nothing was delivered or stored. Ownership, not the
@@ -27,13 +27,14 @@ var (
 	ErrNotContinuable = fmt.Errorf("%w: not a continuable child of this parent", subagent.ErrNotDelivered)
 )
 
-// CloseWait bounds how long Close waits for the continuable activations it
+// closeWait bounds how long Close waits for the continuable activations it
 // kills to quiesce.
-const CloseWait = 10 * time.Second
+const closeWait = 10 * time.Second
 
 // WithTasks gives the Service a task manager, which continuable children
-// run under (S7, S8).
-func WithTasks(m *tasks.Manager) Option { return func(o *Options) { o.Tasks = m } }
+// run under (S7, S8). Without one, StartContinuable and SendMessage fail
+// with ErrNoTasks.
+func WithTasks(m *tasks.Manager) Option { return func(o *options) { o.Tasks = m } }
 
 // CanContinue reports whether the Service can start continuable children:
 // it has a task manager (WithTasks). Their provider must resume, too.
@@ -149,7 +150,7 @@ func (s *Service) SendMessage(ctx context.Context, parentAgent subagent.Agent, c
 		}
 		st, ok := ans.run.(subagent.Steerer)
 		if !ok {
-			return Delivery{}, ErrNotSteerable
+			return Delivery{}, errNotSteerable
 		}
 		err = st.Steer(ctx, attributed)
 		switch {
@@ -204,12 +205,12 @@ func (s *Service) follow(ctx context.Context, parentID, childID string, front bo
 }
 
 // cancelActivation kills the activation task of parentID, if any, and
-// waits until it quiesced, for CloseWait at most.
+// waits until it quiesced, for closeWait at most.
 func (s *Service) cancelActivation(parentID, task string) error {
 	if task == "" {
 		return nil
 	}
-	ctx, cancel := context.WithTimeout(context.Background(), CloseWait)
+	ctx, cancel := context.WithTimeout(context.Background(), closeWait)
 	defer cancel()
 	if _, err := s.opts.Tasks.Kill(ctx, parentID, task); err != nil {
 		return err
@@ -250,7 +251,7 @@ func (s *Service) activate(ctx context.Context, provider string, req subagent.St
 }
 
 // killActivations kills every continuable activation and waits until each
-// quiesced, for CloseWait at most.
+// quiesced, for closeWait at most.
 func (s *Service) killActivations() {
 	if s.opts.Tasks == nil {
 		return

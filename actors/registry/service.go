@@ -39,7 +39,7 @@ type Service struct {
 	sys       *actor.ActorSystem
 	log       *slog.Logger
 	pid       *actor.PID
-	opts      Options
+	opts      options
 	closeOnce sync.Once
 	closing   atomic.Bool // set first by Close: no follow-up is routed after it
 	closed    chan struct{}
@@ -51,52 +51,46 @@ type Service struct {
 	waiters atomic.Uint64
 }
 
-// DefaultIdleParents is how many idle parent actors a Service keeps. A
+// defaultIdleParents is how many idle parent actors a Service keeps. A
 // few hundred cover the agents that delegate again soon; past them, a
 // new parent session takes over the oldest idle actor, whose memory a
 // longer list would only have let go cold.
-const DefaultIdleParents = 256
+const defaultIdleParents = 256
 
 // DefaultListenerBound is how many events a listener may have outstanding
 // before it is detached with subagent.ListenerOverflow (E5).
 const DefaultListenerBound = fanout.DefaultBound
 
-// Options configure a Service. New starts from the defaults and applies
+// options configure a Service. New starts from the defaults and applies
 // each Option in turn.
-type Options struct {
-	// IdleParents is how many parent actors with no live run and no
-	// listener are kept for their agents' next delegation; older ones are
-	// retired. A parent agent that delegates again soon then skips
-	// spawning a new one, and an embedder with many short-lived agents
-	// holds at most this many. Default DefaultIdleParents.
-	IdleParents int
-	// ListenerBound is how many events one listener may have queued and
-	// not yet handled; past it the listener is detached with a
-	// subagent.ListenerOverflow notice. Default DefaultListenerBound.
+type options struct {
+	IdleParents   int
 	ListenerBound int
-	// RunRestarts is how often a continuable run's child is relaunched
-	// from its last checkpoint after a crash (A2). Default: never.
-	RunRestarts subagent.RestartPolicy
-	// Tasks runs continuable children's activations (StartContinuable,
-	// SendMessage). Default: none, and those calls fail with ErrNoTasks.
-	Tasks *tasks.Manager
+	RunRestarts   subagent.RestartPolicy
+	Tasks         *tasks.Manager
 }
 
 // Option configures a Service.
-type Option func(*Options)
+type Option func(*options)
 
-// WithIdleParents sets Options.IdleParents (negative counts as 0).
-func WithIdleParents(n int) Option { return func(o *Options) { o.IdleParents = max(n, 0) } }
+// WithIdleParents sets how many parent actors with no live run and no
+// listener are kept for their agents' next delegation (default 256;
+// negative counts as 0); older ones are retired. A parent agent that
+// delegates again soon then skips spawning a new one, and an embedder
+// with many short-lived agents holds at most this many.
+func WithIdleParents(n int) Option { return func(o *options) { o.IdleParents = max(n, 0) } }
 
-// WithListenerBound sets Options.ListenerBound (at least 1).
-func WithListenerBound(n int) Option { return func(o *Options) { o.ListenerBound = max(n, 1) } }
+// WithListenerBound sets how many events one listener may have queued and
+// not yet handled (default DefaultListenerBound; at least 1); past it the
+// listener is detached with a subagent.ListenerOverflow notice.
+func WithListenerBound(n int) Option { return func(o *options) { o.ListenerBound = max(n, 1) } }
 
-// WithRunRestarts sets Options.RunRestarts.
-func WithRunRestarts(p subagent.RestartPolicy) Option { return func(o *Options) { o.RunRestarts = p } }
+// WithRunRestarts sets how often a continuable run's child is relaunched
+// from its last checkpoint after a crash (A2). Default: never.
+func WithRunRestarts(p subagent.RestartPolicy) Option { return func(o *options) { o.RunRestarts = p } }
 
-// New starts a Service on sys.
 func New(sys *actors.System, opts ...Option) *Service {
-	o := Options{IdleParents: DefaultIdleParents, ListenerBound: DefaultListenerBound}
+	o := options{IdleParents: defaultIdleParents, ListenerBound: DefaultListenerBound}
 	for _, f := range opts {
 		f(&o)
 	}
@@ -116,7 +110,7 @@ func New(sys *actors.System, opts ...Option) *Service {
 
 // Close kills every live activation of a continuable child (its task
 // ends killed, a pending start is cancelled) and waits for them to
-// quiesce, for CloseWait at most; it cancels every live child (each
+// quiesce, for closeWait at most; it cancels every live child (each
 // settles aborted, cause subagent.ErrServiceClosed), then stops the
 // registry and its parent actors and releases every listener. It never
 // waits for a listener's own code (E5). Callers still dispose the runs
