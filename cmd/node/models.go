@@ -12,10 +12,10 @@ import (
 // Environment variables the model configuration reads (openai.Select),
 // named here so that the help and the tests name the same ones.
 const (
-	envBaseURL     = openai.EnvBaseURL
-	envAPIKey      = openai.EnvAPIKey
-	envModel       = openai.EnvModel
-	envDeepSeekKey = openai.EnvDeepSeekKey
+	envBaseURL     = "OPENAI_BASE_URL"
+	envAPIKey      = "OPENAI_API_KEY"
+	envModel       = "OPENAI_MODEL"
+	envDeepSeekKey = "DEEPSEEK_API_KEY"
 )
 
 // modelError is a model configuration the node cannot use: flags, the

@@ -369,9 +369,9 @@ func TestM1_ModelFromEnvironmentAndFlags(t *testing.T) {
 		model string
 	}{
 		{name: "nothing set", real: false},
-		{name: "DeepSeek key alone", env: map[string]string{envDeepSeekKey: "sk-ds"}, real: true, model: openai.DefaultDeepSeekModel},
+		{name: "DeepSeek key alone", env: map[string]string{envDeepSeekKey: "sk-ds"}, real: true, model: "deepseek-chat"},
 		{name: "DeepSeek key and -model", env: map[string]string{envDeepSeekKey: "sk-ds"}, o: options{model: "deepseek-reasoner"}, real: true, model: "deepseek-reasoner"},
-		{name: "OpenAI key alone", env: map[string]string{envAPIKey: "sk"}, real: true, model: openai.DefaultOpenAIModel},
+		{name: "OpenAI key alone", env: map[string]string{envAPIKey: "sk"}, real: true, model: "gpt-4o-mini"},
 		{name: "OPENAI_MODEL", env: map[string]string{envAPIKey: "sk", envModel: "gpt-x"}, real: true, model: "gpt-x"},
 		{name: "-model over OPENAI_MODEL", env: map[string]string{envAPIKey: "sk", envModel: "gpt-x"}, o: options{model: "gpt-y"}, real: true, model: "gpt-y"},
 		{name: "-base-url alone", o: options{baseURL: "http://127.0.0.1:1/v1", model: "local"}, real: true, model: "local"},

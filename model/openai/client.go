@@ -36,7 +36,7 @@ func New(cfg Config) (*Client, error) {
 		return nil, ErrNoModel
 	}
 	if cfg.BaseURL == "" {
-		cfg.BaseURL = OpenAIBaseURL
+		cfg.BaseURL = openAIBaseURL
 	}
 	if u, err := url.Parse(cfg.BaseURL); err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
 		return nil, fmt.Errorf("openai: base URL %q is not an http(s) URL", cfg.BaseURL)

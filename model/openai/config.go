@@ -14,13 +14,13 @@ import (
 
 // Well-known endpoints.
 const (
-	OpenAIBaseURL   = "https://api.openai.com/v1"
-	DeepSeekBaseURL = "https://api.deepseek.com/v1"
-	// DefaultOpenAIModel is the model used on OpenAI's own endpoint when
+	openAIBaseURL   = "https://api.openai.com/v1"
+	deepSeekBaseURL = "https://api.deepseek.com/v1"
+	// defaultOpenAIModel is the model used on OpenAI's own endpoint when
 	// OPENAI_MODEL is unset.
-	DefaultOpenAIModel = "gpt-4o-mini"
-	// DefaultDeepSeekModel is the model DEEPSEEK_API_KEY selects.
-	DefaultDeepSeekModel = "deepseek-chat"
+	defaultOpenAIModel = "gpt-4o-mini"
+	// defaultDeepSeekModel is the model DEEPSEEK_API_KEY selects.
+	defaultDeepSeekModel = "deepseek-chat"
 )
 
 // SchemaMode says how a request's OutputSchema reaches the model.
@@ -41,7 +41,7 @@ const (
 // Config is one endpoint. The zero values of the optional fields are
 // sensible defaults.
 type Config struct {
-	BaseURL string // OpenAIBaseURL when empty
+	BaseURL string // OpenAI's own (https://api.openai.com/v1) when empty
 	APIKey  string // no Authorization header when empty (local servers)
 	Model   string // required
 	// Models, when not empty, are the models a Lookup may choose on this
@@ -102,34 +102,34 @@ const (
 	defaultMaxEventBytes = 4 << 20
 )
 
-// FromEnv reads an endpoint from the environment through getenv (os.Getenv
+// fromEnv reads an endpoint from the environment through getenv (os.Getenv
 // in production):
 //
 //   - OPENAI_API_KEY or OPENAI_BASE_URL configure an OpenAI-compatible
 //     endpoint (OpenAI's own when OPENAI_BASE_URL is unset); OPENAI_MODEL
-//     names the model, DefaultOpenAIModel on OpenAI's own endpoint (on any
+//     names the model, defaultOpenAIModel on OpenAI's own endpoint (on any
 //     other, a missing OPENAI_MODEL makes New fail with ErrNoModel).
-//   - Otherwise DEEPSEEK_API_KEY selects DeepSeek (DeepSeekBaseURL,
-//     DefaultDeepSeekModel unless OPENAI_MODEL says otherwise, JSON mode
+//   - Otherwise DEEPSEEK_API_KEY selects DeepSeek (deepSeekBaseURL,
+//     defaultDeepSeekModel unless OPENAI_MODEL says otherwise, JSON mode
 //     for output schemas).
 //
 // ok is false when neither is set: the caller keeps its default model.
-func FromEnv(getenv func(string) string) (cfg Config, ok bool) {
-	key, base, model := getenv(EnvAPIKey), getenv(EnvBaseURL), getenv(EnvModel)
+func fromEnv(getenv func(string) string) (cfg Config, ok bool) {
+	key, base, model := getenv(envAPIKey), getenv(envBaseURL), getenv(envModel)
 	switch {
 	case key != "" || base != "":
 		cfg = Config{BaseURL: base, APIKey: key, Model: model}
 		if base == "" {
-			cfg.BaseURL = OpenAIBaseURL
+			cfg.BaseURL = openAIBaseURL
 		}
-		if model == "" && strings.TrimSuffix(cfg.BaseURL, "/") == OpenAIBaseURL {
-			cfg.Model = DefaultOpenAIModel
+		if model == "" && strings.TrimSuffix(cfg.BaseURL, "/") == openAIBaseURL {
+			cfg.Model = defaultOpenAIModel
 		}
 		return cfg, true
-	case getenv(EnvDeepSeekKey) != "":
-		cfg = Config{BaseURL: DeepSeekBaseURL, APIKey: getenv(EnvDeepSeekKey), Model: model, OutputSchema: SchemaJSONObject}
+	case getenv(envDeepSeekKey) != "":
+		cfg = Config{BaseURL: deepSeekBaseURL, APIKey: getenv(envDeepSeekKey), Model: model, OutputSchema: SchemaJSONObject}
 		if model == "" {
-			cfg.Model = DefaultDeepSeekModel
+			cfg.Model = defaultDeepSeekModel
 		}
 		return cfg, true
 	}

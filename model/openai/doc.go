@@ -2,7 +2,7 @@
 // completions API (OpenAI, DeepSeek, vLLM, llama.cpp server, ...), built on
 // github.com/openai/openai-go/v3.
 //
-// It is configured the ecosystem's way: FromEnv reads OPENAI_BASE_URL,
+// It is configured the ecosystem's way: Select reads OPENAI_BASE_URL,
 // OPENAI_API_KEY and OPENAI_MODEL, and DEEPSEEK_API_KEY alone selects
 // DeepSeek. Endpoints names several configurations so that a child's choice
 // of model provider and model can be checked before it starts.

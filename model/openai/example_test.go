@@ -23,7 +23,7 @@ func ExampleEndpoints_Lookup() {
 	defer srv.Close()
 
 	endpoints := openai.Endpoints{
-		// In production: cfg, ok := openai.FromEnv(os.Getenv).
+		// In production, openai.Select reads them from the environment and a models file.
 		"local": {BaseURL: srv.URL, Model: "qwen3-coder", HTTPClient: srv.Client()},
 	}
 	if _, err := endpoints.Lookup("elsewhere", ""); err != nil {

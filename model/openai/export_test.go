@@ -16,3 +16,15 @@ func SetSleep(cfg *Config, sleep func(ctx context.Context, d time.Duration) erro
 
 // SetNow makes cfg's client tell the time with now (nil: the real clock).
 func SetNow(cfg *Config, now func() time.Time) { cfg.now = now }
+
+// The environment's defaults, for the tests of fromEnv and Select.
+const (
+	OpenAIBaseURL        = openAIBaseURL
+	DeepSeekBaseURL      = deepSeekBaseURL
+	DefaultOpenAIModel   = defaultOpenAIModel
+	DefaultDeepSeekModel = defaultDeepSeekModel
+	EnvDeepSeekKey       = envDeepSeekKey
+)
+
+// FromEnv exposes fromEnv to the external tests.
+var FromEnv = fromEnv

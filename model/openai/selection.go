@@ -14,13 +14,13 @@ import (
 	"github.com/subactor/subactor/internal/jsonv2"
 )
 
-// The environment variables FromEnv and Select read, besides the apiKeyEnv
+// The environment variables fromEnv and Select read, besides the apiKeyEnv
 // variables a models file names.
 const (
-	EnvBaseURL     = "OPENAI_BASE_URL"
-	EnvAPIKey      = "OPENAI_API_KEY"
-	EnvModel       = "OPENAI_MODEL"
-	EnvDeepSeekKey = "DEEPSEEK_API_KEY"
+	envBaseURL     = "OPENAI_BASE_URL"
+	envAPIKey      = "OPENAI_API_KEY"
+	envModel       = "OPENAI_MODEL"
+	envDeepSeekKey = "DEEPSEEK_API_KEY"
 )
 
 // Choice is what a program's user says about the models to use: cmd/node's
@@ -75,7 +75,7 @@ const maxModelsFile = 1 << 20
 //
 //   - a models file: its named endpoints, its default one for the top
 //     agent (c.Model may pick another model of that endpoint);
-//   - else the environment, through FromEnv, with c.BaseURL and c.Model in
+//   - else the environment, through fromEnv, with c.BaseURL and c.Model in
 //     place of OPENAI_BASE_URL and OPENAI_MODEL;
 //   - else nothing: Selection.Top is nil.
 //
@@ -99,18 +99,18 @@ func Select(c Choice) (Selection, error) {
 		}
 		return c.parseModels()
 	}
-	cfg, ok := FromEnv(func(k string) string {
+	cfg, ok := fromEnv(func(k string) string {
 		switch {
-		case k == EnvBaseURL && c.BaseURL != "":
+		case k == envBaseURL && c.BaseURL != "":
 			return c.BaseURL
-		case k == EnvModel && c.Model != "":
+		case k == envModel && c.Model != "":
 			return c.Model
 		}
 		return c.Getenv(k)
 	})
 	if !ok {
 		if c.Model != "" {
-			return Selection{}, ChoiceErrorf("-model %s needs an endpoint: set %s (and %s), or %s, or give -base-url or -models", c.Model, EnvBaseURL, EnvAPIKey, EnvDeepSeekKey)
+			return Selection{}, ChoiceErrorf("-model %s needs an endpoint: set %s (and %s), or %s, or give -base-url or -models", c.Model, envBaseURL, envAPIKey, envDeepSeekKey)
 		}
 		return Selection{}, nil
 	}
@@ -118,9 +118,9 @@ func Select(c Choice) (Selection, error) {
 	top, err := New(cfg)
 	switch {
 	case errors.Is(err, ErrNoModel):
-		return Selection{}, ChoiceErrorf("no model for %s: set %s or give -model", cfg.BaseURL, EnvModel)
+		return Selection{}, ChoiceErrorf("no model for %s: set %s or give -model", cfg.BaseURL, envModel)
 	case err != nil:
-		source := EnvBaseURL
+		source := envBaseURL
 		if c.BaseURL != "" {
 			source = "-base-url"
 		}
