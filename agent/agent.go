@@ -19,12 +19,11 @@ import (
 	"github.com/subactor/subactor/subagent"
 )
 
-// DefaultMaxSteps is the model-call budget of a Run when Config.MaxSteps is 0.
-const DefaultMaxSteps = 64
-
-// DefaultMaxParallelTools is how many tool calls of one turn run at once
-// when Config.MaxParallelTools is 0.
-const DefaultMaxParallelTools = 8
+// Defaults of Config's limits.
+const (
+	defaultMaxSteps         = 64
+	defaultMaxParallelTools = 8
+)
 
 // Config configures an Agent.
 type Config struct {
@@ -62,10 +61,10 @@ type Config struct {
 	OutputSchema json.RawMessage
 	// ToolFilter removes tools by name.
 	ToolFilter *subagent.ToolFilter
-	// MaxSteps caps model calls per Run; 0 means DefaultMaxSteps.
+	// MaxSteps caps model calls per Run; 64 when 0.
 	MaxSteps int
 	// MaxParallelTools caps how many of one model turn's tool calls run at
-	// once (delegations among them, F1); DefaultMaxParallelTools when 0.
+	// once (delegations among them, F1); 8 when 0.
 	MaxParallelTools int
 	// OnStep, when set, is told about progress. It is called synchronously
 	// from the loop (from several goroutines while tool calls run
@@ -196,8 +195,8 @@ func New(ctx context.Context, cfg Config) (*Agent, error) {
 		header:   cfg.Header,
 		model:    cfg.Model,
 		opts:     cloneOptions(cfg.Options),
-		maxSteps: int32(min(cmp.Or(cfg.MaxSteps, DefaultMaxSteps), math.MaxInt32)),
-		parallel: int32(min(cmp.Or(cfg.MaxParallelTools, DefaultMaxParallelTools), math.MaxInt32)),
+		maxSteps: int32(min(cmp.Or(cfg.MaxSteps, defaultMaxSteps), math.MaxInt32)),
+		parallel: int32(min(cmp.Or(cfg.MaxParallelTools, defaultMaxParallelTools), math.MaxInt32)),
 		onStep:   cfg.OnStep,
 	}
 	seen := make(map[string]bool)

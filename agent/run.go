@@ -274,7 +274,7 @@ func (a *Agent) recoverOne(ctx context.Context, p pendingCall) Message {
 		return interruptedResult(c)
 	}
 	if a.onStep != nil {
-		a.notify(0, subagent.ToolCallStarted, prefix(c.Name, EchoLimit)+" "+prefix(c.Args, EchoLimit), false, nil)
+		a.notify(0, subagent.ToolCallStarted, prefix(c.Name, echoLimit)+" "+prefix(c.Args, echoLimit), false, nil)
 	}
 	res := a.callTool(withCall(ctx, p.ref), c, t, true)
 	a.notify(0, subagent.ToolCallFinished, c.Name, res.IsError, nil)
@@ -520,20 +520,15 @@ func (a *Agent) storeFailed(ctx context.Context, err error) subagent.Result {
 		return aborted(ctx)
 	}
 	res := subagent.Stopped(subagent.Error, "agent: persist turn: "+err.Error())
-	res.Cause = &CheckpointError{Err: err}
+	res.Cause = fmt.Errorf("%w: %w", ErrCheckpoint, err)
 	return res
 }
 
-// ErrCheckpoint is matched by every CheckpointError.
+// ErrCheckpoint is matched by the Cause of a run that stopped because the
+// log refused a turn, which wraps the store's error too: nothing after the
+// last acknowledged turn is durable, so a run's owner must not publish
+// output from it (R5).
 var ErrCheckpoint = errors.New("agent: a turn could not be made durable")
-
-// CheckpointError is the Cause of a run that stopped because the log
-// refused a turn: nothing after the last acknowledged turn is durable, so
-// a run's owner must not publish output from it (R5).
-type CheckpointError struct{ Err error }
-
-func (e *CheckpointError) Error() string   { return ErrCheckpoint.Error() + ": " + e.Err.Error() }
-func (e *CheckpointError) Unwrap() []error { return []error{ErrCheckpoint, e.Err} }
 
 // interrupted answers, as interrupted, the calls of the history's last
 // turn that have no results (see unanswered), so that the model never sees
@@ -889,7 +884,7 @@ func (a *Agent) callTools(ctx context.Context, step int, calls []ToolCall, offer
 func (a *Agent) callOne(ctx context.Context, step, i int, c ToolCall, offered []offer, malformed bool) Message {
 	if a.onStep != nil {
 		// Cut before joining: a huge argument is not copied for a line.
-		a.notify(step, subagent.ToolCallStarted, prefix(c.Name, EchoLimit)+" "+prefix(c.Args, EchoLimit), false, nil)
+		a.notify(step, subagent.ToolCallStarted, prefix(c.Name, echoLimit)+" "+prefix(c.Args, echoLimit), false, nil)
 	}
 	var res Message
 	if malformed {
@@ -947,18 +942,18 @@ func (a *Agent) checkArgs(spec ToolSpec, args json.RawMessage) error {
 	return schema.ValidateArgs(s, args)
 }
 
-// errorResult is a failed call's result. Its text is cut to EchoLimit: an
+// errorResult is a failed call's result. Its text is cut to echoLimit: an
 // error often quotes the model's arguments (a path, an unknown name or
 // property), and echoing megabytes back would cost the conversation them
 // twice for nothing (K3).
 func errorResult(id, text string) Message {
-	return Message{Role: ToolRole, ToolCallID: id, IsError: true, Content: []subagent.ContentBlock{subagent.Text(prefix(text, EchoLimit))}}
+	return Message{Role: ToolRole, ToolCallID: id, IsError: true, Content: []subagent.ContentBlock{subagent.Text(prefix(text, echoLimit))}}
 }
 
-// EchoLimit is the most bytes of a model's own input (a tool call's name
+// echoLimit is the most bytes of a model's own input (a tool call's name
 // and arguments) that an error result or a tool-call-started progress
 // event repeats; the rest is counted, not copied.
-const EchoLimit = 4 << 10
+const echoLimit = 4 << 10
 
 // prefix is s when it has at most n bytes, else its first n bytes (never
 // cutting a rune) and how many were left out.

@@ -18,3 +18,6 @@ var (
 	IsCredential     = isCredential
 	IsCredentialName = isCredentialName
 )
+
+// ContinuePrompt exposes continuePrompt to the external tests.
+const ContinuePrompt = continuePrompt

@@ -83,10 +83,10 @@ func (p *Provider) Start(ctx context.Context, req subagent.StartRequest) (subage
 	return p.launch(ctx, c)
 }
 
-// ContinuePrompt is the prompt of a resumed activation whose request
+// continuePrompt is the prompt of a resumed activation whose request
 // has none: its parent's process died while the child's turn ran, and the
 // child goes on with it.
-const ContinuePrompt = "Your previous turn was interrupted before it finished. Continue it, and answer as you would have."
+const continuePrompt = "Your previous turn was interrupted before it finished. Continue it, and answer as you would have."
 
 // Resume implements subagent.Resumer: it continues the child named by the
 // request's continuation through session/load, in the directory its
@@ -103,7 +103,7 @@ func (p *Provider) Resume(ctx context.Context, req subagent.StartRequest) (subag
 	if len(req.Prompt) == 0 {
 		// An ACP turn needs a prompt: an empty one continues the
 		// interrupted turn, as it does an in-process child's (S9).
-		req.Prompt = []subagent.ContentBlock{subagent.Text(ContinuePrompt)}
+		req.Prompt = []subagent.ContentBlock{subagent.Text(continuePrompt)}
 	}
 	if err := p.check(req); err != nil {
 		return nil, err

@@ -45,7 +45,7 @@ type Config struct {
 	// Fork makes every child start with its parent's completed turns (the
 	// fork provider, P2; see package fork).
 	Fork bool
-	// MaxSteps caps each child's model calls; agent.DefaultMaxSteps when 0.
+	// MaxSteps caps each child's model calls; the agent's default (64) when 0.
 	MaxSteps int
 }
 

@@ -1,0 +1,4 @@
+package agent
+
+// EchoLimit exposes echoLimit to the external tests.
+const EchoLimit = echoLimit
