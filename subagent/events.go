@@ -1,6 +1,10 @@
 package subagent
 
-import "context"
+import (
+	"context"
+
+	"github.com/subactor/subactor/internal/listenopt"
+)
 
 // Event is a notification to a listener. Type returns its wire name.
 type Event interface{ Type() string }
@@ -89,26 +93,17 @@ func (ListenerFailed) Type() string   { return "subagent/listener-failed" }
 type Listener func(Event) error
 
 // ListenOption configures one listener.
-type ListenOption func(*ListenConfig)
-
-// ListenConfig is what ListenOptions set.
-type ListenConfig struct {
-	// Types, when non-empty, are the only event types delivered.
-	Types []string
-	// Bound, when positive, replaces the Service's bound on the events
-	// this listener may have outstanding.
-	Bound int
-}
+type ListenOption func(*listenopt.Config)
 
 // ListenBound lets this listener have up to n events outstanding before
 // it is detached with ListenerOverflow (E5).
-func ListenBound(n int) ListenOption { return func(c *ListenConfig) { c.Bound = n } }
+func ListenBound(n int) ListenOption { return func(c *listenopt.Config) { c.Bound = n } }
 
 // OnlyEvents delivers only events of these types (their Type names, as
 // RunEnded{}.Type()); ListenerOverflow and ListenerFailed are always
 // delivered, since they say the stream itself broke.
 func OnlyEvents(types ...string) ListenOption {
-	return func(c *ListenConfig) {
+	return func(c *listenopt.Config) {
 		c.Types = append(c.Types, types...)
 		c.Types = append(c.Types, ListenerOverflow{}.Type(), ListenerFailed{}.Type())
 	}

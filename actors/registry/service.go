@@ -31,6 +31,7 @@ import (
 	"github.com/subactor/subactor/actors/internal/reply"
 	"github.com/subactor/subactor/actors/tasks"
 	"github.com/subactor/subactor/internal/lifetime"
+	"github.com/subactor/subactor/internal/listenopt"
 	"github.com/subactor/subactor/subagent"
 )
 
@@ -186,7 +187,7 @@ func (s *Service) List() []string {
 }
 
 func (s *Service) newSub(l subagent.Listener, opts []subagent.ListenOption) *fanout.Sub {
-	var c subagent.ListenConfig
+	var c listenopt.Config
 	for _, o := range opts {
 		o(&c)
 	}

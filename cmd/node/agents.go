@@ -7,6 +7,7 @@ package main
 import (
 	"context"
 	"fmt"
+	"github.com/subactor/subactor/internal/agentproc"
 	"io"
 	"log/slog"
 	"os"
@@ -48,11 +49,11 @@ type agentServers struct {
 	names []string              // sorted
 	// journal records their agent processes (see openJournal); nil with
 	// an in-memory data directory.
-	journal *acp.Journal
+	journal *agentproc.Journal
 }
 
 // journalDir is the directory of the data directory where the node
-// records the agent processes it runs (see acp.Journal).
+// records the agent processes it runs (see agentproc.Journal).
 const journalDir = "agents"
 
 // openJournal opens the agent journal of the data directory data, which
@@ -60,11 +61,11 @@ const journalDir = "agents"
 // running when it died (logging what it ended to logs). The caller holds
 // the data directory's store: no other node uses the journal. An
 // in-memory data directory has none.
-func openJournal(data string, logs io.Writer) (*acp.Journal, error) {
+func openJournal(data string, logs io.Writer) (*agentproc.Journal, error) {
 	if data == memoryData {
 		return nil, nil
 	}
-	j, err := acp.OpenJournal(filepath.Join(data, journalDir), slog.New(slog.NewTextHandler(logs, &slog.HandlerOptions{Level: slog.LevelWarn})))
+	j, err := agentproc.OpenJournal(filepath.Join(data, journalDir), slog.New(slog.NewTextHandler(logs, &slog.HandlerOptions{Level: slog.LevelWarn})))
 	if err != nil {
 		return nil, &dataDirError{Dir: data, Err: err}
 	}

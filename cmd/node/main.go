@@ -32,13 +32,12 @@ package main
 import (
 	"context"
 	"fmt"
+	"github.com/subactor/subactor/internal/agentproc"
 	"os"
 	"os/signal"
 	"path/filepath"
 	"syscall"
 	"time"
-
-	"github.com/subactor/subactor/actors/providers/acp"
 )
 
 // stopSignals end the node gracefully the first time (the run is
@@ -54,7 +53,7 @@ func main() {
 	}
 	// Orphans of agents become the node's, to be ended with their agent
 	// and reaped; where the system cannot, the ladder does without.
-	stopAdopting, err := acp.AdoptOrphans()
+	stopAdopting, err := agentproc.AdoptOrphans()
 	if err != nil {
 		stopAdopting = func() {}
 	}
@@ -71,7 +70,7 @@ func main() {
 		<-signals
 		cancel()
 		sig := <-signals
-		acp.KillAgents()
+		agentproc.KillAgents()
 		die(sig)
 	}()
 	code := cli(ctx, os.Args[1:], os.Stdout, os.Stderr)

@@ -3,6 +3,7 @@ package acp
 import (
 	"context"
 	"fmt"
+	"github.com/subactor/subactor/internal/agentproc"
 	"path/filepath"
 	"strings"
 	"time"
@@ -55,8 +56,9 @@ type Config struct {
 	ReadFiles, WriteFiles bool
 	// Journal, when set, records each agent process while it runs, so
 	// that the next process to open it ends what this one leaves behind
-	// if it dies without stopping its agents (see Journal).
-	Journal *Journal
+	// if it dies without stopping its agents. cmd/node keeps one in its
+	// data directory (internal/agentproc).
+	Journal *agentproc.Journal
 	// Store, when set, keeps each child's descriptor as the first record
 	// of a session named by the run id, so that Resume can find the
 	// agent's session again (when the agent can load sessions).

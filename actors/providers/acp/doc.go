@@ -22,11 +22,12 @@
 // (close stdin, SIGTERM to the group, SIGKILL to the group, each with a
 // bounded wait), reaps it and ends whatever else is left in its group and,
 // on Linux, the processes it started that left the group: those carrying
-// its tag, and, in a program that adopts orphans (AdoptOrphans), those
-// that became its children. KillAgents is the program's last resort (a
-// second Ctrl-C). On Linux an agent also gets SIGKILL when the node dies,
-// and a Journal in the node's data directory lets the next node end what
-// the dead one's agents left. Where there are no Unix process groups
+// its tag, and, in a program that adopts orphans (cmd/node does), those
+// that became its children. cmd/node kills every agent as its last resort
+// (a second Ctrl-C). On Linux an agent also gets SIGKILL when the node
+// dies, and a journal in the node's data directory (Config.Journal) lets
+// the next node end what the dead one's agents left. The process layer is
+// internal/agentproc. Where there are no Unix process groups
 // (Windows), Start fails with ErrUnsupportedPlatform.
 //
 // The agent's requests are answered by us: session/request_permission by

@@ -1,6 +1,7 @@
 package acp
 
 import (
+	"github.com/subactor/subactor/internal/agentproc"
 	"os"
 	"path/filepath"
 	"slices"
@@ -119,23 +120,6 @@ func childEnv(node []string, extra map[string]string) []string {
 	return env
 }
 
-// withTag sets envAgentTag in env to tag, after the tags env carries
-// already (a node that runs as an agent passes its own on).
-func withTag(env []string, tag string) []string {
-	out := make([]string, 0, len(env)+1)
-	value := tag
-	for _, kv := range env {
-		if old, ok := strings.CutPrefix(kv, envAgentTag+"="); ok {
-			if old != "" {
-				value = old + "," + tag
-			}
-			continue
-		}
-		out = append(out, kv)
-	}
-	return append(out, envAgentTag+"="+value)
-}
-
 // workingDir checks dir (the node's working directory when empty) before
 // any process starts: absolute, existing, a directory, enterable.
 func workingDir(dir string) (string, error) {
@@ -156,7 +140,7 @@ func workingDir(dir string) (string, error) {
 	case !info.IsDir():
 		return "", &dirError{Dir: dir, Reason: "is not a directory"}
 	}
-	if err := canEnter(dir); err != nil {
+	if err := agentproc.CanEnter(dir); err != nil {
 		return "", &dirError{Dir: dir, Reason: "cannot be entered", Err: err}
 	}
 	return filepath.Clean(dir), nil

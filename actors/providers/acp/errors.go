@@ -3,6 +3,7 @@ package acp
 import (
 	"errors"
 	"fmt"
+	"github.com/subactor/subactor/internal/agentproc"
 	"strings"
 
 	"github.com/subactor/subactor/subagent"
@@ -110,3 +111,9 @@ func (e *notResumableError) Unwrap() []error {
 	}
 	return []error{subagent.ErrNotResumable, e.Err}
 }
+
+// ErrUnsupportedPlatform is in the *StartError of a Start on an operating
+// system where the provider cannot run agents: one without Unix process
+// groups (Windows), with which the ladder stops an agent and what it
+// started.
+var ErrUnsupportedPlatform = agentproc.ErrUnsupportedPlatform

@@ -1,11 +1,13 @@
 package acp
 
+import "github.com/subactor/subactor/internal/agentproc"
+
 // Names the tests reach that are not API.
 const (
 	MaxRequests  = maxRequests
 	MaxHeldBytes = maxHeldBytes
 	MaxLine      = maxLine
-	EnvAgentTag  = envAgentTag
+	EnvAgentTag  = agentproc.EnvAgentTag
 )
 
 type (

@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"github.com/subactor/subactor/internal/agentproc"
 	"log/slog"
 	"maps"
 	"os"
@@ -301,7 +302,7 @@ type child struct {
 	created atomic.Bool // the store session exists
 
 	// Set during setup; read after ready by childRun's accessors.
-	proc    *proc
+	proc    *agentproc.Proc
 	conn    *sdk.ClientSideConnection
 	frames  *frames // the agent's output on its way to conn
 	srv     *server // answers the agent's requests
@@ -360,14 +361,14 @@ func (c *child) setup(ctx context.Context) error {
 		return err
 	}
 	c.cl = cl
-	proc, err := launch(cfg.Command, cfg.Args, c.dir, childEnv(os.Environ(), cfg.Env), cfg.StopWait, cfg.Journal, c.log)
+	proc, err := agentproc.Launch(cfg.Command, cfg.Args, c.dir, childEnv(os.Environ(), cfg.Env), cfg.StopWait, cfg.Journal, c.log)
 	if err != nil {
 		return &StartError{Step: "launch", Err: err}
 	}
 	c.proc = proc
-	c.pid.Store(int64(proc.pid))
-	c.srv = newServer(cl, proc.stdin, c.log)
-	c.frames = newFrames(proc.stdout, c.srv, c.log)
+	c.pid.Store(int64(proc.PID()))
+	c.srv = newServer(cl, proc.Stdin(), c.log)
+	c.frames = newFrames(proc.Stdout(), c.srv, c.log)
 	c.conn = sdk.NewClientSideConnection(unserved{}, c.srv.out, c.frames)
 	c.conn.SetLogger(c.log)
 	c.frames.open()
@@ -463,11 +464,11 @@ func (c *child) untilExit(ctx context.Context) (context.Context, func()) {
 	go func() {
 		defer wg.Done()
 		select {
-		case <-c.proc.exited:
+		case <-c.proc.Exited():
 		case <-done:
 			return
 		}
-		t := time.NewTimer(exitGrace)
+		t := time.NewTimer(agentproc.ExitGrace)
 		defer t.Stop()
 		select {
 		case <-t.C:
@@ -499,9 +500,9 @@ func (c *child) startError(step string, err error, ctx context.Context) error {
 	// A write that failed (a broken pipe, say) usually means the agent is
 	// exiting: give its exit a moment to show, so the error says how it
 	// ended rather than only what the write saw.
-	t := time.NewTimer(exitGrace)
+	t := time.NewTimer(agentproc.ExitGrace)
 	select {
-	case <-c.proc.exited:
+	case <-c.proc.Exited():
 	case <-c.conn.Done():
 	case <-t.C:
 	}
@@ -515,22 +516,22 @@ func (c *child) startError(step string, err error, ctx context.Context) error {
 func (c *child) ending() (exit, stderr string) {
 	select {
 	case <-c.conn.Done():
-		c.proc.exitedWithin(c.p.cfg.StopWait)
-	case <-c.proc.exited:
+		c.proc.ExitedWithin(c.p.cfg.StopWait)
+	case <-c.proc.Exited():
 	default:
 		return "", ""
 	}
-	exit = c.proc.exitStatus()
+	exit = c.proc.ExitStatus()
 	if exit != "" {
 		// Its last words may still be in the pipe.
-		t := time.NewTimer(exitGrace)
+		t := time.NewTimer(agentproc.ExitGrace)
 		select {
-		case <-c.proc.drained:
+		case <-c.proc.Drained():
 		case <-t.C:
 		}
 		t.Stop()
 	}
-	return exit, strings.TrimSpace(c.proc.tail.String())
+	return exit, strings.TrimSpace(c.proc.Stderr())
 }
 
 // promptAnswer is session/prompt's outcome.
@@ -555,15 +556,15 @@ func (c *child) turn(ctx context.Context) subagent.Result {
 	// ladder's first rung) also unblocks a write it is not reading.
 	abandon := func() promptAnswer {
 		hardStop()
-		c.proc.closeStdin()
+		c.proc.CloseStdin()
 		return <-done
 	}
 	select {
 	case a := <-done:
 		return c.result(a)
-	case <-c.proc.exited:
+	case <-c.proc.Exited():
 		// A crash: what it wrote before dying may still be on its way.
-		t := time.NewTimer(exitGrace)
+		t := time.NewTimer(agentproc.ExitGrace)
 		defer t.Stop()
 		select {
 		case a := <-done:
@@ -648,7 +649,7 @@ func (c *child) release() {
 		c.cl.close()
 	}
 	if c.proc != nil {
-		c.proc.stop()
+		c.proc.Stop()
 	}
 	if c.conn != nil {
 		c.frames.open() // in case setup stopped between the two

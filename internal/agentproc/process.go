@@ -1,4 +1,10 @@
-package acp
+// Package agentproc runs ACP agent processes for actors/providers/acp:
+// each in a process group of its own, stopped on a ladder (close stdin,
+// SIGTERM, SIGKILL), tagged so that what it starts can be found, recorded
+// in a Journal so that a later node ends what a dead one left, and, for a
+// node that adopts orphans, reaped. Only cmd/node uses Journal,
+// AdoptOrphans and KillAgents directly.
+package agentproc
 
 import (
 	"errors"
@@ -13,33 +19,33 @@ import (
 	"github.com/subactor/subactor/internal/ids"
 )
 
-// ErrUnsupportedPlatform is a Start on an operating system where the
+// ErrUnsupportedPlatform is a Launch on an operating system where the
 // provider cannot run an agent as it must: in a process group of its own
 // that the shutdown ladder can signal as a whole (Windows and other
-// systems without Unix process groups). It comes wrapped in a *StartError.
+// systems without Unix process groups).
 var ErrUnsupportedPlatform = errors.New("acp: agent processes need Unix process groups, which this operating system does not have")
 
 // stderrTail is how much of the end of an agent's standard error is kept
 // for error messages.
 const stderrTail = 2048
 
-// exitGrace is how long after the agent process exits its last output may
+// ExitGrace is how long after the agent process exits its last output may
 // still be read before a call waiting on it gives up: a process that
 // answered and then exited is not a crash.
-const exitGrace = 250 * time.Millisecond
+const ExitGrace = 250 * time.Millisecond
 
 // groupPoll is how often the ladder looks whether a process group (or a
 // set of stray processes) has emptied: its members are not our children,
 // so nothing tells us.
 const groupPoll = 5 * time.Millisecond
 
-// envAgentTag names the variable every agent process gets: a tag unique
+// EnvAgentTag names the variable every agent process gets: a tag unique
 // to its launch, appended (after a comma) to the tags its node already
 // carries when the node itself runs as an agent. Processes the agent
 // starts inherit it unless they clear their environment, so that on Linux
 // the ladder and a later node (see Journal) find them even outside the
 // agent's process group.
-const envAgentTag = "SUBACTOR_AGENT_TAG"
+const EnvAgentTag = "SUBACTOR_AGENT_TAG"
 
 // stopSignal is a rung of the ladder: a polite request to end, or the
 // kill that cannot be refused.
@@ -59,18 +65,18 @@ type stray struct {
 	ownGroup bool
 }
 
-// proc is one agent process: the leader of a process group of its own, so
+// Proc is one agent process: the leader of a process group of its own, so
 // that the ladder can signal whatever it started too (several agents are
 // a wrapper around a native binary that does not pass signals on).
 //
 // All three standard streams are pipes we made, so os/exec starts no
 // copying goroutines and Wait waits for the process alone; the stderr
 // reader is ours and ends when the group's last writer is gone or when
-// stop closes it.
-type proc struct {
+// Stop closes it.
+type Proc struct {
 	cmd      *exec.Cmd
 	pid      int
-	tag      string  // its envAgentTag, unique to this launch
+	tag      string  // its EnvAgentTag, unique to this launch
 	ref      procRef // pid and start time (Linux; the pid alone elsewhere)
 	journal  *Journal
 	stdin    *os.File // our end: the agent's input
@@ -86,10 +92,10 @@ type proc struct {
 	stopOnce sync.Once
 }
 
-// launch starts command in dir with env as the leader of a new process
+// Launch starts command in dir with env as the leader of a new process
 // group, recorded in journal (which may be nil) while it runs. On error
 // nothing is left running and every pipe is closed.
-func launch(command string, args []string, dir string, env []string, stopWait time.Duration, journal *Journal, log *slog.Logger) (*proc, error) {
+func Launch(command string, args []string, dir string, env []string, stopWait time.Duration, journal *Journal, log *slog.Logger) (*Proc, error) {
 	if !processGroups {
 		return nil, ErrUnsupportedPlatform
 	}
@@ -120,14 +126,14 @@ func launch(command string, args []string, dir string, env []string, stopWait ti
 		closeAll()
 		return nil, err
 	}
-	p := &proc{
+	p := &Proc{
 		tag: ids.New(), journal: journal,
 		stdin: inW, stdout: outR, stderr: errR,
 		exited: make(chan struct{}), drained: make(chan struct{}),
 		stopWait: stopWait, log: log,
 	}
 	cmd := exec.Command(command, args...)
-	cmd.Dir, cmd.Env = dir, withTag(env, p.tag)
+	cmd.Dir, cmd.Env = dir, WithTag(env, p.tag)
 	cmd.Stdin, cmd.Stdout, cmd.Stderr = inR, outW, errW
 	cmd.SysProcAttr = groupLeader()
 	p.cmd = cmd
@@ -161,7 +167,7 @@ func launch(command string, args []string, dir string, env []string, stopWait ti
 // a goroutine locked to it returns without unlocking. Held by this
 // goroutine, which is blocked in wait anyway, the thread lives exactly as
 // long as the agent needs it to.
-func (p *proc) run(started chan<- error) {
+func (p *Proc) run(started chan<- error) {
 	runtime.LockOSThread()
 	defer runtime.UnlockOSThread()
 	var err error
@@ -180,12 +186,12 @@ func (p *proc) run(started chan<- error) {
 	close(p.exited)
 }
 
-// closeStdin is the ladder's first rung, and how a turn that gives up
+// CloseStdin is the ladder's first rung, and how a turn that gives up
 // unblocks a write the agent is not reading.
-func (p *proc) closeStdin() { p.inOnce.Do(func() { _ = p.stdin.Close() }) }
+func (p *Proc) CloseStdin() { p.inOnce.Do(func() { _ = p.stdin.Close() }) }
 
-// exitStatus says how the leader ended, "" while it runs.
-func (p *proc) exitStatus() string {
+// ExitStatus says how the leader ended, "" while it runs.
+func (p *Proc) ExitStatus() string {
 	select {
 	case <-p.exited:
 	default:
@@ -201,8 +207,8 @@ func (p *proc) exitStatus() string {
 	return p.waitErr.Error()
 }
 
-// exitedWithin waits up to d for the leader to be reaped.
-func (p *proc) exitedWithin(d time.Duration) bool {
+// ExitedWithin waits up to d for the leader to be reaped.
+func (p *Proc) ExitedWithin(d time.Duration) bool {
 	t := time.NewTimer(d)
 	defer t.Stop()
 	select {
@@ -213,23 +219,23 @@ func (p *proc) exitedWithin(d time.Duration) bool {
 	}
 }
 
-// stop ends the process on the ladder (STYLE 8): close its input and
+// Stop ends the process on the ladder (STYLE 8): close its input and
 // wait, SIGTERM the group and wait, SIGKILL the group and reap. Then
 // whatever the leader left behind in its group is ended the same way, and
 // so are the strays (processes of the agent that left its group; Linux),
 // and our ends of its pipes are closed. Safe to call more than once;
 // every call returns once the first has finished.
-func (p *proc) stop() {
+func (p *Proc) Stop() {
 	p.stopOnce.Do(p.ladder)
 }
 
-func (p *proc) ladder() {
-	p.closeStdin()
-	if !p.exitedWithin(p.stopWait) {
+func (p *Proc) ladder() {
+	p.CloseStdin()
+	if !p.ExitedWithin(p.stopWait) {
 		p.signalGroup(terminate)
-		if !p.exitedWithin(p.stopWait) {
+		if !p.ExitedWithin(p.stopWait) {
 			p.signalGroup(kill)
-			if !p.exitedWithin(p.stopWait) {
+			if !p.ExitedWithin(p.stopWait) {
 				p.log.Error("acp: agent process survives SIGKILL; waiting for it", "pid", p.pid)
 				<-p.exited
 			}
@@ -261,7 +267,7 @@ func (p *proc) ladder() {
 // left its group and are still found (see strays): SIGTERM, a wait, then
 // SIGKILL until none is left, since ending one may hand its own children
 // over to us in turn.
-func (p *proc) endStrays() {
+func (p *Proc) endStrays() {
 	found := strays(p)
 	if len(found) == 0 {
 		return
@@ -303,7 +309,7 @@ func goneWithin(d time.Duration, alive func() bool) bool {
 // and has not finished stopping. Which children a process has is a fact
 // about the whole process, not about one Provider: KillAgents and the
 // reaper of adopted orphans (AdoptOrphans) need all of them.
-var agents = &registry{procs: map[*proc]struct{}{}}
+var agents = &registry{procs: map[*Proc]struct{}{}}
 
 type registry struct {
 	// fork is held shared while a process is started and registered, and
@@ -312,7 +318,7 @@ type registry struct {
 	fork sync.RWMutex
 	mu   sync.Mutex
 	// procs is guarded by mu.
-	procs map[*proc]struct{}
+	procs map[*Proc]struct{}
 }
 
 func (r *registry) forking(f func()) {
@@ -321,13 +327,13 @@ func (r *registry) forking(f func()) {
 	f()
 }
 
-func (r *registry) add(p *proc) {
+func (r *registry) add(p *Proc) {
 	r.mu.Lock()
 	r.procs[p] = struct{}{}
 	r.mu.Unlock()
 }
 
-func (r *registry) remove(p *proc) {
+func (r *registry) remove(p *Proc) {
 	r.mu.Lock()
 	delete(r.procs, p)
 	r.mu.Unlock()
@@ -358,10 +364,10 @@ func (r *registry) count() int {
 }
 
 // list returns the agents being tracked now.
-func (r *registry) list() []*proc {
+func (r *registry) list() []*Proc {
 	r.mu.Lock()
 	defer r.mu.Unlock()
-	out := make([]*proc, 0, len(r.procs))
+	out := make([]*Proc, 0, len(r.procs))
 	for p := range r.procs {
 		out = append(out, p)
 	}
@@ -427,3 +433,22 @@ func (t *tailBuffer) String() string {
 	defer t.mu.Unlock()
 	return string(t.buf)
 }
+
+// PID is the leader's process id (its group's id too).
+func (p *Proc) PID() int { return p.pid }
+
+// Stdin is our end of the agent's input.
+func (p *Proc) Stdin() *os.File { return p.stdin }
+
+// Stdout is our end of the agent's output.
+func (p *Proc) Stdout() *os.File { return p.stdout }
+
+// Exited is closed once the leader has been reaped.
+func (p *Proc) Exited() <-chan struct{} { return p.exited }
+
+// Drained is closed once everything the agent wrote to its standard error
+// has been read.
+func (p *Proc) Drained() <-chan struct{} { return p.drained }
+
+// Stderr is the end of what the agent wrote to its standard error.
+func (p *Proc) Stderr() string { return p.tail.String() }

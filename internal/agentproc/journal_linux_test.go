@@ -1,4 +1,4 @@
-package acp
+package agentproc
 
 import (
 	"bytes"
@@ -22,7 +22,7 @@ func sleeper(t *testing.T, tag string, pgid int) procRef {
 	cmd := exec.Command("sleep", "600")
 	cmd.Env = []string{"PATH=" + os.Getenv("PATH")}
 	if tag != "" {
-		cmd.Env = withTag(cmd.Env, tag)
+		cmd.Env = WithTag(cmd.Env, tag)
 	}
 	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true, Pgid: pgid}
 	if err := cmd.Start(); err != nil {

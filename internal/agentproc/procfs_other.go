@@ -1,6 +1,6 @@
 //go:build !linux
 
-package acp
+package agentproc
 
 import (
 	"errors"
@@ -20,7 +20,7 @@ func alive(procRef) bool { return false }
 
 func liveMembers(int) (bool, error) { return true, nil }
 
-func strays(*proc) []stray { return nil }
+func strays(*Proc) []stray { return nil }
 
 func adopted() []stray { return nil }
 

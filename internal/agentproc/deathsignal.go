@@ -1,6 +1,6 @@
 //go:build linux || freebsd
 
-package acp
+package agentproc
 
 import "syscall"
 

@@ -1,4 +1,4 @@
-package acp
+package agentproc
 
 import (
 	"encoding/json"

@@ -1,4 +1,4 @@
-package acp
+package agentproc
 
 import (
 	"fmt"
@@ -72,7 +72,7 @@ func tags(p procfs.Proc) []string {
 		return nil
 	}
 	for _, kv := range env {
-		if v, ok := strings.CutPrefix(kv, envAgentTag+"="); ok {
+		if v, ok := strings.CutPrefix(kv, EnvAgentTag+"="); ok {
 			return strings.Split(v, ",")
 		}
 	}
@@ -84,7 +84,7 @@ func tags(p procfs.Proc) []string {
 // is the only agent left, every adopted child (a descendant of this or an
 // earlier agent whose parent died: one without a tag cannot be told apart
 // otherwise).
-func strays(p *proc) []stray {
+func strays(p *Proc) []stray {
 	return scan(func(q procfs.Proc, st procfs.ProcStat, adoptedChild bool) bool {
 		switch {
 		case st.PGRP == p.pid:

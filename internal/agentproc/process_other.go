@@ -1,6 +1,6 @@
 //go:build !unix
 
-package acp
+package agentproc
 
 import "syscall"
 
@@ -10,14 +10,14 @@ const processGroups = false
 
 func groupLeader() *syscall.SysProcAttr { return nil }
 
-func (p *proc) signalGroup(stopSignal) {}
+func (p *Proc) signalGroup(stopSignal) {}
 
-func (p *proc) groupAlive() bool { return false }
+func (p *Proc) groupAlive() bool { return false }
 
 func signalStrays([]stray, stopSignal) {}
 
-// canEnter has no search permission to check here: a directory that
+// CanEnter has no search permission to check here: a directory that
 // cannot be entered fails the start instead.
-func canEnter(string) error { return nil }
+func CanEnter(string) error { return nil }
 
 func signalGroups([]int, stopSignal) {}

@@ -1,6 +1,6 @@
 //go:build unix && !linux && !freebsd
 
-package acp
+package agentproc
 
 import "syscall"
 

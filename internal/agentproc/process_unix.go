@@ -1,6 +1,6 @@
 //go:build unix
 
-package acp
+package agentproc
 
 import (
 	"errors"
@@ -22,7 +22,7 @@ func groupLeader() *syscall.SysProcAttr {
 
 var unixSignals = map[stopSignal]unix.Signal{terminate: unix.SIGTERM, kill: unix.SIGKILL}
 
-func (p *proc) signalGroup(sig stopSignal) {
+func (p *Proc) signalGroup(sig stopSignal) {
 	if err := unix.Kill(-p.pid, unixSignals[sig]); err != nil && !errors.Is(err, unix.ESRCH) {
 		p.log.Warn("acp: signalling the agent's process group", "pgid", p.pid, "signal", unixSignals[sig], "err", err)
 	}
@@ -31,7 +31,7 @@ func (p *proc) signalGroup(sig stopSignal) {
 // groupAlive reports whether any live process is left in the group. A
 // zombie counts as gone: it has ended, and reaping an orphan is its new
 // parent's job (init's, which may take its time).
-func (p *proc) groupAlive() bool {
+func (p *Proc) groupAlive() bool {
 	if errors.Is(unix.Kill(-p.pid, 0), unix.ESRCH) {
 		return false
 	}
@@ -50,8 +50,8 @@ func signalStrays(found []stray, sig stopSignal) {
 	}
 }
 
-// canEnter reports whether the node may enter dir (search permission).
-func canEnter(dir string) error { return unix.Access(dir, unix.X_OK) }
+// CanEnter reports whether the node may enter dir (search permission).
+func CanEnter(dir string) error { return unix.Access(dir, unix.X_OK) }
 
 // signalGroups signals whole process groups whose leaders may be gone.
 func signalGroups(groups []int, sig stopSignal) {
