@@ -51,7 +51,7 @@ type Descriptor struct {
 	ProviderData json.RawMessage `json:"providerData,omitempty"`
 }
 
-// Descriptor errors. A malformed descriptor is a *DescriptorError; an
+// Descriptor errors. A malformed descriptor wraps ErrMalformedDescriptor; an
 // unsupported version wraps subagent.ErrNotResumable.
 var (
 	// ErrNoDescriptor means a log holds no DescriptorKind record.
@@ -61,16 +61,16 @@ var (
 	ErrMalformedDescriptor = errors.New("persistence: malformed descriptor")
 )
 
-// DescriptorError reports a malformed current-version descriptor: why,
+// descriptorError reports a malformed current-version descriptor: why,
 // and the underlying error when there is one (a JSON error, or one of
 // subagent's ErrToolFilter… sentinels). It wraps ErrMalformedDescriptor.
-type DescriptorError struct {
+type descriptorError struct {
 	Reason string
 	Err    error
 }
 
 // Error says what is wrong with the descriptor.
-func (e *DescriptorError) Error() string {
+func (e *descriptorError) Error() string {
 	if e.Err == nil {
 		return "persistence: malformed descriptor: " + e.Reason
 	}
@@ -78,7 +78,7 @@ func (e *DescriptorError) Error() string {
 }
 
 // Unwrap returns ErrMalformedDescriptor and the cause, if any.
-func (e *DescriptorError) Unwrap() []error {
+func (e *descriptorError) Unwrap() []error {
 	if e.Err == nil {
 		return []error{ErrMalformedDescriptor}
 	}
@@ -237,9 +237,9 @@ func (d Descriptor) Record() (Record, error) {
 // it. Records of other kinds are skipped.
 //
 // It fails with ErrNoDescriptor when there is no descriptor record, an
-// *unsupportedVersionError (subagent.ErrNotResumable) when the record's
-// version is not DescriptorVersion, and a *DescriptorError
-// (ErrMalformedDescriptor) when a current-version payload is not exactly
+// error wrapping subagent.ErrNotResumable when the record's
+// version is not DescriptorVersion, and an error wrapping
+// ErrMalformedDescriptor when a current-version payload is not exactly
 // what Record writes: not a JSON object, trailing data, an unknown or
 // repeated key, a wrong type, null, or a value SnapshotDescriptor
 // refuses. The result shares no memory with recs.
@@ -278,5 +278,5 @@ func parseDescriptor(data []byte) (Descriptor, error) {
 }
 
 func malformed(reason string, err error) error {
-	return &DescriptorError{Reason: reason, Err: err}
+	return &descriptorError{Reason: reason, Err: err}
 }

@@ -25,3 +25,6 @@ func SetPutHook(s Backend, hook func(seq uint64) error) {
 
 // UnsupportedVersionError lets the tests read the version refused.
 type UnsupportedVersionError = unsupportedVersionError
+
+// DescriptorError lets the tests match a malformed descriptor's error.
+type DescriptorError = descriptorError

@@ -79,7 +79,8 @@ type Config struct {
 
 // Limits bound the delegate tool's model-supplied arguments (K3). They are
 // advertised in the parameter schema, and arguments beyond them are refused
-// with a *LimitError before any provider is asked for a child. String
+// with an error matching ErrArgs that names the argument, its size and
+// its limit, before any provider is asked for a child. String
 // lengths count runes (Unicode code points), which is what the schema's
 // maxLength means; the output schema, a JSON object, is measured in bytes
 // of its JSON text as the model sent it. A field of zero or less takes its
@@ -268,21 +269,21 @@ type args struct {
 // ErrArgs is matched by every argument error.
 var ErrArgs = errors.New("delegate: invalid arguments")
 
-// LimitError is an argument beyond its limit (see Limits). It matches
+// limitError is an argument beyond its limit (see Limits). It matches
 // ErrArgs.
-type LimitError struct {
+type limitError struct {
 	Argument string // as the model names it: "prompt", "tools.allow[2]"
 	Size     int    // the argument's size, in Unit
 	Limit    int
 	Unit     string // "characters" (runes), "bytes" or "names"
 }
 
-func (e *LimitError) Error() string {
+func (e *limitError) Error() string {
 	return fmt.Sprintf("%v: %s has %d %s, over its limit of %d", ErrArgs, e.Argument, e.Size, e.Unit, e.Limit)
 }
 
-// Unwrap makes every *LimitError match ErrArgs.
-func (e *LimitError) Unwrap() error { return ErrArgs }
+// Unwrap makes every *limitError match ErrArgs.
+func (e *limitError) Unwrap() error { return ErrArgs }
 
 // Answer is the tool's result for a foreground delegation.
 type Answer struct {
@@ -586,7 +587,7 @@ func (t *Tool) checkLimits(a args) error {
 			return nil
 		}
 		if n := utf8.RuneCountInString(s); n > limit {
-			return &LimitError{Argument: name, Size: n, Limit: limit, Unit: "characters"}
+			return &limitError{Argument: name, Size: n, Limit: limit, Unit: "characters"}
 		}
 		return nil
 	}
@@ -602,7 +603,7 @@ func (t *Tool) checkLimits(a args) error {
 		}
 	}
 	if n := len(a.OutputSchema); n > l.OutputSchema {
-		return &LimitError{Argument: "output_schema", Size: n, Limit: l.OutputSchema, Unit: "bytes"}
+		return &limitError{Argument: "output_schema", Size: n, Limit: l.OutputSchema, Unit: "bytes"}
 	}
 	if a.Tools != nil {
 		for _, list := range []struct {
@@ -610,7 +611,7 @@ func (t *Tool) checkLimits(a args) error {
 			names []string
 		}{{"tools.allow", a.Tools.Allow}, {"tools.deny", a.Tools.Deny}} {
 			if n := len(list.names); n > l.ToolNames {
-				return &LimitError{Argument: list.name, Size: n, Limit: l.ToolNames, Unit: "names"}
+				return &limitError{Argument: list.name, Size: n, Limit: l.ToolNames, Unit: "names"}
 			}
 			for i, name := range list.names {
 				if err := runes(fmt.Sprintf("%s[%d]", list.name, i), name, l.ToolName); err != nil {

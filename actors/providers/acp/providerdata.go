@@ -47,7 +47,7 @@ func ParseProviderData(raw json.RawMessage) (ProviderData, error) {
 	}
 	bad := func(reason string, err error) error {
 		return &subagent.InvalidRequestError{Field: "continuation", Reason: "ACP provider data: " + reason,
-			Fault: &persistence.DescriptorError{Reason: "ACP provider data: " + reason, Err: err}}
+			Fault: malformed("ACP provider data: "+reason, err)}
 	}
 	var d ProviderData
 	if found, err := jsonv2.Member(raw, "version", &d.Version); err != nil {
@@ -84,4 +84,12 @@ func ParseProviderData(raw json.RawMessage) (ProviderData, error) {
 		return ProviderData{}, bad(fmt.Sprintf("cwd %q is not absolute", d.Cwd), nil)
 	}
 	return d, nil
+}
+
+// malformed is a malformed descriptor's error, as persistence words it.
+func malformed(reason string, err error) error {
+	if err == nil {
+		return fmt.Errorf("%w: %s", persistence.ErrMalformedDescriptor, reason)
+	}
+	return fmt.Errorf("%w: %s: %w", persistence.ErrMalformedDescriptor, reason, err)
 }
