@@ -111,7 +111,7 @@ func New(sys *actors.System, opts ...Option) *Service {
 
 // Close kills every live activation of a continuable child (its task
 // ends killed, a pending start is cancelled) and waits for them to
-// quiesce, for closeWait at most; it cancels every live child (each
+// quiesce, for ten seconds at most; it cancels every live child (each
 // settles aborted, cause subagent.ErrServiceClosed), then stops the
 // registry and its parent actors and releases every listener. It never
 // waits for a listener's own code (E5). Callers still dispose the runs

@@ -75,8 +75,13 @@ const maxModelsFile = 1 << 20
 //
 //   - a models file: its named endpoints, its default one for the top
 //     agent (c.Model may pick another model of that endpoint);
-//   - else the environment, through fromEnv, with c.BaseURL and c.Model in
-//     place of OPENAI_BASE_URL and OPENAI_MODEL;
+//   - else the environment, with c.BaseURL and c.Model in place of
+//     OPENAI_BASE_URL and OPENAI_MODEL: OPENAI_API_KEY or OPENAI_BASE_URL
+//     configure an OpenAI-compatible endpoint (OpenAI's own when
+//     OPENAI_BASE_URL is unset, with gpt-4o-mini unless OPENAI_MODEL
+//     names another), or else DEEPSEEK_API_KEY selects DeepSeek
+//     (deepseek-chat unless OPENAI_MODEL names another, JSON mode for
+//     output schemas);
 //   - else nothing: Selection.Top is nil.
 //
 // A key is only ever read from the environment, never from a Choice field
