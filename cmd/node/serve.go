@@ -469,6 +469,9 @@ func clusterDelegate(ctx context.Context, o delegateOptions, stdout, stderr io.W
 	return reportChild("delegate", outcome{session: parent.SessionID(), res: res}, o.json, o.quiet, stdout, stderr)
 }
 
+// errNoSteer answers a steer of a child that takes none (an ACP agent's).
+var errNoSteer = fmt.Errorf("%w: the child takes no steer", subagent.ErrNotDelivered)
+
 // steerFrom steers run with each non-empty line of in, one at a time,
 // saying on stderr whether the child admitted it (R4). The returned
 // function waits for a steer under way (it ends once the run quiesced)
@@ -476,6 +479,7 @@ func clusterDelegate(ctx context.Context, o delegateOptions, stdout, stderr io.W
 func steerFrom(ctx context.Context, in io.Reader, run subagent.Run, stderr io.Writer) func() {
 	var mu sync.Mutex
 	stopped := false
+	st, steerable := run.(subagent.Steerer)
 	go func() {
 		sc := bufio.NewScanner(in)
 		for sc.Scan() {
@@ -488,8 +492,8 @@ func steerFrom(ctx context.Context, in io.Reader, run subagent.Run, stderr io.Wr
 				mu.Unlock()
 				return
 			}
-			err := fmt.Errorf("%w: the child takes no steer", subagent.ErrNotDelivered)
-			if st, ok := run.(subagent.Steerer); ok {
+			err := errNoSteer
+			if steerable {
 				err = st.Steer(ctx, []subagent.ContentBlock{subagent.Text(msg)})
 			}
 			if err != nil {
