@@ -21,14 +21,16 @@ import (
 	"github.com/subactor/subactor/cluster"
 	"github.com/subactor/subactor/internal/actorsraw"
 	"github.com/subactor/subactor/internal/clustertest"
+	"github.com/subactor/subactor/internal/clusterwire"
 	"github.com/subactor/subactor/messages"
 	"github.com/subactor/subactor/subagent"
 )
 
 // RemoteResult compares a run placed on another node (P4, K1) with the
 // raw protoactor remote request it is built from, between the same two
-// processes on loopback, and measures delegations per second through one
-// hosting node and through two (three nodes in all, with the caller).
+// processes on loopback, and measures delegations per second on one node
+// (the caller hosting its own runs), through one hosting node and through
+// two (three nodes in all, with the caller).
 type RemoteResult struct {
 	Samples int `json:"samples"`
 	// Raw is one protoactor remote request and its response (a load
@@ -41,8 +43,10 @@ type RemoteResult struct {
 	Ratio float64 `json:"ratio"`
 	// Callers delegated concurrently for the throughput figures.
 	Callers int `json:"callers"`
-	// OneHost and TwoHosts are delegations (start→result→dispose) per
-	// second with one and with two hosting nodes.
+	// OneNode, OneHost and TwoHosts are delegations (start→result→
+	// dispose) per second: on one node that places the runs on itself,
+	// and with one and with two hosting nodes beside the caller's.
+	OneNode  float64 `json:"oneNodePerSecond"`
 	OneHost  float64 `json:"oneHostPerSecond"`
 	TwoHosts float64 `json:"twoHostsPerSecond"`
 }
@@ -62,21 +66,26 @@ func (benchParent) Options() subagent.AgentOptions { return subagent.AgentOption
 // by callers at once, per host count.
 func Remote(ctx context.Context, hostBin string, samples, callers, rounds int) (RemoteResult, error) {
 	res := RemoteResult{Samples: samples, Callers: callers}
-	for hosts := 1; hosts <= 2; hosts++ {
+	for hosts := 0; hosts <= 2; hosts++ {
 		perSecond, raw, run, err := remoteOnce(ctx, hostBin, hosts, samples, callers, rounds)
 		if err != nil {
 			return res, err
 		}
-		if hosts == 1 {
+		switch hosts {
+		case 0:
+			res.OneNode = perSecond
+		case 1:
 			res.Raw, res.Run, res.OneHost = raw, run, perSecond
 			res.Ratio = run.P50 / raw.P50
-		} else {
+		default:
 			res.TwoHosts = perSecond
 		}
 	}
 	return res, nil
 }
 
+// remoteOnce measures with hosts hosting processes beside the caller's
+// node; with none, the caller's node hosts the runs.
 func remoteOnce(ctx context.Context, hostBin string, hosts, samples, callers, rounds int) (float64, Distribution, Distribution, error) {
 	var members []string // listen addresses; membership on port+1
 	for range hosts + 1 {
@@ -99,7 +108,13 @@ func remoteOnce(ctx context.Context, hostBin string, hosts, samples, callers, ro
 		}
 		defer stop()
 	}
-	n, err := cluster.Start(cluster.Config{Listen: members[0], Peers: peers})
+	cfg := cluster.Config{Listen: members[0], Peers: peers}
+	if hosts == 0 {
+		// One node: the caller hosts its runs itself, the same work
+		// through the same client without another process.
+		cfg.Providers, cfg.Capacity = []subagent.Provider{clustertest.Echo{}}, 1<<20
+	}
+	n, err := cluster.Start(cfg)
 	if err != nil {
 		return 0, Distribution{}, Distribution{}, err
 	}
@@ -136,7 +151,7 @@ func remoteOnce(ctx context.Context, hostBin string, hosts, samples, callers, ro
 	var hostPID *actor.PID
 	for _, m := range ms {
 		if m.ID != n.ID() {
-			hostPID = m.Host()
+			hostPID = clusterwire.Host(m.Address)
 		}
 	}
 	raw := func() error {

@@ -18,7 +18,7 @@ func TestRemoteMeasures(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if r.Raw.Samples != 20 || r.Run.Samples != 20 || r.Ratio <= 0 || r.OneHost <= 0 || r.TwoHosts <= 0 {
+	if r.Raw.Samples != 20 || r.Run.Samples != 20 || r.Ratio <= 0 || r.OneNode <= 0 || r.OneHost <= 0 || r.TwoHosts <= 0 {
 		t.Fatalf("result %+v", r)
 	}
 	t.Logf("%+v", r)

@@ -12,6 +12,7 @@ import (
 	"github.com/subactor/subactor/internal/actorsraw"
 	"github.com/subactor/subactor/internal/await"
 	"github.com/subactor/subactor/internal/clustertest"
+	"github.com/subactor/subactor/internal/clusterwire"
 	"github.com/subactor/subactor/internal/leaktest"
 	"github.com/subactor/subactor/messages"
 )
@@ -23,7 +24,7 @@ func TestMain(m *testing.M) {
 // ask sends msg to the node's host actor and returns the answer.
 func ask(t *testing.T, n *cluster.Node, msg any) any {
 	t.Helper()
-	host := actor.NewPID(n.Address(), cluster.HostName)
+	host := actor.NewPID(n.Address(), clusterwire.HostName)
 	reply, err := actorsraw.Of(n.System()).Root.RequestFuture(host, msg, await.Deadline).Result()
 	if err != nil {
 		t.Fatalf("asking the host %T: %v", msg, err)
@@ -61,16 +62,16 @@ func TestK1_NodeAdvertisesProvidersCapacityAndLoad(t *testing.T) {
 func TestK3_HostRefusesInvalidRequests(t *testing.T) {
 	n := clustertest.Node(t, cluster.Config{MaxPrompt: 16}, clustertest.Echo{})
 	prompt := []*messages.ContentBlock{{Type: "text", Text: "hi"}}
-	refusal(t, ask(t, n, &messages.RemoteStart{RunId: "r1", Provider: "qwen", Prompt: prompt}), cluster.RefusedNoProvider)
+	refusal(t, ask(t, n, &messages.RemoteStart{RunId: "r1", Provider: "qwen", Prompt: prompt}), clusterwire.RefusedNoProvider)
 	big := []*messages.ContentBlock{{Type: "text", Text: strings.Repeat("x", 17)}}
-	r := refusal(t, ask(t, n, &messages.RemoteStart{RunId: "r1", Provider: "echo", Prompt: big}), cluster.RefusedInvalid)
+	r := refusal(t, ask(t, n, &messages.RemoteStart{RunId: "r1", Provider: "echo", Prompt: big}), clusterwire.RefusedInvalid)
 	if !strings.Contains(r.GetReason(), "prompt") {
 		t.Fatalf("refusal %v", r)
 	}
-	refusal(t, ask(t, n, &messages.RemoteStart{Provider: "echo", Prompt: prompt}), cluster.RefusedInvalid)
-	refusal(t, ask(t, n, &messages.RemoteStart{RunId: "r1", Provider: "echo"}), cluster.RefusedInvalid)
-	refusal(t, ask(t, n, &messages.RemoteStart{RunId: "r1", Provider: "echo", Prompt: prompt, ParentDepth: -1}), cluster.RefusedInvalid)
-	refusal(t, ask(t, n, &messages.Cancel{}), cluster.RefusedUnknownKind)
+	refusal(t, ask(t, n, &messages.RemoteStart{Provider: "echo", Prompt: prompt}), clusterwire.RefusedInvalid)
+	refusal(t, ask(t, n, &messages.RemoteStart{RunId: "r1", Provider: "echo"}), clusterwire.RefusedInvalid)
+	refusal(t, ask(t, n, &messages.RemoteStart{RunId: "r1", Provider: "echo", Prompt: prompt, ParentDepth: -1}), clusterwire.RefusedInvalid)
+	refusal(t, ask(t, n, &messages.Cancel{}), clusterwire.RefusedUnknownKind)
 	if load := ask(t, n, &messages.HostStatus{}).(*messages.HostLoad); load.GetRuns() != 0 {
 		t.Fatalf("refused starts left %d runs", load.GetRuns())
 	}
@@ -117,7 +118,7 @@ func TestK3_HostedRunRefusesAForeignSender(t *testing.T) {
 		}
 	}))
 	defer sys.Root.Stop(caller)
-	host := actor.NewPID(n.Address(), cluster.HostName)
+	host := actor.NewPID(n.Address(), clusterwire.HostName)
 	sys.Root.RequestWithCustomSender(host, &messages.RemoteStart{
 		RunId: "run-1", Provider: "echo", Prompt: []*messages.ContentBlock{{Type: "text", Text: "wait"}},
 	}, caller)
@@ -126,8 +127,8 @@ func TestK3_HostedRunRefusesAForeignSender(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	refusal(t, reply, cluster.RefusedForeignRun)
-	refusal(t, ask(t, n, &messages.RemoteStart{RunId: "run-1", Provider: "echo", Prompt: []*messages.ContentBlock{{Text: "x"}}}), cluster.RefusedDuplicate)
+	refusal(t, reply, clusterwire.RefusedForeignRun)
+	refusal(t, ask(t, n, &messages.RemoteStart{RunId: "run-1", Provider: "echo", Prompt: []*messages.ContentBlock{{Text: "x"}}}), clusterwire.RefusedDuplicate)
 	sys.Root.RequestWithCustomSender(hosted, &messages.Dispose{}, caller)
 	await.Recv(t, quiesced, "the caller's dispose to quiesce the run")
 }

@@ -19,16 +19,16 @@ import (
 const (
 	DefaultName      = "subactor"
 	DefaultCapacity  = 4
-	DefaultMaxPrompt = 1 << 20 // bytes of prompt text a remote start may carry
-	// StaticRefresh is how often a static-list member asks every listed
+	defaultMaxPrompt = 1 << 20 // bytes of prompt text a remote start may carry
+	// staticRefresh is how often a static-list member asks every listed
 	// member for its health; a member that does not answer within
-	// StaticProbeTimeout is dropped from the topology.
-	StaticRefresh      = time.Second
-	StaticProbeTimeout = 2 * time.Second // protoactor's automanaged client timeout
-	// EtcdLeaseTTL is the lease protoactor's etcd provider keeps a member's
+	// staticProbeTimeout is dropped from the topology.
+	staticRefresh      = time.Second
+	staticProbeTimeout = 2 * time.Second // protoactor's automanaged client timeout
+	// etcdLeaseTTL is the lease protoactor's etcd provider keeps a member's
 	// key under: a member that stops refreshing it is dropped when it
 	// expires.
-	EtcdLeaseTTL = 3 * time.Second
+	etcdLeaseTTL = 3 * time.Second
 )
 
 // LossBound is how long, at most, a member that died or froze stays in
@@ -39,9 +39,9 @@ const (
 // round.
 func LossBound(etcd bool) time.Duration {
 	if etcd {
-		return EtcdLeaseTTL + 2*time.Second + margin
+		return etcdLeaseTTL + 2*time.Second + margin
 	}
-	return StaticProbeTimeout + 2*StaticRefresh + margin
+	return staticProbeTimeout + 2*staticRefresh + margin
 }
 
 const margin = 2 * time.Second
@@ -69,7 +69,7 @@ type Config struct {
 	// DefaultCapacity when 0.
 	Capacity int
 	// MaxPrompt bounds the prompt text of a start a peer asks for;
-	// DefaultMaxPrompt when 0.
+	// 1 MiB when 0.
 	MaxPrompt int
 	// TLS, when set, makes node-to-node traffic mutual TLS: a peer must
 	// present a certificate from CA, and this node presents Cert.
@@ -94,8 +94,8 @@ type TLSFiles struct {
 // ErrConfig is wrapped by every configuration error.
 var ErrConfig = errors.New("cluster: bad configuration")
 
-// ErrInsecureListen refuses a non-loopback listen address without TLS.
-var ErrInsecureListen = fmt.Errorf("%w: listening beyond loopback needs mutual TLS (-tls-ca, -tls-cert, -tls-key) or an explicit -insecure, since peers start processes on this node", ErrConfig)
+// errInsecureListen refuses a non-loopback listen address without TLS.
+var errInsecureListen = fmt.Errorf("%w: listening beyond loopback needs mutual TLS (-tls-ca, -tls-cert, -tls-key) or an explicit -insecure, since peers start processes on this node", ErrConfig)
 
 func configError(format string, a ...any) error {
 	return fmt.Errorf("%w: %s", ErrConfig, fmt.Sprintf(format, a...))
@@ -137,14 +137,14 @@ func (c Config) withDefaults() (Config, error) {
 		return c, configError("capacity %d is negative", c.Capacity)
 	}
 	if c.MaxPrompt == 0 {
-		c.MaxPrompt = DefaultMaxPrompt
+		c.MaxPrompt = defaultMaxPrompt
 	}
 	host, port, err := hostPort(c.Listen, "listen address")
 	if err != nil {
 		return c, err
 	}
 	if c.TLS == nil && !c.Insecure && !isLoopback(host) {
-		return c, ErrInsecureListen
+		return c, errInsecureListen
 	}
 	if len(c.Etcd) == 0 {
 		if c.MemberListen == "" {
@@ -158,7 +158,7 @@ func (c Config) withDefaults() (Config, error) {
 			return c, err
 		}
 		if c.TLS == nil && !c.Insecure && !isLoopback(mh) {
-			return c, ErrInsecureListen
+			return c, errInsecureListen
 		}
 	}
 	seen := map[string]bool{}

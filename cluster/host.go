@@ -10,22 +10,11 @@ import (
 	"github.com/asynkron/protoactor-go/cluster"
 	"github.com/asynkron/protoactor-go/eventstream"
 
+	"github.com/subactor/subactor/internal/clusterwire"
 	"github.com/subactor/subactor/internal/runscope"
 	"github.com/subactor/subactor/internal/wire"
 	"github.com/subactor/subactor/messages"
 	"github.com/subactor/subactor/subagent"
-)
-
-// Refusal codes of messages.RemoteRefused and RemoteStartFailed.
-const (
-	RefusedFull        = "full"
-	RefusedNoProvider  = "no-provider"
-	RefusedInvalid     = "invalid"
-	RefusedDuplicate   = "duplicate-run"
-	RefusedForeignRun  = "foreign-run"
-	FailedUnsupported  = "unsupported"
-	FailedCancelled    = "cancelled"
-	RefusedUnknownKind = "unknown-message"
 )
 
 // leaveHosted asks the host actor to cancel and dispose every hosted run
@@ -48,9 +37,9 @@ func (h *host) Receive(ctx actor.Context) {
 	// the message is refused and the host goes on (K3).
 	defer func() {
 		if r := recover(); r != nil {
-			h.n.Logger().Error("cluster: host failed on a message", "message", fmt.Sprintf("%T", ctx.Message()), "panic", fmt.Sprint(r))
+			h.n.logger().Error("cluster: host failed on a message", "message", fmt.Sprintf("%T", ctx.Message()), "panic", fmt.Sprint(r))
 			if ctx.Sender() != nil {
-				ctx.Respond(&messages.RemoteRefused{Code: RefusedInvalid, Reason: "the host failed on the request"})
+				ctx.Respond(&messages.RemoteRefused{Code: clusterwire.RefusedInvalid, Reason: "the host failed on the request"})
 			}
 		}
 	}()
@@ -83,7 +72,7 @@ func (h *host) Receive(ctx actor.Context) {
 		// A peer's message of a type the host does not take: answered,
 		// never a crash (K3).
 		if ctx.Sender() != nil {
-			ctx.Respond(&messages.RemoteRefused{Code: RefusedUnknownKind, Reason: fmt.Sprintf("the host takes no %T", m)})
+			ctx.Respond(&messages.RemoteRefused{Code: clusterwire.RefusedUnknownKind, Reason: fmt.Sprintf("the host takes no %T", m)})
 		}
 	}
 }
@@ -110,23 +99,23 @@ func (h *host) start(ctx actor.Context, m *messages.RemoteStart) {
 	p := h.n.provider(m.GetProvider())
 	switch {
 	case h.leaving != nil:
-		refuse(RefusedFull, "the node is leaving the cluster")
+		refuse(clusterwire.RefusedFull, "the node is leaving the cluster")
 		return
 	case p == nil:
-		refuse(RefusedNoProvider, fmt.Sprintf("node %s offers no provider %q", h.n.ID(), m.GetProvider()))
+		refuse(clusterwire.RefusedNoProvider, fmt.Sprintf("node %s offers no provider %q", h.n.ID(), m.GetProvider()))
 		return
 	}
-	req, err := ValidateStart(m, h.n.cfg.MaxPrompt)
+	req, err := validateStart(m, h.n.cfg.MaxPrompt)
 	if err != nil {
-		refuse(RefusedInvalid, err.Error())
+		refuse(clusterwire.RefusedInvalid, err.Error())
 		return
 	}
 	if _, dup := h.runs[m.GetRunId()]; dup {
-		refuse(RefusedDuplicate, fmt.Sprintf("run %s is already hosted here", m.GetRunId()))
+		refuse(clusterwire.RefusedDuplicate, fmt.Sprintf("run %s is already hosted here", m.GetRunId()))
 		return
 	}
 	if len(h.runs) >= h.n.cfg.Capacity {
-		refuse(RefusedFull, fmt.Sprintf("node %s hosts %d runs, its capacity", h.n.ID(), len(h.runs)))
+		refuse(clusterwire.RefusedFull, fmt.Sprintf("node %s hosts %d runs, its capacity", h.n.ID(), len(h.runs)))
 		return
 	}
 	accepted := &messages.RemoteAccepted{RunId: m.GetRunId(), Node: h.n.ID(), Capacity: int64(h.n.cfg.Capacity), Runs: int64(len(h.runs) + 1)}
@@ -137,10 +126,10 @@ func (h *host) start(ctx actor.Context, m *messages.RemoteStart) {
 	h.runs[m.GetRunId()] = pid
 }
 
-// ValidateStart checks a peer's start request the way the Service checks
+// validateStart checks a peer's start request the way the Service checks
 // a local one, before any provider code runs (K3), and converts it. A
 // request the node cannot take is an *subagent.InvalidRequestError.
-func ValidateStart(m *messages.RemoteStart, maxPrompt int) (subagent.StartRequest, error) {
+func validateStart(m *messages.RemoteStart, maxPrompt int) (subagent.StartRequest, error) {
 	invalid := func(field, reason string) (subagent.StartRequest, error) {
 		return subagent.StartRequest{}, &subagent.InvalidRequestError{Field: field, Reason: reason}
 	}
@@ -296,11 +285,11 @@ func (r *hosted) Receive(ctx actor.Context) {
 			code := ""
 			switch {
 			case errors.Is(m.err, subagent.ErrUnsupported):
-				code = FailedUnsupported
+				code = clusterwire.FailedUnsupported
 			case errors.Is(m.err, subagent.ErrInvalidRequest):
-				code = RefusedInvalid
+				code = clusterwire.RefusedInvalid
 			case errors.Is(m.err, subagent.ErrCancelled), errors.Is(m.err, context.Canceled):
-				code = FailedCancelled
+				code = clusterwire.FailedCancelled
 			}
 			ctx.Send(r.caller, &messages.RemoteStartFailed{RunId: r.scope.RunID, Code: code, Reason: m.err.Error()})
 			r.quiesced(ctx)
@@ -372,7 +361,7 @@ func (r *hosted) Receive(ctx actor.Context) {
 		if r.caller == nil || !m.Who.Equal(r.caller) {
 			return
 		}
-		if r.callerMember != "" && r.n.IsMember(r.callerMember) && m.Why == actor.TerminatedReason_AddressTerminated {
+		if r.callerMember != "" && r.n.isMember(r.callerMember) && m.Why == actor.TerminatedReason_AddressTerminated {
 			// The connection went, the member did not (yet): a stale
 			// termination of its address, or a death membership will
 			// confirm. Watch again; topologyChanged decides.
@@ -381,7 +370,7 @@ func (r *hosted) Receive(ctx actor.Context) {
 		}
 		r.callerGone(ctx, m.Why.String())
 	case topologyChanged:
-		if r.caller != nil && !r.n.IsMember(r.callerMember) {
+		if r.caller != nil && !r.n.isMember(r.callerMember) {
 			r.callerGone(ctx, "its member left the cluster")
 		}
 	case disposed:
@@ -414,7 +403,7 @@ func (r *hosted) callerGone(ctx actor.Context, why string) {
 		ctx.Stop(ctx.Self()) // gone before it released this actor
 		return
 	}
-	r.n.Logger().Warn("cluster: the caller of a hosted run is gone; disposing it",
+	r.n.logger().Warn("cluster: the caller of a hosted run is gone; disposing it",
 		"run", r.scope.RunID, "caller", r.caller.Address, "why", why)
 	r.caller = nil
 	r.cancel(errors.New("the caller's node is gone"))
@@ -428,7 +417,7 @@ func (r *hosted) fromCaller(ctx actor.Context) bool {
 		return true
 	}
 	if ctx.Sender() != nil {
-		ctx.Respond(&messages.RemoteRefused{RunId: r.scope.RunID, Code: RefusedForeignRun, Reason: "the run belongs to another caller"})
+		ctx.Respond(&messages.RemoteRefused{RunId: r.scope.RunID, Code: clusterwire.RefusedForeignRun, Reason: "the run belongs to another caller"})
 	}
 	return false
 }
@@ -445,7 +434,7 @@ func (r *hosted) dispose(ctx actor.Context) {
 	r.run = nil
 	go func() {
 		if err := run.Dispose(context.Background()); err != nil {
-			r.n.Logger().Warn("cluster: disposing a hosted run", "run", r.scope.RunID, "err", err)
+			r.n.logger().Warn("cluster: disposing a hosted run", "run", r.scope.RunID, "err", err)
 		}
 		// Settled by now: the result goes out before RunQuiesced even
 		// when the run's own observer is still on its way.

@@ -24,12 +24,9 @@ import (
 
 	"github.com/subactor/subactor/actors"
 	"github.com/subactor/subactor/internal/actorsraw"
+	"github.com/subactor/subactor/internal/clusterwire"
 	"github.com/subactor/subactor/subagent"
 )
-
-// HostName is the name of every node's host actor: the one peers ask for
-// status and for starts.
-const HostName = "subactor-host"
 
 // kindPrefix names a member kind per offered provider: a member advertises
 // the providers it runs as its cluster kinds.
@@ -41,9 +38,6 @@ type Member struct {
 	Address   string // host:port of its actors
 	Providers []string
 }
-
-// Host is the PID of m's host actor.
-func (m Member) Host() *actor.PID { return actor.NewPID(m.Address, HostName) }
 
 // Offers reports whether m runs provider.
 func (m Member) Offers(provider string) bool { return slices.Contains(m.Providers, provider) }
@@ -90,7 +84,7 @@ func Start(cfg Config) (n *Node, err error) {
 	if n.sys == nil {
 		var sysOpts []actors.Option
 		if cfg.Logger != nil {
-			sysOpts = append(sysOpts, actors.WithLogger(QuietLogger(cfg.Logger)))
+			sysOpts = append(sysOpts, actors.WithLogger(clusterwire.QuietLogger(cfg.Logger)))
 		}
 		n.sys, n.ownsSys = actors.NewSystem(sysOpts...), true
 	}
@@ -133,7 +127,7 @@ func Start(cfg Config) (n *Node, err error) {
 		}
 		return nil, err
 	}
-	n.host, err = actorsraw.Of(n.sys).Root.SpawnNamed(actor.PropsFromProducer(func() actor.Actor { return newHost(n) }), HostName)
+	n.host, err = actorsraw.Of(n.sys).Root.SpawnNamed(actor.PropsFromProducer(func() actor.Actor { return newHost(n) }), clusterwire.HostName)
 	if err != nil {
 		n.cl.Shutdown(false) // stops the actor system too
 		n.ownsSys = false
@@ -178,7 +172,7 @@ func (n *Node) staticProvider(cfg Config) (cluster.ClusterProvider, error) {
 	if !slices.Contains(hosts, cfg.MemberListen) {
 		hosts = append(hosts, cfg.MemberListen)
 	}
-	return automanaged.NewWithTesting(StaticRefresh, memberPort, e, hosts...), nil
+	return automanaged.NewWithTesting(staticRefresh, memberPort, e, hosts...), nil
 }
 
 func (n *Node) kinds() []string {
@@ -199,8 +193,7 @@ func (n *Node) Address() string { return actorsraw.Of(n.sys).Address() }
 // on it, since only it is reachable from peers.
 func (n *Node) System() *actors.System { return n.sys }
 
-// Logger is the node's logger.
-func (n *Node) Logger() *slog.Logger { return n.sys.Logger() }
+func (n *Node) logger() *slog.Logger { return n.sys.Logger() }
 
 func (n *Node) setMembers(live []*cluster.Member) {
 	var ms []Member
@@ -218,7 +211,7 @@ func (n *Node) setMembers(live []*cluster.Member) {
 	n.mu.Lock()
 	for _, old := range n.members {
 		if !slices.ContainsFunc(ms, func(m Member) bool { return m.ID == old.ID }) {
-			n.Logger().Warn("cluster: member left", "member", old.ID, "address", old.Address)
+			n.logger().Warn("cluster: member left", "member", old.ID, "address", old.Address)
 		}
 	}
 	n.members = ms
@@ -239,19 +232,9 @@ func (n *Node) snapshot() ([]Member, <-chan struct{}) {
 	return n.members, n.changed
 }
 
-// IsMember reports whether the member id is live.
-func (n *Node) IsMember(id string) bool {
+// isMember reports whether the member id is live.
+func (n *Node) isMember(id string) bool {
 	return slices.ContainsFunc(n.Members(), func(m Member) bool { return m.ID == id })
-}
-
-// MemberByAddress names the live member at addr, if any.
-func (n *Node) MemberByAddress(addr string) (Member, bool) {
-	for _, m := range n.Members() {
-		if m.Address == addr {
-			return m, true
-		}
-	}
-	return Member{}, false
 }
 
 // WaitMembers returns once ok holds for the live members, or ctx's
@@ -290,26 +273,31 @@ func (n *Node) provider(name string) subagent.Provider {
 
 // Stop stops the node at once, for a node that hosts nothing (a caller
 // whose runs are all disposed): peers drop it at their next membership
-// round, and it skips protoactor's graceful shutdown, which waits seconds
-// for ownership transfers this node never has. Its actor system stops
-// too. Idempotent with Leave.
-func (n *Node) Stop() {
-	n.leave.Do(func() {
-		// A non-graceful cluster shutdown leaves the provider's
-		// membership loop running: end it first.
-		_ = n.cl.Config.ClusterProvider.Shutdown(false)
-		n.cl.Shutdown(false)
-		if n.health != nil {
-			n.health.Close()
-		}
-	})
+// round (etcd: at once, its key deleted). Its actor system stops too.
+// Idempotent with Leave.
+func (n *Node) Stop() { n.leave.Do(n.stop) }
+
+// stop ends membership and the node's runtime without protoactor's
+// graceful shutdown, which sleeps two seconds for grain ownership
+// transfers (a node has no grains: its kinds only advertise providers)
+// and waits up to ten for gRPC streams that peers keep open.
+func (n *Node) stop() {
+	// A non-graceful cluster shutdown leaves the provider's membership
+	// loop running: end it first (etcd: the member's key is deleted).
+	_ = n.cl.Config.ClusterProvider.Shutdown(false)
+	n.cl.Shutdown(false)
+	if n.health != nil {
+		n.health.Close()
+	}
 }
 
 // Leave leaves the cluster gracefully: the runs this node hosts are
-// cancelled (their callers get their results) and disposed, then the
-// node deregisters and stops, its actor system with it (Config.System
-// included: do not shut that down after Leave). Idempotent; it returns when done or when
-// ctx ends (the node then stops at once).
+// cancelled and disposed, and their callers told (each hosted run ends
+// once its caller acknowledged its result and quiescence, or is gone),
+// then the node stops as Stop does, its actor system with it
+// (Config.System included: do not shut that down after Leave).
+// Idempotent; it returns when done or when ctx ends (the node then stops
+// at once).
 func (n *Node) Leave(ctx context.Context) {
 	n.leave.Do(func() {
 		done := make(chan struct{})
@@ -318,11 +306,6 @@ func (n *Node) Leave(ctx context.Context) {
 		case <-done:
 		case <-ctx.Done():
 		}
-		graceful := ctx.Err() == nil
-		n.cl.Shutdown(graceful)
-		if n.health != nil {
-			n.health.Close()
-		}
-
+		n.stop()
 	})
 }

@@ -79,8 +79,18 @@ func openJournal(data string, logs io.Writer) (*agentproc.Journal, error) {
 // directory, so that it means the same from any working directory. A file
 // that cannot be read is an error; one that is not a regular file of a
 // configuration's size (see readConfigFile) or says something wrong is a
-// *configError.
+// *configError, and so is a file naming no agent server.
 func loadAgentServers(path string) (agentServers, error) {
+	s, err := readAgentServers(path)
+	if err == nil && len(s.names) == 0 {
+		return agentServers{}, configErrorf(`-config %s: no agent servers: give {"agent_servers": {"NAME": {"command": "...", "args": [...]}}}`, path)
+	}
+	return s, err
+}
+
+// readAgentServers is loadAgentServers for a file that may name none
+// (serve's, offering its model only).
+func readAgentServers(path string) (agentServers, error) {
 	data, err := readConfigFile("-config", path, configErrorf)
 	if err != nil {
 		return agentServers{}, err
@@ -88,9 +98,6 @@ func loadAgentServers(path string) (agentServers, error) {
 	cfgs, err := acp.ParseConfigFile(data)
 	if err != nil {
 		return agentServers{}, configErrorf("-config %s: %v", path, err)
-	}
-	if len(cfgs) == 0 {
-		return agentServers{}, configErrorf(`-config %s: no agent servers: give {"agent_servers": {"NAME": {"command": "...", "args": [...]}}}`, path)
 	}
 	base, err := filepath.Abs(filepath.Dir(path))
 	if err != nil {

@@ -85,12 +85,16 @@ commands:
          leaves the cluster when it ends. The NAMEs are given, not taken
          from what members offer: like -config's servers, the top agent's
          tools are the user's choice, not whichever members answered first
-  serve -listen HOST:PORT (-peers LIST | -etcd ENDPOINTS) -config FILE [flags]
-         join or form a cluster and host runs of FILE's agent servers for
-         its peers until SIGINT or SIGTERM, then leave gracefully
+  serve -listen HOST:PORT (-peers LIST | -etcd ENDPOINTS) (-config FILE | -offer-model NAME) [flags]
+         join or form a cluster and host runs of FILE's agent servers
+         (and, with -offer-model, of children on the node's model, which
+         can be steered) for its peers until SIGINT or SIGTERM, then
+         leave gracefully
   status (-peers LIST | -etcd ENDPOINTS) [flags]
          list the cluster's members: "<id> <address> providers=[...]
          capacity=<n> runs=<n>"
+         (serve, status and delegate -cluster read the cluster flags they
+         are not given from the "cluster" object of -config FILE)
   tasks [-data DIR] SESSION
          list the tasks of SESSION, one per line: "<id> child=<session>
          provider=<name> state=<state>" (running, stopping, completed,
@@ -336,7 +340,7 @@ func configFlag(fs *flag.FlagSet, p *string, what string) {
 
 func usage(w io.Writer) {
 	fmt.Fprint(w, strings.ReplaceAll(usageHeader, "{prog}", prog))
-	for _, fs := range []*flag.FlagSet{runFlags(&options{}), sessionsFlags(new(string)), checkFlags(&checkOptions{}), delegateFlags(&delegateOptions{}), sendFlags(&sendOptions{}), serveFlags(&serveOptions{})} {
+	for _, fs := range []*flag.FlagSet{runFlags(&options{}), sessionsFlags(new(string)), checkFlags(&checkOptions{}), delegateFlags(&delegateOptions{}), sendFlags(&sendOptions{}), serveFlags(&serveOptions{}), statusFlags(&clusterOptions{}, new(string))} {
 		fmt.Fprintf(w, "\nflags of %s:\n", strings.TrimPrefix(fs.Name(), prog+" "))
 		fs.SetOutput(w)
 		fs.PrintDefaults()

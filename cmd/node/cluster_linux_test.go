@@ -14,6 +14,7 @@ import (
 	"crypto/x509/pkix"
 	"encoding/pem"
 	"fmt"
+	"io"
 	"math/big"
 	"net"
 	"os"
@@ -119,16 +120,30 @@ type process struct {
 	cmd    *exec.Cmd
 	lines  <-chan string
 	stderr *syncbuf.Buffer
-	all    []string // lines read so far
+	stdin  io.WriteCloser // see startNodeWith
+	all    []string       // lines read so far
 }
 
 // startNode starts the binary with args and reads its stdout lines; it is
 // killed when the test ends if still running.
 func startNode(t *testing.T, args ...string) *process {
 	t.Helper()
+	return startNodeWith(t, nil, false, args...)
+}
+
+// startNodeWith is startNode with env added to the node's environment
+// and, withStdin, a pipe to its standard input (process.stdin).
+func startNodeWith(t *testing.T, env []string, withStdin bool, args ...string) *process {
+	t.Helper()
 	p := &process{stderr: new(syncbuf.Buffer)}
 	p.cmd = exec.Command(bin, args...)
-	p.cmd.Env = append(os.Environ(), withData(t.TempDir())...)
+	p.cmd.Env = slices.Concat(os.Environ(), withData(t.TempDir()), env)
+	if withStdin {
+		var err error
+		if p.stdin, err = p.cmd.StdinPipe(); err != nil {
+			t.Fatal(err)
+		}
+	}
 	p.cmd.Stderr = p.stderr
 	p.lines = startLines(t, p.cmd)
 	t.Cleanup(func() {
@@ -167,8 +182,8 @@ func (p *process) rest(t *testing.T) int {
 		}
 		close(done)
 	}()
-	// A node leaving a cluster may wait out protoactor's gRPC shutdown
-	// (up to 10 s) before it exits: a deadline of its own.
+	// A node leaving a cluster waits for its hosted runs' callers: a
+	// deadline of its own.
 	select {
 	case <-done:
 	case <-time.After(await.Scale(time.Minute)):
@@ -598,4 +613,55 @@ func TestK2_FrozenCallerHasItsRunsDisposed(t *testing.T) {
 		t.Fatal(err)
 	}
 	noAgentsLeft(t, nodeB.cmd.Process.Pid, "B to dispose the frozen caller's run")
+}
+
+// Contracts K1, K3: status and delegate -cluster take the cluster flags
+// they are not given from the "cluster" object of -config, as serve does,
+// and a flag given wins (here -listen over a listen address the node
+// would refuse); an unknown key there is a usage error, exit 2.
+func TestK1_StatusAndDelegateReadTheClusterKeysOfTheConfigFile(t *testing.T) {
+	a, b, c := newMember(t), newMember(t), newMember(t)
+	how := static(a, b, c)
+	_, idB := serve(t, b, how, "-capacity", "2")
+	peers := fmt.Sprintf(`[%q, %q, %q]`, a.membership, b.membership, c.membership)
+
+	statusConfig := writeConfig(t, fmt.Sprintf(`{"cluster": {"listen": "0.0.0.0:7399", "peers": %s}}`, peers))
+	status := startNode(t, "status", "-config", statusConfig, "-listen", a.listen)
+	if code := status.rest(t); code != 0 {
+		t.Fatalf("status exit %d, stderr %s", code, status.stderr.String())
+	}
+	if want := fmt.Sprintf("%s %s providers=[fake] capacity=2 runs=0", idB, b.listen); !slices.Contains(status.all, want) {
+		t.Fatalf("status printed %q, want %q", status.all, want)
+	}
+
+	delegateConfig := writeConfig(t, fmt.Sprintf(`{"agent_servers": {"other": %s}, "cluster": {"listen": %q, "peers": %s}}`, fakeServer(t), c.listen, peers))
+	caller := startNode(t, "delegate", "-cluster", "-provider", "fake", "-config", delegateConfig, "hello from the file")
+	if code := caller.rest(t); code != 0 || !slices.ContainsFunc(caller.all, func(l string) bool { return strings.Contains(l, "echo: hello from the file") }) {
+		t.Fatalf("delegate exit %d, stdout %q, stderr %s", code, caller.all, caller.stderr.String())
+	}
+
+	bad := writeConfig(t, `{"cluster": {"peer": ["127.0.0.1:1"]}}`)
+	for _, args := range [][]string{{"status", "-config", bad}, {"delegate", "-cluster", "-provider", "fake", "-config", bad, "hi"}} {
+		_, stderr, code := node(t, t.TempDir(), args...)
+		if code != exitUsage || !strings.Contains(stderr, `unknown key "peer" in "cluster"`) {
+			t.Errorf("%q: exit %d, stderr %q", args, code, stderr)
+		}
+	}
+}
+
+// Contract K1: serve offers its model with -offer-model (or the config's
+// "offer_model") beside its agent servers, and refuses a name an agent
+// server has, with exit 2.
+func TestK1_ServeOffersItsModel(t *testing.T) {
+	a, b := newMember(t), newMember(t)
+	how := static(a, b)
+	config := writeConfig(t, `{"agent_servers": {"fake": `+fakeServer(t)+`}, "cluster": {"offer_model": "model"}}`)
+	p := startNode(t, append([]string{"serve", "-config", config}, how(b)...)...)
+	if l := p.line(t, memberLine, "serve to join"); !strings.Contains(l, "offering [fake model]") {
+		t.Fatalf("serve says %q, want it offering fake and model", l)
+	}
+	_, stderr, code := node(t, t.TempDir(), append([]string{"serve", "-config", config, "-offer-model", "fake"}, how(a)...)...)
+	if code != exitUsage || !strings.Contains(stderr, `-offer-model "fake" is also an agent server`) {
+		t.Fatalf("exit %d, stderr %q", code, stderr)
+	}
 }

@@ -40,6 +40,8 @@ type delegateOptions struct {
 	// -cluster: delegate through the cluster (serve.go)
 	cluster     bool
 	clusterOpts clusterOptions
+	// steer, with -cluster: stdin's lines steer the child.
+	steer bool
 }
 
 func delegateFlags(o *delegateOptions) *flag.FlagSet {
@@ -53,6 +55,7 @@ func delegateFlags(o *delegateOptions) *flag.FlagSet {
 	fs.StringVar(&o.cont, "continue", "", "continue the child of the delegate `SESSION` with the prompt, resumed from its log (session/load) on the server it ran on")
 	fs.BoolVar(&o.cluster, "cluster", false, "delegate to the agent server -provider on a cluster member that offers it (with -peers or -etcd)")
 	clusterFlags(fs, &o.clusterOpts, "127.0.0.1:0")
+	fs.BoolVar(&o.steer, "steer", false, "with -cluster, steer the child with each line read from stdin while it runs (a child on a member's -offer-model takes steers); each is answered on stderr, \"steer admitted\" or why not")
 	return fs
 }
 
@@ -64,6 +67,13 @@ func parseDelegate(args []string, stderr io.Writer) (o delegateOptions, code int
 		return o, code, false
 	}
 	o.prompt = strings.TrimSpace(strings.Join(fs.Args(), " "))
+	if o.cluster && o.config != "" {
+		// The file's "cluster" object gives the cluster flags not given.
+		if _, _, err := applyClusterKeys(fs, o.config, &o.clusterOpts); err != nil {
+			fmt.Fprintf(stderr, "%s delegate: %s\n", prog, clean(err.Error()))
+			return o, exitCode(err), false
+		}
+	}
 	var msg string
 	switch {
 	case o.config == "" && !o.cluster:
@@ -72,6 +82,8 @@ func parseDelegate(args []string, stderr io.Writer) (o delegateOptions, code int
 		msg = errNoPrompt.Error()
 	case o.dir == "":
 		msg = "-dir needs a directory"
+	case o.steer && !o.cluster:
+		msg = "-steer steers a child on a cluster member: give -cluster too"
 	}
 	if msg != "" {
 		fmt.Fprintf(stderr, "%s delegate: %s\n", prog, msg)

@@ -5,15 +5,18 @@ package main
 // -cluster delegates to an agent server on whichever member offers it.
 
 import (
+	"bufio"
 	"context"
 	"errors"
 	"flag"
 	"fmt"
 	"io"
 	"log/slog"
+	"os"
 	"path/filepath"
 	"slices"
 	"strings"
+	"sync"
 	"time"
 
 	"github.com/go-json-experiment/json/jsontext"
@@ -25,6 +28,7 @@ import (
 	"github.com/subactor/subactor/actors/registry"
 	"github.com/subactor/subactor/agent"
 	"github.com/subactor/subactor/cluster"
+	"github.com/subactor/subactor/internal/clusterwire"
 	"github.com/subactor/subactor/internal/ids"
 	"github.com/subactor/subactor/internal/jsonv2"
 	"github.com/subactor/subactor/model/scripted"
@@ -124,7 +128,9 @@ func joinAndWait(ctx context.Context, o clusterOptions, stderr io.Writer, comman
 }
 
 // clusterKeys are the "cluster" object of a -config file, beside
-// "agent_servers": serve's flags, which win when given.
+// "agent_servers": the cluster flags (serve's, status's and delegate
+// -cluster's), which win when given. offer, offer_model and capacity are
+// serve's only: the other commands read them as serve does and use none.
 type clusterKeys struct {
 	Listen       string   `json:"listen"`
 	MemberListen string   `json:"member_listen"`
@@ -136,19 +142,24 @@ type clusterKeys struct {
 	TLSKey       string   `json:"tls_key"`
 	Insecure     bool     `json:"insecure"`
 	Offer        []string `json:"offer"`
+	OfferModel   string   `json:"offer_model"`
 	Capacity     int      `json:"capacity"`
 }
 
-const clusterKeyNames = "listen, member_listen, peers, etcd, cluster_name, tls_ca, tls_cert, tls_key, insecure, offer, capacity"
+const clusterKeyNames = "listen, member_listen, peers, etcd, cluster_name, tls_ca, tls_cert, tls_key, insecure, offer, offer_model, capacity"
 
-// applyClusterKeys reads the "cluster" object of the -config file into o
-// for every flag the command line did not set. It is decoded as strictly
-// as -models (unknown or repeated keys, nulls and wrong types are usage
-// errors); "agent_servers" is the acp provider's to check.
-func applyClusterKeys(fs *flag.FlagSet, o *serveOptions) error {
-	data, err := readConfigFile("-config", o.config, configErrorf)
+// applyClusterKeys reads the "cluster" object of the -config file path
+// into o for every flag of fs the command line did not set, and returns
+// the keys (zero when there are none) with the flags that were set, for
+// the command's own keys. It is decoded as strictly as -models (unknown
+// or repeated keys, nulls and wrong types are usage errors);
+// "agent_servers" is the acp provider's to check.
+func applyClusterKeys(fs *flag.FlagSet, path string, o *clusterOptions) (clusterKeys, map[string]bool, error) {
+	set := map[string]bool{}
+	fs.Visit(func(f *flag.Flag) { set[f.Name] = true })
+	data, err := readConfigFile("-config", path, configErrorf)
 	if err != nil {
-		return err
+		return clusterKeys{}, set, err
 	}
 	var file struct {
 		AgentServers jsontext.Value `json:"agent_servers"`
@@ -157,44 +168,38 @@ func applyClusterKeys(fs *flag.FlagSet, o *serveOptions) error {
 	if err := jsonv2.Unmarshal(data, &file); err != nil {
 		var e *jsonv2.Error
 		if errors.As(err, &e) && e.Problem == jsonv2.Unknown && e.Pointer == "/cluster" {
-			return configErrorf("-config %s: unknown key %q in \"cluster\" (keys are case-sensitive; they are: %s)", o.config, e.Name, clusterKeyNames)
+			return clusterKeys{}, set, configErrorf("-config %s: unknown key %q in \"cluster\" (keys are case-sensitive; they are: %s)", path, e.Name, clusterKeyNames)
 		}
-		return configErrorf("-config %s: %v", o.config, err)
+		return clusterKeys{}, set, configErrorf("-config %s: %v", path, err)
 	}
 	k := file.Cluster
 	if k == nil {
-		return nil
+		return clusterKeys{}, set, nil
 	}
-	set := map[string]bool{}
-	fs.Visit(func(f *flag.Flag) { set[f.Name] = true })
 	str := func(flag string, dst *string, v string) {
 		if !set[flag] && v != "" {
 			*dst = v
 		}
 	}
-	str("listen", &o.cluster.listen, k.Listen)
-	str("member-listen", &o.cluster.memberListen, k.MemberListen)
-	str("peers", &o.cluster.peers, strings.Join(k.Peers, ","))
-	str("etcd", &o.cluster.etcd, strings.Join(k.Etcd, ","))
-	str("cluster-name", &o.cluster.name, k.Name)
+	str("listen", &o.listen, k.Listen)
+	str("member-listen", &o.memberListen, k.MemberListen)
+	str("peers", &o.peers, strings.Join(k.Peers, ","))
+	str("etcd", &o.etcd, strings.Join(k.Etcd, ","))
+	str("cluster-name", &o.name, k.Name)
 	// A relative file is the config file's neighbour, as a command is.
 	rel := func(f string) string {
 		if f == "" || filepath.IsAbs(f) {
 			return f
 		}
-		return filepath.Join(filepath.Dir(o.config), f)
+		return filepath.Join(filepath.Dir(path), f)
 	}
-	str("tls-ca", &o.cluster.tlsCA, rel(k.TLSCA))
-	str("tls-cert", &o.cluster.tlsCert, rel(k.TLSCert))
-	str("tls-key", &o.cluster.tlsKey, rel(k.TLSKey))
-	str("offer", &o.offer, strings.Join(k.Offer, ","))
+	str("tls-ca", &o.tlsCA, rel(k.TLSCA))
+	str("tls-cert", &o.tlsCert, rel(k.TLSCert))
+	str("tls-key", &o.tlsKey, rel(k.TLSKey))
 	if !set["insecure"] && k.Insecure {
-		o.cluster.insecure = true
+		o.insecure = true
 	}
-	if !set["capacity"] && k.Capacity != 0 {
-		o.capacity = k.Capacity
-	}
-	return nil
+	return *k, set, nil
 }
 
 type serveOptions struct {
@@ -202,6 +207,12 @@ type serveOptions struct {
 	config   string
 	offer    string
 	capacity int
+	// offerModel names the provider of model-backed children (spawn over
+	// the node's model) offered to peers; data is where their sessions
+	// are kept, model the model flags of run.
+	offerModel string
+	data       string
+	model      options
 }
 
 func serveFlags(o *serveOptions) *flag.FlagSet {
@@ -210,6 +221,11 @@ func serveFlags(o *serveOptions) *flag.FlagSet {
 	configFlag(fs, &o.config, "its agent servers are offered to the cluster")
 	fs.StringVar(&o.offer, "offer", "", "offer only these agent servers, `NAME,...` (default: every one in -config)")
 	fs.IntVar(&o.capacity, "capacity", cluster.DefaultCapacity, "how many runs this node hosts at once for its peers")
+	fs.StringVar(&o.offerModel, "offer-model", "", "also offer the node's model (as run's: the embedded default, $"+envBaseURL+" or -models) as the provider `NAME`: in-process children peers can steer")
+	dataFlag(fs, &o.data)
+	fs.StringVar(&o.model.baseURL, "base-url", "", "with -offer-model, the OpenAI-compatible endpoint's base `URL` (default $"+envBaseURL+")")
+	fs.StringVar(&o.model.model, "model", "", "with -offer-model, the `MODEL` to ask for (default $"+envModel+")")
+	fs.StringVar(&o.model.modelsFile, "models", "", "with -offer-model, a JSON `FILE` naming several model endpoints, as run's")
 	return fs
 }
 
@@ -230,8 +246,18 @@ func serveCommand(ctx context.Context, args []string, stdout, stderr io.Writer) 
 		return fail(configErrorf("serve takes no arguments, got %q", fs.Args()))
 	}
 	if o.config != "" {
-		if err := applyClusterKeys(fs, &o); err != nil {
+		k, set, err := applyClusterKeys(fs, o.config, &o.cluster)
+		if err != nil {
 			return fail(err)
+		}
+		if !set["offer"] && len(k.Offer) > 0 {
+			o.offer = strings.Join(k.Offer, ",")
+		}
+		if !set["offer-model"] && k.OfferModel != "" {
+			o.offerModel = k.OfferModel
+		}
+		if !set["capacity"] && k.Capacity != 0 {
+			o.capacity = k.Capacity
 		}
 	}
 	cfg, err := o.cluster.config()
@@ -242,33 +268,15 @@ func serveCommand(ctx context.Context, args []string, stdout, stderr io.Writer) 
 	if o.capacity <= 0 {
 		return fail(configErrorf("-capacity %d: a node hosts at least one run", o.capacity))
 	}
-	// The runs of its agent servers live on the node's actor system.
-	cfg.System = actors.NewSystem(actors.WithLogger(cluster.QuietLogger(logger(stderr))))
-	if o.config != "" {
-		servers, err := loadAgentServers(o.config)
-		if err != nil {
-			cfg.System.Shutdown()
-			return fail(err)
-		}
-		names := servers.names
-		if o.offer != "" {
-			names = strings.Split(o.offer, ",")
-		}
-		for _, name := range names {
-			c, ok := servers.cfgs[name]
-			if !ok {
-				cfg.System.Shutdown()
-				return fail(configErrorf("-offer %q: no such agent server in %s", name, o.config))
-			}
-			c.Name, c.System = name, cfg.System
-			p, err := acp.New(c)
-			if err != nil {
-				cfg.System.Shutdown()
-				return fail(fmt.Errorf("agent server %q: %w", name, err))
-			}
-			cfg.Providers = append(cfg.Providers, p)
-		}
+	// The runs of its providers live on the node's actor system.
+	cfg.System = actors.NewSystem(actors.WithLogger(clusterwire.QuietLogger(logger(stderr))))
+	providers, closeProviders, err := o.providers(cfg.System)
+	if err != nil {
+		cfg.System.Shutdown()
+		return fail(err)
 	}
+	defer closeProviders()
+	cfg.Providers = providers
 	n, err := join(cfg, stderr)
 	if err != nil {
 		cfg.System.Shutdown()
@@ -283,19 +291,93 @@ func serveCommand(ctx context.Context, args []string, stdout, stderr io.Writer) 
 	return exitOK
 }
 
+// providers are what serve offers: the agent servers of -config (all, or
+// -offer's) and, with -offer-model, a spawn provider over the node's
+// model, its children's sessions in the data directory. The returned
+// function releases what they hold once the node left.
+func (o serveOptions) providers(sys *actors.System) ([]subagent.Provider, func(), error) {
+	var ps []subagent.Provider
+	var servers agentServers
+	if o.config != "" {
+		var err error
+		if o.offerModel == "" {
+			servers, err = loadAgentServers(o.config)
+		} else {
+			servers, err = readAgentServers(o.config)
+		}
+		if err != nil {
+			return nil, nil, err
+		}
+		names := servers.names
+		if o.offer != "" {
+			names = strings.Split(o.offer, ",")
+		}
+		for _, name := range names {
+			c, ok := servers.cfgs[name]
+			if !ok {
+				return nil, nil, configErrorf("-offer %q: no such agent server in %s", name, o.config)
+			}
+			c.Name, c.System = name, sys
+			p, err := acp.New(c)
+			if err != nil {
+				return nil, nil, fmt.Errorf("agent server %q: %w", name, err)
+			}
+			ps = append(ps, p)
+		}
+	} else if o.offer != "" {
+		return nil, nil, configErrorf("-offer names agent servers of -config: give -config too")
+	}
+	if o.offerModel == "" {
+		return ps, func() {}, nil
+	}
+	if _, clash := servers.cfgs[o.offerModel]; clash {
+		return nil, nil, configErrorf("-offer-model %q is also an agent server of -config %s: rename one", o.offerModel, o.config)
+	}
+	m, err := resolveModels(o.model, os.Getenv)
+	if err != nil {
+		return nil, nil, err
+	}
+	data, err := dataDir(o.data)
+	if err != nil {
+		return nil, nil, err
+	}
+	store, closeStore, err := openStore(data, true)
+	if err != nil {
+		return nil, nil, err
+	}
+	p, err := spawn.New(spawn.Config{Name: o.offerModel, System: sys, Store: store, Model: m.top, Models: m.spawnModels()})
+	if err != nil {
+		_ = closeStore()
+		return nil, nil, err
+	}
+	return append(ps, p), func() { _ = closeStore() }, nil
+}
+
+func statusFlags(o *clusterOptions, config *string) *flag.FlagSet {
+	fs := flag.NewFlagSet(prog+" status", flag.ContinueOnError)
+	clusterFlags(fs, o, "127.0.0.1:0")
+	fs.StringVar(config, "config", "", "a JSON `FILE` whose \"cluster\" object gives the flags above, as serve's does (a flag given wins)")
+	return fs
+}
+
 // statusCommand runs status: it joins the cluster as a member offering
 // nothing, waits for the membership to settle and prints one line per
 // member: its id, address, providers, capacity and runs.
 func statusCommand(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	var o clusterOptions
-	fs := flag.NewFlagSet(prog+" status", flag.ContinueOnError)
-	clusterFlags(fs, &o, "127.0.0.1:0")
+	var config string
+	fs := statusFlags(&o, &config)
 	if code, ok := parseFlags(fs, args, stderr); !ok {
 		return code
 	}
 	fail := func(err error) int {
 		fmt.Fprintf(stderr, "%s status: %s\n", prog, clean(err.Error()))
 		return exitCode(err)
+	}
+	if config != "" {
+		if _, _, err := applyClusterKeys(fs, config, &o); err != nil {
+			return fail(err)
+		}
 	}
 	// One membership round: the members that answer it.
 	n, err := joinAndWait(ctx, o, stderr, "status", "the other members", func(ms []cluster.Member) bool { return len(ms) > 1 })
@@ -369,10 +451,15 @@ func clusterDelegate(ctx context.Context, o delegateOptions, stdout, stderr io.W
 		rep.close()
 		return fail(err)
 	}
+	stopSteering := func() {}
+	if o.steer {
+		stopSteering = steerFrom(ctx, os.Stdin, run, stderr)
+	}
 	res, err := run.Wait(context.WithoutCancel(ctx))
 	if derr := run.Dispose(context.WithoutCancel(ctx)); err == nil {
 		err = derr
 	}
+	stopSteering()
 	_ = events.Flush(context.WithoutCancel(ctx))
 	events.Release()
 	rep.close()
@@ -380,6 +467,48 @@ func clusterDelegate(ctx context.Context, o delegateOptions, stdout, stderr io.W
 		return fail(err)
 	}
 	return reportChild("delegate", outcome{session: parent.SessionID(), res: res}, o.json, o.quiet, stdout, stderr)
+}
+
+// errNoSteer answers a steer of a child that takes none (an ACP agent's).
+var errNoSteer = fmt.Errorf("%w: the child takes no steer", subagent.ErrNotDelivered)
+
+// steerFrom steers run with each non-empty line of in, one at a time,
+// saying on stderr whether the child admitted it (R4). The returned
+// function waits for a steer under way (it ends once the run quiesced)
+// and stops steering; a line read after it is dropped.
+func steerFrom(ctx context.Context, in io.Reader, run subagent.Run, stderr io.Writer) func() {
+	var mu sync.Mutex
+	stopped := false
+	st, steerable := run.(subagent.Steerer)
+	go func() {
+		sc := bufio.NewScanner(in)
+		for sc.Scan() {
+			msg := strings.TrimSpace(sc.Text())
+			if msg == "" {
+				continue
+			}
+			mu.Lock()
+			if stopped {
+				mu.Unlock()
+				return
+			}
+			err := errNoSteer
+			if steerable {
+				err = st.Steer(ctx, []subagent.ContentBlock{subagent.Text(msg)})
+			}
+			if err != nil {
+				fmt.Fprintf(stderr, "%s delegate: steer %q: %s\n", prog, msg, clean(err.Error()))
+			} else {
+				fmt.Fprintf(stderr, "%s delegate: steer admitted: %s\n", prog, msg)
+			}
+			mu.Unlock()
+		}
+	}()
+	return func() {
+		mu.Lock()
+		stopped = true
+		mu.Unlock()
+	}
 }
 
 // remoteProviders are the -provider names of run -cluster: the agent

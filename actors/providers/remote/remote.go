@@ -28,6 +28,7 @@ import (
 	"github.com/subactor/subactor/actors/internal/ask"
 	"github.com/subactor/subactor/cluster"
 	"github.com/subactor/subactor/internal/actorsraw"
+	"github.com/subactor/subactor/internal/clusterwire"
 	"github.com/subactor/subactor/internal/ids"
 	"github.com/subactor/subactor/internal/wire"
 	"github.com/subactor/subactor/messages"
@@ -47,60 +48,60 @@ var (
 	ErrNodeLost = errors.New("remote: hosting node lost")
 )
 
-// PlacementError says why no member took a start, member by member.
-type PlacementError struct {
+// placementError says why no member took a start, member by member.
+type placementError struct {
 	Provider string
 	Reasons  []string // one per member tried
 	noRoom   bool
 	silent   bool // members were listed, and none answered a load query
 }
 
-func (e *PlacementError) Error() string {
+func (e *placementError) Error() string {
 	if len(e.Reasons) == 0 {
 		return fmt.Sprintf("remote: no live member offers provider %q", e.Provider)
 	}
 	return fmt.Sprintf("remote: no member took a run of provider %q: %s", e.Provider, strings.Join(e.Reasons, "; "))
 }
 
-func (e *PlacementError) Unwrap() error {
+func (e *placementError) Unwrap() error {
 	if e.noRoom {
 		return ErrNoRoom
 	}
 	return ErrNoMember
 }
 
-// RefusedError is a start the hosting node refused or failed.
-type RefusedError struct {
+// refusedError is a start the hosting node refused or failed.
+type refusedError struct {
 	Node, Code, Reason string
 }
 
-func (e *RefusedError) Error() string {
+func (e *refusedError) Error() string {
 	return fmt.Sprintf("remote: node %s refused the run (%s): %s", e.Node, e.Code, e.Reason)
 }
 
 // Unwrap matches ErrRefused and, for an invalid request or an unsupported
 // feature, the Service's own sentinels.
-func (e *RefusedError) Unwrap() []error {
+func (e *refusedError) Unwrap() []error {
 	switch e.Code {
-	case cluster.RefusedInvalid:
+	case clusterwire.RefusedInvalid:
 		return []error{ErrRefused, subagent.ErrInvalidRequest}
-	case cluster.FailedUnsupported:
+	case clusterwire.FailedUnsupported:
 		return []error{ErrRefused, subagent.ErrUnsupported}
-	case cluster.FailedCancelled:
+	case clusterwire.FailedCancelled:
 		return []error{ErrRefused, subagent.ErrCancelled}
 	}
 	return []error{ErrRefused}
 }
 
-// NodeLostError names the node whose loss settled a run.
-type NodeLostError struct {
+// nodeLostError names the node whose loss settled a run.
+type nodeLostError struct {
 	Node, Address, Why string
 }
 
-func (e *NodeLostError) Error() string {
+func (e *nodeLostError) Error() string {
 	return fmt.Sprintf("remote: hosting node %s (%s) lost: %s", e.Node, e.Address, e.Why)
 }
-func (e *NodeLostError) Unwrap() error { return ErrNodeLost }
+func (e *nodeLostError) Unwrap() error { return ErrNodeLost }
 
 // Config configures a Provider.
 type Config struct {
@@ -159,8 +160,8 @@ type Load struct {
 	Err      error // it did not answer
 }
 
-// Free is the room a member reported; one that did not answer has none.
-func (l Load) Free() int64 {
+// free is the room a member reported; one that did not answer has none.
+func (l Load) free() int64 {
 	if l.Err != nil {
 		return 0
 	}
@@ -181,7 +182,7 @@ func loads(ctx context.Context, n *cluster.Node, ms []cluster.Member, timeout ti
 		wg.Go(func() {
 			qctx, cancel := context.WithTimeout(ctx, timeout)
 			defer cancel()
-			call := ask.Send(sys, m.Host(), &messages.HostStatus{})
+			call := ask.Send(sys, clusterwire.Host(m.Address), &messages.HostStatus{})
 			defer call.Close()
 			out[i].Member = m
 			reply, err := call.Wait(qctx, nil)
@@ -227,7 +228,7 @@ func (p *Provider) candidates(ctx context.Context) []Load {
 		cs = append(cs, l)
 	}
 	slices.SortStableFunc(cs, func(a, b Load) int {
-		return cmp.Or(cmp.Compare(b.Free(), a.Free()), strings.Compare(a.Member.ID, b.Member.ID))
+		return cmp.Or(cmp.Compare(b.free(), a.free()), strings.Compare(a.Member.ID, b.Member.ID))
 	})
 	return cs
 }
@@ -285,8 +286,8 @@ const placeRounds = 10
 
 // place tries the candidates once, most room first: the run when one took
 // it, a terminal error, or the placement error of this round.
-func (p *Provider) place(ctx context.Context, wire *messages.RemoteStart, scope subagent.Scope) (subagent.Run, *PlacementError, error) {
-	perr := &PlacementError{Provider: p.cfg.Name}
+func (p *Provider) place(ctx context.Context, wire *messages.RemoteStart, scope subagent.Scope) (subagent.Run, *placementError, error) {
+	perr := &placementError{Provider: p.cfg.Name}
 	candidates := p.candidates(ctx)
 	perr.silent = len(candidates) > 0
 	for _, c := range candidates {
@@ -298,17 +299,17 @@ func (p *Provider) place(ctx context.Context, wire *messages.RemoteStart, scope 
 			continue
 		}
 		perr.silent = false
-		if c.Free() <= 0 {
+		if c.free() <= 0 {
 			perr.noRoom = true
 			perr.Reasons = append(perr.Reasons, fmt.Sprintf("%s: full (%d of %d)", c.Member.ID, c.Runs, c.Capacity))
 			continue
 		}
 		run, err := p.startOn(ctx, c.Member, wire, scope)
-		var refused *RefusedError
+		var refused *refusedError
 		switch {
 		case err == nil:
 			return run, nil, nil
-		case errors.As(err, &refused) && refused.Code == cluster.RefusedFull:
+		case errors.As(err, &refused) && refused.Code == clusterwire.RefusedFull:
 			p.heard(Load{Member: c.Member, Capacity: c.Capacity, Runs: c.Capacity})
 			perr.noRoom = true
 			perr.Reasons = append(perr.Reasons, fmt.Sprintf("%s: %s", c.Member.ID, refused.Reason))
@@ -364,7 +365,7 @@ var errLostBeforeAccepted = errors.New("remote: the node was lost before it admi
 // hosting node's answer; when ctx ends first, the proxy disposes what the
 // node started and Start returns after that.
 func (p *Provider) startOn(ctx context.Context, m cluster.Member, wire *messages.RemoteStart, scope subagent.Scope) (subagent.Run, error) {
-	r := &Run{
+	r := &remoteRun{
 		id: scope.RunID, node: m, events: scope.Events,
 		settledCh: make(chan struct{}), quiesced: make(chan struct{}),
 	}
@@ -372,7 +373,7 @@ func (p *Provider) startOn(ctx context.Context, m cluster.Member, wire *messages
 	sys := actorsraw.Of(p.cfg.Node.System())
 	r.sys = sys
 	r.proxy = sys.Root.Spawn(actor.PropsFromProducer(func() actor.Actor {
-		return &proxy{p: p, run: r, host: m.Host(), start: wire, started: started, steers: map[uint64]chan error{}}
+		return &proxy{p: p, run: r, host: clusterwire.Host(m.Address), start: wire, started: started, steers: map[uint64]chan error{}}
 	}))
 	select {
 	case err := <-started:
@@ -395,7 +396,7 @@ func (p *Provider) startOn(ctx context.Context, m cluster.Member, wire *messages
 	})
 	r.OnSettled(func(subagent.Result, error) { stop() })
 	if r.steerable {
-		return &SteerableRun{r}, nil
+		return &steerableRun{r}, nil
 	}
 	return r, nil
 }

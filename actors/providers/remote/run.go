@@ -14,9 +14,10 @@ import (
 	"github.com/subactor/subactor/subagent"
 )
 
-// Run is a run hosted on another node, seen through this node's proxy
-// actor (R1: the Service's run id, no local agent, no local session).
-type Run struct {
+// remoteRun is a run hosted on another node, seen through this node's
+// proxy actor (R1: the Service's run id, no local agent, no local
+// session).
+type remoteRun struct {
 	id        string
 	node      cluster.Member
 	events    subagent.EventSink
@@ -34,22 +35,19 @@ type Run struct {
 	quiesced chan struct{} // closed once the hosting node reported the child quiesced, or was lost
 }
 
-var _ subagent.Run = (*Run)(nil)
+var _ subagent.Run = (*remoteRun)(nil)
 
 // ID implements subagent.Run: the Service's run id.
-func (r *Run) ID() string { return r.id }
+func (r *remoteRun) ID() string { return r.id }
 
 // SessionID implements subagent.Run: a remote run has no session here.
-func (r *Run) SessionID() string { return "" }
+func (r *remoteRun) SessionID() string { return "" }
 
 // LocalAgent implements subagent.Run: nil, the child lives elsewhere.
-func (r *Run) LocalAgent() subagent.Agent { return nil }
-
-// Node is the member hosting the run.
-func (r *Run) Node() cluster.Member { return r.node }
+func (r *remoteRun) LocalAgent() subagent.Agent { return nil }
 
 // Wait implements subagent.Run.
-func (r *Run) Wait(ctx context.Context) (subagent.Result, error) {
+func (r *remoteRun) Wait(ctx context.Context) (subagent.Result, error) {
 	select {
 	case <-r.settledCh:
 		r.mu.Lock()
@@ -63,7 +61,7 @@ func (r *Run) Wait(ctx context.Context) (subagent.Result, error) {
 // OnSettled implements subagent.Run: f runs at once if the run has
 // settled, else when it settles, before Wait returns (so what f sends is
 // sent before any waiter goes on). f must not block.
-func (r *Run) OnSettled(f func(subagent.Result, error)) {
+func (r *remoteRun) OnSettled(f func(subagent.Result, error)) {
 	r.mu.Lock()
 	if r.settled {
 		res, err := r.res, r.err
@@ -76,7 +74,7 @@ func (r *Run) OnSettled(f func(subagent.Result, error)) {
 }
 
 // settle records the result once; later calls are ignored.
-func (r *Run) settle(res subagent.Result, err error) {
+func (r *remoteRun) settle(res subagent.Result, err error) {
 	r.mu.Lock()
 	if r.settled {
 		r.mu.Unlock()
@@ -95,7 +93,7 @@ func (r *Run) settle(res subagent.Result, err error) {
 // Dispose implements subagent.Run: it cancels the remote child and
 // returns once the hosting node reported it quiesced (its agent process
 // reaped), or once that node is lost. Idempotent, safe concurrently.
-func (r *Run) Dispose(ctx context.Context) error {
+func (r *remoteRun) Dispose(ctx context.Context) error {
 	select {
 	case <-r.quiesced:
 		return nil
@@ -110,17 +108,17 @@ func (r *Run) Dispose(ctx context.Context) error {
 	}
 }
 
-// SteerableRun is a remote run whose hosted child accepts steering.
-type SteerableRun struct{ *Run }
+// steerableRun is a remote run whose hosted child accepts steering.
+type steerableRun struct{ *remoteRun }
 
-var _ subagent.Steerer = SteerableRun{}
+var _ subagent.Steerer = steerableRun{}
 
 // Steer implements subagent.Steerer (R4): it returns once the hosted
 // child admitted the message into its next model request, or fails with
 // subagent.ErrNotDelivered. When ctx ends first the steer is withdrawn
 // and Steer waits for the hosting node's final answer, so a message is
 // never left queued unknown to the caller.
-func (r SteerableRun) Steer(ctx context.Context, message []subagent.ContentBlock) error {
+func (r steerableRun) Steer(ctx context.Context, message []subagent.ContentBlock) error {
 	answer := make(chan error, 1)
 	r.sys.Root.Send(r.proxy, steerRun{content: message, answer: answer, ctx: ctx})
 	select {
@@ -148,7 +146,7 @@ type (
 // hosted actor and its answers and events back, and watches it.
 type proxy struct {
 	p       *Provider
-	run     *Run
+	run     *remoteRun
 	host    *actor.PID
 	hosted  *actor.PID
 	start   *messages.RemoteStart
@@ -169,7 +167,7 @@ func (p *proxy) Receive(ctx actor.Context) {
 		ctx.Request(p.host, p.start)
 	case *messages.RemoteRefused:
 		if p.hosted == nil {
-			p.answerStart(&RefusedError{Node: p.run.node.ID, Code: m.GetCode(), Reason: m.GetReason()})
+			p.answerStart(&refusedError{Node: p.run.node.ID, Code: m.GetCode(), Reason: m.GetReason()})
 			p.finish(ctx)
 		}
 	case *messages.RemoteAccepted:
@@ -187,7 +185,7 @@ func (p *proxy) Receive(ctx actor.Context) {
 		p.run.steerable = m.GetSteerable()
 		p.answerStart(nil)
 	case *messages.RemoteStartFailed:
-		p.answerStart(&RefusedError{Node: p.run.node.ID, Code: m.GetCode(), Reason: m.GetReason()})
+		p.answerStart(&refusedError{Node: p.run.node.ID, Code: m.GetCode(), Reason: m.GetReason()})
 	case *messages.RunProgress:
 		if p.run.events != nil {
 			ev, _ := wire.ToEvent(m)
@@ -222,7 +220,7 @@ func (p *proxy) Receive(ctx actor.Context) {
 		if p.done {
 			return
 		}
-		lost := &NodeLostError{Node: p.run.node.ID, Address: p.run.node.Address, Why: m.Why.String()}
+		lost := &nodeLostError{Node: p.run.node.ID, Address: p.run.node.Address, Why: m.Why.String()}
 		if p.hosted == nil {
 			p.answerStart(fmt.Errorf("%w: %w", errLostBeforeAccepted, lost))
 		} else {

@@ -250,6 +250,13 @@ func goals(r Results) []Goal {
 	}
 	g = append(g, goal("remote-run", "a remote start→result→dispose between two node processes within 3× a raw protoactor remote request between the same two",
 		remoteDetail, check("run ÷ raw, p50", remote, "<=", 3, "×")))
+	three, threeDetail := math.NaN(), "not measured"
+	if m := r.Remote; m != nil {
+		three = ratio(m.TwoHosts, m.OneNode)
+		threeDetail = fmt.Sprintf("%.0f delegations per second across three nodes (%d callers on one, two hosting) against %.0f on one node hosting its own (through one host: %.0f); the three processes share the machine's cores", m.TwoHosts, m.Callers, m.OneNode, m.OneHost)
+	}
+	g = append(g, goal("remote-scale", "delegations per second across three node processes (the caller's and two hosting) at least a quarter of one node's hosting its own runs (the same delegations through the same client)",
+		threeDetail, check("three nodes ÷ one node", three, ">=", 0.25, "×")))
 	return g
 }
 
@@ -408,11 +415,11 @@ func markdown(r Results) string {
 		}
 	}
 	if m := r.Remote; m != nil {
-		w("\n## Remote runs\n\nTwo node processes on loopback (the caller here, the host a cmd/remotehost process with an in-process echo provider): a raw protoactor remote request (a load query to the host actor and its answer) beside a remote run through the caller's Service on the remote provider (placement, start, result, dispose with the host's quiescence report), alternating, wall time. Then %d callers delegating at once, 100 delegations each, through one host and through two.\n\n", m.Callers)
+		w("\n## Remote runs\n\nTwo node processes on loopback (the caller here, the host a cmd/remotehost process with an in-process echo provider): a raw protoactor remote request (a load query to the host actor and its answer) beside a remote run through the caller's Service on the remote provider (placement, start, result, dispose with the host's quiescence report), alternating, wall time. Then %d callers delegating at once, 100 delegations each, on one node placing the runs on itself, through one host and through two.\n\n", m.Callers)
 		w("| what | samples | p50 | p99 | max |\n|---|---|---|---|---|\n")
 		w("| raw remote request | %d | %.0f µs | %.0f µs | %.0f µs |\n", m.Raw.Samples, m.Raw.P50, m.Raw.P99, m.Raw.Max)
 		w("| remote start→result→dispose | %d | %.0f µs | %.0f µs | %.0f µs |\n", m.Run.Samples, m.Run.P50, m.Run.P99, m.Run.Max)
-		w("\nDelegations per second: %.0f through one host, %.0f through two.\n", m.OneHost, m.TwoHosts)
+		w("\nDelegations per second: %.0f on one node hosting its own runs, %.0f through one host, %.0f through two (three nodes).\n", m.OneNode, m.OneHost, m.TwoHosts)
 	}
 	if a := r.ACP; a != nil {
 		w("\n## ACP child\n\nThe ACP Go SDK's example agent (`%s`, scripted, no model) as a child through the Service on the acp provider, one at a time, start→result→dispose: Start until the run is published (the process launched in its own group, initialize, session/new, the descriptor stored); the agent's turn until its answer to session/prompt (its own scripted pauses, about 5 s); exit, from that answer until the result settles (the process ended on the shutdown ladder: stdin closed, its exit awaited, reaped); and Dispose of the settled run.\n\n", bench.ExampleAgentInstall)

@@ -1,0 +1,4 @@
+package cluster
+
+// ValidateStart is validateStart for the external tests.
+var ValidateStart = validateStart
