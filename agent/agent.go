@@ -50,6 +50,12 @@ type Config struct {
 	// session, all or nothing.
 	Seed    []Message
 	LogOnly []persistence.Record
+	// Deferred, for a new session in a store that can defer a create
+	// (persistence.DeferredCreator), creates it there without a write of
+	// its own: the session's first turn stores it, with the records it
+	// was created with, in one write. For a session whose creation can be
+	// derived again after a crash (a delegated child's, S9).
+	Deferred bool
 	// Model writes the assistant turns; required.
 	Model Model
 	// Tools the model may call; names must be distinct.
@@ -234,17 +240,22 @@ func New(ctx context.Context, cfg Config) (*Agent, error) {
 		}
 		return a, nil
 	}
-	if err := a.create(ctx, cfg.LogOnly, cfg.Seed); err != nil {
+	if err := a.create(ctx, cfg.LogOnly, cfg.Seed, cfg.Deferred); err != nil {
 		return nil, err
 	}
 	return a, nil
 }
 
-// create creates the session with the log-only records and the seed.
-func (a *Agent) create(ctx context.Context, logOnly []persistence.Record, seed []Message) error {
+// create creates the session with the log-only records and the seed,
+// deferred when asked and the store can.
+func (a *Agent) create(ctx context.Context, logOnly []persistence.Record, seed []Message, deferred bool) error {
+	createWith := a.store.CreateWith
+	if d, ok := a.store.(persistence.DeferredCreator); ok && deferred {
+		createWith = d.CreateDeferred
+	}
 	if len(seed) == 0 {
 		// The store copies what it is given (persistence.Store).
-		seq, err := a.store.CreateWith(ctx, a.header, logOnly...)
+		seq, err := createWith(ctx, a.header, logOnly...)
 		if err != nil {
 			return fmt.Errorf("agent: create session: %w", err)
 		}
@@ -261,7 +272,7 @@ func (a *Agent) create(ctx context.Context, logOnly []persistence.Record, seed [
 			return &ConfigError{Field: fmt.Sprintf("Seed[%d]", i), Reason: err.Error()}
 		}
 	}
-	seq, err := a.store.CreateWith(ctx, a.header, b.records()...)
+	seq, err := createWith(ctx, a.header, b.records()...)
 	if err != nil {
 		return fmt.Errorf("agent: create session: %w", err)
 	}
