@@ -203,7 +203,8 @@ var (
 //
 // The store is safe for concurrent use. Every call that changes the file
 // is fsynced before it returns; concurrent writes share one transaction
-// and one fsync (a group commit). If bbolt fails to write or fsync, the
+// and one fsync (a group commit). It is a DeferredCreator: a deferred
+// session is written by the commit of its first write. If bbolt fails to write or fsync, the
 // call fails with ErrFailed and so does every later call but Close: close
 // and open the file again, and the store holds what was acknowledged.
 // Every stored value is read back as hostile input: a session whose
@@ -883,8 +884,9 @@ func (b *boltStore) LoadFrom(ctx context.Context, sessionID string, after uint64
 	err := b.view(sessionID, func(tx *bolt.Tx) error {
 		sb, err := existingSession(tx, sessionID)
 		if d != nil && errors.Is(err, ErrNotFound) {
-			h, entries = d.h, d.entriesAfter(after)
-			return nil
+			h = d.h
+			entries, err = d.entriesAfter(after)
+			return err
 		}
 		if err != nil {
 			return err

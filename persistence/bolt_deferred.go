@@ -1,6 +1,7 @@
 package persistence
 
 import (
+	"cmp"
 	"context"
 	"encoding/json"
 	"errors"
@@ -18,11 +19,8 @@ import (
 type deferredSession struct {
 	h    subagent.SessionHeader
 	hv   []byte   // the framed header
-	vals [][]byte // the encoded records
-	// For reads of a deferred session: its records, copied, with their
-	// sequence numbers, and its place among the deferred sessions.
-	entries []Entry
-	n       uint64
+	vals [][]byte // the encoded records, which reads decode
+	n    uint64   // its place among the deferred sessions
 }
 
 // newSession validates and encodes a session to create, or fails with
@@ -61,12 +59,6 @@ func (b *boltStore) CreateDeferred(ctx context.Context, h subagent.SessionHeader
 	d, err := newSession(h, recs)
 	if err != nil {
 		return 0, err
-	}
-	if d.entries, err = copyRecords(nil, recs); err != nil {
-		return 0, err
-	}
-	for i := range d.entries {
-		d.entries[i].Seq = uint64(i + 1)
 	}
 	err = b.view(h.SessionID, func(tx *bolt.Tx) error {
 		all, err := sessionsOf(tx)
@@ -118,18 +110,8 @@ func (b *boltStore) deferredList() []*deferredSession {
 	for _, d := range b.deferred {
 		list = append(list, d)
 	}
-	slices.SortFunc(list, func(x, y *deferredSession) int { return compareUint(x.n, y.n) })
+	slices.SortFunc(list, func(x, y *deferredSession) int { return cmp.Compare(x.n, y.n) })
 	return list
-}
-
-func compareUint(x, y uint64) int {
-	switch {
-	case x < y:
-		return -1
-	case x > y:
-		return 1
-	}
-	return 0
 }
 
 // forget drops d once the transaction that stored it committed.
@@ -173,20 +155,18 @@ func (b *boltStore) writable(tx *bolt.Tx, id string) (sb *bolt.Bucket, stored *d
 	return sb, d, nil
 }
 
-// entriesAfter is what LoadFrom returns of d: copies of its records after
-// sequence number after.
-func (d *deferredSession) entriesAfter(after uint64) []Entry {
-	var recs []Record
-	for _, e := range d.entries {
-		if e.Seq > after {
-			recs = append(recs, e.Record)
+// entriesAfter is what LoadFrom returns of d: its records after sequence
+// number after, decoded from the values its first write will store.
+func (d *deferredSession) entriesAfter(after uint64) ([]Entry, error) {
+	var out []Entry
+	for i := after; i < uint64(len(d.vals)); i++ {
+		r, err := decodeRecord(d.vals[i])
+		if err != nil {
+			return nil, &CorruptError{SessionID: d.h.SessionID, Part: "record", Seq: i + 1, Err: err}
 		}
+		out = append(out, Entry{Seq: i + 1, Record: r})
 	}
-	out, _ := copyRecords(nil, recs) // they passed already
-	for i := range out {
-		out[i].Seq = after + uint64(i) + 1
-	}
-	return out
+	return out, nil
 }
 
 // info is d as Sessions and Children list it.
