@@ -122,7 +122,12 @@ func TestR1_S9_S7_ASpawnedChildIsStoredWithItsFirstTurn(t *testing.T) {
 		t.Fatalf("the child's log: %+v, %v", entries, err)
 	}
 
-	// A continuable child's first activation, as the Service starts it.
+	// A continuable child's first activation, as the Service starts it,
+	// parked on its model.
+	p, err = spawn.New(spawn.Config{System: e.sys, Store: store, Model: gated{gate: make(chan struct{})}})
+	if err != nil {
+		t.Fatal(err)
+	}
 	ctx := runscope.With(await.Ctx(t), subagent.Scope{RunID: "continuable", Continuable: true})
 	run, err = p.Start(ctx, subagent.StartRequest{Prompt: prompt("go"), Parent: parent})
 	if err != nil {
