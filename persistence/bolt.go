@@ -204,9 +204,10 @@ var (
 // The store is safe for concurrent use. Every call that changes the file
 // is fsynced before it returns; concurrent writes share one transaction
 // and one fsync (a group commit). It is a DeferredCreator: a deferred
-// session is written by the commit of its first write. If bbolt fails to write or fsync, the
-// call fails with ErrFailed and so does every later call but Close: close
-// and open the file again, and the store holds what was acknowledged.
+// session is written by the commit of its first write. If bbolt fails to
+// write or fsync, the call fails with ErrFailed and so does every later
+// call but Close: close and open the file again, and the store holds what
+// was acknowledged.
 // Every stored value is read back as hostile input: a session whose
 // values do not decode fails its Load with a *CorruptError, and every
 // other session stays readable and writable.
