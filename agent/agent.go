@@ -51,7 +51,7 @@ type Config struct {
 	Seed    []Message
 	LogOnly []persistence.Record
 	// Deferred, for a new session in a store that can defer a create
-	// (persistence.DeferredCreator), creates it there without a write of
+	// (one with CreateDeferred, as the bbolt store has), creates it there without a write of
 	// its own: the session's first turn stores it, with the records it
 	// was created with, in one write. For a session whose creation can be
 	// derived again after a crash (a delegated child's, S9).
@@ -246,11 +246,17 @@ func New(ctx context.Context, cfg Config) (*Agent, error) {
 	return a, nil
 }
 
+// deferredCreator is a store that can create a session whose first write
+// stores it (persistence's bbolt store).
+type deferredCreator interface {
+	CreateDeferred(ctx context.Context, h subagent.SessionHeader, recs ...persistence.Record) (uint64, error)
+}
+
 // create creates the session with the log-only records and the seed,
 // deferred when asked and the store can.
 func (a *Agent) create(ctx context.Context, logOnly []persistence.Record, seed []Message, deferred bool) error {
 	createWith := a.store.CreateWith
-	if d, ok := a.store.(persistence.DeferredCreator); ok && deferred {
+	if d, ok := a.store.(deferredCreator); ok && deferred {
 		createWith = d.CreateDeferred
 	}
 	if len(seed) == 0 {

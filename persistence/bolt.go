@@ -160,7 +160,10 @@ type boltStore struct {
 	deferredN uint64
 }
 
-var _ Backend = (*boltStore)(nil)
+var (
+	_ Backend         = (*boltStore)(nil)
+	_ deferredCreator = (*boltStore)(nil)
+)
 
 const (
 	// boltOpenTimeout bounds the wait for bbolt's exclusive file lock, so
@@ -203,8 +206,9 @@ var (
 //
 // The store is safe for concurrent use. Every call that changes the file
 // is fsynced before it returns; concurrent writes share one transaction
-// and one fsync (a group commit). It is a DeferredCreator: a deferred
-// session is written by the commit of its first write. If bbolt fails to
+// and one fsync (a group commit). It has CreateDeferred (see
+// deferredCreator): a deferred session is written by the commit of its
+// first write. If bbolt fails to
 // write or fsync, the call fails with ErrFailed and so does every later
 // call but Close: close and open the file again, and the store holds what
 // was acknowledged.

@@ -15,7 +15,7 @@ import (
 
 // deferredSession is a session as a create writes it: its header and
 // records encoded. One CreateDeferred made is kept in the store's memory
-// until a write stores it (see DeferredCreator); it never changes.
+// until a write stores it (see deferredCreator); it never changes.
 type deferredSession struct {
 	h    subagent.SessionHeader
 	hv   []byte   // the framed header
@@ -47,7 +47,7 @@ func newSession(h subagent.SessionHeader, recs []Record) (*deferredSession, erro
 	return &deferredSession{h: h, hv: frame(body), vals: vals}, nil
 }
 
-// CreateDeferred implements DeferredCreator: the session is refused as
+// CreateDeferred implements deferredCreator: the session is refused as
 // CreateWith refuses it, and otherwise kept in memory until the first
 // write that changes it stores it in that write's transaction (see
 // writable).

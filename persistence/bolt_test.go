@@ -33,19 +33,15 @@ func TestBoltConformance(t *testing.T) {
 	})
 }
 
-func TestBoltDeferredConformance(t *testing.T) {
-	persistencetest.RunDeferred(t, func(t *testing.T) persistence.Store {
-		return openBolt(t, boltPath(t))
-	})
-}
-
 // A deferred session is in the file only once a write stored it, and
 // then whole, under the sequence numbers it was created with; one no
 // write stored is gone when the store is opened again.
 func TestBoltDeferredSessionIsStoredByItsFirstWrite(t *testing.T) {
 	path := boltPath(t)
 	s := openBolt(t, path)
-	d := s.(persistence.DeferredCreator)
+	d := s.(interface {
+		CreateDeferred(context.Context, subagent.SessionHeader, ...persistence.Record) (uint64, error)
+	})
 	h := subagent.SessionHeader{SessionID: "kept", ParentSessionID: "p", DelegationDepth: 1}
 	for _, id := range []string{"kept", "lost"} {
 		h.SessionID = id

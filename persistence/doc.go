@@ -21,7 +21,7 @@
 // caller read, failing with a *ConflictError (ErrConflict) otherwise, so
 // that a writer that lost a race finds out instead of interleaving.
 // CreateWith creates a session together with its first records, all or
-// nothing; a DeferredCreator's CreateDeferred does the same without a
+// nothing; the bbolt store's CreateDeferred does the same without a
 // write of its own, the session's first write storing it (a delegated
 // child's, whose creation its parent's log can give again, S9). Header,
 // Sessions and Children read headers without records; both listings are

@@ -204,8 +204,9 @@ type Store interface {
 	Delete(ctx context.Context, sessionID string) error
 }
 
-// DeferredCreator is a Store that can create a session without a write
-// of its own: CreateDeferred is CreateWith, checked and answered the same
+// deferredCreator is a Store that can create a session without a write
+// of its own (the bbolt store is one; callers find the method by a type
+// assertion): CreateDeferred is CreateWith, checked and answered the same
 // way, but the session's header and records are written in the
 // transaction of the first write that changes the session (an Append or
 // AppendAt with records, a Compact). Until then it is in the store's
@@ -219,7 +220,7 @@ type Store interface {
 // a delegated child's, whose id and prompt its parent's log holds before
 // the child starts (S9), so that a child that stored nothing runs anew
 // under the same id. Its delegation then costs one durable write less.
-type DeferredCreator interface {
+type deferredCreator interface {
 	CreateDeferred(ctx context.Context, h subagent.SessionHeader, recs ...Record) (seq uint64, err error)
 }
 

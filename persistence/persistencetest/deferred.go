@@ -1,6 +1,7 @@
 package persistencetest
 
 import (
+	"context"
 	"errors"
 	"slices"
 	"testing"
@@ -9,32 +10,26 @@ import (
 	"github.com/subactor/subactor/subagent"
 )
 
-// RunDeferred runs the DeferredCreator cases against a fresh store from
-// newStore: a deferred session is a session to every call of the store
-// from the moment it is created, and its first write stores it whole.
-func RunDeferred(t *testing.T, newStore func(t *testing.T) persistence.Store) {
-	cases := []struct {
-		name string
-		f    func(*testing.T, persistence.Store, persistence.DeferredCreator)
-	}{
-		{"DeferredIsASessionAtOnce", testDeferredIsASessionAtOnce},
-		{"DeferredFirstWriteStoresItWhole", testDeferredFirstWriteStoresItWhole},
-		{"DeferredDelete", testDeferredDelete},
-		{"DeferredRefusesWhatCreateWithRefuses", testDeferredRefusesWhatCreateWithRefuses},
-	}
-	for _, c := range cases {
-		t.Run(c.name, func(t *testing.T) {
-			s := newStore(t)
-			d, ok := s.(persistence.DeferredCreator)
-			if !ok {
-				t.Fatalf("%T is no persistence.DeferredCreator", s)
-			}
-			c.f(t, s, d)
-		})
-	}
+// deferredCreator is a store with CreateDeferred (see persistence's
+// deferredCreator): a deferred session is a session to every call of the
+// store from the moment it is created, and its first write stores it
+// whole. Run runs these cases for a store that has it.
+type deferredCreator interface {
+	persistence.Store
+	CreateDeferred(ctx context.Context, h subagent.SessionHeader, recs ...persistence.Record) (uint64, error)
 }
 
-func mustDefer(t *testing.T, d persistence.DeferredCreator, h subagent.SessionHeader, recs ...persistence.Record) {
+var deferredCases = []struct {
+	name string
+	f    func(*testing.T, persistence.Store, deferredCreator)
+}{
+	{"DeferredIsASessionAtOnce", testDeferredIsASessionAtOnce},
+	{"DeferredFirstWriteStoresItWhole", testDeferredFirstWriteStoresItWhole},
+	{"DeferredDelete", testDeferredDelete},
+	{"DeferredRefusesWhatCreateWithRefuses", testDeferredRefusesWhatCreateWithRefuses},
+}
+
+func mustDefer(t *testing.T, d deferredCreator, h subagent.SessionHeader, recs ...persistence.Record) {
 	t.Helper()
 	if seq, err := d.CreateDeferred(t.Context(), h, recs...); err != nil || seq != uint64(len(recs)) {
 		t.Fatalf("CreateDeferred(%q): %d, %v; want %d", h.SessionID, seq, err, len(recs))
@@ -49,7 +44,7 @@ func ids(infos []persistence.SessionInfo) []string {
 	return out
 }
 
-func testDeferredIsASessionAtOnce(t *testing.T, s persistence.Store, d persistence.DeferredCreator) {
+func testDeferredIsASessionAtOnce(t *testing.T, s persistence.Store, d deferredCreator) {
 	ctx := t.Context()
 	mustCreate(t, s, header("before"))
 	h := header("d")
@@ -100,7 +95,7 @@ func testDeferredIsASessionAtOnce(t *testing.T, s persistence.Store, d persisten
 	wantRecords(t, recs, rec("message", `1`), rec("log", `{"a":2}`))
 }
 
-func testDeferredFirstWriteStoresItWhole(t *testing.T, s persistence.Store, d persistence.DeferredCreator) {
+func testDeferredFirstWriteStoresItWhole(t *testing.T, s persistence.Store, d deferredCreator) {
 	ctx := t.Context()
 	for _, write := range []struct {
 		name string
@@ -134,7 +129,7 @@ func testDeferredFirstWriteStoresItWhole(t *testing.T, s persistence.Store, d pe
 	wantRecords(t, recs, rec("message", `"summary"`))
 }
 
-func testDeferredDelete(t *testing.T, s persistence.Store, d persistence.DeferredCreator) {
+func testDeferredDelete(t *testing.T, s persistence.Store, d deferredCreator) {
 	ctx := t.Context()
 	mustDefer(t, d, header("d"), rec("message", `1`))
 	if err := s.Delete(ctx, "d"); err != nil {
@@ -156,7 +151,7 @@ func testDeferredDelete(t *testing.T, s persistence.Store, d persistence.Deferre
 	mustDefer(t, d, header("d"))
 }
 
-func testDeferredRefusesWhatCreateWithRefuses(t *testing.T, s persistence.Store, d persistence.DeferredCreator) {
+func testDeferredRefusesWhatCreateWithRefuses(t *testing.T, s persistence.Store, d deferredCreator) {
 	ctx := t.Context()
 	for _, c := range []struct {
 		h    subagent.SessionHeader

@@ -41,7 +41,9 @@ func (w *writeCounter) CreateWith(ctx context.Context, h subagent.SessionHeader,
 
 func (w *writeCounter) CreateDeferred(ctx context.Context, h subagent.SessionHeader, recs ...persistence.Record) (uint64, error) {
 	w.count(&w.defers)
-	return w.Backend.(persistence.DeferredCreator).CreateDeferred(ctx, h, recs...)
+	return w.Backend.(interface {
+		CreateDeferred(context.Context, subagent.SessionHeader, ...persistence.Record) (uint64, error)
+	}).CreateDeferred(ctx, h, recs...)
 }
 
 func (w *writeCounter) AppendAt(ctx context.Context, id string, expect uint64, recs ...persistence.Record) (uint64, error) {

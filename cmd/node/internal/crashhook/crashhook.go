@@ -157,11 +157,13 @@ func (s *ackStore) CreateWith(ctx context.Context, h subagent.SessionHeader, rec
 	return seq, nil
 }
 
-// CreateDeferred implements persistence.DeferredCreator when the store
-// does. Nothing is acknowledged: the session's records are, with the
+// CreateDeferred is the store's CreateDeferred, when it has one (the
+// bbolt store does). Nothing is acknowledged: the session's records are, with the
 // write that stores them (see stored).
 func (s *ackStore) CreateDeferred(ctx context.Context, h subagent.SessionHeader, recs ...persistence.Record) (uint64, error) {
-	d, ok := s.Store.(persistence.DeferredCreator)
+	d, ok := s.Store.(interface {
+		CreateDeferred(context.Context, subagent.SessionHeader, ...persistence.Record) (uint64, error)
+	})
 	if !ok {
 		return s.CreateWith(ctx, h, recs...)
 	}
