@@ -49,6 +49,12 @@ type Config struct {
 	// session, all or nothing.
 	Seed    []Message
 	LogOnly []persistence.Record
+	// Deferred, for a new session in a store that can defer a create
+	// (one with CreateDeferred, as the bbolt store has), creates it there without a write of
+	// its own: the session's first turn stores it, with the records it
+	// was created with, in one write. For a session whose creation can be
+	// derived again after a crash (a delegated child's, S9).
+	Deferred bool
 	// Model writes the assistant turns; required.
 	Model Model
 	// Tools the model may call; names must be distinct.
@@ -233,17 +239,28 @@ func New(ctx context.Context, cfg Config) (*Agent, error) {
 		}
 		return a, nil
 	}
-	if err := a.create(ctx, cfg.LogOnly, cfg.Seed); err != nil {
+	if err := a.create(ctx, cfg.LogOnly, cfg.Seed, cfg.Deferred); err != nil {
 		return nil, err
 	}
 	return a, nil
 }
 
-// create creates the session with the log-only records and the seed.
-func (a *Agent) create(ctx context.Context, logOnly []persistence.Record, seed []Message) error {
+// deferredCreator is a store that can create a session whose first write
+// stores it (persistence's bbolt store).
+type deferredCreator interface {
+	CreateDeferred(ctx context.Context, h subagent.SessionHeader, recs ...persistence.Record) (uint64, error)
+}
+
+// create creates the session with the log-only records and the seed,
+// deferred when asked and the store can.
+func (a *Agent) create(ctx context.Context, logOnly []persistence.Record, seed []Message, deferred bool) error {
+	createWith := a.store.CreateWith
+	if d, ok := a.store.(deferredCreator); ok && deferred {
+		createWith = d.CreateDeferred
+	}
 	if len(seed) == 0 {
 		// The store copies what it is given (persistence.Store).
-		seq, err := a.store.CreateWith(ctx, a.header, logOnly...)
+		seq, err := createWith(ctx, a.header, logOnly...)
 		if err != nil {
 			return fmt.Errorf("agent: create session: %w", err)
 		}
@@ -260,7 +277,7 @@ func (a *Agent) create(ctx context.Context, logOnly []persistence.Record, seed [
 			return &ConfigError{Field: fmt.Sprintf("Seed[%d]", i), Reason: err.Error()}
 		}
 	}
-	seq, err := a.store.CreateWith(ctx, a.header, b.records()...)
+	seq, err := createWith(ctx, a.header, b.records()...)
 	if err != nil {
 		return fmt.Errorf("agent: create session: %w", err)
 	}

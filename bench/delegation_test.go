@@ -62,7 +62,7 @@ func TestFsyncProbe(t *testing.T) {
 ------ ----------- ----------- --------- --------- ----------------
 100.00    0.010000          49       204         1 total
 `)
-	if err != nil || n != 204 {
-		t.Fatalf("syncsIn: %d, %v", n, err)
+	if err != nil || n != (Syncs{All: 204, Fsync: 4}) {
+		t.Fatalf("syncsIn: %+v, %v", n, err)
 	}
 }

@@ -46,15 +46,20 @@ func FsyncProbe(ctx context.Context, dir string, n int, parentRuns bool) error {
 // syncCalls are the system calls that flush a file to its disk.
 var syncCalls = map[string]bool{"fsync": true, "fdatasync": true, "sync_file_range": true, "syncfs": true, "sync": true, "msync": true}
 
+// Syncs are the flushing system calls of a run: all of them, and the
+// fsyncs among them. bbolt flushes a commit with fdatasync (twice: its
+// pages, then its meta page) and fsyncs its file only when it grows it.
+type Syncs struct{ All, Fsync int }
+
 // CountSyncs runs argv under strace (following every thread and child)
 // and returns how many flushing system calls (syncCalls) it made. bbolt
 // calls fdatasync on its file descriptor itself, so no wrapper of the
 // *os.File bbolt's Options.OpenFile returns could count them; the kernel's
 // view is exact.
-func CountSyncs(ctx context.Context, argv ...string) (int, error) {
+func CountSyncs(ctx context.Context, argv ...string) (Syncs, error) {
 	out, err := os.CreateTemp("", "subactor-strace-")
 	if err != nil {
-		return 0, err
+		return Syncs{}, err
 	}
 	out.Close()
 	defer os.Remove(out.Name())
@@ -66,19 +71,19 @@ func CountSyncs(ctx context.Context, argv ...string) (int, error) {
 	var stderr bytes.Buffer
 	cmd.Stderr = &stderr
 	if err := cmd.Run(); err != nil {
-		return 0, fmt.Errorf("strace %s: %w: %s", strings.Join(argv, " "), err, stderr.Bytes())
+		return Syncs{}, fmt.Errorf("strace %s: %w: %s", strings.Join(argv, " "), err, stderr.Bytes())
 	}
 	summary, err := os.ReadFile(out.Name())
 	if err != nil {
-		return 0, err
+		return Syncs{}, err
 	}
 	return syncsIn(string(summary))
 }
 
 // syncsIn reads strace -c's summary: a row per system call, "% time,
 // seconds, usecs/call, calls, [errors,] syscall".
-func syncsIn(summary string) (int, error) {
-	total := 0
+func syncsIn(summary string) (Syncs, error) {
+	var s Syncs
 	for _, line := range strings.Split(summary, "\n") {
 		f := strings.Fields(line)
 		if len(f) < 5 || !syncCalls[f[len(f)-1]] {
@@ -86,11 +91,14 @@ func syncsIn(summary string) (int, error) {
 		}
 		n, err := strconv.Atoi(f[3])
 		if err != nil {
-			return 0, fmt.Errorf("unreadable strace summary line %q", line)
+			return Syncs{}, fmt.Errorf("unreadable strace summary line %q", line)
 		}
-		total += n
+		s.All += n
+		if f[len(f)-1] == "fsync" {
+			s.Fsync += n
+		}
 	}
-	return total, nil
+	return s, nil
 }
 
 // FsyncResult is the flushes per delegation on bbolt, and delegations per
@@ -99,7 +107,10 @@ type FsyncResult struct {
 	Delegations   int     `json:"delegations"`
 	ParentRuns    int     `json:"parentRuns"`
 	PerDelegation float64 `json:"fsyncsPerDelegation"`
-	PerParentRun  float64 `json:"fsyncsPerParentRun"`
+	// GrowthPerDelegation is the part of PerDelegation that bbolt's
+	// fsyncs of its growing file make (the rest are its commits').
+	GrowthPerDelegation float64 `json:"growthFsyncsPerDelegation"`
+	PerParentRun        float64 `json:"fsyncsPerParentRun"`
 	// OpenClose is what opening and closing the store flushed.
 	OpenClose int              `json:"fsyncsOpenClose"`
 	Parallel  []ParallelResult `json:"parallel"`

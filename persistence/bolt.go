@@ -5,7 +5,6 @@ import (
 	"cmp"
 	"context"
 	"encoding/binary"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"hash/crc32"
@@ -154,9 +153,17 @@ type boltStore struct {
 	// fails the transaction with its error: a fault in mid-write. A
 	// panicking hook is bbolt meeting a damaged page.
 	putHook func(seq uint64) error
+	// deferred are the sessions CreateDeferred made that no write has
+	// stored yet, by id; deferredN numbers them in creation order.
+	dmu       sync.Mutex
+	deferred  map[string]*deferredSession
+	deferredN uint64
 }
 
-var _ Backend = (*boltStore)(nil)
+var (
+	_ Backend         = (*boltStore)(nil)
+	_ deferredCreator = (*boltStore)(nil)
+)
 
 const (
 	// boltOpenTimeout bounds the wait for bbolt's exclusive file lock, so
@@ -199,9 +206,12 @@ var (
 //
 // The store is safe for concurrent use. Every call that changes the file
 // is fsynced before it returns; concurrent writes share one transaction
-// and one fsync (a group commit). If bbolt fails to write or fsync, the
-// call fails with ErrFailed and so does every later call but Close: close
-// and open the file again, and the store holds what was acknowledged.
+// and one fsync (a group commit). It has CreateDeferred (see
+// deferredCreator): a deferred session is written by the commit of its
+// first write. If bbolt fails to
+// write or fsync, the call fails with ErrFailed and so does every later
+// call but Close: close and open the file again, and the store holds what
+// was acknowledged.
 // Every stored value is read back as hostile input: a session whose
 // values do not decode fails its Load with a *CorruptError, and every
 // other session stays readable and writable.
@@ -665,62 +675,60 @@ func (b *boltStore) CreateWith(ctx context.Context, h subagent.SessionHeader, re
 		return 0, err
 	}
 	defer b.mu.RUnlock()
-	if err := validateHeader(h); err != nil {
-		return 0, err
-	}
-	switch {
-	case len(h.SessionID) > bolt.MaxKeySize:
-		return 0, fmt.Errorf("%w: session id longer than %d bytes", ErrInvalid, bolt.MaxKeySize)
-	case len(h.ParentSessionID) > maxParentID:
-		return 0, fmt.Errorf("%w: parent session id longer than %d bytes", ErrInvalid, maxParentID)
-	}
-	body, err := json.Marshal(h)
-	if err != nil {
-		return 0, fmt.Errorf("persistence: encode header: %w", err)
-	}
-	hv := frame(body)
-	vals, err := encodeRecords(recs)
+	d, err := newSession(h, recs)
 	if err != nil {
 		return 0, err
 	}
 	var last uint64
 	err = b.update(ctx, func(tx *bolt.Tx) error {
-		all, children, err := indexesOf(tx)
-		if err != nil {
-			return err
-		}
-		sb, err := sessionOf(all, h.SessionID)
-		switch {
-		case err != nil:
-			return err
-		case sb != nil:
+		if b.deferredOf(h.SessionID) != nil {
 			return fmt.Errorf("%w: %q", ErrExists, h.SessionID)
 		}
-		created, err := all.NextSequence()
-		if err != nil {
-			return err
-		}
-		if sb, err = all.CreateBucket([]byte(h.SessionID)); err != nil {
-			return err
-		}
-		if err := sb.Put(headerKey, hv); err != nil {
-			return err
-		}
-		if err := sb.Put(metaKey, encodeMeta(sessionMeta{Created: created})); err != nil {
-			return err
-		}
-		if h.ParentSessionID != "" {
-			if err := children.Put(childKey(h.ParentSessionID, created), []byte(h.SessionID)); err != nil {
-				return err
-			}
-		}
-		last, err = b.putRecords(h.SessionID, sb, vals)
+		var err error
+		_, last, err = b.store(tx, d)
 		return err
 	})
 	if err != nil {
 		return 0, err
 	}
 	return last, nil
+}
+
+// store creates d's session in tx: its header, meta, index entry and
+// records. It returns the session's bucket and its last sequence number.
+func (b *boltStore) store(tx *bolt.Tx, d *deferredSession) (*bolt.Bucket, uint64, error) {
+	h := d.h
+	all, children, err := indexesOf(tx)
+	if err != nil {
+		return nil, 0, err
+	}
+	sb, err := sessionOf(all, h.SessionID)
+	switch {
+	case err != nil:
+		return nil, 0, err
+	case sb != nil:
+		return nil, 0, fmt.Errorf("%w: %q", ErrExists, h.SessionID)
+	}
+	created, err := all.NextSequence()
+	if err != nil {
+		return nil, 0, err
+	}
+	if sb, err = all.CreateBucket([]byte(h.SessionID)); err != nil {
+		return nil, 0, err
+	}
+	if err := sb.Put(headerKey, d.hv); err != nil {
+		return nil, 0, err
+	}
+	if err := sb.Put(metaKey, encodeMeta(sessionMeta{Created: created})); err != nil {
+		return nil, 0, err
+	}
+	if h.ParentSessionID != "" {
+		if err := children.Put(childKey(h.ParentSessionID, created), []byte(h.SessionID)); err != nil {
+			return nil, 0, err
+		}
+	}
+	last, err := b.putRecords(h.SessionID, sb, d.vals)
+	return sb, last, err
 }
 
 // Append implements Store. Concurrent Appends commit together.
@@ -737,19 +745,29 @@ func (b *boltStore) Append(ctx context.Context, sessionID string, recs ...Record
 	}
 	if len(vals) == 0 {
 		// Nothing to write; only the session's existence is reported.
+		d := b.deferredOf(sessionID)
 		return b.view(sessionID, func(tx *bolt.Tx) error {
 			_, err := existingSession(tx, sessionID)
+			if d != nil && errors.Is(err, ErrNotFound) {
+				return nil
+			}
 			return err
 		})
 	}
-	return b.update(ctx, func(tx *bolt.Tx) error {
-		sb, err := existingSession(tx, sessionID)
-		if err != nil {
+	var stored *deferredSession
+	err = b.update(ctx, func(tx *bolt.Tx) error {
+		var sb *bolt.Bucket
+		var err error
+		if sb, stored, err = b.writable(tx, sessionID); err != nil {
 			return err
 		}
 		_, err = b.putRecords(sessionID, sb, vals)
 		return err
 	})
+	if err == nil {
+		b.forget(stored)
+	}
+	return err
 }
 
 // AppendAt implements Store. Concurrent AppendAts commit together; one
@@ -775,9 +793,19 @@ func (b *boltStore) AppendAt(ctx context.Context, sessionID string, expect uint6
 		}
 		return true
 	}
+	var stored *deferredSession
 	if len(vals) == 0 {
+		d := b.deferredOf(sessionID)
 		err = b.view(sessionID, func(tx *bolt.Tx) error {
 			sb, err := existingSession(tx, sessionID)
+			if d != nil && errors.Is(err, ErrNotFound) {
+				if at := uint64(len(d.vals)); at != expect {
+					conflict = &ConflictError{SessionID: sessionID, Expected: expect, Actual: at}
+				} else {
+					newSeq = expect
+				}
+				return nil
+			}
 			if err == nil && check(sb) {
 				newSeq = expect
 			}
@@ -785,8 +813,17 @@ func (b *boltStore) AppendAt(ctx context.Context, sessionID string, expect uint6
 		})
 	} else {
 		err = b.update(ctx, func(tx *bolt.Tx) error {
-			newSeq, conflict = 0, nil
+			newSeq, conflict, stored = 0, nil, nil
 			sb, err := existingSession(tx, sessionID)
+			if errors.Is(err, ErrNotFound) {
+				// A deferred session's log ends where its create put
+				// it: a conflict stores nothing.
+				if d := b.deferredOf(sessionID); d != nil && uint64(len(d.vals)) != expect {
+					conflict = &ConflictError{SessionID: sessionID, Expected: expect, Actual: uint64(len(d.vals))}
+					return nil
+				}
+				sb, stored, err = b.writable(tx, sessionID)
+			}
 			if err != nil || !check(sb) {
 				return err
 			}
@@ -800,6 +837,7 @@ func (b *boltStore) AppendAt(ctx context.Context, sessionID string, expect uint6
 	case conflict != nil:
 		return 0, conflict
 	}
+	b.forget(stored)
 	return newSeq, nil
 }
 
@@ -847,8 +885,14 @@ func (b *boltStore) LoadFrom(ctx context.Context, sessionID string, after uint64
 		h       subagent.SessionHeader
 		entries []Entry
 	)
+	d := b.deferredOf(sessionID)
 	err := b.view(sessionID, func(tx *bolt.Tx) error {
 		sb, err := existingSession(tx, sessionID)
+		if d != nil && errors.Is(err, ErrNotFound) {
+			h = d.h
+			entries, err = d.entriesAfter(after)
+			return err
+		}
 		if err != nil {
 			return err
 		}
@@ -872,8 +916,13 @@ func (b *boltStore) Header(ctx context.Context, sessionID string) (subagent.Sess
 	}
 	defer b.mu.RUnlock()
 	var h subagent.SessionHeader
+	d := b.deferredOf(sessionID)
 	err := b.view(sessionID, func(tx *bolt.Tx) error {
 		sb, err := existingSession(tx, sessionID)
+		if d != nil && errors.Is(err, ErrNotFound) {
+			h = d.h
+			return nil
+		}
 		if err != nil {
 			return err
 		}
@@ -898,6 +947,7 @@ func (b *boltStore) Sessions(ctx context.Context) ([]SessionInfo, error) {
 		n    uint64
 	}
 	var list []created
+	deferred := b.deferredList()
 	err := b.view("", func(tx *bolt.Tx) error {
 		all, err := sessionsOf(tx)
 		if err != nil {
@@ -929,7 +979,7 @@ func (b *boltStore) Sessions(ctx context.Context) ([]SessionInfo, error) {
 	for i, c := range list {
 		infos[i] = c.info
 	}
-	return infos, nil
+	return withDeferred(infos, deferred, func(*deferredSession) bool { return true }), nil
 }
 
 // Children implements Store by reading the parent's range of the
@@ -945,6 +995,7 @@ func (b *boltStore) Children(ctx context.Context, parentSessionID string) ([]Ses
 		return nil, fmt.Errorf("%w: empty parent session id", ErrInvalid)
 	}
 	var infos []SessionInfo
+	deferred := b.deferredList()
 	err := b.view("", func(tx *bolt.Tx) error {
 		all, children, err := indexesOf(tx)
 		if err != nil {
@@ -982,7 +1033,7 @@ func (b *boltStore) Children(ctx context.Context, parentSessionID string) ([]Ses
 	if err != nil {
 		return nil, err
 	}
-	return infos, nil
+	return withDeferred(infos, deferred, func(d *deferredSession) bool { return d.h.ParentSessionID == parentSessionID }), nil
 }
 
 // Compact implements Store. It reads and checks the whole log first, so a
@@ -996,9 +1047,11 @@ func (b *boltStore) Compact(ctx context.Context, sessionID string, upTo uint64, 
 		return err
 	}
 	sv := encodeRecord(summary)
-	return b.update(ctx, func(tx *bolt.Tx) error {
-		sb, err := existingSession(tx, sessionID)
-		if err != nil {
+	var stored *deferredSession
+	err := b.update(ctx, func(tx *bolt.Tx) error {
+		var sb *bolt.Bucket
+		var err error
+		if sb, stored, err = b.writable(tx, sessionID); err != nil {
 			return err
 		}
 		_, m, err := readHead(sessionID, sb)
@@ -1026,6 +1079,10 @@ func (b *boltStore) Compact(ctx context.Context, sessionID string, upTo uint64, 
 		m.Removed += uint64(len(removed)) - 1
 		return sb.Put(metaKey, encodeMeta(m))
 	})
+	if err == nil {
+		b.forget(stored)
+	}
+	return err
 }
 
 // Delete implements Store. It also removes whatever else is stored under
@@ -1037,12 +1094,19 @@ func (b *boltStore) Delete(ctx context.Context, sessionID string) error {
 		return err
 	}
 	defer b.mu.RUnlock()
+	// A deferred session is dropped in the transaction's turn, so that a
+	// write ordered before the Delete stores it and one after finds none.
+	// (The transaction may run this again: what it dropped stays found.)
+	dropped := false
 	return b.update(ctx, func(tx *bolt.Tx) error {
 		all, children, err := indexesOf(tx)
 		if err != nil {
 			return err
 		}
 		key := []byte(sessionID)
+		if dropped = b.dropDeferred(sessionID) || dropped; dropped && !has(all, key) {
+			return nil // never stored: nothing in the file names it
+		}
 		found := true
 		indexed := false
 		switch sb := all.Bucket(key); {

@@ -33,6 +33,41 @@ func TestBoltConformance(t *testing.T) {
 	})
 }
 
+// A deferred session is in the file only once a write stored it, and
+// then whole, under the sequence numbers it was created with; one no
+// write stored is gone when the store is opened again.
+func TestBoltDeferredSessionIsStoredByItsFirstWrite(t *testing.T) {
+	path := boltPath(t)
+	s := openBolt(t, path)
+	d := s.(interface {
+		CreateDeferred(context.Context, subagent.SessionHeader, ...persistence.Record) (uint64, error)
+	})
+	h := subagent.SessionHeader{SessionID: "kept", ParentSessionID: "p", DelegationDepth: 1}
+	for _, id := range []string{"kept", "lost"} {
+		h.SessionID = id
+		if _, err := d.CreateDeferred(t.Context(), h, persistence.Record{Kind: "message", Data: []byte(`"prompt"`)}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if seq, err := s.AppendAt(t.Context(), "kept", 1, persistence.Record{Kind: "message", Data: []byte(`"answer"`)}); err != nil || seq != 2 {
+		t.Fatalf("AppendAt: %d, %v", seq, err)
+	}
+	if err := s.Close(); err != nil {
+		t.Fatal(err)
+	}
+	s = openBolt(t, path)
+	_, entries, err := s.LoadFrom(t.Context(), "kept", 0)
+	if err != nil || len(entries) != 2 || string(entries[0].Data) != `"prompt"` || entries[1].Seq != 2 {
+		t.Fatalf("kept: %+v, %v", entries, err)
+	}
+	if kids, err := s.Children(t.Context(), "p"); err != nil || len(kids) != 1 || kids[0].Header.SessionID != "kept" {
+		t.Fatalf("children of p: %+v, %v", kids, err)
+	}
+	if _, _, err := s.Load(t.Context(), "lost"); !errors.Is(err, persistence.ErrNotFound) {
+		t.Fatalf("lost: %v, want ErrNotFound", err)
+	}
+}
+
 func TestBoltTaskConformance(t *testing.T) {
 	persistencetest.RunTasks(t, func(t *testing.T) persistence.TaskStore {
 		return openBolt(t, boltPath(t))

@@ -21,8 +21,11 @@
 // caller read, failing with a *ConflictError (ErrConflict) otherwise, so
 // that a writer that lost a race finds out instead of interleaving.
 // CreateWith creates a session together with its first records, all or
-// nothing. Header, Sessions and Children read headers without records;
-// both listings are in creation order.
+// nothing; the bbolt store's CreateDeferred does the same without a
+// write of its own, the session's first write storing it (a delegated
+// child's, whose creation its parent's log can give again, S9). Header,
+// Sessions and Children read headers without records; both listings are
+// in creation order.
 //
 // Compact replaces the model-visible records up to a sequence number with
 // one summary record, under the last removed record's number. Log-only

@@ -204,6 +204,26 @@ type Store interface {
 	Delete(ctx context.Context, sessionID string) error
 }
 
+// deferredCreator is a Store that can create a session without a write
+// of its own (the bbolt store is one; callers find the method by a type
+// assertion): CreateDeferred is CreateWith, checked and answered the same
+// way, but the session's header and records are written in the
+// transaction of the first write that changes the session (an Append or
+// AppendAt with records, a Compact). Until then it is in the store's
+// memory, and every call of the store sees it as it sees a stored one
+// (Load, Header, Sessions, Children, AppendAt's check, Delete); a crash,
+// or closing the store, loses it. A deferred session counts as created
+// when that first write stores it: until then Sessions and Children list
+// it after the stored ones.
+//
+// It is for a session whose creation can be derived again after a crash:
+// a delegated child's, whose id and prompt its parent's log holds before
+// the child starts (S9), so that a child that stored nothing runs anew
+// under the same id. Its delegation then costs one durable write less.
+type deferredCreator interface {
+	CreateDeferred(ctx context.Context, h subagent.SessionHeader, recs ...Record) (seq uint64, err error)
+}
+
 // TaskRecord is the stored state of one background task (T3): which
 // delegation it belongs to and how it ended. The store does not interpret
 // State or Result.

@@ -45,6 +45,11 @@ type Scope struct {
 	// run's child after a crash; a run without a checkpoint to relaunch
 	// from settles error instead.
 	Restarts RestartPolicy
+	// Continuable marks the first activation of a continuable child
+	// (S7): its provider stores the child's creation before Start
+	// returns, since follow-ups resume the child from it. Any other
+	// child's provider may leave that to the child's first turn.
+	Continuable bool
 }
 
 // ScopeOf returns the Scope the Service put on the context it handed a

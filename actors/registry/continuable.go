@@ -236,7 +236,7 @@ func (s *Service) activate(ctx context.Context, provider string, req subagent.St
 		if resume {
 			run, err = s.Resume(startCtx, provider, req)
 		} else {
-			run, err = s.StartAs(startCtx, provider, req, childID)
+			run, err = s.open(startCtx, provider, req, false, childID, true)
 		}
 		if err == nil {
 			event(inActivated{run: run})

@@ -269,14 +269,14 @@ func (x *subscription) Flush(ctx context.Context) error {
 // stop reason. A request with a Continuation is refused: it goes to
 // Resume.
 func (s *Service) Start(ctx context.Context, name string, req subagent.StartRequest) (subagent.Run, error) {
-	return s.open(ctx, name, req, false, "")
+	return s.open(ctx, name, req, false, "", false)
 }
 
 // Resume continues a durable child through a provider that can resume, and
 // observes the returned run exactly like Start (S6). Descriptor lookup and
 // authorization are the caller's.
 func (s *Service) Resume(ctx context.Context, name string, req subagent.StartRequest) (subagent.Run, error) {
-	return s.open(ctx, name, req, true, "")
+	return s.open(ctx, name, req, true, "", false)
 }
 
 // StartAs is Start for a run whose id the caller chose, which a provider
@@ -288,10 +288,12 @@ func (s *Service) StartAs(ctx context.Context, name string, req subagent.StartRe
 	if runID == "" {
 		return nil, invalid("runID", "must not be empty")
 	}
-	return s.open(ctx, name, req, false, runID)
+	return s.open(ctx, name, req, false, runID, false)
 }
 
-func (s *Service) open(ctx context.Context, name string, req subagent.StartRequest, resume bool, runID string) (subagent.Run, error) {
+// open is Start, Resume and StartAs; continuable marks the first
+// activation of a continuable child (see subagent.Scope).
+func (s *Service) open(ctx context.Context, name string, req subagent.StartRequest, resume bool, runID string, continuable bool) (subagent.Run, error) {
 	if ctx == nil {
 		return nil, subagent.ErrNilContext
 	}
@@ -340,10 +342,11 @@ func (s *Service) open(ctx context.Context, name string, req subagent.StartReque
 		return nil, err
 	}
 	ctx = runscope.With(ctx, subagent.Scope{
-		RunID:    runID,
-		Parent:   subagent.ParentRef{SessionID: parentID, Depth: subagent.DelegationDepthOf(req.Parent)},
-		Events:   &st.sink,
-		Restarts: s.opts.RunRestarts,
+		RunID:       runID,
+		Parent:      subagent.ParentRef{SessionID: parentID, Depth: subagent.DelegationDepthOf(req.Parent)},
+		Events:      &st.sink,
+		Restarts:    s.opts.RunRestarts,
+		Continuable: continuable,
 	})
 	var run subagent.Run
 	if resume {

@@ -10,14 +10,17 @@ import (
 	"strings"
 	"sync/atomic"
 	"testing"
+	"time"
 
 	"go.uber.org/goleak"
 
 	"github.com/subactor/subactor/actors"
 	"github.com/subactor/subactor/actors/internal/run"
 	"github.com/subactor/subactor/actors/registry"
+	"github.com/subactor/subactor/actors/tasks"
 	"github.com/subactor/subactor/internal/await"
 	"github.com/subactor/subactor/internal/leaktest"
+	"github.com/subactor/subactor/persistence"
 	"github.com/subactor/subactor/subagent"
 )
 
@@ -777,5 +780,51 @@ func TestA1_ParentActorsAreRetiredOnceIdle(t *testing.T) {
 	f.svc.List()
 	if n := actorstest.LiveActors(f.sys); n != before+10 {
 		t.Fatalf("%d actors live after every parent went idle, %d before, want 10 kept", n, before)
+	}
+}
+
+// Contract S7: the first activation of a continuable child is marked in
+// its provider's scope, so that the provider stores the child's creation
+// before Start returns (follow-ups resume the child from it); a plain
+// delegation's is not, and its provider may leave that to the child's
+// first turn.
+func TestS7_AContinuableChildsFirstActivationIsMarkedInItsScope(t *testing.T) {
+	sys := actors.NewSystem()
+	mgr := tasks.New(sys, persistence.NewMemory())
+	svc := registry.New(sys, registry.WithTasks(mgr))
+	t.Cleanup(func() { svc.Close(); mgr.Close(context.Background()); sys.Shutdown() })
+	marks := make(chan bool, 2)
+	p := &resumer{testProvider{name: "durable", sys: sys, local: true}}
+	p.start = func(ctx context.Context, req subagent.StartRequest) (subagent.Run, error) {
+		scope, _ := subagent.ScopeOf(ctx)
+		marks <- scope.Continuable
+		return p.spawn(ctx, req, func(context.Context, *run.Gate) (subagent.Result, error) {
+			return subagent.Result{StopReason: subagent.Completed}, nil
+		}), nil
+	}
+	release, err := svc.RegisterProvider(p)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer release()
+	c, err := svc.StartContinuable(await.Ctx(t), "durable", request("first"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !await.Recv(t, marks, "the continuable start's mark") {
+		t.Fatal("a continuable child's first activation is not marked continuable")
+	}
+	if _, err := mgr.Collect(await.Ctx(t), top.SessionID(), c.Task.ID, time.Minute); err != nil {
+		t.Fatal(err)
+	}
+	r, err := svc.Start(await.Ctx(t), "durable", request("plain"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if await.Recv(t, marks, "the plain start's mark") {
+		t.Fatal("a plain delegation is marked continuable")
+	}
+	if err := r.Dispose(await.Ctx(t)); err != nil {
+		t.Fatal(err)
 	}
 }

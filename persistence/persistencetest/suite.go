@@ -13,7 +13,8 @@ import (
 )
 
 // Run runs every session-log conformance case against a fresh store from
-// newStore; RunTasks does the same for TaskStore.
+// newStore, and the deferred-create cases when its stores have
+// CreateDeferred (deferredCreator); RunTasks does the same for TaskStore.
 func Run(t *testing.T, newStore func(t *testing.T) persistence.Store) {
 	cases := []struct {
 		name string
@@ -48,6 +49,14 @@ func Run(t *testing.T, newStore func(t *testing.T) persistence.Store) {
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) { c.f(t, newStore(t)) })
+	}
+	if _, ok := newStore(t).(deferredCreator); ok {
+		for _, c := range deferredCases {
+			t.Run(c.name, func(t *testing.T) {
+				s := newStore(t)
+				c.f(t, s, s.(deferredCreator))
+			})
+		}
 	}
 }
 

@@ -169,6 +169,15 @@ func (p *Provider) Start(ctx context.Context, req subagent.StartRequest) (subage
 		return nil, err
 	}
 	cfg.Seed, cfg.LogOnly = seed, []persistence.Record{rec}
+	// The session is stored with the child's first turn rather than a
+	// write of its own: a delegating call records the child's id and
+	// prompt in its parent's log before the child starts (S9), so a
+	// child that stored nothing when the process died runs anew under
+	// the same id, as one that never started does. Until then it is a
+	// session to every reader of the store in this process (R1). A
+	// continuable child's creation is stored at once: follow-ups resume
+	// it from there (S7).
+	cfg.Deferred = !scope.Continuable
 	// New creates the session as its last step, so when it fails there is
 	// no session to remove.
 	if c.agent, err = agent.New(ctx, cfg); err != nil {

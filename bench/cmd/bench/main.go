@@ -418,14 +418,14 @@ func fsyncs(ctx context.Context, c config) (bench.FsyncResult, error) {
 	if err != nil {
 		return f, err
 	}
-	count := func(n int, parents bool) (int, error) {
+	count := func(n int, parents bool) (bench.Syncs, error) {
 		return bench.CountSyncs(ctx, self, "-fsync-probe", strconv.Itoa(n), "-probe-parent-runs="+strconv.FormatBool(parents))
 	}
 	for _, m := range []struct {
-		n       int
-		parents bool
-		into    *float64
-	}{{f.Delegations, false, &f.PerDelegation}, {f.ParentRuns, true, &f.PerParentRun}} {
+		n            int
+		parents      bool
+		into, growth *float64
+	}{{f.Delegations, false, &f.PerDelegation, &f.GrowthPerDelegation}, {f.ParentRuns, true, &f.PerParentRun, nil}} {
 		base, err := count(0, m.parents)
 		if err != nil {
 			return f, err
@@ -434,8 +434,11 @@ func fsyncs(ctx context.Context, c config) (bench.FsyncResult, error) {
 		if err != nil {
 			return f, err
 		}
-		*m.into = float64(all-base) / float64(m.n)
-		f.OpenClose = base
+		*m.into = float64(all.All-base.All) / float64(m.n)
+		if m.growth != nil {
+			*m.growth = float64(all.Fsync-base.Fsync) / float64(m.n)
+		}
+		f.OpenClose = base.All
 	}
 	return f, nil
 }

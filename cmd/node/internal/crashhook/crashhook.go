@@ -6,6 +6,7 @@
 package crashhook
 
 import (
+	"bytes"
 	"context"
 	"crypto/sha256"
 	"encoding/hex"
@@ -104,6 +105,9 @@ type seqTracker struct {
 	mu    sync.Mutex
 	known bool
 	last  uint64
+	// deferred are the records of a deferred create (see CreateDeferred)
+	// until the write that stores them with it is acknowledged.
+	deferred []persistence.Record
 }
 
 // session returns id's tracker, locked; the caller unlocks it.
@@ -153,6 +157,44 @@ func (s *ackStore) CreateWith(ctx context.Context, h subagent.SessionHeader, rec
 	return seq, nil
 }
 
+// CreateDeferred is the store's CreateDeferred, when it has one (the
+// bbolt store does). Nothing is acknowledged: the session's records are, with the
+// write that stores them (see stored).
+func (s *ackStore) CreateDeferred(ctx context.Context, h subagent.SessionHeader, recs ...persistence.Record) (uint64, error) {
+	d, ok := s.Store.(interface {
+		CreateDeferred(context.Context, subagent.SessionHeader, ...persistence.Record) (uint64, error)
+	})
+	if !ok {
+		return s.CreateWith(ctx, h, recs...)
+	}
+	t := s.session(h.SessionID)
+	defer t.mu.Unlock()
+	seq, err := d.CreateDeferred(ctx, h, recs...)
+	if err != nil {
+		return 0, err
+	}
+	t.known, t.last = true, seq
+	// Copies: the caller may reuse its records' data once this returns.
+	t.deferred = make([]persistence.Record, len(recs))
+	for i, r := range recs {
+		t.deferred[i] = persistence.Record{Kind: r.Kind, Data: bytes.Clone(r.Data)}
+	}
+	return seq, nil
+}
+
+// stored acknowledges a write of recs to id that ended at sequence
+// number last: with the records of its deferred create, which the write
+// stored too, when it was the session's first.
+func (s *ackStore) stored(id string, t *seqTracker, last uint64, recs []persistence.Record) {
+	t.known, t.last = true, last
+	first := last - uint64(len(recs)) + 1
+	if t.deferred != nil {
+		recs = append(t.deferred, recs...)
+		first, t.deferred = 1, nil
+	}
+	s.ack(id, first, recs)
+}
+
 // Create implements persistence.Store.
 func (s *ackStore) Create(ctx context.Context, h subagent.SessionHeader) error {
 	_, err := s.CreateWith(ctx, h)
@@ -169,9 +211,7 @@ func (s *ackStore) Append(ctx context.Context, id string, recs ...persistence.Re
 	if err := s.Store.Append(ctx, id, recs...); err != nil || len(recs) == 0 {
 		return err
 	}
-	first := t.last + 1
-	t.last += uint64(len(recs))
-	s.ack(id, first, recs)
+	s.stored(id, t, t.last+uint64(len(recs)), recs)
 	return nil
 }
 
@@ -183,8 +223,7 @@ func (s *ackStore) AppendAt(ctx context.Context, id string, expect uint64, recs 
 	if err != nil || len(recs) == 0 {
 		return seq, err
 	}
-	t.known, t.last = true, seq
-	s.ack(id, seq-uint64(len(recs))+1, recs)
+	s.stored(id, t, seq, recs)
 	return seq, nil
 }
 
@@ -194,7 +233,7 @@ func (s *ackStore) Delete(ctx context.Context, id string) error {
 	defer t.mu.Unlock()
 	err := s.Store.Delete(ctx, id)
 	if err == nil {
-		t.known = false
+		t.known, t.deferred = false, nil
 	}
 	return err
 }
