@@ -193,11 +193,9 @@ func (l *lifecycle) init(relaunchable bool, policy subagent.RestartPolicy) {
 }
 
 // Step applies one input and returns the effects to carry out, in order.
-// The *settle is the lifecycle's result. The slice is the lifecycle's,
-// reused by the next Step: the actor carries out one Step's effects
-// before its mailbox hands it the next input.
+// The *settle is the lifecycle's result.
 func (l *lifecycle) step(in input) []effect {
-	l.out = l.out[:0]
+	l.out = nil
 	if l.disposed {
 		if d, ok := in.(inDispose); ok && d.ID != "" {
 			l.emit(&tellQuiesced{ID: d.ID})
