@@ -24,12 +24,22 @@ type leaveHosted struct{ done chan struct{} }
 // host is the node's host actor: it admits starts from peers within the
 // node's capacity and supervises one hosted actor per admitted run.
 type host struct {
-	n       *Node
-	runs    map[string]*actor.PID // run id -> hosted actor
-	leaving chan struct{}         // closed when the last run stopped, during a leave
+	n    *Node
+	runs map[string]*actor.PID // run id -> hosted actor, until it stops
+	// quiesced holds the runs whose child quiesced but whose caller has
+	// not yet acknowledged it: still hosted, no longer load.
+	quiesced map[string]bool
+	leaving  chan struct{} // closed when the last run stopped, during a leave
 }
 
-func newHost(n *Node) *host { return &host{n: n, runs: map[string]*actor.PID{}} }
+// hostedQuiesced tells the host that a run's child quiesced. The hosted
+// actor sends it before it tells the caller, so a status asked after the
+// caller's Dispose returned no longer counts the run.
+type hostedQuiesced struct{ runID string }
+
+func newHost(n *Node) *host {
+	return &host{n: n, runs: map[string]*actor.PID{}, quiesced: map[string]bool{}}
+}
 
 func (h *host) Receive(ctx actor.Context) {
 	// A bug met by a peer's message must not reset the host (protoactor
@@ -48,10 +58,15 @@ func (h *host) Receive(ctx actor.Context) {
 		ctx.Respond(h.load())
 	case *messages.RemoteStart:
 		h.start(ctx, m)
+	case hostedQuiesced:
+		if _, ok := h.runs[m.runID]; ok {
+			h.quiesced[m.runID] = true
+		}
 	case *actor.Terminated:
 		for id, pid := range h.runs {
 			if pid.Equal(m.Who) {
 				delete(h.runs, id)
+				delete(h.quiesced, id)
 			}
 		}
 		if h.leaving != nil && len(h.runs) == 0 {
@@ -80,14 +95,19 @@ func (h *host) Receive(ctx actor.Context) {
 func (h *host) load() *messages.HostLoad {
 	ids := make([]string, 0, len(h.runs))
 	for id := range h.runs {
-		ids = append(ids, id)
+		if !h.quiesced[id] {
+			ids = append(ids, id)
+		}
 	}
 	slices.Sort(ids)
 	return &messages.HostLoad{
 		Node: h.n.ID(), Providers: h.n.Providers(),
-		Capacity: int64(h.n.cfg.Capacity), Runs: int64(len(h.runs)), RunIds: ids,
+		Capacity: int64(h.n.cfg.Capacity), Runs: int64(len(ids)), RunIds: ids,
 	}
 }
+
+// busy is the number of runs that count against the capacity.
+func (h *host) busy() int { return len(h.runs) - len(h.quiesced) }
 
 func (h *host) start(ctx actor.Context, m *messages.RemoteStart) {
 	refuse := func(code, reason string) {
@@ -114,11 +134,11 @@ func (h *host) start(ctx actor.Context, m *messages.RemoteStart) {
 		refuse(clusterwire.RefusedDuplicate, fmt.Sprintf("run %s is already hosted here", m.GetRunId()))
 		return
 	}
-	if len(h.runs) >= h.n.cfg.Capacity {
-		refuse(clusterwire.RefusedFull, fmt.Sprintf("node %s hosts %d runs, its capacity", h.n.ID(), len(h.runs)))
+	if h.busy() >= h.n.cfg.Capacity {
+		refuse(clusterwire.RefusedFull, fmt.Sprintf("node %s hosts %d runs, its capacity", h.n.ID(), h.busy()))
 		return
 	}
-	accepted := &messages.RemoteAccepted{RunId: m.GetRunId(), Node: h.n.ID(), Capacity: int64(h.n.cfg.Capacity), Runs: int64(len(h.runs) + 1)}
+	accepted := &messages.RemoteAccepted{RunId: m.GetRunId(), Node: h.n.ID(), Capacity: int64(h.n.cfg.Capacity), Runs: int64(h.busy() + 1)}
 	pid := ctx.Spawn(actor.PropsFromProducer(func() actor.Actor {
 		scope := subagent.Scope{RunID: m.GetRunId(), Parent: subagent.ParentRef{SessionID: m.GetParentSessionId(), Depth: int(m.GetParentDepth())}}
 		return &hosted{n: h.n, p: p, req: req, scope: scope, caller: ctx.Sender(), callerMember: m.GetCallerMember(), accepted: accepted, steers: map[uint64]context.CancelFunc{}}
@@ -452,6 +472,7 @@ func (r *hosted) quiesced(ctx actor.Context) {
 	}
 	r.cancel(errors.New("quiesced"))
 	r.done = true
+	ctx.Send(ctx.Parent(), hostedQuiesced{runID: r.scope.RunID})
 	if r.caller == nil {
 		ctx.Stop(ctx.Self())
 		return
