@@ -24,7 +24,7 @@ import (
 // released or cancelled) and whose runs can hide Steer, as an ACP child's
 // cannot steer.
 type wrapped struct {
-	*spawn.Provider
+	subagent.Provider
 	gate      chan struct{} // nil: no gate
 	entered   chan struct{} // told when a start is at the gate
 	hideSteer bool
@@ -64,7 +64,7 @@ func (w *wrapped) Resume(ctx context.Context, req subagent.StartRequest) (subage
 	if err := w.wait(ctx); err != nil {
 		return nil, err
 	}
-	return w.wrap(w.Provider.Resume(ctx, req))
+	return w.wrap(w.Provider.(subagent.Resumer).Resume(ctx, req))
 }
 
 // plainRun hides every optional method of a run (Steer among them).

@@ -58,11 +58,13 @@ type Config struct {
 // Runtime is a System, a Service and a spawn provider registered on it,
 // sharing one store and one model. Its methods are safe for concurrent use.
 type Runtime struct {
-	System   *actors.System
-	Service  *registry.Service
-	Store    persistence.Store
-	Model    agent.Model
-	Provider *spawn.Provider
+	System  *actors.System
+	Service *registry.Service
+	Store   persistence.Store
+	Model   agent.Model
+	// Provider is the spawn provider registered on Service (also a
+	// subagent.Resumer and a subagent.ModelChecker).
+	Provider subagent.Provider
 
 	// delegate is the parents' "subagent" tool over Provider.
 	delegate *delegate.Tool

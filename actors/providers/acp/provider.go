@@ -5,7 +5,6 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"github.com/subactor/subactor/internal/agentproc"
 	"log/slog"
 	"maps"
 	"os"
@@ -17,49 +16,50 @@ import (
 	"time"
 
 	sdk "github.com/coder/acp-go-sdk"
-	"github.com/subactor/subactor/internal/ids"
 
 	"github.com/subactor/subactor/actors/internal/run"
 	"github.com/subactor/subactor/agent"
+	"github.com/subactor/subactor/internal/agentproc"
+	"github.com/subactor/subactor/internal/ids"
 	"github.com/subactor/subactor/internal/lifetime"
 	"github.com/subactor/subactor/persistence"
 	"github.com/subactor/subactor/subagent"
 )
 
-// Provider starts ACP agents as children (P3). It declares none of the
+// provider starts ACP agents as children (P3). It declares none of the
 // start-time capabilities (the agent owns its tools and persona), and its
 // children do not see their parent's turns (P5). It is safe for
 // concurrent use.
-type Provider struct {
+type provider struct {
 	cfg Config
 	log *slog.Logger
 }
 
 var (
-	_ subagent.Provider = (*Provider)(nil)
-	_ subagent.Resumer  = (*Provider)(nil)
+	_ subagent.Provider = (*provider)(nil)
+	_ subagent.Resumer  = (*provider)(nil)
 )
 
-// New returns a Provider. It checks the configuration's shape; the
+// New returns an ACP provider, also a subagent.Resumer. It checks the configuration's shape; the
 // working directory is checked at each Start, since it may appear later.
-func New(cfg Config) (*Provider, error) {
+func New(cfg Config) (subagent.Provider, error) {
 	if err := cfg.validate(); err != nil {
 		return nil, err
 	}
 	cfg = cfg.withDefaults()
 	cfg.Args, cfg.Env = slices.Clone(cfg.Args), maps.Clone(cfg.Env)
-	return &Provider{cfg: cfg, log: cfg.System.Logger().With("provider", cfg.Name)}, nil
+	return &provider{cfg: cfg, log: cfg.System.Logger().With("provider", cfg.Name)}, nil
 }
 
 // Name implements subagent.Provider.
-func (p *Provider) Name() string { return p.cfg.Name }
+func (p *provider) Name() string { return p.cfg.Name }
 
 // Capabilities implements subagent.Provider: none.
-func (p *Provider) Capabilities() subagent.Capabilities { return subagent.Capabilities{} }
+func (p *provider) Capabilities() subagent.Capabilities { return subagent.Capabilities{} }
 
 // InheritsParentContext implements subagent.Provider: an ACP child starts
 // from its prompt alone (P5).
-func (p *Provider) InheritsParentContext() bool { return false }
+func (p *provider) InheritsParentContext() bool { return false }
 
 // Start implements subagent.Provider. It launches the agent in its own
 // process group, runs initialize (protocol version 1) and session/new,
@@ -69,7 +69,7 @@ func (p *Provider) InheritsParentContext() bool { return false }
 // nothing it made remains: the process is ended on the shutdown ladder
 // and reaped, and the session row removed (R6). A working directory that
 // cannot be used fails with ErrDir before any process starts.
-func (p *Provider) Start(ctx context.Context, req subagent.StartRequest) (subagent.Run, error) {
+func (p *provider) Start(ctx context.Context, req subagent.StartRequest) (subagent.Run, error) {
 	if err := p.check(req); err != nil {
 		return nil, err
 	}
@@ -96,7 +96,7 @@ const continuePrompt = "Your previous turn was interrupted before it finished. C
 // from the continuation or, when it carries none, from Config.Store. A
 // child whose agent did not advertise loadSession when it started fails
 // with subagent.ErrNotResumable before any process starts.
-func (p *Provider) Resume(ctx context.Context, req subagent.StartRequest) (subagent.Run, error) {
+func (p *provider) Resume(ctx context.Context, req subagent.StartRequest) (subagent.Run, error) {
 	cont := req.Continuation
 	if cont == nil || cont.SessionID == "" {
 		return nil, &subagent.InvalidRequestError{Field: "continuation", Reason: "resume needs a continuation naming a session"}
@@ -155,7 +155,7 @@ func (c *child) take(ctx context.Context) error {
 
 // descriptor is the continuation's descriptor, or the first one in the
 // child's log.
-func (p *Provider) descriptor(ctx context.Context, c *subagent.Continuation) (persistence.Descriptor, error) {
+func (p *provider) descriptor(ctx context.Context, c *subagent.Continuation) (persistence.Descriptor, error) {
 	if len(c.Descriptor) > 0 {
 		return persistence.ParseDescriptor(c.Descriptor)
 	}
@@ -172,7 +172,7 @@ func (p *Provider) descriptor(ctx context.Context, c *subagent.Continuation) (pe
 // check refuses, before anything exists, what an ACP child cannot do. The
 // Service refuses the same features; a direct caller gets the same
 // answer.
-func (p *Provider) check(req subagent.StartRequest) error {
+func (p *provider) check(req subagent.StartRequest) error {
 	if isNil(req.Parent) {
 		return &subagent.InvalidRequestError{Field: "parent", Reason: "a delegating parent agent is required"}
 	}
@@ -193,7 +193,7 @@ func (p *Provider) check(req subagent.StartRequest) error {
 	return nil
 }
 
-func (p *Provider) child(ctx context.Context, req subagent.StartRequest, dir string) *child {
+func (p *provider) child(ctx context.Context, req subagent.StartRequest, dir string) *child {
 	scope, _ := subagent.ScopeOf(ctx)
 	runID := scope.RunID
 	if runID == "" {
@@ -211,7 +211,7 @@ func (p *Provider) child(ctx context.Context, req subagent.StartRequest, dir str
 // the turn, and waits for the setup: it publishes the run once the
 // agent's session exists, or disposes it (which ends the process) and
 // removes what the setup stored.
-func (p *Provider) launch(ctx context.Context, c *child) (subagent.Run, error) {
+func (p *provider) launch(ctx context.Context, c *child) (subagent.Run, error) {
 	h := run.Start(p.cfg.System, run.Spec{
 		Scope:     c.scope,
 		SessionID: c.storeSession,
@@ -283,7 +283,7 @@ func (r *childRun) AgentSessionID() string { return string(r.c.session) }
 // runs the turn; release runs on the same goroutine after the body, so
 // the fields set during setup need no lock there.
 type child struct {
-	p            *Provider
+	p            *provider
 	req          subagent.StartRequest
 	scope        subagent.Scope // the Service's, its RunID runID
 	runID        string

@@ -82,7 +82,7 @@ func newEnv(t *testing.T) *env {
 
 // register builds a spawn provider on the env (scripted model by default)
 // and registers it.
-func (e *env) register(t *testing.T, cfg spawn.Config) *spawn.Provider {
+func (e *env) register(t *testing.T, cfg spawn.Config) subagent.Provider {
 	t.Helper()
 	cfg.System, cfg.Store = e.sys, e.store
 	if cfg.Model == nil {
