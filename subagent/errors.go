@@ -3,7 +3,6 @@ package subagent
 import (
 	"errors"
 	"fmt"
-	"strings"
 )
 
 // Service errors, matched with errors.Is.
@@ -93,14 +92,3 @@ func (e *ProviderError) Error() string {
 	return fmt.Sprintf("subagent: provider %q: %s", e.Provider, e.Reason)
 }
 func (e *ProviderError) Unwrap() error { return ErrProviderFault }
-
-// UnknownToolError reports a tool filter naming tools the child does not
-// have (S4); the provider rejects it before creating anything.
-type UnknownToolError struct {
-	Names []string
-}
-
-func (e *UnknownToolError) Error() string {
-	return fmt.Sprintf("subagent: tool filter names tools the child does not have: %s", strings.Join(e.Names, ", "))
-}
-func (e *UnknownToolError) Unwrap() error { return ErrUnknownTool }

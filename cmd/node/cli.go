@@ -253,9 +253,8 @@ func runCommand(ctx context.Context, args []string, stdout, stderr io.Writer) in
 // run could end: exitUsage for a configuration the node refuses (models
 // or agent servers), exitFailed for anything else.
 func exitCode(err error) int {
-	var badModel *modelError
 	var badConfig *configError
-	if errors.As(err, &badModel) || errors.As(err, &badConfig) {
+	if errors.Is(err, openai.ErrChoice) || errors.As(err, &badConfig) {
 		return exitUsage
 	}
 	return exitFailed

@@ -28,3 +28,9 @@ const (
 
 // FromEnv exposes fromEnv to the external tests.
 var FromEnv = fromEnv
+
+// The lookup errors, for the tests that read what they name.
+type (
+	UnknownEndpointError = unknownEndpointError
+	UnknownModelError    = unknownModelError
+)

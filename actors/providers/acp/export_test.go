@@ -12,6 +12,7 @@ const (
 
 type (
 	Run               = childRun
+	StartError        = startError
 	DirError          = dirError
 	NotResumableError = notResumableError
 )

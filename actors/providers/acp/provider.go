@@ -318,7 +318,7 @@ func (c *child) body(ctx context.Context, _ *run.Gate) (subagent.Result, error) 
 	signalled := false
 	defer func() {
 		if !signalled { // a panic during setup: Start must not wait forever
-			c.ready <- &StartError{Step: "setup", Err: errors.New("the provider's setup panicked")}
+			c.ready <- &startError{Step: "setup", Err: errors.New("the provider's setup panicked")}
 		}
 	}()
 	err := c.setup(ctx)
@@ -363,7 +363,7 @@ func (c *child) setup(ctx context.Context) error {
 	c.cl = cl
 	proc, err := agentproc.Launch(cfg.Command, cfg.Args, c.dir, childEnv(os.Environ(), cfg.Env), cfg.StopWait, cfg.Journal, c.log)
 	if err != nil {
-		return &StartError{Step: "launch", Err: err}
+		return &startError{Step: "launch", Err: err}
 	}
 	c.proc = proc
 	c.pid.Store(int64(proc.PID()))
@@ -433,11 +433,11 @@ func (c *child) setup(ctx context.Context) error {
 func (c *child) store(ctx context.Context, pd ProviderData) error {
 	raw, err := pd.encode()
 	if err != nil {
-		return &StartError{Step: "store", Err: err}
+		return &startError{Step: "store", Err: err}
 	}
 	rec, err := persistence.Descriptor{Provider: c.p.Name(), ProviderData: raw}.Record()
 	if err != nil {
-		return &StartError{Step: "store", Err: err}
+		return &startError{Step: "store", Err: err}
 	}
 	h := subagent.SessionHeader{
 		SessionID:       c.storeSession,
@@ -446,7 +446,7 @@ func (c *child) store(ctx context.Context, pd ProviderData) error {
 	}
 	seq, err := c.p.cfg.Store.CreateWith(context.WithoutCancel(ctx), h, rec)
 	if err != nil {
-		return &StartError{Step: "store", Err: err}
+		return &startError{Step: "store", Err: err}
 	}
 	c.seq = seq
 	c.created.Store(true)
@@ -508,7 +508,7 @@ func (c *child) startError(step string, err error, ctx context.Context) error {
 	}
 	t.Stop()
 	exit, stderr := c.ending()
-	return &StartError{Step: step, Err: err, Exit: exit, Stderr: stderr}
+	return &startError{Step: step, Err: err, Exit: exit, Stderr: stderr}
 }
 
 // ending says how the agent process ended and what it last wrote on

@@ -12,6 +12,7 @@ import (
 	"errors"
 	"fmt"
 	"slices"
+	"strings"
 	"sync/atomic"
 
 	"github.com/subactor/subactor/actors"
@@ -123,7 +124,8 @@ func (p *provider) InheritsParentContext() bool { return p.cfg.Fork }
 // completed turns (P2), all created at once. On any failure, including ctx
 // ending, nothing it created remains: no run actor, no goroutine, no
 // session row (R6). A tool filter naming a tool the child does not have
-// fails with *subagent.UnknownToolError before anything is created.
+// fails with an error matching subagent.ErrUnknownTool, naming the tools,
+// before anything is created.
 func (p *provider) Start(ctx context.Context, req subagent.StartRequest) (subagent.Run, error) {
 	if err := p.checkFilter(req.ToolFilter); err != nil {
 		return nil, err
@@ -375,7 +377,7 @@ func (p *provider) checkFilter(f *subagent.ToolFilter) error {
 		}
 	}
 	if len(unknown) > 0 {
-		return &subagent.UnknownToolError{Names: unknown}
+		return fmt.Errorf("%w: tool filter names tools the child does not have: %s", subagent.ErrUnknownTool, strings.Join(unknown, ", "))
 	}
 	return nil
 }
