@@ -203,7 +203,7 @@ func TestS1E4_ProviderEventsFollowRegistrationsWhateverTheOrder(t *testing.T) {
 			t.Fatalf("event %#v, want %#v", ev, want)
 		}
 	}
-	if ev := (subagent.ProviderAdded{}); ev.Type() != "subagent/provider-added" || (subagent.ProviderRemoved{}).Type() != "subagent/provider-removed" {
+	if ev := (subagent.ProviderAdded{}); subagent.TypeOf(ev) != "subagent/provider-added" || subagent.TypeOf(subagent.ProviderRemoved{}) != "subagent/provider-removed" {
 		t.Fatal("event wire names changed")
 	}
 }

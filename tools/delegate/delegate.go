@@ -141,7 +141,7 @@ func New(cfg Config) *Tool {
 	cfg.Limits = cfg.Limits.withDefaults()
 	t := &Tool{cfg: cfg}
 	t.absent = t.spec(subagent.Capabilities{}, false)
-	t.sub = cfg.Service.Listen(t.follow, subagent.OnlyEvents(subagent.ProviderAdded{}.Type(), subagent.ProviderRemoved{}.Type()))
+	t.sub = cfg.Service.Listen(t.follow, subagent.OnlyEvents(subagent.TypeOf(subagent.ProviderAdded{}), subagent.TypeOf(subagent.ProviderRemoved{})))
 	return t
 }
 
