@@ -13,7 +13,7 @@ import (
 	"github.com/subactor/subactor/actors/internal/run"
 	"github.com/subactor/subactor/actors/registry"
 	"github.com/subactor/subactor/internal/await"
-	"github.com/subactor/subactor/persistence"
+	"github.com/subactor/subactor/internal/descriptor"
 	"github.com/subactor/subactor/subagent"
 )
 
@@ -174,9 +174,9 @@ func TestD3_ABadDescriptorFailsBeforeTheProvider(t *testing.T) {
 	release, _ := f.svc.RegisterProvider(p)
 	defer release()
 	for descriptor, want := range map[string]error{
-		`{"version":1,"provider":"durable","extra":true}`: persistence.ErrMalformedDescriptor,
-		`{"version":1,"provider":""}`:                     persistence.ErrMalformedDescriptor,
-		`[1,2]`:                                           persistence.ErrMalformedDescriptor,
+		`{"version":1,"provider":"durable","extra":true}`: descriptor.ErrMalformed,
+		`{"version":1,"provider":""}`:                     descriptor.ErrMalformed,
+		`[1,2]`:                                           descriptor.ErrMalformed,
 		`{"version":2,"provider":"durable","new":"key"}`:  subagent.ErrNotResumable,
 	} {
 		_, err := f.svc.Resume(await.Ctx(t), "durable", subagent.StartRequest{Parent: top,

@@ -4,8 +4,8 @@ import (
 	"strings"
 
 	"github.com/subactor/subactor/internal/depth"
+	"github.com/subactor/subactor/internal/descriptor"
 	"github.com/subactor/subactor/internal/schema"
-	"github.com/subactor/subactor/persistence"
 	"github.com/subactor/subactor/subagent"
 )
 
@@ -40,7 +40,7 @@ func validate(p subagent.Provider, req subagent.StartRequest, resume bool) error
 	case resume && len(req.Continuation.Descriptor) > 0:
 		// D3: a malformed or unsupported descriptor fails before any
 		// provider dispatch.
-		if _, err := persistence.ParseDescriptor(req.Continuation.Descriptor); err != nil {
+		if _, err := descriptor.Parse(req.Continuation.Descriptor); err != nil {
 			return err
 		}
 	}

@@ -12,9 +12,9 @@ import (
 	"testing"
 
 	"github.com/subactor/subactor/internal/await"
+	"github.com/subactor/subactor/internal/descriptor"
 	"github.com/subactor/subactor/internal/openaitest"
 	"github.com/subactor/subactor/model/openai"
-	"github.com/subactor/subactor/persistence"
 	"github.com/subactor/subactor/subagent"
 )
 
@@ -297,7 +297,7 @@ func TestM1_ModelsFileNamesEndpoints(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		desc, err := persistence.FoldDescriptor(recs)
+		desc, err := descriptor.Fold(recs)
 		if err != nil || desc.AgentProvider != "local" || desc.AgentModel != "m-2" {
 			t.Errorf("child %s descriptor %+v: %v; want endpoint local, model m-2", c.Header.SessionID, desc, err)
 		}

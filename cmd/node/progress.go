@@ -12,7 +12,7 @@ import (
 	"time"
 	"unicode/utf8"
 
-	"github.com/subactor/subactor/actors/providers/acp"
+	"github.com/subactor/subactor/internal/acpdata"
 	"github.com/subactor/subactor/subagent"
 )
 
@@ -131,13 +131,13 @@ func (p *progress) locked(id, line string) {
 // answers and plans are shown too (its streamed thoughts, like streamed
 // text, are not).
 var stepWords = map[subagent.ProgressKind]string{
-	subagent.ModelCallStarted: "model",
-	subagent.ToolCallStarted:  "tool",
-	subagent.ToolCallFinished: "failed",
-	subagent.SteerAdmitted:    "steer",
-	subagent.MessageText:      "final",
-	acp.PermissionAnswered:    "permission",
-	acp.PlanUpdated:           "plan",
+	subagent.ModelCallStarted:  "model",
+	subagent.ToolCallStarted:   "tool",
+	subagent.ToolCallFinished:  "failed",
+	subagent.SteerAdmitted:     "steer",
+	subagent.MessageText:       "final",
+	acpdata.PermissionAnswered: "permission",
+	acpdata.PlanUpdated:        "plan",
 }
 
 // stepText is the plain line of a progress event after the child's id,

@@ -9,8 +9,9 @@ import (
 	"io"
 	"strings"
 
-	"github.com/subactor/subactor/actors/providers/acp"
 	"github.com/subactor/subactor/agent"
+	"github.com/subactor/subactor/internal/acpdata"
+	"github.com/subactor/subactor/internal/descriptor"
 	"github.com/subactor/subactor/persistence"
 	"github.com/subactor/subactor/subagent"
 )
@@ -208,9 +209,9 @@ func summarize(ctx context.Context, store persistence.Store, id string) (summary
 				s.prompt, _, _ = strings.Cut(d.Prompt, "\n")
 				prompted = true
 			}
-		case persistence.DescriptorKind:
-			if d, err := persistence.ParseDescriptor(r.Data); err == nil && s.server == "" && len(d.ProviderData) > 0 {
-				if pd, err := acp.ParseProviderData(d.ProviderData); err == nil {
+		case descriptor.Kind:
+			if d, err := descriptor.Parse(r.Data); err == nil && s.server == "" && len(d.ProviderData) > 0 {
+				if pd, err := acpdata.ParseProviderData(d.ProviderData); err == nil {
 					s.server, s.agentSession = d.Provider, pd.SessionID
 				}
 			}

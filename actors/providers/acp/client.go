@@ -13,6 +13,7 @@ import (
 
 	sdk "github.com/coder/acp-go-sdk"
 
+	"github.com/subactor/subactor/internal/acpdata"
 	"github.com/subactor/subactor/internal/rootfile"
 	"github.com/subactor/subactor/subagent"
 )
@@ -136,7 +137,7 @@ func (c *client) limit(text string) {
 		return
 	}
 	c.limited = true
-	c.emit(c.turn.event(LimitReached, text, true))
+	c.emit(c.turn.event(acpdata.LimitReached, text, true))
 }
 
 // permission answers session/request_permission: the policy decides, and
@@ -167,7 +168,7 @@ func (c *client) permission(ctx context.Context, req sdk.RequestPermissionReques
 	}
 	c.mu.Lock()
 	if c.accepting {
-		c.emit(c.turn.event(PermissionAnswered, verdict+": "+orID(call.Title, req.ToolCall.ToolCallId), false))
+		c.emit(c.turn.event(acpdata.PermissionAnswered, verdict+": "+orID(call.Title, req.ToolCall.ToolCallId), false))
 	}
 	c.mu.Unlock()
 	if choice == "" {

@@ -6,7 +6,6 @@ import (
 	"strings"
 
 	"github.com/subactor/subactor/internal/agentproc"
-	"github.com/subactor/subactor/subagent"
 )
 
 // Errors of this package, matched with errors.Is. The errors below wrap
@@ -89,29 +88,6 @@ func (e *startError) Error() string {
 
 // Unwrap returns ErrStart and the cause.
 func (e *startError) Unwrap() []error { return []error{ErrStart, e.Err} }
-
-// notResumableError says why a child cannot be resumed; it wraps
-// subagent.ErrNotResumable. Resume returns it before any process starts
-// when the child's descriptor says its agent cannot load sessions.
-type notResumableError struct {
-	Reason string
-	Err    error // the underlying error, when there is one
-}
-
-func (e *notResumableError) Error() string {
-	if e.Err != nil {
-		return fmt.Sprintf("acp: child is not resumable: %s: %v", e.Reason, e.Err)
-	}
-	return "acp: child is not resumable: " + e.Reason
-}
-
-// Unwrap returns subagent.ErrNotResumable and the cause, if any.
-func (e *notResumableError) Unwrap() []error {
-	if e.Err == nil {
-		return []error{subagent.ErrNotResumable}
-	}
-	return []error{subagent.ErrNotResumable, e.Err}
-}
 
 // ErrUnsupportedPlatform is in the ErrStart error of a Start on an operating
 // system where the provider cannot run agents: one without Unix process

@@ -11,10 +11,9 @@ const (
 )
 
 type (
-	Run               = childRun
-	StartError        = startError
-	DirError          = dirError
-	NotResumableError = notResumableError
+	Run        = childRun
+	StartError = startError
+	DirError   = dirError
 )
 
 var (

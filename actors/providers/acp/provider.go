@@ -19,7 +19,9 @@ import (
 
 	"github.com/subactor/subactor/actors/internal/run"
 	"github.com/subactor/subactor/agent"
+	"github.com/subactor/subactor/internal/acpdata"
 	"github.com/subactor/subactor/internal/agentproc"
+	"github.com/subactor/subactor/internal/descriptor"
 	"github.com/subactor/subactor/internal/ids"
 	"github.com/subactor/subactor/internal/lifetime"
 	"github.com/subactor/subactor/persistence"
@@ -116,12 +118,12 @@ func (p *provider) Resume(ctx context.Context, req subagent.StartRequest) (subag
 	if d.Provider != p.Name() {
 		return nil, &subagent.InvalidRequestError{Field: "continuation", Reason: fmt.Sprintf("the child was started by provider %q, not %q", d.Provider, p.Name())}
 	}
-	pd, err := ParseProviderData(d.ProviderData)
+	pd, err := acpdata.ParseProviderData(d.ProviderData)
 	if err != nil {
 		return nil, err
 	}
 	if !pd.LoadSession {
-		return nil, &notResumableError{Reason: "its agent did not advertise loadSession when the child started"}
+		return nil, &acpdata.NotResumableError{Reason: "its agent did not advertise loadSession when the child started"}
 	}
 	dir, err := workingDir(pd.Cwd)
 	if err != nil {
@@ -155,18 +157,18 @@ func (c *child) take(ctx context.Context) error {
 
 // descriptor is the continuation's descriptor, or the first one in the
 // child's log.
-func (p *provider) descriptor(ctx context.Context, c *subagent.Continuation) (persistence.Descriptor, error) {
+func (p *provider) descriptor(ctx context.Context, c *subagent.Continuation) (descriptor.Descriptor, error) {
 	if len(c.Descriptor) > 0 {
-		return persistence.ParseDescriptor(c.Descriptor)
+		return descriptor.Parse(c.Descriptor)
 	}
 	if p.cfg.Store == nil {
-		return persistence.Descriptor{}, &subagent.InvalidRequestError{Field: "continuation", Reason: "it carries no descriptor and the provider has no store to find one in"}
+		return descriptor.Descriptor{}, &subagent.InvalidRequestError{Field: "continuation", Reason: "it carries no descriptor and the provider has no store to find one in"}
 	}
 	_, recs, err := p.cfg.Store.Load(ctx, c.SessionID)
 	if err != nil {
-		return persistence.Descriptor{}, &subagent.InvalidRequestError{Field: "continuation", Reason: fmt.Sprintf("session %q: %v", c.SessionID, err), Fault: err}
+		return descriptor.Descriptor{}, &subagent.InvalidRequestError{Field: "continuation", Reason: fmt.Sprintf("session %q: %v", c.SessionID, err), Fault: err}
 	}
-	return persistence.FoldDescriptor(recs)
+	return descriptor.Fold(recs)
 }
 
 // check refuses, before anything exists, what an ACP child cannot do. The
@@ -288,7 +290,7 @@ type child struct {
 	scope        subagent.Scope // the Service's, its RunID runID
 	runID        string
 	dir          string
-	resume       *ProviderData // set on Resume
+	resume       *acpdata.ProviderData // set on Resume
 	storeSession string
 	// seq is where this activation last saw its store session end: its
 	// stop record is conditioned on it, so an activation that lost the
@@ -399,7 +401,7 @@ func (c *child) setup(ctx context.Context) error {
 	loadable := init.AgentCapabilities.LoadSession
 	if c.resume != nil {
 		if !loadable {
-			return &notResumableError{Reason: "the agent no longer advertises loadSession"}
+			return &acpdata.NotResumableError{Reason: "the agent no longer advertises loadSession"}
 		}
 		c.session = sdk.SessionId(c.resume.SessionID)
 		cl.listen(c.session, true)
@@ -423,19 +425,19 @@ func (c *child) setup(ctx context.Context) error {
 	c.session = ns.SessionId
 	cl.listen(c.session, false)
 	if cfg.Store != nil {
-		return c.store(sctx, ProviderData{SessionID: string(ns.SessionId), LoadSession: loadable, Cwd: c.dir})
+		return c.store(sctx, acpdata.ProviderData{SessionID: string(ns.SessionId), LoadSession: loadable, Cwd: c.dir})
 	}
 	return nil
 }
 
 // store creates the child's session with its descriptor (D1), the agent's
 // session id in its provider data.
-func (c *child) store(ctx context.Context, pd ProviderData) error {
-	raw, err := pd.encode()
+func (c *child) store(ctx context.Context, pd acpdata.ProviderData) error {
+	raw, err := pd.Encode()
 	if err != nil {
 		return &startError{Step: "store", Err: err}
 	}
-	rec, err := persistence.Descriptor{Provider: c.p.Name(), ProviderData: raw}.Record()
+	rec, err := descriptor.Descriptor{Provider: c.p.Name(), ProviderData: raw}.Record()
 	if err != nil {
 		return &startError{Step: "store", Err: err}
 	}

@@ -19,6 +19,7 @@ import (
 	"github.com/subactor/subactor/actors/internal/run"
 	"github.com/subactor/subactor/agent"
 	"github.com/subactor/subactor/internal/depth"
+	"github.com/subactor/subactor/internal/descriptor"
 	"github.com/subactor/subactor/internal/ids"
 	"github.com/subactor/subactor/internal/lifetime"
 	"github.com/subactor/subactor/persistence"
@@ -75,7 +76,7 @@ type plainDescriptor struct {
 }
 
 // descriptorRecord is d's record, from the cache when d is plain.
-func (p *provider) descriptorRecord(d persistence.Descriptor) (persistence.Record, error) {
+func (p *provider) descriptorRecord(d descriptor.Descriptor) (persistence.Record, error) {
 	plain := d.Persona == nil && d.ToolFilter == nil && d.ProviderData == nil
 	if last := p.plain.Load(); plain && last != nil && last.agentProvider == d.AgentProvider && last.agentModel == d.AgentModel {
 		return last.rec, nil
@@ -144,7 +145,7 @@ func (p *provider) Start(ctx context.Context, req subagent.StartRequest) (subage
 	if err := p.CheckModel(req.Options.ModelProvider, req.Options.Model); err != nil {
 		return nil, err
 	}
-	d, err := persistence.SnapshotDescriptor(persistence.Descriptor{
+	d, err := descriptor.Snapshot(descriptor.Descriptor{
 		Provider:      p.Name(),
 		AgentProvider: req.Options.ModelProvider,
 		AgentModel:    req.Options.Model,
@@ -240,22 +241,22 @@ func (p *provider) Resume(ctx context.Context, req subagent.StartRequest) (subag
 
 // descriptor is the continuation's descriptor, or the one in the child's
 // log when the caller passed none.
-func (p *provider) descriptor(ctx context.Context, c *subagent.Continuation) (persistence.Descriptor, error) {
+func (p *provider) descriptor(ctx context.Context, c *subagent.Continuation) (descriptor.Descriptor, error) {
 	if len(c.Descriptor) > 0 {
-		return persistence.ParseDescriptor(c.Descriptor)
+		return descriptor.Parse(c.Descriptor)
 	}
 	_, recs, err := p.cfg.Store.Load(ctx, c.SessionID)
 	if err != nil {
-		return persistence.Descriptor{}, err
+		return descriptor.Descriptor{}, err
 	}
-	return persistence.FoldDescriptor(recs)
+	return descriptor.Fold(recs)
 }
 
 // childConfig is the child agent's configuration: the request's (or, on
 // resume, the descriptor's) choices on the provider's model and tools at
 // the header's depth, under the tighter of the depth caps (D6), telling c
 // of its steps.
-func (p *provider) childConfig(req subagent.StartRequest, h subagent.SessionHeader, d persistence.Descriptor, c *child) (agent.Config, error) {
+func (p *provider) childConfig(req subagent.StartRequest, h subagent.SessionHeader, d descriptor.Descriptor, c *child) (agent.Config, error) {
 	opts := req.Options
 	opts.ModelProvider, opts.Model = d.AgentProvider, d.AgentModel
 	opts.SubagentDepth = h.DelegationDepth
