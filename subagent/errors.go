@@ -63,14 +63,6 @@ var (
 	ErrToolFilterDuplicate = errors.New("subagent: tool filter names a tool twice")
 )
 
-// DepthError reports a delegation beyond the cap.
-type DepthError struct{ Depth, Max int }
-
-func (e *DepthError) Error() string {
-	return fmt.Sprintf("subagent: delegation depth %d reached max depth %d", e.Depth, e.Max)
-}
-func (e *DepthError) Unwrap() error { return ErrDepthExceeded }
-
 // cancelledError carries the context's cause and matches both ErrCancelled
 // and the context error.
 type cancelledError struct{ cause error }
@@ -80,15 +72,3 @@ func (e *cancelledError) Unwrap() []error { return []error{ErrCancelled, e.cause
 
 // Cancelled wraps a context error so it matches ErrCancelled too.
 func Cancelled(cause error) error { return &cancelledError{cause: cause} }
-
-// ProviderError reports a provider that broke the seam's contract, such as
-// returning neither a run nor an error.
-type ProviderError struct {
-	Provider string
-	Reason   string
-}
-
-func (e *ProviderError) Error() string {
-	return fmt.Sprintf("subagent: provider %q: %s", e.Provider, e.Reason)
-}
-func (e *ProviderError) Unwrap() error { return ErrProviderFault }

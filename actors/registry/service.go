@@ -351,7 +351,7 @@ func (s *Service) open(ctx context.Context, name string, req subagent.StartReque
 	case err != nil:
 		return discard(contextual(ctx, err))
 	case isNil(run):
-		return discard(&subagent.ProviderError{Provider: name, Reason: "returned neither a run nor an error"})
+		return discard(&providerError{provider: name, reason: "returned neither a run nor an error"})
 	case resume:
 		// A resumed child that took its log carries the request's prompt
 		// in it: it is published, and an ended ctx or parent settles it

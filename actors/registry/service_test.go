@@ -17,6 +17,7 @@ import (
 	"github.com/subactor/subactor/actors/internal/run"
 	"github.com/subactor/subactor/actors/registry"
 	"github.com/subactor/subactor/internal/await"
+	"github.com/subactor/subactor/internal/depth"
 	"github.com/subactor/subactor/internal/leaktest"
 	"github.com/subactor/subactor/subagent"
 )
@@ -299,7 +300,7 @@ func TestS4_InvalidRequestsFailTypedBeforeAnyProviderCode(t *testing.T) {
 		{"continuation without resume", context.Background(), "all", with(func(r *subagent.StartRequest) { r.Continuation = &subagent.Continuation{SessionID: "s"} }), invalid("continuation")},
 		{"typed nil parent", context.Background(), "all", with(func(r *subagent.StartRequest) { var p *parentPtr; r.Parent = p }), invalid("parent")},
 		{"depth at the cap", context.Background(), "all", with(func(r *subagent.StartRequest) { r.MaxDepth = &zero }), func(err error) bool {
-			var d *subagent.DepthError
+			var d *depth.Error
 			return errors.As(err, &d) && d.Depth == 0 && d.Max == 0 && errors.Is(err, subagent.ErrDepthExceeded)
 		}},
 		{"inherited cap", context.Background(), "all", with(func(r *subagent.StartRequest) { r.Parent = parentAgent{id: "deep", depth: 2, max: &two} }), is(subagent.ErrDepthExceeded)},

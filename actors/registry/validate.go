@@ -1,6 +1,7 @@
 package registry
 
 import (
+	"fmt"
 	"strings"
 
 	"github.com/subactor/subactor/internal/depth"
@@ -100,3 +101,15 @@ func filterFault(fault error, reason string) error {
 func invalid(field, reason string) error {
 	return &subagent.InvalidRequestError{Field: field, Reason: reason}
 }
+
+// providerError reports a provider that broke the seam's contract, such
+// as returning neither a run nor an error; it wraps
+// subagent.ErrProviderFault.
+type providerError struct {
+	provider, reason string
+}
+
+func (e *providerError) Error() string {
+	return fmt.Sprintf("subagent: provider %q: %s", e.provider, e.reason)
+}
+func (e *providerError) Unwrap() error { return subagent.ErrProviderFault }

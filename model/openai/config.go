@@ -73,7 +73,7 @@ type Config struct {
 	// or the chunk before (keep-alive comments do not count: they show a
 	// live connection, not progress), and CallTimeout the whole request,
 	// from sending it to the stream's end. Past one, the request ends
-	// with a *TimeoutError, retried like a 5xx status. The defaults
+	// with an error naming the limit, retried like a 5xx status. The defaults
 	// (DefaultHeaderTimeout, DefaultIdleTimeout, DefaultCallTimeout when
 	// 0) leave room for slow reasoning models and local servers that
 	// read a long prompt before they answer.
@@ -81,7 +81,7 @@ type Config struct {
 	// MaxReplyBytes bounds the raw bytes of one answer's body, and
 	// MaxEventBytes those of one event of its stream, so that a hostile
 	// or broken server cannot exhaust memory: past either the answer
-	// ends with a *TooLargeError (16 MiB and 4 MiB when 0;
+	// ends with an error naming the limit (16 MiB and 4 MiB when 0;
 	// MaxEventBytes is at most 32 MiB, the
 	// longest line the SDK's stream reader takes).
 	MaxReplyBytes, MaxEventBytes int

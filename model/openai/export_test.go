@@ -34,3 +34,10 @@ type (
 	UnknownEndpointError = unknownEndpointError
 	UnknownModelError    = unknownModelError
 )
+
+// The stream's typed errors, for the tests that read them.
+type (
+	ProtocolError = protocolError
+	TimeoutError  = timeoutError
+	TooLargeError = tooLargeError
+)
