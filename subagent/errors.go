@@ -24,17 +24,6 @@ var (
 	ErrParentClosed       = errors.New("subagent: parent agent closed")
 )
 
-// UnsupportedError names the capability a provider does not declare.
-type UnsupportedError struct {
-	Provider   string
-	Capability string
-}
-
-func (e *UnsupportedError) Error() string {
-	return fmt.Sprintf("subagent: provider %q does not support %s", e.Provider, e.Capability)
-}
-func (e *UnsupportedError) Unwrap() error { return ErrUnsupported }
-
 // InvalidRequestError names the field whose value is invalid.
 // Where a field can be wrong in more than one way, Fault tells which (one
 // of the ErrToolFilter… sentinels, matched with errors.Is).

@@ -17,6 +17,7 @@ import (
 	"github.com/subactor/subactor/actors/internal/run"
 	"github.com/subactor/subactor/actors/registry"
 	"github.com/subactor/subactor/internal/await"
+	"github.com/subactor/subactor/internal/capability"
 	"github.com/subactor/subactor/internal/depth"
 	"github.com/subactor/subactor/internal/leaktest"
 	"github.com/subactor/subactor/subagent"
@@ -254,7 +255,7 @@ func TestS4_InvalidRequestsFailTypedBeforeAnyProviderCode(t *testing.T) {
 	}
 	unsupported := func(cap string) func(error) bool {
 		return func(err error) bool {
-			var u *subagent.UnsupportedError
+			var u *capability.UnsupportedError
 			return errors.As(err, &u) && u.Capability == cap && errors.Is(err, subagent.ErrUnsupported)
 		}
 	}

@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"strings"
 
+	"github.com/subactor/subactor/internal/capability"
 	"github.com/subactor/subactor/internal/depth"
 	"github.com/subactor/subactor/internal/descriptor"
 	"github.com/subactor/subactor/internal/schema"
@@ -14,19 +15,8 @@ import (
 // runs (S4): declared capabilities first, then semantic values, then depth.
 // The Service has checked the parent is there.
 func validate(p subagent.Provider, req subagent.StartRequest, resume bool) error {
-	caps := p.Capabilities()
-	for _, c := range []struct {
-		used, declared bool
-		name           string
-	}{
-		{req.OutputSchema != nil, caps.OutputSchema, "outputSchema"},
-		{req.MaxDepth != nil, caps.DepthLimit, "depthLimit"},
-		{req.ToolFilter != nil, caps.ToolFilter, "toolFilter"},
-		{req.Persona != nil, caps.Persona, "persona"},
-	} {
-		if c.used && !c.declared {
-			return &subagent.UnsupportedError{Provider: p.Name(), Capability: c.name}
-		}
+	if err := capability.Check(p.Name(), p.Capabilities(), req); err != nil {
+		return err
 	}
 	if _, ok := p.(subagent.Resumer); resume && !ok {
 		return subagent.ErrNotResumable

@@ -21,6 +21,7 @@ import (
 	"github.com/subactor/subactor/agent"
 	"github.com/subactor/subactor/internal/acpdata"
 	"github.com/subactor/subactor/internal/agentproc"
+	"github.com/subactor/subactor/internal/capability"
 	"github.com/subactor/subactor/internal/descriptor"
 	"github.com/subactor/subactor/internal/ids"
 	"github.com/subactor/subactor/internal/lifetime"
@@ -181,18 +182,7 @@ func (p *provider) check(req subagent.StartRequest) error {
 	if strings.TrimSpace(subagent.TextOf(req.Prompt)) == "" {
 		return &subagent.InvalidRequestError{Field: "prompt", Reason: "an ACP turn needs a prompt"}
 	}
-	for _, u := range []struct {
-		used bool
-		name string
-	}{
-		{len(req.OutputSchema) > 0, "outputSchema"}, {req.MaxDepth != nil, "depthLimit"},
-		{req.ToolFilter != nil, "toolFilter"}, {req.Persona != nil, "persona"},
-	} {
-		if u.used {
-			return &subagent.UnsupportedError{Provider: p.Name(), Capability: u.name}
-		}
-	}
-	return nil
+	return capability.Check(p.Name(), p.Capabilities(), req)
 }
 
 func (p *provider) child(ctx context.Context, req subagent.StartRequest, dir string) *child {
