@@ -14,6 +14,7 @@ import (
 
 	"github.com/santhosh-tekuri/jsonschema/v6"
 
+	"github.com/subactor/subactor/internal/agentlog"
 	"github.com/subactor/subactor/internal/schema"
 	"github.com/subactor/subactor/persistence"
 	"github.com/subactor/subactor/subagent"
@@ -284,14 +285,8 @@ func cloneOptions(o subagent.AgentOptions) subagent.AgentOptions {
 	return o
 }
 
-// KindActivation is the log-only record an agent resuming a session
-// appends first: it takes the log, so that an earlier activation still
-// holding it fails its next append with persistence.ErrConflict instead
-// of interleaving its turns with this one's (S8: one writer at a time).
-const KindActivation = "agent/activation"
-
 // load restores the header and the model-visible turns of the session,
-// then takes the log (KindActivation) and logs prompt, if any, in the same
+// then takes the log (agentlog.KindActivation) and logs prompt, if any, in the same
 // append. Other record kinds are log-only and skipped.
 func (a *Agent) load(ctx context.Context, prompt []subagent.ContentBlock) error {
 	h, entries, err := a.store.LoadFrom(ctx, a.header.SessionID, 0)
@@ -322,7 +317,7 @@ func (a *Agent) load(ctx context.Context, prompt []subagent.ContentBlock) error 
 	if len(prompt) > 0 {
 		msgs = append(a.interrupted(), Message{Role: User, Content: prompt})
 	}
-	if err := a.commitAfter(ctx, nil, ownNothing, persistence.Record{Kind: KindActivation, Data: json.RawMessage(`{}`)}, msgs...); err != nil {
+	if err := a.commitAfter(ctx, nil, ownNothing, persistence.Record{Kind: agentlog.KindActivation, Data: json.RawMessage(`{}`)}, msgs...); err != nil {
 		return fmt.Errorf("agent: take session %q: %w", h.SessionID, err)
 	}
 	a.orderLastResults()

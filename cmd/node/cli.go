@@ -13,6 +13,7 @@ import (
 	"slices"
 	"strings"
 
+	"github.com/subactor/subactor/internal/agentlog"
 	"github.com/subactor/subactor/internal/ids"
 
 	"github.com/subactor/subactor/actors"
@@ -636,8 +637,8 @@ func continued(ctx context.Context, store persistence.Store, id string) (target 
 			if err := json.Unmarshal(r.Data, &last); err != nil {
 				return target, 0, false, &persistence.CorruptError{SessionID: id, Part: "record", Err: err}
 			}
-		case r.Kind == agent.KindStop:
-			var stop agent.Stop
+		case r.Kind == agentlog.KindStop:
+			var stop agentlog.Stop
 			complete = json.Unmarshal(r.Data, &stop) == nil && stop.StopReason == subagent.Completed &&
 				last.Role == agent.Assistant && len(last.ToolCalls) == 0
 		case r.Kind == kindDelegate:

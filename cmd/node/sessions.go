@@ -11,6 +11,7 @@ import (
 
 	"github.com/subactor/subactor/agent"
 	"github.com/subactor/subactor/internal/acpdata"
+	"github.com/subactor/subactor/internal/agentlog"
 	"github.com/subactor/subactor/internal/descriptor"
 	"github.com/subactor/subactor/persistence"
 	"github.com/subactor/subactor/subagent"
@@ -181,7 +182,7 @@ type summary struct {
 }
 
 // summarize reads a session's log. The state is the stop reason of its last
-// agent.KindStop record when no turn follows it: every activation's log
+// agentlog.KindStop record when no turn follows it: every activation's log
 // ends with one, so a log without it after its last turn belongs to a run
 // that is still going or whose process died.
 func summarize(ctx context.Context, store persistence.Store, id string) (summary, error) {
@@ -215,11 +216,11 @@ func summarize(ctx context.Context, store persistence.Store, id string) (summary
 					s.server, s.agentSession = d.Provider, pd.SessionID
 				}
 			}
-		case agent.KindActivation:
+		case agentlog.KindActivation:
 			// A new activation took the log: running until its stop.
 			s.state = stateInterrupted
-		case agent.KindStop:
-			var stop agent.Stop
+		case agentlog.KindStop:
+			var stop agentlog.Stop
 			if json.Unmarshal(r.Data, &stop) != nil || stop.StopReason == "" {
 				s.state = "unknown"
 				continue

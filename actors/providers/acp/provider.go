@@ -18,8 +18,8 @@ import (
 	sdk "github.com/coder/acp-go-sdk"
 
 	"github.com/subactor/subactor/actors/internal/run"
-	"github.com/subactor/subactor/agent"
 	"github.com/subactor/subactor/internal/acpdata"
+	"github.com/subactor/subactor/internal/agentlog"
 	"github.com/subactor/subactor/internal/agentproc"
 	"github.com/subactor/subactor/internal/capability"
 	"github.com/subactor/subactor/internal/descriptor"
@@ -142,7 +142,7 @@ func (p *provider) Resume(ctx context.Context, req subagent.StartRequest) (subag
 
 // take takes the child's store session for this activation, before its
 // agent starts: an earlier activation still holding it can no longer
-// append (agent.KindActivation, as in-process children do).
+// append (agentlog.KindActivation, as in-process children do).
 func (c *child) take(ctx context.Context) error {
 	_, entries, err := c.p.cfg.Store.LoadFrom(ctx, c.storeSession, 0)
 	if err != nil {
@@ -152,7 +152,7 @@ func (c *child) take(ctx context.Context) error {
 	if n := len(entries); n > 0 {
 		last = entries[n-1].Seq
 	}
-	c.seq, err = c.p.cfg.Store.AppendAt(ctx, c.storeSession, last, persistence.Record{Kind: agent.KindActivation, Data: json.RawMessage(`{}`)})
+	c.seq, err = c.p.cfg.Store.AppendAt(ctx, c.storeSession, last, persistence.Record{Kind: agentlog.KindActivation, Data: json.RawMessage(`{}`)})
 	return err
 }
 
@@ -327,7 +327,7 @@ func (c *child) body(ctx context.Context, _ *run.Gate) (subagent.Result, error) 
 
 // recordStop appends how the turn stopped to the child's session, when
 // there is one, as the agent loop does for in-process children
-// (agent.KindStop), so that listings show the child's state. It is
+// (agentlog.KindStop), so that listings show the child's state. It is
 // informational: a failure leaves the result as it is.
 func (c *child) recordStop(ctx context.Context, res subagent.Result) {
 	if c.p.cfg.Store == nil || c.storeSession == "" {
@@ -335,9 +335,9 @@ func (c *child) recordStop(ctx context.Context, res subagent.Result) {
 	}
 	// The answer too: the turns are in the agent's session, not ours, and
 	// a parent that died before it stored the answer reads it here (S9).
-	data, err := json.Marshal(agent.Stop{StopReason: res.StopReason, Detail: res.Detail, Usage: res.Usage, Output: res.Output})
+	data, err := json.Marshal(agentlog.Stop{StopReason: res.StopReason, Detail: res.Detail, Usage: res.Usage, Output: res.Output})
 	if err == nil {
-		_, err = c.p.cfg.Store.AppendAt(context.WithoutCancel(ctx), c.storeSession, c.seq, persistence.Record{Kind: agent.KindStop, Data: data})
+		_, err = c.p.cfg.Store.AppendAt(context.WithoutCancel(ctx), c.storeSession, c.seq, persistence.Record{Kind: agentlog.KindStop, Data: data})
 	}
 	if errors.Is(err, persistence.ErrConflict) {
 		c.log.Warn("subagent: a newer activation took the child's session; its stop is not recorded", "session", c.storeSession)

@@ -9,8 +9,8 @@ import (
 
 	"github.com/subactor/subactor/actors/providers/acp"
 	"github.com/subactor/subactor/actors/registry"
-	"github.com/subactor/subactor/agent"
 	"github.com/subactor/subactor/internal/acpdata"
+	"github.com/subactor/subactor/internal/agentlog"
 	"github.com/subactor/subactor/internal/await"
 	"github.com/subactor/subactor/internal/descriptor"
 	"github.com/subactor/subactor/persistence"
@@ -35,10 +35,10 @@ func TestP3_DescriptorKeepsTheAgentSession(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	// The descriptor first; how the turn stopped last (agent.KindStop).
-	var stop agent.Stop
+	// The descriptor first; how the turn stopped last (agentlog.KindStop).
+	var stop agentlog.Stop
 	if h.ParentSessionID != top.SessionID() || h.DelegationDepth != 1 || len(recs) != 2 ||
-		recs[1].Kind != agent.KindStop || json.Unmarshal(recs[1].Data, &stop) != nil || stop.StopReason != subagent.Completed {
+		recs[1].Kind != agentlog.KindStop || json.Unmarshal(recs[1].Data, &stop) != nil || stop.StopReason != subagent.Completed {
 		t.Fatalf("header %+v, records %+v", h, recs)
 	}
 	d, err := descriptor.Fold(recs)
@@ -214,7 +214,7 @@ func TestS8_AStaleACPActivationRecordsNothingAfterTheNextTookTheSession(t *testi
 	for _, r := range recs {
 		kinds = append(kinds, r.Kind)
 	}
-	want := []string{descriptor.Kind, agent.KindStop, agent.KindActivation, agent.KindActivation, agent.KindStop}
+	want := []string{descriptor.Kind, agentlog.KindStop, agentlog.KindActivation, agentlog.KindActivation, agentlog.KindStop}
 	if strings.Join(kinds, " ") != strings.Join(want, " ") {
 		t.Fatalf("session records %q, want %q: only the newest activation records its stop", kinds, want)
 	}
@@ -231,8 +231,8 @@ func TestS9_TheStopKeepsTheAnswerAndAResumeWithoutAPromptContinues(t *testing.T)
 	if err != nil {
 		t.Fatal(err)
 	}
-	var stop agent.Stop
-	if last := recs[len(recs)-1]; last.Kind != agent.KindStop || json.Unmarshal(last.Data, &stop) != nil || subagent.TextOf(stop.Output) != "the answer" {
+	var stop agentlog.Stop
+	if last := recs[len(recs)-1]; last.Kind != agentlog.KindStop || json.Unmarshal(last.Data, &stop) != nil || subagent.TextOf(stop.Output) != "the answer" {
 		t.Fatalf("the stop record %s %s does not keep the answer", last.Kind, last.Data)
 	}
 
