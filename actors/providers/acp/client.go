@@ -39,7 +39,7 @@ type client struct {
 	session   sdk.SessionId
 	accepting bool // updates count: not during a load's replay, not after release
 	turn      *turnState
-	limited   bool // LimitReached was emitted
+	limited   bool // acpdata.LimitReached was emitted
 
 	// cancelled ends when the turn is being cancelled (or the run
 	// released): permission requests pending then, or arriving later,
@@ -128,7 +128,7 @@ func (c *client) update(n sdk.SessionNotification) {
 }
 
 // limit tells the parent's listeners that a bound refused what the agent
-// asked (LimitReached), once a run: the log counts the rest (see
+// asked (acpdata.LimitReached), once a run: the log counts the rest (see
 // server.close).
 func (c *client) limit(text string) {
 	c.mu.Lock()
