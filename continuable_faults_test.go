@@ -14,6 +14,7 @@ import (
 	"github.com/subactor/subactor/actors/registry"
 	"github.com/subactor/subactor/actors/tasks"
 	"github.com/subactor/subactor/agent"
+	"github.com/subactor/subactor/internal/agentlog"
 	"github.com/subactor/subactor/internal/await"
 	"github.com/subactor/subactor/persistence"
 	"github.com/subactor/subactor/subagent"
@@ -24,7 +25,7 @@ import (
 // released or cancelled) and whose runs can hide Steer, as an ACP child's
 // cannot steer.
 type wrapped struct {
-	*spawn.Provider
+	subagent.Provider
 	gate      chan struct{} // nil: no gate
 	entered   chan struct{} // told when a start is at the gate
 	hideSteer bool
@@ -64,7 +65,7 @@ func (w *wrapped) Resume(ctx context.Context, req subagent.StartRequest) (subage
 	if err := w.wait(ctx); err != nil {
 		return nil, err
 	}
-	return w.wrap(w.Provider.Resume(ctx, req))
+	return w.wrap(w.Provider.(subagent.Resumer).Resume(ctx, req))
 }
 
 // plainRun hides every optional method of a run (Steer among them).
@@ -218,7 +219,7 @@ func TestS8_AFollowUpWaitingWhileItsActivationIsKilledStartsTheNextAfterIt(t *te
 		t.Fatalf("the next activation %+v", next)
 	}
 	texts, kinds := messagesOf(t, e.rt.Store, c.ChildID)
-	stop, take := slices.Index(kinds, agent.KindStop), slices.Index(kinds, agent.KindActivation)
+	stop, take := slices.Index(kinds, agentlog.KindStop), slices.Index(kinds, agentlog.KindActivation)
 	if stop < 0 || take < 0 || stop > take {
 		t.Fatalf("log kinds %q: the killed activation's stop must come before the next activation takes the log", kinds)
 	}

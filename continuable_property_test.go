@@ -20,6 +20,7 @@ import (
 	"github.com/subactor/subactor/actors/registry"
 	"github.com/subactor/subactor/actors/tasks"
 	"github.com/subactor/subactor/agent"
+	"github.com/subactor/subactor/internal/agentlog"
 	"github.com/subactor/subactor/internal/await"
 	"github.com/subactor/subactor/persistence"
 	"github.com/subactor/subactor/subagent"
@@ -182,9 +183,9 @@ func TestS8_ContinuableChildProperties(t *testing.T) {
 		stopped := false
 		for _, rec := range recs {
 			switch rec.Kind {
-			case agent.KindActivation:
+			case agentlog.KindActivation:
 				stopped = false
-			case agent.KindStop:
+			case agentlog.KindStop:
 				if stopped {
 					rt.Fatalf("two stops in one activation's block")
 				}

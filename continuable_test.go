@@ -19,6 +19,7 @@ import (
 	"github.com/subactor/subactor/actors/tasks"
 	"github.com/subactor/subactor/agent"
 	"github.com/subactor/subactor/internal/await"
+	"github.com/subactor/subactor/internal/descriptor"
 	"github.com/subactor/subactor/persistence"
 	"github.com/subactor/subactor/subagent"
 )
@@ -142,7 +143,7 @@ func TestS7_StartContinuableRunsTheFirstActivationAsATask(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if d, err := persistence.FoldDescriptor(recs); err != nil || d.Provider != e.provider {
+	if d, err := descriptor.Fold(recs); err != nil || d.Provider != e.provider {
 		t.Fatalf("descriptor %+v, %v", d, err)
 	}
 }

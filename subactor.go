@@ -58,11 +58,13 @@ type Config struct {
 // Runtime is a System, a Service and a spawn provider registered on it,
 // sharing one store and one model. Its methods are safe for concurrent use.
 type Runtime struct {
-	System   *actors.System
-	Service  *registry.Service
-	Store    persistence.Store
-	Model    agent.Model
-	Provider *spawn.Provider
+	System  *actors.System
+	Service *registry.Service
+	Store   persistence.Store
+	Model   agent.Model
+	// Provider is the spawn provider registered on Service (also a
+	// subagent.Resumer and a subagent.ModelChecker).
+	Provider subagent.Provider
 
 	// delegate is the parents' "subagent" tool over Provider.
 	delegate *delegate.Tool
@@ -123,7 +125,7 @@ func New(cfg Config) (*Runtime, error) {
 // session sessionID in the runtime's store, on its model, with tools and
 // the "subagent" tool, with which its model delegates to a child of the
 // runtime's provider: a parent. tools may not have one of that name. Config
-// errors come back as *agent.ConfigError.
+// errors match agent.ErrConfig.
 func (r *Runtime) NewAgent(ctx context.Context, sessionID string, tools ...agent.Tool) (*agent.Agent, error) {
 	return agent.New(ctx, agent.Config{
 		Store: r.Store, Model: r.Model, Tools: append(slices.Clip(tools), agent.Tool(r.delegate)),

@@ -5,8 +5,8 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"github.com/subactor/subactor/internal/actorstest"
 	"slices"
+	"strings"
 	"testing"
 
 	"github.com/asynkron/protoactor-go/actor"
@@ -15,6 +15,7 @@ import (
 	"github.com/subactor/subactor"
 	"github.com/subactor/subactor/actors"
 	"github.com/subactor/subactor/agent"
+	"github.com/subactor/subactor/internal/actorstest"
 	"github.com/subactor/subactor/internal/await"
 	"github.com/subactor/subactor/internal/leaktest"
 	"github.com/subactor/subactor/model/openai"
@@ -237,8 +238,7 @@ func TestNewAgentNeedsASessionID(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer rt.Close()
-	var cfgErr *agent.ConfigError
-	if _, err := rt.NewAgent(await.Ctx(t), ""); !errors.As(err, &cfgErr) || cfgErr.Field != "Header.SessionID" {
+	if _, err := rt.NewAgent(await.Ctx(t), ""); !errors.Is(err, agent.ErrConfig) || !strings.Contains(err.Error(), "Header.SessionID") {
 		t.Fatalf("NewAgent(\"\") = %v", err)
 	}
 }

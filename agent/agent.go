@@ -14,6 +14,7 @@ import (
 
 	"github.com/santhosh-tekuri/jsonschema/v6"
 
+	"github.com/subactor/subactor/internal/agentlog"
 	"github.com/subactor/subactor/internal/schema"
 	"github.com/subactor/subactor/persistence"
 	"github.com/subactor/subactor/subagent"
@@ -78,17 +79,18 @@ type Config struct {
 	OnStep func(Step)
 }
 
-// ErrConfig is matched by every ConfigError.
+// ErrConfig is matched by every error of a Config New rejects; the error
+// names the field and why.
 var ErrConfig = errors.New("agent: invalid config")
 
-// ConfigError names the Config field New rejected.
-type ConfigError struct {
+// configError names the Config field New rejected.
+type configError struct {
 	Field  string
 	Reason string
 }
 
-func (e *ConfigError) Error() string { return "agent: invalid config " + e.Field + ": " + e.Reason }
-func (e *ConfigError) Unwrap() error { return ErrConfig }
+func (e *configError) Error() string { return "agent: invalid config " + e.Field + ": " + e.Reason }
+func (e *configError) Unwrap() error { return ErrConfig }
 
 // Agent is one session's agent loop.
 type Agent struct {
@@ -186,15 +188,15 @@ var ErrClosed = fmt.Errorf("agent: closed: %w", subagent.ErrParentClosed)
 func New(ctx context.Context, cfg Config) (*Agent, error) {
 	switch {
 	case cfg.Store == nil:
-		return nil, &ConfigError{Field: "Store", Reason: "required"}
+		return nil, &configError{Field: "Store", Reason: "required"}
 	case cfg.Model == nil:
-		return nil, &ConfigError{Field: "Model", Reason: "required"}
+		return nil, &configError{Field: "Model", Reason: "required"}
 	case cfg.Header.SessionID == "":
-		return nil, &ConfigError{Field: "Header.SessionID", Reason: "required"}
+		return nil, &configError{Field: "Header.SessionID", Reason: "required"}
 	case cfg.MaxSteps < 0:
-		return nil, &ConfigError{Field: "MaxSteps", Reason: "must not be negative"}
+		return nil, &configError{Field: "MaxSteps", Reason: "must not be negative"}
 	case cfg.MaxParallelTools < 0:
-		return nil, &ConfigError{Field: "MaxParallelTools", Reason: "must not be negative"}
+		return nil, &configError{Field: "MaxParallelTools", Reason: "must not be negative"}
 	}
 	a := &Agent{
 		store:    cfg.Store,
@@ -208,11 +210,11 @@ func New(ctx context.Context, cfg Config) (*Agent, error) {
 	seen := make(map[string]bool)
 	for i, t := range cfg.Tools {
 		if t == nil {
-			return nil, &ConfigError{Field: fmt.Sprintf("Tools[%d]", i), Reason: "nil tool"}
+			return nil, &configError{Field: fmt.Sprintf("Tools[%d]", i), Reason: "nil tool"}
 		}
 		name := t.Spec().Name
 		if seen[name] {
-			return nil, &ConfigError{Field: "Tools", Reason: fmt.Sprintf("duplicate tool name %q", name)}
+			return nil, &configError{Field: "Tools", Reason: fmt.Sprintf("duplicate tool name %q", name)}
 		}
 		seen[name] = true
 		if cfg.ToolFilter.Apply(name) {
@@ -229,7 +231,7 @@ func New(ctx context.Context, cfg Config) (*Agent, error) {
 	if len(cfg.OutputSchema) > 0 {
 		s, err := schema.Compile(cfg.OutputSchema)
 		if err != nil {
-			return nil, &ConfigError{Field: "OutputSchema", Reason: err.Error()}
+			return nil, &configError{Field: "OutputSchema", Reason: err.Error()}
 		}
 		a.shape.compiled = s
 	}
@@ -274,7 +276,7 @@ func (a *Agent) create(ctx context.Context, logOnly []persistence.Record, seed [
 	}
 	for i, m := range seed {
 		if err := b.add(m, ownNothing); err != nil {
-			return &ConfigError{Field: fmt.Sprintf("Seed[%d]", i), Reason: err.Error()}
+			return &configError{Field: fmt.Sprintf("Seed[%d]", i), Reason: err.Error()}
 		}
 	}
 	seq, err := createWith(ctx, a.header, b.records()...)
@@ -300,14 +302,8 @@ func cloneOptions(o subagent.AgentOptions) subagent.AgentOptions {
 	return o
 }
 
-// KindActivation is the log-only record an agent resuming a session
-// appends first: it takes the log, so that an earlier activation still
-// holding it fails its next append with persistence.ErrConflict instead
-// of interleaving its turns with this one's (S8: one writer at a time).
-const KindActivation = "agent/activation"
-
 // load restores the header and the model-visible turns of the session,
-// then takes the log (KindActivation) and logs prompt, if any, in the same
+// then takes the log (agentlog.KindActivation) and logs prompt, if any, in the same
 // append. Other record kinds are log-only and skipped.
 func (a *Agent) load(ctx context.Context, prompt []subagent.ContentBlock) error {
 	h, entries, err := a.store.LoadFrom(ctx, a.header.SessionID, 0)
@@ -338,7 +334,7 @@ func (a *Agent) load(ctx context.Context, prompt []subagent.ContentBlock) error 
 	if len(prompt) > 0 {
 		msgs = append(a.interrupted(), Message{Role: User, Content: prompt})
 	}
-	if err := a.commitAfter(ctx, nil, ownNothing, persistence.Record{Kind: KindActivation, Data: json.RawMessage(`{}`)}, msgs...); err != nil {
+	if err := a.commitAfter(ctx, nil, ownNothing, persistence.Record{Kind: agentlog.KindActivation, Data: json.RawMessage(`{}`)}, msgs...); err != nil {
 		return fmt.Errorf("agent: take session %q: %w", h.SessionID, err)
 	}
 	a.orderLastResults()

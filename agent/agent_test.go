@@ -13,6 +13,7 @@ import (
 	"go.uber.org/goleak"
 
 	"github.com/subactor/subactor/agent"
+	"github.com/subactor/subactor/internal/agentlog"
 	"github.com/subactor/subactor/internal/await"
 	"github.com/subactor/subactor/persistence"
 	"github.com/subactor/subactor/subagent"
@@ -251,8 +252,8 @@ func TestFinalAnswerAndSteps(t *testing.T) {
 		t.Fatal(err)
 	}
 	// The final turn's append also says how the run stopped.
-	var stop agent.Stop
-	if last := recs[len(recs)-1]; last.Kind != agent.KindStop || json.Unmarshal(last.Data, &stop) != nil ||
+	var stop agentlog.Stop
+	if last := recs[len(recs)-1]; last.Kind != agentlog.KindStop || json.Unmarshal(last.Data, &stop) != nil ||
 		stop.StopReason != subagent.Completed || stop.Usage == nil || stop.Usage.InputTokens != 30 {
 		t.Fatalf("last record %s %s, want how the run stopped", last.Kind, last.Data)
 	}

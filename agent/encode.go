@@ -3,6 +3,7 @@ package agent
 import (
 	"sync"
 
+	"github.com/subactor/subactor/internal/agentlog"
 	"github.com/subactor/subactor/internal/jsonv2"
 	"github.com/subactor/subactor/persistence"
 	"github.com/subactor/subactor/subagent"
@@ -26,7 +27,7 @@ type batch struct {
 	// msg and stop hold what is being written: pointers to them, in the
 	// pooled batch, reach the encoder without an allocation.
 	msg  Message
-	stop Stop
+	stop agentlog.Stop
 }
 
 var batches = sync.Pool{New: func() any { return new(batch) }}
@@ -75,14 +76,14 @@ func (b *batch) addRecord(r persistence.Record) {
 	b.recs = append(b.recs, persistence.Record{Kind: r.Kind, Data: b.data[start:]})
 }
 
-// addStop appends the KindStop record of res.
+// addStop appends the agentlog.KindStop record of res.
 func (b *batch) addStop(res subagent.Result) {
 	start := len(b.data)
 	// A Stop always encodes: it has strings and integers only.
-	b.stop = Stop{StopReason: res.StopReason, Detail: res.Detail, Usage: res.Usage}
+	b.stop = agentlog.Stop{StopReason: res.StopReason, Detail: res.Detail, Usage: res.Usage}
 	b.data, _ = jsonv2.AppendMarshal(b.data, &b.stop)
-	b.stop = Stop{}
-	b.recs = append(b.recs, persistence.Record{Kind: KindStop, Data: b.data[start:]})
+	b.stop = agentlog.Stop{}
+	b.recs = append(b.recs, persistence.Record{Kind: agentlog.KindStop, Data: b.data[start:]})
 }
 
 // records returns the records added, their data in the batch's final

@@ -8,6 +8,7 @@ import (
 	"testing"
 
 	"github.com/subactor/subactor/agent"
+	"github.com/subactor/subactor/internal/agentlog"
 	"github.com/subactor/subactor/internal/await"
 	"github.com/subactor/subactor/persistence"
 	"github.com/subactor/subactor/subagent"
@@ -88,7 +89,7 @@ func TestSeededSessionAndContinuation(t *testing.T) {
 		t.Fatalf("first request roles %q, want the seed then the prompt", got)
 	}
 	_, recs, err := store.Load(await.Ctx(t), a.SessionID())
-	if err != nil || len(recs) != 6 || recs[0].Kind != "subagent/descriptor" || recs[5].Kind != agent.KindStop {
+	if err != nil || len(recs) != 6 || recs[0].Kind != "subagent/descriptor" || recs[5].Kind != agentlog.KindStop {
 		t.Fatalf("log %+v, %v", recs, err)
 	}
 	// Continue without a prompt: the model answers from the history.
@@ -122,8 +123,8 @@ func TestACancelledRunRecordsHowItStopped(t *testing.T) {
 		t.Fatalf("run %+v", res)
 	}
 	_, recs, err := store.Load(await.Ctx(t), a.SessionID())
-	var stop agent.Stop
-	if err != nil || recs[len(recs)-1].Kind != agent.KindStop || json.Unmarshal(recs[len(recs)-1].Data, &stop) != nil || stop.StopReason != subagent.Aborted {
+	var stop agentlog.Stop
+	if err != nil || recs[len(recs)-1].Kind != agentlog.KindStop || json.Unmarshal(recs[len(recs)-1].Data, &stop) != nil || stop.StopReason != subagent.Aborted {
 		t.Fatalf("log %v, %v", recs, err)
 	}
 }

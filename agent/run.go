@@ -88,7 +88,7 @@ func (a *Agent) runUnder(ctx context.Context, cancel context.CancelCauseFunc, pr
 // a parked goroutine's stack only when it uses less than a quarter of it,
 // so the frames under the model call hold little more than the call's own
 // arguments and answer. recorded, where a step returns it, says whether
-// the result's KindStop record went out with the final turn.
+// the result's agentlog.KindStop record went out with the final turn.
 type loop struct {
 	a         *Agent
 	ctx       context.Context
@@ -166,22 +166,6 @@ func (a *Agent) usageSoFar() *subagent.Usage {
 	defer a.mu.Unlock()
 	u := a.runUsage
 	return &u
-}
-
-// KindStop marks the log-only record an activation ends with: how it
-// stopped, so that a session can be listed with its state without
-// replaying it (see Stop).
-const KindStop = "agent/stop"
-
-// Stop is the data of a KindStop record.
-type Stop struct {
-	StopReason subagent.StopReason `json:"stopReason"`
-	Detail     string              `json:"detail,omitempty"`
-	Usage      *subagent.Usage     `json:"usage,omitempty"`
-	// Output is the final answer of a child whose turns live elsewhere
-	// (an ACP agent's own session), so that it can be read again (S9); an
-	// in-process child's is its last turn, in the same append.
-	Output []subagent.ContentBlock `json:"output,omitempty"`
 }
 
 // recordStop appends how an activation that ended without a final turn
@@ -591,8 +575,8 @@ const (
 	ownCalls   ownership = 2 // ToolCalls with their arguments
 )
 
-// commit persists msgs, followed by the KindStop record of stop when it is
-// not nil (how the run stopped), in one append, then makes msgs part of
+// commit persists msgs, followed by the agentlog.KindStop record of stop
+// when it is not nil (how the run stopped), in one append, then makes msgs part of
 // the history. The history holds what the store decodes, never the
 // caller's memory, so a resumed session sees exactly the turns a live one
 // did.

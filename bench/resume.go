@@ -10,6 +10,7 @@ import (
 
 	"github.com/subactor/subactor/actors/providers/spawn"
 	"github.com/subactor/subactor/agent"
+	"github.com/subactor/subactor/internal/descriptor"
 	"github.com/subactor/subactor/persistence"
 	"github.com/subactor/subactor/subagent"
 )
@@ -48,7 +49,7 @@ func Resume(ctx context.Context, dir string, turns []int, samples int) ([]Resume
 		return nil, err
 	}
 	defer s.close()
-	desc, err := persistence.Descriptor{Provider: spawn.DefaultName}.Record()
+	desc, err := descriptor.Descriptor{Provider: spawn.DefaultName}.Record()
 	if err != nil {
 		return nil, err
 	}

@@ -22,9 +22,3 @@ func SetPutHook(s Backend, hook func(seq uint64) error) {
 	defer b.mu.Unlock()
 	b.putHook = hook
 }
-
-// UnsupportedVersionError lets the tests read the version refused.
-type UnsupportedVersionError = unsupportedVersionError
-
-// DescriptorError lets the tests match a malformed descriptor's error.
-type DescriptorError = descriptorError

@@ -9,6 +9,7 @@ import (
 	"sync"
 	"testing"
 
+	"github.com/subactor/subactor/internal/descriptor"
 	"github.com/subactor/subactor/persistence"
 	"github.com/subactor/subactor/subagent"
 )
@@ -87,7 +88,7 @@ func BenchmarkMemoryCreateWith(b *testing.B) {
 	s := persistence.NewMemory()
 	h := subagent.SessionHeader{SessionID: "s1", ParentSessionID: "p", DelegationDepth: 1}
 	recs := []persistence.Record{
-		{Kind: persistence.DescriptorKind, Data: benchData(0)},
+		{Kind: descriptor.Kind, Data: benchData(0)},
 		{Kind: persistence.KindMessage, Data: benchData(1)},
 	}
 	b.ReportAllocs()

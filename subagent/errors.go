@@ -3,7 +3,6 @@ package subagent
 import (
 	"errors"
 	"fmt"
-	"strings"
 )
 
 // Service errors, matched with errors.Is.
@@ -24,17 +23,6 @@ var (
 	ErrServiceCrashed     = errors.New("subagent: service actor crashed")
 	ErrParentClosed       = errors.New("subagent: parent agent closed")
 )
-
-// UnsupportedError names the capability a provider does not declare.
-type UnsupportedError struct {
-	Provider   string
-	Capability string
-}
-
-func (e *UnsupportedError) Error() string {
-	return fmt.Sprintf("subagent: provider %q does not support %s", e.Provider, e.Capability)
-}
-func (e *UnsupportedError) Unwrap() error { return ErrUnsupported }
 
 // InvalidRequestError names the field whose value is invalid.
 // Where a field can be wrong in more than one way, Fault tells which (one
@@ -64,14 +52,6 @@ var (
 	ErrToolFilterDuplicate = errors.New("subagent: tool filter names a tool twice")
 )
 
-// DepthError reports a delegation beyond the cap.
-type DepthError struct{ Depth, Max int }
-
-func (e *DepthError) Error() string {
-	return fmt.Sprintf("subagent: delegation depth %d reached max depth %d", e.Depth, e.Max)
-}
-func (e *DepthError) Unwrap() error { return ErrDepthExceeded }
-
 // cancelledError carries the context's cause and matches both ErrCancelled
 // and the context error.
 type cancelledError struct{ cause error }
@@ -81,26 +61,3 @@ func (e *cancelledError) Unwrap() []error { return []error{ErrCancelled, e.cause
 
 // Cancelled wraps a context error so it matches ErrCancelled too.
 func Cancelled(cause error) error { return &cancelledError{cause: cause} }
-
-// ProviderError reports a provider that broke the seam's contract, such as
-// returning neither a run nor an error.
-type ProviderError struct {
-	Provider string
-	Reason   string
-}
-
-func (e *ProviderError) Error() string {
-	return fmt.Sprintf("subagent: provider %q: %s", e.Provider, e.Reason)
-}
-func (e *ProviderError) Unwrap() error { return ErrProviderFault }
-
-// UnknownToolError reports a tool filter naming tools the child does not
-// have (S4); the provider rejects it before creating anything.
-type UnknownToolError struct {
-	Names []string
-}
-
-func (e *UnknownToolError) Error() string {
-	return fmt.Sprintf("subagent: tool filter names tools the child does not have: %s", strings.Join(e.Names, ", "))
-}
-func (e *UnknownToolError) Unwrap() error { return ErrUnknownTool }

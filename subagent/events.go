@@ -6,8 +6,13 @@ import (
 	"github.com/subactor/subactor/internal/listenopt"
 )
 
-// Event is a notification to a listener. Type returns its wire name.
-type Event interface{ Type() string }
+// Event is a notification to a listener: one of this package's event
+// types, which a listener tells apart with a type switch. TypeOf names it.
+type Event interface{ eventType() string }
+
+// TypeOf returns ev's wire name: "subagent/start", "subagent/progress",
+// "subagent/end" and so on.
+func TypeOf(ev Event) string { return ev.eventType() }
 
 // ProviderAdded follows a registration.
 type ProviderAdded struct{ Provider string }
@@ -78,13 +83,13 @@ type ListenerFailed struct {
 	Reason string
 }
 
-func (ProviderAdded) Type() string    { return "subagent/provider-added" }
-func (ProviderRemoved) Type() string  { return "subagent/provider-removed" }
-func (RunStarted) Type() string       { return "subagent/start" }
-func (RunEnded) Type() string         { return "subagent/end" }
-func (RunProgress) Type() string      { return "subagent/progress" }
-func (ListenerOverflow) Type() string { return "subagent/listener-overflow" }
-func (ListenerFailed) Type() string   { return "subagent/listener-failed" }
+func (ProviderAdded) eventType() string    { return "subagent/provider-added" }
+func (ProviderRemoved) eventType() string  { return "subagent/provider-removed" }
+func (RunStarted) eventType() string       { return "subagent/start" }
+func (RunEnded) eventType() string         { return "subagent/end" }
+func (RunProgress) eventType() string      { return "subagent/progress" }
+func (ListenerOverflow) eventType() string { return "subagent/listener-overflow" }
+func (ListenerFailed) eventType() string   { return "subagent/listener-failed" }
 
 // Listener receives events, one at a time, on a goroutine of its own. A
 // returned error or a panic is logged and changes nothing else; a slow
@@ -99,13 +104,13 @@ type ListenOption func(*listenopt.Config)
 // it is detached with ListenerOverflow (E5).
 func ListenBound(n int) ListenOption { return func(c *listenopt.Config) { c.Bound = n } }
 
-// OnlyEvents delivers only events of these types (their Type names, as
-// RunEnded{}.Type()); ListenerOverflow and ListenerFailed are always
+// OnlyEvents delivers only events of these types (their names, as
+// TypeOf(RunEnded{})); ListenerOverflow and ListenerFailed are always
 // delivered, since they say the stream itself broke.
 func OnlyEvents(types ...string) ListenOption {
 	return func(c *listenopt.Config) {
 		c.Types = append(c.Types, types...)
-		c.Types = append(c.Types, ListenerOverflow{}.Type(), ListenerFailed{}.Type())
+		c.Types = append(c.Types, TypeOf(ListenerOverflow{}), TypeOf(ListenerFailed{}))
 	}
 }
 

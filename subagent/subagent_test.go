@@ -73,8 +73,8 @@ func TestEventWireNames(t *testing.T) {
 		subagent.RunStarted{}:      "subagent/start",
 		subagent.RunEnded{}:        "subagent/end",
 	} {
-		if ev.Type() != want {
-			t.Errorf("%T.Type() = %q, want %q", ev, ev.Type(), want)
+		if subagent.TypeOf(ev) != want {
+			t.Errorf("TypeOf(%T) = %q, want %q", ev, subagent.TypeOf(ev), want)
 		}
 	}
 }

@@ -67,7 +67,7 @@ func TestE3E5_FailingAndBlockedListenersNeitherStarvePeersNorChangeTheRun(t *tes
 	}
 	close(unblock)
 	for i := range bound {
-		if ev := await.Recv(t, blocked, "the blocked listener's queued events"); ev.Type() == (subagent.ListenerOverflow{}).Type() {
+		if ev := await.Recv(t, blocked, "the blocked listener's queued events"); subagent.TypeOf(ev) == subagent.TypeOf(subagent.ListenerOverflow{}) {
 			t.Fatalf("overflow after %d events, want %d", i, bound)
 		}
 	}
@@ -256,7 +256,7 @@ func TestE6_AListenerReceivesOnlyTheTypesItAsksFor(t *testing.T) {
 	p := f.provider(t, "p", allCaps())
 	close(p.release)
 	ends := make(recorder, 8)
-	defer f.svc.ListenParent(top.SessionID(), ends.listen, subagent.OnlyEvents(subagent.RunEnded{}.Type())).Release()
+	defer f.svc.ListenParent(top.SessionID(), ends.listen, subagent.OnlyEvents(subagent.TypeOf(subagent.RunEnded{}))).Release()
 	r, err := f.svc.Start(context.Background(), "p", request("x"))
 	if err != nil {
 		t.Fatal(err)

@@ -58,10 +58,6 @@ type Service struct {
 // longer list would only have let go cold.
 const defaultIdleParents = 256
 
-// DefaultListenerBound is how many events a listener may have outstanding
-// before it is detached with subagent.ListenerOverflow (E5).
-const DefaultListenerBound = fanout.DefaultBound
-
 // options configure a Service. New starts from the defaults and applies
 // each Option in turn.
 type options struct {
@@ -82,8 +78,8 @@ type Option func(*options)
 func WithIdleParents(n int) Option { return func(o *options) { o.IdleParents = max(n, 0) } }
 
 // WithListenerBound sets how many events one listener may have queued and
-// not yet handled (default DefaultListenerBound; at least 1); past it the
-// listener is detached with a subagent.ListenerOverflow notice.
+// not yet handled (default 16384; at least 1); past it the listener is
+// detached with a subagent.ListenerOverflow notice (E5).
 func WithListenerBound(n int) Option { return func(o *options) { o.ListenerBound = max(n, 1) } }
 
 // WithRunRestarts sets how often a continuable run's child is relaunched
@@ -91,7 +87,7 @@ func WithListenerBound(n int) Option { return func(o *options) { o.ListenerBound
 func WithRunRestarts(p subagent.RestartPolicy) Option { return func(o *options) { o.RunRestarts = p } }
 
 func New(sys *actors.System, opts ...Option) *Service {
-	o := options{IdleParents: defaultIdleParents, ListenerBound: DefaultListenerBound}
+	o := options{IdleParents: defaultIdleParents, ListenerBound: fanout.DefaultBound}
 	for _, f := range opts {
 		f(&o)
 	}
@@ -358,7 +354,7 @@ func (s *Service) open(ctx context.Context, name string, req subagent.StartReque
 	case err != nil:
 		return discard(contextual(ctx, err))
 	case isNil(run):
-		return discard(&subagent.ProviderError{Provider: name, Reason: "returned neither a run nor an error"})
+		return discard(&providerError{provider: name, reason: "returned neither a run nor an error"})
 	case resume:
 		// A resumed child that took its log carries the request's prompt
 		// in it: it is published, and an ended ctx or parent settles it

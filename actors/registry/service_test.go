@@ -19,6 +19,8 @@ import (
 	"github.com/subactor/subactor/actors/tasks"
 	"github.com/subactor/subactor/internal/actorstest"
 	"github.com/subactor/subactor/internal/await"
+	"github.com/subactor/subactor/internal/capability"
+	"github.com/subactor/subactor/internal/depth"
 	"github.com/subactor/subactor/internal/leaktest"
 	"github.com/subactor/subactor/persistence"
 	"github.com/subactor/subactor/subagent"
@@ -206,7 +208,7 @@ func TestS1E4_ProviderEventsFollowRegistrationsWhateverTheOrder(t *testing.T) {
 			t.Fatalf("event %#v, want %#v", ev, want)
 		}
 	}
-	if ev := (subagent.ProviderAdded{}); ev.Type() != "subagent/provider-added" || (subagent.ProviderRemoved{}).Type() != "subagent/provider-removed" {
+	if ev := (subagent.ProviderAdded{}); subagent.TypeOf(ev) != "subagent/provider-added" || subagent.TypeOf(subagent.ProviderRemoved{}) != "subagent/provider-removed" {
 		t.Fatal("event wire names changed")
 	}
 }
@@ -256,7 +258,7 @@ func TestS4_InvalidRequestsFailTypedBeforeAnyProviderCode(t *testing.T) {
 	}
 	unsupported := func(cap string) func(error) bool {
 		return func(err error) bool {
-			var u *subagent.UnsupportedError
+			var u *capability.UnsupportedError
 			return errors.As(err, &u) && u.Capability == cap && errors.Is(err, subagent.ErrUnsupported)
 		}
 	}
@@ -302,7 +304,7 @@ func TestS4_InvalidRequestsFailTypedBeforeAnyProviderCode(t *testing.T) {
 		{"continuation without resume", context.Background(), "all", with(func(r *subagent.StartRequest) { r.Continuation = &subagent.Continuation{SessionID: "s"} }), invalid("continuation")},
 		{"typed nil parent", context.Background(), "all", with(func(r *subagent.StartRequest) { var p *parentPtr; r.Parent = p }), invalid("parent")},
 		{"depth at the cap", context.Background(), "all", with(func(r *subagent.StartRequest) { r.MaxDepth = &zero }), func(err error) bool {
-			var d *subagent.DepthError
+			var d *depth.Error
 			return errors.As(err, &d) && d.Depth == 0 && d.Max == 0 && errors.Is(err, subagent.ErrDepthExceeded)
 		}},
 		{"inherited cap", context.Background(), "all", with(func(r *subagent.StartRequest) { r.Parent = parentAgent{id: "deep", depth: 2, max: &two} }), is(subagent.ErrDepthExceeded)},

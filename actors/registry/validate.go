@@ -1,11 +1,13 @@
 package registry
 
 import (
+	"fmt"
 	"strings"
 
+	"github.com/subactor/subactor/internal/capability"
 	"github.com/subactor/subactor/internal/depth"
+	"github.com/subactor/subactor/internal/descriptor"
 	"github.com/subactor/subactor/internal/schema"
-	"github.com/subactor/subactor/persistence"
 	"github.com/subactor/subactor/subagent"
 )
 
@@ -13,19 +15,8 @@ import (
 // runs (S4): declared capabilities first, then semantic values, then depth.
 // The Service has checked the parent is there.
 func validate(p subagent.Provider, req subagent.StartRequest, resume bool) error {
-	caps := p.Capabilities()
-	for _, c := range []struct {
-		used, declared bool
-		name           string
-	}{
-		{req.OutputSchema != nil, caps.OutputSchema, "outputSchema"},
-		{req.MaxDepth != nil, caps.DepthLimit, "depthLimit"},
-		{req.ToolFilter != nil, caps.ToolFilter, "toolFilter"},
-		{req.Persona != nil, caps.Persona, "persona"},
-	} {
-		if c.used && !c.declared {
-			return &subagent.UnsupportedError{Provider: p.Name(), Capability: c.name}
-		}
+	if err := capability.Check(p.Name(), p.Capabilities(), req); err != nil {
+		return err
 	}
 	if _, ok := p.(subagent.Resumer); resume && !ok {
 		return subagent.ErrNotResumable
@@ -40,7 +31,7 @@ func validate(p subagent.Provider, req subagent.StartRequest, resume bool) error
 	case resume && len(req.Continuation.Descriptor) > 0:
 		// D3: a malformed or unsupported descriptor fails before any
 		// provider dispatch.
-		if _, err := persistence.ParseDescriptor(req.Continuation.Descriptor); err != nil {
+		if _, err := descriptor.Parse(req.Continuation.Descriptor); err != nil {
 			return err
 		}
 	}
@@ -100,3 +91,15 @@ func filterFault(fault error, reason string) error {
 func invalid(field, reason string) error {
 	return &subagent.InvalidRequestError{Field: field, Reason: reason}
 }
+
+// providerError reports a provider that broke the seam's contract, such
+// as returning neither a run nor an error; it wraps
+// subagent.ErrProviderFault.
+type providerError struct {
+	provider, reason string
+}
+
+func (e *providerError) Error() string {
+	return fmt.Sprintf("subagent: provider %q: %s", e.provider, e.reason)
+}
+func (e *providerError) Unwrap() error { return subagent.ErrProviderFault }

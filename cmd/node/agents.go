@@ -169,8 +169,8 @@ func (s agentServers) provider(name string, sys *actors.System, store persistenc
 // its child's events come only once it has. A start that fails is shown
 // ended, aborted when the run was cancelled (Ctrl-C) meanwhile.
 type startShown struct {
-	*acp.Provider
-	rep reporter
+	subagent.Provider // an ACP provider, also a subagent.Resumer
+	rep               reporter
 }
 
 // Start implements subagent.Provider.
@@ -186,7 +186,7 @@ func (p startShown) Start(ctx context.Context, req subagent.StartRequest) (subag
 func (p startShown) Resume(ctx context.Context, req subagent.StartRequest) (subagent.Run, error) {
 	scope, _ := subagent.ScopeOf(ctx)
 	done := p.rep.starting(scope.RunID, p.Name())
-	r, err := p.Provider.Resume(ctx, req)
+	r, err := p.Provider.(subagent.Resumer).Resume(ctx, req)
 	done(startEnd(ctx, err))
 	return r, err
 }

@@ -139,11 +139,11 @@ func TestP3_DelegateJSONLines(t *testing.T) {
 		last = r
 		types = append(types, r.Type)
 		switch r.Type {
-		case subagent.RunStarted{}.Type(), subagent.RunEnded{}.Type():
+		case subagent.TypeOf(subagent.RunStarted{}), subagent.TypeOf(subagent.RunEnded{}):
 			if r.Provider != "fake" || r.Local {
 				t.Fatalf("line %d: %q", i+1, line)
 			}
-		case subagent.RunProgress{}.Type():
+		case subagent.TypeOf(subagent.RunProgress{}):
 			kinds = append(kinds, r.Kind)
 		}
 	}

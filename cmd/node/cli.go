@@ -13,6 +13,7 @@ import (
 	"slices"
 	"strings"
 
+	"github.com/subactor/subactor/internal/agentlog"
 	"github.com/subactor/subactor/internal/ids"
 
 	"github.com/subactor/subactor/actors"
@@ -257,9 +258,8 @@ func runCommand(ctx context.Context, args []string, stdout, stderr io.Writer) in
 // run could end: exitUsage for a configuration the node refuses (models
 // or agent servers), exitFailed for anything else.
 func exitCode(err error) int {
-	var badModel *modelError
 	var badConfig *configError
-	if errors.As(err, &badModel) || errors.As(err, &badConfig) {
+	if errors.Is(err, openai.ErrChoice) || errors.As(err, &badConfig) {
 		return exitUsage
 	}
 	return exitFailed
@@ -641,8 +641,8 @@ func continued(ctx context.Context, store persistence.Store, id string) (target 
 			if err := json.Unmarshal(r.Data, &last); err != nil {
 				return target, 0, false, &persistence.CorruptError{SessionID: id, Part: "record", Err: err}
 			}
-		case r.Kind == agent.KindStop:
-			var stop agent.Stop
+		case r.Kind == agentlog.KindStop:
+			var stop agentlog.Stop
 			complete = json.Unmarshal(r.Data, &stop) == nil && stop.StopReason == subagent.Completed &&
 				last.Role == agent.Assistant && len(last.ToolCalls) == 0
 		case r.Kind == kindDelegate:

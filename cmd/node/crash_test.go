@@ -21,6 +21,7 @@ import (
 
 	"github.com/subactor/subactor/agent"
 	"github.com/subactor/subactor/cmd/node/internal/crashhook"
+	"github.com/subactor/subactor/internal/agentlog"
 	"github.com/subactor/subactor/internal/await"
 	"github.com/subactor/subactor/internal/openaitest"
 	"github.com/subactor/subactor/model/scripted"
@@ -416,7 +417,7 @@ func state(t *testing.T, log []persistence.Entry) (stopped bool, pending []strin
 		switch e.Kind {
 		case persistence.KindMessage:
 			stopped = false
-		case agent.KindStop:
+		case agentlog.KindStop:
 			stopped = true
 		}
 	}
@@ -514,7 +515,7 @@ func completed(t *testing.T, log []persistence.Entry) bool {
 	if !stopped {
 		return false
 	}
-	var stop agent.Stop
+	var stop agentlog.Stop
 	return json.Unmarshal(log[len(log)-1].Data, &stop) == nil && stop.StopReason == subagent.Completed
 }
 

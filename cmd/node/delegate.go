@@ -13,6 +13,7 @@ import (
 	"strings"
 	"sync"
 
+	"github.com/subactor/subactor/internal/agentlog"
 	"github.com/subactor/subactor/internal/ids"
 
 	"github.com/subactor/subactor/actors"
@@ -266,13 +267,13 @@ func delegateOnce(ctx context.Context, o delegateOptions, servers agentServers, 
 		return outcome{}, err
 	}
 	closeParent()
-	stop := agent.Stop{StopReason: res.StopReason, Detail: res.Detail, Usage: res.Usage}
+	stop := agentlog.Stop{StopReason: res.StopReason, Detail: res.Detail, Usage: res.Usage}
 	if runErr != nil {
-		stop = agent.Stop{StopReason: subagent.Error, Detail: runErr.Error()}
+		stop = agentlog.Stop{StopReason: subagent.Error, Detail: runErr.Error()}
 	}
 	stopData, err := json.Marshal(stop)
 	if err == nil {
-		err = store.Append(context.WithoutCancel(ctx), parent.SessionID(), persistence.Record{Kind: agent.KindStop, Data: stopData})
+		err = store.Append(context.WithoutCancel(ctx), parent.SessionID(), persistence.Record{Kind: agentlog.KindStop, Data: stopData})
 	}
 	if runErr != nil {
 		return outcome{}, runErr

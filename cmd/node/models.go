@@ -1,6 +1,7 @@
 package main
 
 import (
+	"fmt"
 	"time"
 
 	"github.com/subactor/subactor/actors/providers/spawn"
@@ -18,10 +19,13 @@ const (
 	envDeepSeekKey = "DEEPSEEK_API_KEY"
 )
 
-// modelError is a model configuration the node cannot use: flags, the
-// environment or a -models file that say something wrong. It exits with
-// exitUsage.
-type modelError = openai.ChoiceError
+// modelError is a -models file the node cannot read as a configuration
+// (not a regular file, too large). Like every model configuration Select
+// refuses, it matches openai.ErrChoice and exits with exitUsage.
+type modelError struct{ msg string }
+
+func (e *modelError) Error() string { return e.msg }
+func (e *modelError) Unwrap() error { return openai.ErrChoice }
 
 // models is the resolved model configuration of a run.
 type models struct {
@@ -51,8 +55,8 @@ func (m models) spawnModels() spawn.Models {
 // (the -models file, else the environment with -base-url and -model in
 // place of OPENAI_BASE_URL and OPENAI_MODEL), else the embedded scripted
 // model. The -models file is read by readConfigFile. getenv is os.Getenv
-// outside tests. The error is a *modelError, or a file that cannot be
-// read.
+// outside tests. The error matches openai.ErrChoice, or is a file that
+// cannot be read.
 func resolveModels(o options, getenv func(string) string) (models, error) {
 	c := o.choice(getenv)
 	if o.modelsFile != "" && o.baseURL == "" { // with -base-url, Select refuses the pair unread
@@ -96,9 +100,8 @@ func selectModels(c openai.Choice) (models, error) {
 	return models{top: sel.Top, endpoints: sel.Endpoints, endpoint: sel.Endpoint, name: sel.Model, real: true}, nil
 }
 
-// modelErrorf is a *modelError.
 func modelErrorf(format string, args ...any) error {
-	return openai.ChoiceErrorf(format, args...)
+	return &modelError{msg: fmt.Sprintf(format, args...)}
 }
 
 // timeLimits are the model endpoints' time limits the flags give; 0 leaves

@@ -12,9 +12,9 @@ import (
 	"testing"
 
 	"github.com/subactor/subactor/internal/await"
+	"github.com/subactor/subactor/internal/descriptor"
 	"github.com/subactor/subactor/internal/openaitest"
 	"github.com/subactor/subactor/model/openai"
-	"github.com/subactor/subactor/persistence"
 	"github.com/subactor/subactor/subagent"
 )
 
@@ -198,13 +198,13 @@ func TestE6_RunJSONLinesPerChildInOrder(t *testing.T) {
 	for i, r := range recs[1 : len(recs)-1] {
 		c := children[r.RunID]
 		switch r.Type {
-		case subagent.RunStarted{}.Type():
+		case subagent.TypeOf(subagent.RunStarted{}):
 			if c != nil || r.SessionID != r.RunID || r.Provider != "spawn" || !r.Local {
 				t.Fatalf("line %d: start %q", i+2, lines[i+1])
 			}
 			children[r.RunID] = &child{started: true}
 			continue
-		case subagent.RunProgress{}.Type():
+		case subagent.TypeOf(subagent.RunProgress{}):
 			if c == nil || c.ended || r.Step < c.step {
 				t.Fatalf("line %d: progress out of order %q", i+2, lines[i+1])
 			}
@@ -216,7 +216,7 @@ func TestE6_RunJSONLinesPerChildInOrder(t *testing.T) {
 			if r.Kind == string(subagent.ModelCallFinished) && r.Usage != nil {
 				c.calls.Add(*r.Usage)
 			}
-		case subagent.RunEnded{}.Type():
+		case subagent.TypeOf(subagent.RunEnded{}):
 			if c == nil || c.ended || r.StopReason != "completed" || r.Usage == nil {
 				t.Fatalf("line %d: end %q", i+2, lines[i+1])
 			}
@@ -297,7 +297,7 @@ func TestM1_ModelsFileNamesEndpoints(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		desc, err := persistence.FoldDescriptor(recs)
+		desc, err := descriptor.Fold(recs)
 		if err != nil || desc.AgentProvider != "local" || desc.AgentModel != "m-2" {
 			t.Errorf("child %s descriptor %+v: %v; want endpoint local, model m-2", c.Header.SessionID, desc, err)
 		}

@@ -16,6 +16,8 @@ import (
 	"time"
 
 	"github.com/go-json-experiment/json/jsontext"
+
+	"github.com/subactor/subactor/model/openai"
 )
 
 // Contract K3: a -models file is decoded as strictly as -config: a key
@@ -124,7 +126,7 @@ func TestK3_SilentEndpointEndsTheRunAtTheHeaderTimeout(t *testing.T) {
 }
 
 // Contract K3: whatever the bytes of a -models file, decoding ends with
-// models or a *modelError, never a panic; what it accepts is one valid
+// models or an openai.ErrChoice error, never a panic; what it accepts is one valid
 // JSON object without repeated keys or nulls, and every endpoint it makes
 // has a model and time limits above 0.
 func FuzzModelsFile(f *testing.F) {
@@ -143,9 +145,8 @@ func FuzzModelsFile(f *testing.F) {
 	f.Fuzz(func(t *testing.T, data []byte) {
 		m, err := parseModels("fuzz.json", data, "", timeLimits{}, getenv)
 		if err != nil {
-			var bad *modelError
-			if !errors.As(err, &bad) {
-				t.Fatalf("error %v (%T), want a *modelError", err, err)
+			if !errors.Is(err, openai.ErrChoice) {
+				t.Fatalf("error %v (%T), want an openai.ErrChoice error", err, err)
 			}
 			return
 		}

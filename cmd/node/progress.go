@@ -12,7 +12,7 @@ import (
 	"time"
 	"unicode/utf8"
 
-	"github.com/subactor/subactor/actors/providers/acp"
+	"github.com/subactor/subactor/internal/acpdata"
 	"github.com/subactor/subactor/subagent"
 )
 
@@ -99,7 +99,7 @@ func (p *progress) event(ev subagent.Event) error {
 		p.println(ev.RunID, endText(ev, p.since[ev.RunID]))
 		delete(p.since, ev.RunID)
 	case subagent.ListenerOverflow, subagent.ListenerFailed:
-		fmt.Fprintf(p.w, "progress incomplete: %s\n", ev.Type())
+		fmt.Fprintf(p.w, "progress incomplete: %s\n", subagent.TypeOf(ev))
 	}
 	return nil
 }
@@ -131,13 +131,13 @@ func (p *progress) locked(id, line string) {
 // answers and plans are shown too (its streamed thoughts, like streamed
 // text, are not).
 var stepWords = map[subagent.ProgressKind]string{
-	subagent.ModelCallStarted: "model",
-	subagent.ToolCallStarted:  "tool",
-	subagent.ToolCallFinished: "failed",
-	subagent.SteerAdmitted:    "steer",
-	subagent.MessageText:      "final",
-	acp.PermissionAnswered:    "permission",
-	acp.PlanUpdated:           "plan",
+	subagent.ModelCallStarted:  "model",
+	subagent.ToolCallStarted:   "tool",
+	subagent.ToolCallFinished:  "failed",
+	subagent.SteerAdmitted:     "steer",
+	subagent.MessageText:       "final",
+	acpdata.PermissionAnswered: "permission",
+	acpdata.PlanUpdated:        "plan",
 }
 
 // stepText is the plain line of a progress event after the child's id,
@@ -248,7 +248,7 @@ func (p *jsonProgress) starting(string, string) func(subagent.StopReason) {
 
 // toJSON maps an event onto its -json record.
 func toJSON(ev subagent.Event) jsonEvent {
-	j := jsonEvent{Type: ev.Type()}
+	j := jsonEvent{Type: subagent.TypeOf(ev)}
 	switch ev := ev.(type) {
 	case subagent.RunStarted:
 		j.RunID, j.SessionID, j.Provider, j.Local = ev.RunID, ev.SessionID, ev.Provider, ev.Local
@@ -368,7 +368,7 @@ func (l *live) event(ev subagent.Event) error {
 			final += ": " + clip(msg, liveText)
 		}
 	case subagent.ListenerOverflow, subagent.ListenerFailed:
-		final = "progress incomplete: " + ev.Type()
+		final = "progress incomplete: " + subagent.TypeOf(ev)
 	}
 	l.redraw(final)
 	return nil

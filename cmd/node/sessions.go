@@ -9,8 +9,10 @@ import (
 	"io"
 	"strings"
 
-	"github.com/subactor/subactor/actors/providers/acp"
 	"github.com/subactor/subactor/agent"
+	"github.com/subactor/subactor/internal/acpdata"
+	"github.com/subactor/subactor/internal/agentlog"
+	"github.com/subactor/subactor/internal/descriptor"
 	"github.com/subactor/subactor/persistence"
 	"github.com/subactor/subactor/subagent"
 )
@@ -180,7 +182,7 @@ type summary struct {
 }
 
 // summarize reads a session's log. The state is the stop reason of its last
-// agent.KindStop record when no turn follows it: every activation's log
+// agentlog.KindStop record when no turn follows it: every activation's log
 // ends with one, so a log without it after its last turn belongs to a run
 // that is still going or whose process died.
 func summarize(ctx context.Context, store persistence.Store, id string) (summary, error) {
@@ -208,17 +210,17 @@ func summarize(ctx context.Context, store persistence.Store, id string) (summary
 				s.prompt, _, _ = strings.Cut(d.Prompt, "\n")
 				prompted = true
 			}
-		case persistence.DescriptorKind:
-			if d, err := persistence.ParseDescriptor(r.Data); err == nil && s.server == "" && len(d.ProviderData) > 0 {
-				if pd, err := acp.ParseProviderData(d.ProviderData); err == nil {
+		case descriptor.Kind:
+			if d, err := descriptor.Parse(r.Data); err == nil && s.server == "" && len(d.ProviderData) > 0 {
+				if pd, err := acpdata.ParseProviderData(d.ProviderData); err == nil {
 					s.server, s.agentSession = d.Provider, pd.SessionID
 				}
 			}
-		case agent.KindActivation:
+		case agentlog.KindActivation:
 			// A new activation took the log: running until its stop.
 			s.state = stateInterrupted
-		case agent.KindStop:
-			var stop agent.Stop
+		case agentlog.KindStop:
+			var stop agentlog.Stop
 			if json.Unmarshal(r.Data, &stop) != nil || stop.StopReason == "" {
 				s.state = "unknown"
 				continue

@@ -1,15 +1,29 @@
 // Package depth holds the delegation-depth checks the Service, the
 // providers and the delegate tool share (D6); subagent keeps the
-// vocabulary callers use (DelegationDepthOf, AssertMaxDepth, DepthError).
+// vocabulary callers use (DelegationDepthOf, AssertMaxDepth,
+// ErrDepthExceeded).
 package depth
 
-import "github.com/subactor/subactor/subagent"
+import (
+	"fmt"
+
+	"github.com/subactor/subactor/subagent"
+)
+
+// Error reports a delegation beyond the cap; it wraps
+// subagent.ErrDepthExceeded.
+type Error struct{ Depth, Max int }
+
+func (e *Error) Error() string {
+	return fmt.Sprintf("subagent: delegation depth %d reached max depth %d", e.Depth, e.Max)
+}
+func (e *Error) Unwrap() error { return subagent.ErrDepthExceeded }
 
 // Check reports whether an agent at depth d may delegate under max m:
-// it may not when d >= m.
+// it may not when d >= m, an *Error.
 func Check(d, m int) error {
 	if d >= m {
-		return &subagent.DepthError{Depth: d, Max: m}
+		return &Error{Depth: d, Max: m}
 	}
 	return nil
 }

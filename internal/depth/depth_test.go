@@ -25,7 +25,7 @@ func TestD6_AnAgentAtItsCapCannotDelegate(t *testing.T) {
 		t.Fatalf("depth 2 under max 3: %v", err)
 	}
 	err := depth.Check(3, 3)
-	var d *subagent.DepthError
+	var d *depth.Error
 	if !errors.As(err, &d) || d.Depth != 3 || d.Max != 3 || !errors.Is(err, subagent.ErrDepthExceeded) {
 		t.Fatalf("depth 3 under max 3: %v", err)
 	}

@@ -40,7 +40,7 @@ func TestResultRoundTripsThroughTheWire(t *testing.T) {
 }
 
 // TestEveryEventTypeCrossesTheWire: each event type of package subagent
-// (each type with a Type method in subagent/events.go) converts to its wire form and back unchanged, so a new event type
+// (each type with an eventType method in subagent/events.go) converts to its wire form and back unchanged, so a new event type
 // cannot be dropped silently by a conversion switch that lacks it.
 func TestEveryEventTypeCrossesTheWire(t *testing.T) {
 	usage := &subagent.Usage{InputTokens: 3, OutputTokens: 4, CachedInputTokens: 2}
@@ -83,7 +83,7 @@ func TestEveryEventTypeCrossesTheWire(t *testing.T) {
 	}
 }
 
-// eventTypes names the types of package subagent that have a Type method:
+// eventTypes names the types of package subagent that have an eventType method:
 // its events.
 func eventTypes(t *testing.T) []string {
 	f, err := parser.ParseFile(token.NewFileSet(), "../../subagent/events.go", nil, parser.SkipObjectResolution)
@@ -92,7 +92,7 @@ func eventTypes(t *testing.T) []string {
 	}
 	var names []string
 	for _, d := range f.Decls {
-		if fn, ok := d.(*ast.FuncDecl); ok && fn.Recv != nil && fn.Name.Name == "Type" {
+		if fn, ok := d.(*ast.FuncDecl); ok && fn.Recv != nil && fn.Name.Name == "eventType" {
 			if id, ok := fn.Recv.List[0].Type.(*ast.Ident); ok {
 				names = append(names, id.Name)
 			}

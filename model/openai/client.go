@@ -95,11 +95,11 @@ func New(cfg Config) (*Client, error) {
 // Model is the model the client asks for.
 func (c *Client) Model() string { return c.cfg.Model }
 
-// Generate streams one answer to req. A 429 or 5xx status and a
-// *TimeoutError are retried (Config.MaxAttempts, backoff honouring
+// Generate streams one answer to req. A 429 or 5xx status and a time
+// limit passed are retried (Config.MaxAttempts, backoff honouring
 // Retry-After); the error after the last attempt, or for any other status,
-// is an *APIError or the *TimeoutError. An answer that breaks the wire
-// format is a *ProtocolError, one over a size limit a *TooLargeError;
+// is an *APIError or an error naming the limit. An answer that breaks the
+// wire format or passes a size limit fails with an error saying so;
 // neither is retried. req.OnText may have seen part of an attempt that
 // timed out before the text of the next. When ctx ends, Generate returns
 // ctx's error at once.
@@ -130,7 +130,7 @@ func (c *Client) Generate(ctx context.Context, req agent.Request) (agent.Respons
 // after what wait; it records the attempts in the error.
 func (c *Client) retry(attempt int, err error) (wait time.Duration, ok bool) {
 	var apiErr *APIError
-	var timeout *TimeoutError
+	var timeout *timeoutError
 	switch {
 	case errors.As(err, &apiErr):
 		apiErr.Attempts = attempt
@@ -168,13 +168,13 @@ func (c *Client) backoff(attempt int) time.Duration {
 // attempt makes one request and reads its stream, within the request's
 // time limits (see Config.HeaderTimeout).
 func (c *Client) attempt(ctx context.Context, params sdk.ChatCompletionNewParams, onText func(string)) (agent.Response, error) {
-	// Each limit ends the request's context with its *TimeoutError as the
+	// Each limit ends the request's context with its *timeoutError as the
 	// cause; the caller's ctx stays as it was.
-	reqCtx, stop := context.WithTimeoutCause(ctx, c.cfg.CallTimeout, &TimeoutError{Limit: limitCall, After: c.cfg.CallTimeout})
+	reqCtx, stop := context.WithTimeoutCause(ctx, c.cfg.CallTimeout, &timeoutError{Limit: limitCall, After: c.cfg.CallTimeout})
 	defer stop()
 	reqCtx, cancel := context.WithCancelCause(reqCtx)
 	defer cancel(nil)
-	headers := time.AfterFunc(c.cfg.HeaderTimeout, func() { cancel(&TimeoutError{Limit: limitHeader, After: c.cfg.HeaderTimeout}) })
+	headers := time.AfterFunc(c.cfg.HeaderTimeout, func() { cancel(&timeoutError{Limit: limitHeader, After: c.cfg.HeaderTimeout}) })
 	defer headers.Stop()
 	var idle *time.Timer // set once the headers are in, reset by every chunk
 	defer func() {
@@ -191,7 +191,7 @@ func (c *Client) attempt(ctx context.Context, params sdk.ChatCompletionNewParams
 	capture := option.WithMiddleware(func(r *http.Request, next option.MiddlewareNext) (*http.Response, error) {
 		res, err := next(r)
 		headers.Stop()
-		idle = time.AfterFunc(c.cfg.IdleTimeout, func() { cancel(&TimeoutError{Limit: limitIdle, After: c.cfg.IdleTimeout}) })
+		idle = time.AfterFunc(c.cfg.IdleTimeout, func() { cancel(&timeoutError{Limit: limitIdle, After: c.cfg.IdleTimeout}) })
 		if err != nil {
 			return res, err
 		}
@@ -220,7 +220,7 @@ func (c *Client) attempt(ctx context.Context, params sdk.ChatCompletionNewParams
 		return agent.Response{}, ctx.Err()
 	}
 	if err := stream.Err(); err != nil {
-		var timeout *TimeoutError
+		var timeout *timeoutError
 		if errors.As(context.Cause(reqCtx), &timeout) {
 			return agent.Response{}, timeout
 		}
@@ -234,16 +234,16 @@ func streamError(err error) error {
 	var se *ssestream.StreamError
 	var syntax *json.SyntaxError
 	var typ *json.UnmarshalTypeError
-	var tooLarge *TooLargeError
+	var tooLarge *tooLargeError
 	switch {
 	case errors.As(err, &tooLarge):
 		return tooLarge
 	case errors.As(err, &se):
-		return &ProtocolError{Detail: "error event in stream", Err: errors.New(string(bytes.TrimSpace(se.Event.Data)))}
+		return &protocolError{Detail: "error event in stream", Err: errors.New(string(bytes.TrimSpace(se.Event.Data)))}
 	case errors.As(err, &syntax), errors.As(err, &typ):
-		return &ProtocolError{Detail: "malformed chunk", Err: err}
+		return &protocolError{Detail: "malformed chunk", Err: err}
 	case errors.Is(err, io.ErrUnexpectedEOF):
-		return &ProtocolError{Detail: "stream cut off", Err: err}
+		return &protocolError{Detail: "stream cut off", Err: err}
 	}
 	return fmt.Errorf("openai: %w", err)
 }

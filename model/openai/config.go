@@ -73,7 +73,7 @@ type Config struct {
 	// or the chunk before (keep-alive comments do not count: they show a
 	// live connection, not progress), and CallTimeout the whole request,
 	// from sending it to the stream's end. Past one, the request ends
-	// with a *TimeoutError, retried like a 5xx status. The defaults
+	// with an error naming the limit, retried like a 5xx status. The defaults
 	// (DefaultHeaderTimeout, DefaultIdleTimeout, DefaultCallTimeout when
 	// 0) leave room for slow reasoning models and local servers that
 	// read a long prompt before they answer.
@@ -81,7 +81,7 @@ type Config struct {
 	// MaxReplyBytes bounds the raw bytes of one answer's body, and
 	// MaxEventBytes those of one event of its stream, so that a hostile
 	// or broken server cannot exhaust memory: past either the answer
-	// ends with a *TooLargeError (16 MiB and 4 MiB when 0;
+	// ends with an error naming the limit (16 MiB and 4 MiB when 0;
 	// MaxEventBytes is at most 32 MiB, the
 	// longest line the SDK's stream reader takes).
 	MaxReplyBytes, MaxEventBytes int
@@ -142,17 +142,17 @@ func fromEnv(getenv func(string) string) (cfg Config, ok bool) {
 type Endpoints map[string]Config
 
 // Lookup returns a model for the named endpoint, on model when it is not
-// empty (else the endpoint's own Model). An unknown name is an
-// *UnknownEndpointError and a model the endpoint does not offer an
-// *UnknownModelError, so that a child's options can be refused at Start.
+// empty (else the endpoint's own Model). An unknown name or a model the
+// endpoint does not offer is an error naming what is configured, so that
+// a child's options can be refused at Start.
 func (e Endpoints) Lookup(provider, model string) (agent.Model, error) {
 	cfg, ok := e[provider]
 	if !ok {
-		return nil, &UnknownEndpointError{Provider: provider, Known: e.names()}
+		return nil, &unknownEndpointError{Provider: provider, Known: e.names()}
 	}
 	if model != "" && model != cfg.Model {
 		if len(cfg.Models) > 0 && !slices.Contains(cfg.Models, model) {
-			return nil, &UnknownModelError{Provider: provider, Model: model, Known: slices.Clone(cfg.Models)}
+			return nil, &unknownModelError{Provider: provider, Model: model, Known: slices.Clone(cfg.Models)}
 		}
 		cfg.Model = model
 	}
@@ -172,23 +172,23 @@ func (e Endpoints) names() []string {
 	return names
 }
 
-// UnknownEndpointError is a lookup of an endpoint name that is not
+// unknownEndpointError is a lookup of an endpoint name that is not
 // configured.
-type UnknownEndpointError struct {
+type unknownEndpointError struct {
 	Provider string
 	Known    []string // the configured names, sorted
 }
 
-func (e *UnknownEndpointError) Error() string {
+func (e *unknownEndpointError) Error() string {
 	return fmt.Sprintf("openai: unknown model provider %q (configured: %s)", e.Provider, strings.Join(e.Known, ", "))
 }
 
-// UnknownModelError is a lookup of a model an endpoint does not offer.
-type UnknownModelError struct {
+// unknownModelError is a lookup of a model an endpoint does not offer.
+type unknownModelError struct {
 	Provider, Model string
 	Known           []string
 }
 
-func (e *UnknownModelError) Error() string {
+func (e *unknownModelError) Error() string {
 	return fmt.Sprintf("openai: model provider %q does not offer model %q (offered: %s)", e.Provider, e.Model, strings.Join(e.Known, ", "))
 }

@@ -13,9 +13,9 @@
 // Retry-After (the SDK's own retries are off, so these are the only ones);
 // when the budget is spent the call fails with an *APIError. A request the
 // endpoint is too slow to answer (no headers, no next chunk, no end within
-// Config's time limits) is retried the same way and fails with a
-// *TimeoutError; an answer over Config's size limits fails with a
-// *TooLargeError. Cancelling the context aborts the HTTP request at once.
+// Config's time limits) is retried the same way and fails with an error
+// naming the limit; an answer over Config's size limits fails with an
+// error naming it. Cancelling the context aborts the HTTP request at once.
 //
 // The scripted model (package model/scripted) stays the embedded default;
 // this client is used only when configured.

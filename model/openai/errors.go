@@ -57,59 +57,59 @@ func (e *APIError) retryable() bool {
 	return e.Status == http.StatusTooManyRequests || e.Status >= 500
 }
 
-// ProtocolError is an answer that does not follow the chat completions
+// protocolError is an answer that does not follow the chat completions
 // wire format: a malformed body or chunk, an error event inside the stream,
 // a stream cut off before its finish reason (a dropped connection), an
 // unknown finish reason, or token counts no model reports (negative, or
 // beyond maxTokenCount). It is not retried: part of the answer may have
 // been produced already.
-type ProtocolError struct {
+type protocolError struct {
 	Detail string
 	Err    error // the underlying error, if any
 }
 
-func (e *ProtocolError) Error() string {
+func (e *protocolError) Error() string {
 	if e.Err != nil {
 		return "openai: " + e.Detail + ": " + e.Err.Error()
 	}
 	return "openai: " + e.Detail
 }
 
-func (e *ProtocolError) Unwrap() error { return e.Err }
+func (e *protocolError) Unwrap() error { return e.Err }
 
-// TooLargeError is a streamed answer over a size limit: its raw body over
+// tooLargeError is a streamed answer over a size limit: its raw body over
 // Config.MaxReplyBytes, or one event of its stream (the lines up to the
 // blank line that ends it) over Config.MaxEventBytes. The read stops at
 // the limit, so that a hostile or broken server cannot exhaust memory. It
 // is not retried.
-type TooLargeError struct {
+type tooLargeError struct {
 	// Event is true when one event passed MaxEventBytes, false when the
 	// body passed MaxReplyBytes.
 	Event bool
 	Limit int // the limit passed, in bytes
 }
 
-func (e *TooLargeError) Error() string {
+func (e *tooLargeError) Error() string {
 	if e.Event {
 		return fmt.Sprintf("openai: one event of the answer stream is over %d bytes (a line or event without end?)", e.Limit)
 	}
 	return fmt.Sprintf("openai: the answer is over %d bytes", e.Limit)
 }
 
-// A request's time limits, as TimeoutError.Limit names them.
+// A request's time limits, as timeoutError.Limit names them.
 const (
 	limitHeader = "header" // the response headers are due
 	limitIdle   = "idle"   // the stream's next chunk is due
 	limitCall   = "call"   // the whole request is due
 )
 
-// TimeoutError is a request the endpoint was too slow to answer: no
+// timeoutError is a request the endpoint was too slow to answer: no
 // response headers within Config.HeaderTimeout, no chunk of the stream
 // within Config.IdleTimeout of the headers or of the chunk before
 // (keep-alive comments do not count), or no end within
 // Config.CallTimeout. It is retried like a 5xx status; after the last
 // attempt the call fails with it.
-type TimeoutError struct {
+type timeoutError struct {
 	// Limit names the limit that passed: "header" (Config.HeaderTimeout),
 	// "idle" (Config.IdleTimeout) or "call" (Config.CallTimeout).
 	Limit string
@@ -118,7 +118,7 @@ type TimeoutError struct {
 	Attempts int
 }
 
-func (e *TimeoutError) Error() string {
+func (e *timeoutError) Error() string {
 	var s string
 	switch e.Limit {
 	case limitHeader:

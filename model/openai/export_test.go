@@ -28,3 +28,16 @@ const (
 
 // FromEnv exposes fromEnv to the external tests.
 var FromEnv = fromEnv
+
+// The lookup errors, for the tests that read what they name.
+type (
+	UnknownEndpointError = unknownEndpointError
+	UnknownModelError    = unknownModelError
+)
+
+// The stream's typed errors, for the tests that read them.
+type (
+	ProtocolError = protocolError
+	TimeoutError  = timeoutError
+	TooLargeError = tooLargeError
+)

@@ -56,16 +56,19 @@ type Selection struct {
 	Endpoint, Model string
 }
 
-// ChoiceError is a Choice that cannot be used: flags, the environment or
-// a models file that say something wrong.
-type ChoiceError struct{ msg string }
+// ErrChoice is matched by a Choice that cannot be used: flags, the
+// environment or a models file that say something wrong. The error says
+// what.
+var ErrChoice = errors.New("openai: unusable model choice")
 
-func (e *ChoiceError) Error() string { return e.msg }
+// choiceError is an ErrChoice error; its text is the message alone.
+type choiceError struct{ msg string }
 
-// ChoiceErrorf is a *ChoiceError, for a program that checks more of its
-// user's choice (a configuration file it reads itself).
-func ChoiceErrorf(format string, args ...any) error {
-	return &ChoiceError{msg: fmt.Sprintf(format, args...)}
+func (e *choiceError) Error() string { return e.msg }
+func (e *choiceError) Unwrap() error { return ErrChoice }
+
+func choiceErrorf(format string, args ...any) error {
+	return &choiceError{msg: fmt.Sprintf(format, args...)}
 }
 
 // maxModelsFile bounds a models file Select reads itself.
@@ -86,14 +89,14 @@ const maxModelsFile = 1 << 20
 //
 // A key is only ever read from the environment, never from a Choice field
 // or the file, so that it stays out of shell history and config files.
-// The error is a *ChoiceError, or a file that cannot be read.
+// The error matches ErrChoice, or is a file that cannot be read.
 func Select(c Choice) (Selection, error) {
 	if c.Getenv == nil {
 		c.Getenv = os.Getenv
 	}
 	if c.ModelsFile != "" || c.ModelsData != nil {
 		if c.BaseURL != "" {
-			return Selection{}, ChoiceErrorf("-base-url cannot be used with -models: the file gives each endpoint's baseURL")
+			return Selection{}, choiceErrorf("-base-url cannot be used with -models: the file gives each endpoint's baseURL")
 		}
 		if c.ModelsData == nil {
 			data, err := readModelsFile(c.ModelsFile)
@@ -115,7 +118,7 @@ func Select(c Choice) (Selection, error) {
 	})
 	if !ok {
 		if c.Model != "" {
-			return Selection{}, ChoiceErrorf("-model %s needs an endpoint: set %s (and %s), or %s, or give -base-url or -models", c.Model, envBaseURL, envAPIKey, envDeepSeekKey)
+			return Selection{}, choiceErrorf("-model %s needs an endpoint: set %s (and %s), or %s, or give -base-url or -models", c.Model, envBaseURL, envAPIKey, envDeepSeekKey)
 		}
 		return Selection{}, nil
 	}
@@ -123,13 +126,13 @@ func Select(c Choice) (Selection, error) {
 	top, err := New(cfg)
 	switch {
 	case errors.Is(err, ErrNoModel):
-		return Selection{}, ChoiceErrorf("no model for %s: set %s or give -model", cfg.BaseURL, envModel)
+		return Selection{}, choiceErrorf("no model for %s: set %s or give -model", cfg.BaseURL, envModel)
 	case err != nil:
 		source := envBaseURL
 		if c.BaseURL != "" {
 			source = "-base-url"
 		}
-		return Selection{}, ChoiceErrorf("%s %q: %v", source, cfg.BaseURL, err)
+		return Selection{}, choiceErrorf("%s %q: %v", source, cfg.BaseURL, err)
 	}
 	return Selection{Top: top}, nil
 }
@@ -146,7 +149,7 @@ func readModelsFile(path string) ([]byte, error) {
 		return nil, fmt.Errorf("-models: %w", err)
 	}
 	if len(data) > maxModelsFile {
-		return nil, ChoiceErrorf("-models %s: larger than %d KiB, too large for a configuration file", path, maxModelsFile>>10)
+		return nil, choiceErrorf("-models %s: larger than %d KiB, too large for a configuration file", path, maxModelsFile>>10)
 	}
 	return data, nil
 }
@@ -205,7 +208,7 @@ var schemaModes = map[string]SchemaMode{
 // parseModels makes the Selection of c's models file.
 func (c Choice) parseModels() (Selection, error) {
 	bad := func(format string, args ...any) error {
-		return ChoiceErrorf("-models %s: %s", c.ModelsFile, fmt.Sprintf(format, args...))
+		return choiceErrorf("-models %s: %s", c.ModelsFile, fmt.Sprintf(format, args...))
 	}
 	var mf modelsFile
 	if err := jsonv2.Unmarshal(c.ModelsData, &mf); err != nil {
@@ -264,13 +267,13 @@ func (c Choice) parseModels() (Selection, error) {
 		def = names[0]
 	}
 	top, err := eps.Lookup(def, c.Model)
-	var unknownEndpoint *UnknownEndpointError
-	var unknownModel *UnknownModelError
+	var unknownEndpoint *unknownEndpointError
+	var unknownModel *unknownModelError
 	switch {
 	case errors.As(err, &unknownEndpoint):
 		return Selection{}, bad("default endpoint %q is not configured (configured: %s)", def, strings.Join(names, ", "))
 	case errors.As(err, &unknownModel):
-		return Selection{}, ChoiceErrorf("-model %s: endpoint %q of %s does not offer it (offered: %s)", c.Model, def, c.ModelsFile, strings.Join(unknownModel.Known, ", "))
+		return Selection{}, choiceErrorf("-model %s: endpoint %q of %s does not offer it (offered: %s)", c.Model, def, c.ModelsFile, strings.Join(unknownModel.Known, ", "))
 	case err != nil:
 		return Selection{}, bad("%v", err)
 	}

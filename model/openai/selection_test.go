@@ -13,7 +13,7 @@ import (
 // Contract M1: Select is cmd/node's model choice for any program: nothing
 // configured selects nothing (the caller's embedded default), the
 // environment selects one endpoint, and a models file, read from its path,
-// selects its named endpoints and default; bad choices are *ChoiceError.
+// selects its named endpoints and default; bad choices are ErrChoice errors.
 // Nothing is contacted.
 func TestM1_SelectChoosesAsTheNodeDoes(t *testing.T) {
 	none := func(string) string { return "" }
@@ -40,9 +40,8 @@ func TestM1_SelectChoosesAsTheNodeDoes(t *testing.T) {
 		{openai.Choice{Model: "gpt-x", Getenv: none}, "-model gpt-x needs an endpoint"},
 		{openai.Choice{ModelsFile: "m.json", ModelsData: []byte(`{"endpoints": {"a": {"model": "m", "Model": "n"}}}`), Getenv: none}, `unknown key "Model" at /endpoints/a`},
 	} {
-		var bad *openai.ChoiceError
-		if _, err := openai.Select(c.choice); !errors.As(err, &bad) || !strings.Contains(err.Error(), c.msg) {
-			t.Errorf("%+v: %v, want a *ChoiceError saying %q", c.choice, err, c.msg)
+		if _, err := openai.Select(c.choice); !errors.Is(err, openai.ErrChoice) || !strings.Contains(err.Error(), c.msg) {
+			t.Errorf("%+v: %v, want an ErrChoice error saying %q", c.choice, err, c.msg)
 		}
 	}
 }

@@ -19,7 +19,7 @@ const maxLine = bufio.MaxScanTokenSize << 9
 
 // cappedBody is a streamed body read through the answer's size limits:
 // past maxBody bytes in all, or maxEvent bytes in one event, Read fails
-// with a *TooLargeError. The SDK's reader keeps an event's lines until the
+// with a *tooLargeError. The SDK's reader keeps an event's lines until the
 // blank line that ends it, so without the event limit a stream of data
 // lines without a blank line would grow memory without end.
 type cappedBody struct {
@@ -62,9 +62,9 @@ func (b *cappedBody) Read(p []byte) (int, error) {
 		}
 		switch {
 		case b.body > b.maxBody:
-			b.err = &TooLargeError{Limit: b.maxBody}
+			b.err = &tooLargeError{Limit: b.maxBody}
 		case b.event > b.maxEvent:
-			b.err = &TooLargeError{Event: true, Limit: b.maxEvent}
+			b.err = &tooLargeError{Event: true, Limit: b.maxEvent}
 		default:
 			continue
 		}
@@ -152,11 +152,11 @@ func (r *reply) response() (agent.Response, error) {
 	case "content_filter":
 		resp.StopReason = subagent.Refusal
 	case "":
-		return resp, &ProtocolError{Detail: "stream ended without a finish reason"}
+		return resp, &protocolError{Detail: "stream ended without a finish reason"}
 	default:
 		// DeepSeek's insufficient_system_resource and the like: the answer
 		// was not finished, and no stop reason of ours says why.
-		return resp, &ProtocolError{Detail: fmt.Sprintf("unknown finish reason %q", r.finish)}
+		return resp, &protocolError{Detail: fmt.Sprintf("unknown finish reason %q", r.finish)}
 	}
 	msg := agent.Message{Role: agent.Assistant}
 	if s := r.text.String(); s != "" {
@@ -184,7 +184,7 @@ func (r *reply) response() (agent.Response, error) {
 			count int64
 		}{{"prompt_tokens", u.PromptTokens}, {"completion_tokens", u.CompletionTokens}, {"cached_tokens", u.PromptTokensDetails.CachedTokens}} {
 			if n.count < 0 || n.count > maxTokenCount {
-				return agent.Response{}, &ProtocolError{Detail: fmt.Sprintf("usage reports %s = %d, not a token count (0 to %d)", n.name, n.count, maxTokenCount)}
+				return agent.Response{}, &protocolError{Detail: fmt.Sprintf("usage reports %s = %d, not a token count (0 to %d)", n.name, n.count, maxTokenCount)}
 			}
 		}
 		resp.Usage = subagent.Usage{

@@ -20,6 +20,7 @@ import (
 	"github.com/subactor/subactor/actors/registry"
 	"github.com/subactor/subactor/actors/tasks"
 	"github.com/subactor/subactor/agent"
+	"github.com/subactor/subactor/internal/agentlog"
 	"github.com/subactor/subactor/internal/depth"
 	"github.com/subactor/subactor/internal/jsonv2"
 	"github.com/subactor/subactor/internal/schema"
@@ -141,7 +142,7 @@ func New(cfg Config) *Tool {
 	cfg.Limits = cfg.Limits.withDefaults()
 	t := &Tool{cfg: cfg}
 	t.absent = t.spec(subagent.Capabilities{}, false)
-	t.sub = cfg.Service.Listen(t.follow, subagent.OnlyEvents(subagent.ProviderAdded{}.Type(), subagent.ProviderRemoved{}.Type()))
+	t.sub = cfg.Service.Listen(t.follow, subagent.OnlyEvents(subagent.TypeOf(subagent.ProviderAdded{}), subagent.TypeOf(subagent.ProviderRemoved{})))
 	return t
 }
 
@@ -493,7 +494,7 @@ func (t *Tool) Recover(ctx context.Context, caller *agent.Agent, raw json.RawMes
 // or was aborted (with its parent): such a child is to be resumed.
 func stopped(recs []persistence.Record) (subagent.Result, bool) {
 	var last agent.Message
-	var stop *agent.Stop
+	var stop *agentlog.Stop
 	for _, r := range recs {
 		switch r.Kind {
 		case persistence.KindMessage:
@@ -501,10 +502,10 @@ func stopped(recs []persistence.Record) (subagent.Result, bool) {
 			if json.Unmarshal(r.Data, &last) != nil {
 				last = agent.Message{}
 			}
-		case agent.KindActivation:
+		case agentlog.KindActivation:
 			stop = nil
-		case agent.KindStop:
-			stop = new(agent.Stop)
+		case agentlog.KindStop:
+			stop = new(agentlog.Stop)
 			if json.Unmarshal(r.Data, stop) != nil {
 				stop = nil
 			}

@@ -10,6 +10,7 @@ import (
 
 	"github.com/subactor/subactor/actors/providers/spawn"
 	"github.com/subactor/subactor/agent"
+	"github.com/subactor/subactor/internal/agentlog"
 	"github.com/subactor/subactor/internal/agenttest"
 	"github.com/subactor/subactor/internal/await"
 	"github.com/subactor/subactor/persistence"
@@ -54,10 +55,10 @@ func hasResult(recs []persistence.Record) bool {
 	return false
 }
 
-// hasStop reports whether recs carry an agent.KindStop record.
+// hasStop reports whether recs carry an agentlog.KindStop record.
 func hasStop(recs []persistence.Record) bool {
 	for _, r := range recs {
-		if r.Kind == agent.KindStop {
+		if r.Kind == agentlog.KindStop {
 			return true
 		}
 	}
@@ -230,7 +231,7 @@ func TestS9_ARunningChildIsResumedFromItsLog(t *testing.T) {
 			t.Fatalf("the child's record %d changed on resume", e.Seq)
 		}
 	}
-	if k := after[len(before)].Kind; k != agent.KindActivation {
+	if k := after[len(before)].Kind; k != agentlog.KindActivation {
 		t.Fatalf("the child's log goes on with %s, want a new activation", k)
 	}
 	if r.store.Store.(*countingStore).creates() != 2 {

@@ -70,7 +70,7 @@ func NewSub(l subagent.Listener, log *slog.Logger, bound int, types []string) *S
 // Push queues ev for the listener. It returns false once the listener is
 // detached or released: the owner then forgets it.
 func (s *Sub) Push(ev subagent.Event) bool {
-	if s.types != nil && !s.types[ev.Type()] {
+	if s.types != nil && !s.types[subagent.TypeOf(ev)] {
 		return !s.released.Load()
 	}
 	s.mu.Lock()
@@ -174,11 +174,11 @@ func closeFlushes(items []item) {
 func (s *Sub) call(ev subagent.Event) {
 	defer func() {
 		if p := recover(); p != nil {
-			s.log.Error("subagent: listener panicked", "event", ev.Type(), "panic", p)
+			s.log.Error("subagent: listener panicked", "event", subagent.TypeOf(ev), "panic", p)
 		}
 	}()
 	if err := s.l(ev); err != nil {
-		s.log.Warn("subagent: listener failed", "event", ev.Type(), "err", err)
+		s.log.Warn("subagent: listener failed", "event", subagent.TypeOf(ev), "err", err)
 	}
 }
 

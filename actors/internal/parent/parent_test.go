@@ -77,7 +77,7 @@ func TestE1E6_StartProgressEndAndIdleOnceNothingIsLeft(t *testing.T) {
 		subagent.RunEnded{RunID: "r1", Provider: "p", SessionID: "c1", Local: true, StopReason: subagent.Completed, LastAssistantMessage: "hi"},
 	}
 	for i, w := range want {
-		if ev := await.Recv(t, got, "event "+w.Type()); ev != w {
+		if ev := await.Recv(t, got, "event "+subagent.TypeOf(w)); ev != w {
 			t.Fatalf("event %d: %#v, want %#v", i, ev, w)
 		}
 	}
@@ -124,7 +124,7 @@ func TestA2_APanicInTheParentTellsListenersAndKeepsThem(t *testing.T) {
 	}
 	var types []string
 	for range 4 {
-		types = append(types, await.Recv(t, got, "the next event").Type())
+		types = append(types, subagent.TypeOf(await.Recv(t, got, "the next event")))
 	}
 	want := []string{"subagent/start", "subagent/listener-failed", "subagent/start", "subagent/end"}
 	if !slices.Equal(types, want) {

@@ -11,6 +11,7 @@ import (
 
 	sdk "github.com/coder/acp-go-sdk"
 
+	"github.com/subactor/subactor/internal/acpdata"
 	"github.com/subactor/subactor/internal/await"
 	"github.com/subactor/subactor/subagent"
 )
@@ -77,7 +78,7 @@ func TestK3_ServerBoundsRequestsInFlight(t *testing.T) {
 	}
 	events := make(chan subagent.RunProgress, 16)
 	cl, err := newClient(Config{Permissions: policy}, t.TempDir(), "run", sinkFunc(func(ev subagent.RunProgress) {
-		if ev.Kind == LimitReached {
+		if ev.Kind == acpdata.LimitReached {
 			events <- ev
 		}
 	}))
@@ -107,7 +108,7 @@ func TestK3_ServerBoundsRequestsInFlight(t *testing.T) {
 			t.Fatalf("answer to %s: %s", c.id, got)
 		}
 	}
-	if ev := await.Recv(t, events, "the limit event"); ev.Kind != LimitReached || !ev.IsError {
+	if ev := await.Recv(t, events, "the limit event"); ev.Kind != acpdata.LimitReached || !ev.IsError {
 		t.Fatalf("event %+v", ev)
 	}
 	srv.cancelRequest(json.RawMessage(`{"requestId":3}`))

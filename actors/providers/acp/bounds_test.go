@@ -15,6 +15,7 @@ import (
 	"time"
 
 	"github.com/subactor/subactor/actors/providers/acp"
+	"github.com/subactor/subactor/internal/acpdata"
 	"github.com/subactor/subactor/internal/await"
 	"github.com/subactor/subactor/subagent"
 )
@@ -163,7 +164,7 @@ func TestK3_ACPPermissionFloodFromAnAgentNotReading(t *testing.T) {
 	if m == nil {
 		t.Fatalf("the agent reported %q: the node read everything it wrote", report)
 	}
-	waitCount(t, rec, acp.LimitReached, 1)
+	waitCount(t, rec, acpdata.LimitReached, 1)
 	written, _ := strconv.Atoi(m[1])
 	grown, more := int64(liveHeap())-int64(base), runtime.NumGoroutine()-goroutines
 	t.Logf("agent held back after %d requests; live heap %+.1f MiB, %+d goroutines", written, float64(grown)/mib, more)
@@ -171,7 +172,7 @@ func TestK3_ACPPermissionFloodFromAnAgentNotReading(t *testing.T) {
 		t.Fatalf("after %d requests: live heap %+.1f MiB (ceiling 16), %+d goroutines (ceiling %d)", written, float64(grown)/mib, more, acp.MaxRequests+64)
 	}
 	for _, ev := range rec.all() {
-		if ev.Kind == acp.LimitReached && (!ev.IsError || !strings.Contains(ev.Text, "session/request_permission")) {
+		if ev.Kind == acpdata.LimitReached && (!ev.IsError || !strings.Contains(ev.Text, "session/request_permission")) {
 			t.Fatalf("limit event %+v", ev)
 		}
 	}
@@ -209,5 +210,5 @@ func TestK3_ACPReadFloodHoldsBoundedBytes(t *testing.T) {
 	if ok == "0" || bounded == "0" || grown > 128*mib {
 		t.Fatalf("%s served, %s bounded, heap peak %+.1f MiB (ceiling 128)", ok, bounded, float64(grown)/mib)
 	}
-	waitCount(t, rec, acp.LimitReached, 1)
+	waitCount(t, rec, acpdata.LimitReached, 1)
 }

@@ -13,6 +13,7 @@ import (
 
 	sdk "github.com/coder/acp-go-sdk"
 
+	"github.com/subactor/subactor/internal/acpdata"
 	"github.com/subactor/subactor/internal/rootfile"
 	"github.com/subactor/subactor/subagent"
 )
@@ -38,7 +39,7 @@ type client struct {
 	session   sdk.SessionId
 	accepting bool // updates count: not during a load's replay, not after release
 	turn      *turnState
-	limited   bool // LimitReached was emitted
+	limited   bool // acpdata.LimitReached was emitted
 
 	// cancelled ends when the turn is being cancelled (or the run
 	// released): permission requests pending then, or arriving later,
@@ -127,7 +128,7 @@ func (c *client) update(n sdk.SessionNotification) {
 }
 
 // limit tells the parent's listeners that a bound refused what the agent
-// asked (LimitReached), once a run: the log counts the rest (see
+// asked (acpdata.LimitReached), once a run: the log counts the rest (see
 // server.close).
 func (c *client) limit(text string) {
 	c.mu.Lock()
@@ -136,7 +137,7 @@ func (c *client) limit(text string) {
 		return
 	}
 	c.limited = true
-	c.emit(c.turn.event(LimitReached, text, true))
+	c.emit(c.turn.event(acpdata.LimitReached, text, true))
 }
 
 // permission answers session/request_permission: the policy decides, and
@@ -167,7 +168,7 @@ func (c *client) permission(ctx context.Context, req sdk.RequestPermissionReques
 	}
 	c.mu.Lock()
 	if c.accepting {
-		c.emit(c.turn.event(PermissionAnswered, verdict+": "+orID(call.Title, req.ToolCall.ToolCallId), false))
+		c.emit(c.turn.event(acpdata.PermissionAnswered, verdict+": "+orID(call.Title, req.ToolCall.ToolCallId), false))
 	}
 	c.mu.Unlock()
 	if choice == "" {

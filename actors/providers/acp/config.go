@@ -64,8 +64,8 @@ type Config struct {
 	// agent's session again (when the agent can load sessions).
 	Store persistence.Store
 	// StartTimeout bounds the whole start, initialize plus session/new
-	// or session/load: past it Start fails with a *StartError naming the
-	// step it waited for (ErrStartTimeout). 60s when 0;
+	// or session/load: past it Start fails with an error naming the
+	// step it waited for (ErrStart and ErrStartTimeout). 60s when 0;
 	// "start_timeout" in a config file.
 	StartTimeout time.Duration
 	// CancelWait bounds how long a cancelled turn waits for the agent's

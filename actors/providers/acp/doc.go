@@ -11,7 +11,12 @@
 // agent's session exists; the prompt turn then runs on a run actor like
 // every child's. The agent's message chunks become the output; its tool
 // calls, plans, thoughts and other updates become progress events for the
-// parent's listeners (E6). Its stop reason maps end_turn→completed,
+// parent's listeners (E6), besides subagent's kinds with kinds of their
+// own that a listener may ignore: "acp-thought" (streamed reasoning),
+// "acp-plan" (the whole plan, one "[status] content" entry a line),
+// "acp-permission" (how a permission request was answered), "acp-update"
+// (any other update, by name) and "acp-limit" (a bound refused the
+// agent's request). Its stop reason maps end_turn→completed,
 // cancelled→aborted, max_tokens→max-tokens, refusal→refusal, anything
 // else→error with the agent's words in the result's Detail.
 //
@@ -46,15 +51,14 @@
 //     at most 32 MiB (their lines, a file read's text and
 //     answer until the agent has read it); past either the request is
 //     answered at once with an error whose data says "retry", the
-//     parent's listeners get one LimitReached event a run and the log a
-//     count. While the agent does not read those answers either, its
-//     output is not read: it waits on its pipe, and the node's memory
-//     stays where it is;
+//     parent's listeners get one "acp-limit" progress event a run and
+//     the log a count. While the agent does not read those answers
+//     either, its output is not read: it waits on its pipe, and the
+//     node's memory stays where it is;
 //   - progress goes straight to the Service's sink, which never blocks.
 //
 // With a Store, each child's descriptor (D1) keeps the agent's session id
-// and whether the agent can load sessions in its provider data
-// (ProviderData). Resume then continues the child through session/load,
+// and whether the agent can load sessions in its provider data. Resume then continues the child through session/load,
 // keeping the replayed history out of the new output, when the agent
 // advertised loadSession; otherwise it fails before any process starts
 // with subagent.ErrNotResumable.

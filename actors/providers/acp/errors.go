@@ -3,23 +3,23 @@ package acp
 import (
 	"errors"
 	"fmt"
-	"github.com/subactor/subactor/internal/agentproc"
 	"strings"
 
-	"github.com/subactor/subactor/subagent"
+	"github.com/subactor/subactor/internal/agentproc"
 )
 
-// Errors of this package, matched with errors.Is. The typed errors below
-// wrap them.
+// Errors of this package, matched with errors.Is. The errors below wrap
+// them.
 var (
 	// ErrConfig is a configuration New or ParseConfigFile refuses.
 	ErrConfig = errors.New("acp: invalid config")
 	// ErrDir is a working directory a child cannot run in.
 	ErrDir = errors.New("acp: unusable working directory")
-	// ErrStart is an agent that did not get as far as a session
-	// (*StartError).
+	// ErrStart is an agent that did not get as far as a session; the
+	// error names the step, the cause, and how the agent ended and what
+	// it wrote on stderr when it did.
 	ErrStart = errors.New("acp: agent did not start")
-	// ErrStartTimeout is in the *StartError of an agent that did not
+	// ErrStartTimeout is in the ErrStart error of an agent that did not
 	// answer within its start limit (Config.StartTimeout, "start_timeout"
 	// in a config file); the error names the step it was waiting for.
 	ErrStartTimeout = errors.New("acp: start limit reached")
@@ -59,11 +59,11 @@ func (e *dirError) Unwrap() []error {
 	return []error{ErrDir, e.Err}
 }
 
-// StartError reports an agent that failed before its session existed:
+// startError reports an agent that failed before its session existed:
 // it could not be launched, exited, answered an error or an unsupported
 // protocol version, or did not answer in time. Everything the start
 // created is gone when Start returns it.
-type StartError struct {
+type startError struct {
 	// Step is where it failed: "launch", "initialize", "session/new",
 	// "session/load" or "store".
 	Step string
@@ -74,7 +74,7 @@ type StartError struct {
 	Stderr string
 }
 
-func (e *StartError) Error() string {
+func (e *startError) Error() string {
 	var b strings.Builder
 	fmt.Fprintf(&b, "acp: agent did not start: %s: %v", e.Step, e.Err)
 	if e.Exit != "" {
@@ -87,32 +87,9 @@ func (e *StartError) Error() string {
 }
 
 // Unwrap returns ErrStart and the cause.
-func (e *StartError) Unwrap() []error { return []error{ErrStart, e.Err} }
+func (e *startError) Unwrap() []error { return []error{ErrStart, e.Err} }
 
-// notResumableError says why a child cannot be resumed; it wraps
-// subagent.ErrNotResumable. Resume returns it before any process starts
-// when the child's descriptor says its agent cannot load sessions.
-type notResumableError struct {
-	Reason string
-	Err    error // the underlying error, when there is one
-}
-
-func (e *notResumableError) Error() string {
-	if e.Err != nil {
-		return fmt.Sprintf("acp: child is not resumable: %s: %v", e.Reason, e.Err)
-	}
-	return "acp: child is not resumable: " + e.Reason
-}
-
-// Unwrap returns subagent.ErrNotResumable and the cause, if any.
-func (e *notResumableError) Unwrap() []error {
-	if e.Err == nil {
-		return []error{subagent.ErrNotResumable}
-	}
-	return []error{subagent.ErrNotResumable, e.Err}
-}
-
-// ErrUnsupportedPlatform is in the *StartError of a Start on an operating
+// ErrUnsupportedPlatform is in the ErrStart error of a Start on an operating
 // system where the provider cannot run agents: one without Unix process
 // groups (Windows), with which the ladder stops an agent and what it
 // started.

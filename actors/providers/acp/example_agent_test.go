@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"github.com/subactor/subactor/actors/providers/acp"
+	"github.com/subactor/subactor/internal/acpdata"
 	"github.com/subactor/subactor/internal/acptest"
 	"github.com/subactor/subactor/internal/await"
 	"github.com/subactor/subactor/subagent"
@@ -65,7 +66,7 @@ func TestP3_ExampleAgentFullTurnAnswersItsPermissionRequest(t *testing.T) {
 				switch ev.Kind {
 				case subagent.ToolCallStarted:
 					tools = append(tools, ev.Text)
-				case acp.PermissionAnswered:
+				case acpdata.PermissionAnswered:
 					answers = append(answers, ev.Text)
 				}
 			}

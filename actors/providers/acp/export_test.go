@@ -11,9 +11,9 @@ const (
 )
 
 type (
-	Run               = childRun
-	DirError          = dirError
-	NotResumableError = notResumableError
+	Run        = childRun
+	StartError = startError
+	DirError   = dirError
 )
 
 var (

@@ -105,13 +105,19 @@ func startedPids(t *testing.T, cfg acp.Config) []int {
 	return pids
 }
 
-func newProvider(t *testing.T, cfg acp.Config) *acp.Provider {
+// provider is what acp.New returns: a subagent.Provider that resumes.
+type provider interface {
+	subagent.Provider
+	subagent.Resumer
+}
+
+func newProvider(t *testing.T, cfg acp.Config) provider {
 	t.Helper()
 	p, err := acp.New(cfg)
 	if err != nil {
 		t.Fatal(err)
 	}
-	return p
+	return p.(provider)
 }
 
 // recorder is an EventSink that keeps every event.
@@ -177,7 +183,7 @@ func scoped(ctx context.Context, rec *recorder) context.Context {
 }
 
 // start starts a run and disposes it when the test ends.
-func start(t *testing.T, ctx context.Context, p *acp.Provider, req subagent.StartRequest) *acp.Run {
+func start(t *testing.T, ctx context.Context, p subagent.Provider, req subagent.StartRequest) *acp.Run {
 	t.Helper()
 	r, err := p.Start(ctx, req)
 	if err != nil {

@@ -5,7 +5,6 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"github.com/subactor/subactor/internal/agentproc"
 	"log/slog"
 	"maps"
 	"os"
@@ -17,49 +16,53 @@ import (
 	"time"
 
 	sdk "github.com/coder/acp-go-sdk"
-	"github.com/subactor/subactor/internal/ids"
 
 	"github.com/subactor/subactor/actors/internal/run"
-	"github.com/subactor/subactor/agent"
+	"github.com/subactor/subactor/internal/acpdata"
+	"github.com/subactor/subactor/internal/agentlog"
+	"github.com/subactor/subactor/internal/agentproc"
+	"github.com/subactor/subactor/internal/capability"
+	"github.com/subactor/subactor/internal/descriptor"
+	"github.com/subactor/subactor/internal/ids"
 	"github.com/subactor/subactor/internal/lifetime"
 	"github.com/subactor/subactor/persistence"
 	"github.com/subactor/subactor/subagent"
 )
 
-// Provider starts ACP agents as children (P3). It declares none of the
+// provider starts ACP agents as children (P3). It declares none of the
 // start-time capabilities (the agent owns its tools and persona), and its
 // children do not see their parent's turns (P5). It is safe for
 // concurrent use.
-type Provider struct {
+type provider struct {
 	cfg Config
 	log *slog.Logger
 }
 
 var (
-	_ subagent.Provider = (*Provider)(nil)
-	_ subagent.Resumer  = (*Provider)(nil)
+	_ subagent.Provider = (*provider)(nil)
+	_ subagent.Resumer  = (*provider)(nil)
 )
 
-// New returns a Provider. It checks the configuration's shape; the
+// New returns an ACP provider, also a subagent.Resumer. It checks the configuration's shape; the
 // working directory is checked at each Start, since it may appear later.
-func New(cfg Config) (*Provider, error) {
+func New(cfg Config) (subagent.Provider, error) {
 	if err := cfg.validate(); err != nil {
 		return nil, err
 	}
 	cfg = cfg.withDefaults()
 	cfg.Args, cfg.Env = slices.Clone(cfg.Args), maps.Clone(cfg.Env)
-	return &Provider{cfg: cfg, log: cfg.System.Logger().With("provider", cfg.Name)}, nil
+	return &provider{cfg: cfg, log: cfg.System.Logger().With("provider", cfg.Name)}, nil
 }
 
 // Name implements subagent.Provider.
-func (p *Provider) Name() string { return p.cfg.Name }
+func (p *provider) Name() string { return p.cfg.Name }
 
 // Capabilities implements subagent.Provider: none.
-func (p *Provider) Capabilities() subagent.Capabilities { return subagent.Capabilities{} }
+func (p *provider) Capabilities() subagent.Capabilities { return subagent.Capabilities{} }
 
 // InheritsParentContext implements subagent.Provider: an ACP child starts
 // from its prompt alone (P5).
-func (p *Provider) InheritsParentContext() bool { return false }
+func (p *provider) InheritsParentContext() bool { return false }
 
 // Start implements subagent.Provider. It launches the agent in its own
 // process group, runs initialize (protocol version 1) and session/new,
@@ -69,7 +72,7 @@ func (p *Provider) InheritsParentContext() bool { return false }
 // nothing it made remains: the process is ended on the shutdown ladder
 // and reaped, and the session row removed (R6). A working directory that
 // cannot be used fails with ErrDir before any process starts.
-func (p *Provider) Start(ctx context.Context, req subagent.StartRequest) (subagent.Run, error) {
+func (p *provider) Start(ctx context.Context, req subagent.StartRequest) (subagent.Run, error) {
 	if err := p.check(req); err != nil {
 		return nil, err
 	}
@@ -96,7 +99,7 @@ const continuePrompt = "Your previous turn was interrupted before it finished. C
 // from the continuation or, when it carries none, from Config.Store. A
 // child whose agent did not advertise loadSession when it started fails
 // with subagent.ErrNotResumable before any process starts.
-func (p *Provider) Resume(ctx context.Context, req subagent.StartRequest) (subagent.Run, error) {
+func (p *provider) Resume(ctx context.Context, req subagent.StartRequest) (subagent.Run, error) {
 	cont := req.Continuation
 	if cont == nil || cont.SessionID == "" {
 		return nil, &subagent.InvalidRequestError{Field: "continuation", Reason: "resume needs a continuation naming a session"}
@@ -116,12 +119,12 @@ func (p *Provider) Resume(ctx context.Context, req subagent.StartRequest) (subag
 	if d.Provider != p.Name() {
 		return nil, &subagent.InvalidRequestError{Field: "continuation", Reason: fmt.Sprintf("the child was started by provider %q, not %q", d.Provider, p.Name())}
 	}
-	pd, err := ParseProviderData(d.ProviderData)
+	pd, err := acpdata.ParseProviderData(d.ProviderData)
 	if err != nil {
 		return nil, err
 	}
 	if !pd.LoadSession {
-		return nil, &notResumableError{Reason: "its agent did not advertise loadSession when the child started"}
+		return nil, &acpdata.NotResumableError{Reason: "its agent did not advertise loadSession when the child started"}
 	}
 	dir, err := workingDir(pd.Cwd)
 	if err != nil {
@@ -139,7 +142,7 @@ func (p *Provider) Resume(ctx context.Context, req subagent.StartRequest) (subag
 
 // take takes the child's store session for this activation, before its
 // agent starts: an earlier activation still holding it can no longer
-// append (agent.KindActivation, as in-process children do).
+// append (agentlog.KindActivation, as in-process children do).
 func (c *child) take(ctx context.Context) error {
 	_, entries, err := c.p.cfg.Store.LoadFrom(ctx, c.storeSession, 0)
 	if err != nil {
@@ -149,51 +152,40 @@ func (c *child) take(ctx context.Context) error {
 	if n := len(entries); n > 0 {
 		last = entries[n-1].Seq
 	}
-	c.seq, err = c.p.cfg.Store.AppendAt(ctx, c.storeSession, last, persistence.Record{Kind: agent.KindActivation, Data: json.RawMessage(`{}`)})
+	c.seq, err = c.p.cfg.Store.AppendAt(ctx, c.storeSession, last, persistence.Record{Kind: agentlog.KindActivation, Data: json.RawMessage(`{}`)})
 	return err
 }
 
 // descriptor is the continuation's descriptor, or the first one in the
 // child's log.
-func (p *Provider) descriptor(ctx context.Context, c *subagent.Continuation) (persistence.Descriptor, error) {
+func (p *provider) descriptor(ctx context.Context, c *subagent.Continuation) (descriptor.Descriptor, error) {
 	if len(c.Descriptor) > 0 {
-		return persistence.ParseDescriptor(c.Descriptor)
+		return descriptor.Parse(c.Descriptor)
 	}
 	if p.cfg.Store == nil {
-		return persistence.Descriptor{}, &subagent.InvalidRequestError{Field: "continuation", Reason: "it carries no descriptor and the provider has no store to find one in"}
+		return descriptor.Descriptor{}, &subagent.InvalidRequestError{Field: "continuation", Reason: "it carries no descriptor and the provider has no store to find one in"}
 	}
 	_, recs, err := p.cfg.Store.Load(ctx, c.SessionID)
 	if err != nil {
-		return persistence.Descriptor{}, &subagent.InvalidRequestError{Field: "continuation", Reason: fmt.Sprintf("session %q: %v", c.SessionID, err), Fault: err}
+		return descriptor.Descriptor{}, &subagent.InvalidRequestError{Field: "continuation", Reason: fmt.Sprintf("session %q: %v", c.SessionID, err), Fault: err}
 	}
-	return persistence.FoldDescriptor(recs)
+	return descriptor.Fold(recs)
 }
 
 // check refuses, before anything exists, what an ACP child cannot do. The
 // Service refuses the same features; a direct caller gets the same
 // answer.
-func (p *Provider) check(req subagent.StartRequest) error {
+func (p *provider) check(req subagent.StartRequest) error {
 	if isNil(req.Parent) {
 		return &subagent.InvalidRequestError{Field: "parent", Reason: "a delegating parent agent is required"}
 	}
 	if strings.TrimSpace(subagent.TextOf(req.Prompt)) == "" {
 		return &subagent.InvalidRequestError{Field: "prompt", Reason: "an ACP turn needs a prompt"}
 	}
-	for _, u := range []struct {
-		used bool
-		name string
-	}{
-		{len(req.OutputSchema) > 0, "outputSchema"}, {req.MaxDepth != nil, "depthLimit"},
-		{req.ToolFilter != nil, "toolFilter"}, {req.Persona != nil, "persona"},
-	} {
-		if u.used {
-			return &subagent.UnsupportedError{Provider: p.Name(), Capability: u.name}
-		}
-	}
-	return nil
+	return capability.Check(p.Name(), p.Capabilities(), req)
 }
 
-func (p *Provider) child(ctx context.Context, req subagent.StartRequest, dir string) *child {
+func (p *provider) child(ctx context.Context, req subagent.StartRequest, dir string) *child {
 	scope, _ := subagent.ScopeOf(ctx)
 	runID := scope.RunID
 	if runID == "" {
@@ -211,7 +203,7 @@ func (p *Provider) child(ctx context.Context, req subagent.StartRequest, dir str
 // the turn, and waits for the setup: it publishes the run once the
 // agent's session exists, or disposes it (which ends the process) and
 // removes what the setup stored.
-func (p *Provider) launch(ctx context.Context, c *child) (subagent.Run, error) {
+func (p *provider) launch(ctx context.Context, c *child) (subagent.Run, error) {
 	h := run.Start(p.cfg.System, run.Spec{
 		Scope:     c.scope,
 		SessionID: c.storeSession,
@@ -283,12 +275,12 @@ func (r *childRun) AgentSessionID() string { return string(r.c.session) }
 // runs the turn; release runs on the same goroutine after the body, so
 // the fields set during setup need no lock there.
 type child struct {
-	p            *Provider
+	p            *provider
 	req          subagent.StartRequest
 	scope        subagent.Scope // the Service's, its RunID runID
 	runID        string
 	dir          string
-	resume       *ProviderData // set on Resume
+	resume       *acpdata.ProviderData // set on Resume
 	storeSession string
 	// seq is where this activation last saw its store session end: its
 	// stop record is conditioned on it, so an activation that lost the
@@ -318,7 +310,7 @@ func (c *child) body(ctx context.Context, _ *run.Gate) (subagent.Result, error) 
 	signalled := false
 	defer func() {
 		if !signalled { // a panic during setup: Start must not wait forever
-			c.ready <- &StartError{Step: "setup", Err: errors.New("the provider's setup panicked")}
+			c.ready <- &startError{Step: "setup", Err: errors.New("the provider's setup panicked")}
 		}
 	}()
 	err := c.setup(ctx)
@@ -335,7 +327,7 @@ func (c *child) body(ctx context.Context, _ *run.Gate) (subagent.Result, error) 
 
 // recordStop appends how the turn stopped to the child's session, when
 // there is one, as the agent loop does for in-process children
-// (agent.KindStop), so that listings show the child's state. It is
+// (agentlog.KindStop), so that listings show the child's state. It is
 // informational: a failure leaves the result as it is.
 func (c *child) recordStop(ctx context.Context, res subagent.Result) {
 	if c.p.cfg.Store == nil || c.storeSession == "" {
@@ -343,9 +335,9 @@ func (c *child) recordStop(ctx context.Context, res subagent.Result) {
 	}
 	// The answer too: the turns are in the agent's session, not ours, and
 	// a parent that died before it stored the answer reads it here (S9).
-	data, err := json.Marshal(agent.Stop{StopReason: res.StopReason, Detail: res.Detail, Usage: res.Usage, Output: res.Output})
+	data, err := json.Marshal(agentlog.Stop{StopReason: res.StopReason, Detail: res.Detail, Usage: res.Usage, Output: res.Output})
 	if err == nil {
-		_, err = c.p.cfg.Store.AppendAt(context.WithoutCancel(ctx), c.storeSession, c.seq, persistence.Record{Kind: agent.KindStop, Data: data})
+		_, err = c.p.cfg.Store.AppendAt(context.WithoutCancel(ctx), c.storeSession, c.seq, persistence.Record{Kind: agentlog.KindStop, Data: data})
 	}
 	if errors.Is(err, persistence.ErrConflict) {
 		c.log.Warn("subagent: a newer activation took the child's session; its stop is not recorded", "session", c.storeSession)
@@ -363,7 +355,7 @@ func (c *child) setup(ctx context.Context) error {
 	c.cl = cl
 	proc, err := agentproc.Launch(cfg.Command, cfg.Args, c.dir, childEnv(os.Environ(), cfg.Env), cfg.StopWait, cfg.Journal, c.log)
 	if err != nil {
-		return &StartError{Step: "launch", Err: err}
+		return &startError{Step: "launch", Err: err}
 	}
 	c.proc = proc
 	c.pid.Store(int64(proc.PID()))
@@ -399,7 +391,7 @@ func (c *child) setup(ctx context.Context) error {
 	loadable := init.AgentCapabilities.LoadSession
 	if c.resume != nil {
 		if !loadable {
-			return &notResumableError{Reason: "the agent no longer advertises loadSession"}
+			return &acpdata.NotResumableError{Reason: "the agent no longer advertises loadSession"}
 		}
 		c.session = sdk.SessionId(c.resume.SessionID)
 		cl.listen(c.session, true)
@@ -423,21 +415,21 @@ func (c *child) setup(ctx context.Context) error {
 	c.session = ns.SessionId
 	cl.listen(c.session, false)
 	if cfg.Store != nil {
-		return c.store(sctx, ProviderData{SessionID: string(ns.SessionId), LoadSession: loadable, Cwd: c.dir})
+		return c.store(sctx, acpdata.ProviderData{SessionID: string(ns.SessionId), LoadSession: loadable, Cwd: c.dir})
 	}
 	return nil
 }
 
 // store creates the child's session with its descriptor (D1), the agent's
 // session id in its provider data.
-func (c *child) store(ctx context.Context, pd ProviderData) error {
-	raw, err := pd.encode()
+func (c *child) store(ctx context.Context, pd acpdata.ProviderData) error {
+	raw, err := pd.Encode()
 	if err != nil {
-		return &StartError{Step: "store", Err: err}
+		return &startError{Step: "store", Err: err}
 	}
-	rec, err := persistence.Descriptor{Provider: c.p.Name(), ProviderData: raw}.Record()
+	rec, err := descriptor.Descriptor{Provider: c.p.Name(), ProviderData: raw}.Record()
 	if err != nil {
-		return &StartError{Step: "store", Err: err}
+		return &startError{Step: "store", Err: err}
 	}
 	h := subagent.SessionHeader{
 		SessionID:       c.storeSession,
@@ -446,7 +438,7 @@ func (c *child) store(ctx context.Context, pd ProviderData) error {
 	}
 	seq, err := c.p.cfg.Store.CreateWith(context.WithoutCancel(ctx), h, rec)
 	if err != nil {
-		return &StartError{Step: "store", Err: err}
+		return &startError{Step: "store", Err: err}
 	}
 	c.seq = seq
 	c.created.Store(true)
@@ -508,7 +500,7 @@ func (c *child) startError(step string, err error, ctx context.Context) error {
 	}
 	t.Stop()
 	exit, stderr := c.ending()
-	return &StartError{Step: step, Err: err, Exit: exit, Stderr: stderr}
+	return &startError{Step: step, Err: err, Exit: exit, Stderr: stderr}
 }
 
 // ending says how the agent process ended and what it last wrote on

@@ -9,8 +9,10 @@ import (
 
 	"github.com/subactor/subactor/actors/providers/acp"
 	"github.com/subactor/subactor/actors/registry"
-	"github.com/subactor/subactor/agent"
+	"github.com/subactor/subactor/internal/acpdata"
+	"github.com/subactor/subactor/internal/agentlog"
 	"github.com/subactor/subactor/internal/await"
+	"github.com/subactor/subactor/internal/descriptor"
 	"github.com/subactor/subactor/persistence"
 	"github.com/subactor/subactor/subagent"
 )
@@ -33,21 +35,21 @@ func TestP3_DescriptorKeepsTheAgentSession(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	// The descriptor first; how the turn stopped last (agent.KindStop).
-	var stop agent.Stop
+	// The descriptor first; how the turn stopped last (agentlog.KindStop).
+	var stop agentlog.Stop
 	if h.ParentSessionID != top.SessionID() || h.DelegationDepth != 1 || len(recs) != 2 ||
-		recs[1].Kind != agent.KindStop || json.Unmarshal(recs[1].Data, &stop) != nil || stop.StopReason != subagent.Completed {
+		recs[1].Kind != agentlog.KindStop || json.Unmarshal(recs[1].Data, &stop) != nil || stop.StopReason != subagent.Completed {
 		t.Fatalf("header %+v, records %+v", h, recs)
 	}
-	d, err := persistence.FoldDescriptor(recs)
+	d, err := descriptor.Fold(recs)
 	if err != nil {
 		t.Fatal(err)
 	}
-	pd, err := acp.ParseProviderData(d.ProviderData)
+	pd, err := acpdata.ParseProviderData(d.ProviderData)
 	if err != nil {
 		t.Fatal(err)
 	}
-	if d.Provider != acp.DefaultName || pd != (acp.ProviderData{Version: 1, SessionID: r.AgentSessionID(), LoadSession: true, Cwd: cfg.Dir}) {
+	if d.Provider != acp.DefaultName || pd != (acpdata.ProviderData{Version: 1, SessionID: r.AgentSessionID(), LoadSession: true, Cwd: cfg.Dir}) {
 		t.Fatalf("descriptor %+v, provider data %+v", d, pd)
 	}
 }
@@ -125,7 +127,7 @@ func TestS6_ResumeWithoutLoadSessionIsNotResumable(t *testing.T) {
 	req := request("say again")
 	req.Continuation = &subagent.Continuation{SessionID: r.SessionID()}
 	_, err := p.Resume(await.Ctx(t), req)
-	var nr *acp.NotResumableError
+	var nr *acpdata.NotResumableError
 	if !errors.As(err, &nr) || !errors.Is(err, subagent.ErrNotResumable) || !strings.Contains(err.Error(), "loadSession") {
 		t.Fatalf("err %v", err)
 	}
@@ -141,8 +143,8 @@ func TestK3_ResumeValidatesProviderData(t *testing.T) {
 	sys := newSystem(t)
 	cfg := fakeConfig(t, sys, modeLoadable)
 	p := newProvider(t, cfg)
-	descriptor := func(provider, data string) json.RawMessage {
-		rec, err := persistence.Descriptor{Provider: provider, ProviderData: json.RawMessage(data)}.Record()
+	descriptorOf := func(provider, data string) json.RawMessage {
+		rec, err := descriptor.Descriptor{Provider: provider, ProviderData: json.RawMessage(data)}.Record()
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -154,15 +156,15 @@ func TestK3_ResumeValidatesProviderData(t *testing.T) {
 		desc json.RawMessage
 		want error
 	}{
-		{"other version", descriptor(acp.DefaultName, `{"version":2,"sessionId":"s","loadSession":true,"cwd":"`+dir+`"}`), subagent.ErrNotResumable},
-		{"no provider data", descriptor(acp.DefaultName, ``), subagent.ErrNotResumable},
-		{"unknown key", descriptor(acp.DefaultName, `{"version":1,"sessionId":"s","loadSession":true,"cwd":"`+dir+`","x":1}`), persistence.ErrMalformedDescriptor},
-		{"key case", descriptor(acp.DefaultName, `{"version":1,"SessionId":"s","loadSession":true,"cwd":"`+dir+`"}`), persistence.ErrMalformedDescriptor},
-		{"null", descriptor(acp.DefaultName, `{"version":1,"sessionId":null,"loadSession":true,"cwd":"`+dir+`"}`), persistence.ErrMalformedDescriptor},
-		{"empty session", descriptor(acp.DefaultName, `{"version":1,"sessionId":"","loadSession":true,"cwd":"`+dir+`"}`), subagent.ErrInvalidRequest},
-		{"relative cwd", descriptor(acp.DefaultName, `{"version":1,"sessionId":"s","loadSession":true,"cwd":"rel"}`), subagent.ErrInvalidRequest},
-		{"missing cwd", descriptor(acp.DefaultName, `{"version":1,"sessionId":"s","loadSession":true,"cwd":"/nonexistent/acp-dir"}`), acp.ErrDir},
-		{"other provider", descriptor("spawn", `{"version":1,"sessionId":"s","loadSession":true,"cwd":"`+dir+`"}`), subagent.ErrInvalidRequest},
+		{"other version", descriptorOf(acp.DefaultName, `{"version":2,"sessionId":"s","loadSession":true,"cwd":"`+dir+`"}`), subagent.ErrNotResumable},
+		{"no provider data", descriptorOf(acp.DefaultName, ``), subagent.ErrNotResumable},
+		{"unknown key", descriptorOf(acp.DefaultName, `{"version":1,"sessionId":"s","loadSession":true,"cwd":"`+dir+`","x":1}`), descriptor.ErrMalformed},
+		{"key case", descriptorOf(acp.DefaultName, `{"version":1,"SessionId":"s","loadSession":true,"cwd":"`+dir+`"}`), descriptor.ErrMalformed},
+		{"null", descriptorOf(acp.DefaultName, `{"version":1,"sessionId":null,"loadSession":true,"cwd":"`+dir+`"}`), descriptor.ErrMalformed},
+		{"empty session", descriptorOf(acp.DefaultName, `{"version":1,"sessionId":"","loadSession":true,"cwd":"`+dir+`"}`), subagent.ErrInvalidRequest},
+		{"relative cwd", descriptorOf(acp.DefaultName, `{"version":1,"sessionId":"s","loadSession":true,"cwd":"rel"}`), subagent.ErrInvalidRequest},
+		{"missing cwd", descriptorOf(acp.DefaultName, `{"version":1,"sessionId":"s","loadSession":true,"cwd":"/nonexistent/acp-dir"}`), acp.ErrDir},
+		{"other provider", descriptorOf("spawn", `{"version":1,"sessionId":"s","loadSession":true,"cwd":"`+dir+`"}`), subagent.ErrInvalidRequest},
 	} {
 		req := request("say x")
 		req.Continuation = &subagent.Continuation{SessionID: "child", Descriptor: c.desc}
@@ -212,7 +214,7 @@ func TestS8_AStaleACPActivationRecordsNothingAfterTheNextTookTheSession(t *testi
 	for _, r := range recs {
 		kinds = append(kinds, r.Kind)
 	}
-	want := []string{persistence.DescriptorKind, agent.KindStop, agent.KindActivation, agent.KindActivation, agent.KindStop}
+	want := []string{descriptor.Kind, agentlog.KindStop, agentlog.KindActivation, agentlog.KindActivation, agentlog.KindStop}
 	if strings.Join(kinds, " ") != strings.Join(want, " ") {
 		t.Fatalf("session records %q, want %q: only the newest activation records its stop", kinds, want)
 	}
@@ -229,8 +231,8 @@ func TestS9_TheStopKeepsTheAnswerAndAResumeWithoutAPromptContinues(t *testing.T)
 	if err != nil {
 		t.Fatal(err)
 	}
-	var stop agent.Stop
-	if last := recs[len(recs)-1]; last.Kind != agent.KindStop || json.Unmarshal(last.Data, &stop) != nil || subagent.TextOf(stop.Output) != "the answer" {
+	var stop agentlog.Stop
+	if last := recs[len(recs)-1]; last.Kind != agentlog.KindStop || json.Unmarshal(last.Data, &stop) != nil || subagent.TextOf(stop.Output) != "the answer" {
 		t.Fatalf("the stop record %s %s does not keep the answer", last.Kind, last.Data)
 	}
 

@@ -11,6 +11,7 @@ import (
 	"testing"
 
 	"github.com/subactor/subactor/actors/providers/acp"
+	"github.com/subactor/subactor/internal/acpdata"
 	"github.com/subactor/subactor/internal/await"
 	"github.com/subactor/subactor/subagent"
 )
@@ -47,12 +48,12 @@ func TestP3_TurnMapsUpdatesToOutputAndProgress(t *testing.T) {
 	}
 	want := []ev{
 		{subagent.TextDelta, "Hello", false},
-		{acp.ThoughtText, "pondering", false},
+		{acpdata.ThoughtText, "pondering", false},
 		{subagent.ToolCallStarted, "Read the file", false},
 		{subagent.ToolCallFinished, "Read the file", false},
 		{subagent.ToolCallStarted, "Run the tests", false},
 		{subagent.ToolCallFinished, "Run the tests", true},
-		{acp.PlanUpdated, "[completed] look\n[pending] answer", false},
+		{acpdata.PlanUpdated, "[completed] look\n[pending] answer", false},
 		{subagent.TextDelta, ", world", false},
 		{subagent.MessageText, "Hello, world", false},
 	}
@@ -235,7 +236,7 @@ func TestP3_PermissionRequestsFollowThePolicy(t *testing.T) {
 	}
 	var answers []string
 	for _, ev := range rec.all() {
-		if ev.Kind == acp.PermissionAnswered {
+		if ev.Kind == acpdata.PermissionAnswered {
 			answers = append(answers, ev.Text)
 		}
 	}

@@ -8,29 +8,8 @@ import (
 
 	sdk "github.com/coder/acp-go-sdk"
 
+	"github.com/subactor/subactor/internal/acpdata"
 	"github.com/subactor/subactor/subagent"
-)
-
-// Progress kinds an ACP child reports besides subagent's own (E6). Parents
-// that do not know them may ignore them.
-const (
-	// ThoughtText is a piece of the agent's reasoning as it streams.
-	ThoughtText subagent.ProgressKind = "acp-thought"
-	// PlanUpdated carries the agent's whole current plan, one entry a
-	// line: "[status] content".
-	PlanUpdated subagent.ProgressKind = "acp-plan"
-	// PermissionAnswered says how a permission request was answered:
-	// "allowed: TITLE", "rejected: TITLE" or "cancelled: TITLE".
-	PermissionAnswered subagent.ProgressKind = "acp-permission"
-	// OtherUpdate names any other session update the agent sent
-	// (available_commands_update, current_mode_update, usage_update…).
-	OtherUpdate subagent.ProgressKind = "acp-update"
-	// LimitReached says, once a run and with IsError set, that a bound
-	// of the provider refused something the agent asked (too many
-	// requests in flight, or too many bytes held for them): the agent
-	// got an error answer. Text
-	// says which.
-	LimitReached subagent.ProgressKind = "acp-limit"
 )
 
 // maxEventText caps the text of one progress event, so that one huge
@@ -82,7 +61,7 @@ func (t *turnState) apply(u sdk.SessionUpdate) []subagent.RunProgress {
 		return t.event(subagent.TextDelta, text, false)
 	case u.AgentThoughtChunk != nil && u.AgentThoughtChunk.SessionUpdate == "agent_thought_chunk":
 		if text := blockText(u.AgentThoughtChunk.Content); text != "" {
-			return t.event(ThoughtText, text, false)
+			return t.event(acpdata.ThoughtText, text, false)
 		}
 		return nil
 	case u.ToolCall != nil && u.ToolCall.SessionUpdate == "tool_call":
@@ -128,10 +107,10 @@ func (t *turnState) apply(u sdk.SessionUpdate) []subagent.RunProgress {
 			}
 			fmt.Fprintf(&b, "[%s] %s", truncate(string(e.Status), maxKept), truncate(e.Content, maxEventText))
 		}
-		return t.event(PlanUpdated, b.String(), false)
+		return t.event(acpdata.PlanUpdated, b.String(), false)
 	}
 	if kind := knownKind(u); kind != "" {
-		return t.event(OtherUpdate, kind, false)
+		return t.event(acpdata.OtherUpdate, kind, false)
 	}
 	return nil // an unknown kind: nothing we can say about it
 }

@@ -11,6 +11,7 @@ import (
 	"cmp"
 
 	"github.com/subactor/subactor/actors/providers/spawn"
+	"github.com/subactor/subactor/subagent"
 )
 
 // DefaultName is the name a fork provider registers under by default.
@@ -18,8 +19,9 @@ const DefaultName = "fork"
 
 // New returns a fork provider: spawn's machinery with every child seeded
 // from its parent. cfg.Name defaults to DefaultName; the parent must be an
-// in-process agent whose completed turns can be read.
-func New(cfg spawn.Config) (*spawn.Provider, error) {
+// in-process agent whose completed turns can be read. Like spawn's, it is
+// also a subagent.Resumer and a subagent.ModelChecker.
+func New(cfg spawn.Config) (subagent.Provider, error) {
 	cfg.Name = cmp.Or(cfg.Name, DefaultName)
 	cfg.Fork = true
 	return spawn.New(cfg)

@@ -8,7 +8,9 @@ import (
 
 	"github.com/subactor/subactor/actors/providers/spawn"
 	"github.com/subactor/subactor/agent"
+	"github.com/subactor/subactor/internal/agentlog"
 	"github.com/subactor/subactor/internal/await"
+	"github.com/subactor/subactor/internal/descriptor"
 	"github.com/subactor/subactor/internal/runscope"
 	"github.com/subactor/subactor/persistence"
 	"github.com/subactor/subactor/subagent"
@@ -103,7 +105,7 @@ func TestR1_S9_S7_ASpawnedChildIsStoredWithItsFirstTurn(t *testing.T) {
 		t.Fatal(err)
 	}
 	h, recs, err := store.Load(t.Context(), run.ID())
-	if err != nil || h.ParentSessionID != "parent" || len(recs) != 2 || recs[0].Kind != persistence.DescriptorKind || recs[1].Kind != persistence.KindMessage {
+	if err != nil || h.ParentSessionID != "parent" || len(recs) != 2 || recs[0].Kind != descriptor.Kind || recs[1].Kind != persistence.KindMessage {
 		t.Fatalf("the child's session after Start: %+v, %d records, %v", h, len(recs), err)
 	}
 	if kids, err := store.Children(t.Context(), "parent"); err != nil || len(kids) != 1 || kids[0].Header.SessionID != run.ID() {
@@ -120,7 +122,7 @@ func TestR1_S9_S7_ASpawnedChildIsStoredWithItsFirstTurn(t *testing.T) {
 		t.Fatalf("the delegation made %d durable writes, want one", writes-before)
 	}
 	_, entries, err := store.LoadFrom(t.Context(), run.ID(), 0)
-	if err != nil || len(entries) != 4 || entries[2].Kind != persistence.KindMessage || entries[3].Kind != agent.KindStop || entries[3].Seq != 4 {
+	if err != nil || len(entries) != 4 || entries[2].Kind != persistence.KindMessage || entries[3].Kind != agentlog.KindStop || entries[3].Seq != 4 {
 		t.Fatalf("the child's log: %+v, %v", entries, err)
 	}
 

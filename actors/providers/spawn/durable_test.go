@@ -19,6 +19,7 @@ import (
 	"github.com/subactor/subactor/agent"
 	"github.com/subactor/subactor/internal/agenttest"
 	"github.com/subactor/subactor/internal/await"
+	"github.com/subactor/subactor/internal/descriptor"
 	"github.com/subactor/subactor/persistence"
 	"github.com/subactor/subactor/subagent"
 )
@@ -68,7 +69,7 @@ func TestS6D1_ResumeContinuesAChildWithItsEarlierTurns(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	d, err := persistence.FoldDescriptor(recs)
+	d, err := descriptor.Fold(recs)
 	if err != nil || d.Provider != spawn.DefaultName || d.Persona == nil || *d.Persona != "terse" {
 		t.Fatalf("descriptor %+v, %v", d, err)
 	}
@@ -320,18 +321,18 @@ func TestD1_EachChildsDescriptorIsItsOwnWhateverCameBefore(t *testing.T) {
 	persona := "terse"
 	cases := []struct {
 		req  subagent.StartRequest
-		want persistence.Descriptor
+		want descriptor.Descriptor
 	}{
-		{subagent.StartRequest{}, persistence.Descriptor{}},
-		{subagent.StartRequest{Persona: &persona}, persistence.Descriptor{Persona: &persona}},
-		{subagent.StartRequest{}, persistence.Descriptor{}},
+		{subagent.StartRequest{}, descriptor.Descriptor{}},
+		{subagent.StartRequest{Persona: &persona}, descriptor.Descriptor{Persona: &persona}},
+		{subagent.StartRequest{}, descriptor.Descriptor{}},
 		{subagent.StartRequest{ToolFilter: &subagent.ToolFilter{Allow: []string{"probe"}}},
-			persistence.Descriptor{ToolFilter: &subagent.ToolFilter{Allow: []string{"probe"}}}},
+			descriptor.Descriptor{ToolFilter: &subagent.ToolFilter{Allow: []string{"probe"}}}},
 		{subagent.StartRequest{Options: subagent.AgentOptions{ModelProvider: "local", Model: "small"}},
-			persistence.Descriptor{AgentProvider: "local", AgentModel: "small"}},
+			descriptor.Descriptor{AgentProvider: "local", AgentModel: "small"}},
 		{subagent.StartRequest{Options: subagent.AgentOptions{ModelProvider: "local", Model: "large"}},
-			persistence.Descriptor{AgentProvider: "local", AgentModel: "large"}},
-		{subagent.StartRequest{}, persistence.Descriptor{}},
+			descriptor.Descriptor{AgentProvider: "local", AgentModel: "large"}},
+		{subagent.StartRequest{}, descriptor.Descriptor{}},
 	}
 	for i, c := range cases {
 		c.req.Prompt, c.req.Parent = prompt("hi"), parent
@@ -340,8 +341,8 @@ func TestD1_EachChildsDescriptorIsItsOwnWhateverCameBefore(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		got, err := persistence.FoldDescriptor(recs)
-		c.want.Version, c.want.Provider = persistence.DescriptorVersion, spawn.DefaultName
+		got, err := descriptor.Fold(recs)
+		c.want.Version, c.want.Provider = descriptor.Version, spawn.DefaultName
 		if err != nil || !reflect.DeepEqual(got, c.want) {
 			t.Fatalf("child %d: descriptor %+v, %v; want %+v", i, got, err, c.want)
 		}

@@ -12,12 +12,14 @@ import (
 	"errors"
 	"fmt"
 	"slices"
+	"strings"
 	"sync/atomic"
 
 	"github.com/subactor/subactor/actors"
 	"github.com/subactor/subactor/actors/internal/run"
 	"github.com/subactor/subactor/agent"
 	"github.com/subactor/subactor/internal/depth"
+	"github.com/subactor/subactor/internal/descriptor"
 	"github.com/subactor/subactor/internal/ids"
 	"github.com/subactor/subactor/internal/lifetime"
 	"github.com/subactor/subactor/persistence"
@@ -27,7 +29,7 @@ import (
 // DefaultName is the name a spawn provider registers under by default.
 const DefaultName = "spawn"
 
-// Config configures a spawn Provider.
+// Config configures a spawn provider.
 type Config struct {
 	Name   string // DefaultName when empty
 	System *actors.System
@@ -57,9 +59,9 @@ type Models interface {
 // ErrConfig is returned by New for a missing dependency.
 var ErrConfig = errors.New("spawn: invalid config")
 
-// Provider starts fresh in-process children. It declares every start-time
-// capability.
-type Provider struct {
+// provider starts fresh in-process children. It declares every start-time
+// capability, and implements subagent.Resumer and subagent.ModelChecker.
+type provider struct {
 	cfg   Config
 	plain atomic.Pointer[plainDescriptor] // the last plain descriptor's record
 }
@@ -74,7 +76,7 @@ type plainDescriptor struct {
 }
 
 // descriptorRecord is d's record, from the cache when d is plain.
-func (p *Provider) descriptorRecord(d persistence.Descriptor) (persistence.Record, error) {
+func (p *provider) descriptorRecord(d descriptor.Descriptor) (persistence.Record, error) {
 	plain := d.Persona == nil && d.ToolFilter == nil && d.ProviderData == nil
 	if last := p.plain.Load(); plain && last != nil && last.agentProvider == d.AgentProvider && last.agentModel == d.AgentModel {
 		return last.rec, nil
@@ -86,29 +88,35 @@ func (p *Provider) descriptorRecord(d persistence.Descriptor) (persistence.Recor
 	return rec, err
 }
 
-// New returns a Provider.
-func New(cfg Config) (*Provider, error) {
+var (
+	_ subagent.Resumer      = (*provider)(nil)
+	_ subagent.ModelChecker = (*provider)(nil)
+)
+
+// New returns a spawn provider. It is also a subagent.Resumer (S6) and a
+// subagent.ModelChecker.
+func New(cfg Config) (subagent.Provider, error) {
 	if cfg.System == nil || cfg.Store == nil || cfg.Model == nil {
 		return nil, errors.Join(ErrConfig, errors.New("spawn: System, Store and Model are required"))
 	}
 	if cfg.Name == "" {
 		cfg.Name = DefaultName
 	}
-	return &Provider{cfg: cfg}, nil
+	return &provider{cfg: cfg}, nil
 }
 
 // Name implements subagent.Provider.
-func (p *Provider) Name() string { return p.cfg.Name }
+func (p *provider) Name() string { return p.cfg.Name }
 
 // Capabilities implements subagent.Provider.
-func (p *Provider) Capabilities() subagent.Capabilities {
+func (p *provider) Capabilities() subagent.Capabilities {
 	return subagent.Capabilities{OutputSchema: true, DepthLimit: true, ToolFilter: true, Persona: true}
 }
 
 // InheritsParentContext implements subagent.Provider: a spawned child starts
 // from its prompt alone, a forked one from its parent's completed turns
 // (P5).
-func (p *Provider) InheritsParentContext() bool { return p.cfg.Fork }
+func (p *provider) InheritsParentContext() bool { return p.cfg.Fork }
 
 // Start implements subagent.Provider. The child's session and agent exist
 // before it returns (R1); its session id is the run id from the request's
@@ -117,8 +125,9 @@ func (p *Provider) InheritsParentContext() bool { return p.cfg.Fork }
 // completed turns (P2), all created at once. On any failure, including ctx
 // ending, nothing it created remains: no run actor, no goroutine, no
 // session row (R6). A tool filter naming a tool the child does not have
-// fails with *subagent.UnknownToolError before anything is created.
-func (p *Provider) Start(ctx context.Context, req subagent.StartRequest) (subagent.Run, error) {
+// fails with an error matching subagent.ErrUnknownTool, naming the tools,
+// before anything is created.
+func (p *provider) Start(ctx context.Context, req subagent.StartRequest) (subagent.Run, error) {
 	if err := p.checkFilter(req.ToolFilter); err != nil {
 		return nil, err
 	}
@@ -136,7 +145,7 @@ func (p *Provider) Start(ctx context.Context, req subagent.StartRequest) (subage
 	if err := p.CheckModel(req.Options.ModelProvider, req.Options.Model); err != nil {
 		return nil, err
 	}
-	d, err := persistence.SnapshotDescriptor(persistence.Descriptor{
+	d, err := descriptor.Snapshot(descriptor.Descriptor{
 		Provider:      p.Name(),
 		AgentProvider: req.Options.ModelProvider,
 		AgentModel:    req.Options.Model,
@@ -199,7 +208,7 @@ func (p *Provider) Start(ctx context.Context, req subagent.StartRequest) (subage
 // authoritative: it may deepen, never become shallower (D5). The
 // continuation's descriptor is folded from the child's own log when the
 // caller passes none.
-func (p *Provider) Resume(ctx context.Context, req subagent.StartRequest) (subagent.Run, error) {
+func (p *provider) Resume(ctx context.Context, req subagent.StartRequest) (subagent.Run, error) {
 	c := req.Continuation
 	if c == nil {
 		return nil, &subagent.InvalidRequestError{Field: "continuation", Reason: "resume needs a continuation"}
@@ -241,22 +250,22 @@ func (p *Provider) Resume(ctx context.Context, req subagent.StartRequest) (subag
 
 // descriptor is the continuation's descriptor, or the one in the child's
 // log when the caller passed none.
-func (p *Provider) descriptor(ctx context.Context, c *subagent.Continuation) (persistence.Descriptor, error) {
+func (p *provider) descriptor(ctx context.Context, c *subagent.Continuation) (descriptor.Descriptor, error) {
 	if len(c.Descriptor) > 0 {
-		return persistence.ParseDescriptor(c.Descriptor)
+		return descriptor.Parse(c.Descriptor)
 	}
 	_, recs, err := p.cfg.Store.Load(ctx, c.SessionID)
 	if err != nil {
-		return persistence.Descriptor{}, err
+		return descriptor.Descriptor{}, err
 	}
-	return persistence.FoldDescriptor(recs)
+	return descriptor.Fold(recs)
 }
 
 // childConfig is the child agent's configuration: the request's (or, on
 // resume, the descriptor's) choices on the provider's model and tools at
 // the header's depth, under the tighter of the depth caps (D6), telling c
 // of its steps.
-func (p *Provider) childConfig(req subagent.StartRequest, h subagent.SessionHeader, d persistence.Descriptor, c *child) (agent.Config, error) {
+func (p *provider) childConfig(req subagent.StartRequest, h subagent.SessionHeader, d descriptor.Descriptor, c *child) (agent.Config, error) {
 	opts := req.Options
 	opts.ModelProvider, opts.Model = d.AgentProvider, d.AgentModel
 	opts.SubagentDepth = h.DelegationDepth
@@ -295,7 +304,7 @@ func (p *Provider) childConfig(req subagent.StartRequest, h subagent.SessionHead
 // removes what the start created; a resumed one (undo nil) is published
 // and settles aborted. After a crash the child continues from its log
 // within the embedder's restart policy.
-func (p *Provider) launch(ctx context.Context, req subagent.StartRequest, c *child, undo func(context.Context) error) (subagent.Run, error) {
+func (p *provider) launch(ctx context.Context, req subagent.StartRequest, c *child, undo func(context.Context) error) (subagent.Run, error) {
 	scope, _ := subagent.ScopeOf(ctx)
 	scope.RunID = c.runID
 	h := run.Start(p.cfg.System, run.Spec{
@@ -340,14 +349,14 @@ func inherit(child, parent subagent.AgentOptions) subagent.AgentOptions {
 
 // CheckModel implements subagent.ModelChecker: a model provider or model
 // the provider cannot serve is refused before any child exists.
-func (p *Provider) CheckModel(provider, model string) error {
+func (p *provider) CheckModel(provider, model string) error {
 	_, err := p.model(provider, model)
 	return err
 }
 
 // model is the model for a child's chosen provider and model: the
 // provider's default when it names none.
-func (p *Provider) model(provider, model string) (agent.Model, error) {
+func (p *provider) model(provider, model string) (agent.Model, error) {
 	if provider == "" && model == "" {
 		return p.cfg.Model, nil
 	}
@@ -363,7 +372,7 @@ func (p *Provider) model(provider, model string) (agent.Model, error) {
 
 // checkFilter rejects a filter that names a tool the child does not have:
 // a typo there would otherwise leave the child silently without tools.
-func (p *Provider) checkFilter(f *subagent.ToolFilter) error {
+func (p *provider) checkFilter(f *subagent.ToolFilter) error {
 	if f == nil {
 		return nil
 	}
@@ -378,7 +387,7 @@ func (p *Provider) checkFilter(f *subagent.ToolFilter) error {
 		}
 	}
 	if len(unknown) > 0 {
-		return &subagent.UnknownToolError{Names: unknown}
+		return fmt.Errorf("%w: tool filter names tools the child does not have: %s", subagent.ErrUnknownTool, strings.Join(unknown, ", "))
 	}
 	return nil
 }

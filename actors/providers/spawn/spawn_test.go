@@ -24,6 +24,7 @@ import (
 	"github.com/subactor/subactor/internal/agenttest"
 	"github.com/subactor/subactor/internal/await"
 	"github.com/subactor/subactor/internal/delegatetest"
+	"github.com/subactor/subactor/internal/depth"
 	"github.com/subactor/subactor/internal/leaktest"
 	"github.com/subactor/subactor/model/scripted"
 	"github.com/subactor/subactor/persistence"
@@ -82,7 +83,7 @@ func newEnv(t *testing.T) *env {
 
 // register builds a spawn provider on the env (scripted model by default)
 // and registers it.
-func (e *env) register(t *testing.T, cfg spawn.Config) *spawn.Provider {
+func (e *env) register(t *testing.T, cfg spawn.Config) subagent.Provider {
 	t.Helper()
 	cfg.System, cfg.Store = e.sys, e.store
 	if cfg.Model == nil {
@@ -335,9 +336,9 @@ func TestD6_ChildDepthAndTheDelegateToolAtTheCap(t *testing.T) {
 			"provider": func() (subagent.Run, error) { return p.Start(t.Context(), req) },
 		} {
 			run, err := start()
-			var de *subagent.DepthError
+			var de *depth.Error
 			if !errors.As(err, &de) || de.Depth != 2 || de.Max != 2 || run != nil {
-				t.Fatalf("%s, parent %s: got run %v, err %v; want DepthError{2, 2}", via, req.Parent.ID(), run, err)
+				t.Fatalf("%s, parent %s: got run %v, err %v; want a depth.Error{2, 2}", via, req.Parent.ID(), run, err)
 			}
 		}
 	}

@@ -1,4 +1,4 @@
-package persistence_test
+package descriptor_test
 
 import (
 	"encoding/json"
@@ -10,15 +10,21 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/subactor/subactor/internal/descriptor"
 	"github.com/subactor/subactor/persistence"
 	"github.com/subactor/subactor/subagent"
 )
 
+// msg is a model-visible record.
+func msg(data string) persistence.Record {
+	return persistence.Record{Kind: persistence.KindMessage, Data: json.RawMessage(data)}
+}
+
 // fullDescriptor sets every field, so that a round trip that drops one
 // shows up.
-func fullDescriptor() persistence.Descriptor {
+func fullDescriptor() descriptor.Descriptor {
 	persona := "You review Go code & nothing else."
-	return persistence.Descriptor{
+	return descriptor.Descriptor{
 		Provider:      "acp",
 		AgentProvider: "openai",
 		AgentModel:    "gpt-4o-mini",
@@ -29,17 +35,17 @@ func fullDescriptor() persistence.Descriptor {
 }
 
 func descRecord(data string) persistence.Record {
-	return persistence.Record{Kind: persistence.DescriptorKind, Data: json.RawMessage(data)}
+	return persistence.Record{Kind: descriptor.Kind, Data: json.RawMessage(data)}
 }
 
 // wantMalformed fails unless err is a *DescriptorError matching
-// ErrMalformedDescriptor (and not ErrNotResumable: a malformed payload
+// ErrMalformed (and not ErrNotResumable: a malformed payload
 // is a fault, not an old child).
-func wantMalformed(t *testing.T, err error) *persistence.DescriptorError {
+func wantMalformed(t *testing.T, err error) *descriptor.DescriptorError {
 	t.Helper()
-	var de *persistence.DescriptorError
-	if !errors.As(err, &de) || !errors.Is(err, persistence.ErrMalformedDescriptor) {
-		t.Fatalf("got %v, want a *DescriptorError wrapping ErrMalformedDescriptor", err)
+	var de *descriptor.DescriptorError
+	if !errors.As(err, &de) || !errors.Is(err, descriptor.ErrMalformed) {
+		t.Fatalf("got %v, want a *DescriptorError wrapping ErrMalformed", err)
 	}
 	if errors.Is(err, subagent.ErrNotResumable) {
 		t.Fatalf("malformed descriptor matches ErrNotResumable: %v", err)
@@ -49,25 +55,25 @@ func wantMalformed(t *testing.T, err error) *persistence.DescriptorError {
 
 func wantUnsupported(t *testing.T, err error, version int) {
 	t.Helper()
-	var ue *persistence.UnsupportedVersionError
+	var ue *descriptor.UnsupportedVersionError
 	if !errors.As(err, &ue) || !errors.Is(err, subagent.ErrNotResumable) {
 		t.Fatalf("got %v, want an *UnsupportedVersionError wrapping subagent.ErrNotResumable", err)
 	}
 	if ue.Version != version {
 		t.Fatalf("UnsupportedVersionError.Version = %d, want %d", ue.Version, version)
 	}
-	if errors.Is(err, persistence.ErrMalformedDescriptor) {
-		t.Fatalf("unsupported version matches ErrMalformedDescriptor: %v", err)
+	if errors.Is(err, descriptor.ErrMalformed) {
+		t.Fatalf("unsupported version matches ErrMalformed: %v", err)
 	}
 }
 
 func TestD1_DescriptorRecordsExplicitFieldsOnly(t *testing.T) {
 	want := fullDescriptor()
-	want.Version = persistence.DescriptorVersion
+	want.Version = descriptor.Version
 
-	snap, err := persistence.SnapshotDescriptor(fullDescriptor())
+	snap, err := descriptor.Snapshot(fullDescriptor())
 	if err != nil {
-		t.Fatalf("SnapshotDescriptor: %v", err)
+		t.Fatalf("Snapshot: %v", err)
 	}
 	if !reflect.DeepEqual(snap, want) {
 		t.Fatalf("snapshot: got %+v, want %+v", snap, want)
@@ -76,12 +82,12 @@ func TestD1_DescriptorRecordsExplicitFieldsOnly(t *testing.T) {
 	if err != nil {
 		t.Fatalf("Record: %v", err)
 	}
-	if rec.Kind != persistence.DescriptorKind {
-		t.Fatalf("record kind %q, want %q", rec.Kind, persistence.DescriptorKind)
+	if rec.Kind != descriptor.Kind {
+		t.Fatalf("record kind %q, want %q", rec.Kind, descriptor.Kind)
 	}
-	got, err := persistence.FoldDescriptor([]persistence.Record{msg(`"hi"`), rec})
+	got, err := descriptor.Fold([]persistence.Record{msg(`"hi"`), rec})
 	if err != nil {
-		t.Fatalf("FoldDescriptor: %v", err)
+		t.Fatalf("Fold: %v", err)
 	}
 	if !reflect.DeepEqual(got, want) {
 		t.Fatalf("round trip: got %+v, want %+v", got, want)
@@ -106,7 +112,7 @@ func TestD1_DescriptorRecordsExplicitFieldsOnly(t *testing.T) {
 	}
 	// And the type cannot grow one without this test noticing.
 	var tags []string
-	typ := reflect.TypeFor[persistence.Descriptor]()
+	typ := reflect.TypeFor[descriptor.Descriptor]()
 	for i := range typ.NumField() {
 		tags = append(tags, strings.Split(typ.Field(i).Tag.Get("json"), ",")[0])
 	}
@@ -116,7 +122,7 @@ func TestD1_DescriptorRecordsExplicitFieldsOnly(t *testing.T) {
 	}
 
 	// Optional fields are left out, not written empty.
-	minimal, err := persistence.Descriptor{Provider: "spawn"}.Record()
+	minimal, err := descriptor.Descriptor{Provider: "spawn"}.Record()
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -129,12 +135,12 @@ func TestD1_DescriptorRecordsExplicitFieldsOnly(t *testing.T) {
 func TestD2_SnapshotValidatesAndDeepCopies(t *testing.T) {
 	in := fullDescriptor()
 	in.ProviderData = json.RawMessage(`{ "version": 2, "sessionId": "remote-7" }`)
-	snap, err := persistence.SnapshotDescriptor(in)
+	snap, err := descriptor.Snapshot(in)
 	if err != nil {
-		t.Fatalf("SnapshotDescriptor: %v", err)
+		t.Fatalf("Snapshot: %v", err)
 	}
 	want := fullDescriptor()
-	want.Version = persistence.DescriptorVersion // provider data compacted too
+	want.Version = descriptor.Version // provider data compacted too
 
 	// The caller changes everything it still holds.
 	*in.Persona = "something else"
@@ -147,7 +153,7 @@ func TestD2_SnapshotValidatesAndDeepCopies(t *testing.T) {
 		t.Fatalf("snapshot changed with its input: got %+v, want %+v", snap, want)
 	}
 	// And the other way: changing the snapshot leaves a second one alone.
-	again, err := persistence.SnapshotDescriptor(snap)
+	again, err := descriptor.Snapshot(snap)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -161,53 +167,53 @@ func TestD2_SnapshotValidatesAndDeepCopies(t *testing.T) {
 	blank, empty := "  \n\t", ""
 	for _, c := range []struct {
 		name  string
-		edit  func(*persistence.Descriptor)
+		edit  func(*descriptor.Descriptor)
 		fault error // a subagent tool filter sentinel, when one applies
 	}{
-		{"empty provider", func(d *persistence.Descriptor) { d.Provider = "" }, nil},
-		{"provider not UTF-8", func(d *persistence.Descriptor) { d.Provider = "a\xffb" }, nil},
-		{"model not UTF-8", func(d *persistence.Descriptor) { d.AgentModel = "\xc3" }, nil},
-		{"empty persona", func(d *persistence.Descriptor) { d.Persona = &empty }, nil},
-		{"blank persona", func(d *persistence.Descriptor) { d.Persona = &blank }, nil},
-		{"filter with no names", func(d *persistence.Descriptor) { d.ToolFilter = &subagent.ToolFilter{} }, subagent.ErrToolFilterEmpty},
-		{"filter with empty lists", func(d *persistence.Descriptor) {
+		{"empty provider", func(d *descriptor.Descriptor) { d.Provider = "" }, nil},
+		{"provider not UTF-8", func(d *descriptor.Descriptor) { d.Provider = "a\xffb" }, nil},
+		{"model not UTF-8", func(d *descriptor.Descriptor) { d.AgentModel = "\xc3" }, nil},
+		{"empty persona", func(d *descriptor.Descriptor) { d.Persona = &empty }, nil},
+		{"blank persona", func(d *descriptor.Descriptor) { d.Persona = &blank }, nil},
+		{"filter with no names", func(d *descriptor.Descriptor) { d.ToolFilter = &subagent.ToolFilter{} }, subagent.ErrToolFilterEmpty},
+		{"filter with empty lists", func(d *descriptor.Descriptor) {
 			d.ToolFilter = &subagent.ToolFilter{Allow: []string{}, Deny: []string{}}
 		}, subagent.ErrToolFilterEmpty},
-		{"filter with an empty name", func(d *persistence.Descriptor) {
+		{"filter with an empty name", func(d *descriptor.Descriptor) {
 			d.ToolFilter = &subagent.ToolFilter{Allow: []string{"a", ""}}
 		}, subagent.ErrToolFilterBlankName},
-		{"filter with a duplicate", func(d *persistence.Descriptor) {
+		{"filter with a duplicate", func(d *descriptor.Descriptor) {
 			d.ToolFilter = &subagent.ToolFilter{Allow: []string{"a", "b", "a"}}
 		}, subagent.ErrToolFilterDuplicate},
-		{"filter allowing and denying one tool", func(d *persistence.Descriptor) {
+		{"filter allowing and denying one tool", func(d *descriptor.Descriptor) {
 			d.ToolFilter = &subagent.ToolFilter{Allow: []string{"a"}, Deny: []string{"a"}}
 		}, subagent.ErrToolFilterDuplicate},
-		{"provider data not JSON", func(d *persistence.Descriptor) { d.ProviderData = json.RawMessage(`{"version":`) }, nil},
-		{"provider data null", func(d *persistence.Descriptor) { d.ProviderData = json.RawMessage(`null`) }, nil},
-		{"provider data an array", func(d *persistence.Descriptor) { d.ProviderData = json.RawMessage(`[1]`) }, nil},
-		{"provider data without version", func(d *persistence.Descriptor) { d.ProviderData = json.RawMessage(`{"id":"x"}`) }, nil},
-		{"provider data version 0", func(d *persistence.Descriptor) { d.ProviderData = json.RawMessage(`{"version":0}`) }, nil},
-		{"provider data version -1", func(d *persistence.Descriptor) { d.ProviderData = json.RawMessage(`{"version":-1}`) }, nil},
-		{"provider data version 1.5", func(d *persistence.Descriptor) { d.ProviderData = json.RawMessage(`{"version":1.5}`) }, nil},
-		{"provider data version a string", func(d *persistence.Descriptor) { d.ProviderData = json.RawMessage(`{"version":"1"}`) }, nil},
-		{"provider data version null", func(d *persistence.Descriptor) { d.ProviderData = json.RawMessage(`{"version":null}`) }, nil},
-		{"provider data repeated key", func(d *persistence.Descriptor) {
+		{"provider data not JSON", func(d *descriptor.Descriptor) { d.ProviderData = json.RawMessage(`{"version":`) }, nil},
+		{"provider data null", func(d *descriptor.Descriptor) { d.ProviderData = json.RawMessage(`null`) }, nil},
+		{"provider data an array", func(d *descriptor.Descriptor) { d.ProviderData = json.RawMessage(`[1]`) }, nil},
+		{"provider data without version", func(d *descriptor.Descriptor) { d.ProviderData = json.RawMessage(`{"id":"x"}`) }, nil},
+		{"provider data version 0", func(d *descriptor.Descriptor) { d.ProviderData = json.RawMessage(`{"version":0}`) }, nil},
+		{"provider data version -1", func(d *descriptor.Descriptor) { d.ProviderData = json.RawMessage(`{"version":-1}`) }, nil},
+		{"provider data version 1.5", func(d *descriptor.Descriptor) { d.ProviderData = json.RawMessage(`{"version":1.5}`) }, nil},
+		{"provider data version a string", func(d *descriptor.Descriptor) { d.ProviderData = json.RawMessage(`{"version":"1"}`) }, nil},
+		{"provider data version null", func(d *descriptor.Descriptor) { d.ProviderData = json.RawMessage(`{"version":null}`) }, nil},
+		{"provider data repeated key", func(d *descriptor.Descriptor) {
 			d.ProviderData = json.RawMessage(`{"version":1,"version":2}`)
 		}, nil},
-		{"provider data trailing", func(d *persistence.Descriptor) { d.ProviderData = json.RawMessage(`{"version":1} {}`) }, nil},
-		{"provider data not UTF-8", func(d *persistence.Descriptor) { d.ProviderData = json.RawMessage("{\"version\":1,\"x\":\"\xff\"}") }, nil},
+		{"provider data trailing", func(d *descriptor.Descriptor) { d.ProviderData = json.RawMessage(`{"version":1} {}`) }, nil},
+		{"provider data not UTF-8", func(d *descriptor.Descriptor) { d.ProviderData = json.RawMessage("{\"version\":1,\"x\":\"\xff\"}") }, nil},
 	} {
 		t.Run(c.name, func(t *testing.T) {
 			d := fullDescriptor()
 			c.edit(&d)
-			_, err := persistence.SnapshotDescriptor(d)
+			_, err := descriptor.Snapshot(d)
 			wantMalformed(t, err)
 			if c.fault != nil && !errors.Is(err, c.fault) {
 				t.Fatalf("got %v, want it to match %v", err, c.fault)
 			}
 			// Record refuses what Snapshot refuses.
-			if _, err := d.Record(); !errors.Is(err, persistence.ErrMalformedDescriptor) {
-				t.Fatalf("Record: got %v, want ErrMalformedDescriptor", err)
+			if _, err := d.Record(); !errors.Is(err, descriptor.ErrMalformed) {
+				t.Fatalf("Record: got %v, want ErrMalformed", err)
 			}
 		})
 	}
@@ -215,7 +221,7 @@ func TestD2_SnapshotValidatesAndDeepCopies(t *testing.T) {
 	// Snapshot writes the current version; it will not relabel another.
 	d := fullDescriptor()
 	d.Version = 2
-	_, err = persistence.SnapshotDescriptor(d)
+	_, err = descriptor.Snapshot(d)
 	wantUnsupported(t, err, 2)
 }
 
@@ -263,20 +269,20 @@ func TestD3_FoldRejectsMalformedAndUnknownKeys(t *testing.T) {
 	} {
 		t.Run(c.name, func(t *testing.T) {
 			recs := []persistence.Record{descRecord(c.data)}
-			d, err := persistence.FoldDescriptor(recs)
+			d, err := descriptor.Fold(recs)
 			wantMalformed(t, err)
-			if !reflect.DeepEqual(d, persistence.Descriptor{}) {
+			if !reflect.DeepEqual(d, descriptor.Descriptor{}) {
 				t.Fatalf("failed fold returned %+v", d)
 			}
 			if string(recs[0].Data) != c.data {
-				t.Fatalf("FoldDescriptor changed its input")
+				t.Fatalf("Fold changed its input")
 			}
 		})
 	}
 
 	// The folded value does not alias the record it came from.
 	recs := []persistence.Record{descRecord(`{"version":1,"provider":"acp","providerData":{"version":1}}`)}
-	d, err := persistence.FoldDescriptor(recs)
+	d, err := descriptor.Fold(recs)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -302,22 +308,22 @@ func TestD3_UnsupportedVersionIsNotResumable(t *testing.T) {
 		{`{"version":99,"provider":7,"subagentDepth":3,"toolFilter":{"mode":"strict"}}`, 99},
 	} {
 		t.Run(c.data, func(t *testing.T) {
-			_, err := persistence.FoldDescriptor([]persistence.Record{descRecord(c.data)})
+			_, err := descriptor.Fold([]persistence.Record{descRecord(c.data)})
 			wantUnsupported(t, err, c.version)
 		})
 	}
 }
 
 func TestD3_FirstDescriptorIsAuthoritative(t *testing.T) {
-	first, err := persistence.Descriptor{Provider: "spawn", AgentModel: "m1"}.Record()
+	first, err := descriptor.Descriptor{Provider: "spawn", AgentModel: "m1"}.Record()
 	if err != nil {
 		t.Fatal(err)
 	}
-	second, err := persistence.Descriptor{Provider: "acp", AgentModel: "m2"}.Record()
+	second, err := descriptor.Descriptor{Provider: "acp", AgentModel: "m2"}.Record()
 	if err != nil {
 		t.Fatal(err)
 	}
-	want := persistence.Descriptor{Version: 1, Provider: "spawn", AgentModel: "m1"}
+	want := descriptor.Descriptor{Version: 1, Provider: "spawn", AgentModel: "m1"}
 	for _, c := range []struct {
 		name string
 		recs []persistence.Record
@@ -333,9 +339,9 @@ func TestD3_FirstDescriptorIsAuthoritative(t *testing.T) {
 		}},
 	} {
 		t.Run(c.name, func(t *testing.T) {
-			got, err := persistence.FoldDescriptor(c.recs)
+			got, err := descriptor.Fold(c.recs)
 			if err != nil {
-				t.Fatalf("FoldDescriptor: %v", err)
+				t.Fatalf("Fold: %v", err)
 			}
 			if !reflect.DeepEqual(got, want) {
 				t.Fatalf("got %+v, want the first descriptor %+v", got, want)
@@ -343,9 +349,9 @@ func TestD3_FirstDescriptorIsAuthoritative(t *testing.T) {
 		})
 	}
 	// And an earlier bad one is not skipped in favour of a later good one.
-	_, err = persistence.FoldDescriptor([]persistence.Record{descRecord(`{"version":1}`), first})
+	_, err = descriptor.Fold([]persistence.Record{descRecord(`{"version":1}`), first})
 	wantMalformed(t, err)
-	_, err = persistence.FoldDescriptor([]persistence.Record{descRecord(`{"version":3}`), first})
+	_, err = descriptor.Fold([]persistence.Record{descRecord(`{"version":3}`), first})
 	wantUnsupported(t, err, 3)
 }
 
@@ -356,20 +362,20 @@ func TestD3_NoDescriptor(t *testing.T) {
 		"other kinds":   {{Kind: "descriptor", Data: json.RawMessage(`{"version":1,"provider":"spawn"}`)}},
 	} {
 		t.Run(name, func(t *testing.T) {
-			_, err := persistence.FoldDescriptor(recs)
-			if !errors.Is(err, persistence.ErrNoDescriptor) {
-				t.Fatalf("got %v, want ErrNoDescriptor", err)
+			_, err := descriptor.Fold(recs)
+			if !errors.Is(err, descriptor.ErrMissing) {
+				t.Fatalf("got %v, want ErrMissing", err)
 			}
-			if errors.Is(err, persistence.ErrMalformedDescriptor) || errors.Is(err, subagent.ErrNotResumable) {
-				t.Fatalf("ErrNoDescriptor matches another descriptor error: %v", err)
+			if errors.Is(err, descriptor.ErrMalformed) || errors.Is(err, subagent.ErrNotResumable) {
+				t.Fatalf("ErrMissing matches another descriptor error: %v", err)
 			}
 		})
 	}
 }
 
 func TestD4_DescriptorIsLogOnlyAndSurvivesCompaction(t *testing.T) {
-	if !persistence.IsLogOnly(persistence.DescriptorKind) {
-		t.Fatalf("IsLogOnly(%q) = false", persistence.DescriptorKind)
+	if !persistence.IsLogOnly(descriptor.Kind) {
+		t.Fatalf("IsLogOnly(%q) = false", descriptor.Kind)
 	}
 	for name, open := range map[string]func(t *testing.T) persistence.Store{
 		"memory": func(*testing.T) persistence.Store { return persistence.NewMemory() },
@@ -388,7 +394,7 @@ func TestD4_DescriptorIsLogOnlyAndSurvivesCompaction(t *testing.T) {
 	} {
 		t.Run(name, func(t *testing.T) {
 			s := open(t)
-			want, err := persistence.SnapshotDescriptor(fullDescriptor())
+			want, err := descriptor.Snapshot(fullDescriptor())
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -410,13 +416,13 @@ func TestD4_DescriptorIsLogOnlyAndSurvivesCompaction(t *testing.T) {
 			}
 			// Everything model-visible was folded into the summary; the
 			// descriptor stayed, first, byte for byte.
-			if len(recs) != 2 || recs[0].Kind != persistence.DescriptorKind || string(recs[0].Data) != string(rec.Data) ||
+			if len(recs) != 2 || recs[0].Kind != descriptor.Kind || string(recs[0].Data) != string(rec.Data) ||
 				recs[1].Kind != persistence.KindMessage {
 				t.Fatalf("log after Compact: %+v", recs)
 			}
-			got, err := persistence.FoldDescriptor(recs)
+			got, err := descriptor.Fold(recs)
 			if err != nil {
-				t.Fatalf("FoldDescriptor after Compact: %v", err)
+				t.Fatalf("Fold after Compact: %v", err)
 			}
 			if !reflect.DeepEqual(got, want) {
 				t.Fatalf("descriptor after Compact: got %+v, want %+v", got, want)
@@ -425,11 +431,11 @@ func TestD4_DescriptorIsLogOnlyAndSurvivesCompaction(t *testing.T) {
 	}
 }
 
-// ExampleSnapshotDescriptor shows a provider recording a durable child's
+// ExampleSnapshot shows a provider recording a durable child's
 // descriptor before it creates anything, and the record a resume reads.
-func ExampleSnapshotDescriptor() {
+func ExampleSnapshot() {
 	persona := "You review Go code & tests."
-	d, err := persistence.SnapshotDescriptor(persistence.Descriptor{
+	d, err := descriptor.Snapshot(descriptor.Descriptor{
 		Provider:      "spawn",
 		AgentProvider: "openai",
 		AgentModel:    "gpt-4o-mini",
@@ -448,10 +454,10 @@ func ExampleSnapshotDescriptor() {
 	fmt.Println(rec.Kind, persistence.IsLogOnly(rec.Kind))
 	fmt.Println(string(rec.Data))
 
-	back, err := persistence.FoldDescriptor([]persistence.Record{rec})
+	back, err := descriptor.Fold([]persistence.Record{rec})
 	fmt.Println(back.Provider, *back.Persona, err)
 
-	_, err = persistence.FoldDescriptor([]persistence.Record{{Kind: persistence.DescriptorKind, Data: []byte(`{"version":2}`)}})
+	_, err = descriptor.Fold([]persistence.Record{{Kind: descriptor.Kind, Data: []byte(`{"version":2}`)}})
 	fmt.Println(errors.Is(err, subagent.ErrNotResumable), err)
 	// Output:
 	// subagent/descriptor true

@@ -1,4 +1,10 @@
-package persistence
+// Package descriptor is a durable child's descriptor (D1-D4): the
+// versioned subagent/descriptor record a provider writes first in the
+// child's session log, with what resuming the child needs. Snapshot
+// validates and copies one (D2), Descriptor.Record encodes it, Fold and
+// Parse read one back strictly (D3). The record is log-only for the
+// stores (persistence.IsLogOnly), so Compact keeps it (D4).
+package descriptor
 
 import (
 	"bytes"
@@ -9,17 +15,18 @@ import (
 	"unicode/utf8"
 
 	"github.com/subactor/subactor/internal/jsonv2"
+	"github.com/subactor/subactor/persistence"
 	"github.com/subactor/subactor/subagent"
 )
 
-// DescriptorKind is the record kind of a durable child's descriptor. It
-// is log-only (IsLogOnly(DescriptorKind) is true), so the model never sees
-// it and Compact keeps it (D4).
-const DescriptorKind = "subagent/descriptor"
+// Kind is the record kind of a durable child's descriptor. It is
+// log-only (persistence.IsLogOnly(Kind) is true), so the model never
+// sees it and Compact keeps it (D4).
+const Kind = "subagent/descriptor"
 
-// DescriptorVersion is the descriptor version this package writes and
-// the only one FoldDescriptor reads.
-const DescriptorVersion = 1
+// Version is the descriptor version this package writes and the only
+// one Fold reads.
+const Version = 1
 
 // Descriptor is what a durable child needs to be resumed (D1). Its fields
 // are explicit, never an open options bag, so that an unrelated option
@@ -27,11 +34,11 @@ const DescriptorVersion = 1
 // the delegation depth (the session header's is authoritative, D5) and
 // the output schema (the contract of one activation, not of the child).
 //
-// A Descriptor from SnapshotDescriptor or FoldDescriptor shares no memory
-// with anything else and is in canonical form: Descriptor.Record encodes
-// it and FoldDescriptor reads the record back to an equal value.
+// A Descriptor from Snapshot or Fold shares no memory with anything else
+// and is in canonical form: Descriptor.Record encodes it and Fold reads
+// the record back to an equal value.
 type Descriptor struct {
-	// Version is DescriptorVersion; SnapshotDescriptor sets it.
+	// Version is the package's Version; Snapshot sets it.
 	Version int `json:"version"`
 	// Provider names the provider that runs the child; required.
 	Provider string `json:"provider"`
@@ -51,19 +58,19 @@ type Descriptor struct {
 	ProviderData json.RawMessage `json:"providerData,omitempty"`
 }
 
-// Descriptor errors. A malformed descriptor wraps ErrMalformedDescriptor; an
+// Descriptor errors. A malformed descriptor wraps ErrMalformed; an
 // unsupported version wraps subagent.ErrNotResumable.
 var (
-	// ErrNoDescriptor means a log holds no DescriptorKind record.
-	ErrNoDescriptor = errors.New("persistence: no descriptor in the log")
-	// ErrMalformedDescriptor means a descriptor of the current version
-	// is not one this package would write.
-	ErrMalformedDescriptor = errors.New("persistence: malformed descriptor")
+	// ErrMissing means a log holds no Kind record.
+	ErrMissing = errors.New("persistence: no descriptor in the log")
+	// ErrMalformed means a descriptor of the current version is not
+	// one this package would write.
+	ErrMalformed = errors.New("persistence: malformed descriptor")
 )
 
 // descriptorError reports a malformed current-version descriptor: why,
 // and the underlying error when there is one (a JSON error, or one of
-// subagent's ErrToolFilter… sentinels). It wraps ErrMalformedDescriptor.
+// subagent's ErrToolFilter… sentinels). It wraps ErrMalformed.
 type descriptorError struct {
 	Reason string
 	Err    error
@@ -77,16 +84,16 @@ func (e *descriptorError) Error() string {
 	return fmt.Sprintf("persistence: malformed descriptor: %s: %v", e.Reason, e.Err)
 }
 
-// Unwrap returns ErrMalformedDescriptor and the cause, if any.
+// Unwrap returns ErrMalformed and the cause, if any.
 func (e *descriptorError) Unwrap() []error {
 	if e.Err == nil {
-		return []error{ErrMalformedDescriptor}
+		return []error{ErrMalformed}
 	}
-	return []error{ErrMalformedDescriptor, e.Err}
+	return []error{ErrMalformed, e.Err}
 }
 
 // unsupportedVersionError reports a descriptor of a version other than
-// DescriptorVersion (a missing version counts as 0). The child it
+// Version (a missing version counts as 0). The child it
 // describes cannot be resumed by this build, so it wraps
 // subagent.ErrNotResumable (D3).
 type unsupportedVersionError struct {
@@ -95,26 +102,26 @@ type unsupportedVersionError struct {
 
 // Error names the version.
 func (e *unsupportedVersionError) Error() string {
-	return fmt.Sprintf("persistence: descriptor version %d is not supported (want %d)", e.Version, DescriptorVersion)
+	return fmt.Sprintf("persistence: descriptor version %d is not supported (want %d)", e.Version, Version)
 }
 
 // Unwrap returns subagent.ErrNotResumable.
 func (e *unsupportedVersionError) Unwrap() error { return subagent.ErrNotResumable }
 
-// SnapshotDescriptor validates d and returns a deep copy of it in
+// Snapshot validates d and returns a deep copy of it in
 // canonical form, with Version set (D2). Providers call it before any
 // task or session exists, so that a bad configuration fails early and
 // later changes to the caller's persona, filter or provider data cannot
 // reach the stored child. d.Version must be 0 (unset) or
-// DescriptorVersion. The errors are FoldDescriptor's.
-func SnapshotDescriptor(d Descriptor) (Descriptor, error) {
+// Version. The errors are Fold's.
+func Snapshot(d Descriptor) (Descriptor, error) {
 	switch d.Version {
-	case 0, DescriptorVersion:
+	case 0, Version:
 	default:
 		return Descriptor{}, &unsupportedVersionError{Version: d.Version}
 	}
 	out := Descriptor{
-		Version:       DescriptorVersion,
+		Version:       Version,
 		Provider:      d.Provider,
 		AgentProvider: d.AgentProvider,
 		AgentModel:    d.AgentModel,
@@ -213,48 +220,48 @@ func canonicalProviderData(raw json.RawMessage) (json.RawMessage, error) {
 	return compact, nil
 }
 
-// Record returns d as a DescriptorKind record whose data is d's canonical
-// JSON. It validates d as SnapshotDescriptor does and fails the same way.
-func (d Descriptor) Record() (Record, error) {
-	s, err := SnapshotDescriptor(d)
+// Record returns d as a Kind record whose data is d's canonical
+// JSON. It validates d as Snapshot does and fails the same way.
+func (d Descriptor) Record() (persistence.Record, error) {
+	s, err := Snapshot(d)
 	if err != nil {
-		return Record{}, err
+		return persistence.Record{}, err
 	}
 	var buf bytes.Buffer
 	enc := json.NewEncoder(&buf)
 	// A persona is prose: keep its <, > and & readable in the log.
 	enc.SetEscapeHTML(false)
 	if err := enc.Encode(s); err != nil {
-		return Record{}, malformed("does not encode", err)
+		return persistence.Record{}, malformed("does not encode", err)
 	}
-	return Record{Kind: DescriptorKind, Data: bytes.TrimSuffix(buf.Bytes(), []byte("\n"))}, nil
+	return persistence.Record{Kind: Kind, Data: bytes.TrimSuffix(buf.Bytes(), []byte("\n"))}, nil
 }
 
-// FoldDescriptor returns the descriptor of a loaded log (D3). The first
-// DescriptorKind record is authoritative; later ones are ignored
+// Fold returns the descriptor of a loaded log (D3). The first
+// Kind record is authoritative; later ones are ignored
 // entirely, even malformed ones, because a child's configuration is
 // fixed when it is created and nothing appended afterwards may change
 // it. Records of other kinds are skipped.
 //
-// It fails with ErrNoDescriptor when there is no descriptor record, an
+// It fails with ErrMissing when there is no descriptor record, an
 // error wrapping subagent.ErrNotResumable when the record's
-// version is not DescriptorVersion, and an error wrapping
-// ErrMalformedDescriptor when a current-version payload is not exactly
+// version is not Version, and an error wrapping
+// ErrMalformed when a current-version payload is not exactly
 // what Record writes: not a JSON object, trailing data, an unknown or
-// repeated key, a wrong type, null, or a value SnapshotDescriptor
+// repeated key, a wrong type, null, or a value Snapshot
 // refuses. The result shares no memory with recs.
-func FoldDescriptor(recs []Record) (Descriptor, error) {
+func Fold(recs []persistence.Record) (Descriptor, error) {
 	for _, r := range recs {
-		if r.Kind == DescriptorKind {
+		if r.Kind == Kind {
 			return parseDescriptor(r.Data)
 		}
 	}
-	return Descriptor{}, ErrNoDescriptor
+	return Descriptor{}, ErrMissing
 }
 
-// ParseDescriptor validates one descriptor payload, as a caller hands it in
-// a subagent.Continuation, with FoldDescriptor's rules (D3).
-func ParseDescriptor(data json.RawMessage) (Descriptor, error) {
+// Parse validates one descriptor payload, as a caller hands it in
+// a subagent.Continuation, with Fold's rules (D3).
+func Parse(data json.RawMessage) (Descriptor, error) {
 	return parseDescriptor(data)
 }
 
@@ -268,13 +275,13 @@ func parseDescriptor(data []byte) (Descriptor, error) {
 	if _, err := jsonv2.Member(data, "version", &d.Version); err != nil {
 		return Descriptor{}, malformed(err.Error(), err)
 	}
-	if d.Version != DescriptorVersion {
+	if d.Version != Version {
 		return Descriptor{}, &unsupportedVersionError{Version: d.Version}
 	}
 	if err := jsonv2.Unmarshal(data, &d); err != nil {
 		return Descriptor{}, malformed(err.Error(), err)
 	}
-	return SnapshotDescriptor(d)
+	return Snapshot(d)
 }
 
 func malformed(reason string, err error) error {

@@ -1,4 +1,4 @@
-package persistence_test
+package descriptor_test
 
 import (
 	"bytes"
@@ -6,11 +6,12 @@ import (
 	"reflect"
 	"testing"
 
+	"github.com/subactor/subactor/internal/descriptor"
 	"github.com/subactor/subactor/persistence"
 	"github.com/subactor/subactor/subagent"
 )
 
-// FuzzD3_FoldDescriptor feeds arbitrary bytes to FoldDescriptor as a
+// FuzzD3_FoldDescriptor feeds arbitrary bytes to Fold as a
 // stored descriptor (K3: stored payloads are hostile). It must never
 // panic; it either fails with one of its documented errors or returns a
 // canonical descriptor: one Snapshot leaves as it is, whose record folds
@@ -40,25 +41,25 @@ func FuzzD3_FoldDescriptor(f *testing.F) {
 	}
 	f.Fuzz(func(t *testing.T, data []byte) {
 		orig := bytes.Clone(data)
-		d, err := persistence.FoldDescriptor([]persistence.Record{{Kind: persistence.DescriptorKind, Data: data}})
+		d, err := descriptor.Fold([]persistence.Record{{Kind: descriptor.Kind, Data: data}})
 		if !bytes.Equal(data, orig) {
-			t.Fatalf("FoldDescriptor changed its input")
+			t.Fatalf("Fold changed its input")
 		}
 		if err != nil {
-			var de *persistence.DescriptorError
-			var ue *persistence.UnsupportedVersionError
+			var de *descriptor.DescriptorError
+			var ue *descriptor.UnsupportedVersionError
 			switch {
-			case errors.As(err, &de) && errors.Is(err, persistence.ErrMalformedDescriptor):
-			case errors.As(err, &ue) && errors.Is(err, subagent.ErrNotResumable) && ue.Version != persistence.DescriptorVersion:
+			case errors.As(err, &de) && errors.Is(err, descriptor.ErrMalformed):
+			case errors.As(err, &ue) && errors.Is(err, subagent.ErrNotResumable) && ue.Version != descriptor.Version:
 			default:
 				t.Fatalf("undocumented error %T: %v", err, err)
 			}
 			return
 		}
-		if d.Version != persistence.DescriptorVersion {
+		if d.Version != descriptor.Version {
 			t.Fatalf("folded version %d", d.Version)
 		}
-		snap, err := persistence.SnapshotDescriptor(d)
+		snap, err := descriptor.Snapshot(d)
 		if err != nil {
 			t.Fatalf("Snapshot refuses what Fold accepted: %v (%+v)", err, d)
 		}
@@ -69,7 +70,7 @@ func FuzzD3_FoldDescriptor(f *testing.F) {
 		if err != nil {
 			t.Fatalf("Record of a folded descriptor: %v", err)
 		}
-		back, err := persistence.FoldDescriptor([]persistence.Record{rec})
+		back, err := descriptor.Fold([]persistence.Record{rec})
 		if err != nil {
 			t.Fatalf("folding the re-encoded descriptor %s: %v", rec.Data, err)
 		}

@@ -1,4 +1,8 @@
-package acp
+// Package acpdata is what an ACP child keeps and reports beyond the
+// contract, shared by the acp provider and the node: the provider data of
+// its descriptor (ParseProviderData) and the progress kinds it adds to
+// subagent's.
+package acpdata
 
 import (
 	"encoding/json"
@@ -6,8 +10,8 @@ import (
 	"path/filepath"
 	"unicode/utf8"
 
+	"github.com/subactor/subactor/internal/descriptor"
 	"github.com/subactor/subactor/internal/jsonv2"
-	"github.com/subactor/subactor/persistence"
 	"github.com/subactor/subactor/subagent"
 )
 
@@ -16,7 +20,7 @@ import (
 const providerDataVersion = 1
 
 // ProviderData is what an ACP child's descriptor keeps of it
-// (persistence.Descriptor.ProviderData), version 1:
+// (descriptor.Descriptor.ProviderData), version 1:
 //
 //	{"version":1,"sessionId":"…","loadSession":true,"cwd":"/abs/dir"}
 //
@@ -30,8 +34,8 @@ type ProviderData struct {
 	Cwd         string `json:"cwd"`
 }
 
-// encode returns d as version-1 JSON.
-func (d ProviderData) encode() (json.RawMessage, error) {
+// Encode returns d as version-1 JSON.
+func (d ProviderData) Encode() (json.RawMessage, error) {
 	d.Version = providerDataVersion
 	return json.Marshal(d)
 }
@@ -40,10 +44,10 @@ func (d ProviderData) encode() (json.RawMessage, error) {
 // key known and present once, exact case, no null). Data of another
 // version fails with subagent.ErrNotResumable; malformed
 // data is a *subagent.InvalidRequestError wrapping
-// persistence.ErrMalformedDescriptor.
+// descriptor.ErrMalformed.
 func ParseProviderData(raw json.RawMessage) (ProviderData, error) {
 	if len(raw) == 0 {
-		return ProviderData{}, &notResumableError{Reason: "its descriptor has no ACP provider data"}
+		return ProviderData{}, &NotResumableError{Reason: "its descriptor has no ACP provider data"}
 	}
 	bad := func(reason string, err error) error {
 		return &subagent.InvalidRequestError{Field: "continuation", Reason: "ACP provider data: " + reason,
@@ -56,7 +60,7 @@ func ParseProviderData(raw json.RawMessage) (ProviderData, error) {
 		return ProviderData{}, bad(`no "version"`, nil)
 	}
 	if d.Version != providerDataVersion {
-		return ProviderData{}, &notResumableError{Reason: fmt.Sprintf("ACP provider data version %d is not supported (want %d)", d.Version, providerDataVersion)}
+		return ProviderData{}, &NotResumableError{Reason: fmt.Sprintf("ACP provider data version %d is not supported (want %d)", d.Version, providerDataVersion)}
 	}
 	// Every key is required: pointers tell a missing one.
 	var w struct {
@@ -86,10 +90,34 @@ func ParseProviderData(raw json.RawMessage) (ProviderData, error) {
 	return d, nil
 }
 
-// malformed is a malformed descriptor's error, as persistence words it.
+// malformed is a malformed descriptor's error, as package descriptor
+// words it.
 func malformed(reason string, err error) error {
 	if err == nil {
-		return fmt.Errorf("%w: %s", persistence.ErrMalformedDescriptor, reason)
+		return fmt.Errorf("%w: %s", descriptor.ErrMalformed, reason)
 	}
-	return fmt.Errorf("%w: %s: %w", persistence.ErrMalformedDescriptor, reason, err)
+	return fmt.Errorf("%w: %s: %w", descriptor.ErrMalformed, reason, err)
+}
+
+// NotResumableError says why a child cannot be resumed; it wraps
+// subagent.ErrNotResumable. Resume returns it before any process starts
+// when the child's descriptor says its agent cannot load sessions.
+type NotResumableError struct {
+	Reason string
+	Err    error // the underlying error, when there is one
+}
+
+func (e *NotResumableError) Error() string {
+	if e.Err != nil {
+		return fmt.Sprintf("acp: child is not resumable: %s: %v", e.Reason, e.Err)
+	}
+	return "acp: child is not resumable: " + e.Reason
+}
+
+// Unwrap returns subagent.ErrNotResumable and the cause, if any.
+func (e *NotResumableError) Unwrap() []error {
+	if e.Err == nil {
+		return []error{subagent.ErrNotResumable}
+	}
+	return []error{subagent.ErrNotResumable, e.Err}
 }
