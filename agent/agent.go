@@ -389,7 +389,7 @@ func (a *Agent) Lifetime() context.Context {
 
 // closedResult is how a Run of a closed agent settles.
 func closedResult() subagent.Result {
-	res := subagent.Stopped(subagent.Aborted, ErrClosed.Error())
+	res := subagent.Result{StopReason: subagent.Aborted, Detail: ErrClosed.Error()}
 	res.Cause = ErrClosed
 	return res
 }

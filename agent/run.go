@@ -138,7 +138,7 @@ func (a *Agent) leave() {
 //
 //go:noinline
 func inProgress(res *subagent.Result) {
-	*res = subagent.Stopped(subagent.Error, "agent: Run is already in progress")
+	*res = subagent.Result{StopReason: subagent.Error, Detail: "agent: Run is already in progress"}
 }
 
 // closedTo is how a Run of a closed agent settles.
@@ -197,7 +197,7 @@ func (a *Agent) textSink() func(string) {
 //
 //go:noinline
 func (a *Agent) stepLimit(res *subagent.Result) {
-	*res = subagent.Stopped(subagent.Error, fmt.Sprintf("agent: step limit of %d model calls reached", a.maxSteps))
+	*res = subagent.Result{StopReason: subagent.Error, Detail: fmt.Sprintf("agent: step limit of %d model calls reached", a.maxSteps)}
 }
 
 // begin answers the calls an earlier run left without results (see
@@ -218,7 +218,7 @@ func (l *loop) begin(prompt []subagent.ContentBlock, res *subagent.Result) bool 
 	case len(prompt) > 0:
 		err = a.commit(ctx, nil, ownNothing, Message{Role: User, Content: prompt})
 	case a.empty():
-		*res = subagent.Stopped(subagent.Error, "agent: nothing to continue: the session has no turns and the prompt is empty")
+		*res = subagent.Result{StopReason: subagent.Error, Detail: "agent: nothing to continue: the session has no turns and the prompt is empty"}
 		return false
 	}
 	if err != nil {
@@ -306,7 +306,7 @@ func (a *Agent) modelFailed(ctx context.Context, step int, err error, res *subag
 		*res = aborted(ctx)
 		return
 	}
-	*res = subagent.Stopped(subagent.Error, "agent: model: "+err.Error())
+	*res = subagent.Result{StopReason: subagent.Error, Detail: "agent: model: " + err.Error()}
 }
 
 // turn takes the model's answer resp, the turn of l.step: it commits it
@@ -461,7 +461,7 @@ func (l *loop) admit(steer SteerSource, res *subagent.Result) bool {
 	a, ctx, step := l.a, l.ctx, l.step
 	taken, err := steer.Take(ctx)
 	if err != nil {
-		*res = subagent.Stopped(subagent.Aborted, "agent: steer: "+err.Error())
+		*res = subagent.Result{StopReason: subagent.Aborted, Detail: "agent: steer: " + err.Error()}
 		return false
 	}
 	if len(taken) == 0 {
@@ -492,7 +492,7 @@ func abortedTo(ctx context.Context, res *subagent.Result) { *res = aborted(ctx) 
 // cancel) as the Cause.
 func aborted(ctx context.Context) subagent.Result {
 	cause := context.Cause(ctx)
-	res := subagent.Stopped(subagent.Aborted, cause.Error())
+	res := subagent.Result{StopReason: subagent.Aborted, Detail: cause.Error()}
 	res.Cause = cause
 	return res
 }
@@ -503,7 +503,7 @@ func (a *Agent) storeFailed(ctx context.Context, err error) subagent.Result {
 	if ctx.Err() != nil {
 		return aborted(ctx)
 	}
-	res := subagent.Stopped(subagent.Error, "agent: persist turn: "+err.Error())
+	res := subagent.Result{StopReason: subagent.Error, Detail: "agent: persist turn: " + err.Error()}
 	res.Cause = fmt.Errorf("%w: %w", ErrCheckpoint, err)
 	return res
 }

@@ -253,8 +253,8 @@ func (n *Node) WaitMembers(ctx context.Context, ok func([]Member) bool) ([]Membe
 	}
 }
 
-// Providers lists the names of the providers this node offers.
-func (n *Node) Providers() []string {
+// providerNames lists the names of the providers this node offers.
+func (n *Node) providerNames() []string {
 	var names []string
 	for _, p := range n.cfg.Providers {
 		names = append(names, p.Name())

@@ -43,8 +43,3 @@ func (u *Usage) Add(o Usage) {
 	u.OutputTokens += o.OutputTokens
 	u.CachedInputTokens += o.CachedInputTokens
 }
-
-// Stopped returns a result with no output.
-func Stopped(reason StopReason, detail string) Result {
-	return Result{StopReason: reason, Detail: detail}
-}

@@ -78,7 +78,7 @@ func (p *testProvider) Start(ctx context.Context, req subagent.StartRequest) (su
 		case <-p.release:
 			return subagent.Result{Output: req.Prompt, StopReason: subagent.Completed}, nil
 		case <-ctx.Done():
-			return subagent.Stopped(subagent.Aborted, "cancelled"), nil
+			return subagent.Result{StopReason: subagent.Aborted, Detail: "cancelled"}, nil
 		}
 	}), nil
 }
@@ -354,7 +354,7 @@ type setupRecorder struct {
 func (p *setupRecorder) Start(ctx context.Context, req subagent.StartRequest) (subagent.Run, error) {
 	h := p.spawn(ctx, req, func(ctx context.Context, _ *run.Gate) (subagent.Result, error) {
 		<-ctx.Done()
-		return subagent.Stopped(subagent.Aborted, ""), nil
+		return subagent.Result{StopReason: subagent.Aborted}, nil
 	})
 	p.live.Add(1)
 	scratch, scratchDone := make(chan struct{}), make(chan struct{})
@@ -421,7 +421,7 @@ func TestS5_RunReturnedAfterCancellationIsDisposedNotPublished(t *testing.T) {
 		// A provider that finishes setup although its context ended.
 		handle = p.spawn(context.Background(), req, func(ctx context.Context, _ *run.Gate) (subagent.Result, error) {
 			<-ctx.Done()
-			return subagent.Stopped(subagent.Aborted, ""), nil
+			return subagent.Result{StopReason: subagent.Aborted}, nil
 		})
 		cancel()
 		return handle, nil

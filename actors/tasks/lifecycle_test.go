@@ -34,7 +34,7 @@ func TestT3_TaskLifecycleProperties(t *testing.T) {
 			switch rapid.IntRange(0, 4).Draw(t, "input") {
 			case 0:
 				reason := rapid.SampledFrom([]subagent.StopReason{subagent.Completed, subagent.Error, subagent.Aborted}).Draw(t, "reason")
-				res := subagent.Stopped(reason, "")
+				res := subagent.Result{StopReason: reason}
 				res.Output = []subagent.ContentBlock{subagent.Text("out")}
 				fx = l.step(inSettled{result: res})
 				if !settled {

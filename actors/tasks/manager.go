@@ -141,7 +141,7 @@ func (m *Manager) Start(ctx context.Context, spec Spec, start func(context.Conte
 	if err != nil {
 		in := inSettled{err: err.Error()}
 		if cause := context.Cause(startCtx); cause != nil {
-			in = inSettled{result: subagent.Stopped(subagent.Aborted, cause.Error())}
+			in = inSettled{result: subagent.Result{StopReason: subagent.Aborted, Detail: cause.Error()}}
 		}
 		m.finish(t.ID, in, spec.Ended)
 		return Task{}, err

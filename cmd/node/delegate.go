@@ -321,7 +321,7 @@ func runChild(ctx context.Context, svc *registry.Service, mgr *tasks.Manager, na
 		Prompt: []subagent.ContentBlock{subagent.Text(prompt)},
 	})
 	if err != nil && ctx.Err() != nil {
-		return subagent.Stopped(subagent.Aborted, "cancelled while the agent was starting"), nil
+		return subagent.Result{StopReason: subagent.Aborted, Detail: "cancelled while the agent was starting"}, nil
 	}
 	if err != nil {
 		return subagent.Result{}, err

@@ -282,7 +282,11 @@ func serveCommand(ctx context.Context, args []string, stdout, stderr io.Writer) 
 		cfg.System.Shutdown()
 		return fail(err)
 	}
-	fmt.Fprintf(stdout, "member %s at %s offering [%s], capacity %d\n", n.ID(), n.Address(), strings.Join(n.Providers(), " "), o.capacity)
+	var offered []string
+	for _, p := range providers {
+		offered = append(offered, p.Name())
+	}
+	fmt.Fprintf(stdout, "member %s at %s offering [%s], capacity %d\n", n.ID(), n.Address(), strings.Join(offered, " "), o.capacity)
 	<-ctx.Done()
 	fmt.Fprintf(stderr, "%s serve: leaving the cluster...\n", prog)
 	leaveCtx, cancel := context.WithTimeout(context.Background(), 30*time.Second)

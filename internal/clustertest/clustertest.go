@@ -105,7 +105,7 @@ func (Echo) Start(ctx context.Context, req subagent.StartRequest) (subagent.Run,
 		case m := <-r.steer:
 			r.settle(subagent.Result{StopReason: subagent.Completed, Output: []subagent.ContentBlock{subagent.Text("echo: " + m)}})
 		case <-runCtx.Done():
-			r.settle(subagent.Stopped(subagent.Aborted, "cancelled"))
+			r.settle(subagent.Result{StopReason: subagent.Aborted, Detail: "cancelled"})
 		}
 	}()
 	return r, nil

@@ -31,14 +31,10 @@ const (
 // ErrArgs is matched by every argument error.
 var ErrArgs = errors.New("control: invalid arguments")
 
-// Sender is what the tool needs of the Service.
-type Sender interface {
-	SendMessage(ctx context.Context, parent subagent.Agent, childID string, message []subagent.ContentBlock, source string) (registry.Delivery, error)
-}
-
 // Config configures the tool.
 type Config struct {
-	Service Sender
+	// Service delivers the messages to continuable children.
+	Service *registry.Service
 	// MessageLimit bounds the message in runes; 64 Ki when 0.
 	MessageLimit int
 }

@@ -353,7 +353,7 @@ func (t *Tool) Call(ctx context.Context, caller *agent.Agent, raw json.RawMessag
 	}
 	var run subagent.Run
 	ref, named := agent.CallOf(ctx)
-	if d, ok := t.cfg.Service.(Durable); ok && named {
+	if d, ok := t.cfg.Service.(durableService); ok && named {
 		run, err = d.StartAs(ctx, t.cfg.Provider, req, childID(caller.SessionID(), ref))
 	} else {
 		run, err = t.cfg.Service.Start(ctx, t.cfg.Provider, req)
@@ -413,10 +413,10 @@ func answer(runID, sessionID string, res subagent.Result) (string, error) {
 	return Answer{Kind: "foreground", RunID: runID, SessionID: sessionID, Output: subagent.TextOf(res.Output), Structured: res.Structured}.text()
 }
 
-// Durable is a Delegator that can name a child after the call that starts
+// durableService is a Delegator that can name a child after the call that starts
 // it and resume a stored child (the registry's Service): with it and
 // Config.Store, a delegation survives its parent's process (S9).
-type Durable interface {
+type durableService interface {
 	StartAs(ctx context.Context, name string, req subagent.StartRequest, runID string) (subagent.Run, error)
 	Resume(ctx context.Context, name string, req subagent.StartRequest) (subagent.Run, error)
 }
@@ -441,11 +441,11 @@ func childID(parentID string, ref agent.CallRef) string {
 // provider, and that activation's result is the call's; only one that
 // never started runs now. Depth, the call's context and the caller's
 // parallel cap apply as in Call. A background delegation, or a tool
-// without Config.Store or a Durable Service, answers
+// without Config.Store or a durableService, answers
 // agent.ErrInterrupted: its child is not the call's to wait for.
 func (t *Tool) Recover(ctx context.Context, caller *agent.Agent, raw json.RawMessage) (string, error) {
 	ref, named := agent.CallOf(ctx)
-	d, durable := t.cfg.Service.(Durable)
+	d, durable := t.cfg.Service.(durableService)
 	r := t.current()
 	if caller == nil || !named || !durable || t.cfg.Store == nil || r == nil {
 		return "", agent.ErrInterrupted

@@ -120,7 +120,7 @@ func TestA2_APanicInTheParentTellsListenersAndKeepsThem(t *testing.T) {
 	for _, id := range []string{"r1", "r2"} {
 		raw.Root.Send(pid, &parent.Expect{RunID: id})
 		raw.Root.Send(pid, &parent.Published{RunID: id})
-		raw.Root.Send(pid, &parent.Settled{RunID: id, Result: subagent.Stopped(subagent.Completed, "")})
+		raw.Root.Send(pid, &parent.Settled{RunID: id, Result: subagent.Result{StopReason: subagent.Completed}})
 	}
 	var types []string
 	for range 4 {

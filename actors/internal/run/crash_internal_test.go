@@ -67,14 +67,14 @@ func parkedBody(took chan<- struct{}) Body {
 	return func(ctx context.Context, g *Gate) (subagent.Result, error) {
 		steers, err := g.Take(ctx)
 		if err != nil {
-			return subagent.Stopped(subagent.Aborted, err.Error()), nil
+			return subagent.Result{StopReason: subagent.Aborted, Detail: err.Error()}, nil
 		}
 		took <- struct{}{}
 		if len(steers) > 0 {
 			return subagent.Result{Output: steers[len(steers)-1], StopReason: subagent.Completed}, nil
 		}
 		<-ctx.Done()
-		return subagent.Stopped(subagent.Aborted, "cancelled"), nil
+		return subagent.Result{StopReason: subagent.Aborted, Detail: "cancelled"}, nil
 	}
 }
 

@@ -378,7 +378,7 @@ func (l *lifecycle) settle() {
 // settleStopped settles with reason, cause and its message as the detail.
 func (l *lifecycle) settleStopped(reason subagent.StopReason, cause error) {
 	s := &l.result
-	s.Result = subagent.Stopped(reason, cause.Error())
+	s.Result = subagent.Result{StopReason: reason, Detail: cause.Error()}
 	s.Result.Cause, s.Err = cause, nil
 	l.settle()
 }

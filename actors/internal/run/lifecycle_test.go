@@ -138,8 +138,8 @@ func TestR2R4R3_LifecycleProperties(t *testing.T) {
 				if childLive {
 					childLive = false
 					exit := rapid.SampledFrom([]inExited{
-						{Result: subagent.Stopped(subagent.Completed, "")},
-						{Result: subagent.Stopped(subagent.Error, "transport")},
+						{Result: subagent.Result{StopReason: subagent.Completed}},
+						{Result: subagent.Result{StopReason: subagent.Error, Detail: "transport"}},
 						{Err: errors.New("connection reset")},
 					}).Draw(t, "exit")
 					apply(exit)
@@ -199,7 +199,7 @@ func TestR4_LifecycleAdmitsSteerIntoNextSnapshotOnly(t *testing.T) {
 	if len(fx) != 0 {
 		t.Fatalf("steer while running answered early: %v", fx)
 	}
-	fx = l.step(inExited{Result: subagent.Stopped(subagent.Completed, "")})
+	fx = l.step(inExited{Result: subagent.Result{StopReason: subagent.Completed}})
 	if *fx[0].(*answerSteer) != (answerSteer{ID: "s2", Reason: "child exited"}) {
 		t.Fatalf("steer pending at exit: got %v", fx[0])
 	}
@@ -217,8 +217,8 @@ func TestR3_LifecyclePhases(t *testing.T) {
 	if fx := l.step(inDispose{}); len(fx) != 0 {
 		t.Fatalf("second dispose: %v", fx)
 	}
-	fx := l.step(inExited{Result: subagent.Stopped(subagent.Aborted, "")})
-	aborted := subagent.Stopped(subagent.Aborted, "")
+	fx := l.step(inExited{Result: subagent.Result{StopReason: subagent.Aborted}})
+	aborted := subagent.Result{StopReason: subagent.Aborted}
 	aborted.Cause = errDisposing
 	if fmt.Sprint(values(fx)) != fmt.Sprint([]any{settle{Result: aborted}, stopSelf{}}) {
 		t.Fatalf("exit under dispose: %v", fx)
@@ -240,7 +240,7 @@ func TestA2_LifecycleCrashSettlesErrorOnce(t *testing.T) {
 	if s, ok := fx[1].(*settle); !ok || s.Result.StopReason != subagent.Error {
 		t.Fatalf("crash must settle with error: %v", fx[1])
 	}
-	if fx := l.step(inExited{Result: subagent.Stopped(subagent.Completed, "")}); len(fx) != 0 {
+	if fx := l.step(inExited{Result: subagent.Result{StopReason: subagent.Completed}}); len(fx) != 0 {
 		t.Fatalf("exit after crash settled again: %v", fx)
 	}
 }
@@ -252,7 +252,7 @@ func TestA2_LifecycleCrashSettlesErrorOnce(t *testing.T) {
 func TestS5_LifecycleCancelWinsOverALateCompletionOrFault(t *testing.T) {
 	for _, exit := range []inExited{
 		{Result: subagent.Result{Output: []subagent.ContentBlock{subagent.Text("done")}, StopReason: subagent.Completed}},
-		{Result: subagent.Stopped(subagent.Error, "transport closed")},
+		{Result: subagent.Result{StopReason: subagent.Error, Detail: "transport closed"}},
 		{Err: errors.New("connection reset")},
 	} {
 		l := newLifecycle(false, subagent.RestartPolicy{})
@@ -264,7 +264,7 @@ func TestS5_LifecycleCancelWinsOverALateCompletionOrFault(t *testing.T) {
 		}
 	}
 	l := newLifecycle(false, subagent.RestartPolicy{})
-	fx := l.step(inExited{Result: subagent.Stopped(subagent.Completed, "")})
+	fx := l.step(inExited{Result: subagent.Result{StopReason: subagent.Completed}})
 	s := *fx[0].(*settle) // the effects are valid until the next Step
 	l.step(inCancel{Cause: context.Canceled})
 	if s.Result.StopReason != subagent.Completed {
@@ -349,11 +349,11 @@ func TestA2_LifecycleRelaunchWatchAndAckProperties(t *testing.T) {
 			case 1:
 				if childLive {
 					childLive = false
-					exit := inExited{At: now, Result: subagent.Stopped(subagent.Aborted, "")}
+					exit := inExited{At: now, Result: subagent.Result{StopReason: subagent.Aborted}}
 					if rapid.Bool().Draw(t, "panics") {
 						exit.Panic = "bug"
 					} else if !relaunchPending && rapid.Bool().Draw(t, "completes") {
-						exit.Result = subagent.Stopped(subagent.Completed, "")
+						exit.Result = subagent.Result{StopReason: subagent.Completed}
 					}
 					if relaunchPending && exit.Panic == "" && exit.Result.StopReason != subagent.Aborted {
 						relaunchPending = false // finished its work: keeps its answer

@@ -43,18 +43,18 @@ func newParked() *parked {
 func (p *parked) body(ctx context.Context, g *run.Gate) (subagent.Result, error) {
 	steers, err := g.Take(ctx)
 	if err != nil {
-		return subagent.Stopped(subagent.Aborted, err.Error()), nil
+		return subagent.Result{StopReason: subagent.Aborted, Detail: err.Error()}, nil
 	}
 	p.took <- steers
 	select {
 	case <-p.release:
 	case <-ctx.Done():
-		return subagent.Stopped(subagent.Aborted, "cancelled"), nil
+		return subagent.Result{StopReason: subagent.Aborted, Detail: "cancelled"}, nil
 	}
 	for {
 		steers, err := g.Take(ctx)
 		if err != nil {
-			return subagent.Stopped(subagent.Aborted, err.Error()), nil
+			return subagent.Result{StopReason: subagent.Aborted, Detail: err.Error()}, nil
 		}
 		if len(steers) > 0 {
 			p.took <- steers
@@ -126,7 +126,7 @@ func TestR4_SteerReturnsOnlyOnceAdmittedIntoNextRequest(t *testing.T) {
 func TestR4_SteerRefusedAfterSettleIsNotQueued(t *testing.T) {
 	sys := newSystem(t)
 	h := run.Start(sys, run.Spec{Scope: subagent.Scope{RunID: "r"}, Ctx: context.Background(), Body: func(context.Context, *run.Gate) (subagent.Result, error) {
-		return subagent.Stopped(subagent.Completed, ""), nil
+		return subagent.Result{StopReason: subagent.Completed}, nil
 	}})
 	defer h.Dispose(await.Ctx(t))
 	h.Wait(await.Ctx(t))
@@ -283,7 +283,7 @@ func BenchmarkRun(b *testing.B) {
 		if _, err := g.Take(ctx); err != nil {
 			return subagent.Result{}, err
 		}
-		return subagent.Stopped(subagent.Completed, ""), nil
+		return subagent.Result{StopReason: subagent.Completed}, nil
 	}
 	observer := func(subagent.Result, error) {}
 	b.ReportAllocs()

@@ -318,7 +318,7 @@ func (c *child) body(ctx context.Context, _ *run.Gate) (subagent.Result, error) 
 	signalled = true
 	if err != nil {
 		// Nobody reads this result: Start disposes the run.
-		return subagent.Stopped(subagent.Error, err.Error()), nil
+		return subagent.Result{StopReason: subagent.Error, Detail: err.Error()}, nil
 	}
 	res := c.turn(ctx)
 	c.recordStop(ctx, res)

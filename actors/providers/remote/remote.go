@@ -1,5 +1,5 @@
 // Package remote is the provider of runs placed on other cluster nodes
-// (P4, K1). A Provider named like a provider its peers offer (qwen, say)
+// (P4, K1). The provider New makes, named like a provider its peers offer (qwen, say)
 // places each run on a live member offering it, least loaded first; the
 // run lives on that node and this node holds a proxy actor that satisfies
 // the same Run contract as a local child (R1–R4): the Service's run id, no
@@ -103,7 +103,7 @@ func (e *nodeLostError) Error() string {
 }
 func (e *nodeLostError) Unwrap() error { return ErrNodeLost }
 
-// Config configures a Provider.
+// Config configures a remote provider.
 type Config struct {
 	// Name is the provider's name here and on the hosting nodes.
 	Name string
@@ -117,8 +117,8 @@ type Config struct {
 	StatusTimeout time.Duration
 }
 
-// Provider places runs on peers. Safe for concurrent use.
-type Provider struct {
+// provider places runs on peers. Safe for concurrent use.
+type provider struct {
 	cfg Config
 
 	// known is each member's load as last heard (a load answer, or the
@@ -128,28 +128,26 @@ type Provider struct {
 	known map[string]Load
 }
 
-var _ subagent.Provider = (*Provider)(nil)
-
-// New returns a Provider.
-func New(cfg Config) (*Provider, error) {
+// New returns the remote provider of cfg.Name.
+func New(cfg Config) (subagent.Provider, error) {
 	if cfg.Name == "" || cfg.Node == nil {
 		return nil, errors.New("remote: a provider needs a name and a cluster node")
 	}
 	if cfg.StatusTimeout == 0 {
 		cfg.StatusTimeout = time.Second
 	}
-	return &Provider{cfg: cfg, known: map[string]Load{}}, nil
+	return &provider{cfg: cfg, known: map[string]Load{}}, nil
 }
 
 // Name implements subagent.Provider.
-func (p *Provider) Name() string { return p.cfg.Name }
+func (p *provider) Name() string { return p.cfg.Name }
 
 // Capabilities implements subagent.Provider.
-func (p *Provider) Capabilities() subagent.Capabilities { return p.cfg.Capabilities }
+func (p *provider) Capabilities() subagent.Capabilities { return p.cfg.Capabilities }
 
 // InheritsParentContext implements subagent.Provider: a remote child sees
 // only its prompt.
-func (p *Provider) InheritsParentContext() bool { return false }
+func (p *provider) InheritsParentContext() bool { return false }
 
 // Load is a member's answer to a load query: what it hosts and its room.
 type Load struct {
@@ -206,7 +204,7 @@ func loads(ctx context.Context, n *cluster.Node, ms []cluster.Member, timeout ti
 // room first (ties by id), each with its known load or, for a member not
 // heard of yet, its answer to a load query. A known load may be stale;
 // the host's own admission decides, and a full one refuses.
-func (p *Provider) candidates(ctx context.Context) []Load {
+func (p *provider) candidates(ctx context.Context) []Load {
 	var cs []Load
 	var unknown []cluster.Member
 	p.mu.Lock()
@@ -234,14 +232,14 @@ func (p *Provider) candidates(ctx context.Context) []Load {
 }
 
 // heard records a member's load.
-func (p *Provider) heard(l Load) {
+func (p *provider) heard(l Load) {
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	p.known[l.Member.ID] = l
 }
 
 // ended counts one of our runs on m as gone.
-func (p *Provider) ended(m cluster.Member) {
+func (p *provider) ended(m cluster.Member) {
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	if l, ok := p.known[m.ID]; ok && l.Runs > 0 {
@@ -254,7 +252,7 @@ func (p *Provider) ended(m cluster.Member) {
 // loaded member offering the provider that has room, and returns once the
 // hosting node's provider returned a live run. On an error nothing is
 // left on any node (R6).
-func (p *Provider) Start(ctx context.Context, req subagent.StartRequest) (subagent.Run, error) {
+func (p *provider) Start(ctx context.Context, req subagent.StartRequest) (subagent.Run, error) {
 	if req.Parent == nil {
 		return nil, &subagent.InvalidRequestError{Field: "parent", Reason: "a delegating parent agent is required"}
 	}
@@ -286,7 +284,7 @@ const placeRounds = 10
 
 // place tries the candidates once, most room first: the run when one took
 // it, a terminal error, or the placement error of this round.
-func (p *Provider) place(ctx context.Context, wire *messages.RemoteStart, scope subagent.Scope) (subagent.Run, *placementError, error) {
+func (p *provider) place(ctx context.Context, wire *messages.RemoteStart, scope subagent.Scope) (subagent.Run, *placementError, error) {
 	perr := &placementError{Provider: p.cfg.Name}
 	candidates := p.candidates(ctx)
 	perr.silent = len(candidates) > 0
@@ -364,7 +362,7 @@ var errLostBeforeAccepted = errors.New("remote: the node was lost before it admi
 // startOn starts the run on m through a new proxy actor and waits for the
 // hosting node's answer; when ctx ends first, the proxy disposes what the
 // node started and Start returns after that.
-func (p *Provider) startOn(ctx context.Context, m cluster.Member, wire *messages.RemoteStart, scope subagent.Scope) (subagent.Run, error) {
+func (p *provider) startOn(ctx context.Context, m cluster.Member, wire *messages.RemoteStart, scope subagent.Scope) (subagent.Run, error) {
 	r := &remoteRun{
 		id: scope.RunID, node: m, events: scope.Events,
 		settledCh: make(chan struct{}), quiesced: make(chan struct{}),

@@ -145,7 +145,7 @@ type (
 // proxy is the caller's side of a hosted run: it forwards commands to the
 // hosted actor and its answers and events back, and watches it.
 type proxy struct {
-	p       *Provider
+	p       *provider
 	run     *remoteRun
 	host    *actor.PID
 	hosted  *actor.PID
