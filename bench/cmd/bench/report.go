@@ -253,11 +253,11 @@ func goals(r Results) []Goal {
 		remoteDetail, check("run ÷ raw, p50", remote, "<=", 3, "×")))
 	three, threeDetail := math.NaN(), "not measured"
 	if m := r.Remote; m != nil {
-		three = ratio(m.TwoHosts, m.OneNode)
-		threeDetail = fmt.Sprintf("%.0f delegations per second across three nodes (%d callers on one, two hosting) against %.0f on one node hosting its own (through one host: %.0f); the three processes share the machine's cores", m.TwoHosts, m.Callers, m.OneNode, m.OneHost)
+		three = ratio(m.TwoHosts, m.OneHost)
+		threeDetail = fmt.Sprintf("%.0f delegations per second across three nodes (%d callers on one, two hosting) against %.0f through one hosting node, and %.0f on one node hosting its own runs in process (no network); the node processes share this machine's cores, so a second host adds processes to them, not cores", m.TwoHosts, m.Callers, m.OneHost, m.OneNode)
 	}
-	g = append(g, goal("remote-scale", "delegations per second across three node processes (the caller's and two hosting) at least a quarter of one node's hosting its own runs (the same delegations through the same client)",
-		threeDetail, check("three nodes ÷ one node", three, ">=", 0.25, "×")))
+	g = append(g, goal("remote-scale", "delegations per second across three node processes (the caller's and two hosting) at least those through two (one hosting): a second hosting node adds capacity, not cost (the same delegations through the same client; one node hosting its own runs shown beside)",
+		threeDetail, check("two hosts ÷ one host", three, ">=", 1, "×")))
 	return g
 }
 
