@@ -57,8 +57,8 @@ func (g *gatedChild) Generate(ctx context.Context, req agent.Request) (agent.Res
 
 // TestS8_ContinuableChildProperties drives one continuable child with
 // random interleavings of follow-ups (from its owner, some given up, and
-// from an intruder), kills, model steps, and a closing Service or task
-// manager, and checks: never two live activations of the child; in its
+// from an intruder), kills, model steps, the owner closing (issue 16:
+// parent Close), and a closing Service or task manager, and checks: never two live activations of the child; in its
 // log, no writer's records after another's (each activation's stop ends
 // its block); every follow-up that was delivered is in the log exactly
 // once, every one that failed is not; an intruder is always refused;
@@ -114,7 +114,7 @@ func TestS8_ContinuableChildProperties(t *testing.T) {
 			}
 		}()
 		for i := range rapid.IntRange(1, 12).Draw(rt, "actions") {
-			switch rapid.IntRange(0, 4).Draw(rt, "action") {
+			switch rapid.IntRange(0, 5).Draw(rt, "action") {
 			case 0, 1: // a follow-up from the owner, waiting in the background
 				msg := fmt.Sprintf("m%d", i+1)
 				ctx, cancel := context.WithCancel(context.Background())
@@ -139,6 +139,8 @@ func TestS8_ContinuableChildProperties(t *testing.T) {
 				if err == nil && len(list) > 0 {
 					_, _ = mgr.Kill(context.Background(), "owner", list[len(list)-1].ID)
 				}
+			case 5: // the owner closes: its live activation is killed, its later follow-ups fail
+				owner.Close()
 			}
 			if _, err := r.Service.SendMessage(context.Background(), intruder, c.ChildID, text("evil"), "intruder"); !errors.Is(err, registry.ErrNotContinuable) {
 				rt.Fatalf("an intruder's follow-up: %v", err)

@@ -231,3 +231,69 @@ func TestT3_ATaskOfAnEndedProcessReadsInterrupted(t *testing.T) {
 		t.Fatalf("Continuable: %q, %v, %v", provider, ok, err)
 	}
 }
+
+// Contract T3 (issue 16, task before child): a start whose context ended
+// already starts nothing (no provider code, no record); a start that
+// fails after its task was recorded settles it failed with the error as
+// detail; a kill while the start is pending settles it killed, with no
+// output and the kill's cancellation cause as detail, and publishes no
+// child.
+func TestT3_AFailedOrKilledStartSettlesItsTask(t *testing.T) {
+	e := newEnv(t)
+	t.Run("context ended before", func(t *testing.T) {
+		ctx, cancel := context.WithCancel(await.Ctx(t))
+		cancel()
+		called := false
+		if _, err := e.mgr.Start(ctx, tasks.Spec{Parent: "early"}, func(context.Context) (subagent.Run, error) {
+			called = true
+			return nil, errors.New("unreachable")
+		}); !errors.Is(err, context.Canceled) || called {
+			t.Fatalf("Start with an ended context: %v (start called: %v)", err, called)
+		}
+		if recs, err := e.store.ListTasks(await.Ctx(t), "early"); err != nil || len(recs) != 0 {
+			t.Fatalf("task records %+v, %v: want none", recs, err)
+		}
+	})
+	t.Run("start fails", func(t *testing.T) {
+		var id string
+		boom := errors.New("the provider could not start")
+		if _, err := e.mgr.Start(await.Ctx(t), tasks.Spec{Parent: "failing", Recorded: func(task tasks.Task) { id = task.ID }},
+			func(context.Context) (subagent.Run, error) { return nil, boom }); !errors.Is(err, boom) {
+			t.Fatalf("Start: %v, want the start's error", err)
+		}
+		got, err := e.mgr.Await(await.Ctx(t), "failing", id)
+		if err != nil || got.State != tasks.Failed || got.Err != boom.Error() {
+			t.Fatalf("the failed start's task %+v, %v: want failed with the error", got, err)
+		}
+		if rec, err := e.store.GetTask(await.Ctx(t), id); err != nil || rec.State != string(tasks.Failed) {
+			t.Fatalf("task record %+v, %v", rec, err)
+		}
+	})
+	t.Run("killed while starting", func(t *testing.T) {
+		recorded := make(chan string, 1)
+		entered := make(chan struct{})
+		out := make(chan error, 1)
+		go func() {
+			_, err := e.mgr.Start(await.Ctx(t), tasks.Spec{Parent: "killing", Recorded: func(task tasks.Task) { recorded <- task.ID }},
+				func(start context.Context) (subagent.Run, error) {
+					close(entered)
+					<-start.Done() // the provider's start, cancelled by the kill
+					return nil, context.Cause(start)
+				})
+			out <- err
+		}()
+		id := await.Recv(t, recorded, "the task's record")
+		await.Recv(t, entered, "the start")
+		if got, err := e.mgr.Kill(await.Ctx(t), "killing", id); err != nil || got.State != tasks.Stopping {
+			t.Fatalf("the kill answered %+v, %v: want stopping", got, err)
+		}
+		if err := await.Recv(t, out, "Start after the kill"); err == nil {
+			t.Fatal("a start killed while pending published its child")
+		}
+		got, err := e.mgr.Await(await.Ctx(t), "killing", id)
+		if err != nil || got.State != tasks.Killed || got.Result == nil || got.Result.Output != nil ||
+			got.Result.Detail != context.Canceled.Error() || got.RunID != "" {
+			t.Fatalf("the task killed while starting %+v, %v: want killed, the kill's cause as detail, no run", got, err)
+		}
+	})
+}
