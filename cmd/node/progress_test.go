@@ -6,6 +6,7 @@ import (
 	"strconv"
 	"strings"
 	"testing"
+	"testing/synctest"
 	"time"
 
 	"github.com/subactor/subactor/subagent"
@@ -205,4 +206,34 @@ func TestN1_PlainProgressShowsAgentsStarting(t *testing.T) {
 	if !regexp.MustCompile(`^child eeeeeeee starting fake\.\.\.\nchild eeeeeeee ended: aborted in \S+\n$`).MatchString(b.String()) {
 		t.Fatalf("lines:\n%s", b.String())
 	}
+}
+
+// Contracts N1, P3, K3 (item 10 of issue 18): piped, a slow start is shown
+// again every startingEvery with the time it has taken, in fake time, and
+// not after it ended; the live view's row shows the time too.
+func TestN1_SlowStartShowsItsElapsedTime(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		var b strings.Builder
+		p := newProgress(&b)
+		ended := p.starting("eeeeeeee-6", "slow")
+		time.Sleep(2*startingEvery + startingEvery/2)
+		synctest.Wait()
+		ended("")
+		time.Sleep(2 * startingEvery)
+		synctest.Wait()
+		want := fmt.Sprintf("child eeeeeeee starting slow...\nchild eeeeeeee starting slow... %s\nchild eeeeeeee starting slow... %s\n", startingEvery, 2*startingEvery)
+		if b.String() != want {
+			t.Fatalf("lines:\n%s\nwant:\n%s", b.String(), want)
+		}
+
+		scr := &screen{t: t}
+		l := newLive(scr)
+		l.tick = startTick
+		ended = l.starting("ffffffff-7", "slow")
+		time.Sleep(3*startTick + startTick/2)
+		synctest.Wait()
+		scr.want(t, "a start 3s in", `child ffffffff 3s starting slow\.\.\.`)
+		ended(subagent.Aborted)
+		l.close()
+	})
 }
