@@ -32,8 +32,6 @@ type (
 	childExited struct{ Exit }
 	// childPanic is the Err of a childExited whose child panicked.
 	childPanic struct{ value string }
-	// cancelFor is the start context ending, with its cause.
-	cancelFor struct{ cause error }
 	// dispose is the Handle's Dispose: a wire Dispose without a sender.
 	dispose struct{}
 )
@@ -54,7 +52,6 @@ type runActor struct {
 	// What the Spec gave the run, dropped once it has quiesced.
 	start   context.Context
 	child   Child         // the Spec's, or its Body, Relaunch and Release as one
-	stopCtx func() bool   // detaches the start context's AfterFunc; nil when none
 	take    chan snapshot // the child's Take awaiting its snapshot
 	more    *actorMore    // made on first use
 	live    *Gate         // the live child's; nil until the actor started
@@ -153,7 +150,6 @@ func (a *runActor) receive(c actor.Context, msg any) {
 			// For the start context's watch and the child, which may
 			// need it before Start has it: see Handle.pid.
 			a.h.pid.Store(c.Self())
-			a.watchStart()
 			a.launch()
 		}
 	case *actor.Stopped:
@@ -167,8 +163,6 @@ func (a *runActor) receive(c actor.Context, msg any) {
 		a.exited(c, m)
 	case dispose:
 		a.step(c, inDispose{})
-	case cancelFor:
-		a.step(c, inCancel{Cause: m.cause})
 	case *messages.Steer:
 		a.steer(c, m)
 	case *messages.SteerWithdraw:
@@ -240,8 +234,20 @@ func steerKey(s *actor.PID, id uint64) string {
 	return s.Address + "/" + s.Id + "#" + strconv.FormatUint(id, 10)
 }
 
-// step feeds in to the lifecycle and carries out the effects.
+// step feeds in to the lifecycle and carries out the effects. A start
+// context that ended is an input of its own before in: the child's
+// context derives from it, so the child learns of the end directly, and
+// the lifecycle learns of it before anything the child does next (its
+// exit, its next Take), as it would from a message of its own.
 func (a *runActor) step(c actor.Context, in input) {
+	if a.start != nil && !a.life.cancelled && !a.life.settled && a.start.Err() != nil {
+		a.apply(c, inCancel{Cause: context.Cause(a.start)})
+	}
+	a.apply(c, in)
+}
+
+// apply feeds in to the lifecycle and carries out the effects.
+func (a *runActor) apply(c actor.Context, in input) {
 	effects := a.life.step(in)
 	// Before the effects: a Take after a steer was recorded, or after the
 	// run began to close, asks.
@@ -292,7 +298,6 @@ func (a *runActor) deliver(fx *deliver) {
 // too, and then the Handle's waiters; the result is the lifecycle's, which
 // the Handle reads (Handle.result).
 func (a *runActor) settle(c actor.Context) {
-	a.unwatchStart()
 	l := &a.h.latches
 	for {
 		l.mu.Lock()
@@ -362,38 +367,14 @@ func (a *runActor) notify(c actor.Context, f func(subagent.Result, error)) {
 	f(a.h.result.Result, a.h.result.Err)
 }
 
-// watchStart ties the start context to a cancel message, so cancellation
-// goes through the mailbox. A start context that can never end needs no
-// watch.
-func (a *runActor) watchStart() {
-	start := a.start
-	if start.Done() == nil {
-		return
-	}
-	a.stopCtx = context.AfterFunc(start, func() { a.ended(context.Cause(start)) })
-}
-
-// unwatchStart ends what watchStart began; it is called once the run has
-// settled, before the start context is dropped (see done).
-func (a *runActor) unwatchStart() {
-	if a.stopCtx != nil {
-		a.stopCtx()
-		a.stopCtx = nil // it holds the start context
-	}
-}
-
-// ended is told that the start context ended, with its cause, on a
-// goroutine of its own.
-func (a *runActor) ended(cause error) {
-	a.h.sys.Root.Send(a.h.pid.Load(), cancelFor{cause: cause})
-}
-
 // launch starts the child on a goroutine the run owns: its first
 // activation, or a relaunch. The first child's Gate is the run's own; a
 // relaunched child gets a fresh one, since its predecessor may have left
-// its Gate with someone.
+// its Gate with someone. The child's context derives from the start
+// context, so a start context that ends cancels the child with its cause
+// without a watch of its own.
 func (a *runActor) launch() {
-	ctx, cancel := context.WithCancelCause(context.Background())
+	ctx, cancel := context.WithCancelCause(a.start)
 	g := &a.gate
 	if g.run != nil {
 		g = new(Gate)
