@@ -613,6 +613,25 @@ func readableDir(dir string) (string, error) {
 	return abs, nil
 }
 
+// topLevelOf is the top-level session above id, id itself when it has no
+// parent: the one run -continue takes for any of its descendants. A chain
+// of parents longer than maxParents (only a damaged store has one) is an
+// error.
+func topLevelOf(ctx context.Context, store persistence.Store, id string) (string, error) {
+	const maxParents = 1024
+	for range maxParents {
+		h, err := store.Header(ctx, id)
+		if err != nil {
+			return "", err
+		}
+		if h.ParentSessionID == "" {
+			return id, nil
+		}
+		id = h.ParentSessionID
+	}
+	return "", fmt.Errorf("%w: more than %d levels of parents above session %s", persistence.ErrCorrupt, maxParents, id)
+}
+
 // continued reads what continuing session id needs from its log: the
 // directory it surveys, how many turns it has, and whether its last run
 // completed (a completed stop after a final answer). The session must be
@@ -629,7 +648,11 @@ func continued(ctx context.Context, store persistence.Store, id string) (target 
 		if _, derr := delegationOf(ctx, store, h.ParentSessionID); derr == nil {
 			return target, 0, false, fmt.Errorf("%w: it is the child of the delegate session %s (continue it with %s delegate -continue %s PROMPT)", errNotTopLevel, h.ParentSessionID, prog, h.ParentSessionID)
 		}
-		return target, 0, false, fmt.Errorf("%w: it is a child of %s (continue that one)", errNotTopLevel, h.ParentSessionID)
+		top, terr := topLevelOf(ctx, store, h.ParentSessionID)
+		if terr != nil {
+			return target, 0, false, fmt.Errorf("%w: it is a child of %s: %w", errNotTopLevel, h.ParentSessionID, terr)
+		}
+		return target, 0, false, fmt.Errorf("%w: it is a child of %s (continue its top-level session with %s run -continue %s)", errNotTopLevel, h.ParentSessionID, prog, top)
 	}
 	found, delegate := false, false
 	var last agent.Message

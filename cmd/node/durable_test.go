@@ -410,3 +410,39 @@ func TestS6_ContinueUnknownOrChildSessionFails(t *testing.T) {
 		t.Fatalf("-continue created %s: %v", missing, err)
 	}
 }
+
+// Contract S6 (issue 17): the messages that point elsewhere name a command
+// that works. run -continue on a grandchild of a node run (a child that a
+// child delegated, as a configured model does below -max-depth 1) names
+// the top-level session and run -continue on it, not its parent, which is
+// no top-level session either; the command it names then works.
+func TestS6_ContinueOfAGrandchildNamesItsTopLevelSession(t *testing.T) {
+	root := writeTree(t)
+	data := t.TempDir()
+	stdout, stderr, code := nodeEnv(t, root, withData(data), "run", "-quiet")
+	if code != 0 {
+		t.Fatalf("run: exit %d, stderr %s", code, stderr)
+	}
+	top, _ := cutSession(t, stdout)
+	b := openData(t, data)
+	children, err := b.Children(await.Ctx(t), top)
+	if err != nil || len(children) == 0 {
+		t.Fatalf("children of %s: %v, %v", top, children, err)
+	}
+	child := children[0].Header.SessionID
+	const grandchild = "grandchild-of-the-survey"
+	if err := b.Create(await.Ctx(t), subagent.SessionHeader{SessionID: grandchild, ParentSessionID: child}); err != nil {
+		t.Fatal(err)
+	}
+	if err := b.Close(); err != nil {
+		t.Fatal(err)
+	}
+	hint := "run -continue " + top
+	_, stderr, code = nodeEnv(t, root, withData(data), "run", "-continue", grandchild)
+	if code != exitFailed || !strings.Contains(stderr, "not a top-level session: it is a child of "+child) || !strings.Contains(stderr, hint) {
+		t.Fatalf("run -continue of a grandchild: exit %d, stderr %q; want exit 1 naming %q", code, stderr, hint)
+	}
+	if _, stderr, code := nodeEnv(t, root, withData(data), "run", "-continue", top); code != 0 {
+		t.Fatalf("the command the message names: exit %d, stderr %q", code, stderr)
+	}
+}
