@@ -314,6 +314,18 @@ func summary(problems []error) error {
 	return fmt.Errorf("%w (and %s more)", problems[0], more)
 }
 
+// boltInitialMap is the mapping a writable store starts with: bbolt's
+// allocation step (its default AllocSize). Growing a file, bbolt fsyncs
+// it; below its allocation step it grows to its mapping, which it doubles
+// from 32 KiB, so a new store's first 16 MiB would cost ten fsyncs and as
+// many remaps (each waiting for the read transactions of the moment).
+// Mapped at the step from the start, the file grows to it once and then a
+// step at a time, as bbolt grows any larger file: one fsync per 16 MiB.
+// The file's size is then 16 MiB from its first commit, without the
+// blocks (Unix files are sparse there); on Windows bbolt sizes it so at
+// open.
+const boltInitialMap = 16 << 20
+
 // openDB opens b's file with bbolt. Opened for writing, bbolt reads its
 // freelist now; read-only, only tx.Check would, which runs after
 // checkPages has checked the freelist's page.
@@ -332,6 +344,8 @@ func (b *boltStore) openDB(readOnly bool, openFile func(string, int, os.FileMode
 	}
 	if readOnly {
 		opts.Timeout = boltReadOnlyTimeout
+	} else {
+		opts.InitialMmapSize = boltInitialMap
 	}
 	var db *bolt.DB
 	err := b.guard(func() error {
