@@ -371,23 +371,30 @@ func checkPrefix(t *testing.T, before, after []persistence.Entry) {
 	}
 }
 
+// surveyWithAChild runs the survey of root on data and returns its
+// session, its first child and the data directory's store, open.
+func surveyWithAChild(t *testing.T, root, data string) (top, child string, b persistence.Backend) {
+	t.Helper()
+	stdout, stderr, code := nodeEnv(t, root, withData(data), "run", "-quiet")
+	if code != 0 {
+		t.Fatalf("run: exit %d, stderr %s", code, stderr)
+	}
+	top, _ = cutSession(t, stdout)
+	b = openData(t, data)
+	children, err := b.Children(await.Ctx(t), top)
+	if err != nil || len(children) == 0 {
+		t.Fatalf("children of %s: %v, %v", top, children, err)
+	}
+	return top, children[0].Header.SessionID, b
+}
+
 // Contract S6 (the node's part): continuing a session that does not exist,
 // or one that is not a top-level node run, is an error naming it, exit 1;
 // so is listing an unknown session.
 func TestS6_ContinueUnknownOrChildSessionFails(t *testing.T) {
 	root := writeTree(t)
 	data := t.TempDir()
-	stdout, stderr, code := nodeEnv(t, root, withData(data), "run", "-quiet")
-	if code != 0 {
-		t.Fatalf("run: exit %d, stderr %s", code, stderr)
-	}
-	top, _ := cutSession(t, stdout)
-	b := openData(t, data)
-	children, err := b.Children(await.Ctx(t), top)
-	if err != nil || len(children) == 0 {
-		t.Fatalf("children of %s: %v, %v", top, children, err)
-	}
-	child := children[0].Header.SessionID
+	top, child, b := surveyWithAChild(t, root, data)
 	b.Close()
 
 	missing := filepath.Join(t.TempDir(), "missing") // a data directory with no store
@@ -419,17 +426,7 @@ func TestS6_ContinueUnknownOrChildSessionFails(t *testing.T) {
 func TestS6_ContinueOfAGrandchildNamesItsTopLevelSession(t *testing.T) {
 	root := writeTree(t)
 	data := t.TempDir()
-	stdout, stderr, code := nodeEnv(t, root, withData(data), "run", "-quiet")
-	if code != 0 {
-		t.Fatalf("run: exit %d, stderr %s", code, stderr)
-	}
-	top, _ := cutSession(t, stdout)
-	b := openData(t, data)
-	children, err := b.Children(await.Ctx(t), top)
-	if err != nil || len(children) == 0 {
-		t.Fatalf("children of %s: %v, %v", top, children, err)
-	}
-	child := children[0].Header.SessionID
+	top, child, b := surveyWithAChild(t, root, data)
 	const grandchild = "grandchild-of-the-survey"
 	if err := b.Create(await.Ctx(t), subagent.SessionHeader{SessionID: grandchild, ParentSessionID: child}); err != nil {
 		t.Fatal(err)
@@ -438,7 +435,7 @@ func TestS6_ContinueOfAGrandchildNamesItsTopLevelSession(t *testing.T) {
 		t.Fatal(err)
 	}
 	hint := "run -continue " + top
-	_, stderr, code = nodeEnv(t, root, withData(data), "run", "-continue", grandchild)
+	_, stderr, code := nodeEnv(t, root, withData(data), "run", "-continue", grandchild)
 	if code != exitFailed || !strings.Contains(stderr, "not a top-level session: it is a child of "+child) || !strings.Contains(stderr, hint) {
 		t.Fatalf("run -continue of a grandchild: exit %d, stderr %q; want exit 1 naming %q", code, stderr, hint)
 	}

@@ -9,13 +9,12 @@ import (
 	"net/http/httptest"
 	"runtime"
 	"strings"
-	"sync"
 	"sync/atomic"
 	"testing"
-	"time"
 
 	"github.com/subactor/subactor/agent"
 	"github.com/subactor/subactor/internal/await"
+	"github.com/subactor/subactor/internal/memtest"
 	"github.com/subactor/subactor/model/openai"
 	"github.com/subactor/subactor/persistence"
 	"github.com/subactor/subactor/subagent"
@@ -99,7 +98,7 @@ func TestK3_HugeToolArgumentCostsBoundedMemory(t *testing.T) {
 	runtime.GC()
 	var before runtime.MemStats
 	runtime.ReadMemStats(&before)
-	stop := heapPeak()
+	stop := memtest.HeapPeak()
 	res := a.Run(await.Ctx(t), []subagent.ContentBlock{subagent.Text("go")}, nil)
 	peak := stop()
 	grown := int64(peak) - int64(before.HeapAlloc)
@@ -112,36 +111,5 @@ func TestK3_HugeToolArgumentCostsBoundedMemory(t *testing.T) {
 	}
 	if grown > ceiling {
 		t.Errorf("the heap's peak grew by %.1f MiB, over the %d MiB ceiling", float64(grown)/(1<<20), ceiling>>20)
-	}
-}
-
-// heapPeak samples the heap's size until the returned stop, which gives
-// the highest seen. Sampling measures, it does not synchronise: a missed
-// peak only lowers the figure, and the ceiling is far below what an
-// unbounded echo costs.
-func heapPeak() (stop func() uint64) {
-	done := make(chan struct{})
-	var peak uint64
-	var wg sync.WaitGroup
-	wg.Add(1)
-	go func() {
-		defer wg.Done()
-		tick := time.NewTicker(5 * time.Millisecond)
-		defer tick.Stop()
-		var m runtime.MemStats
-		for {
-			runtime.ReadMemStats(&m)
-			peak = max(peak, m.HeapAlloc)
-			select {
-			case <-done:
-				return
-			case <-tick.C:
-			}
-		}
-	}()
-	return func() uint64 {
-		close(done)
-		wg.Wait()
-		return peak
 	}
 }

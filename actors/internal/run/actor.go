@@ -50,12 +50,12 @@ type runActor struct {
 	h    Handle
 	life lifecycle
 	// What the Spec gave the run, dropped once it has quiesced.
-	start   context.Context
-	child   Child         // the Spec's, or its Body, Relaunch and Release as one
-	take    chan snapshot // the child's Take awaiting its snapshot
-	more    *actorMore    // made on first use
-	live    *Gate         // the live child's; nil until the actor started
-	gate    Gate          // the first child's
+	start context.Context
+	child Child         // the Spec's, or its Body, Relaunch and Release as one
+	take  chan snapshot // the child's Take awaiting its snapshot
+	more  *actorMore    // made on first use
+	live  *Gate         // the live child's; nil until the actor started
+	gate  Gate          // the first child's
 	// quiet is the lifecycle's quietTake as of its last Step: the child
 	// may take without asking (see Gate.Take).
 	quiet atomic.Bool

@@ -10,13 +10,13 @@ import (
 	"runtime"
 	"strconv"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
 	"github.com/subactor/subactor/actors/providers/acp"
 	"github.com/subactor/subactor/internal/acpdata"
 	"github.com/subactor/subactor/internal/await"
+	"github.com/subactor/subactor/internal/memtest"
 	"github.com/subactor/subactor/subagent"
 )
 
@@ -26,37 +26,6 @@ func liveHeap() uint64 {
 	var m runtime.MemStats
 	runtime.ReadMemStats(&m)
 	return m.HeapAlloc
-}
-
-// heapPeak samples the heap until stop is called, which returns the
-// highest value seen. Sampling is measurement, not synchronisation: a
-// missed peak can only make the figure lower, and the ceilings below are
-// far from what an unbounded node reaches (gigabytes).
-func heapPeak() (stop func() uint64) {
-	done := make(chan struct{})
-	var peak uint64
-	var wg sync.WaitGroup
-	wg.Add(1)
-	go func() {
-		defer wg.Done()
-		tick := time.NewTicker(2 * time.Millisecond)
-		defer tick.Stop()
-		var m runtime.MemStats
-		for {
-			runtime.ReadMemStats(&m)
-			peak = max(peak, m.HeapAlloc)
-			select {
-			case <-done:
-				return
-			case <-tick.C:
-			}
-		}
-	}()
-	return func() uint64 {
-		close(done)
-		wg.Wait()
-		return peak
-	}
 }
 
 const mib = 1 << 20
@@ -197,7 +166,7 @@ func TestK3_ACPReadFloodHoldsBoundedBytes(t *testing.T) {
 	must(t, os.WriteFile(big, []byte(strings.Repeat("0123456789abcde\n", 8*mib/16)), 0o644))
 	rec := newRecorder()
 	base := liveHeap()
-	peak := heapPeak()
+	peak := memtest.HeapPeak()
 	res := wait(t, start(t, scoped(await.Ctx(t), rec), newProvider(t, cfg), request("readflood 150 "+big)))
 	grown := int64(peak()) - int64(base)
 	out := subagent.TextOf(res.Output)
