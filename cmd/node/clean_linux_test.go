@@ -9,7 +9,8 @@ import (
 	"strings"
 	"syscall"
 	"testing"
-	"unsafe"
+
+	"golang.org/x/sys/unix"
 
 	"github.com/subactor/subactor/internal/await"
 )
@@ -24,13 +25,12 @@ func openPTY(t *testing.T) (ptm, pts *os.File) {
 		t.Skipf("no pseudo-terminal: %v", err)
 	}
 	t.Cleanup(func() { ptm.Close() })
-	var unlock int32
-	var n uint32
-	if _, _, e := syscall.Syscall(syscall.SYS_IOCTL, ptm.Fd(), syscall.TIOCSPTLCK, uintptr(unsafe.Pointer(&unlock))); e != 0 {
-		t.Skipf("no pseudo-terminal: unlock: %v", e)
+	if err := unix.IoctlSetPointerInt(int(ptm.Fd()), unix.TIOCSPTLCK, 0); err != nil {
+		t.Skipf("no pseudo-terminal: unlock: %v", err)
 	}
-	if _, _, e := syscall.Syscall(syscall.SYS_IOCTL, ptm.Fd(), syscall.TIOCGPTN, uintptr(unsafe.Pointer(&n))); e != 0 {
-		t.Skipf("no pseudo-terminal: number: %v", e)
+	n, err := unix.IoctlGetUint32(int(ptm.Fd()), unix.TIOCGPTN)
+	if err != nil {
+		t.Skipf("no pseudo-terminal: number: %v", err)
 	}
 	pts, err = os.OpenFile(fmt.Sprintf("/dev/pts/%d", n), os.O_RDWR|syscall.O_NOCTTY, 0)
 	if err != nil {
