@@ -13,6 +13,7 @@ import (
 	"github.com/subactor/subactor/internal/agentlog"
 	"github.com/subactor/subactor/internal/agenttest"
 	"github.com/subactor/subactor/internal/await"
+	"github.com/subactor/subactor/internal/depth"
 	"github.com/subactor/subactor/persistence"
 	"github.com/subactor/subactor/subagent"
 	"github.com/subactor/subactor/tools/delegate"
@@ -83,10 +84,13 @@ const (
 // recovery is a parent whose delegation a crash interrupted: its log ends
 // with the delegate call without a result.
 type recovery struct {
+	env    *env
 	store  *crashStore
 	tool   *delegate.Tool
 	child  *agenttest.Recorder
 	parent *agenttest.Recorder
+	depth  int                   // the parent's delegation depth
+	opts   subagent.AgentOptions // the parent's options on resume
 }
 
 // crashDuring runs a parent that delegates childTask once, over a store
@@ -94,13 +98,23 @@ type recovery struct {
 // call's result. child answers the child's model calls.
 func crashDuring(t *testing.T, child func(agent.Request) agent.Response, refuse func(id string, h *subagent.SessionHeader, recs []persistence.Record) bool) *recovery {
 	t.Helper()
+	rec := agenttest.NewRecorder(child)
+	return crashAt(t, 0, rec, rec, refuse)
+}
+
+// crashAt is crashDuring for a parent at delegation depth depth whose
+// child's model is model, which records its requests in child.
+func crashAt(t *testing.T, depth int, child *agenttest.Recorder, model agent.Model, refuse func(id string, h *subagent.SessionHeader, recs []persistence.Record) bool) *recovery {
+	t.Helper()
 	e := newEnv(t)
 	r := &recovery{
+		env: e,
 		store: &crashStore{Store: e.store, refuse: func(id string, h *subagent.SessionHeader, recs []persistence.Record) bool {
 			// The parent never stores its call's result: it died first.
 			return (id == parentID && hasResult(recs)) || refuse(id, h, recs)
 		}},
-		child: agenttest.NewRecorder(child),
+		child: child,
+		depth: depth,
 		parent: agenttest.NewRecorder(func(req agent.Request) agent.Response {
 			if last := req.Messages[len(req.Messages)-1]; last.Role == agent.ToolRole {
 				return final("parent heard: " + subagent.TextOf(last.Content))
@@ -108,7 +122,7 @@ func crashDuring(t *testing.T, child func(agent.Request) agent.Response, refuse 
 			return callTool(delegate.DefaultName, `{"description":"a task","prompt":"`+childTask+`"}`)
 		}),
 	}
-	p, err := spawn.New(spawn.Config{System: e.sys, Store: r.store, Model: r.child, Tools: []agent.Tool{stepTool{}}})
+	p, err := spawn.New(spawn.Config{System: e.sys, Store: r.store, Model: model, Tools: []agent.Tool{stepTool{}}})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -129,8 +143,8 @@ func crashDuring(t *testing.T, child func(agent.Request) agent.Response, refuse 
 func (r *recovery) newParent(t *testing.T, resume bool) *agent.Agent {
 	t.Helper()
 	a, err := agent.New(await.Ctx(t), agent.Config{
-		Store: r.store, Model: r.parent, Tools: []agent.Tool{r.tool}, Resume: resume,
-		Header: subagent.SessionHeader{SessionID: parentID},
+		Store: r.store, Model: r.parent, Tools: []agent.Tool{r.tool}, Resume: resume, Options: r.opts,
+		Header: subagent.SessionHeader{SessionID: parentID, DelegationDepth: r.depth},
 	})
 	if err != nil {
 		t.Fatal(err)
@@ -259,5 +273,90 @@ func TestS9_ACallWhoseChildNeverStartedRunsAnew(t *testing.T) {
 	}
 	if log := r.childLog(t); !strings.Contains(string(log[len(log)-1].Data), "completed") {
 		t.Fatalf("the child's log ends with %s", log[len(log)-1].Data)
+	}
+}
+
+// The two ways a parent's call can leave its child to be started or
+// resumed on recovery (see the S9 tests above).
+var (
+	// neverStarted: the parent died before its child's session existed.
+	neverStarted = func(_ string, h *subagent.SessionHeader, _ []persistence.Record) bool {
+		return h != nil && h.ParentSessionID == parentID
+	}
+	// diedRunning: the child died with its parent, its answer and stop
+	// lost after a step of its own.
+	diedRunning = func(id string, _ *subagent.SessionHeader, recs []persistence.Record) bool {
+		return id != parentID && hasStop(recs)
+	}
+)
+
+// stepThenAnswer is a child's model that takes a step, then answers.
+func stepThenAnswer(req agent.Request) agent.Response {
+	if last := req.Messages[len(req.Messages)-1]; last.Role == agent.ToolRole {
+		return final("done after " + subagent.TextOf(last.Content))
+	}
+	return callTool("step", `{}`)
+}
+
+// Contracts S9, D6: depth applies to a recovered call as to a fresh one.
+// A parent at depth 1 delegated under the default cap and died; it
+// resumes at its cap (the tool's cap lowered to 1, or a cap of 1 it
+// inherited). Its call, whether the child never started or was running,
+// is refused with the depth error a fresh delegation of the same parent
+// gets: no child starts, none is resumed, no session is created, and the
+// call's result is that error.
+func TestS9_D6_ARecoveredCallAtTheDepthCapIsRefusedAsAFreshOne(t *testing.T) {
+	one := 1
+	for _, c := range []struct {
+		name   string
+		child  func(agent.Request) agent.Response
+		refuse func(string, *subagent.SessionHeader, []persistence.Record) bool
+	}{
+		{"never started", func(agent.Request) agent.Response { return final("fresh") }, neverStarted},
+		{"running", stepThenAnswer, diedRunning},
+	} {
+		for _, capped := range []string{"tool cap", "inherited cap"} {
+			t.Run(c.name+", "+capped, func(t *testing.T) {
+				rec := agenttest.NewRecorder(c.child)
+				r := crashAt(t, 1, rec, rec, c.refuse)
+				if capped == "tool cap" {
+					r.tool = newTool(t, r.env.svc, delegate.Config{Provider: spawn.DefaultName, Store: r.store, MaxDepth: 1}, true)
+				} else {
+					r.opts = subagent.AgentOptions{MaxDepth: &one}
+				}
+				// What a fresh delegation of a parent like this one gets.
+				fresh := r.env.agentAt(t, "fresh", 1, r.opts, nil)
+				t.Cleanup(fresh.Close)
+				_, want := r.tool.Call(await.Ctx(t), fresh, json.RawMessage(`{"description":"a task","prompt":"`+childTask+`"}`))
+				var d *depth.Error
+				if !errors.As(want, &d) || d.Depth != 1 || d.Max != 1 || !errors.Is(want, subagent.ErrDepthExceeded) {
+					t.Fatalf("a fresh delegation at the cap answered %v, want a depth error", want)
+				}
+
+				id := r.childID(t)
+				_, before, err := r.store.LoadFrom(await.Ctx(t), id, 0)
+				if started := err == nil; started != (c.name == "running") || (!started && !errors.Is(err, persistence.ErrNotFound)) {
+					t.Fatalf("the child's log before the resume: %v", err)
+				}
+				calls, creates := len(rec.Requests(childTask)), r.env.store.creates()
+				res := r.newParent(t, true).Run(await.Ctx(t), nil, nil)
+				if res.StopReason != subagent.Completed {
+					t.Fatalf("the resumed parent stopped %s: %s", res.StopReason, res.Detail)
+				}
+				reqs := r.parent.Requests("delegate it")
+				if got := toolResult(t, reqs[len(reqs)-1]); !got.IsError || subagent.TextOf(got.Content) != want.Error() {
+					t.Fatalf("the recovered call's result is %+v, want the error %q", got, want)
+				}
+				if n := len(rec.Requests(childTask)); n != calls {
+					t.Fatalf("the child's model was called %d times on recovery: a call beyond the cap ran", n-calls)
+				}
+				if n := r.env.store.creates(); n != creates {
+					t.Fatalf("%d sessions were created on recovery: a child beyond the cap started", n-creates)
+				}
+				if _, after, err := r.store.LoadFrom(await.Ctx(t), id, 0); len(after) != len(before) || (err != nil) != (len(before) == 0) {
+					t.Fatalf("the child's log went from %d records to %d (%v): a child beyond the cap ran", len(before), len(after), err)
+				}
+			})
+		}
 	}
 }
