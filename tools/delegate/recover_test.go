@@ -7,6 +7,8 @@ import (
 	"strings"
 	"sync/atomic"
 	"testing"
+	"testing/synctest"
+	"time"
 
 	"github.com/subactor/subactor/actors/providers/spawn"
 	"github.com/subactor/subactor/agent"
@@ -157,17 +159,24 @@ func (r *recovery) newParent(t *testing.T, resume bool) *agent.Agent {
 // record and the call's place in it (delegate.ChildID).
 func (r *recovery) childID(t *testing.T) string {
 	t.Helper()
-	_, log, err := r.store.LoadFrom(await.Ctx(t), parentID, 0)
+	return childOf(t, r.store, parentID)
+}
+
+// childOf is the child that the first delegate call of session parent
+// names.
+func childOf(t *testing.T, store persistence.Store, parent string) string {
+	t.Helper()
+	_, log, err := store.LoadFrom(await.Ctx(t), parent, 0)
 	if err != nil {
 		t.Fatal(err)
 	}
 	for _, e := range log {
 		var m agent.Message
 		if e.Kind == persistence.KindMessage && json.Unmarshal(e.Data, &m) == nil && len(m.ToolCalls) > 0 {
-			return delegate.ChildID(parentID, agent.CallRef{Seq: e.Seq})
+			return delegate.ChildID(parent, agent.CallRef{Seq: e.Seq})
 		}
 	}
-	t.Fatal("the parent's log has no delegate call")
+	t.Fatalf("the log of %s has no delegate call", parent)
 	return ""
 }
 
@@ -358,5 +367,115 @@ func TestS9_D6_ARecoveredCallAtTheDepthCapIsRefusedAsAFreshOne(t *testing.T) {
 				}
 			})
 		}
+	}
+}
+
+// parking is a child's model that, once armed, parks every request until
+// its context ends, or answers "too late" after late: a child that runs
+// past its parent's time budget.
+type parking struct {
+	*agenttest.Recorder
+	armed atomic.Bool
+	late  time.Duration
+}
+
+func (m *parking) Generate(ctx context.Context, req agent.Request) (agent.Response, error) {
+	resp, err := m.Recorder.Generate(ctx, req)
+	if !m.armed.Load() {
+		return resp, err
+	}
+	select {
+	case <-ctx.Done():
+		return agent.Response{}, context.Cause(ctx)
+	case <-time.After(m.late):
+		return final("too late"), nil
+	}
+}
+
+// lastStop is the stop reason of the last stop record in session id's
+// log, "" when it has none.
+func lastStop(t *testing.T, store persistence.Store, id string) subagent.StopReason {
+	t.Helper()
+	_, log, err := store.LoadFrom(await.Ctx(t), id, 0)
+	if err != nil {
+		t.Fatalf("the log of %s: %v", id, err)
+	}
+	var reason subagent.StopReason
+	for _, e := range log {
+		var s agentlog.Stop
+		if e.Kind == agentlog.KindStop && json.Unmarshal(e.Data, &s) == nil {
+			reason = s.StopReason
+		}
+	}
+	return reason
+}
+
+// Contract S9: the time budget of a delegating run (its context's
+// deadline; the delegate tool has none of its own) applies to a recovered
+// call as to a fresh one. A parent died while its child was running; it
+// resumes under a budget, and the resumed child's model parks (as does
+// that of a child that never started and now runs anew). The run is
+// cut at the budget, not later, with the stop reason and cause a fresh
+// delegation that parks gets, and its child stops as the fresh one does.
+// In fake time (synctest): the budget passes only once everything waits.
+func TestS9_ARecoveredCallIsCutAtItsRunsTimeBudget(t *testing.T) {
+	for _, c := range []struct {
+		name   string
+		refuse func(string, *subagent.SessionHeader, []persistence.Record) bool
+		calls  int // the child's model calls: before the crash, and the parked one
+	}{
+		{"running", diedRunning, 3},
+		{"never started", neverStarted, 1},
+	} {
+		t.Run(c.name, func(t *testing.T) { synctest.Test(t, func(t *testing.T) { cutAtBudget(t, c.refuse, c.calls) }) })
+	}
+}
+
+// cutAtBudget is TestS9_ARecoveredCallIsCutAtItsRunsTimeBudget for a
+// crash where refuse says, after which the child's model has been called
+// calls times.
+func cutAtBudget(t *testing.T, refuse func(string, *subagent.SessionHeader, []persistence.Record) bool, calls int) {
+	const budget = 5 * time.Second
+	m := &parking{Recorder: agenttest.NewRecorder(stepThenAnswer), late: 2 * budget}
+	r := crashAt(t, 0, m.Recorder, m, refuse)
+	m.armed.Store(true)
+	freshModel := agenttest.NewRecorder(func(req agent.Request) agent.Response {
+		if last := req.Messages[len(req.Messages)-1]; last.Role == agent.ToolRole {
+			return final("fresh parent heard: " + subagent.TextOf(last.Content))
+		}
+		return callTool(delegate.DefaultName, `{"description":"a task","prompt":"a fresh task"}`)
+	})
+	fresh := r.env.agentAt(t, "fresh", 0, subagent.AgentOptions{}, freshModel, r.tool)
+	t.Cleanup(fresh.Close)
+
+	// run runs a under the budget: its result, and how long it took.
+	run := func(a *agent.Agent, prompt []subagent.ContentBlock) (subagent.Result, time.Duration) {
+		ctx, cancel := context.WithTimeout(await.Ctx(t), budget)
+		defer cancel()
+		start := time.Now()
+		res := a.Run(ctx, prompt, nil)
+		return res, time.Since(start)
+	}
+	want, took := run(fresh, text("delegate it"))
+	if want.StopReason != subagent.Aborted || !errors.Is(want.Cause, context.DeadlineExceeded) || took != budget {
+		t.Fatalf("a fresh delegation whose child parks stopped %s (%v) after %s, want aborted at the budget of %s", want.StopReason, want.Cause, took, budget)
+	}
+	wantChild := lastStop(t, r.store, childOf(t, r.store, "fresh"))
+	if wantChild != subagent.Aborted {
+		t.Fatalf("the fresh child's log ends with stop %q, want aborted", wantChild)
+	}
+
+	got, took := run(r.newParent(t, true), nil)
+	if took != budget {
+		t.Fatalf("the recovered call's run took %s, want its budget of %s: its child was not cut at it", took, budget)
+	}
+	if got.StopReason != want.StopReason || !errors.Is(got.Cause, context.DeadlineExceeded) || got.Detail != want.Detail {
+		t.Fatalf("the recovered call's run stopped %s (%v): %s, want %s (%v): %s as fresh", got.StopReason, got.Cause, got.Detail, want.StopReason, want.Cause, want.Detail)
+	}
+	if n := len(m.Requests(childTask)); n != calls {
+		t.Fatalf("the child's model was called %d times, want %d (the last one parked)", n, calls)
+	}
+	if gotChild := lastStop(t, r.store, r.childID(t)); gotChild != wantChild {
+		t.Fatalf("the recovered child's log ends with stop %q, a fresh child's with %q", gotChild, wantChild)
 	}
 }
