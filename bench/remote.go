@@ -2,16 +2,19 @@ package bench
 
 import (
 	"bufio"
+	"bytes"
 	"context"
 	"errors"
 	"fmt"
 	"io"
 	"net"
+	"os"
 	"os/exec"
 	"strconv"
 	"strings"
 	"sync"
 	"sync/atomic"
+	"syscall"
 	"time"
 
 	"github.com/asynkron/protoactor-go/actor"
@@ -45,10 +48,24 @@ type RemoteResult struct {
 	Callers int `json:"callers"`
 	// OneNode, OneHost and TwoHosts are delegations (start→result→
 	// dispose) per second: on one node that places the runs on itself,
-	// and with one and with two hosting nodes beside the caller's.
+	// and with one and with two hosting nodes beside the caller's (the
+	// medians of remoteRepeats clusters each).
 	OneNode  float64 `json:"oneNodePerSecond"`
 	OneHost  float64 `json:"oneHostPerSecond"`
 	TwoHosts float64 `json:"twoHostsPerSecond"`
+	// OneNodeCPU, OneHostCPU and TwoHostsCPU are the CPU time (user +
+	// system) of the same delegations, per delegation in nanoseconds,
+	// summed over every node process: the caller's and each host's.
+	OneNodeCPU  float64 `json:"oneNodeCPUNs"`
+	OneHostCPU  float64 `json:"oneHostCPUNs"`
+	TwoHostsCPU float64 `json:"twoHostsCPUNs"`
+}
+
+// throughput is what the concurrent delegations of one host count cost:
+// delegations per second, and CPU per delegation over all node processes.
+type throughput struct {
+	perSecond float64
+	cpuNs     float64
 }
 
 // parent is the delegating parent of the measured runs.
@@ -63,35 +80,49 @@ func (benchParent) Options() subagent.AgentOptions { return subagent.AgentOption
 
 // Remote measures RemoteResult: hostBin is bench/cmd/remotehost built;
 // samples sequential round trips of each kind, then rounds delegations
-// by callers at once, per host count.
+// by callers at once, per host count. The one- and two-host clusters are
+// measured in turn remoteRepeats times and their medians reported, so
+// that both see the same machine.
 func Remote(ctx context.Context, hostBin string, samples, callers, rounds int) (RemoteResult, error) {
 	res := RemoteResult{Samples: samples, Callers: callers}
-	for hosts := 0; hosts <= 2; hosts++ {
-		perSecond, raw, run, err := remoteOnce(ctx, hostBin, hosts, samples, callers, rounds)
-		if err != nil {
-			return res, err
-		}
-		switch hosts {
-		case 0:
-			res.OneNode = perSecond
-		case 1:
-			res.Raw, res.Run, res.OneHost = raw, run, perSecond
-			res.Ratio = run.P50 / raw.P50
-		default:
-			res.TwoHosts = perSecond
+	one, _, _, err := remoteOnce(ctx, hostBin, 0, 0, callers, rounds)
+	if err != nil {
+		return res, err
+	}
+	res.OneNode, res.OneNodeCPU = one.perSecond, one.cpuNs
+	var perSecond, cpu [3][]float64 // by host count
+	for i := range remoteRepeats {
+		for hosts := 1; hosts <= 2; hosts++ {
+			n := 0 // the round trips once, beside the first one-host cluster
+			if i == 0 && hosts == 1 {
+				n = samples
+			}
+			t, raw, run, err := remoteOnce(ctx, hostBin, hosts, n, callers, rounds)
+			if err != nil {
+				return res, err
+			}
+			if n > 0 {
+				res.Raw, res.Run, res.Ratio = raw, run, run.P50/raw.P50
+			}
+			perSecond[hosts], cpu[hosts] = append(perSecond[hosts], t.perSecond), append(cpu[hosts], t.cpuNs)
 		}
 	}
+	res.OneHost, res.OneHostCPU = Median(perSecond[1]), Median(cpu[1])
+	res.TwoHosts, res.TwoHostsCPU = Median(perSecond[2]), Median(cpu[2])
 	return res, nil
 }
 
+// remoteRepeats is how often the one- and two-host clusters are measured.
+const remoteRepeats = 5
+
 // remoteOnce measures with hosts hosting processes beside the caller's
 // node; with none, the caller's node hosts the runs.
-func remoteOnce(ctx context.Context, hostBin string, hosts, samples, callers, rounds int) (float64, Distribution, Distribution, error) {
+func remoteOnce(ctx context.Context, hostBin string, hosts, samples, callers, rounds int) (throughput, Distribution, Distribution, error) {
 	var members []string // listen addresses; membership on port+1
 	for range hosts + 1 {
 		p, err := clustertest.PortPair()
 		if err != nil {
-			return 0, Distribution{}, Distribution{}, err
+			return throughput{}, Distribution{}, Distribution{}, err
 		}
 		members = append(members, "127.0.0.1:"+strconv.Itoa(p))
 	}
@@ -101,12 +132,14 @@ func remoteOnce(ctx context.Context, hostBin string, hosts, samples, callers, ro
 		p, _ := strconv.Atoi(port)
 		peers = append(peers, net.JoinHostPort(host, strconv.Itoa(p+1)))
 	}
+	var pids []int // the hosts'
 	for _, listen := range members[1:] {
-		stop, err := startHost(hostBin, listen, strings.Join(peers, ","))
+		pid, stop, err := startHost(hostBin, listen, strings.Join(peers, ","))
 		if err != nil {
-			return 0, Distribution{}, Distribution{}, err
+			return throughput{}, Distribution{}, Distribution{}, err
 		}
 		defer stop()
+		pids = append(pids, pid)
 	}
 	cfg := cluster.Config{Listen: members[0], Peers: peers}
 	if hosts == 0 {
@@ -116,23 +149,23 @@ func remoteOnce(ctx context.Context, hostBin string, hosts, samples, callers, ro
 	}
 	n, err := cluster.Start(cfg)
 	if err != nil {
-		return 0, Distribution{}, Distribution{}, err
+		return throughput{}, Distribution{}, Distribution{}, err
 	}
 	defer n.Stop()
 	wait, cancel := context.WithTimeout(ctx, 30*time.Second)
 	defer cancel()
 	ms, err := n.WaitMembers(wait, func(ms []cluster.Member) bool { return len(ms) == hosts+1 })
 	if err != nil {
-		return 0, Distribution{}, Distribution{}, fmt.Errorf("waiting for %d members: %w", hosts+1, err)
+		return throughput{}, Distribution{}, Distribution{}, fmt.Errorf("waiting for %d members: %w", hosts+1, err)
 	}
 	p, err := remote.New(remote.Config{Name: "echo", Node: n})
 	if err != nil {
-		return 0, Distribution{}, Distribution{}, err
+		return throughput{}, Distribution{}, Distribution{}, err
 	}
 	svc := registry.New(n.System())
 	defer svc.Close()
 	if _, err := svc.RegisterProvider(p); err != nil {
-		return 0, Distribution{}, Distribution{}, err
+		return throughput{}, Distribution{}, Distribution{}, err
 	}
 	delegate := func() error {
 		r, err := svc.Start(ctx, "echo", subagent.StartRequest{Parent: benchParent{}, Prompt: []subagent.ContentBlock{subagent.Text("hi")}})
@@ -159,28 +192,32 @@ func remoteOnce(ctx context.Context, hostBin string, hosts, samples, callers, ro
 		return err
 	}
 	var rawD, runD Distribution
-	if hosts == 1 {
+	if samples > 0 {
 		// Warm both paths, then alternate them so that both see the
 		// same machine.
 		for range 50 {
 			if err := errors.Join(raw(), delegate()); err != nil {
-				return 0, Distribution{}, Distribution{}, err
+				return throughput{}, Distribution{}, Distribution{}, err
 			}
 		}
 		var rs, ds []time.Duration
 		for range samples {
 			t := time.Now()
 			if err := raw(); err != nil {
-				return 0, Distribution{}, Distribution{}, err
+				return throughput{}, Distribution{}, Distribution{}, err
 			}
 			rs = append(rs, time.Since(t))
 			t = time.Now()
 			if err := delegate(); err != nil {
-				return 0, Distribution{}, Distribution{}, err
+				return throughput{}, Distribution{}, Distribution{}, err
 			}
 			ds = append(ds, time.Since(t))
 		}
 		rawD, runD = distribution(rs), distribution(ds)
+	}
+	cpu0, err := clusterCPU(pids)
+	if err != nil {
+		return throughput{}, Distribution{}, Distribution{}, err
 	}
 	var failed atomic.Value
 	var wg sync.WaitGroup
@@ -197,26 +234,71 @@ func remoteOnce(ctx context.Context, hostBin string, hosts, samples, callers, ro
 	}
 	wg.Wait()
 	took := time.Since(start)
-	if err, _ := failed.Load().(error); err != nil {
-		return 0, Distribution{}, Distribution{}, err
+	cpu1, err := clusterCPU(pids)
+	if err == nil {
+		err, _ = failed.Load().(error)
 	}
-	return float64(callers*rounds) / took.Seconds(), rawD, runD, nil
+	if err != nil {
+		return throughput{}, Distribution{}, Distribution{}, err
+	}
+	count := float64(callers * rounds)
+	return throughput{perSecond: count / took.Seconds(), cpuNs: float64(cpu1-cpu0) / count}, rawD, runD, nil
 }
 
-// startHost starts a remotehost on listen and returns once it joined;
-// stop ends it (its stdin closes) and waits.
-func startHost(bin, listen, peers string) (stop func(), err error) {
+// clusterCPU is the CPU time (user + system) this process and the host
+// processes pids have used so far.
+func clusterCPU(pids []int) (time.Duration, error) {
+	t := CPUTime(syscall.RUSAGE_SELF)
+	for _, pid := range pids {
+		c, err := procCPU(pid)
+		if err != nil {
+			return 0, err
+		}
+		t += c
+	}
+	return t, nil
+}
+
+// procCPU is the user + system time of process pid so far, from
+// /proc/PID/stat (fields 14 and 15, in the clock ticks of 1/100 s Linux
+// reports them in).
+func procCPU(pid int) (time.Duration, error) {
+	stat, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid))
+	if err != nil {
+		return 0, err
+	}
+	// The command name (field 2) is in parentheses and may hold spaces:
+	// fields are counted after its closing one.
+	i := bytes.LastIndexByte(stat, ')')
+	if i < 0 {
+		return 0, fmt.Errorf("unreadable /proc/%d/stat", pid)
+	}
+	f := strings.Fields(string(stat[i+1:])) // f[0] is field 3
+	if len(f) < 13 {
+		return 0, fmt.Errorf("unreadable /proc/%d/stat", pid)
+	}
+	utime, err1 := strconv.ParseInt(f[11], 10, 64)
+	stime, err2 := strconv.ParseInt(f[12], 10, 64)
+	if err := errors.Join(err1, err2); err != nil {
+		return 0, fmt.Errorf("/proc/%d/stat: %w", pid, err)
+	}
+	return time.Duration(utime+stime) * (time.Second / 100), nil
+}
+
+// startHost starts a remotehost on listen and returns its pid once it
+// joined; stop ends it (its stdin closes) and waits.
+func startHost(bin, listen, peers string) (pid int, stop func(), err error) {
 	cmd := exec.Command(bin, "-listen", listen, "-peers", peers)
 	in, err := cmd.StdinPipe()
 	if err != nil {
-		return nil, err
+		return 0, nil, err
 	}
 	out, err := cmd.StdoutPipe()
 	if err != nil {
-		return nil, err
+		return 0, nil, err
 	}
 	if err := cmd.Start(); err != nil {
-		return nil, err
+		return 0, nil, err
 	}
 	stop = func() {
 		in.Close()
@@ -225,8 +307,8 @@ func startHost(bin, listen, peers string) (stop func(), err error) {
 	line, err := bufio.NewReader(out).ReadString('\n')
 	if err != nil || !strings.HasPrefix(line, "ready") {
 		stop()
-		return nil, fmt.Errorf("remotehost on %s did not start: %q %v", listen, line, err)
+		return 0, nil, fmt.Errorf("remotehost on %s did not start: %q %v", listen, line, err)
 	}
 	go func() { _, _ = io.Copy(io.Discard, out) }()
-	return stop, nil
+	return cmd.Process.Pid, stop, nil
 }

@@ -37,7 +37,8 @@ func figures() Results {
 		MainJob: &bench.MainJobResult{Tree: bench.TreeTotals{Files: 10, Bytes: 1000}, Ratio: 0.9, CPURatio: 1.4,
 			NodeFiles: 10, NodeBytes: 1000, PipeBytes: 1000},
 		Fsyncs: &bench.FsyncResult{PerDelegation: 2, Parallel: []bench.ParallelResult{{Parents: 1, Speedup: 1}, {Parents: 64, Speedup: 9}}},
-		Remote: &bench.RemoteResult{Samples: 500, Raw: bench.Distribution{P50: 400}, Run: bench.Distribution{P50: 700}, Ratio: 1.75, OneNode: 12_000, OneHost: 6_000, TwoHosts: 7_000},
+		Remote: &bench.RemoteResult{Samples: 500, Raw: bench.Distribution{P50: 400}, Run: bench.Distribution{P50: 700}, Ratio: 1.75, OneNode: 12_000, OneHost: 6_000, TwoHosts: 7_000,
+			OneNodeCPU: 80_000, OneHostCPU: 400_000, TwoHostsCPU: 480_000},
 	}
 }
 
@@ -78,7 +79,7 @@ func TestEachGoalFailsOnItsOwnFigure(t *testing.T) {
 		"dispose-p99":           func(r *Results) { r.Latencies.Dispose.P99 = 101 },
 		"goroutines-per-child":  func(r *Results) { r.Scale[0].GoroutinesPerChild = 2 },
 		"remote-run":            func(r *Results) { r.Remote.Ratio = 3.01 },
-		"remote-scale":          func(r *Results) { r.Remote.TwoHosts = r.Remote.OneHost * 0.99 },
+		"remote-scale":          func(r *Results) { r.Remote.TwoHostsCPU = r.Remote.OneHostCPU * 1.26 },
 	} {
 		r := figures()
 		spoil(&r)
