@@ -2,9 +2,14 @@ package bench
 
 import (
 	"context"
+	"crypto/sha256"
+	"os"
 	"os/exec"
 	"path/filepath"
+	"strconv"
+	"syscall"
 	"testing"
+	"time"
 )
 
 // TestRemoteMeasures runs the remote benchmark's harness at a small size:
@@ -18,8 +23,26 @@ func TestRemoteMeasures(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if r.Raw.Samples != 20 || r.Run.Samples != 20 || r.Ratio <= 0 || r.OneNode <= 0 || r.OneHost <= 0 || r.TwoHosts <= 0 {
+	if r.Raw.Samples != 20 || r.Run.Samples != 20 || r.Ratio <= 0 || r.OneNode <= 0 || r.OneHost <= 0 || r.TwoHosts <= 0 ||
+		r.OneNodeCPU <= 0 || r.OneHostCPU <= 0 || r.TwoHostsCPU <= 0 {
 		t.Fatalf("result %+v", r)
 	}
 	t.Logf("%+v", r)
+}
+
+// procCPU reads from /proc what getrusage says of the same process, to
+// its clock tick.
+func TestProcCPUReadsWhatGetrusageSays(t *testing.T) {
+	for x := 0; CPUTime(syscall.RUSAGE_SELF) < 200*time.Millisecond; x++ {
+		_ = sha256.Sum256([]byte(strconv.Itoa(x)))
+	}
+	before := CPUTime(syscall.RUSAGE_SELF)
+	got, err := procCPU(os.Getpid())
+	after := CPUTime(syscall.RUSAGE_SELF)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if tick := 10 * time.Millisecond; got < before-2*tick || got > after+tick {
+		t.Fatalf("procCPU %v, getrusage %v to %v", got, before, after)
+	}
 }
