@@ -12,6 +12,7 @@ import (
 	"sync"
 	"unicode/utf8"
 
+	"github.com/subactor/subactor/internal/agentrun"
 	"github.com/subactor/subactor/internal/lifetime"
 	"github.com/subactor/subactor/internal/schema"
 	"github.com/subactor/subactor/persistence"
@@ -38,10 +39,17 @@ func (a *Agent) Run(ctx context.Context, prompt []subagent.ContentBlock, steer S
 	return res
 }
 
-// runUnder is Run for a caller that made the activation's context itself:
-// the loop runs under ctx as it is, without a context of its own, and
-// Close cancels it through cancel (with ErrClosed), which must be ctx's.
-// The caller cancels ctx once runUnder has returned. The result is written
+func init() {
+	agentrun.Under = func(a subagent.Agent, ctx context.Context, cancel context.CancelCauseFunc, steer agentrun.SteerSource, res *subagent.Result) {
+		a.(*Agent).runUnder(ctx, cancel, nil, steer, res)
+	}
+}
+
+// runUnder is Run for a caller that made the activation's context itself
+// (a run actor, through package agentrun): the loop runs under ctx as it
+// is, without a context of its own, and Close cancels it through cancel
+// (with ErrClosed), which must be ctx's. The caller cancels ctx once
+// runUnder has returned. The result is written
 // to *res, not returned: a parked child's stack is most of what it costs
 // (issue 11), and a result passed up by value takes room in every frame
 // under the model call.

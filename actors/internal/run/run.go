@@ -293,6 +293,12 @@ type Gate struct {
 // Context is the child's context: it ends when the run cancels the child.
 func (g *Gate) Context() context.Context { return g.ctx }
 
+// Cancel is the cancel of the child's context, with which the run
+// cancels the child: a child whose loop something else may also end (an
+// agent's Close) hands it on, so that the loop runs under the context as
+// it is (package agentrun).
+func (g *Gate) Cancel() context.CancelCauseFunc { return g.cancel }
+
 // Relaunched reports whether the child is a relaunch after a crash.
 func (g *Gate) Relaunched() bool { return g != &g.run.gate } // the first child's is the run's own
 

@@ -240,3 +240,22 @@ func TestR2_TwoChildrenWaitedInTurnBothProgress(t *testing.T) {
 		}
 	}
 }
+
+// Contract E2 with R3: a child's published agent can be closed by whoever
+// holds it. The child's loop runs under its run's own context (package
+// agentrun), so Close cancels that context: the model call in progress
+// ends, and the run settles aborted with the agent's ErrClosed as cause.
+func TestE2_R3_ClosingAChildsAgentEndsItsRun(t *testing.T) {
+	calls := make(chan struct{}, 1)
+	run := startIn(t, blockingModel{calls}, t.Context())
+	await.Recv(t, calls, "the child's model call")
+	a, ok := run.LocalAgent().(*agent.Agent)
+	if !ok {
+		t.Fatalf("LocalAgent is %T, want *agent.Agent", run.LocalAgent())
+	}
+	a.Close()
+	res, err := run.Wait(await.Ctx(t))
+	if err != nil || res.StopReason != subagent.Aborted || !errors.Is(res.Cause, agent.ErrClosed) {
+		t.Fatalf("after Close: %+v, %v; want aborted with agent.ErrClosed", res, err)
+	}
+}

@@ -18,6 +18,7 @@ import (
 	"github.com/subactor/subactor/actors"
 	"github.com/subactor/subactor/actors/internal/run"
 	"github.com/subactor/subactor/agent"
+	"github.com/subactor/subactor/internal/agentrun"
 	"github.com/subactor/subactor/internal/depth"
 	"github.com/subactor/subactor/internal/descriptor"
 	"github.com/subactor/subactor/internal/ids"
@@ -401,15 +402,15 @@ type child struct {
 	sink  subagent.EventSink // nil: no progress events
 }
 
-// Run implements run.Child: the agent's loop under the run's context,
-// from where the log ends: its prompt is logged already (with the session,
-// or as a resumed child took its log), and relaunched after a crash its
-// history holds exactly what the log acknowledged, so the same agent
-// continues there. The result goes straight to the Gate's Exit, not up
-// the child's stack (issue 11).
+// Run implements run.Child: the agent's loop under the run's context
+// itself (package agentrun), from where the log ends: its prompt is
+// logged already (with the session, or as a resumed child took its log),
+// and relaunched after a crash its history holds exactly what the log
+// acknowledged, so the same agent continues there. The result goes
+// straight to the Gate's Exit, not up the child's stack (issue 11).
 func (c *child) Run(g *run.Gate) {
 	exit := g.Exit()
-	exit.Result = c.agent.Run(g.Context(), nil, g)
+	agentrun.Under(c.agent, g.Context(), g.Cancel(), g, &exit.Result)
 	confirm(exit)
 }
 
