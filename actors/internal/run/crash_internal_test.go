@@ -52,6 +52,17 @@ func handled(t *testing.T, h *Handle) {
 	await.Recv(t, p.seen, "the probe to pass the run's mailbox")
 }
 
+// parkedRun starts a run on sys whose child parks after its first
+// snapshot, and returns once the child took it. The caller disposes the
+// run before it shuts sys down.
+func parkedRun(t *testing.T, sys *actors.System) *Handle {
+	t.Helper()
+	took := make(chan struct{}, 4)
+	h := Start(sys, Spec{Scope: subagent.Scope{RunID: "r"}, Ctx: context.Background(), Body: parkedBody(took)})
+	await.Recv(t, took, "the first snapshot")
+	return h
+}
+
 // steersArriving reports each steer as it reaches a run's mailbox.
 func steersArriving(t *testing.T) <-chan struct{} {
 	arrived := make(chan struct{}, 8)
@@ -92,9 +103,7 @@ func TestA2_ARealPanicInReceiveSettlesErrorAndStillDisposes(t *testing.T) {
 			panic("injected in " + name)
 		}
 	})
-	took := make(chan struct{}, 4)
-	h := Start(sys, Spec{Scope: subagent.Scope{RunID: "r"}, Ctx: context.Background(), Body: parkedBody(took)})
-	await.Recv(t, took, "the first snapshot")
+	h := parkedRun(t, sys)
 	panicOn.Store("*messages.SteerWithdraw") // never sent: nothing crashes yet
 	handled(t, h)
 	panicOn.Store("*messages.Steer")
@@ -120,10 +129,8 @@ func TestR4_TwoSteersFromOneSenderAreBothAnswered(t *testing.T) {
 	sys := actors.NewSystem()
 	defer sys.Shutdown()
 	arrived := steersArriving(t)
-	took := make(chan struct{}, 4)
-	h := Start(sys, Spec{Scope: subagent.Scope{RunID: "r"}, Ctx: context.Background(), Body: parkedBody(took)})
+	h := parkedRun(t, sys)
 	defer h.Dispose(context.Background())
-	await.Recv(t, took, "the first snapshot")
 	answers := make(chan *messages.SteerAnswer, 2)
 	root := actorstest.Raw(sys).Root
 	router := root.Spawn(actor.PropsFromFunc(func(c actor.Context) {
@@ -167,10 +174,8 @@ func TestR4_SteerStaysBlockedUntilTheChildTakesItsNextSnapshot(t *testing.T) {
 	sys := actors.NewSystem()
 	defer sys.Shutdown()
 	arrived := steersArriving(t)
-	took := make(chan struct{}, 4)
-	h := Start(sys, Spec{Scope: subagent.Scope{RunID: "r"}, Ctx: context.Background(), Body: parkedBody(took)})
+	h := parkedRun(t, sys)
 	defer h.Dispose(context.Background())
-	await.Recv(t, took, "the first snapshot")
 	steered := make(chan error, 1)
 	go func() { steered <- h.Steer(await.Ctx(t), []subagent.ContentBlock{subagent.Text("left")}) }()
 	await.Recv(t, arrived, "the steer to reach the run")
@@ -199,9 +204,7 @@ func TestK3_NoWireMessageCanSettleOrFeedARun(t *testing.T) {
 	sys := actors.NewSystem()
 	defer sys.Shutdown()
 	watch(t, nil)
-	took := make(chan struct{}, 4)
-	h := Start(sys, Spec{Scope: subagent.Scope{RunID: "r"}, Ctx: context.Background(), Body: parkedBody(took)})
-	await.Recv(t, took, "the first snapshot")
+	h := parkedRun(t, sys)
 	allowed := map[protoreflect.FullName]bool{}
 	for _, m := range []interface{ ProtoReflect() protoreflect.Message }{&messages.Steer{}, &messages.SteerWithdraw{}, &messages.Cancel{}, &messages.Dispose{}, &messages.Watch{}} {
 		allowed[m.ProtoReflect().Descriptor().FullName()] = true
@@ -271,9 +274,7 @@ func TestR3_DisposeWaitsForABlockedRelease(t *testing.T) {
 func TestR2E1_EveryObserverHasRunWhenWaitReturns(t *testing.T) {
 	sys := actors.NewSystem()
 	defer sys.Shutdown()
-	took := make(chan struct{}, 4)
-	h := Start(sys, Spec{Scope: subagent.Scope{RunID: "r"}, Ctx: context.Background(), Body: parkedBody(took)})
-	await.Recv(t, took, "the first snapshot")
+	h := parkedRun(t, sys)
 	settledEarly := make(chan bool, 2)
 	for range 2 {
 		h.OnSettled(func(subagent.Result, error) { settledEarly <- h.latches.isClosed(settled) })
@@ -360,9 +361,7 @@ func TestA2_ARunActorCrashRelaunchesTheChild(t *testing.T) {
 func TestK1_AWatcherIsToldOfTheSettleAndQuiescenceOverTheWireProtocol(t *testing.T) {
 	sys := actors.NewSystem()
 	defer sys.Shutdown()
-	took := make(chan struct{}, 4)
-	h := Start(sys, Spec{Scope: subagent.Scope{RunID: "r"}, Ctx: context.Background(), Body: parkedBody(took)})
-	await.Recv(t, took, "the first snapshot")
+	h := parkedRun(t, sys)
 	heard := make(chan any, 8)
 	root := actorstest.Raw(sys).Root
 	watcher := root.Spawn(actor.PropsFromFunc(func(c actor.Context) {
