@@ -337,13 +337,13 @@ func (s *Service) open(ctx context.Context, name string, req subagent.StartReque
 		st.unbind()
 		return nil, err
 	}
-	ctx = runscope.With(ctx, subagent.Scope{
+	ctx = runscope.WithCancel(ctx, subagent.Scope{
 		RunID:       runID,
 		Parent:      subagent.ParentRef{SessionID: parentID, Depth: subagent.DelegationDepthOf(req.Parent)},
 		Events:      &st.sink,
 		Restarts:    s.opts.RunRestarts,
 		Continuable: continuable,
-	})
+	}, st.cancel)
 	var run subagent.Run
 	if resume {
 		run, err = p.(subagent.Resumer).Resume(ctx, req)
@@ -379,23 +379,28 @@ func (s *Service) open(ctx context.Context, name string, req subagent.StartReque
 // can close: a parent that closes cancels its children, during setup or
 // after (ErrParentClosed), and so does closing the Service. This context
 // is the one tie between a child and what it lives under. unbind
-// releases it once the run is disposed or its start failed.
+// releases it once the run is disposed or its start failed. The provider
+// gets its cancel too (runscope.WithCancel): a child that is its run's
+// only activation runs under this context itself.
 func (st *started) bind(ctx context.Context, p subagent.Agent) context.Context {
-	ctx, cancel := context.WithCancelCause(ctx)
-	stopService := context.AfterFunc(st.s.life, func() { cancel(context.Cause(st.s.life)) })
-	stopParent := func() bool { return false }
+	ctx, st.cancel = context.WithCancelCause(ctx)
+	life := st.s.life
+	st.stopService = context.AfterFunc(life, func() { st.cancel(context.Cause(life)) })
 	if c, ok := p.(subagent.Closable); ok && !lifetime.IsWithin(ctx, c) {
 		life := c.Lifetime()
-		stopParent = context.AfterFunc(life, func() { cancel(context.Cause(life)) })
+		st.stopParent = context.AfterFunc(life, func() { st.cancel(context.Cause(life)) })
 	}
-	st.release = func() { stopService(); stopParent(); cancel(context.Canceled) }
 	return ctx
 }
 
 // unbind releases the tie bind made; once.
 func (st *started) unbind() {
 	if st.unbound.CompareAndSwap(false, true) {
-		st.release()
+		st.stopService()
+		if st.stopParent != nil {
+			st.stopParent()
+		}
+		st.cancel(context.Canceled)
 	}
 }
 
@@ -454,8 +459,11 @@ type started struct {
 	sink
 	run       steerableRun // its steerer nil when the provider's run cannot steer
 	published parent.Published
-	release   func() // the tie's release
-	unbound   atomic.Bool
+	// The tie (see bind): the run context's cancel and the watches that
+	// call it.
+	cancel                  context.CancelCauseFunc
+	stopService, stopParent func() bool
+	unbound                 atomic.Bool
 }
 
 // wrap makes run the caller's and has its end told to its parent actor.

@@ -51,6 +51,9 @@ type runActor struct {
 	life lifecycle
 	// What the Spec gave the run, dropped once it has quiesced.
 	start context.Context
+	// bound is start's cancel when the one child runs under start itself
+	// (Spec.Cancel); nil when each child gets a context of its own.
+	bound context.CancelCauseFunc
 	child Child         // the Spec's, or its Body, Relaunch and Release as one
 	take  chan snapshot // the child's Take awaiting its snapshot
 	more  *actorMore    // made on first use
@@ -344,7 +347,7 @@ func (a *runActor) tellQuiesced(c actor.Context, id string) {
 // left running, nothing reads them any more.
 func (a *runActor) done() {
 	if a.h.latches.live.Add(-1) == 0 {
-		a.start, a.child = nil, nil
+		a.start, a.bound, a.child = nil, nil, nil
 		a.gate.ctx, a.gate.cancel = nil, nil
 		if g := a.live; g != nil {
 			g.ctx, g.cancel = nil, nil
@@ -372,14 +375,19 @@ func (a *runActor) notify(c actor.Context, f func(subagent.Result, error)) {
 // relaunched child gets a fresh one, since its predecessor may have left
 // its Gate with someone. The child's context derives from the start
 // context, so a start context that ends cancels the child with its cause
-// without a watch of its own.
+// without a watch of its own; or it is the start context itself, when
+// the run has its cancel (bound).
 func (a *runActor) launch() {
-	ctx, cancel := context.WithCancelCause(a.start)
 	g := &a.gate
 	if g.run != nil {
 		g = new(Gate)
 	}
-	g.run, g.ctx, g.cancel = a, ctx, cancel
+	g.run = a
+	if a.bound != nil {
+		g.ctx, g.cancel = a.start, a.bound
+	} else {
+		g.ctx, g.cancel = context.WithCancelCause(a.start)
+	}
 	a.live = g
 	a.h.latches.live.Add(1)
 	go g.child()
@@ -412,7 +420,13 @@ func (g *Gate) finish(returned *bool) {
 	a := g.run
 	defer a.done()
 	defer g.exit()
-	a.release(&g.exited, g.cancel)
+	cancel := g.cancel
+	if a.bound != nil {
+		// The start context is the child's: it ends with the run, which
+		// would otherwise take its end for the caller's cancel.
+		cancel = nil
+	}
+	a.release(&g.exited, cancel)
 }
 
 // exit sends the child's exit to the actor. It is the last the child's
@@ -433,5 +447,7 @@ func (a *runActor) release(exited *childExited, cancel context.CancelCauseFunc) 
 	if b, ok := a.child.(*bodies); ok && b.free != nil {
 		b.free()
 	}
-	cancel(context.Canceled)
+	if cancel != nil {
+		cancel(context.Canceled)
+	}
 }

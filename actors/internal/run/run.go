@@ -72,6 +72,12 @@ type Spec struct {
 	// Release frees the child's resources after each Body returned and
 	// before the run counts as quiesced. Optional; a Child frees its own.
 	Release func()
+	// Cancel is Ctx's own cancel (runscope.Cancel), when the provider
+	// hands it over because nothing else of its own runs under Ctx: a
+	// run that cannot relaunch then runs its one child under Ctx itself
+	// and cancels Ctx to cancel the child, rather than deriving a
+	// context of its own. Optional.
+	Cancel context.CancelCauseFunc
 }
 
 // Handle is the caller's side of a run. It lives in its run actor's
@@ -187,6 +193,9 @@ func Start(sys *actors.System, spec Spec) *Handle {
 		relaunchable = spec.Relaunchable
 	}
 	a.life.init(relaunchable, spec.Restarts)
+	if !relaunchable || spec.Restarts.Max <= 0 {
+		a.bound = spec.Cancel
+	}
 	a.quiet.Store(a.life.quietTake())
 	h.pid.Store(h.sys.Root.SpawnPrefix(inline.Props(func() actor.Actor { return a }), "run-"))
 	return h

@@ -8,6 +8,7 @@ import (
 	"sync"
 	"sync/atomic"
 	"testing"
+	"time"
 
 	"go.uber.org/goleak"
 
@@ -296,5 +297,69 @@ func BenchmarkRun(b *testing.B) {
 		if err := h.Dispose(ctx); err != nil {
 			b.Fatal(err)
 		}
+	}
+}
+
+// TestS5_R2_ABoundRunsChildRunsUnderTheStartContext: given the start
+// context's cancel (Spec.Cancel, as the Service hands it over), a run
+// that cannot relaunch runs its child under the start context itself. A
+// child that finishes leaves it alone and settles completed (the run
+// never takes its own end for the caller's cancel); Dispose of a live
+// child cancels it, and the run settles aborted.
+func TestS5_R2_ABoundRunsChildRunsUnderTheStartContext(t *testing.T) {
+	sys := newSystem(t)
+	ctx, cancel := context.WithCancelCause(context.Background())
+	defer cancel(nil)
+	var childCtx context.Context
+	h := run.Start(sys, run.Spec{Ctx: ctx, Cancel: cancel, Body: func(c context.Context, _ *run.Gate) (subagent.Result, error) {
+		childCtx = c
+		return subagent.Result{Output: text("done"), StopReason: subagent.Completed}, nil
+	}})
+	res, err := h.Wait(await.Ctx(t))
+	if err != nil || res.StopReason != subagent.Completed {
+		t.Fatalf("bound run settled %+v, %v", res, err)
+	}
+	if err := h.Dispose(await.Ctx(t)); err != nil {
+		t.Fatal(err)
+	}
+	if childCtx != ctx || ctx.Err() != nil {
+		t.Fatalf("child ran under %v (start context %v, ended: %v)", childCtx, ctx, ctx.Err())
+	}
+
+	ctx, cancel = context.WithCancelCause(context.Background())
+	defer cancel(nil)
+	p := newParked()
+	h = run.Start(sys, run.Spec{Ctx: ctx, Cancel: cancel, Body: p.body})
+	await.Recv(t, p.took, "the first snapshot")
+	if err := h.Dispose(await.Ctx(t)); err != nil {
+		t.Fatal(err)
+	}
+	if res, _ := h.Wait(await.Ctx(t)); res.StopReason != subagent.Aborted || ctx.Err() == nil {
+		t.Fatalf("disposed bound run settled %+v; start context ended: %v", res, ctx.Err())
+	}
+}
+
+// TestA2_ARelaunchableRunKeepsAContextPerChild: with a restart policy, a
+// run given the start context's cancel still runs each child under a
+// context of its own, since stopping a child for its relaunch must not
+// end the start context the relaunched child runs under.
+func TestA2_ARelaunchableRunKeepsAContextPerChild(t *testing.T) {
+	sys := newSystem(t)
+	ctx, cancel := context.WithCancelCause(context.Background())
+	defer cancel(nil)
+	var launches atomic.Int32
+	body := func(c context.Context, _ *run.Gate) (subagent.Result, error) {
+		if launches.Add(1) == 1 {
+			panic("first bug")
+		}
+		if c == ctx || c.Err() != nil {
+			return subagent.Result{StopReason: subagent.Error, Detail: "relaunched under the start context"}, nil
+		}
+		return subagent.Result{Output: text("recovered"), StopReason: subagent.Completed}, nil
+	}
+	h := run.Start(sys, run.Spec{Ctx: ctx, Cancel: cancel, Body: body, Relaunch: body, Restarts: subagent.RestartPolicy{Max: 1, Window: time.Hour}})
+	defer h.Dispose(await.Ctx(t))
+	if res, err := h.Wait(await.Ctx(t)); err != nil || res.StopReason != subagent.Completed || ctx.Err() != nil {
+		t.Fatalf("relaunched run settled %+v, %v; start context ended: %v", res, err, ctx.Err())
 	}
 }

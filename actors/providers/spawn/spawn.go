@@ -23,6 +23,7 @@ import (
 	"github.com/subactor/subactor/internal/descriptor"
 	"github.com/subactor/subactor/internal/ids"
 	"github.com/subactor/subactor/internal/lifetime"
+	"github.com/subactor/subactor/internal/runscope"
 	"github.com/subactor/subactor/persistence"
 	"github.com/subactor/subactor/subagent"
 )
@@ -315,6 +316,8 @@ func (p *provider) launch(ctx context.Context, req subagent.StartRequest, c *chi
 		Ctx:          ctx,
 		Child:        c,
 		Relaunchable: true,
+		// Nothing else of the provider's runs under ctx.
+		Cancel: runscope.Cancel(ctx),
 	})
 	// A resumed child took its log with its prompt: the activation exists
 	// (the message it carries is delivered), so an ended ctx or parent
