@@ -9,7 +9,7 @@
 // # The actor tree
 //
 //	registry actor        one per Service: providers in order, parents by session id
-//	  parent actor        one per delegating parent session: run events, listeners
+//	  parent actor        one per parent session someone listens to: run events, listeners
 //	run actor             one per activation; its start context ends with its
 //	                      parent agent, its caller's context and the Service
 //

@@ -33,22 +33,29 @@ type (
 	}
 	listNames struct{ reply.To }
 	// prepare is answered with itself, p set to the provider registered
-	// under name and, when there is one, ref to the parentRef for the
-	// parent session, counting the reference (one round trip instead of
-	// two, and no answer to allocate).
+	// under name and, when there is one and the parent session has a
+	// subscription, ref to its parentRef, counting the reference (one
+	// round trip instead of two, and no answer to allocate). A run of a
+	// parent nobody listens to has no events to deliver: it takes no
+	// parent actor, and a subscription made later hears only later runs.
 	prepare struct {
 		reply.To
 		name, parentID string
 		p              subagent.Provider // nil when none is registered under the name
-		ref            *parentRef        // nil when p is
+		ref            *parentRef        // nil when p is, or when nobody listens
 	}
-	// parentOf returns the parentRef for a parent session, counting the
-	// reference, which the caller must use at once (Published, Discarded
-	// or Subscribe); its pid and listening are fixed, safe to read.
+	// parentOf returns the parentRef for a parent session for a new
+	// subscription, counting it and the reference, which the caller must
+	// use at once (Subscribe); its pid and listening are fixed, safe to
+	// read.
 	parentOf struct {
 		reply.To
 		parentID string
 	}
+	// unsubscribed: a subscription that parentOf counted was released.
+	// It is sent before the parent actor's Unsubscribe, so it is handled
+	// before the Idle that may follow that.
+	unsubscribed struct{ ref *parentRef }
 	// listen subscribes a listener to provider events after replaying the
 	// current providers to it.
 	listen struct {
@@ -88,10 +95,14 @@ type parentRef struct {
 	pid       *actor.PID
 	listening atomic.Int32 // kept by the parent actor: its listener count
 	refs      int64
-	id        string     // the parent session it serves
-	idle      bool       // in the idle list
-	prev      *parentRef // its neighbours there, older and newer
-	next      *parentRef
+	// subscriptions counts those not yet released: while there are any,
+	// starts hand out references; the actor is not idle meanwhile, even
+	// if an overflow detached every listener.
+	subscriptions int
+	id            string     // the parent session it serves
+	idle          bool       // in the idle list
+	prev          *parentRef // its neighbours there, older and newer
+	next          *parentRef
 }
 
 // idleList is the idle parents, oldest first, linked through the refs
@@ -186,15 +197,22 @@ func (a *registryActor) receive(c actor.Context, msg any) {
 		m.Answer(append([]string(nil), a.order...))
 	case *prepare:
 		if e, ok := a.providers[m.name]; ok {
-			m.p, m.ref = e.p, a.parent(c, m.parentID)
+			m.p = e.p
+			if p := a.parents[m.parentID]; p != nil && p.subscriptions > 0 {
+				m.ref = a.parent(c, m.parentID)
+			}
 		}
 		m.Answer(m)
 	case *parentOf:
-		m.Answer(a.parent(c, m.parentID))
+		p := a.parent(c, m.parentID)
+		p.subscriptions++
+		m.Answer(p)
+	case *unsubscribed:
+		m.ref.subscriptions--
 	case *parent.Idle:
 		// It is idle only if every reference handed out has reached it: a
 		// start or subscription in flight will find it still alive.
-		if p, ok := a.parents[m.ParentID]; ok && p.pid.Equal(m.PID) && p.refs == m.Uses && !p.idle {
+		if p, ok := a.parents[m.ParentID]; ok && p.pid.Equal(m.PID) && p.refs == m.Uses && p.subscriptions == 0 && !p.idle {
 			a.idle.push(p)
 			for a.idle.n > a.maxIdle {
 				old := a.idle.popOldest()

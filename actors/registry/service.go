@@ -2,10 +2,10 @@
 // the registry actor behind it.
 //
 // The Service is safe for concurrent use. Its registry actor holds providers
-// in insertion order and one parent actor per delegating parent session;
-// its mailbox is the lock. Provider code never runs inside an actor: Start
-// calls the provider on the caller's goroutine and reports to the parent
-// actor by message. Listener code runs on a goroutine of its own per
+// in insertion order and one parent actor per parent session someone
+// listens to (ListenParent); its mailbox is the lock. Provider code never
+// runs inside an actor: Start calls the provider on the caller's goroutine
+// and reports to the parent actor, if the run has one, by message. Listener code runs on a goroutine of its own per
 // listener, never on an actor's.
 package registry
 
@@ -71,10 +71,10 @@ type options struct {
 type Option func(*options)
 
 // WithIdleParents sets how many parent actors with no live run and no
-// listener are kept for their agents' next delegation (default 256;
-// negative counts as 0); older ones are retired. A parent agent that
-// delegates again soon then skips spawning a new one, and an embedder
-// with many short-lived agents holds at most this many.
+// listener are kept for their sessions' next subscription (default 256;
+// negative counts as 0); older ones are retired. A parent session
+// listened to again soon then skips spawning a new one, and an embedder
+// with many short-lived listeners holds at most this many.
 func WithIdleParents(n int) Option { return func(o *options) { o.IdleParents = max(n, 0) } }
 
 // WithListenerBound sets how many events one listener may have queued and
@@ -216,9 +216,9 @@ func (s *Service) ListenParent(parentSessionID string, l subagent.Listener, opts
 		sub.Release()
 		return &subscription{s: s, sub: sub}
 	}
-	owner := r.(*parentRef).pid
-	s.sys.Root.Send(owner, &parent.Subscribe{Sub: sub})
-	return &subscription{s: s, owner: owner, sub: sub}
+	ref := r.(*parentRef)
+	s.sys.Root.Send(ref.pid, &parent.Subscribe{Sub: sub})
+	return &subscription{s: s, owner: ref.pid, ref: ref, sub: sub}
 }
 
 // subscription implements subagent.Subscription over a fanout.Sub owned by
@@ -226,6 +226,7 @@ func (s *Service) ListenParent(parentSessionID string, l subagent.Listener, opts
 type subscription struct {
 	s     *Service
 	owner *actor.PID
+	ref   *parentRef // a parent's subscription: its parent actor's
 	sub   *fanout.Sub
 	once  sync.Once
 }
@@ -233,6 +234,9 @@ type subscription struct {
 func (x *subscription) Release() {
 	x.once.Do(func() {
 		x.sub.Release()
+		if x.ref != nil {
+			x.s.sys.Root.Send(x.s.pid, &unsubscribed{ref: x.ref})
+		}
 		if x.owner != nil {
 			x.s.sys.Root.Send(x.owner, &fanout.Unsubscribe{Sub: x.sub})
 		}
@@ -311,17 +315,18 @@ func (s *Service) open(ctx context.Context, name string, req subagent.StartReque
 	if p == nil {
 		return nil, fmt.Errorf("%w: %q", subagent.ErrNoProvider, name)
 	}
-	owner := ref.pid
-	release := func() { s.sys.Root.Send(owner, &parent.Discarded{}) } // the reference, unused
+	st := &started{sink: sink{s: s}}
+	if ref != nil {
+		st.owner, st.listening = ref.pid, &ref.listening
+	}
 	if err := validate(p, req, resume); err != nil {
-		release()
+		st.tell(&parent.Discarded{}) // the reference, unused
 		return nil, err
 	}
 	if err := lifetime.ParentClosed(req.Parent); err != nil {
-		release()
+		st.tell(&parent.Discarded{})
 		return nil, err
 	}
-	st := &started{sink: sink{s: s, owner: owner, listening: &ref.listening}}
 	ctx = st.bind(ctx, req.Parent)
 	if runID == "" {
 		runID = ids.New()
@@ -329,11 +334,11 @@ func (s *Service) open(ctx context.Context, name string, req subagent.StartReque
 	// The parent actor holds the run's progress until Published, so every
 	// event of the run follows its start (E1, E6). Nobody listening, no
 	// progress is sent at all.
-	if ref.listening.Load() > 0 {
-		s.sys.Root.Send(owner, &parent.Expect{RunID: runID})
+	if st.listens() {
+		st.tell(&parent.Expect{RunID: runID})
 	}
 	discard := func(err error) (subagent.Run, error) {
-		s.sys.Root.Send(owner, &parent.Discarded{RunID: runID})
+		st.tell(&parent.Discarded{RunID: runID})
 		st.unbind()
 		return nil, err
 	}
@@ -370,8 +375,10 @@ func (s *Service) open(ctx context.Context, name string, req subagent.StartReque
 	// Published is enqueued before the observer can send Settled, so start
 	// precedes end even for a child that had already settled (E1). local
 	// comes from the provider's exact agent (E2).
-	st.published = parent.Published{RunID: runID, Provider: name, SessionID: run.SessionID(), Local: !isNil(run.LocalAgent())}
-	s.sys.Root.Send(owner, &st.published)
+	if st.owner != nil {
+		st.published = parent.Published{RunID: runID, Provider: name, SessionID: run.SessionID(), Local: !isNil(run.LocalAgent())}
+		st.tell(&st.published)
+	}
 	return st.wrap(run, runID), nil
 }
 
@@ -405,7 +412,8 @@ func (st *started) unbind() {
 }
 
 // sink forwards a run's progress to its parent actor while anyone listens
-// there.
+// there. A run started while nobody had subscribed to its parent has no
+// parent actor (owner nil) and emits nothing.
 type sink struct {
 	s         *Service
 	owner     *actor.PID
@@ -413,8 +421,18 @@ type sink struct {
 }
 
 func (k *sink) Emit(ev subagent.RunProgress) {
-	if k.listening.Load() > 0 {
-		k.s.sys.Root.Send(k.owner, &parent.Progress{Event: ev})
+	if k.listens() {
+		k.tell(&parent.Progress{Event: ev})
+	}
+}
+
+// listens reports whether the parent actor has listeners now.
+func (k *sink) listens() bool { return k.owner != nil && k.listening.Load() > 0 }
+
+// tell sends msg to the parent actor, if the run has one.
+func (k *sink) tell(msg any) {
+	if k.owner != nil {
+		k.s.sys.Root.Send(k.owner, msg)
 	}
 }
 
@@ -469,7 +487,9 @@ type started struct {
 // wrap makes run the caller's and has its end told to its parent actor.
 func (st *started) wrap(run subagent.Run, id string) subagent.Run {
 	st.run.serviceRun = serviceRun{Run: run, id: id, st: st}
-	run.OnSettled(st.settled)
+	if st.owner != nil {
+		run.OnSettled(st.settled)
+	}
 	if steerer, ok := run.(subagent.Steerer); ok {
 		st.run.steerer = steerer
 		return &st.run
@@ -478,7 +498,7 @@ func (st *started) wrap(run subagent.Run, id string) subagent.Run {
 }
 
 func (st *started) settled(res subagent.Result, err error) {
-	st.s.sys.Root.Send(st.owner, &parent.Settled{RunID: st.run.id, Result: res, Err: err})
+	st.tell(&parent.Settled{RunID: st.run.id, Result: res, Err: err})
 }
 
 // isNil reports a nil interface or one holding a nil pointer, map, slice,

@@ -702,8 +702,11 @@ func TestA1_AnIdleParentActorIsRecycledForANewSession(t *testing.T) {
 		r.Dispose(await.Ctx(t))
 		return r.ID()
 	}
-	delegate("a") // a's actor is now the one idle parent
-	f.svc.List()  // its Idle handled
+	// a's actor, once its listener is released, is the one idle parent.
+	subA0 := f.svc.ListenParent("session-a", make(recorder, 4).listen)
+	delegate("a")
+	subA0.Release()
+	f.svc.List() // its Idle handled
 	before := actorstest.LiveActors(f.sys)
 	recB := make(recorder, 4)
 	subB := f.svc.ListenParent("session-b", recB.listen) // takes a's actor over
@@ -754,12 +757,14 @@ func TestA1_ParentActorsAreRetiredOnceIdle(t *testing.T) {
 	for i := range 50 {
 		req := request("x")
 		req.Parent = parentAgent{id: fmt.Sprint("parent-", i)}
+		sub := f.svc.ListenParent(req.Parent.SessionID(), make(recorder, 4).listen)
 		r, err := f.svc.Start(context.Background(), "p", req)
 		if err != nil {
 			t.Fatal(err)
 		}
 		r.Wait(await.Ctx(t))
 		r.Dispose(await.Ctx(t))
+		sub.Release()
 	}
 	// A listener keeps its parent actor alive and still hears new runs.
 	rec := make(recorder, 4)
@@ -829,4 +834,64 @@ func TestS7_AContinuableChildsFirstActivationIsMarkedInItsScope(t *testing.T) {
 	if err := r.Dispose(await.Ctx(t)); err != nil {
 		t.Fatal(err)
 	}
+}
+
+// Contract E3: a parent actor exists for listeners only. A run of a
+// parent nobody listens to takes none; a subscription made while it runs
+// hears nothing of it (never an end without its start), and hears the
+// next run from start to end; once released, the parent's next run takes
+// none again.
+func TestE3_ARunOfAParentNobodyListensToTakesNoParentActor(t *testing.T) {
+	sys := actors.NewSystem()
+	svc := registry.New(sys, registry.WithIdleParents(0))
+	t.Cleanup(func() { svc.Close(); sys.Shutdown() })
+	f := fixture{sys, svc}
+	p := f.provider(t, "p", allCaps())
+	before := actorstest.LiveActors(f.sys)
+	unheard, err := f.svc.Start(context.Background(), "p", request("x"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if n := actorstest.LiveActors(f.sys); n != before+1 {
+		t.Fatalf("%d actors live beside an unheard run, %d before: want its run actor only", n, before)
+	}
+	rec := make(recorder, 8)
+	sub := f.svc.ListenParent(top.SessionID(), rec.listen)
+	heard, err := f.svc.Start(context.Background(), "p", request("y"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	close(p.release)
+	for _, r := range []subagent.Run{unheard, heard} {
+		r.Wait(await.Ctx(t))
+		r.Dispose(await.Ctx(t))
+	}
+	if ev, ok := rec.next(t).(subagent.RunStarted); !ok || ev.RunID != heard.ID() {
+		t.Fatalf("first event %+v, want the start of %s", ev, heard.ID())
+	}
+	if ev, ok := rec.next(t).(subagent.RunEnded); !ok || ev.RunID != heard.ID() {
+		t.Fatalf("second event %+v, want the end of %s", ev, heard.ID())
+	}
+	if err := sub.Flush(await.Ctx(t)); err != nil {
+		t.Fatal(err)
+	}
+	select {
+	case ev := <-rec:
+		t.Fatalf("the listener heard %+v of a run started before it subscribed", ev)
+	default:
+	}
+	sub.Release()
+	f.svc.List() // the released parent actor retired through the registry
+	if n := actorstest.LiveActors(f.sys); n != before {
+		t.Fatalf("%d actors live once released, %d before", n, before)
+	}
+	again, err := f.svc.Start(context.Background(), "p", request("z"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if n := actorstest.LiveActors(f.sys); n != before+1 {
+		t.Fatalf("%d actors live beside a run after the release, %d before: want its run actor only", n, before)
+	}
+	again.Wait(await.Ctx(t))
+	again.Dispose(await.Ctx(t))
 }

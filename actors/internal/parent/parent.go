@@ -1,6 +1,8 @@
-// Package parent is the parent actor: one per delegating agent, keyed by
-// its session id. It owns the run events of that agent's children and
-// their listeners.
+// Package parent is the parent actor: one per delegating agent someone
+// listens to (ListenParent), keyed by its session id. It owns the run
+// events of that agent's children and their listeners. A run started
+// while nobody had subscribed to its parent has no events to deliver and
+// never reaches a parent actor.
 //
 // It is the sequencer of a run's events. The Service hands each provider a
 // sink whose progress comes here while someone listens (announced by
@@ -21,8 +23,8 @@
 // listener) tells the registry, which keeps it idle
 // unless it has handed out a reference the actor has not used yet. The
 // registry keeps a bounded number idle: past it, the oldest is rebound to
-// the next new parent session (Rebind) or retired; a later start or
-// subscription for its old agent gets another one.
+// the next new parent session (Rebind) or retired; a later subscription
+// for its old agent gets another one.
 package parent
 
 import (
