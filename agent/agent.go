@@ -274,8 +274,8 @@ func (a *Agent) create(ctx context.Context, logOnly []persistence.Record, seed [
 	for _, r := range logOnly {
 		b.addRecord(r)
 	}
-	for i, m := range seed {
-		if err := b.add(m, ownNothing); err != nil {
+	for i := range seed {
+		if err := b.add(&seed[i], ownNothing); err != nil {
 			return &configError{Field: fmt.Sprintf("Seed[%d]", i), Reason: err.Error()}
 		}
 	}
@@ -424,7 +424,7 @@ func (a *Agent) Turns() []Message {
 // what follows it (a prompt, tool calls and their results, steers) is the
 // turn in flight (P2). Callers hold mu (or own a not yet shared Agent).
 func (a *Agent) settle() {
-	if last := a.msgs[len(a.msgs)-1]; last.Role == Assistant && len(last.ToolCalls) == 0 {
+	if last := &a.msgs[len(a.msgs)-1]; last.Role == Assistant && len(last.ToolCalls) == 0 {
 		a.settled = int32(len(a.msgs))
 	}
 }

@@ -51,21 +51,20 @@ func (b *batch) release() {
 
 // add appends the record of m, kind KindMessage, and m as decoding it
 // yields it (see decoded).
-func (b *batch) add(m Message, own ownership) error {
+func (b *batch) add(m *Message, own ownership) error {
 	start := len(b.data)
-	b.msg = m
+	b.msg = *m
 	data, err := appendRecord(b.data, &b.msg)
 	b.msg = Message{}
 	if err != nil {
 		return err
 	}
 	b.data = data
-	stored, err := decoded(m, data[start:], own)
-	if err != nil {
+	b.stored = append(b.stored, *m)
+	if err := decoded(&b.stored[len(b.stored)-1], data[start:], own); err != nil {
 		return err
 	}
 	b.recs = append(b.recs, persistence.Record{Kind: persistence.KindMessage, Data: data[start:]})
-	b.stored = append(b.stored, stored)
 	return nil
 }
 
@@ -77,7 +76,7 @@ func (b *batch) addRecord(r persistence.Record) {
 }
 
 // addStop appends the agentlog.KindStop record of res.
-func (b *batch) addStop(res subagent.Result) {
+func (b *batch) addStop(res *subagent.Result) {
 	start := len(b.data)
 	// A Stop always encodes: it has strings and integers only.
 	b.stop = agentlog.Stop{StopReason: res.StopReason, Detail: res.Detail, Usage: res.Usage}

@@ -331,42 +331,38 @@ func (a *Agent) turn(l *loop, resp Response, res *subagent.Result) (done, record
 	}
 	a.AddUsage(resp.Usage)
 
-	msg := resp.Message
+	msg := &resp.Message // resp is turn's own copy
 	msg.Role = Assistant
-	malformed := sanitizeArgs(&msg)
+	malformed := sanitizeArgs(msg)
 	var end *subagent.Result // set when this turn ends the run
 	answered := false        // with a final answer, told once durable
 	switch {
 	case resp.StopReason != "" && resp.StopReason != subagent.Completed:
 		// Max-tokens, refusal or a reason a model adds: the turn is over.
-		*res = subagent.Result{Output: splitContent(&msg), StopReason: resp.StopReason}
+		*res = subagent.Result{Output: splitContent(msg), StopReason: resp.StopReason}
 		end = res
 	case len(msg.ToolCalls) == 0:
-		final, invalid := a.final(msg)
+		invalid := a.final(msg, res)
 		if invalid != nil && !*corrected {
-			// One corrective turn: the model sees why its answer
-			// missed the schema and answers again.
 			*corrected = true
-			fix := Message{Role: User, Content: []subagent.ContentBlock{subagent.Text(
-				"Your final answer does not match the required JSON schema: " + invalid.Error() +
-					". Answer again with only a JSON value that matches it.")}}
-			if err := a.commit(ctx, nil, ownNothing, msg, fix); err != nil {
-				*res = a.storeFailed(ctx, err)
-				return true, false
-			}
-			return false, false
+			*res = subagent.Result{} // no answer yet
+			return a.correct(ctx, msg, invalid, res), false
 		}
-		final.Output = splitContent(&msg)
-		*res = final
+		res.Output = splitContent(msg)
 		end, answered = res, true
 	}
+	// A final turn and how the run stopped share one append; the tool
+	// calls of any other are sanitizeArgs' copy, which the history keeps.
+	own := ownCalls
 	if end != nil {
-		// The final turn and how the run stopped share one append.
 		end.Usage = a.usageSoFar()
-		if err := a.commit(ctx, end, ownCalls|ownContent, msg); err != nil {
-			*res = a.storeFailed(ctx, err)
-			return true, false
-		}
+		own |= ownContent
+	}
+	if err := a.commit(ctx, end, own, *msg); err != nil {
+		a.storeFailedTo(ctx, err, res)
+		return true, false
+	}
+	if end != nil {
 		if answered && a.onStep != nil {
 			// Told only once durable: no unconfirmed output is published,
 			// events included (R5).
@@ -374,16 +370,11 @@ func (a *Agent) turn(l *loop, resp Response, res *subagent.Result) (done, record
 		}
 		return true, true
 	}
-	// The tool calls are sanitizeArgs' copy: the history keeps them.
-	if err := a.commit(ctx, nil, ownCalls, msg); err != nil {
-		*res = a.storeFailed(ctx, err)
-		return true, false
-	}
 	a.appendMu.Lock()
 	a.callsAt = a.seq // the turn's own record: its calls have not started
 	a.appendMu.Unlock()
 	if err := a.runTools(l.toolCtx(), step, msg.ToolCalls, a.offers, malformed); err != nil {
-		*res = a.storeFailed(ctx, err)
+		a.storeFailedTo(ctx, err, res)
 		return true, false
 	}
 	return false, false
@@ -516,6 +507,29 @@ func (a *Agent) storeFailed(ctx context.Context, err error) subagent.Result {
 	return res
 }
 
+// storeFailedTo writes storeFailed to res, out of its caller's frame.
+//
+//go:noinline
+func (a *Agent) storeFailedTo(ctx context.Context, err error, res *subagent.Result) {
+	*res = a.storeFailed(ctx, err)
+}
+
+// correct is the one corrective turn of a final answer that missed the
+// output schema (invalid says how): the model sees why and answers again.
+// It is true when the run must end, with *res.
+//
+//go:noinline
+func (a *Agent) correct(ctx context.Context, msg *Message, invalid error, res *subagent.Result) bool {
+	fix := Message{Role: User, Content: []subagent.ContentBlock{subagent.Text(
+		"Your final answer does not match the required JSON schema: " + invalid.Error() +
+			". Answer again with only a JSON value that matches it.")}}
+	if err := a.commit(ctx, nil, ownNothing, *msg, fix); err != nil {
+		a.storeFailedTo(ctx, err, res)
+		return true
+	}
+	return false
+}
+
 // ErrCheckpoint is matched by the Cause of a run that stopped because the
 // log refused a turn, which wraps the store's error too: nothing after the
 // last acknowledged turn is durable, so a run's owner must not publish
@@ -603,13 +617,13 @@ func (a *Agent) commitAfter(ctx context.Context, stop *subagent.Result, own owne
 	if first.Kind != "" {
 		b.addRecord(first)
 	}
-	for _, m := range msgs {
-		if err := b.add(m, own); err != nil {
+	for i := range msgs {
+		if err := b.add(&msgs[i], own); err != nil {
 			return err
 		}
 	}
 	if stop != nil {
-		b.addStop(*stop)
+		b.addStop(stop)
 	}
 	// Appends of concurrent tool calls go to the log and the history in
 	// one order.
@@ -623,13 +637,13 @@ func (a *Agent) commitAfter(ctx context.Context, stop *subagent.Result, own owne
 	if n := len(b.stored); n > 0 {
 		// An assistant turn with tool calls is followed by their results
 		// and the next turn: room for them too.
-		if last := b.stored[n-1]; stop == nil && last.Role == Assistant && len(last.ToolCalls) > 0 {
+		if last := &b.stored[n-1]; stop == nil && last.Role == Assistant && len(last.ToolCalls) > 0 {
 			n += len(last.ToolCalls) + 1
 		}
 		a.msgs = slices.Grow(a.msgs, n)
 	}
-	for _, m := range b.stored {
-		a.msgs = append(a.msgs, m)
+	for i := range b.stored {
+		a.msgs = append(a.msgs, b.stored[i])
 		a.settle()
 	}
 	return nil
@@ -661,12 +675,12 @@ func (a *Agent) append(ctx context.Context, recs []persistence.Record) error {
 	return nil
 }
 
-// decoded returns m as decoding data, its JSON, yields it. When every string
-// of m is valid UTF-8 that is m with empty slices as nil, deeply copied
-// but for the parts own says the loop owns, made without paying for a
-// decode; otherwise JSON replaced the invalid bytes and only decoding tells
-// how.
-func decoded(m Message, data []byte, own ownership) (Message, error) {
+// decoded makes *m what decoding data, its JSON, yields. When every
+// string of m is valid UTF-8 that is m with empty slices as nil, deeply
+// copied but for the parts own says the loop owns, made without paying
+// for a decode; otherwise JSON replaced the invalid bytes and only
+// decoding tells how.
+func decoded(m *Message, data []byte, own ownership) error {
 	valid := utf8.ValidString(string(m.Role)) && utf8.ValidString(m.ToolCallID)
 	for _, c := range m.Content {
 		valid = valid && utf8.ValidString(c.Type) && utf8.ValidString(c.Text)
@@ -675,9 +689,7 @@ func decoded(m Message, data []byte, own ownership) (Message, error) {
 		valid = valid && utf8.ValidString(c.ID) && utf8.ValidString(c.Name)
 	}
 	if !valid {
-		var out Message
-		err := json.Unmarshal(data, &out)
-		return out, err
+		return decode(data, m)
 	}
 	switch {
 	case len(m.Content) == 0:
@@ -694,7 +706,15 @@ func decoded(m Message, data []byte, own ownership) (Message, error) {
 			m.ToolCalls[i].Args = bytes.Clone(m.ToolCalls[i].Args)
 		}
 	}
-	return m, nil
+	return nil
+}
+
+// decode is decoded's rare case, out of the frame of every commit.
+//
+//go:noinline
+func decode(data []byte, m *Message) error {
+	*m = Message{}
+	return json.Unmarshal(data, m)
 }
 
 // sanitizeArgs makes the arguments of every tool call of msg compact JSON,
@@ -820,21 +840,21 @@ func splitContent(msg *Message) []subagent.ContentBlock {
 	return both[:n:n]
 }
 
-// final settles a model answer without tool calls, but for its Output;
-// invalid says why it misses the output schema, if it does.
-func (a *Agent) final(msg Message) (res subagent.Result, invalid error) {
-	res = subagent.Result{StopReason: subagent.Completed}
+// final settles, in *res, a model answer without tool calls, but for its
+// Output; invalid says why it misses the output schema, if it does.
+func (a *Agent) final(msg *Message, res *subagent.Result) (invalid error) {
+	*res = subagent.Result{StopReason: subagent.Completed}
 	if a.shape == nil || a.shape.compiled == nil {
-		return res, nil
+		return nil
 	}
 	compiled, text := a.shape.compiled, textOf(msg.Content)
 	structured, err := schema.Validate(compiled, text)
 	if err != nil {
 		res.StopReason, res.Detail = subagent.Error, "agent: "+err.Error()
-		return res, err
+		return err
 	}
 	res.Structured = structured
-	return res, nil
+	return nil
 }
 
 // textOf is subagent.TextOf, without a copy of a lone block's text.

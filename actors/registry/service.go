@@ -44,12 +44,62 @@ type Service struct {
 	closeOnce sync.Once
 	closing   atomic.Bool // set first by Close: no follow-up is routed after it
 	closed    chan struct{}
-	// life ends when Close begins: every run's start context is tied to
-	// it, so closing the Service cancels every live child.
-	life    context.Context
-	endAll  context.CancelCauseFunc
+	// live is every run bound and not yet released (see bind): Close
+	// cancels them all, and a run bound after Close began is cancelled
+	// at once (ended set).
+	live    runList
 	router  *actor.PID // routes follow-ups to continuable children
 	waiters atomic.Uint64
+}
+
+// runList is the runs of a Service, linked through themselves: a run
+// costs its Service no allocation and no context registration.
+type runList struct {
+	mu    sync.Mutex
+	first *started
+	ended bool
+}
+
+// add links st, or reports false once the Service has begun to close.
+func (l *runList) add(st *started) bool {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if l.ended {
+		return false
+	}
+	st.next = l.first
+	if l.first != nil {
+		l.first.prev = st
+	}
+	l.first = st
+	return true
+}
+
+// remove unlinks st if it is linked.
+func (l *runList) remove(st *started) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if st.prev != nil {
+		st.prev.next = st.next
+	} else if l.first == st {
+		l.first = st.next
+	}
+	if st.next != nil {
+		st.next.prev = st.prev
+	}
+	st.prev, st.next = nil, nil
+}
+
+// end refuses later adds and returns the cancels of the runs linked now.
+func (l *runList) end() []context.CancelCauseFunc {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	l.ended = true
+	var all []context.CancelCauseFunc
+	for st := l.first; st != nil; st = st.next {
+		all = append(all, st.cancel)
+	}
+	return all
 }
 
 // defaultIdleParents is how many idle parent actors a Service keeps. A
@@ -101,8 +151,7 @@ func New(sys *actors.System, opts ...Option) *Service {
 	pid := raw.Root.SpawnPrefix(inline.Props(func() actor.Actor { return a }), "subagent-registry-")
 	router := newRouter()
 	rpid := raw.Root.SpawnPrefix(inline.Props(func() actor.Actor { return router }), "subagent-router-")
-	life, endAll := context.WithCancelCause(context.Background())
-	return &Service{sys: raw, log: sys.Logger(), pid: pid, opts: o, closed: make(chan struct{}), life: life, endAll: endAll, router: rpid}
+	return &Service{sys: raw, log: sys.Logger(), pid: pid, opts: o, closed: make(chan struct{}), router: rpid}
 }
 
 // Close kills every live activation of a continuable child (its task
@@ -116,7 +165,9 @@ func (s *Service) Close() {
 	s.closeOnce.Do(func() {
 		s.closing.Store(true)
 		s.killActivations()
-		s.endAll(subagent.ErrServiceClosed)
+		for _, cancel := range s.live.end() {
+			cancel(subagent.ErrServiceClosed)
+		}
 		_ = s.sys.Root.PoisonFuture(s.pid).Wait()
 		_ = s.sys.Root.PoisonFuture(s.router).Wait()
 		close(s.closed)
@@ -391,8 +442,9 @@ func (s *Service) open(ctx context.Context, name string, req subagent.StartReque
 // only activation runs under this context itself.
 func (st *started) bind(ctx context.Context, p subagent.Agent) context.Context {
 	ctx, st.cancel = context.WithCancelCause(ctx)
-	life := st.s.life
-	st.stopService = context.AfterFunc(life, func() { st.cancel(context.Cause(life)) })
+	if !st.s.live.add(st) {
+		st.cancel(subagent.ErrServiceClosed)
+	}
 	if c, ok := p.(subagent.Closable); ok && !lifetime.IsWithin(ctx, c) {
 		life := c.Lifetime()
 		st.stopParent = context.AfterFunc(life, func() { st.cancel(context.Cause(life)) })
@@ -403,7 +455,7 @@ func (st *started) bind(ctx context.Context, p subagent.Agent) context.Context {
 // unbind releases the tie bind made; once.
 func (st *started) unbind() {
 	if st.unbound.CompareAndSwap(false, true) {
-		st.stopService()
+		st.s.live.remove(st)
 		if st.stopParent != nil {
 			st.stopParent()
 		}
@@ -477,11 +529,12 @@ type started struct {
 	sink
 	run       steerableRun // its steerer nil when the provider's run cannot steer
 	published parent.Published
-	// The tie (see bind): the run context's cancel and the watches that
-	// call it.
-	cancel                  context.CancelCauseFunc
-	stopService, stopParent func() bool
-	unbound                 atomic.Bool
+	// The tie (see bind): the run context's cancel, the parent's watch
+	// that calls it, and the run's links in its Service's list.
+	cancel     context.CancelCauseFunc
+	stopParent func() bool
+	prev, next *started
+	unbound    atomic.Bool
 }
 
 // wrap makes run the caller's and has its end told to its parent actor.

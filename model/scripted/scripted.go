@@ -40,7 +40,7 @@ func (model) Generate(ctx context.Context, req agent.Request) (agent.Response, e
 	if err := ctx.Err(); err != nil {
 		return agent.Response{}, err
 	}
-	msg := respond(req)
+	msg := respond(&req)
 	resp := agent.Response{Message: msg, StopReason: subagent.Completed}
 	if req.MaxTokens > 0 && len(msg.ToolCalls) == 0 {
 		if limit, text := req.MaxTokens*4, subagent.TextOf(msg.Content); len(text) > limit {
@@ -75,7 +75,7 @@ func truncate(s string, n int) string {
 	return s[:n]
 }
 
-func respond(req agent.Request) agent.Message {
+func respond(req *agent.Request) agent.Message {
 	c := read(req.Messages)
 	line := firstLine(c.task)
 	verb, arg, _ := strings.Cut(line, " ")
@@ -118,11 +118,11 @@ type outcome struct {
 
 func read(msgs []agent.Message) conversation {
 	c := conversation{step: 1} // its maps made on first use: most tasks need none
-	var results map[string]agent.Message
+	var results map[string]*agent.Message
 	var calls []agent.ToolCall
 	first := true
-	for _, m := range msgs {
-		switch m.Role {
+	for i := range msgs {
+		switch m := &msgs[i]; m.Role {
 		case agent.User:
 			if first {
 				c.task, first = subagent.TextOf(m.Content), false
@@ -134,11 +134,21 @@ func read(msgs []agent.Message) conversation {
 			calls = append(calls, m.ToolCalls...)
 		case agent.ToolRole:
 			if results == nil {
-				results = map[string]agent.Message{}
+				results = map[string]*agent.Message{}
 			}
 			results[m.ToolCallID] = m
 		}
 	}
+	if len(calls) > 0 {
+		c.outcomes(calls, results)
+	}
+	return c
+}
+
+// outcomes files the outcome of each call by what it was about. It is a
+// function of its own to keep read's frame small: a child's stack is
+// deepest under its model call.
+func (c *conversation) outcomes(calls []agent.ToolCall, results map[string]*agent.Message) {
 	for _, call := range calls {
 		o := outcome{text: "no result", isErr: true}
 		if r, ok := results[call.ID]; ok {
@@ -164,7 +174,6 @@ func read(msgs []agent.Message) conversation {
 			}
 		}
 	}
-	return c
 }
 
 // put sets m[k] = o, making m first if need be.

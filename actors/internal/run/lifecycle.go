@@ -132,8 +132,12 @@ type lifecycle struct {
 	// Every parked child has a lifecycle (issue 11).
 	more *lifeMore
 
-	out    []effect // the effects of the Step in progress
-	result settle   // the settle effect, emitted once
+	// out is the effects of the Step in progress. outBuf backs it: a step
+	// has one or two effects, and a slice made per step was three
+	// allocations a delegation.
+	out    []effect
+	outBuf [2]effect
+	result settle // the settle effect, emitted once
 }
 
 type lifeMore struct {
@@ -192,10 +196,11 @@ func (l *lifecycle) init(relaunchable bool, policy subagent.RestartPolicy) {
 	l.childLive, l.relaunchable, l.policy = true, relaunchable, policy
 }
 
-// Step applies one input and returns the effects to carry out, in order.
-// The *settle is the lifecycle's result.
+// Step applies one input and returns the effects to carry out, in order,
+// valid until the next Step. The *settle is the lifecycle's result.
 func (l *lifecycle) step(in input) []effect {
-	l.out = nil
+	clear(l.outBuf[:]) // what the last step's effects referred to is not kept
+	l.out = l.outBuf[:0]
 	if l.disposed {
 		if d, ok := in.(inDispose); ok && d.ID != "" {
 			l.emit(&tellQuiesced{ID: d.ID})
