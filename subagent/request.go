@@ -39,7 +39,9 @@ type Scope struct {
 	RunID string
 	// Parent is the delegating parent as a plain value.
 	Parent ParentRef
-	// Events receives the run's progress; never nil from the Service.
+	// Events receives the run's progress; nil when nobody can hear it
+	// (no one had subscribed to the parent's runs when it started), so a
+	// provider need not build events.
 	Events EventSink
 	// Restarts is the embedder's policy for relaunching a continuable
 	// run's child after a crash; a run without a checkpoint to relaunch

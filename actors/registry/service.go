@@ -393,13 +393,16 @@ func (s *Service) open(ctx context.Context, name string, req subagent.StartReque
 		st.unbind()
 		return nil, err
 	}
-	ctx = runscope.WithCancel(ctx, subagent.Scope{
+	scope := subagent.Scope{
 		RunID:       runID,
 		Parent:      subagent.ParentRef{SessionID: parentID, Depth: subagent.DelegationDepthOf(req.Parent)},
-		Events:      &st.sink,
 		Restarts:    s.opts.RunRestarts,
 		Continuable: continuable,
-	}, st.cancel)
+	}
+	if st.owner != nil {
+		scope.Events = &st.sink
+	}
+	ctx = runscope.WithCancel(ctx, scope, st.cancel)
 	var run subagent.Run
 	if resume {
 		run, err = p.(subagent.Resumer).Resume(ctx, req)

@@ -837,7 +837,8 @@ func TestS7_AContinuableChildsFirstActivationIsMarkedInItsScope(t *testing.T) {
 }
 
 // Contract E3: a parent actor exists for listeners only. A run of a
-// parent nobody listens to takes none; a subscription made while it runs
+// parent nobody listens to takes none, and its provider is handed no
+// event sink (Scope.Events nil); a subscription made while it runs
 // hears nothing of it (never an end without its start), and hears the
 // next run from start to end; once released, the parent's next run takes
 // none again.
@@ -846,7 +847,13 @@ func TestE3_ARunOfAParentNobodyListensToTakesNoParentActor(t *testing.T) {
 	svc := registry.New(sys, registry.WithIdleParents(0))
 	t.Cleanup(func() { svc.Close(); sys.Shutdown() })
 	f := fixture{sys, svc}
-	p := f.provider(t, "p", allCaps())
+	// The provider is handed a sink only when someone can hear the run.
+	p := &sinkRecorder{testProvider{name: "p", caps: allCaps(), sys: sys, local: true, release: make(chan struct{})}, make(chan bool, 3)}
+	release, err := f.svc.RegisterProvider(p)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer release()
 	before := actorstest.LiveActors(f.sys)
 	unheard, err := f.svc.Start(context.Background(), "p", request("x"))
 	if err != nil {
@@ -894,4 +901,22 @@ func TestE3_ARunOfAParentNobodyListensToTakesNoParentActor(t *testing.T) {
 	}
 	again.Wait(await.Ctx(t))
 	again.Dispose(await.Ctx(t))
+	for i, want := range []bool{false, true, false} {
+		if got := await.Recv(t, p.sinks, "a start's scope"); got != want {
+			t.Fatalf("start %d was handed a sink: %v, want %v", i, got, want)
+		}
+	}
+}
+
+// sinkRecorder is a testProvider that tells, for each start, whether the
+// Service handed it an event sink.
+type sinkRecorder struct {
+	testProvider
+	sinks chan bool
+}
+
+func (p *sinkRecorder) Start(ctx context.Context, req subagent.StartRequest) (subagent.Run, error) {
+	scope, _ := subagent.ScopeOf(ctx)
+	p.sinks <- scope.Events != nil
+	return p.testProvider.Start(ctx, req)
 }

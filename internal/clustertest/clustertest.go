@@ -91,7 +91,9 @@ func (Echo) Start(ctx context.Context, req subagent.StartRequest) (subagent.Run,
 	prompt := subagent.TextOf(req.Prompt)
 	scope, _ := subagent.ScopeOf(ctx)
 	r := &echoRun{id: scope.RunID, done: make(chan struct{}), steer: make(chan string)}
-	scope.Events.Emit(subagent.RunProgress{RunID: r.id, Kind: subagent.MessageText, Step: 1, Text: prompt})
+	if scope.Events != nil {
+		scope.Events.Emit(subagent.RunProgress{RunID: r.id, Kind: subagent.MessageText, Step: 1, Text: prompt})
+	}
 	runCtx, cancel := context.WithCancel(context.WithoutCancel(ctx))
 	r.cancel = cancel
 	stop := context.AfterFunc(ctx, cancel)
