@@ -228,7 +228,7 @@ func run(c config) error {
 		if err != nil {
 			return err
 		}
-		f.Parallel, err = bench.ParallelOn(ctx, store, []int{1, 64}, 3, c.boltDur)
+		f.Parallel, err = bench.ParallelOn(ctx, store, []int{1, 64}, 5, c.boltDur)
 		store.Close()
 		if err != nil {
 			return err
