@@ -5,8 +5,9 @@
 // in insertion order and one parent actor per parent session someone
 // listens to (ListenParent); its mailbox is the lock. Provider code never
 // runs inside an actor: Start calls the provider on the caller's goroutine
-// and reports to the parent actor, if the run has one, by message. Listener code runs on a goroutine of its own per
-// listener, never on an actor's.
+// and reports to the parent actor, if the run has one, by message.
+// Listener code runs on a goroutine of its own per listener, never on an
+// actor's.
 package registry
 
 import (
