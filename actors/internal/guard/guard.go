@@ -11,29 +11,11 @@
 //		guard.Enter("some", c.Message())
 //		a.receive(c)
 //	}
+//
+// Enter runs a test hook that injects real panics inside Receive; it
+// exists only in builds with the subactortest tag, as the tests are run
+// (hook_on.go). In the product it does nothing (hook_off.go).
 package guard
-
-import "sync/atomic"
-
-// Hook runs before every message a seam actor handles. Tests set one to
-// inject real panics inside Receive; it is nil otherwise.
-type Hook func(actor string, msg any)
-
-var hook atomic.Pointer[Hook]
-
-// SetHook installs h until the returned restore is called. For tests.
-func SetHook(h Hook) (restore func()) {
-	hook.Store(&h)
-	return func() { hook.Store(nil) }
-}
-
-// Enter is called first in a seam actor's Receive: it runs the test hook,
-// if any, inside the actor's recovery.
-func Enter(kind string, msg any) {
-	if h := hook.Load(); h != nil {
-		(*h)(kind, msg)
-	}
-}
 
 // Failer is a command that can be answered with an error, as a crashed
 // actor answers the command it was handling.

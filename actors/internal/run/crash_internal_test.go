@@ -1,3 +1,5 @@
+//go:build subactortest
+
 package run
 
 import (
