@@ -44,13 +44,16 @@ type (
 		p              subagent.Provider // nil when none is registered under the name
 		ref            *parentRef        // nil when p is, or when nobody listens
 	}
-	// parentOf returns the parentRef for a parent session for a new
-	// subscription, counting it and the reference, which the caller must
-	// use at once (Subscribe); its pid and listening are fixed, safe to
-	// read.
+	// parentOf subscribes sub to a parent session's runs and returns its
+	// parentRef, counting the subscription. The registry sends the parent
+	// actor the Subscribe itself, before it handles any later prepare: a
+	// run prepared after the subscription is heard from its start, one
+	// prepared before it not at all. The ref's pid and listening are
+	// fixed, safe to read.
 	parentOf struct {
 		reply.To
 		parentID string
+		sub      *fanout.Sub
 	}
 	// unsubscribed: a subscription that parentOf counted was released.
 	// It is sent before the parent actor's Unsubscribe, so it is handled
@@ -206,6 +209,7 @@ func (a *registryActor) receive(c actor.Context, msg any) {
 	case *parentOf:
 		p := a.parent(c, m.parentID)
 		p.subscriptions++
+		c.Send(p.pid, &parent.Subscribe{Sub: m.sub})
 		m.Answer(p)
 	case *unsubscribed:
 		m.ref.subscriptions--

@@ -259,17 +259,18 @@ func (s *Service) Listen(l subagent.Listener, opts ...subagent.ListenOption) sub
 
 // ListenParent subscribes l to the run events (start, progress, end) of
 // children delegated by the parent whose session id is parentSessionID
-// (E3, E6). Events of one run arrive in order; see subagent.Listener for
-// what a slow or failing listener costs.
+// (E3, E6): every run started after it returned, from its start; a run
+// started before, not at all, so l never hears an end without its start.
+// Events of one run arrive in order; see subagent.Listener for what a
+// slow or failing listener costs.
 func (s *Service) ListenParent(parentSessionID string, l subagent.Listener, opts ...subagent.ListenOption) subagent.Subscription {
 	sub := s.newSub(l, opts)
-	r, err := s.call(context.Background(), s.pid, &parentOf{parentID: parentSessionID})
+	r, err := s.call(context.Background(), s.pid, &parentOf{parentID: parentSessionID, sub: sub})
 	if err != nil {
 		sub.Release()
 		return &subscription{s: s, sub: sub}
 	}
 	ref := r.(*parentRef)
-	s.sys.Root.Send(ref.pid, &parent.Subscribe{Sub: sub})
 	return &subscription{s: s, owner: ref.pid, ref: ref, sub: sub}
 }
 
