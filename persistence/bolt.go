@@ -2,7 +2,6 @@ package persistence
 
 import (
 	"bytes"
-	"cmp"
 	"context"
 	"encoding/binary"
 	"errors"
@@ -208,13 +207,12 @@ var (
 // is fsynced before it returns; concurrent writes share one transaction
 // and one fsync (a group commit). It has CreateDeferred (see
 // deferredCreator): a deferred session is written by the commit of its
-// first write. If bbolt fails to
-// write or fsync, the call fails with ErrFailed and so does every later
-// call but Close: close and open the file again, and the store holds what
-// was acknowledged.
-// Every stored value is read back as hostile input: a session whose
-// values do not decode fails its Load with a *CorruptError, and every
-// other session stays readable and writable.
+// first write. If bbolt fails to write or fsync, the call fails with
+// ErrFailed and so does every later call but Close: close and open the
+// file again, and the store holds what was acknowledged. Every stored
+// value is read back as hostile input: a session whose values do not
+// decode fails its Load with a *CorruptError, and every other session
+// stays readable and writable.
 func OpenBolt(path string) (Backend, error) {
 	return asBackend(openBolt(path, false, nil))
 }
@@ -242,26 +240,26 @@ func asBackend(b *boltStore, err error) (Backend, error) {
 // openBolt is OpenBolt or OpenBoltReadOnly, with the function bbolt opens
 // the file with (nil for os.OpenFile), which is how tests reach the file.
 func openBolt(path string, readOnly bool, openFile func(string, int, os.FileMode) (*os.File, error)) (*boltStore, error) {
-	b := &boltStore{path: path, readOnly: readOnly}
+	b := &boltStore{path: path, readOnly: readOnly, deferred: map[string]*deferredSession{}}
 	db, err := b.openDB(readOnly, openFile)
 	if err == nil {
 		err = b.sameFile()
 	}
-	if err == nil && !readOnly {
-		// bbolt trusts its freelist: a damaged one makes it hand out
-		// pages in use, and a write then overwrites other sessions
-		// without a word, or panics in its commit (measured). So the
-		// file's pages are checked before the first write (CheckBolt
-		// adds bbolt's own check).
+	if err == nil {
 		err = b.guard(func() error {
+			if readOnly {
+				return db.View(current)
+			}
+			// bbolt trusts its freelist: a damaged one makes it hand
+			// out pages in use, and a write then overwrites other
+			// sessions without a word, or panics in its commit
+			// (measured). So the file's pages are checked before the
+			// first write (CheckBolt adds bbolt's own check).
 			if problems := checkStructure(db, b.file, false); len(problems) > 0 {
 				return b.damaged(summary(problems))
 			}
 			return db.Update(prepare)
 		})
-	}
-	if err == nil && readOnly {
-		err = b.guard(func() error { return db.View(current) })
 	}
 	if err == nil {
 		b.db = db
@@ -473,15 +471,14 @@ func (b *boltStore) enter(ctx context.Context) error {
 		return err
 	}
 	b.mu.RLock()
+	err := b.failure()
 	if b.closed {
-		b.mu.RUnlock()
-		return ErrClosed
+		err = ErrClosed
 	}
-	if err := b.failure(); err != nil {
+	if err != nil {
 		b.mu.RUnlock()
-		return err
 	}
-	return nil
+	return err
 }
 
 // enterWrite is enter for a call that writes: a read-only store refuses
@@ -759,14 +756,8 @@ func (b *boltStore) Append(ctx context.Context, sessionID string, recs ...Record
 	}
 	if len(vals) == 0 {
 		// Nothing to write; only the session's existence is reported.
-		d := b.deferredOf(sessionID)
-		return b.view(sessionID, func(tx *bolt.Tx) error {
-			_, err := existingSession(tx, sessionID)
-			if d != nil && errors.Is(err, ErrNotFound) {
-				return nil
-			}
-			return err
-		})
+		_, err := b.end(sessionID)
+		return err
 	}
 	var stored *deferredSession
 	err = b.update(ctx, func(tx *bolt.Tx) error {
@@ -796,55 +787,47 @@ func (b *boltStore) AppendAt(ctx context.Context, sessionID string, expect uint6
 	if err != nil {
 		return 0, err
 	}
+	if len(vals) == 0 {
+		at, err := b.end(sessionID)
+		switch {
+		case err != nil:
+			return 0, err
+		case at != expect:
+			return 0, &ConflictError{SessionID: sessionID, Expected: expect, Actual: at}
+		}
+		return expect, nil
+	}
 	var (
 		newSeq   uint64
 		conflict error
+		stored   *deferredSession
 	)
-	check := func(sb *bolt.Bucket) bool {
-		if at := sb.Sequence(); at != expect {
-			conflict = &ConflictError{SessionID: sessionID, Expected: expect, Actual: at}
+	// moved reports, and notes as the conflict, a log that ends at at
+	// rather than at expect.
+	moved := func(at uint64) bool {
+		if at == expect {
 			return false
 		}
+		conflict = &ConflictError{SessionID: sessionID, Expected: expect, Actual: at}
 		return true
 	}
-	var stored *deferredSession
-	if len(vals) == 0 {
-		d := b.deferredOf(sessionID)
-		err = b.view(sessionID, func(tx *bolt.Tx) error {
-			sb, err := existingSession(tx, sessionID)
-			if d != nil && errors.Is(err, ErrNotFound) {
-				if at := uint64(len(d.vals)); at != expect {
-					conflict = &ConflictError{SessionID: sessionID, Expected: expect, Actual: at}
-				} else {
-					newSeq = expect
-				}
+	err = b.update(ctx, func(tx *bolt.Tx) error {
+		newSeq, conflict, stored = 0, nil, nil
+		sb, err := existingSession(tx, sessionID)
+		if errors.Is(err, ErrNotFound) {
+			// A deferred session's log ends where its create put it:
+			// a conflict stores nothing.
+			if d := b.deferredOf(sessionID); d != nil && moved(uint64(len(d.vals))) {
 				return nil
 			}
-			if err == nil && check(sb) {
-				newSeq = expect
-			}
+			sb, stored, err = b.writable(tx, sessionID)
+		}
+		if err != nil || moved(sb.Sequence()) {
 			return err
-		})
-	} else {
-		err = b.update(ctx, func(tx *bolt.Tx) error {
-			newSeq, conflict, stored = 0, nil, nil
-			sb, err := existingSession(tx, sessionID)
-			if errors.Is(err, ErrNotFound) {
-				// A deferred session's log ends where its create put
-				// it: a conflict stores nothing.
-				if d := b.deferredOf(sessionID); d != nil && uint64(len(d.vals)) != expect {
-					conflict = &ConflictError{SessionID: sessionID, Expected: expect, Actual: uint64(len(d.vals))}
-					return nil
-				}
-				sb, stored, err = b.writable(tx, sessionID)
-			}
-			if err != nil || !check(sb) {
-				return err
-			}
-			newSeq, err = b.putRecords(sessionID, sb, vals)
-			return err
-		})
-	}
+		}
+		newSeq, err = b.putRecords(sessionID, sb, vals)
+		return err
+	})
 	switch {
 	case err != nil:
 		return 0, err
@@ -899,15 +882,11 @@ func (b *boltStore) LoadFrom(ctx context.Context, sessionID string, after uint64
 		h       subagent.SessionHeader
 		entries []Entry
 	)
-	d := b.deferredOf(sessionID)
-	err := b.view(sessionID, func(tx *bolt.Tx) error {
-		sb, err := existingSession(tx, sessionID)
-		if d != nil && errors.Is(err, ErrNotFound) {
+	err := b.viewSession(sessionID, func(sb *bolt.Bucket, d *deferredSession) error {
+		var err error
+		if d != nil {
 			h = d.h
 			entries, err = d.entriesAfter(after)
-			return err
-		}
-		if err != nil {
 			return err
 		}
 		var m sessionMeta
@@ -930,23 +909,48 @@ func (b *boltStore) Header(ctx context.Context, sessionID string) (subagent.Sess
 	}
 	defer b.mu.RUnlock()
 	var h subagent.SessionHeader
-	d := b.deferredOf(sessionID)
-	err := b.view(sessionID, func(tx *bolt.Tx) error {
-		sb, err := existingSession(tx, sessionID)
-		if d != nil && errors.Is(err, ErrNotFound) {
+	err := b.viewSession(sessionID, func(sb *bolt.Bucket, d *deferredSession) error {
+		if d != nil {
 			h = d.h
 			return nil
 		}
-		if err != nil {
-			return err
-		}
+		var err error
 		h, err = readHeader(sessionID, sb)
 		return err
 	})
-	if err != nil {
-		return subagent.SessionHeader{}, err
-	}
-	return h, nil
+	return h, err // readHeader returns no header with an error
+}
+
+// viewSession runs fn in a read-only transaction on sessionID's bucket
+// or, with sb nil, on its deferred session; a missing session is
+// ErrNotFound. The deferred session is taken before the transaction (see
+// deferredOf).
+func (b *boltStore) viewSession(sessionID string, fn func(sb *bolt.Bucket, d *deferredSession) error) error {
+	d := b.deferredOf(sessionID)
+	return b.view(sessionID, func(tx *bolt.Tx) error {
+		sb, err := existingSession(tx, sessionID)
+		switch {
+		case d != nil && errors.Is(err, ErrNotFound):
+			return fn(nil, d)
+		case err != nil:
+			return err
+		}
+		return fn(sb, nil)
+	})
+}
+
+// end returns where sessionID's log, stored or deferred, ends.
+func (b *boltStore) end(sessionID string) (uint64, error) {
+	var at uint64
+	err := b.viewSession(sessionID, func(sb *bolt.Bucket, d *deferredSession) error {
+		if d != nil {
+			at = uint64(len(d.vals))
+		} else {
+			at = sb.Sequence()
+		}
+		return nil
+	})
+	return at, err
 }
 
 // Sessions implements Store: it decodes each session's header and meta
@@ -956,14 +960,10 @@ func (b *boltStore) Sessions(ctx context.Context) ([]SessionInfo, error) {
 		return nil, err
 	}
 	defer b.mu.RUnlock()
-	type created struct {
-		info SessionInfo
-		n    uint64
-	}
 	var list []created
 	deferred := b.deferredList()
 	err := b.view("", func(tx *bolt.Tx) error {
-		all, err := sessionsOf(tx)
+		all, err := topBucket(tx, sessionsBucket)
 		if err != nil {
 			return err
 		}
@@ -988,12 +988,7 @@ func (b *boltStore) Sessions(ctx context.Context) ([]SessionInfo, error) {
 	if err != nil {
 		return nil, err
 	}
-	slices.SortFunc(list, func(a, b created) int { return cmp.Compare(a.n, b.n) })
-	infos := make([]SessionInfo, len(list))
-	for i, c := range list {
-		infos[i] = c.info
-	}
-	return withDeferred(infos, deferred, func(*deferredSession) bool { return true }), nil
+	return withDeferred(inCreationOrder(list), deferred, func(*deferredSession) bool { return true }), nil
 }
 
 // Children implements Store by reading the parent's range of the
@@ -1190,11 +1185,6 @@ func guarded(fn func() error, onPanic func(p any) error) (err error) {
 	return fn()
 }
 
-// sessionsOf returns the top-level bucket, which OpenBolt creates.
-func sessionsOf(tx *bolt.Tx) (*bolt.Bucket, error) {
-	return topBucket(tx, sessionsBucket)
-}
-
 // indexesOf returns the "sessions" and "children" buckets.
 func indexesOf(tx *bolt.Tx) (all, children *bolt.Bucket, err error) {
 	if all, err = topBucket(tx, sessionsBucket); err != nil {
@@ -1206,6 +1196,7 @@ func indexesOf(tx *bolt.Tx) (all, children *bolt.Bucket, err error) {
 	return all, children, nil
 }
 
+// topBucket returns a top-level bucket, which OpenBolt creates.
 func topBucket(tx *bolt.Tx, name []byte) (*bolt.Bucket, error) {
 	b := tx.Bucket(name)
 	if b == nil {
@@ -1230,7 +1221,7 @@ func sessionOf(all *bolt.Bucket, id string) (*bolt.Bucket, error) {
 
 // existingSession is sessionOf with ErrNotFound for a missing session.
 func existingSession(tx *bolt.Tx, id string) (*bolt.Bucket, error) {
-	all, err := sessionsOf(tx)
+	all, err := topBucket(tx, sessionsBucket)
 	if err != nil {
 		return nil, err
 	}

@@ -71,7 +71,8 @@ func RepairBolt(ctx context.Context, path string) (report BoltReport, backup str
 	if err != nil {
 		return BoltReport{}, "", fmt.Errorf("persistence: repair %q: %w", path, err)
 	}
-	c, err := newCopier(dst)
+	c := &copier{dst: dst}
+	err = dst.Update(prepare)
 	if err == nil {
 		report, err = b.scan(ctx, c)
 	}
@@ -141,6 +142,7 @@ func (b *boltStore) scan(ctx context.Context, c *copier) (BoltReport, error) {
 		if err := ctx.Err(); err != nil {
 			return BoltReport{}, err
 		}
+		var s *copied
 		err := b.view(id, func(tx *bolt.Tx) error {
 			sb, err := existingSession(tx, id)
 			if err != nil {
@@ -154,7 +156,7 @@ func (b *boltStore) scan(ctx context.Context, c *copier) (BoltReport, error) {
 				return err
 			}
 			if c != nil {
-				c.session(id, h.ParentSessionID, sb, m)
+				s = copyOut(id, h.ParentSessionID, sb, m)
 			}
 			return nil
 		})
@@ -166,7 +168,7 @@ func (b *boltStore) scan(ctx context.Context, c *copier) (BoltReport, error) {
 		default:
 			r.Sessions++
 			if c != nil {
-				if err := c.write(); err != nil {
+				if err := c.write(s); err != nil {
 					return BoltReport{}, err
 				}
 			}
@@ -190,7 +192,7 @@ func (b *boltStore) sessionIDs(r *BoltReport) []string {
 		}
 	}
 	err := b.view("", func(tx *bolt.Tx) error {
-		all, err := sessionsOf(tx)
+		all, err := topBucket(tx, sessionsBucket)
 		if err != nil {
 			return err
 		}
@@ -267,7 +269,7 @@ func (b *boltStore) checkTasks(r *BoltReport, c *copier) {
 			}
 			r.Tasks++
 			if c != nil {
-				c.task(k, v)
+				c.tasks = append(c.tasks, [2][]byte{bytes.Clone(k), bytes.Clone(v)})
 			}
 		}
 		return nil
@@ -282,15 +284,7 @@ func (b *boltStore) checkTasks(r *BoltReport, c *copier) {
 // the tasks; fsynced once at the end.
 type copier struct {
 	dst   *bolt.DB
-	read  *copied // the session read last, to write
 	tasks [][2][]byte
-}
-
-func newCopier(dst *bolt.DB) (*copier, error) {
-	if err := dst.Update(prepare); err != nil {
-		return nil, err
-	}
-	return &copier{dst: dst}, nil
 }
 
 // copied is a session read whole: its meta, its bucket's sequence and
@@ -303,21 +297,20 @@ type copied struct {
 	kvs    [][2][]byte
 }
 
-// session copies out session id, whose bucket sb has been read whole.
-func (c *copier) session(id string, parent string, sb *bolt.Bucket, m sessionMeta) {
+// copyOut copies session id, whose bucket sb has been read whole, out of
+// the damaged file.
+func copyOut(id, parent string, sb *bolt.Bucket, m sessionMeta) *copied {
 	s := &copied{id: id, parent: parent, meta: m, seq: sb.Sequence()}
 	cur := sb.Cursor()
 	for k, v := cur.First(); k != nil; k, v = cur.Next() {
 		s.kvs = append(s.kvs, [2][]byte{bytes.Clone(k), bytes.Clone(v)})
 	}
-	c.read = s
+	return s
 }
 
-// write writes the session read last, with its index entry; the
+// write writes s into the fresh file, with its index entry; the
 // "sessions" bucket's sequence stays past every creation number.
-func (c *copier) write() error {
-	s := c.read
-	c.read = nil
+func (c *copier) write(s *copied) error {
 	return c.dst.Update(func(tx *bolt.Tx) error {
 		all, children, err := indexesOf(tx)
 		if err != nil {
@@ -343,10 +336,6 @@ func (c *copier) write() error {
 		}
 		return children.Put(childKey(s.parent, s.meta.Created), []byte(s.id))
 	})
-}
-
-func (c *copier) task(k, v []byte) {
-	c.tasks = append(c.tasks, [2][]byte{bytes.Clone(k), bytes.Clone(v)})
 }
 
 // finish writes the tasks and syncs the file.

@@ -6,12 +6,12 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"github.com/subactor/subactor/internal/jsonv2"
 	"hash/crc32"
 	"strings"
 
 	bolt "go.etcd.io/bbolt"
 
+	"github.com/subactor/subactor/internal/jsonv2"
 	"github.com/subactor/subactor/subagent"
 )
 

@@ -61,7 +61,7 @@ func (b *boltStore) CreateDeferred(ctx context.Context, h subagent.SessionHeader
 		return 0, err
 	}
 	err = b.view(h.SessionID, func(tx *bolt.Tx) error {
-		all, err := sessionsOf(tx)
+		all, err := topBucket(tx, sessionsBucket)
 		if err != nil {
 			return err
 		}
@@ -78,9 +78,6 @@ func (b *boltStore) CreateDeferred(ctx context.Context, h subagent.SessionHeader
 	defer b.dmu.Unlock()
 	if b.deferred[h.SessionID] != nil {
 		return 0, fmt.Errorf("%w: %q", ErrExists, h.SessionID)
-	}
-	if b.deferred == nil {
-		b.deferred = map[string]*deferredSession{}
 	}
 	b.deferredN++
 	d.n = b.deferredN
@@ -169,18 +166,13 @@ func (d *deferredSession) entriesAfter(after uint64) ([]Entry, error) {
 	return out, nil
 }
 
-// info is d as Sessions and Children list it.
-func (d *deferredSession) info() SessionInfo {
-	return SessionInfo{Header: d.h, LastSeq: uint64(len(d.vals))}
-}
-
 // withDeferred adds to infos, stored sessions in creation order, the
 // sessions of ds that keep lists, in creation order after them, leaving
 // out any that a write stored meanwhile (it is in infos already).
 func withDeferred(infos []SessionInfo, ds []*deferredSession, keep func(*deferredSession) bool) []SessionInfo {
 	for _, d := range ds {
 		if keep(d) && !slices.ContainsFunc(infos, func(i SessionInfo) bool { return i.Header.SessionID == d.h.SessionID }) {
-			infos = append(infos, d.info())
+			infos = append(infos, SessionInfo{Header: d.h, LastSeq: uint64(len(d.vals))})
 		}
 	}
 	return infos

@@ -54,10 +54,7 @@ func (b *boltStore) GetTask(ctx context.Context, id string) (TaskRecord, error) 
 		t, err = decodeTask(id, v)
 		return err
 	})
-	if err != nil {
-		return TaskRecord{}, err
-	}
-	return t, nil
+	return t, err // decodeTask returns no task with an error
 }
 
 // ListTasks implements TaskStore. It decodes every task to find the

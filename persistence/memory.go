@@ -53,8 +53,6 @@ type memLog struct {
 	entries []Entry
 }
 
-func (l *memLog) info() SessionInfo { return SessionInfo{Header: l.header, LastSeq: l.last} }
-
 var _ Backend = (*memStore)(nil)
 
 // NewMemory returns an empty store of sessions and tasks in process memory.
@@ -173,12 +171,8 @@ func (m *memStore) LoadFrom(ctx context.Context, sessionID string, after uint64)
 	if stored == nil {
 		return h, nil, nil
 	}
-	stored = stored[sort.Search(len(stored), func(i int) bool { return stored[i].Seq > after }):]
-	entries := make([]Entry, len(stored))
-	slab := make([]byte, 0, dataSize(stored))
-	for i, e := range stored {
-		entries[i] = Entry{Seq: e.Seq, Record: Record{Kind: e.Kind, Data: carve(&slab, e.Data)}}
-	}
+	entries := slices.Clone(stored[sort.Search(len(stored), func(i int) bool { return stored[i].Seq > after }):])
+	ownData(entries)
 	return h, entries, nil
 }
 
@@ -201,17 +195,8 @@ func (m *memStore) snapshot(ctx context.Context, sessionID string) (subagent.Ses
 
 // Header implements Store.
 func (m *memStore) Header(ctx context.Context, sessionID string) (subagent.SessionHeader, error) {
-	if err := ctx.Err(); err != nil {
-		return subagent.SessionHeader{}, err
-	}
-	sh := m.shard(sessionID)
-	sh.mu.Lock()
-	defer sh.mu.Unlock()
-	l, err := sh.log(sessionID)
-	if err != nil {
-		return subagent.SessionHeader{}, err
-	}
-	return l.header, nil
+	h, _, err := m.snapshot(ctx, sessionID)
+	return h, err
 }
 
 // Sessions implements Store.
@@ -235,27 +220,18 @@ func (m *memStore) list(ctx context.Context, keep func(*memLog) bool) ([]Session
 	if err := ctx.Err(); err != nil {
 		return nil, err
 	}
-	type listed struct {
-		created uint64
-		info    SessionInfo
-	}
-	var found []listed
+	var found []created
 	for i := range m.shards {
 		sh := &m.shards[i]
 		sh.mu.Lock()
 		for _, l := range sh.sessions {
 			if keep(l) {
-				found = append(found, listed{l.created, l.info()})
+				found = append(found, created{SessionInfo{Header: l.header, LastSeq: l.last}, l.created})
 			}
 		}
 		sh.mu.Unlock()
 	}
-	slices.SortFunc(found, func(a, b listed) int { return cmp.Compare(a.created, b.created) })
-	infos := make([]SessionInfo, len(found))
-	for i, f := range found {
-		infos[i] = f.info
-	}
-	return infos, nil
+	return inCreationOrder(found), nil
 }
 
 // Compact implements Store.
@@ -292,10 +268,7 @@ func (m *memStore) Compact(ctx context.Context, sessionID string, upTo uint64, s
 	// the same call (an agent appends its messages and a log-only record
 	// together); copying what is kept into a new one lets the removed
 	// data go once no reader holds the old slice.
-	slab := make([]byte, 0, dataSize(kept))
-	for i := range kept {
-		kept[i].Data = carve(&slab, kept[i].Data)
-	}
+	ownData(kept)
 	l.entries = kept
 	return nil
 }
@@ -453,6 +426,15 @@ func dataSize(entries []Entry) int {
 		n += len(e.Data)
 	}
 	return n
+}
+
+// ownData copies the data of entries into one new allocation of their
+// own.
+func ownData(entries []Entry) {
+	slab := make([]byte, 0, dataSize(entries))
+	for i := range entries {
+		entries[i].Data = carve(&slab, entries[i].Data)
+	}
 }
 
 // carve appends data to *slab and returns the copy, with its capacity

@@ -1,10 +1,12 @@
 package persistence
 
 import (
+	"cmp"
 	"context"
 	"encoding/json"
 	"errors"
 	"fmt"
+	"slices"
 	"time"
 
 	"github.com/subactor/subactor/internal/jsonv2"
@@ -198,7 +200,8 @@ type Store interface {
 	// with ErrInvalid, changing nothing, for an invalid summary, an upTo
 	// of 0 or past the log's end, or when no model-visible record is at
 	// or below upTo.
-	Compact(ctx context.Context, sessionID string, upTo uint64, summary Record) error // Delete removes a log, header and records, or fails with ErrNotFound.
+	Compact(ctx context.Context, sessionID string, upTo uint64, summary Record) error
+	// Delete removes a log, header and records, or fails with ErrNotFound.
 	// A provider rolling back a child it never published uses it so that no
 	// session row outlives a failed start (S4).
 	Delete(ctx context.Context, sessionID string) error
@@ -339,6 +342,22 @@ func toCompact(entries []Entry, last, upTo uint64) ([]uint64, error) {
 		return nil, fmt.Errorf("%w: no model-visible record at or below record %d", ErrInvalid, upTo)
 	}
 	return removed, nil
+}
+
+// created is a session listed with its creation number.
+type created struct {
+	info SessionInfo
+	n    uint64
+}
+
+// inCreationOrder sorts list oldest first and returns its sessions.
+func inCreationOrder(list []created) []SessionInfo {
+	slices.SortFunc(list, func(a, b created) int { return cmp.Compare(a.n, b.n) })
+	infos := make([]SessionInfo, len(list))
+	for i, c := range list {
+		infos[i] = c.info
+	}
+	return infos
 }
 
 // records is Load's answer from LoadFrom's: the records without their

@@ -20,8 +20,6 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"github.com/subactor/subactor/actors/internal/inline"
-	"github.com/subactor/subactor/internal/actorsraw"
 	"log/slog"
 	"slices"
 	"strconv"
@@ -30,11 +28,13 @@ import (
 	"time"
 
 	"github.com/asynkron/protoactor-go/actor"
-	"github.com/subactor/subactor/internal/ids"
 
 	"github.com/subactor/subactor/actors"
 	"github.com/subactor/subactor/actors/internal/guard"
+	"github.com/subactor/subactor/actors/internal/inline"
 	"github.com/subactor/subactor/actors/internal/reply"
+	"github.com/subactor/subactor/internal/actorsraw"
+	"github.com/subactor/subactor/internal/ids"
 	"github.com/subactor/subactor/persistence"
 	"github.com/subactor/subactor/subagent"
 )
@@ -228,32 +228,28 @@ func (m *Manager) Collect(ctx context.Context, parentSessionID, id string, wait 
 		return Task{}, fmt.Errorf("tasks: a collect's wait must be positive, not %v", wait)
 	}
 	limited, cancel := context.WithTimeout(ctx, wait)
-	m.await(limited, parentSessionID, id) // settled, timed out or gone: Get tells which
-	cancel()
-	if err := ctx.Err(); err != nil {
-		return Task{}, err
-	}
-	return m.Get(ctx, parentSessionID, id)
+	defer cancel()
+	return m.await(limited, ctx, parentSessionID, id) // settled, timed out or gone: Get tells which
 }
 
 // Await waits until the task is terminal and recorded and returns it, or
 // fails with ctx's error.
 func (m *Manager) Await(ctx context.Context, parentSessionID, id string) (Task, error) {
-	m.await(ctx, parentSessionID, id)
+	return m.await(ctx, ctx, parentSessionID, id)
+}
+
+// await waits until the task has settled, until ends or the manager is
+// gone, and then returns the task as Get does, or fails with ctx's error.
+func (m *Manager) await(until, ctx context.Context, parentSessionID, id string) (Task, error) {
+	w := &wait{parent: parentSessionID, id: id, key: strconv.FormatUint(m.waits.Add(1), 10)}
+	m.sys.Root.Send(m.pid, w)
+	if _, err := w.Wait(until, m.closed); err != nil {
+		m.sys.Root.Send(m.pid, unwait{parent: parentSessionID, id: id, key: w.key})
+	}
 	if err := ctx.Err(); err != nil {
 		return Task{}, err
 	}
 	return m.Get(ctx, parentSessionID, id)
-}
-
-// await waits until the task has settled, ctx ends or the manager is
-// gone.
-func (m *Manager) await(ctx context.Context, parentSessionID, id string) {
-	w := &wait{parent: parentSessionID, id: id, key: strconv.FormatUint(m.waits.Add(1), 10)}
-	m.sys.Root.Send(m.pid, w)
-	if _, err := w.Wait(ctx, m.closed); err != nil {
-		m.sys.Root.Send(m.pid, unwait{parent: parentSessionID, id: id, key: w.key})
-	}
 }
 
 // Kill stops a task and answers at once: its pending start is cancelled
@@ -290,27 +286,20 @@ func (m *Manager) List(ctx context.Context, parentSessionID string) ([]Task, err
 	for _, t := range live {
 		mine[t.ID] = true
 	}
-	var earlier []Task
-	var at []time.Time
+	var earlier []persistence.TaskRecord
 	for _, rec := range recs {
-		if mine[rec.ID] {
-			continue
+		if !mine[rec.ID] {
+			earlier = append(earlier, rec)
 		}
+	}
+	slices.SortStableFunc(earlier, func(x, y persistence.TaskRecord) int { return x.UpdatedAt.Compare(y.UpdatedAt) })
+	out := make([]Task, 0, len(earlier)+len(live))
+	for _, rec := range earlier {
 		t, err := fromRecord(rec)
 		if err != nil {
 			return nil, err
 		}
-		earlier = append(earlier, t)
-		at = append(at, rec.UpdatedAt)
-	}
-	idx := make([]int, len(earlier))
-	for i := range idx {
-		idx[i] = i
-	}
-	slices.SortStableFunc(idx, func(x, y int) int { return at[x].Compare(at[y]) })
-	out := make([]Task, 0, len(earlier)+len(live))
-	for _, i := range idx {
-		out = append(out, earlier[i])
+		out = append(out, t)
 	}
 	return append(out, live...), nil
 }

@@ -7,14 +7,13 @@ package main
 import (
 	"context"
 	"fmt"
-	"github.com/subactor/subactor/internal/agentproc"
 	"io"
-	"log/slog"
+	"maps"
 	"os"
 	"os/exec"
 	"path/filepath"
 	"regexp"
-	"sort"
+	"slices"
 	"strings"
 
 	"github.com/subactor/subactor/actors"
@@ -22,6 +21,7 @@ import (
 	"github.com/subactor/subactor/actors/providers/spawn"
 	"github.com/subactor/subactor/actors/registry"
 	"github.com/subactor/subactor/agent"
+	"github.com/subactor/subactor/internal/agentproc"
 	"github.com/subactor/subactor/persistence"
 	"github.com/subactor/subactor/subagent"
 	"github.com/subactor/subactor/tools/delegate"
@@ -65,7 +65,7 @@ func openJournal(data string, logs io.Writer) (*agentproc.Journal, error) {
 	if data == memoryData {
 		return nil, nil
 	}
-	j, err := agentproc.OpenJournal(filepath.Join(data, journalDir), slog.New(slog.NewTextHandler(logs, &slog.HandlerOptions{Level: slog.LevelWarn})))
+	j, err := agentproc.OpenJournal(filepath.Join(data, journalDir), logger(logs))
 	if err != nil {
 		return nil, &dataDirError{Dir: data, Err: err}
 	}
@@ -103,21 +103,19 @@ func readAgentServers(path string) (agentServers, error) {
 	if err != nil {
 		return agentServers{}, fmt.Errorf("-config: %w", err)
 	}
-	s := agentServers{path: path, cfgs: cfgs}
-	for name, c := range cfgs {
-		if strings.ContainsRune(c.Command, '/') && !filepath.IsAbs(c.Command) {
+	s := agentServers{path: path, cfgs: cfgs, names: slices.Sorted(maps.Keys(cfgs))}
+	for _, name := range s.names {
+		c := cfgs[name]
+		if !strings.ContainsRune(c.Command, '/') {
+			continue
+		}
+		if !filepath.IsAbs(c.Command) {
 			c.Command = filepath.Join(base, c.Command)
 			cfgs[name] = c
 		}
-		s.names = append(s.names, name)
-	}
-	sort.Strings(s.names)
-	for _, name := range s.names {
 		// exec would say only "permission denied".
-		if c := cfgs[name].Command; strings.ContainsRune(c, '/') {
-			if fi, err := os.Stat(c); err == nil && fi.IsDir() {
-				return agentServers{}, configErrorf("-config %s: agent server %q: command %s is a directory, not a program", path, name, c)
-			}
+		if fi, err := os.Stat(c.Command); err == nil && fi.IsDir() {
+			return agentServers{}, configErrorf("-config %s: agent server %q: command %s is a directory, not a program", path, name, c.Command)
 		}
 	}
 	return s, nil
@@ -175,33 +173,30 @@ type startShown struct {
 
 // Start implements subagent.Provider.
 func (p startShown) Start(ctx context.Context, req subagent.StartRequest) (subagent.Run, error) {
-	scope, _ := subagent.ScopeOf(ctx)
-	done := p.rep.starting(scope.RunID, p.Name())
-	r, err := p.Provider.Start(ctx, req)
-	done(startEnd(ctx, err))
-	return r, err
+	return p.shown(ctx, req, p.Provider.Start)
 }
 
 // Resume implements subagent.Resumer.
 func (p startShown) Resume(ctx context.Context, req subagent.StartRequest) (subagent.Run, error) {
-	scope, _ := subagent.ScopeOf(ctx)
-	done := p.rep.starting(scope.RunID, p.Name())
-	r, err := p.Provider.(subagent.Resumer).Resume(ctx, req)
-	done(startEnd(ctx, err))
-	return r, err
+	return p.shown(ctx, req, p.Provider.(subagent.Resumer).Resume)
 }
 
-// startEnd is how a start ended, as the reporter shows it: "" when the
-// child exists, aborted when ctx (the run's) was cancelled, error
-// otherwise.
-func startEnd(ctx context.Context, err error) subagent.StopReason {
+// shown shows start(ctx, req) on the reporter until it returns, and then
+// how it ended: "" when the child exists, aborted when ctx (the run's) was
+// cancelled, error otherwise.
+func (p startShown) shown(ctx context.Context, req subagent.StartRequest, start func(context.Context, subagent.StartRequest) (subagent.Run, error)) (subagent.Run, error) {
+	scope, _ := subagent.ScopeOf(ctx)
+	done := p.rep.starting(scope.RunID, p.Name())
+	r, err := start(ctx, req)
 	switch {
 	case err == nil:
-		return ""
+		done("")
 	case ctx.Err() != nil:
-		return subagent.Aborted
+		done(subagent.Aborted)
+	default:
+		done(subagent.Error)
 	}
-	return subagent.Error
+	return r, err
 }
 
 // register registers every server's provider on svc (see provider) and
@@ -212,23 +207,17 @@ func (s agentServers) register(svc *registry.Service, sys *actors.System, store 
 	if err != nil {
 		return nil, nil, configErrorf("-config %s: %v", s.path, err)
 	}
-	ps := make([]subagent.Provider, 0, len(s.names))
-	for _, server := range s.names {
-		p, err := s.provider(server, sys, store, dir, rep)
-		if err != nil {
-			return nil, nil, err
-		}
-		ps = append(ps, p)
-	}
-	return offerTools(svc, ps, names, store, maxDepth, "")
+	return offerTools(svc, s.names, names, store, maxDepth, "", func(server string) (subagent.Provider, error) {
+		return s.provider(server, sys, store, dir, rep)
+	})
 }
 
-// offerTools registers each provider of ACP agents on svc and returns a
-// delegate tool per provider, named names[its name], capped at maxDepth
-// like the subagent tool; where says where its agents run ("" for this
-// machine). The returned function closes the tools and unregisters the
-// providers.
-func offerTools(svc *registry.Service, ps []subagent.Provider, names map[string]string, store persistence.Store, maxDepth int, where string) ([]agent.Tool, func(), error) {
+// offerTools registers on svc the provider newProvider makes of each of
+// providers, agents of ACP agent servers, and returns a delegate tool per
+// provider, named names[its name], capped at maxDepth like the subagent
+// tool; where says where its agents run ("" for this machine). The
+// returned function closes the tools and unregisters the providers.
+func offerTools(svc *registry.Service, providers []string, names map[string]string, store persistence.Store, maxDepth int, where string, newProvider func(string) (subagent.Provider, error)) ([]agent.Tool, func(), error) {
 	var closers []func()
 	closeAll := func() {
 		for i := len(closers) - 1; i >= 0; i-- {
@@ -236,15 +225,18 @@ func offerTools(svc *registry.Service, ps []subagent.Provider, names map[string]
 		}
 	}
 	var tools []agent.Tool
-	for _, p := range ps {
-		release, err := svc.RegisterProvider(p)
+	for _, name := range providers {
+		p, err := newProvider(name)
+		var release func()
+		if err == nil {
+			release, err = svc.RegisterProvider(p)
+		}
 		if err != nil {
 			closeAll()
 			return nil, nil, err
 		}
-		closers = append(closers, release)
 		t := delegate.New(delegate.Config{Service: svc, Provider: p.Name(), Name: names[p.Name()], MaxDepth: maxDepth, Store: store})
-		closers = append(closers, t.Close)
+		closers = append(closers, release, t.Close)
 		tools = append(tools, agentTool{Tool: t, server: p.Name(), where: where})
 	}
 	return tools, closeAll, nil

@@ -7,7 +7,6 @@ import (
 	"flag"
 	"fmt"
 	"io"
-	"log/slog"
 	"os"
 	"path/filepath"
 	"slices"
@@ -224,9 +223,7 @@ func runCommand(ctx context.Context, args []string, stdout, stderr io.Writer) in
 		return exitOK
 	}
 	if err != nil {
-		// It may carry an agent's stderr or an endpoint's words.
-		fmt.Fprintf(stderr, "%s run: %s\n", prog, clean(err.Error()))
-		return exitCode(err)
+		return failed(stderr, "run", err)
 	}
 	if o.json {
 		res := jsonResult{Type: typeResult, SessionID: out.session, StopReason: string(out.res.StopReason), Detail: out.res.Detail, Answer: subagent.TextOf(out.res.Output), Usage: out.res.Usage}
@@ -265,6 +262,14 @@ func exitCode(err error) int {
 	return exitFailed
 }
 
+// failed prints err, cleaned (it may carry an agent's stderr or an
+// endpoint's words), as command's error on stderr and returns its exit
+// code.
+func failed(stderr io.Writer, command string, err error) int {
+	fmt.Fprintf(stderr, "%s %s: %s\n", prog, command, clean(err.Error()))
+	return exitCode(err)
+}
+
 // newReporter is the progress view a command's flags and stdout call for:
 // none with quiet, JSON lines with json, the live view on a terminal and
 // plain lines otherwise.
@@ -273,7 +278,7 @@ func newReporter(quiet, json bool, stdout io.Writer) reporter {
 	case quiet:
 		return newProgress(io.Discard)
 	case json:
-		return newJSONProgress(stdout)
+		return &jsonProgress{enc: newEncoder(stdout)}
 	case isTerminal(stdout):
 		return newLive(stdout)
 	}
@@ -351,40 +356,32 @@ func usage(w io.Writer) {
 // code (0 after -h).
 func parseRun(args []string, stderr io.Writer) (o options, code int, ok bool) {
 	fs := runFlags(&o)
-	fs.SetOutput(stderr)
-	fs.Usage = func() { usage(stderr) }
-	if err := fs.Parse(args); err != nil {
-		if errors.Is(err, flag.ErrHelp) {
-			return o, exitOK, false
-		}
-		return o, exitUsage, false
+	if code, ok := parseFlags(fs, args, stderr); !ok {
+		return o, code, false
 	}
 	set := map[string]bool{}
 	fs.Visit(func(f *flag.Flag) { set[f.Name] = true })
+	var msg string
 	switch {
 	case set["continue"] && o.cont == "":
-		fmt.Fprintf(stderr, "%s run: -continue needs a session id\n", prog)
-		return o, exitUsage, false
+		msg = "-continue needs a session id"
 	case o.cont != "" && set["dir"]:
-		fmt.Fprintf(stderr, "%s run: -dir cannot be used with -continue: a session surveys the directory it started with\n", prog)
-		return o, exitUsage, false
+		msg = "-dir cannot be used with -continue: a session surveys the directory it started with"
 	case o.cont == "" && fs.NArg() > 0:
-		fmt.Fprintf(stderr, "%s run: unexpected argument %q (a prompt is given only with -continue)\n", prog, fs.Arg(0))
-		return o, exitUsage, false
+		msg = fmt.Sprintf("unexpected argument %q (a prompt is given only with -continue)", fs.Arg(0))
 	case o.maxDepth < 0:
-		fmt.Fprintf(stderr, "%s run: -max-depth %d must not be negative\n", prog, o.maxDepth)
-		return o, exitUsage, false
+		msg = fmt.Sprintf("-max-depth %d must not be negative", o.maxDepth)
 	case o.limits.header < 0 || o.limits.idle < 0 || o.limits.call < 0:
-		fmt.Fprintf(stderr, "%s run: -header-timeout, -idle-timeout and -call-timeout must not be negative\n", prog)
-		return o, exitUsage, false
+		msg = "-header-timeout, -idle-timeout and -call-timeout must not be negative"
 	case set["models"] && o.modelsFile == "":
-		fmt.Fprintf(stderr, "%s run: -models needs a file\n", prog)
-		return o, exitUsage, false
+		msg = "-models needs a file"
 	case set["config"] && o.config == "":
-		fmt.Fprintf(stderr, "%s run: -config needs a file\n", prog)
-		return o, exitUsage, false
+		msg = "-config needs a file"
 	case set["provider"] && !o.cluster:
-		fmt.Fprintf(stderr, "%s run: -provider names agent servers on cluster members: give -cluster too\n", prog)
+		msg = "-provider names agent servers on cluster members: give -cluster too"
+	}
+	if msg != "" {
+		fmt.Fprintf(stderr, "%s run: %s\n", prog, msg)
 		return o, exitUsage, false
 	}
 	o.prompt = strings.Join(fs.Args(), " ")
@@ -506,7 +503,7 @@ func survey(ctx context.Context, o options, m models, out io.Writer, rep reporte
 		defer member.Stop()
 		sys = member.System()
 	} else {
-		sys = actors.NewSystem(actors.WithLogger(slog.New(slog.NewTextHandler(logs, &slog.HandlerOptions{Level: slog.LevelWarn}))))
+		sys = actors.NewSystem(actors.WithLogger(logger(logs)))
 		defer sys.Shutdown()
 	}
 	svc := registry.New(sys)
@@ -573,12 +570,7 @@ func survey(ctx context.Context, o options, m models, out io.Writer, rep reporte
 		return outcome{}, err
 	}
 	defer top.Close()
-	if o.json {
-		err = newEncoder(out).Encode(jsonEvent{Type: typeSession, SessionID: top.SessionID()})
-	} else {
-		_, err = fmt.Fprintf(out, "session %s\n", top.SessionID())
-	}
-	if err != nil {
+	if err := printSession(out, o.json, top.SessionID()); err != nil {
 		return outcome{}, err
 	}
 	// The view closes after the listener is released (deferred calls run

@@ -7,7 +7,6 @@ import (
 	"flag"
 	"fmt"
 	"io"
-	"log/slog"
 	"os"
 	"path/filepath"
 	"strings"
@@ -71,8 +70,7 @@ func parseDelegate(args []string, stderr io.Writer) (o delegateOptions, code int
 	if o.cluster && o.config != "" {
 		// The file's "cluster" object gives the cluster flags not given.
 		if _, _, err := applyClusterKeys(fs, o.config, &o.clusterOpts); err != nil {
-			fmt.Fprintf(stderr, "%s delegate: %s\n", prog, clean(err.Error()))
-			return o, exitCode(err), false
+			return o, failed(stderr, "delegate", err), false
 		}
 	}
 	var msg string
@@ -110,24 +108,19 @@ func delegateCommand(ctx context.Context, args []string, stdout, stderr io.Write
 		// The session says which server and directory.
 		return continueCommand(ctx, o, stdout, stderr)
 	}
-	fail := func(err error) int {
-		// It may carry the agent's stderr.
-		fmt.Fprintf(stderr, "%s delegate: %s\n", prog, clean(err.Error()))
-		return exitCode(err)
-	}
 	servers, err := loadAgentServers(o.config)
 	if err != nil {
-		return fail(err)
+		return failed(stderr, "delegate", err)
 	}
 	name, err := servers.pick(o.provider)
 	if err != nil {
-		return fail(err)
+		return failed(stderr, "delegate", err)
 	}
 	dir := servers.cfgs[name].Dir
 	if dir == "" {
 		// Checked before the data directory is touched, as run does.
 		if dir, err = enterableDir(o.dir); err != nil {
-			return fail(err)
+			return failed(stderr, "delegate", err)
 		}
 	}
 	if w := shadowWarning(); w != "" {
@@ -135,7 +128,7 @@ func delegateCommand(ctx context.Context, args []string, stdout, stderr io.Write
 	}
 	out, err := delegateOnce(ctx, o, servers, name, dir, stdout, newReporter(o.quiet, o.json, stdout), stderr)
 	if err != nil {
-		return fail(err)
+		return failed(stderr, "delegate", err)
 	}
 	return reportChild("delegate", out, o.json, o.quiet, stdout, stderr)
 }
@@ -248,12 +241,7 @@ func delegateOnce(ctx context.Context, o delegateOptions, servers agentServers, 
 	}
 	closeParent := sync.OnceFunc(parent.Close)
 	defer closeParent()
-	if o.json {
-		err = newEncoder(out).Encode(jsonEvent{Type: typeSession, SessionID: parent.SessionID()})
-	} else {
-		_, err = fmt.Fprintf(out, "session %s\n", parent.SessionID())
-	}
-	if err != nil {
+	if err := printSession(out, o.json, parent.SessionID()); err != nil {
 		return outcome{}, err
 	}
 	defer rep.close()
@@ -288,7 +276,7 @@ func delegateOnce(ctx context.Context, o delegateOptions, servers agentServers, 
 // server name, working in dir, as tasks recorded in store, its starts
 // shown on rep; the returned func closes it all, killing what still runs.
 func continuables(store persistence.Store, servers agentServers, name, dir string, logs io.Writer, rep reporter) (*registry.Service, *tasks.Manager, func(), error) {
-	sys := actors.NewSystem(actors.WithLogger(slog.New(slog.NewTextHandler(logs, &slog.HandlerOptions{Level: slog.LevelWarn}))))
+	sys := actors.NewSystem(actors.WithLogger(logger(logs)))
 	taskStore, _ := store.(persistence.TaskStore) // both stores keep tasks
 	mgr := tasks.New(sys, taskStore)
 	svc := registry.New(sys, registry.WithTasks(mgr))

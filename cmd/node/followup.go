@@ -61,9 +61,7 @@ func sendCommand(ctx context.Context, args []string, stdout, stderr io.Writer) i
 	o.session, o.child = fs.Arg(0), fs.Arg(1)
 	out, err := sendOnce(ctx, o, stdout, newReporter(o.quiet, o.json, stdout), stderr)
 	if err != nil {
-		// It may carry the agent's stderr.
-		fmt.Fprintf(stderr, "%s send: %s\n", prog, clean(err.Error()))
-		return exitCode(err)
+		return failed(stderr, "send", err)
 	}
 	return reportChild("send", out, o.json, o.quiet, stdout, stderr)
 }
@@ -110,12 +108,7 @@ func sendOnce(ctx context.Context, o sendOptions, out io.Writer, rep reporter, l
 		return outcome{}, err
 	}
 	parent := owner{h}
-	if o.json {
-		err = newEncoder(out).Encode(jsonEvent{Type: typeSession, SessionID: o.session})
-	} else {
-		_, err = fmt.Fprintf(out, "session %s\n", o.session)
-	}
-	if err != nil {
+	if err := printSession(out, o.json, o.session); err != nil {
 		return outcome{}, err
 	}
 	defer rep.close()

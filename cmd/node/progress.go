@@ -45,9 +45,7 @@ const (
 func every(d time.Duration, f func()) (stop func()) {
 	done := make(chan struct{})
 	var wg sync.WaitGroup
-	wg.Add(1)
-	go func() {
-		defer wg.Done()
+	wg.Go(func() {
 		t := time.NewTicker(d)
 		defer t.Stop()
 		for {
@@ -58,7 +56,7 @@ func every(d time.Duration, f func()) (stop func()) {
 				return
 			}
 		}
-	}()
+	})
 	return sync.OnceFunc(func() {
 		close(done)
 		wg.Wait()
@@ -96,7 +94,7 @@ func (p *progress) event(ev subagent.Event) error {
 			p.println(ev.RunID, line)
 		}
 	case subagent.RunEnded:
-		p.println(ev.RunID, endText(ev, p.since[ev.RunID]))
+		p.println(ev.RunID, endedText(ev.StopReason, p.since[ev.RunID]))
 		delete(p.since, ev.RunID)
 	case subagent.ListenerOverflow, subagent.ListenerFailed:
 		fmt.Fprintf(p.w, "progress incomplete: %s\n", subagent.TypeOf(ev))
@@ -150,18 +148,13 @@ func stepText(ev subagent.RunProgress) string {
 	}
 	line := fmt.Sprintf("step %d %s", ev.Step, word)
 	if ev.Text != "" {
-		first, _, _ := strings.Cut(ev.Text, "\n")
-		line += " " + first
+		line += " " + firstLine(ev.Text)
 	}
 	return line
 }
 
-// endText is the line of a child's end after its id, with the time since it
-// started.
-func endText(ev subagent.RunEnded, since time.Time) string {
-	return endedText(ev.StopReason, since)
-}
-
+// endedText is the line of a child's end after its id, with the time since
+// it started.
 func endedText(reason subagent.StopReason, since time.Time) string {
 	return fmt.Sprintf("ended: %s in %s", reason, time.Since(since).Round(time.Microsecond))
 }
@@ -179,6 +172,16 @@ const (
 	typeSession = "node/session"
 	typeResult  = "node/result"
 )
+
+// printSession writes "session <id>" to w once the session exists, with
+// asJSON its node/session record.
+func printSession(w io.Writer, asJSON bool, id string) error {
+	if asJSON {
+		return newEncoder(w).Encode(jsonEvent{Type: typeSession, SessionID: id})
+	}
+	_, err := fmt.Fprintf(w, "session %s\n", id)
+	return err
+}
 
 // usageLine is the run's token totals, its children's included:
 //
@@ -223,8 +226,6 @@ type jsonResult struct {
 // jsonProgress prints every run event, streamed text included, as one JSON
 // object per line.
 type jsonProgress struct{ enc *json.Encoder }
-
-func newJSONProgress(w io.Writer) *jsonProgress { return &jsonProgress{enc: newEncoder(w)} }
 
 // newEncoder writes one JSON value per line, "<" and ">" as they are, and
 // no control character raw.
@@ -363,7 +364,7 @@ func (l *live) event(ev subagent.Event) error {
 			since = c.since
 			l.running = slices.DeleteFunc(l.running, func(r *liveChild) bool { return r == c })
 		}
-		final = fmt.Sprintf("child %s %s", short(ev.RunID), endText(ev, since))
+		final = fmt.Sprintf("child %s %s", short(ev.RunID), endedText(ev.StopReason, since))
 		if msg := firstLine(ev.LastAssistantMessage); msg != "" {
 			final += ": " + clip(msg, liveText)
 		}

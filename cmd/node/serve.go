@@ -104,6 +104,7 @@ func join(cfg cluster.Config, logs io.Writer) (*cluster.Node, error) {
 	return n, err
 }
 
+// logger logs warnings and errors to logs as text.
 func logger(logs io.Writer) *slog.Logger {
 	return slog.New(slog.NewTextHandler(logs, &slog.HandlerOptions{Level: slog.LevelWarn}))
 }
@@ -238,17 +239,13 @@ func serveCommand(ctx context.Context, args []string, stdout, stderr io.Writer) 
 	if code, ok := parseFlags(fs, args, stderr); !ok {
 		return code
 	}
-	fail := func(err error) int {
-		fmt.Fprintf(stderr, "%s serve: %s\n", prog, clean(err.Error()))
-		return exitCode(err)
-	}
 	if fs.NArg() > 0 {
-		return fail(configErrorf("serve takes no arguments, got %q", fs.Args()))
+		return failed(stderr, "serve", configErrorf("serve takes no arguments, got %q", fs.Args()))
 	}
 	if o.config != "" {
 		k, set, err := applyClusterKeys(fs, o.config, &o.cluster)
 		if err != nil {
-			return fail(err)
+			return failed(stderr, "serve", err)
 		}
 		if !set["offer"] && len(k.Offer) > 0 {
 			o.offer = strings.Join(k.Offer, ",")
@@ -262,31 +259,31 @@ func serveCommand(ctx context.Context, args []string, stdout, stderr io.Writer) 
 	}
 	cfg, err := o.cluster.config()
 	if err != nil {
-		return fail(err)
+		return failed(stderr, "serve", err)
 	}
 	cfg.Capacity = o.capacity
 	if o.capacity <= 0 {
-		return fail(configErrorf("-capacity %d: a node hosts at least one run", o.capacity))
+		return failed(stderr, "serve", configErrorf("-capacity %d: a node hosts at least one run", o.capacity))
 	}
 	// The runs of its providers live on the node's actor system.
 	cfg.System = actors.NewSystem(actors.WithLogger(clusterwire.QuietLogger(logger(stderr))))
 	providers, closeProviders, err := o.providers(cfg.System)
 	if err != nil {
 		cfg.System.Shutdown()
-		return fail(err)
+		return failed(stderr, "serve", err)
 	}
 	defer closeProviders()
 	cfg.Providers = providers
 	n, err := join(cfg, stderr)
 	if err != nil {
 		cfg.System.Shutdown()
-		return fail(err)
+		return failed(stderr, "serve", err)
 	}
-	var offered []string
+	var names []string
 	for _, p := range providers {
-		offered = append(offered, p.Name())
+		names = append(names, p.Name())
 	}
-	fmt.Fprintf(stdout, "member %s at %s offering [%s], capacity %d\n", n.ID(), n.Address(), strings.Join(offered, " "), o.capacity)
+	fmt.Fprintf(stdout, "member %s at %s offering [%s], capacity %d\n", n.ID(), n.Address(), strings.Join(names, " "), o.capacity)
 	<-ctx.Done()
 	fmt.Fprintf(stderr, "%s serve: leaving the cluster...\n", prog)
 	leaveCtx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
@@ -374,19 +371,15 @@ func statusCommand(ctx context.Context, args []string, stdout, stderr io.Writer)
 	if code, ok := parseFlags(fs, args, stderr); !ok {
 		return code
 	}
-	fail := func(err error) int {
-		fmt.Fprintf(stderr, "%s status: %s\n", prog, clean(err.Error()))
-		return exitCode(err)
-	}
 	if config != "" {
 		if _, _, err := applyClusterKeys(fs, config, &o); err != nil {
-			return fail(err)
+			return failed(stderr, "status", err)
 		}
 	}
 	// One membership round: the members that answer it.
 	n, err := joinAndWait(ctx, o, stderr, "status", "the other members", func(ms []cluster.Member) bool { return len(ms) > 1 })
 	if err != nil {
-		return fail(err)
+		return failed(stderr, "status", err)
 	}
 	defer n.Stop()
 	for _, l := range remote.Status(ctx, n, time.Second) {
@@ -404,29 +397,25 @@ func statusCommand(ctx context.Context, args []string, stdout, stderr io.Writer)
 // member offering nothing and delegates to the agent server -provider on
 // a member that offers it, printing what delegate prints.
 func clusterDelegate(ctx context.Context, o delegateOptions, stdout, stderr io.Writer) int {
-	fail := func(err error) int {
-		fmt.Fprintf(stderr, "%s delegate: %s\n", prog, clean(err.Error()))
-		return exitCode(err)
-	}
 	if o.provider == "" {
-		return fail(configErrorf("-cluster needs -provider NAME: the agent server a member offers"))
+		return failed(stderr, "delegate", configErrorf("-cluster needs -provider NAME: the agent server a member offers"))
 	}
 	n, err := joinAndWait(ctx, o.clusterOpts, stderr, "delegate", "a member offering "+o.provider, func(ms []cluster.Member) bool {
-		return slices.ContainsFunc(ms, func(m cluster.Member) bool { return m.Offers(o.provider) })
+		return offered(ms, o.provider)
 	})
 	if err != nil {
-		return fail(err)
+		return failed(stderr, "delegate", err)
 	}
 	defer n.Stop()
 	rp, err := remote.New(remote.Config{Name: o.provider, Node: n})
 	if err != nil {
-		return fail(err)
+		return failed(stderr, "delegate", err)
 	}
 	svc := registry.New(n.System())
 	defer svc.Close()
 	release, err := svc.RegisterProvider(rp)
 	if err != nil {
-		return fail(err)
+		return failed(stderr, "delegate", err)
 	}
 	defer release()
 	parent, err := agent.New(ctx, agent.Config{
@@ -434,17 +423,12 @@ func clusterDelegate(ctx context.Context, o delegateOptions, stdout, stderr io.W
 		Header: subagent.SessionHeader{SessionID: ids.New()},
 	})
 	if err != nil {
-		return fail(err)
+		return failed(stderr, "delegate", err)
 	}
 	defer parent.Close()
 	rep := newReporter(o.quiet, o.json, stdout)
-	if o.json {
-		err = newEncoder(stdout).Encode(jsonEvent{Type: typeSession, SessionID: parent.SessionID()})
-	} else {
-		_, err = fmt.Fprintf(stdout, "session %s\n", parent.SessionID())
-	}
-	if err != nil {
-		return fail(err)
+	if err := printSession(stdout, o.json, parent.SessionID()); err != nil {
+		return failed(stderr, "delegate", err)
 	}
 	events := svc.ListenParent(parent.SessionID(), rep.event)
 	run, err := svc.Start(ctx, o.provider, subagent.StartRequest{
@@ -453,7 +437,7 @@ func clusterDelegate(ctx context.Context, o delegateOptions, stdout, stderr io.W
 	if err != nil {
 		events.Release()
 		rep.close()
-		return fail(err)
+		return failed(stderr, "delegate", err)
 	}
 	stopSteering := func() {}
 	if o.steer {
@@ -468,7 +452,7 @@ func clusterDelegate(ctx context.Context, o delegateOptions, stdout, stderr io.W
 	events.Release()
 	rep.close()
 	if err != nil {
-		return fail(err)
+		return failed(stderr, "delegate", err)
 	}
 	return reportChild("delegate", outcome{session: parent.SessionID(), res: res}, o.json, o.quiet, stdout, stderr)
 }
@@ -543,9 +527,6 @@ func remoteProviders(list string, servers agentServers) ([]string, error) {
 // providers or one loss bound passed. A provider none offers by then is
 // a warning: delegating to it fails until a member offers it.
 func joinForRun(ctx context.Context, o clusterOptions, providers []string, logs io.Writer) (*cluster.Node, error) {
-	offered := func(ms []cluster.Member, p string) bool {
-		return slices.ContainsFunc(ms, func(m cluster.Member) bool { return m.Offers(p) })
-	}
 	n, err := joinAndWait(ctx, o, logs, "run", "members offering "+strings.Join(providers, ", "), func(ms []cluster.Member) bool {
 		return !slices.ContainsFunc(providers, func(p string) bool { return !offered(ms, p) })
 	})
@@ -561,6 +542,11 @@ func joinForRun(ctx context.Context, o clusterOptions, providers []string, logs 
 	return n, nil
 }
 
+// offered says whether one of ms offers the provider p.
+func offered(ms []cluster.Member, p string) bool {
+	return slices.ContainsFunc(ms, func(m cluster.Member) bool { return m.Offers(p) })
+}
+
 // registerRemote registers on svc a remote provider per name, placing its
 // runs on n's peers, and returns their delegate tools (see offerTools),
 // named by agentToolNames beside the tool names taken.
@@ -569,13 +555,7 @@ func registerRemote(svc *registry.Service, n *cluster.Node, providers []string, 
 	if err != nil {
 		return nil, nil, configErrorf("-provider: %v", err)
 	}
-	ps := make([]subagent.Provider, 0, len(providers))
-	for _, name := range providers {
-		p, err := remote.New(remote.Config{Name: name, Node: n})
-		if err != nil {
-			return nil, nil, err
-		}
-		ps = append(ps, p)
-	}
-	return offerTools(svc, ps, names, store, maxDepth, "on a member of the cluster")
+	return offerTools(svc, providers, names, store, maxDepth, "on a member of the cluster", func(name string) (subagent.Provider, error) {
+		return remote.New(remote.Config{Name: name, Node: n})
+	})
 }

@@ -19,7 +19,6 @@ const (
 	// LimitReached says, once a run and with IsError set, that a bound
 	// of the provider refused something the agent asked (too many
 	// requests in flight, or too many bytes held for them): the agent
-	// got an error answer. Text
-	// says which.
+	// got an error answer. Text says which.
 	LimitReached subagent.ProgressKind = "acp-limit"
 )

@@ -42,16 +42,21 @@ func (d ProviderData) Encode() (json.RawMessage, error) {
 
 // ParseProviderData validates a descriptor's provider data strictly (every
 // key known and present once, exact case, no null). Data of another
-// version fails with subagent.ErrNotResumable; malformed
-// data is a *subagent.InvalidRequestError wrapping
-// descriptor.ErrMalformed.
+// version fails with subagent.ErrNotResumable; malformed data is a
+// *subagent.InvalidRequestError wrapping descriptor.ErrMalformed.
 func ParseProviderData(raw json.RawMessage) (ProviderData, error) {
 	if len(raw) == 0 {
 		return ProviderData{}, &NotResumableError{Reason: "its descriptor has no ACP provider data"}
 	}
+	// bad is malformed data, with the fault worded as package descriptor
+	// words a malformed descriptor.
 	bad := func(reason string, err error) error {
-		return &subagent.InvalidRequestError{Field: "continuation", Reason: "ACP provider data: " + reason,
-			Fault: malformed("ACP provider data: "+reason, err)}
+		reason = "ACP provider data: " + reason
+		fault := fmt.Errorf("%w: %s", descriptor.ErrMalformed, reason)
+		if err != nil {
+			fault = fmt.Errorf("%w: %s: %w", descriptor.ErrMalformed, reason, err)
+		}
+		return &subagent.InvalidRequestError{Field: "continuation", Reason: reason, Fault: fault}
 	}
 	var d ProviderData
 	if found, err := jsonv2.Member(raw, "version", &d.Version); err != nil {
@@ -88,15 +93,6 @@ func ParseProviderData(raw json.RawMessage) (ProviderData, error) {
 		return ProviderData{}, bad(fmt.Sprintf("cwd %q is not absolute", d.Cwd), nil)
 	}
 	return d, nil
-}
-
-// malformed is a malformed descriptor's error, as package descriptor
-// words it.
-func malformed(reason string, err error) error {
-	if err == nil {
-		return fmt.Errorf("%w: %s", descriptor.ErrMalformed, reason)
-	}
-	return fmt.Errorf("%w: %s: %w", descriptor.ErrMalformed, reason, err)
 }
 
 // NotResumableError says why a child cannot be resumed; it wraps

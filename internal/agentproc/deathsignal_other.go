@@ -4,5 +4,6 @@ package agentproc
 
 import "syscall"
 
-// withDeathSignal does nothing: this system has no parent-death signal.
-func withDeathSignal(*syscall.SysProcAttr) {}
+// groupLeader is how an agent is started: as the leader of a new process
+// group (this system has no parent-death signal).
+func groupLeader() *syscall.SysProcAttr { return &syscall.SysProcAttr{Setpgid: true} }

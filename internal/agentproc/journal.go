@@ -75,10 +75,10 @@ func (r groupRecord) since() uint64 {
 const recordExt = ".json"
 
 // OpenJournal opens the journal in dir (created, 0700, with its first
-// record), and first ends what the records an earlier process left there name (see
-// Journal), sending SIGKILL: the process that could have stopped them
-// gracefully is gone. It logs what it ended to log at Warn level, and
-// removes those records. A nil log discards.
+// record), and first ends what the records an earlier process left there
+// name (see Journal), sending SIGKILL: the process that could have
+// stopped them gracefully is gone. It logs what it ended to log at Warn
+// level, and removes those records. A nil log discards.
 func OpenJournal(dir string, log *slog.Logger) (*Journal, error) {
 	if log == nil {
 		log = slog.New(slog.DiscardHandler)

@@ -10,9 +10,11 @@ import (
 	"errors"
 	"io"
 	"log/slog"
+	"maps"
 	"os"
 	"os/exec"
 	"runtime"
+	"slices"
 	"sync"
 	"time"
 
@@ -105,23 +107,20 @@ func Launch(command string, args []string, dir string, env []string, stopWait ti
 			_ = f.Close()
 		}
 	}
-	pipe := func() (r, w *os.File, err error) {
-		r, w, err = os.Pipe()
+	// pipe makes a pipe unless one failed already; err is the first
+	// failure.
+	var err error
+	pipe := func() (r, w *os.File) {
 		if err == nil {
-			files = append(files, r, w)
+			if r, w, err = os.Pipe(); err == nil {
+				files = append(files, r, w)
+			}
 		}
-		return r, w, err
+		return r, w
 	}
-	inR, inW, err := pipe()
-	if err != nil {
-		return nil, err
-	}
-	outR, outW, err := pipe()
-	if err != nil {
-		closeAll()
-		return nil, err
-	}
-	errR, errW, err := pipe()
+	inR, inW := pipe()
+	outR, outW := pipe()
+	errR, errW := pipe()
 	if err != nil {
 		closeAll()
 		return nil, err
@@ -170,14 +169,15 @@ func Launch(command string, args []string, dir string, env []string, stopWait ti
 func (p *Proc) run(started chan<- error) {
 	runtime.LockOSThread()
 	defer runtime.UnlockOSThread()
-	var err error
-	agents.forking(func() {
-		if err = p.cmd.Start(); err == nil {
-			p.pid = p.cmd.Process.Pid
-			p.ref = identify(p.pid)
-			agents.add(p)
-		}
-	})
+	// Started and registered under fork (see registry).
+	agents.fork.RLock()
+	err := p.cmd.Start()
+	if err == nil {
+		p.pid = p.cmd.Process.Pid
+		p.ref = identify(p.pid)
+		agents.add(p)
+	}
+	agents.fork.RUnlock()
 	started <- err
 	if err != nil {
 		return
@@ -209,12 +209,10 @@ func (p *Proc) ExitStatus() string {
 
 // ExitedWithin waits up to d for the leader to be reaped.
 func (p *Proc) ExitedWithin(d time.Duration) bool {
-	t := time.NewTimer(d)
-	defer t.Stop()
 	select {
 	case <-p.exited:
 		return true
-	case <-t.C:
+	case <-time.After(d):
 		return false
 	}
 }
@@ -291,14 +289,13 @@ func (p *Proc) endStrays() {
 // goneWithin polls alive until it turns false or d has passed, and says
 // whether it turned false.
 func goneWithin(d time.Duration, alive func() bool) bool {
-	deadline := time.NewTimer(d)
-	defer deadline.Stop()
+	deadline := time.After(d)
 	tick := time.NewTicker(groupPoll)
 	defer tick.Stop()
 	for alive() {
 		select {
 		case <-tick.C:
-		case <-deadline.C:
+		case <-deadline:
 			return !alive()
 		}
 	}
@@ -319,12 +316,6 @@ type registry struct {
 	mu   sync.Mutex
 	// procs is guarded by mu.
 	procs map[*Proc]struct{}
-}
-
-func (r *registry) forking(f func()) {
-	r.fork.RLock()
-	defer r.fork.RUnlock()
-	f()
 }
 
 func (r *registry) add(p *Proc) {
@@ -367,11 +358,7 @@ func (r *registry) count() int {
 func (r *registry) list() []*Proc {
 	r.mu.Lock()
 	defer r.mu.Unlock()
-	out := make([]*Proc, 0, len(r.procs))
-	for p := range r.procs {
-		out = append(out, p)
-	}
-	return out
+	return slices.Collect(maps.Keys(r.procs))
 }
 
 // KillAgents sends SIGKILL to the process group of every agent this
@@ -381,10 +368,10 @@ func (r *registry) list() []*Proc {
 // resort before it exits at once (a second Ctrl-C): the ladder is the
 // graceful way. It returns once the leaders are reaped (at most a second)
 // and, while this process adopts orphans (AdoptOrphans), the children
-// they left have been sent SIGKILL too. Agents it killed are still reaped and their journal
-// records removed by their own ladders if the program lives on; if it
-// exits, the records stay for the next OpenJournal on the directory,
-// which finds nothing left to end.
+// they left have been sent SIGKILL too. Agents it killed are still
+// reaped and their journal records removed by their own ladders if the
+// program lives on; if it exits, the records stay for the next
+// OpenJournal on the directory, which finds nothing left to end.
 func KillAgents() {
 	procs := agents.list()
 	for _, p := range procs {
@@ -393,12 +380,13 @@ func KillAgents() {
 	}
 	// The leaders die at once; while this process adopts orphans, what
 	// they leave becomes its child, found without a tag.
-	deadline := time.NewTimer(killWait)
-	defer deadline.Stop()
+	expired := time.After(killWait)
+wait:
 	for _, p := range procs {
 		select {
 		case <-p.exited:
-		case <-deadline.C:
+		case <-expired: // fires once: the leaders left are not waited for
+			break wait
 		}
 	}
 	signalStrays(adopted(), kill)

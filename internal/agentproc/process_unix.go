@@ -4,21 +4,12 @@ package agentproc
 
 import (
 	"errors"
-	"syscall"
 
 	"golang.org/x/sys/unix"
 )
 
 // processGroups: Unix has them.
 const processGroups = true
-
-// groupLeader is how an agent is started: as the leader of a new process
-// group, with a parent-death signal where the system offers one.
-func groupLeader() *syscall.SysProcAttr {
-	attr := &syscall.SysProcAttr{Setpgid: true}
-	withDeathSignal(attr)
-	return attr
-}
 
 var unixSignals = map[stopSignal]unix.Signal{terminate: unix.SIGTERM, kill: unix.SIGKILL}
 

@@ -44,39 +44,21 @@ func New(cfg Config) (*Client, error) {
 	if cfg.HTTPClient == nil {
 		cfg.HTTPClient = http.DefaultClient
 	}
-	if cfg.MaxAttempts <= 0 {
-		cfg.MaxAttempts = 4
-	}
-	if cfg.Backoff <= 0 {
-		cfg.Backoff = 500 * time.Millisecond
-	}
-	if cfg.MaxBackoff <= 0 {
-		cfg.MaxBackoff = 30 * time.Second
-	}
-	if cfg.MaxRetryAfter <= 0 {
-		cfg.MaxRetryAfter = time.Minute
-	}
 	if cfg.sleep == nil {
 		cfg.sleep = sleep
 	}
 	if cfg.now == nil {
 		cfg.now = time.Now
 	}
-	if cfg.HeaderTimeout <= 0 {
-		cfg.HeaderTimeout = DefaultHeaderTimeout
-	}
-	if cfg.IdleTimeout <= 0 {
-		cfg.IdleTimeout = DefaultIdleTimeout
-	}
-	if cfg.CallTimeout <= 0 {
-		cfg.CallTimeout = DefaultCallTimeout
-	}
-	if cfg.MaxReplyBytes <= 0 {
-		cfg.MaxReplyBytes = defaultMaxReplyBytes
-	}
-	if cfg.MaxEventBytes <= 0 {
-		cfg.MaxEventBytes = defaultMaxEventBytes
-	}
+	orDefault(&cfg.MaxAttempts, 4)
+	orDefault(&cfg.Backoff, 500*time.Millisecond)
+	orDefault(&cfg.MaxBackoff, 30*time.Second)
+	orDefault(&cfg.MaxRetryAfter, time.Minute)
+	orDefault(&cfg.HeaderTimeout, DefaultHeaderTimeout)
+	orDefault(&cfg.IdleTimeout, DefaultIdleTimeout)
+	orDefault(&cfg.CallTimeout, DefaultCallTimeout)
+	orDefault(&cfg.MaxReplyBytes, defaultMaxReplyBytes)
+	orDefault(&cfg.MaxEventBytes, defaultMaxEventBytes)
 	cfg.MaxEventBytes = min(cfg.MaxEventBytes, maxLine)
 	opts := []option.RequestOption{
 		option.WithBaseURL(cfg.BaseURL),
@@ -90,6 +72,13 @@ func New(cfg Config) (*Client, error) {
 	// OPENAI_* from the process environment, and a Config must mean the
 	// same wherever it runs.
 	return &Client{cfg: cfg, svc: sdk.NewChatCompletionService(opts...)}, nil
+}
+
+// orDefault sets *v to def when it is not positive.
+func orDefault[T int | time.Duration](v *T, def T) {
+	if *v <= 0 {
+		*v = def
+	}
 }
 
 // Model is the model the client asks for.

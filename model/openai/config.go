@@ -3,9 +3,9 @@ package openai
 import (
 	"context"
 	"fmt"
+	"maps"
 	"net/http"
 	"slices"
-	"sort"
 	"strings"
 	"time"
 
@@ -148,7 +148,7 @@ type Endpoints map[string]Config
 func (e Endpoints) Lookup(provider, model string) (agent.Model, error) {
 	cfg, ok := e[provider]
 	if !ok {
-		return nil, &unknownEndpointError{Provider: provider, Known: e.names()}
+		return nil, &unknownEndpointError{Provider: provider, Known: slices.Sorted(maps.Keys(e))}
 	}
 	if model != "" && model != cfg.Model {
 		if len(cfg.Models) > 0 && !slices.Contains(cfg.Models, model) {
@@ -161,15 +161,6 @@ func (e Endpoints) Lookup(provider, model string) (agent.Model, error) {
 		return nil, fmt.Errorf("openai: endpoint %q: %w", provider, err)
 	}
 	return c, nil
-}
-
-func (e Endpoints) names() []string {
-	names := make([]string, 0, len(e))
-	for n := range e {
-		names = append(names, n)
-	}
-	sort.Strings(names)
-	return names
 }
 
 // unknownEndpointError is a lookup of an endpoint name that is not

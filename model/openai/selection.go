@@ -4,9 +4,9 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"maps"
 	"os"
 	"slices"
-	"sort"
 	"strings"
 	"time"
 
@@ -217,11 +217,7 @@ func (c Choice) parseModels() (Selection, error) {
 	if len(mf.Endpoints) == 0 {
 		return Selection{}, bad(`no endpoints: give {"endpoints": {"NAME": {"baseURL": ..., "model": ...}}, "default": "NAME"}`)
 	}
-	names := make([]string, 0, len(mf.Endpoints))
-	for name := range mf.Endpoints {
-		names = append(names, name)
-	}
-	sort.Strings(names)
+	names := slices.Sorted(maps.Keys(mf.Endpoints))
 	eps := make(Endpoints, len(mf.Endpoints))
 	for _, name := range names {
 		ec := mf.Endpoints[name]

@@ -13,11 +13,11 @@
 //	survey <dir>   list dir, delegate "tally <dir>/<d>" for each sub-directory
 //	               to the "subagent" tool (or walk it itself when that tool is
 //	               not offered), count the files directly in dir (one count
-//	               of dir itself), then report
-//	               the totals and how many folders the whole tree holds
+//	               of dir itself), then report the totals and how many
+//	               folders the whole tree holds
 //	tally <dir>    walk dir breadth-first with list and a count of each
-//	               folder, answer JSON
-//	               matching TallySchema (files, lines, bytes and folders)
+//	               folder, answer JSON matching TallySchema (files, lines,
+//	               bytes and folders)
 //	echo <text>    answer text
 //	delegate <task>
 //	               delegate task to the "subagent" tool, then answer what

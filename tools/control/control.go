@@ -10,12 +10,12 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"github.com/subactor/subactor/internal/jsonv2"
 	"strings"
 	"unicode/utf8"
 
 	"github.com/subactor/subactor/actors/registry"
 	"github.com/subactor/subactor/agent"
+	"github.com/subactor/subactor/internal/jsonv2"
 	"github.com/subactor/subactor/subagent"
 )
 
@@ -49,10 +49,6 @@ func New(cfg Config) agent.Tool {
 	}
 	return &tool{cfg: cfg}
 }
-
-// source is how a follow-up from the agent of session sessionID is
-// attributed.
-func source(sessionID string) string { return "agent:" + sessionID }
 
 // answer is the tool's result.
 type answer struct {
@@ -94,7 +90,7 @@ func (t *tool) Call(ctx context.Context, caller *agent.Agent, raw json.RawMessag
 	}
 	// The calling agent is the follow-up's source (attribution only: the
 	// Service checks that it owns the child).
-	d, err := t.cfg.Service.SendMessage(ctx, caller, a.ChildID, []subagent.ContentBlock{subagent.Text(a.Message)}, source(caller.SessionID()))
+	d, err := t.cfg.Service.SendMessage(ctx, caller, a.ChildID, []subagent.ContentBlock{subagent.Text(a.Message)}, "agent:"+caller.SessionID())
 	if err != nil {
 		return "", err
 	}

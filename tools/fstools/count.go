@@ -170,12 +170,8 @@ func countFile(ctx context.Context, f *os.File, size, limit int64) (c counts, re
 	return countData(ctx, f, size, limit, true)
 }
 
-// countLines is countFile counting lines and bytes only: Words stays 0
-// and no byte is looked at but by bytes.Count.
-func countLines(ctx context.Context, f *os.File, size, limit int64) (c counts, read int64, err error) {
-	return countData(ctx, f, size, limit, false)
-}
-
+// countData is countFile, counting words only when words is set: else
+// Words stays 0 and no byte is looked at but by bytes.Count.
 func countData(ctx context.Context, f *os.File, size, limit int64, words bool) (c counts, read int64, err error) {
 	buf := getCountBuf()
 	defer putCountBuf(buf)

@@ -5,7 +5,6 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"github.com/subactor/subactor/internal/jsonv2"
 	"io"
 	"io/fs"
 	"os"
@@ -15,6 +14,7 @@ import (
 	"strings"
 
 	"github.com/subactor/subactor/agent"
+	"github.com/subactor/subactor/internal/jsonv2"
 	"github.com/subactor/subactor/internal/rootfile"
 )
 
@@ -46,14 +46,28 @@ func NewNamed(root, name string) ([]agent.Tool, error) {
 	r.Close()
 	name = path.Clean(filepath.ToSlash(name))
 	return []agent.Tool{
-		&tool{root: abs, name: name, spec: listSpec(name), run: list},
-		&tool{root: abs, name: name, spec: readSpec(name), run: read},
-		&tool{root: abs, name: name, spec: countSpec(name), run: count},
+		&tool{root: abs, name: name, run: list, spec: spec("list", listDescription, name, true, `,"offset":{"type":"integer","minimum":0}`)},
+		&tool{root: abs, name: name, run: read, spec: spec("read", readDescription, name, false, `,"maxBytes":{"type":"integer","minimum":1,"maximum":1048576}`)},
+		&tool{root: abs, name: name, run: count, spec: spec("count", countDescription, name, false, "")},
 	}, nil
 }
 
-// pathParam describes the path parameter under the root's name.
-func pathParam(name string, dir bool) string {
+// MaxListEntries is the most entries one list call returns: a directory
+// of 300,000 entries would otherwise be one answer of 15 MB, kept whole in
+// the conversation of the agent that asked. offset pages through the rest.
+const MaxListEntries = 10000
+
+// The tools' descriptions.
+var (
+	listDescription = fmt.Sprintf(`List a directory. Returns JSON {"entries":[{"name","type","size"}...]} sorted by name; type is "dir", "file", "symlink" or "other"; size is given for files. `+
+		`At most %d entries, from offset (default 0): when more follow, the JSON also has "truncated":true, "total" (the directory's entries) and "next" (the offset of the rest).`, MaxListEntries)
+	readDescription  = "Read a file's text, truncated to maxBytes (default 65536, at most 1048576)."
+	countDescription = `Count a file's lines, words and bytes. Returns JSON {"path","lines","words","bytes"}. Given a directory, counts the regular files directly in it (not below) in one call, lines and bytes only: {"path","files","lines","bytes"}, with "unreadable" (how many could not be opened or read) when some could not. The holes of a sparse file count as zero bytes without being read. At most 1 GiB of data is read per call: past that the JSON has "truncated":true, and lines (and words) are those of the first "counted" bytes (bytes is still the full size).`
+)
+
+// spec is a tool's spec: its required path parameter, described under the
+// root's name (a directory's when dir is set), and the properties more.
+func spec(tool, description, name string, dir bool, more string) agent.ToolSpec {
 	var d string
 	switch {
 	case name == "." && dir:
@@ -64,36 +78,10 @@ func pathParam(name string, dir bool) string {
 		d = fmt.Sprintf("slash-separated path: %q (the root) or below it", name)
 	}
 	b, _ := json.Marshal(d) // a string always marshals
-	return string(b)
-}
-
-// MaxListEntries is the most entries one list call returns: a directory
-// of 300,000 entries would otherwise be one answer of 15 MB, kept whole in
-// the conversation of the agent that asked. offset pages through the rest.
-const MaxListEntries = 10000
-
-func listSpec(name string) agent.ToolSpec {
 	return agent.ToolSpec{
-		Name: "list",
-		Description: fmt.Sprintf(`List a directory. Returns JSON {"entries":[{"name","type","size"}...]} sorted by name; type is "dir", "file", "symlink" or "other"; size is given for files. `+
-			`At most %d entries, from offset (default 0): when more follow, the JSON also has "truncated":true, "total" (the directory's entries) and "next" (the offset of the rest).`, MaxListEntries),
-		Parameters: json.RawMessage(`{"type":"object","properties":{"path":{"type":"string","description":` + pathParam(name, true) + `},"offset":{"type":"integer","minimum":0}},"required":["path"],"additionalProperties":false}`),
-	}
-}
-
-func readSpec(name string) agent.ToolSpec {
-	return agent.ToolSpec{
-		Name:        "read",
-		Description: "Read a file's text, truncated to maxBytes (default 65536, at most 1048576).",
-		Parameters:  json.RawMessage(`{"type":"object","properties":{"path":{"type":"string","description":` + pathParam(name, false) + `},"maxBytes":{"type":"integer","minimum":1,"maximum":1048576}},"required":["path"],"additionalProperties":false}`),
-	}
-}
-
-func countSpec(name string) agent.ToolSpec {
-	return agent.ToolSpec{
-		Name:        "count",
-		Description: `Count a file's lines, words and bytes. Returns JSON {"path","lines","words","bytes"}. Given a directory, counts the regular files directly in it (not below) in one call, lines and bytes only: {"path","files","lines","bytes"}, with "unreadable" (how many could not be opened or read) when some could not. The holes of a sparse file count as zero bytes without being read. At most 1 GiB of data is read per call: past that the JSON has "truncated":true, and lines (and words) are those of the first "counted" bytes (bytes is still the full size).`,
-		Parameters:  json.RawMessage(`{"type":"object","properties":{"path":{"type":"string","description":` + pathParam(name, false) + `}},"required":["path"],"additionalProperties":false}`),
+		Name:        tool,
+		Description: description,
+		Parameters:  json.RawMessage(`{"type":"object","properties":{"path":{"type":"string","description":` + string(b) + `}` + more + `},"required":["path"],"additionalProperties":false}`),
 	}
 }
 
@@ -420,5 +408,5 @@ func countOne(ctx context.Context, r *os.Root, name string, limit int64) (counts
 		return counts{}, 0, err
 	}
 	defer f.Close()
-	return countLines(ctx, f, fi.Size(), limit)
+	return countData(ctx, f, fi.Size(), limit, false)
 }

@@ -9,11 +9,11 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"github.com/subactor/subactor/internal/jsonv2"
 	"time"
 
 	"github.com/subactor/subactor/actors/tasks"
 	"github.com/subactor/subactor/agent"
+	"github.com/subactor/subactor/internal/jsonv2"
 	"github.com/subactor/subactor/subagent"
 )
 
@@ -49,7 +49,12 @@ type taskAnswer struct {
 	Detail     string              `json:"detail,omitempty"`
 }
 
-func answer(t tasks.Task) (string, error) {
+// answer is the taskAnswer of the task a manager call returned, or the
+// call's error.
+func answer(t tasks.Task, err error) (string, error) {
+	if err != nil {
+		return "", err
+	}
 	a := taskAnswer{TaskID: t.ID, State: t.State, RunID: t.RunID, SessionID: t.SessionID}
 	if r := t.Result; r != nil {
 		a.Output, a.Structured, a.StopReason, a.Detail = subagent.TextOf(r.Output), r.Structured, r.StopReason, r.Detail
@@ -79,27 +84,16 @@ func (o *output) Call(ctx context.Context, caller *agent.Agent, raw json.RawMess
 		TaskID string `json:"task_id"`
 		Wait   *int   `json:"wait_seconds"`
 	}
-	if err := parse(raw, &a); err != nil {
-		return "", err
-	}
-	if err := checkID(a.TaskID); err != nil {
+	if err := parse(raw, &a, &a.TaskID); err != nil {
 		return "", err
 	}
 	if a.Wait == nil {
-		t, err := o.m.Get(ctx, caller.SessionID(), a.TaskID)
-		if err != nil {
-			return "", err
-		}
-		return answer(t)
+		return answer(o.m.Get(ctx, caller.SessionID(), a.TaskID))
 	}
 	if *a.Wait < 1 || *a.Wait > maxWait {
 		return "", fmt.Errorf("%w: wait_seconds must be from 1 to %d (leave it out to read the task at once)", ErrArgs, maxWait)
 	}
-	t, err := o.m.Collect(ctx, caller.SessionID(), a.TaskID, time.Duration(*a.Wait)*time.Second)
-	if err != nil {
-		return "", err
-	}
-	return answer(t)
+	return answer(o.m.Collect(ctx, caller.SessionID(), a.TaskID, time.Duration(*a.Wait)*time.Second))
 }
 
 type kill struct{ m *tasks.Manager }
@@ -118,34 +112,24 @@ func (k *kill) Call(ctx context.Context, caller *agent.Agent, raw json.RawMessag
 	var a struct {
 		TaskID string `json:"task_id"`
 	}
-	if err := parse(raw, &a); err != nil {
+	if err := parse(raw, &a, &a.TaskID); err != nil {
 		return "", err
 	}
-	if err := checkID(a.TaskID); err != nil {
-		return "", err
-	}
-	t, err := k.m.Kill(ctx, caller.SessionID(), a.TaskID)
-	if err != nil {
-		return "", err
-	}
-	return answer(t)
+	return answer(k.m.Kill(ctx, caller.SessionID(), a.TaskID))
 }
 
-// parse decodes model-supplied arguments strictly (K3): the error matches
-// ErrArgs and wraps the *jsonv2.Error saying what is wrong where.
-func parse(raw json.RawMessage, v any) error {
+// parse decodes model-supplied arguments strictly (K3) and checks the
+// task id they hold: the error matches ErrArgs and, for a decoding fault,
+// wraps the *jsonv2.Error saying what is wrong where.
+func parse(raw json.RawMessage, v any, id *string) error {
 	if err := jsonv2.Unmarshal(raw, v); err != nil {
 		return fmt.Errorf("%w: %w", ErrArgs, err)
 	}
-	return nil
-}
-
-func checkID(id string) error {
 	switch {
-	case id == "":
+	case *id == "":
 		return fmt.Errorf("%w: task_id is required", ErrArgs)
-	case len(id) > maxTaskID:
-		return fmt.Errorf("%w: task_id has %d bytes, over its limit of %d", ErrArgs, len(id), maxTaskID)
+	case len(*id) > maxTaskID:
+		return fmt.Errorf("%w: task_id has %d bytes, over its limit of %d", ErrArgs, len(*id), maxTaskID)
 	}
 	return nil
 }

@@ -171,14 +171,11 @@ func (c *client) permission(ctx context.Context, req sdk.RequestPermissionReques
 		c.emit(c.turn.event(acpdata.PermissionAnswered, verdict+": "+orID(call.Title, req.ToolCall.ToolCallId), false))
 	}
 	c.mu.Unlock()
-	if choice == "" {
-		return sdk.RequestPermissionResponse{Outcome: sdk.RequestPermissionOutcome{
-			Cancelled: &sdk.RequestPermissionOutcomeCancelled{Outcome: "cancelled"},
-		}}, nil
+	out := sdk.RequestPermissionOutcome{Cancelled: &sdk.RequestPermissionOutcomeCancelled{Outcome: "cancelled"}}
+	if choice != "" {
+		out = sdk.RequestPermissionOutcome{Selected: &sdk.RequestPermissionOutcomeSelected{Outcome: "selected", OptionId: choice}}
 	}
-	return sdk.RequestPermissionResponse{Outcome: sdk.RequestPermissionOutcome{
-		Selected: &sdk.RequestPermissionOutcomeSelected{Outcome: "selected", OptionId: choice},
-	}}, nil
+	return sdk.RequestPermissionResponse{Outcome: out}, nil
 }
 
 // pick returns the option answering allow: a one-time choice before a

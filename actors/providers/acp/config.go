@@ -3,14 +3,15 @@ package acp
 import (
 	"context"
 	"fmt"
-	"github.com/subactor/subactor/internal/agentproc"
 	"path/filepath"
+	"slices"
 	"strings"
 	"time"
 
 	"github.com/go-json-experiment/json/jsontext"
 
 	"github.com/subactor/subactor/actors"
+	"github.com/subactor/subactor/internal/agentproc"
 	"github.com/subactor/subactor/internal/jsonv2"
 	"github.com/subactor/subactor/persistence"
 )
@@ -69,8 +70,7 @@ type Config struct {
 	// "start_timeout" in a config file.
 	StartTimeout time.Duration
 	// CancelWait bounds how long a cancelled turn waits for the agent's
-	// answer to session/cancel before it is abandoned; 2s when
-	// 0.
+	// answer to session/cancel before it is abandoned; 2s when 0.
 	CancelWait time.Duration
 	// StopWait bounds each rung of the shutdown ladder (after closing
 	// stdin, after SIGTERM, after SIGKILL); 2s when 0.
@@ -108,28 +108,21 @@ func (c Config) validate() error {
 	if c.System == nil {
 		return configError("System is required")
 	}
-	if err := checkCommand(c.Command, c.Args, c.Env); err != nil {
-		return err
-	}
-	if c.Dir != "" && !filepath.IsAbs(c.Dir) {
-		return configError(fmt.Sprintf("dir %q is not absolute", c.Dir))
-	}
-	return nil
+	return c.checkAgent()
 }
 
-func checkCommand(command string, args []string, env map[string]string) error {
+// checkAgent checks the agent's command, arguments, environment and
+// working directory, as New and ParseConfigFile both do.
+func (c Config) checkAgent() error {
 	switch {
-	case strings.TrimSpace(command) == "":
+	case strings.TrimSpace(c.Command) == "":
 		return configError("command is required")
-	case strings.ContainsRune(command, 0):
+	case strings.ContainsRune(c.Command, 0):
 		return configError("command contains a NUL byte")
+	case slices.ContainsFunc(c.Args, func(a string) bool { return strings.ContainsRune(a, 0) }):
+		return configError("an argument contains a NUL byte")
 	}
-	for _, a := range args {
-		if strings.ContainsRune(a, 0) {
-			return configError("an argument contains a NUL byte")
-		}
-	}
-	for k, v := range env {
+	for k, v := range c.Env {
 		switch {
 		case k == "":
 			return configError("an env name is empty")
@@ -138,6 +131,9 @@ func checkCommand(command string, args []string, env map[string]string) error {
 		case strings.ContainsRune(v, 0):
 			return configError(fmt.Sprintf("env %q contains a NUL byte", k))
 		}
+	}
+	if c.Dir != "" && !filepath.IsAbs(c.Dir) {
+		return configError(fmt.Sprintf("dir %q is not absolute", c.Dir))
 	}
 	return nil
 }
@@ -193,8 +189,9 @@ var policies = map[string]PermissionPolicy{
 // directory), "permissions" ("read-only", the default, "allow-all" or
 // "reject-all"), "read_files" and "write_files" (booleans), and
 // "start_timeout" (how long the agent may take to start, initialize and
-// session/new together, as a Go duration: "90s", "2m"; 60s by default). It returns one
-// Config per server, named after it; the caller adds System and Store.
+// session/new together, as a Go duration: "90s", "2m"; 60s by default).
+// It returns one Config per server, named after it; the caller adds
+// System and Store.
 // Validation is strict: an unknown or repeated key (keys are
 // case-sensitive), a null, a wrong type, a missing command or trailing data
 // is an error wrapping ErrConfig. A top-level "cluster" key is the node's
@@ -211,17 +208,6 @@ func ParseConfigFile(data []byte) (map[string]Config, error) {
 		return nil, configError(`config file: no "agent_servers"`)
 	}
 	return configs(file.AgentServers)
-}
-
-// parseAgentServers reads the value of "agent_servers" alone, for a
-// program whose config file has keys of its own around it. Its rules are
-// ParseConfigFile's.
-func parseAgentServers(data []byte) (map[string]Config, error) {
-	var servers map[string]serverJSON
-	if err := jsonv2.Unmarshal(data, &servers); err != nil {
-		return nil, fmt.Errorf("%w: %w", ErrConfig, err)
-	}
-	return configs(servers)
 }
 
 // serverJSON is one agent server's object. Permissions and StartTimeout
@@ -271,11 +257,8 @@ func (s serverJSON) config() (Config, error) {
 		}
 		c.StartTimeout = d
 	}
-	if err := checkCommand(c.Command, c.Args, c.Env); err != nil {
+	if err := c.checkAgent(); err != nil {
 		return Config{}, err
-	}
-	if c.Dir != "" && !filepath.IsAbs(c.Dir) {
-		return Config{}, configError(fmt.Sprintf("dir %q is not absolute", c.Dir))
 	}
 	return c, nil
 }

@@ -58,10 +58,11 @@
 //   - progress goes straight to the Service's sink, which never blocks.
 //
 // With a Store, each child's descriptor (D1) keeps the agent's session id
-// and whether the agent can load sessions in its provider data. Resume then continues the child through session/load,
-// keeping the replayed history out of the new output, when the agent
-// advertised loadSession; otherwise it fails before any process starts
-// with subagent.ErrNotResumable.
+// and whether the agent can load sessions in its provider data. Resume
+// then continues the child through session/load, keeping the replayed
+// history out of the new output, when the agent advertised loadSession;
+// otherwise it fails before any process starts with
+// subagent.ErrNotResumable.
 //
 // ACP has no way to add a message to a turn in flight, so an ACP run is
 // not a subagent.Steerer. Each activation is one prompt turn: the process

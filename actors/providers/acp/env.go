@@ -1,11 +1,13 @@
 package acp
 
 import (
-	"github.com/subactor/subactor/internal/agentproc"
+	"maps"
 	"os"
 	"path/filepath"
 	"slices"
 	"strings"
+
+	"github.com/subactor/subactor/internal/agentproc"
 )
 
 // credentialMarkers are the parts of a variable name that make it
@@ -29,10 +31,8 @@ var credentialWords = []string{"AUTH", "OAUTH", "AUTHORIZATION", "PWD", "PASS", 
 // the working directory and passes.
 func isCredentialName(name string) bool {
 	up := strings.ToUpper(name)
-	for _, m := range credentialMarkers {
-		if strings.Contains(up, m) {
-			return true
-		}
+	if slices.ContainsFunc(credentialMarkers, func(m string) bool { return strings.Contains(up, m) }) {
+		return true
 	}
 	if up == "PWD" {
 		return false
@@ -40,12 +40,7 @@ func isCredentialName(name string) bool {
 	words := strings.FieldsFunc(up, func(r rune) bool {
 		return (r < 'A' || r > 'Z') && (r < '0' || r > '9')
 	})
-	for _, w := range words {
-		if slices.Contains(credentialWords, w) {
-			return true
-		}
-	}
-	return false
+	return slices.ContainsFunc(words, func(w string) bool { return slices.Contains(credentialWords, w) })
 }
 
 // isCredential reports whether a variable of the node's environment holds
@@ -109,12 +104,7 @@ func childEnv(node []string, extra map[string]string) []string {
 		}
 		env = append(env, kv)
 	}
-	names := make([]string, 0, len(extra))
-	for k := range extra {
-		names = append(names, k)
-	}
-	slices.Sort(names)
-	for _, k := range names {
+	for _, k := range slices.Sorted(maps.Keys(extra)) {
 		env = append(env, k+"="+extra[k])
 	}
 	return env

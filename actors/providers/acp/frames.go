@@ -113,17 +113,11 @@ func (f *frames) line() ([]byte, error) {
 		if len(line)+len(chunk) > maxLine+1 { // +1: the newline
 			return nil, fmt.Errorf("%w (%d bytes)", ErrLineTooLong, maxLine)
 		}
-		if err == bufio.ErrBufferFull {
-			line = append(line, chunk...)
-			continue
+		// A copy: ReadSlice's bytes are only good until the next read.
+		line = append(line, chunk...)
+		if err != bufio.ErrBufferFull {
+			return line, err
 		}
-		if line == nil {
-			// ReadSlice's bytes are only good until the next read.
-			line = bytes.Clone(chunk)
-		} else {
-			line = append(line, chunk...)
-		}
-		return line, err
 	}
 }
 

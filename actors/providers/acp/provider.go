@@ -43,8 +43,9 @@ var (
 	_ subagent.Resumer  = (*provider)(nil)
 )
 
-// New returns an ACP provider, also a subagent.Resumer. It checks the configuration's shape; the
-// working directory is checked at each Start, since it may appear later.
+// New returns an ACP provider, also a subagent.Resumer. It checks the
+// configuration's shape; the working directory is checked at each Start,
+// since it may appear later.
 func New(cfg Config) (subagent.Provider, error) {
 	if err := cfg.validate(); err != nil {
 		return nil, err
@@ -452,22 +453,18 @@ func (c *child) untilExit(ctx context.Context) (context.Context, func()) {
 	ctx, cancel := context.WithCancelCause(ctx)
 	done := make(chan struct{})
 	var wg sync.WaitGroup
-	wg.Add(1)
-	go func() {
-		defer wg.Done()
+	wg.Go(func() {
 		select {
 		case <-c.proc.Exited():
 		case <-done:
 			return
 		}
-		t := time.NewTimer(agentproc.ExitGrace)
-		defer t.Stop()
 		select {
-		case <-t.C:
+		case <-time.After(agentproc.ExitGrace):
 			cancel(ErrAgentExited)
 		case <-done:
 		}
-	}()
+	})
 	return ctx, func() {
 		close(done)
 		wg.Wait()
@@ -492,13 +489,11 @@ func (c *child) startError(step string, err error, ctx context.Context) error {
 	// A write that failed (a broken pipe, say) usually means the agent is
 	// exiting: give its exit a moment to show, so the error says how it
 	// ended rather than only what the write saw.
-	t := time.NewTimer(agentproc.ExitGrace)
 	select {
 	case <-c.proc.Exited():
 	case <-c.conn.Done():
-	case <-t.C:
+	case <-time.After(agentproc.ExitGrace):
 	}
-	t.Stop()
 	exit, stderr := c.ending()
 	return &startError{Step: step, Err: err, Exit: exit, Stderr: stderr}
 }
@@ -516,12 +511,10 @@ func (c *child) ending() (exit, stderr string) {
 	exit = c.proc.ExitStatus()
 	if exit != "" {
 		// Its last words may still be in the pipe.
-		t := time.NewTimer(agentproc.ExitGrace)
 		select {
 		case <-c.proc.Drained():
-		case <-t.C:
+		case <-time.After(agentproc.ExitGrace):
 		}
-		t.Stop()
 	}
 	return exit, strings.TrimSpace(c.proc.Stderr())
 }
@@ -556,12 +549,10 @@ func (c *child) turn(ctx context.Context) subagent.Result {
 		return c.result(a)
 	case <-c.proc.Exited():
 		// A crash: what it wrote before dying may still be on its way.
-		t := time.NewTimer(agentproc.ExitGrace)
-		defer t.Stop()
 		select {
 		case a := <-done:
 			return c.result(a)
-		case <-t.C:
+		case <-time.After(agentproc.ExitGrace):
 			a := abandon()
 			a.err = errors.Join(ErrAgentExited, a.err)
 			return c.result(a)
@@ -570,14 +561,10 @@ func (c *child) turn(ctx context.Context) subagent.Result {
 	}
 	cause := context.Cause(ctx)
 	c.cl.cancel() // pending and later permission requests: "cancelled"
-	c.wg.Add(1)
-	go func() {
-		defer c.wg.Done()
+	c.wg.Go(func() {
 		// May block on a full pipe until the ladder closes stdin.
 		_ = c.conn.Cancel(context.Background(), sdk.CancelNotification{SessionId: c.session})
-	}()
-	t := time.NewTimer(c.p.cfg.CancelWait)
-	defer t.Stop()
+	})
 	res := subagent.Result{StopReason: subagent.Aborted, Cause: cause}
 	select {
 	case a := <-done:
@@ -590,7 +577,7 @@ func (c *child) turn(ctx context.Context) subagent.Result {
 			res.Detail = fmt.Sprintf("cancelled; the agent ended its turn with %q", a.resp.StopReason)
 		}
 		res.Usage = usage(a.resp.Usage)
-	case <-t.C:
+	case <-time.After(c.p.cfg.CancelWait):
 		abandon()
 		res.Detail = fmt.Sprintf("cancelled; the agent did not answer session/cancel within %s, so its turn was abandoned", c.p.cfg.CancelWait)
 		res.Cause = errors.Join(cause, ErrCancelUnanswered)

@@ -130,7 +130,8 @@ func (s *server) request(id json.RawMessage, method string, params json.RawMessa
 	s.mu.Unlock()
 	if refusal != "" {
 		s.c.limit(fmt.Sprintf("refused the agent's %s: %s", truncate(method, 64), refusal))
-		s.answer(id, nil, boundError(refusal))
+		body, isErr := marshalAnswer(nil, boundError(refusal))
+		s.write(id, body, isErr)
 	}
 }
 
@@ -229,10 +230,11 @@ func (s *server) dispatch(ctx context.Context, method string, params json.RawMes
 
 // decode unmarshals params into v and validates it, as the SDK does.
 func decode(params json.RawMessage, v any, validate func() error) *sdk.RequestError {
-	if err := json.Unmarshal(params, v); err != nil {
-		return sdk.NewInvalidParams(map[string]any{"error": err.Error()})
+	err := json.Unmarshal(params, v)
+	if err == nil {
+		err = validate()
 	}
-	if err := validate(); err != nil {
+	if err != nil {
 		return sdk.NewInvalidParams(map[string]any{"error": err.Error()})
 	}
 	return nil
@@ -256,12 +258,6 @@ func answerOf[T any](resp T, err error) (any, *sdk.RequestError) {
 // boundError is the answer to a request refused at a bound.
 func boundError(reason string) *sdk.RequestError {
 	return sdk.NewInternalError(map[string]any{"error": reason, "retry": errBound.Error()})
-}
-
-// answer writes the answer to request id.
-func (s *server) answer(id json.RawMessage, result any, rerr *sdk.RequestError) {
-	body, isErr := marshalAnswer(result, rerr)
-	s.write(id, body, isErr)
 }
 
 // marshalAnswer is the JSON of a result, or of its error.

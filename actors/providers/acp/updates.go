@@ -43,6 +43,18 @@ type turnState struct {
 // toolInfo is what a turn remembers of a tool call until it finishes.
 type toolInfo struct{ title, kind string }
 
+// merge is info with the title and kind an update gives, when it gives
+// them.
+func (info toolInfo) merge(title *string, kind *sdk.ToolKind) toolInfo {
+	if title != nil && *title != "" {
+		info.title = keep(*title)
+	}
+	if kind != nil && *kind != "" {
+		info.kind = keep(string(*kind))
+	}
+	return info
+}
+
 func newTurnState(runID string, max int) *turnState {
 	return &turnState{runID: runID, max: max, calls: map[sdk.ToolCallId]toolInfo{}}
 }
@@ -82,12 +94,7 @@ func (t *turnState) apply(u sdk.SessionUpdate) []subagent.RunProgress {
 		c := u.ToolCallUpdate
 		id := keptID(c.ToolCallId)
 		info, known := t.calls[id]
-		if c.Title != nil && *c.Title != "" {
-			info.title = keep(*c.Title)
-		}
-		if c.Kind != nil && *c.Kind != "" {
-			info.kind = keep(string(*c.Kind))
-		}
+		info = info.merge(c.Title, c.Kind)
 		if c.Status == nil || (*c.Status != sdk.ToolCallStatusCompleted && *c.Status != sdk.ToolCallStatusFailed) {
 			if known {
 				t.calls[id] = info
@@ -182,13 +189,7 @@ func (t *turnState) event(kind subagent.ProgressKind, text string, isError bool)
 // known returns what the turn knows of a tool call the agent asks
 // permission for, completed by what the request itself says.
 func (t *turnState) known(c sdk.ToolCallUpdate) ToolCall {
-	info := t.calls[keptID(c.ToolCallId)]
-	if c.Title != nil && *c.Title != "" {
-		info.title = keep(*c.Title)
-	}
-	if c.Kind != nil && *c.Kind != "" {
-		info.kind = keep(string(*c.Kind))
-	}
+	info := t.calls[keptID(c.ToolCallId)].merge(c.Title, c.Kind)
 	return ToolCall{ID: keep(string(c.ToolCallId)), Title: info.title, Kind: cmp.Or(info.kind, string(sdk.ToolKindOther))}
 }
 
