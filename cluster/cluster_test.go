@@ -2,6 +2,8 @@ package cluster_test
 
 import (
 	"errors"
+	"net"
+	"strconv"
 	"strings"
 	"testing"
 
@@ -15,6 +17,7 @@ import (
 	"github.com/subactor/subactor/internal/clusterwire"
 	"github.com/subactor/subactor/internal/leaktest"
 	"github.com/subactor/subactor/messages"
+	"github.com/subactor/subactor/subagent"
 )
 
 func TestMain(m *testing.M) {
@@ -141,5 +144,30 @@ func TestK3_ConfigRefusesInsecureListen(t *testing.T) {
 		if !errors.Is(err, cluster.ErrConfig) {
 			t.Fatalf("listen %s: %v", listen, err)
 		}
+	}
+}
+
+// Contract K3: a node that cannot join (its listen port is taken) fails
+// Start with an error naming the fault and leaves nothing running (the
+// actor system Start made is shut down: TestMain checks for leaks).
+func TestK3_StartOnATakenPortFailsCleanly(t *testing.T) {
+	port, err := clustertest.PortPair()
+	if err != nil {
+		t.Fatal(err)
+	}
+	listen := net.JoinHostPort("127.0.0.1", strconv.Itoa(port))
+	taken, err := net.Listen("tcp", listen)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer taken.Close()
+	member := net.JoinHostPort("127.0.0.1", strconv.Itoa(port+1))
+	n, err := cluster.Start(cluster.Config{Listen: listen, MemberListen: member, Peers: []string{member}, Providers: []subagent.Provider{clustertest.Echo{}}})
+	if err == nil {
+		n.Stop()
+		t.Fatalf("Start on taken port %s: no error", listen)
+	}
+	if n != nil {
+		t.Fatalf("Start on taken port %s: a node beside its error %v", listen, err)
 	}
 }

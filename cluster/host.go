@@ -101,7 +101,7 @@ func (h *host) load() *messages.HostLoad {
 	}
 	slices.Sort(ids)
 	return &messages.HostLoad{
-		Node: h.n.ID(), Providers: h.n.providerNames(),
+		Node: h.n.ID(), Providers: h.n.providerNames(""),
 		Capacity: int64(h.n.cfg.Capacity), Runs: int64(len(ids)), RunIds: ids,
 	}
 }
@@ -117,33 +117,26 @@ func (h *host) start(ctx actor.Context, m *messages.RemoteStart) {
 		return // nobody to answer or to report to
 	}
 	p := h.n.provider(m.GetProvider())
+	req, err := validateStart(m, h.n.cfg.MaxPrompt)
+	_, dup := h.runs[m.GetRunId()]
 	switch {
 	case h.leaving != nil:
 		refuse(clusterwire.RefusedFull, "the node is leaving the cluster")
-		return
 	case p == nil:
 		refuse(clusterwire.RefusedNoProvider, fmt.Sprintf("node %s offers no provider %q", h.n.ID(), m.GetProvider()))
-		return
-	}
-	req, err := validateStart(m, h.n.cfg.MaxPrompt)
-	if err != nil {
+	case err != nil:
 		refuse(clusterwire.RefusedInvalid, err.Error())
-		return
-	}
-	if _, dup := h.runs[m.GetRunId()]; dup {
+	case dup:
 		refuse(clusterwire.RefusedDuplicate, fmt.Sprintf("run %s is already hosted here", m.GetRunId()))
-		return
-	}
-	if h.busy() >= h.n.cfg.Capacity {
+	case h.busy() >= h.n.cfg.Capacity:
 		refuse(clusterwire.RefusedFull, fmt.Sprintf("node %s hosts %d runs, its capacity", h.n.ID(), h.busy()))
-		return
+	default:
+		accepted := &messages.RemoteAccepted{RunId: m.GetRunId(), Node: h.n.ID(), Capacity: int64(h.n.cfg.Capacity), Runs: int64(h.busy() + 1)}
+		h.runs[m.GetRunId()] = ctx.Spawn(actor.PropsFromProducer(func() actor.Actor {
+			scope := subagent.Scope{RunID: m.GetRunId(), Parent: subagent.ParentRef{SessionID: m.GetParentSessionId(), Depth: int(m.GetParentDepth())}}
+			return &hosted{n: h.n, p: p, req: req, scope: scope, caller: ctx.Sender(), callerMember: m.GetCallerMember(), accepted: accepted, steers: map[uint64]context.CancelFunc{}}
+		}))
 	}
-	accepted := &messages.RemoteAccepted{RunId: m.GetRunId(), Node: h.n.ID(), Capacity: int64(h.n.cfg.Capacity), Runs: int64(h.busy() + 1)}
-	pid := ctx.Spawn(actor.PropsFromProducer(func() actor.Actor {
-		scope := subagent.Scope{RunID: m.GetRunId(), Parent: subagent.ParentRef{SessionID: m.GetParentSessionId(), Depth: int(m.GetParentDepth())}}
-		return &hosted{n: h.n, p: p, req: req, scope: scope, caller: ctx.Sender(), callerMember: m.GetCallerMember(), accepted: accepted, steers: map[uint64]context.CancelFunc{}}
-	}))
-	h.runs[m.GetRunId()] = pid
 }
 
 // validateStart checks a peer's start request the way the Service checks
@@ -192,12 +185,10 @@ func validateStart(m *messages.RemoteStart, maxPrompt int) (subagent.StartReques
 		req.OutputSchema = nil
 	}
 	if o := m.GetOptions(); o != nil && o.MaxDepth != nil {
-		d := int(o.GetMaxDepth())
-		req.Options.MaxDepth = &d
+		req.Options.MaxDepth = new(int(o.GetMaxDepth()))
 	}
 	if m.MaxDepth != nil {
-		d := int(m.GetMaxDepth())
-		req.MaxDepth = &d
+		req.MaxDepth = new(int(m.GetMaxDepth()))
 	}
 	if f := m.GetToolFilter(); f != nil {
 		req.ToolFilter = &subagent.ToolFilter{Allow: f.GetAllow(), Deny: f.GetDeny()}
@@ -239,7 +230,6 @@ type hosted struct {
 
 	cancel    context.CancelCauseFunc
 	run       subagent.Run
-	started   bool // the provider's Start returned
 	disposing bool
 	reported  bool // RunSettled went to the caller
 	done      bool // RunQuiesced went to the caller: it releases the actor
@@ -277,8 +267,8 @@ func (s sink) Emit(ev subagent.RunProgress) { s.sys.Root.Send(s.self, progress{e
 func (r *hosted) Receive(ctx actor.Context) {
 	switch m := ctx.Message().(type) {
 	case *actor.Started:
+		self, sys := ctx.Self(), ctx.ActorSystem()
 		if r.callerMember != "" {
-			self, sys := ctx.Self(), ctx.ActorSystem()
 			r.topology = sys.EventStream.Subscribe(func(ev any) {
 				if _, ok := ev.(*cluster.ClusterTopology); ok {
 					sys.Root.Send(self, topologyChanged{})
@@ -292,15 +282,14 @@ func (r *hosted) Receive(ctx actor.Context) {
 		// The host stands in for the Service: the provider reads the
 		// run's scope from its context, events going to this actor.
 		scope := r.scope
-		scope.Events = sink{ctx.ActorSystem(), ctx.Self()}
+		scope.Events = sink{sys, self}
 		runCtx = runscope.With(runCtx, scope)
-		self, sys, p, req := ctx.Self(), ctx.ActorSystem(), r.p, r.req
+		p, req := r.p, r.req
 		go func() {
 			run, err := p.Start(runCtx, req)
 			sys.Root.Send(self, startDone{run, err})
 		}()
 	case startDone:
-		r.started = true
 		if m.err != nil {
 			code := ""
 			switch {

@@ -88,25 +88,23 @@ func Start(cfg Config) (n *Node, err error) {
 		}
 		n.sys, n.ownsSys = actors.NewSystem(sysOpts...), true
 	}
+	started := n // an error return sets n to nil
 	defer func() {
-		if err != nil && n.ownsSys {
-			n.sys.Shutdown()
+		if err != nil && started.ownsSys {
+			started.sys.Shutdown()
 		}
 	}()
 
 	var provider cluster.ClusterProvider
 	if len(cfg.Etcd) > 0 {
-		p, err := etcd.NewWithConfig("/subactor", clientv3.Config{Endpoints: cfg.Etcd, DialTimeout: 5 * time.Second})
-		if err != nil {
-			return nil, fmt.Errorf("cluster: etcd %s: %w", strings.Join(cfg.Etcd, ","), err)
+		if provider, err = etcd.NewWithConfig("/subactor", clientv3.Config{Endpoints: cfg.Etcd, DialTimeout: 5 * time.Second}); err != nil {
+			err = fmt.Errorf("cluster: etcd %s: %w", strings.Join(cfg.Etcd, ","), err)
 		}
-		provider = p
 	} else {
-		p, err := n.staticProvider(cfg)
-		if err != nil {
-			return nil, err
-		}
-		provider = p
+		provider, err = n.staticProvider(cfg)
+	}
+	if err != nil {
+		return nil, err
 	}
 	var kinds []*cluster.Kind
 	for _, p := range cfg.Providers {
@@ -165,7 +163,7 @@ func (n *Node) staticProvider(cfg Config) (cluster.ClusterProvider, error) {
 		if err != nil {
 			return c.NoContent(http.StatusServiceUnavailable)
 		}
-		return c.JSON(http.StatusOK, automanaged.NewNode(cfg.Name, actorsraw.Of(n.sys).ID, host, port, memberPort, n.kinds()))
+		return c.JSON(http.StatusOK, automanaged.NewNode(cfg.Name, actorsraw.Of(n.sys).ID, host, port, memberPort, n.providerNames(kindPrefix)))
 	})
 	n.health = e
 	hosts := slices.Clone(cfg.Peers)
@@ -173,14 +171,6 @@ func (n *Node) staticProvider(cfg Config) (cluster.ClusterProvider, error) {
 		hosts = append(hosts, cfg.MemberListen)
 	}
 	return automanaged.NewWithTesting(staticRefresh, memberPort, e, hosts...), nil
-}
-
-func (n *Node) kinds() []string {
-	var ks []string
-	for _, p := range n.cfg.Providers {
-		ks = append(ks, kindPrefix+p.Name())
-	}
-	return ks
 }
 
 // ID is this member's id.
@@ -253,11 +243,12 @@ func (n *Node) WaitMembers(ctx context.Context, ok func([]Member) bool) ([]Membe
 	}
 }
 
-// providerNames lists the names of the providers this node offers.
-func (n *Node) providerNames() []string {
+// providerNames lists the names of the providers this node offers, each
+// after prefix (kindPrefix: its cluster kinds).
+func (n *Node) providerNames(prefix string) []string {
 	var names []string
 	for _, p := range n.cfg.Providers {
-		names = append(names, p.Name())
+		names = append(names, prefix+p.Name())
 	}
 	return names
 }

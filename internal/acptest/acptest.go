@@ -23,7 +23,8 @@ const ExampleAgentInstall = "go install github.com/coder/acp-go-sdk/example/agen
 // passes as a skip.
 func ExampleAgent(t testing.TB) string {
 	t.Helper()
-	if p := filepath.Join(build.Default.GOPATH, "bin", "agent"); isFile(p) {
+	p := filepath.Join(build.Default.GOPATH, "bin", "agent")
+	if info, err := os.Stat(p); err == nil && info.Mode().IsRegular() {
 		return p
 	}
 	if p, err := exec.LookPath("agent"); err == nil {
@@ -34,11 +35,6 @@ func ExampleAgent(t testing.TB) string {
 	}
 	t.Skipf("the ACP example agent is not installed (%s)", ExampleAgentInstall)
 	return ""
-}
-
-func isFile(p string) bool {
-	info, err := os.Stat(p)
-	return err == nil && info.Mode().IsRegular()
 }
 
 // Unscripted answers the agent-side requests a fake agent does not

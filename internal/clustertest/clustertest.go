@@ -99,16 +99,16 @@ func (Echo) Start(ctx context.Context, req subagent.StartRequest) (subagent.Run,
 	stop := context.AfterFunc(ctx, cancel)
 	go func() {
 		defer stop()
-		if !strings.HasPrefix(prompt, "wait") {
-			r.settle(subagent.Result{StopReason: subagent.Completed, Output: []subagent.ContentBlock{subagent.Text("echo: " + prompt)}})
-			return
+		echo := prompt
+		if strings.HasPrefix(prompt, "wait") {
+			select {
+			case echo = <-r.steer:
+			case <-runCtx.Done():
+				r.settle(subagent.Result{StopReason: subagent.Aborted, Detail: "cancelled"})
+				return
+			}
 		}
-		select {
-		case m := <-r.steer:
-			r.settle(subagent.Result{StopReason: subagent.Completed, Output: []subagent.ContentBlock{subagent.Text("echo: " + m)}})
-		case <-runCtx.Done():
-			r.settle(subagent.Result{StopReason: subagent.Aborted, Detail: "cancelled"})
-		}
+		r.settle(subagent.Result{StopReason: subagent.Completed, Output: []subagent.ContentBlock{subagent.Text("echo: " + echo)}})
 	}()
 	return r, nil
 }

@@ -7,16 +7,23 @@ import (
 	"github.com/google/uuid"
 )
 
-func TestNewIsARandomUUIDv4(t *testing.T) {
+// Ids are time-ordered UUIDs (version 7): the bbolt store's sessions
+// bucket, keyed by id, then grows at its end (see the package doc).
+func TestNewIsATimeOrderedUUIDv7(t *testing.T) {
+	prev := ""
 	for range 1000 {
 		s := New()
 		u, err := uuid.Parse(s)
 		if err != nil {
 			t.Fatalf("%q: %v", s, err)
 		}
-		if u.Version() != 4 || u.Variant() != uuid.RFC4122 || u.String() != s {
+		if u.Version() != 7 || u.Variant() != uuid.RFC4122 || u.String() != s {
 			t.Fatalf("%q: version %d, variant %v, canonical %q", s, u.Version(), u.Variant(), u.String())
 		}
+		if s <= prev {
+			t.Fatalf("%q minted after %q sorts before it", s, prev)
+		}
+		prev = s
 	}
 }
 

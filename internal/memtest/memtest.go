@@ -4,7 +4,6 @@ package memtest
 
 import (
 	"runtime"
-	"sync"
 	"time"
 )
 
@@ -13,20 +12,18 @@ import (
 // missed peak can only make the figure lower, so a test's ceiling must be
 // far from what the unbounded behaviour it guards against reaches.
 func HeapPeak() (stop func() uint64) {
-	done := make(chan struct{})
-	var peak uint64
-	var wg sync.WaitGroup
-	wg.Add(1)
+	done, result := make(chan struct{}), make(chan uint64)
 	go func() {
-		defer wg.Done()
 		tick := time.NewTicker(2 * time.Millisecond)
 		defer tick.Stop()
 		var m runtime.MemStats
+		var peak uint64
 		for {
 			runtime.ReadMemStats(&m)
 			peak = max(peak, m.HeapAlloc)
 			select {
 			case <-done:
+				result <- peak
 				return
 			case <-tick.C:
 			}
@@ -34,7 +31,6 @@ func HeapPeak() (stop func() uint64) {
 	}()
 	return func() uint64 {
 		close(done)
-		wg.Wait()
-		return peak
+		return <-result
 	}
 }

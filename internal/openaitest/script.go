@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"os"
+	"strings"
 )
 
 // Script is what a server follows: the models GET /v1/models lists and the
@@ -113,11 +114,7 @@ func (c ToolCall) args() string {
 	if c.Pieces == nil {
 		return c.Args
 	}
-	var s string
-	for _, p := range c.Pieces {
-		s += p
-	}
-	return s
+	return strings.Join(c.Pieces, "")
 }
 
 func (s Step) fault() bool { return s.Status != 0 || s.Malformed }
@@ -146,6 +143,15 @@ func (s Step) validate() error {
 	return nil
 }
 
+func validateSteps(steps []Step) error {
+	for i, s := range steps {
+		if err := s.validate(); err != nil {
+			return fmt.Errorf("step %d: %w", i, err)
+		}
+	}
+	return nil
+}
+
 // LoadScript reads a Script from a JSON file.
 func LoadScript(name string) (Script, error) {
 	data, err := os.ReadFile(name)
@@ -153,13 +159,11 @@ func LoadScript(name string) (Script, error) {
 		return Script{}, err
 	}
 	var sc Script
-	if err := json.Unmarshal(data, &sc); err != nil {
-		return Script{}, fmt.Errorf("openaitest: script %s: %w", name, err)
+	if err = json.Unmarshal(data, &sc); err == nil {
+		err = validateSteps(sc.Steps)
 	}
-	for i, s := range sc.Steps {
-		if err := s.validate(); err != nil {
-			return Script{}, fmt.Errorf("openaitest: script %s: step %d: %w", name, i, err)
-		}
+	if err != nil {
+		return Script{}, fmt.Errorf("openaitest: script %s: %w", name, err)
 	}
 	return sc, nil
 }

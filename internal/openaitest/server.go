@@ -51,17 +51,10 @@ type Server struct {
 // the script fails the test and gets a 500.
 func NewServer(t testing.TB, steps ...Step) *Server {
 	t.Helper()
-	for i, s := range steps {
-		if err := s.validate(); err != nil {
-			t.Fatalf("openaitest: step %d: %v", i, err)
-		}
+	if err := validateSteps(steps); err != nil {
+		t.Fatalf("openaitest: %v", err)
 	}
-	s := newServer(Script{Steps: steps})
-	s.t = t
-	s.http = httptest.NewServer(s)
-	s.URL = s.http.URL + "/v1"
-	t.Cleanup(s.Close)
-	return s
+	return newServer(Script{Steps: steps}).startTest(t)
 }
 
 // NewResponder starts a server like NewServer's that answers each chat
@@ -70,23 +63,17 @@ func NewServer(t testing.TB, steps ...Step) *Server {
 // order). respond is called concurrently, once per request; a step it
 // returns that is not valid fails the test and gets a 500.
 func NewResponder(t testing.TB, respond func(Request) Step) *Server {
-	t.Helper()
 	s := newServer(Script{})
-	s.t, s.respond = t, respond
-	s.http = httptest.NewServer(s)
-	s.URL = s.http.URL + "/v1"
-	t.Cleanup(s.Close)
-	return s
+	s.respond = respond
+	return s.startTest(t)
 }
 
 // Listen starts a server on addr ("127.0.0.1:0" picks a free port) that
 // follows sc. When record is not nil, every finished request is written to
 // it as one JSON line.
 func Listen(addr string, sc Script, record io.Writer) (*Server, error) {
-	for i, st := range sc.Steps {
-		if err := st.validate(); err != nil {
-			return nil, fmt.Errorf("openaitest: step %d: %w", i, err)
-		}
+	if err := validateSteps(sc.Steps); err != nil {
+		return nil, fmt.Errorf("openaitest: %w", err)
 	}
 	l, err := net.Listen("tcp", addr)
 	if err != nil {
@@ -94,12 +81,7 @@ func Listen(addr string, sc Script, record io.Writer) (*Server, error) {
 	}
 	s := newServer(sc)
 	s.record = record
-	s.http = httptest.NewUnstartedServer(s)
-	s.http.Listener.Close() // replaced by the one on addr
-	s.http.Listener = l
-	s.http.Start()
-	s.URL = s.http.URL + "/v1"
-	return s, nil
+	return s.start(l), nil
 }
 
 func newServer(sc Script) *Server {
@@ -114,6 +96,26 @@ func newServer(sc Script) *Server {
 		release: make(chan struct{}),
 		changed: make(chan struct{}),
 	}
+}
+
+// start serves s on l, or on a loopback port of its own when l is nil.
+func (s *Server) start(l net.Listener) *Server {
+	s.http = httptest.NewUnstartedServer(s)
+	if l != nil {
+		s.http.Listener.Close() // replaced by l
+		s.http.Listener = l
+	}
+	s.http.Start()
+	s.URL = s.http.URL + "/v1"
+	return s
+}
+
+// startTest starts s for t, which it closes when the test ends.
+func (s *Server) startTest(t testing.TB) *Server {
+	s.t = t
+	s.start(nil)
+	t.Cleanup(s.Close)
+	return s
 }
 
 // Client is an HTTP client for the server whose idle connections Close
@@ -355,18 +357,14 @@ func (a *answer) model() string {
 }
 
 func (a *answer) malformed() {
-	body := a.step.Body
+	body, ctype := `{"id": "`+a.id+`", "object": "chat.completion", "choices": [{`, "application/json"
 	if a.rec.Stream {
-		if body == "" {
-			body = `data: {"id": "` + a.id + `", "choices": [{"delta": {"content": "cut` + "\n\n"
-		}
-		a.w.Header().Set("Content-Type", "text/event-stream")
-	} else {
-		if body == "" {
-			body = `{"id": "` + a.id + `", "object": "chat.completion", "choices": [{`
-		}
-		a.w.Header().Set("Content-Type", "application/json")
+		body, ctype = `data: {"id": "`+a.id+`", "choices": [{"delta": {"content": "cut`+"\n\n", "text/event-stream"
 	}
+	if a.step.Body != "" {
+		body = a.step.Body
+	}
+	a.w.Header().Set("Content-Type", ctype)
 	_, _ = io.WriteString(a.w, body) // a write error means the client left
 }
 
@@ -395,16 +393,15 @@ func (a *answer) stream() {
 
 func (a *answer) whole() {
 	data, _ := json.Marshal(a.step.completion(a.id, a.model())) // always marshals
+	a.w.Header().Set("Content-Type", "application/json")
 	if a.step.Drop || a.step.Stall {
 		// Promise the whole body, send half: the client reads a short body.
-		a.w.Header().Set("Content-Type", "application/json")
 		a.w.Header().Set("Content-Length", strconv.Itoa(len(data)))
 		a.w.WriteHeader(http.StatusOK)
 		a.write(string(data[:len(data)/2]))
 		a.interrupt(a.step.After)
 		return
 	}
-	a.w.Header().Set("Content-Type", "application/json")
 	a.write(string(data))
 }
 

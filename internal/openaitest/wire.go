@@ -176,7 +176,6 @@ func (s Step) chunks(id, model string, includeUsage bool) []chunk {
 		return chunk{ID: id, Object: "chat.completion.chunk", Model: model, Choices: []chunkChoice{{Delta: d}}}
 	}
 	out := []chunk{mk(delta{Role: "assistant"})}
-	var seqs [][]delta
 	var text []delta
 	for _, p := range split(s.Text, s.ChunkSize) {
 		text = append(text, delta{Content: &p})
@@ -184,7 +183,7 @@ func (s Step) chunks(id, model string, includeUsage bool) []chunk {
 	for _, p := range split(s.Refusal, s.ChunkSize) {
 		text = append(text, delta{Refusal: &p})
 	}
-	seqs = append(seqs, text)
+	seqs := [][]delta{text}
 	for i, c := range s.ToolCalls {
 		pieces := c.Pieces
 		if pieces == nil {
@@ -197,15 +196,12 @@ func (s Step) chunks(id, model string, includeUsage bool) []chunk {
 		seqs = append(seqs, seq)
 	}
 	if s.Interleave {
-		for n := 0; ; n++ {
-			more := false
+		for n, more := 0, true; more; n++ {
+			more = false
 			for _, seq := range seqs {
 				if n < len(seq) {
 					out, more = append(out, mk(seq[n])), true
 				}
-			}
-			if !more {
-				break
 			}
 		}
 	} else {

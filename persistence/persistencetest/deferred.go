@@ -3,6 +3,7 @@ package persistencetest
 import (
 	"context"
 	"errors"
+	"fmt"
 	"slices"
 	"testing"
 
@@ -19,19 +20,16 @@ type deferredCreator interface {
 	CreateDeferred(ctx context.Context, h subagent.SessionHeader, recs ...persistence.Record) (uint64, error)
 }
 
-var deferredCases = []struct {
-	name string
-	f    func(*testing.T, persistence.Store, deferredCreator)
-}{
+var deferredCases = []testCase[deferredCreator]{
 	{"DeferredIsASessionAtOnce", testDeferredIsASessionAtOnce},
 	{"DeferredFirstWriteStoresItWhole", testDeferredFirstWriteStoresItWhole},
 	{"DeferredDelete", testDeferredDelete},
 	{"DeferredRefusesWhatCreateWithRefuses", testDeferredRefusesWhatCreateWithRefuses},
 }
 
-func mustDefer(t *testing.T, d deferredCreator, h subagent.SessionHeader, recs ...persistence.Record) {
+func mustDefer(t *testing.T, s deferredCreator, h subagent.SessionHeader, recs ...persistence.Record) {
 	t.Helper()
-	if seq, err := d.CreateDeferred(t.Context(), h, recs...); err != nil || seq != uint64(len(recs)) {
+	if seq, err := s.CreateDeferred(t.Context(), h, recs...); err != nil || seq != uint64(len(recs)) {
 		t.Fatalf("CreateDeferred(%q): %d, %v; want %d", h.SessionID, seq, err, len(recs))
 	}
 }
@@ -44,11 +42,11 @@ func ids(infos []persistence.SessionInfo) []string {
 	return out
 }
 
-func testDeferredIsASessionAtOnce(t *testing.T, s persistence.Store, d deferredCreator) {
+func testDeferredIsASessionAtOnce(t *testing.T, s deferredCreator) {
 	ctx := t.Context()
 	mustCreate(t, s, header("before"))
 	h := header("d")
-	mustDefer(t, d, h, rec("message", `1`), rec("log", `{"a":2}`))
+	mustDefer(t, s, h, rec("message", `1`), rec("log", `{"a":2}`))
 	got, recs := mustLoad(t, s, "d")
 	if got != h {
 		t.Fatalf("header %+v, want %+v", got, h)
@@ -74,28 +72,23 @@ func testDeferredIsASessionAtOnce(t *testing.T, s persistence.Store, d deferredC
 	if err := s.Append(ctx, "d"); err != nil {
 		t.Fatalf("empty Append: %v", err)
 	}
-	if seq, err := s.AppendAt(ctx, "d", 2); err != nil || seq != 2 {
-		t.Fatalf("empty AppendAt(2): %d, %v", seq, err)
-	}
+	mustAppendAt(t, s, "d", 2, 2)
 	var conflict *persistence.ConflictError
 	if _, err := s.AppendAt(ctx, "d", 1, rec("message", `3`)); !errors.As(err, &conflict) || conflict.Actual != 2 {
 		t.Fatalf("AppendAt(1) on a log ending at 2: %v, want a conflict at 2", err)
 	}
-	if _, err := s.CreateWith(ctx, header("d")); !errors.Is(err, persistence.ErrExists) {
-		t.Fatalf("CreateWith of a deferred id: %v, want ErrExists", err)
-	}
-	if _, err := d.CreateDeferred(ctx, header("d")); !errors.Is(err, persistence.ErrExists) {
-		t.Fatalf("CreateDeferred of a deferred id: %v, want ErrExists", err)
-	}
-	if _, err := d.CreateDeferred(ctx, header("before")); !errors.Is(err, persistence.ErrExists) {
-		t.Fatalf("CreateDeferred of a stored id: %v, want ErrExists", err)
-	}
+	_, err = s.CreateWith(ctx, header("d"))
+	wantErr(t, "CreateWith of a deferred id", err, persistence.ErrExists)
+	_, err = s.CreateDeferred(ctx, header("d"))
+	wantErr(t, "CreateDeferred of a deferred id", err, persistence.ErrExists)
+	_, err = s.CreateDeferred(ctx, header("before"))
+	wantErr(t, "CreateDeferred of a stored id", err, persistence.ErrExists)
 	// Refused writes changed nothing.
 	_, recs = mustLoad(t, s, "d")
 	wantRecords(t, recs, rec("message", `1`), rec("log", `{"a":2}`))
 }
 
-func testDeferredFirstWriteStoresItWhole(t *testing.T, s persistence.Store, d deferredCreator) {
+func testDeferredFirstWriteStoresItWhole(t *testing.T, s deferredCreator) {
 	ctx := t.Context()
 	for _, write := range []struct {
 		name string
@@ -105,7 +98,7 @@ func testDeferredFirstWriteStoresItWhole(t *testing.T, s persistence.Store, d de
 		{"AppendAt", func(id string) error { _, err := s.AppendAt(ctx, id, 2, rec("message", `3`)); return err }},
 	} {
 		id := "d-" + write.name
-		mustDefer(t, d, header(id), rec("message", `1`), rec("log", `2`))
+		mustDefer(t, s, header(id), rec("message", `1`), rec("log", `2`))
 		if err := write.f(id); err != nil {
 			t.Fatalf("%s: %v", write.name, err)
 		}
@@ -113,15 +106,13 @@ func testDeferredFirstWriteStoresItWhole(t *testing.T, s persistence.Store, d de
 		if err != nil || len(entries) != 3 || entries[0].Seq != 1 || entries[2].Seq != 3 {
 			t.Fatalf("%s: LoadFrom: %+v, %v", write.name, entries, err)
 		}
-		if seq, err := s.AppendAt(ctx, id, 3, rec("message", `4`)); err != nil || seq != 4 {
-			t.Fatalf("%s: next AppendAt: %d, %v", write.name, seq, err)
-		}
+		mustAppendAt(t, s, id, 3, 4, rec("message", `4`))
 	}
 	all, err := s.Sessions(ctx)
 	if err != nil || !slices.Equal(ids(all), []string{"d-Append", "d-AppendAt"}) {
 		t.Fatalf("Sessions: %v, %v", ids(all), err)
 	}
-	mustDefer(t, d, header("c"), rec("message", `1`))
+	mustDefer(t, s, header("c"), rec("message", `1`))
 	if err := s.Compact(ctx, "c", 1, rec("message", `"summary"`)); err != nil {
 		t.Fatalf("Compact: %v", err)
 	}
@@ -129,29 +120,24 @@ func testDeferredFirstWriteStoresItWhole(t *testing.T, s persistence.Store, d de
 	wantRecords(t, recs, rec("message", `"summary"`))
 }
 
-func testDeferredDelete(t *testing.T, s persistence.Store, d deferredCreator) {
+func testDeferredDelete(t *testing.T, s deferredCreator) {
 	ctx := t.Context()
-	mustDefer(t, d, header("d"), rec("message", `1`))
+	mustDefer(t, s, header("d"), rec("message", `1`))
 	if err := s.Delete(ctx, "d"); err != nil {
 		t.Fatalf("Delete: %v", err)
 	}
-	if _, _, err := s.Load(ctx, "d"); !errors.Is(err, persistence.ErrNotFound) {
-		t.Fatalf("Load after Delete: %v", err)
-	}
-	if err := s.Append(ctx, "d", rec("message", `2`)); !errors.Is(err, persistence.ErrNotFound) {
-		t.Fatalf("Append after Delete: %v", err)
-	}
-	if err := s.Delete(ctx, "d"); !errors.Is(err, persistence.ErrNotFound) {
-		t.Fatalf("second Delete: %v", err)
-	}
+	_, _, err := s.Load(ctx, "d")
+	wantErr(t, "Load after Delete", err, persistence.ErrNotFound)
+	wantErr(t, "Append after Delete", s.Append(ctx, "d", rec("message", `2`)), persistence.ErrNotFound)
+	wantErr(t, "second Delete", s.Delete(ctx, "d"), persistence.ErrNotFound)
 	if all, err := s.Sessions(ctx); err != nil || len(all) != 0 {
 		t.Fatalf("Sessions: %v, %v", ids(all), err)
 	}
 	// The id is free again.
-	mustDefer(t, d, header("d"))
+	mustDefer(t, s, header("d"))
 }
 
-func testDeferredRefusesWhatCreateWithRefuses(t *testing.T, s persistence.Store, d deferredCreator) {
+func testDeferredRefusesWhatCreateWithRefuses(t *testing.T, s deferredCreator) {
 	ctx := t.Context()
 	for _, c := range []struct {
 		h    subagent.SessionHeader
@@ -162,11 +148,9 @@ func testDeferredRefusesWhatCreateWithRefuses(t *testing.T, s persistence.Store,
 		{header("x"), []persistence.Record{rec("", `1`)}},
 		{header("x"), []persistence.Record{rec("message", `{`)}},
 	} {
-		if _, err := d.CreateDeferred(ctx, c.h, c.recs...); !errors.Is(err, persistence.ErrInvalid) {
-			t.Fatalf("CreateDeferred(%+v, %s): %v, want ErrInvalid", c.h, show(c.recs), err)
-		}
+		_, err := s.CreateDeferred(ctx, c.h, c.recs...)
+		wantErr(t, fmt.Sprintf("CreateDeferred(%+v, %s)", c.h, show(c.recs)), err, persistence.ErrInvalid)
 	}
-	if _, _, err := s.Load(ctx, "x"); !errors.Is(err, persistence.ErrNotFound) {
-		t.Fatalf("a refused create left a session: %v", err)
-	}
+	_, _, err := s.Load(ctx, "x")
+	wantErr(t, "Load after the refused creates", err, persistence.ErrNotFound)
 }

@@ -1,7 +1,6 @@
 package persistencetest
 
 import (
-	"errors"
 	"testing"
 
 	"github.com/subactor/subactor/persistence"
@@ -37,9 +36,8 @@ func testLoadFromReturnsSequenceNumbers(t *testing.T, s persistence.Store) {
 	got[0].Kind = "changed"
 	wantEntries(t, mustLoadFrom(t, s, "s1", 0), all...)
 
-	if _, _, err := s.LoadFrom(ctx, "nope", 0); !errors.Is(err, persistence.ErrNotFound) {
-		t.Fatalf("LoadFrom(unknown): got %v, want ErrNotFound", err)
-	}
+	_, _, err = s.LoadFrom(ctx, "nope", 0)
+	wantErr(t, "LoadFrom(unknown)", err, persistence.ErrNotFound)
 }
 
 func testHeader(t *testing.T, s persistence.Store) {
@@ -50,15 +48,13 @@ func testHeader(t *testing.T, s persistence.Store) {
 	if got, err := s.Header(ctx, "s1"); err != nil || got != h {
 		t.Fatalf("Header: got %+v, %v; want %+v", got, err, h)
 	}
-	if _, err := s.Header(ctx, "nope"); !errors.Is(err, persistence.ErrNotFound) {
-		t.Fatalf("Header(unknown): got %v, want ErrNotFound", err)
-	}
+	_, err := s.Header(ctx, "nope")
+	wantErr(t, "Header(unknown)", err, persistence.ErrNotFound)
 	if err := s.Delete(ctx, "s1"); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := s.Header(ctx, "s1"); !errors.Is(err, persistence.ErrNotFound) {
-		t.Fatalf("Header after Delete: got %v, want ErrNotFound", err)
-	}
+	_, err = s.Header(ctx, "s1")
+	wantErr(t, "Header after Delete", err, persistence.ErrNotFound)
 }
 
 // info is the SessionInfo a case expects.
@@ -134,9 +130,8 @@ func testChildrenByParent(t *testing.T, s persistence.Store) {
 	wantInfos(t, "Children(z)", got, err, info("w", "z", 0))
 	got, err = s.Children(ctx, "nobody")
 	wantInfos(t, "Children(nobody)", got, err)
-	if _, err := s.Children(ctx, ""); !errors.Is(err, persistence.ErrInvalid) {
-		t.Fatalf("Children(\"\"): got %v, want ErrInvalid", err)
-	}
+	_, err = s.Children(ctx, "")
+	wantErr(t, `Children("")`, err, persistence.ErrInvalid)
 	if err := s.Delete(ctx, "x"); err != nil {
 		t.Fatal(err)
 	}

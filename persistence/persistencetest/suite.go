@@ -16,10 +16,7 @@ import (
 // newStore, and the deferred-create cases when its stores have
 // CreateDeferred (deferredCreator); RunTasks does the same for TaskStore.
 func Run(t *testing.T, newStore func(t *testing.T) persistence.Store) {
-	cases := []struct {
-		name string
-		f    func(*testing.T, persistence.Store)
-	}{
+	runCases(t, newStore, []testCase[persistence.Store]{
 		{"CreateThenLoad", testCreateThenLoad},
 		{"CreateDuplicate", testCreateDuplicate},
 		{"CreateInvalid", testCreateInvalid},
@@ -46,17 +43,29 @@ func Run(t *testing.T, newStore func(t *testing.T) persistence.Store) {
 		{"CompactAtTheLogsEndAndAgain", testCompactAtTheLogsEndAndAgain},
 		{"CompactInvalidChangesNothing", testCompactInvalidChangesNothing},
 		{"EndedContextNewCalls", testEndedContextNewCalls},
+	})
+	if _, ok := newStore(t).(deferredCreator); ok {
+		runCases(t, func(t *testing.T) deferredCreator { return newStore(t).(deferredCreator) }, deferredCases)
 	}
+}
+
+type testCase[S any] struct {
+	name string
+	f    func(*testing.T, S)
+}
+
+// runCases runs each case as a subtest against a fresh store.
+func runCases[S any](t *testing.T, newStore func(*testing.T) S, cases []testCase[S]) {
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) { c.f(t, newStore(t)) })
 	}
-	if _, ok := newStore(t).(deferredCreator); ok {
-		for _, c := range deferredCases {
-			t.Run(c.name, func(t *testing.T) {
-				s := newStore(t)
-				c.f(t, s, s.(deferredCreator))
-			})
-		}
+}
+
+// wantErr checks that err is or wraps target.
+func wantErr(t *testing.T, what string, err, target error) {
+	t.Helper()
+	if !errors.Is(err, target) {
+		t.Fatalf("%s: got %v, want %v", what, err, target)
 	}
 }
 
@@ -135,9 +144,7 @@ func testCreateDuplicate(t *testing.T, s persistence.Store) {
 	mustCreate(t, s, header("s1"))
 	mustAppend(t, s, "s1", rec("message", `1`))
 	other := subagent.SessionHeader{SessionID: "s1", DelegationDepth: 5}
-	if err := s.Create(t.Context(), other); !errors.Is(err, persistence.ErrExists) {
-		t.Fatalf("duplicate Create: got %v, want ErrExists", err)
-	}
+	wantErr(t, "duplicate Create", s.Create(t.Context(), other), persistence.ErrExists)
 	h, recs := mustLoad(t, s, "s1")
 	if h != header("s1") {
 		t.Fatalf("duplicate Create replaced the header: %+v", h)
@@ -150,28 +157,18 @@ func testCreateInvalid(t *testing.T, s persistence.Store) {
 		{SessionID: ""},
 		{SessionID: "neg", DelegationDepth: -1},
 	} {
-		if err := s.Create(t.Context(), h); !errors.Is(err, persistence.ErrInvalid) {
-			t.Errorf("Create(%+v): got %v, want ErrInvalid", h, err)
-		}
+		wantErr(t, fmt.Sprintf("Create(%+v)", h), s.Create(t.Context(), h), persistence.ErrInvalid)
 	}
-	if _, _, err := s.Load(t.Context(), "neg"); !errors.Is(err, persistence.ErrNotFound) {
-		t.Fatalf("invalid header was stored: Load got %v", err)
-	}
+	_, _, err := s.Load(t.Context(), "neg")
+	wantErr(t, "Load of an invalid header", err, persistence.ErrNotFound)
 }
 
 func testUnknownSession(t *testing.T, s persistence.Store) {
-	if err := s.Append(t.Context(), "nope", rec("message", `1`)); !errors.Is(err, persistence.ErrNotFound) {
-		t.Errorf("Append: got %v, want ErrNotFound", err)
-	}
-	if err := s.Append(t.Context(), "nope"); !errors.Is(err, persistence.ErrNotFound) {
-		t.Errorf("Append of no records: got %v, want ErrNotFound", err)
-	}
-	if err := s.Delete(t.Context(), "nope"); !errors.Is(err, persistence.ErrNotFound) {
-		t.Errorf("Delete: got %v, want ErrNotFound", err)
-	}
-	if _, _, err := s.Load(t.Context(), "nope"); !errors.Is(err, persistence.ErrNotFound) {
-		t.Errorf("Load: got %v, want ErrNotFound", err)
-	}
+	wantErr(t, "Append", s.Append(t.Context(), "nope", rec("message", `1`)), persistence.ErrNotFound)
+	wantErr(t, "Append of no records", s.Append(t.Context(), "nope"), persistence.ErrNotFound)
+	wantErr(t, "Delete", s.Delete(t.Context(), "nope"), persistence.ErrNotFound)
+	_, _, err := s.Load(t.Context(), "nope")
+	wantErr(t, "Load", err, persistence.ErrNotFound)
 }
 
 func testAppendKeepsOrder(t *testing.T, s persistence.Store) {
@@ -209,10 +206,7 @@ func testAppendInvalidIsAtomic(t *testing.T, s persistence.Store) {
 		rec("message", `{"torn":`),
 		{Kind: "message"},
 	} {
-		err := s.Append(t.Context(), "s1", rec("message", `2`), bad)
-		if !errors.Is(err, persistence.ErrInvalid) {
-			t.Errorf("Append(%+v): got %v, want ErrInvalid", bad, err)
-		}
+		wantErr(t, fmt.Sprintf("Append(%+v)", bad), s.Append(t.Context(), "s1", rec("message", `2`), bad), persistence.ErrInvalid)
 	}
 	_, recs := mustLoad(t, s, "s1")
 	wantRecords(t, recs, rec("message", `1`))
@@ -298,15 +292,10 @@ func testDelete(t *testing.T, s persistence.Store) {
 	if err := s.Delete(t.Context(), "gone"); err != nil {
 		t.Fatalf("Delete: %v", err)
 	}
-	if _, _, err := s.Load(t.Context(), "gone"); !errors.Is(err, persistence.ErrNotFound) {
-		t.Fatalf("Load after Delete: got %v, want ErrNotFound", err)
-	}
-	if err := s.Append(t.Context(), "gone", rec("message", `2`)); !errors.Is(err, persistence.ErrNotFound) {
-		t.Fatalf("Append after Delete: got %v, want ErrNotFound", err)
-	}
-	if err := s.Delete(t.Context(), "gone"); !errors.Is(err, persistence.ErrNotFound) {
-		t.Fatalf("second Delete: got %v, want ErrNotFound", err)
-	}
+	_, _, err := s.Load(t.Context(), "gone")
+	wantErr(t, "Load after Delete", err, persistence.ErrNotFound)
+	wantErr(t, "Append after Delete", s.Append(t.Context(), "gone", rec("message", `2`)), persistence.ErrNotFound)
+	wantErr(t, "second Delete", s.Delete(t.Context(), "gone"), persistence.ErrNotFound)
 	h, recs := mustLoad(t, s, "kept")
 	if h != header("kept") {
 		t.Fatalf("Delete changed another header: %+v", h)
@@ -326,21 +315,13 @@ func testEndedContext(t *testing.T, s persistence.Store) {
 	mustCreate(t, s, header("s1"))
 	ctx, cancel := context.WithCancel(t.Context())
 	cancel()
-	if err := s.Create(ctx, header("s2")); !errors.Is(err, context.Canceled) {
-		t.Errorf("Create: got %v, want context.Canceled", err)
-	}
-	if err := s.Append(ctx, "s1", rec("message", `1`)); !errors.Is(err, context.Canceled) {
-		t.Errorf("Append: got %v, want context.Canceled", err)
-	}
-	if _, _, err := s.Load(ctx, "s1"); !errors.Is(err, context.Canceled) {
-		t.Errorf("Load: got %v, want context.Canceled", err)
-	}
-	if err := s.Delete(ctx, "s1"); !errors.Is(err, context.Canceled) {
-		t.Errorf("Delete: got %v, want context.Canceled", err)
-	}
-	if _, _, err := s.Load(t.Context(), "s2"); !errors.Is(err, persistence.ErrNotFound) {
-		t.Errorf("Create with an ended context stored a session: %v", err)
-	}
+	wantErr(t, "Create", s.Create(ctx, header("s2")), context.Canceled)
+	wantErr(t, "Append", s.Append(ctx, "s1", rec("message", `1`)), context.Canceled)
+	_, _, err := s.Load(ctx, "s1")
+	wantErr(t, "Load", err, context.Canceled)
+	wantErr(t, "Delete", s.Delete(ctx, "s1"), context.Canceled)
+	_, _, err = s.Load(t.Context(), "s2")
+	wantErr(t, "Load of the session Create got with an ended context", err, persistence.ErrNotFound)
 	_, recs := mustLoad(t, s, "s1")
 	wantRecords(t, recs)
 }

@@ -13,10 +13,7 @@ import (
 // RunTasks runs every TaskStore conformance case against a fresh store
 // from newStore.
 func RunTasks(t *testing.T, newStore func(t *testing.T) persistence.TaskStore) {
-	cases := []struct {
-		name string
-		f    func(*testing.T, persistence.TaskStore)
-	}{
+	runCases(t, newStore, []testCase[persistence.TaskStore]{
 		{"PutThenGet", testPutThenGet},
 		{"PutReplaces", testPutReplaces},
 		{"UnknownTask", testUnknownTask},
@@ -25,10 +22,7 @@ func RunTasks(t *testing.T, newStore func(t *testing.T) persistence.TaskStore) {
 		{"PutInvalidChangesNothing", testPutInvalidChangesNothing},
 		{"TaskCopies", testTaskCopies},
 		{"TaskEndedContext", testTaskEndedContext},
-	}
-	for _, c := range cases {
-		t.Run(c.name, func(t *testing.T) { c.f(t, newStore(t)) })
-	}
+	})
 }
 
 // updatedAt is a time with a zone other than UTC and a monotonic reading,
@@ -119,9 +113,7 @@ func testUnknownTask(t *testing.T, s persistence.TaskStore) {
 	if !errors.Is(err, persistence.ErrTaskNotFound) || !errors.Is(err, persistence.ErrNotFound) {
 		t.Fatalf("GetTask(unknown): got %v, want ErrTaskNotFound (and ErrNotFound)", err)
 	}
-	if err := s.DeleteTask(t.Context(), "nope"); !errors.Is(err, persistence.ErrTaskNotFound) {
-		t.Fatalf("DeleteTask(unknown): got %v, want ErrTaskNotFound", err)
-	}
+	wantErr(t, "DeleteTask(unknown)", s.DeleteTask(t.Context(), "nope"), persistence.ErrTaskNotFound)
 }
 
 func testListByParentInIDOrder(t *testing.T, s persistence.TaskStore) {
@@ -131,9 +123,8 @@ func testListByParentInIDOrder(t *testing.T, s persistence.TaskStore) {
 	wantList(t, s, "p", task("t0", "p", "d"), task("t1", "p", "b"), task("t3", "p", "a"))
 	wantList(t, s, "q", task("t2", "q", "c"))
 	wantList(t, s, "nobody")
-	if _, err := s.ListTasks(t.Context(), ""); !errors.Is(err, persistence.ErrInvalid) {
-		t.Fatalf("ListTasks(\"\"): got %v, want ErrInvalid", err)
-	}
+	_, err := s.ListTasks(t.Context(), "")
+	wantErr(t, `ListTasks("")`, err, persistence.ErrInvalid)
 }
 
 func testDeleteTask(t *testing.T, s persistence.TaskStore) {
@@ -142,12 +133,9 @@ func testDeleteTask(t *testing.T, s persistence.TaskStore) {
 	if err := s.DeleteTask(t.Context(), "t1"); err != nil {
 		t.Fatalf("DeleteTask: %v", err)
 	}
-	if _, err := s.GetTask(t.Context(), "t1"); !errors.Is(err, persistence.ErrTaskNotFound) {
-		t.Fatalf("GetTask after DeleteTask: got %v, want ErrTaskNotFound", err)
-	}
-	if err := s.DeleteTask(t.Context(), "t1"); !errors.Is(err, persistence.ErrTaskNotFound) {
-		t.Fatalf("second DeleteTask: got %v, want ErrTaskNotFound", err)
-	}
+	_, err := s.GetTask(t.Context(), "t1")
+	wantErr(t, "GetTask after DeleteTask", err, persistence.ErrTaskNotFound)
+	wantErr(t, "second DeleteTask", s.DeleteTask(t.Context(), "t1"), persistence.ErrTaskNotFound)
 	wantList(t, s, "p", task("t2", "p", "running"))
 	mustPut(t, s, task("t1", "p", "again"))
 	wantTask(t, mustGet(t, s, "t1"), task("t1", "p", "again"))
@@ -163,9 +151,7 @@ func testPutInvalidChangesNothing(t *testing.T, s persistence.TaskStore) {
 		"NoID": task("", "p", "x"), "NoParent": noParent, "NoState": noState,
 		"ResultNotJSON": badResult, "YearPast9999": farFuture,
 	} {
-		if err := s.PutTask(t.Context(), bad); !errors.Is(err, persistence.ErrInvalid) {
-			t.Errorf("%s: PutTask got %v, want ErrInvalid", name, err)
-		}
+		wantErr(t, name+": PutTask", s.PutTask(t.Context(), bad), persistence.ErrInvalid)
 	}
 	wantTask(t, mustGet(t, s, "t1"), kept)
 	wantList(t, s, "p", kept)
@@ -201,9 +187,7 @@ func testTaskEndedContext(t *testing.T, s persistence.TaskStore) {
 		"PutTask": s.PutTask(ctx, task("t2", "p", "running")), "GetTask": errGet,
 		"ListTasks": errList, "DeleteTask": s.DeleteTask(ctx, "t1"),
 	} {
-		if !errors.Is(err, context.Canceled) {
-			t.Errorf("%s: got %v, want context.Canceled", name, err)
-		}
+		wantErr(t, name, err, context.Canceled)
 	}
 	wantList(t, s, "p", task("t1", "p", "running"))
 }

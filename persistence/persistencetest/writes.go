@@ -53,6 +53,15 @@ func wantConflict(t *testing.T, err error, id string, expected, actual uint64) {
 	}
 }
 
+// mustAppendAt appends recs to id at the end expect and checks the new
+// end.
+func mustAppendAt(t *testing.T, s persistence.Store, id string, expect, want uint64, recs ...persistence.Record) {
+	t.Helper()
+	if seq, err := s.AppendAt(t.Context(), id, expect, recs...); err != nil || seq != want {
+		t.Fatalf("AppendAt(%q, %d): got %d, %v; want %d, nil", id, expect, seq, err, want)
+	}
+}
+
 func testCreateWithThenLoad(t *testing.T, s persistence.Store) {
 	data := []byte(`{"n":1}`)
 	seq, err := s.CreateWith(t.Context(), header("s1"), persistence.Record{Kind: "message", Data: data}, rec("descriptor", `{"n":2}`))
@@ -66,9 +75,7 @@ func testCreateWithThenLoad(t *testing.T, s persistence.Store) {
 	}
 	wantRecords(t, recs, rec("message", `{"n":1}`), rec("descriptor", `{"n":2}`))
 	// The log goes on from the records CreateWith stored.
-	if seq, err := s.AppendAt(t.Context(), "s1", 2, rec("message", `3`)); err != nil || seq != 3 {
-		t.Fatalf("AppendAt(2): got %d, %v; want 3, nil", seq, err)
-	}
+	mustAppendAt(t, s, "s1", 2, 3, rec("message", `3`))
 	wantEntries(t, mustLoadFrom(t, s, "s1", 0),
 		entry(1, "message", `{"n":1}`), entry(2, "descriptor", `{"n":2}`), entry(3, "message", `3`))
 
@@ -76,9 +83,7 @@ func testCreateWithThenLoad(t *testing.T, s persistence.Store) {
 	if seq, err := s.CreateWith(t.Context(), header("empty")); err != nil || seq != 0 {
 		t.Fatalf("CreateWith(no records): got %d, %v; want 0, nil", seq, err)
 	}
-	if seq, err := s.AppendAt(t.Context(), "empty", 0, rec("message", `1`)); err != nil || seq != 1 {
-		t.Fatalf("AppendAt(empty, 0): got %d, %v; want 1, nil", seq, err)
-	}
+	mustAppendAt(t, s, "empty", 0, 1, rec("message", `1`))
 }
 
 // testCreateWithIsAtomic checks that a CreateWith that fails leaves no
@@ -87,9 +92,8 @@ func testCreateWithIsAtomic(t *testing.T, s persistence.Store) {
 	ctx := t.Context()
 	mustCreate(t, s, header("taken"))
 	mustAppend(t, s, "taken", rec("message", `"kept"`))
-	if _, err := s.CreateWith(ctx, subagent.SessionHeader{SessionID: "taken"}, rec("message", `"new"`)); !errors.Is(err, persistence.ErrExists) {
-		t.Fatalf("CreateWith(taken): got %v, want ErrExists", err)
-	}
+	_, err := s.CreateWith(ctx, subagent.SessionHeader{SessionID: "taken"}, rec("message", `"new"`))
+	wantErr(t, "CreateWith(taken)", err, persistence.ErrExists)
 	h, recs := mustLoad(t, s, "taken")
 	if h != header("taken") {
 		t.Fatalf("CreateWith(taken) replaced the header: %+v", h)
@@ -98,16 +102,12 @@ func testCreateWithIsAtomic(t *testing.T, s persistence.Store) {
 
 	for _, bad := range []persistence.Record{rec("", `3`), rec("message", `{"torn":`), {Kind: "message"}} {
 		_, err := s.CreateWith(ctx, header("new"), rec("message", `1`), rec("message", `2`), bad)
-		if !errors.Is(err, persistence.ErrInvalid) {
-			t.Fatalf("CreateWith(..., %+v): got %v, want ErrInvalid", bad, err)
-		}
+		wantErr(t, fmt.Sprintf("CreateWith(..., %+v)", bad), err, persistence.ErrInvalid)
 	}
-	if _, err := s.CreateWith(ctx, subagent.SessionHeader{SessionID: "new", DelegationDepth: -1}, rec("message", `1`)); !errors.Is(err, persistence.ErrInvalid) {
-		t.Fatalf("CreateWith(negative depth): got %v, want ErrInvalid", err)
-	}
-	if _, err := s.Header(ctx, "new"); !errors.Is(err, persistence.ErrNotFound) {
-		t.Fatalf("a failed CreateWith left a session: Header got %v", err)
-	}
+	_, err = s.CreateWith(ctx, subagent.SessionHeader{SessionID: "new", DelegationDepth: -1}, rec("message", `1`))
+	wantErr(t, "CreateWith(negative depth)", err, persistence.ErrInvalid)
+	_, err = s.Header(ctx, "new")
+	wantErr(t, "Header after the failed CreateWiths", err, persistence.ErrNotFound)
 	if infos, err := s.Sessions(ctx); err != nil || len(infos) != 1 {
 		t.Fatalf("Sessions after failed CreateWith: got %+v, %v; want only %q", infos, err, "taken")
 	}
@@ -134,9 +134,7 @@ func testAppendAtFencesALateWriter(t *testing.T, s persistence.Store) {
 	}
 	readA, readB := infos[0].LastSeq, infos[0].LastSeq
 
-	if seq, err := s.AppendAt(ctx, "s1", readA, rec("message", `"a1"`), rec("message", `"a2"`)); err != nil || seq != 4 {
-		t.Fatalf("writer A: got %d, %v; want 4, nil", seq, err)
-	}
+	mustAppendAt(t, s, "s1", readA, 4, rec("message", `"a1"`), rec("message", `"a2"`)) // writer A
 	_, err = s.AppendAt(ctx, "s1", readB, rec("message", `"b1"`))
 	wantConflict(t, err, "s1", 2, 4)
 	wantEntries(t, mustLoadFrom(t, s, "s1", 0),
@@ -144,24 +142,18 @@ func testAppendAtFencesALateWriter(t *testing.T, s persistence.Store) {
 
 	// B catches up from where it was and tries again.
 	wantEntries(t, mustLoadFrom(t, s, "s1", readB), entry(3, "message", `"a1"`), entry(4, "message", `"a2"`))
-	if seq, err := s.AppendAt(ctx, "s1", 4, rec("message", `"b1"`)); err != nil || seq != 5 {
-		t.Fatalf("writer B after resync: got %d, %v; want 5, nil", seq, err)
-	}
+	mustAppendAt(t, s, "s1", 4, 5, rec("message", `"b1"`))
 	// Expecting more than there is conflicts too.
 	_, err = s.AppendAt(ctx, "s1", 9, rec("message", `"ahead"`))
 	wantConflict(t, err, "s1", 9, 5)
 	// With no records it only checks.
-	if seq, err := s.AppendAt(ctx, "s1", 5); err != nil || seq != 5 {
-		t.Fatalf("AppendAt(5) of nothing: got %d, %v; want 5, nil", seq, err)
-	}
+	mustAppendAt(t, s, "s1", 5, 5)
 	_, err = s.AppendAt(ctx, "s1", 4)
 	wantConflict(t, err, "s1", 4, 5)
-	if _, err := s.AppendAt(ctx, "nope", 0, rec("message", `1`)); !errors.Is(err, persistence.ErrNotFound) {
-		t.Fatalf("AppendAt(unknown): got %v, want ErrNotFound", err)
-	}
-	if _, err := s.AppendAt(ctx, "nope", 0); !errors.Is(err, persistence.ErrNotFound) {
-		t.Fatalf("AppendAt(unknown) of nothing: got %v, want ErrNotFound", err)
-	}
+	_, err = s.AppendAt(ctx, "nope", 0, rec("message", `1`))
+	wantErr(t, "AppendAt(unknown)", err, persistence.ErrNotFound)
+	_, err = s.AppendAt(ctx, "nope", 0)
+	wantErr(t, "AppendAt(unknown) of nothing", err, persistence.ErrNotFound)
 	_, recs := mustLoad(t, s, "s1")
 	if len(recs) != 5 {
 		t.Fatalf("got %d records, want 5: %s", len(recs), show(recs))
@@ -173,9 +165,7 @@ func testAppendAtRefusesBadInputFirst(t *testing.T, s persistence.Store) {
 	mustAppend(t, s, "s1", rec("message", `1`))
 	for _, expect := range []uint64{1, 7} {
 		_, err := s.AppendAt(t.Context(), "s1", expect, rec("message", `2`), rec("", `3`))
-		if !errors.Is(err, persistence.ErrInvalid) {
-			t.Fatalf("AppendAt(%d) with an invalid record: got %v, want ErrInvalid", expect, err)
-		}
+		wantErr(t, fmt.Sprintf("AppendAt(%d) with an invalid record", expect), err, persistence.ErrInvalid)
 	}
 	wantEntries(t, mustLoadFrom(t, s, "s1", 0), entry(1, "message", `1`))
 }
@@ -288,9 +278,7 @@ func testCompactKeepsLogOnlyRecords(t *testing.T, s persistence.Store) {
 		t.Fatalf("Children after Compact: got %+v, %v; want s1 ending at 6", infos, err)
 	}
 	// A writer that read the log before the compaction still appends.
-	if seq, err := s.AppendAt(ctx, "s1", 6, rec("message", `"m7"`)); err != nil || seq != 7 {
-		t.Fatalf("AppendAt(6) after Compact: got %d, %v; want 7, nil", seq, err)
-	}
+	mustAppendAt(t, s, "s1", 6, 7, rec("message", `"m7"`))
 	_, err = s.AppendAt(ctx, "s1", 6, rec("message", `"late"`))
 	wantConflict(t, err, "s1", 6, 7)
 	wantEntries(t, mustLoadFrom(t, s, "s1", 0), append(want, entry(7, "message", `"m7"`))...)
@@ -307,18 +295,14 @@ func testCompactAtTheLogsEndAndAgain(t *testing.T, s persistence.Store) {
 		t.Fatalf("Compact(3): %v", err)
 	}
 	wantEntries(t, mustLoadFrom(t, s, "s1", 0), entry(2, "subagent/descriptor", `2`), entry(3, "message", `"s1"`))
-	if seq, err := s.AppendAt(ctx, "s1", 3, rec("message", `4`), rec("message", `5`)); err != nil || seq != 5 {
-		t.Fatalf("AppendAt(3) after Compact: got %d, %v; want 5, nil", seq, err)
-	}
+	mustAppendAt(t, s, "s1", 3, 5, rec("message", `4`), rec("message", `5`))
 	// The first summary is model-visible, so the second takes it in.
 	if err := s.Compact(ctx, "s1", 4, rec("message", `"s2"`)); err != nil {
 		t.Fatalf("second Compact(4): %v", err)
 	}
 	wantEntries(t, mustLoadFrom(t, s, "s1", 0),
 		entry(2, "subagent/descriptor", `2`), entry(4, "message", `"s2"`), entry(5, "message", `5`))
-	if seq, err := s.AppendAt(ctx, "s1", 5, rec("message", `6`)); err != nil || seq != 6 {
-		t.Fatalf("AppendAt(5) after the second Compact: got %d, %v; want 6, nil", seq, err)
-	}
+	mustAppendAt(t, s, "s1", 5, 6, rec("message", `6`))
 }
 
 func testCompactInvalidChangesNothing(t *testing.T, s persistence.Store) {
@@ -341,13 +325,9 @@ func testCompactInvalidChangesNothing(t *testing.T, s persistence.Store) {
 		{"SummaryWithoutKind", "s1", 2, rec("", `"x"`)},
 		{"SummaryNotJSON", "s1", 2, rec("message", `{"torn":`)},
 	} {
-		if err := s.Compact(ctx, c.id, c.upTo, c.summary); !errors.Is(err, persistence.ErrInvalid) {
-			t.Errorf("%s: Compact got %v, want ErrInvalid", c.name, err)
-		}
+		wantErr(t, c.name+": Compact", s.Compact(ctx, c.id, c.upTo, c.summary), persistence.ErrInvalid)
 	}
-	if err := s.Compact(ctx, "nope", 1, good); !errors.Is(err, persistence.ErrNotFound) {
-		t.Errorf("Compact(unknown): got %v, want ErrNotFound", err)
-	}
+	wantErr(t, "Compact(unknown)", s.Compact(ctx, "nope", 1, good), persistence.ErrNotFound)
 	wantEntries(t, mustLoadFrom(t, s, "s1", 0), entry(1, "subagent/descriptor", `1`), entry(2, "message", `2`))
 	wantEntries(t, mustLoadFrom(t, s, "empty", 0))
 }
@@ -368,12 +348,9 @@ func testEndedContextNewCalls(t *testing.T, s persistence.Store) {
 		"CreateWith": errCreateWith, "AppendAt": errAppendAt, "LoadFrom": errLoadFrom, "Header": errHeader,
 		"Sessions": errSessions, "Children": errChildren, "Compact": errCompact,
 	} {
-		if !errors.Is(err, context.Canceled) {
-			t.Errorf("%s: got %v, want context.Canceled", name, err)
-		}
+		wantErr(t, name, err, context.Canceled)
 	}
-	if _, err := s.Header(t.Context(), "s2"); !errors.Is(err, persistence.ErrNotFound) {
-		t.Errorf("CreateWith with an ended context stored a session: %v", err)
-	}
+	_, err := s.Header(t.Context(), "s2")
+	wantErr(t, "Header of the session CreateWith got with an ended context", err, persistence.ErrNotFound)
 	wantEntries(t, mustLoadFrom(t, s, "s1", 0), entry(1, "message", `1`))
 }

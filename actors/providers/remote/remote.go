@@ -260,8 +260,7 @@ func (p *provider) Start(ctx context.Context, req subagent.StartRequest) (subage
 	if scope.RunID == "" {
 		scope.RunID = ids.New() // a caller other than the Service
 	}
-	wire := startMessage(p.cfg.Name, req, scope)
-	wire.CallerMember = p.cfg.Node.ID()
+	wire := p.startMessage(req, scope)
 	// A member in the membership that answers no load query may be
 	// reconnecting (its connection to a reused address is replaced only
 	// once it notices the old one broke): placement is tried again, each
@@ -289,7 +288,7 @@ func (p *provider) place(ctx context.Context, wire *messages.RemoteStart, scope 
 	candidates := p.candidates(ctx)
 	perr.silent = len(candidates) > 0
 	for _, c := range candidates {
-		if err := ctx.Err(); err != nil {
+		if ctx.Err() != nil {
 			return nil, nil, subagent.Cancelled(context.Cause(ctx))
 		}
 		if c.Err != nil {
@@ -325,10 +324,10 @@ func (p *provider) place(ctx context.Context, wire *messages.RemoteStart, scope 
 
 // startMessage is the wire form of a start request: what a local Start
 // carries, the Go values (parent agent, event sink) replaced by the
-// parent's session and depth.
-func startMessage(provider string, req subagent.StartRequest, scope subagent.Scope) *messages.RemoteStart {
+// parent's session and depth, and this node's member id.
+func (p *provider) startMessage(req subagent.StartRequest, scope subagent.Scope) *messages.RemoteStart {
 	w := &messages.RemoteStart{
-		RunId: scope.RunID, Provider: provider,
+		RunId: scope.RunID, Provider: p.cfg.Name, CallerMember: p.cfg.Node.ID(),
 		Prompt: wire.FromContent(req.Prompt),
 		Options: &messages.AgentOptions{
 			ModelProvider: req.Options.ModelProvider, Model: req.Options.Model,
@@ -344,12 +343,10 @@ func startMessage(provider string, req subagent.StartRequest, scope subagent.Sco
 		w.ParentDepth = int64(req.Parent.Header().DelegationDepth)
 	}
 	if d := req.Options.MaxDepth; d != nil {
-		v := int64(*d)
-		w.Options.MaxDepth = &v
+		w.Options.MaxDepth = new(int64(*d))
 	}
 	if d := req.MaxDepth; d != nil {
-		v := int64(*d)
-		w.MaxDepth = &v
+		w.MaxDepth = new(int64(*d))
 	}
 	if f := req.ToolFilter; f != nil {
 		w.ToolFilter = &messages.ToolFilter{Allow: f.Allow, Deny: f.Deny}

@@ -125,9 +125,11 @@ func (r steerableRun) Steer(ctx context.Context, message []subagent.ContentBlock
 	case err := <-answer:
 		return err
 	case <-r.quiesced:
-		return fmt.Errorf("%w: the run ended", subagent.ErrNotDelivered)
+		return errRunEnded
 	}
 }
+
+var errRunEnded = fmt.Errorf("%w: the run ended", subagent.ErrNotDelivered)
 
 // Local commands from the Run handle and Start to the proxy.
 type (
@@ -150,14 +152,12 @@ type proxy struct {
 	host    *actor.PID
 	hosted  *actor.PID
 	start   *messages.RemoteStart
-	started chan error // written once
+	started chan error // written once, then nil
 
-	startAnswered bool
-	abandoned     bool
-	disposing     bool
-	done          bool
-	nextSteer     uint64
-	steers        map[uint64]chan error
+	disposing bool
+	done      bool
+	nextSteer uint64
+	steers    map[uint64]chan error
 }
 
 func (p *proxy) Receive(ctx actor.Context) {
@@ -178,7 +178,7 @@ func (p *proxy) Receive(ctx actor.Context) {
 		p.p.heard(Load{Member: p.run.node, Capacity: m.GetCapacity(), Runs: m.GetRuns()})
 		ctx.Unwatch(p.host)
 		ctx.Watch(p.hosted)
-		if p.abandoned || p.disposing {
+		if p.disposing {
 			ctx.Request(p.hosted, &messages.Dispose{})
 		}
 	case *messages.RemoteStarted:
@@ -229,7 +229,6 @@ func (p *proxy) Receive(ctx actor.Context) {
 		p.run.settle(subagent.Result{StopReason: subagent.Error, Detail: lost.Error(), Cause: lost}, nil)
 		p.finish(ctx)
 	case abandon:
-		p.abandoned = true
 		p.answerStart(subagent.Cancelled(context.Canceled))
 		p.disposeHosted(ctx)
 	case cancelRun:
@@ -269,11 +268,10 @@ func (p *proxy) disposeHosted(ctx actor.Context) {
 }
 
 func (p *proxy) answerStart(err error) {
-	if p.startAnswered {
-		return
+	if p.started != nil {
+		p.started <- err
+		p.started = nil
 	}
-	p.startAnswered = true
-	p.started <- err
 }
 
 // finish answers everything still waiting and stops the proxy: the
@@ -289,7 +287,7 @@ func (p *proxy) finish(ctx actor.Context) {
 	p.answerStart(errors.New("remote: the hosted run ended before it started"))
 	p.run.settle(subagent.Result{StopReason: subagent.Error, Detail: "the hosted run ended without a result"}, nil)
 	for id, ch := range p.steers {
-		ch <- fmt.Errorf("%w: the run ended", subagent.ErrNotDelivered)
+		ch <- errRunEnded
 		delete(p.steers, id)
 	}
 	close(p.run.quiesced)
