@@ -235,13 +235,13 @@ func New(ctx context.Context, cfg Config) (*Agent, error) {
 		}
 		a.shape.compiled = s
 	}
+	var err error
 	if cfg.Resume {
-		if err := a.load(ctx, cfg.Prompt); err != nil {
-			return nil, err
-		}
-		return a, nil
+		err = a.load(ctx, cfg.Prompt)
+	} else {
+		err = a.create(ctx, cfg.LogOnly, cfg.Seed, cfg.Deferred)
 	}
-	if err := a.create(ctx, cfg.LogOnly, cfg.Seed, cfg.Deferred); err != nil {
+	if err != nil {
 		return nil, err
 	}
 	return a, nil
@@ -260,36 +260,36 @@ func (a *Agent) create(ctx context.Context, logOnly []persistence.Record, seed [
 	if d, ok := a.store.(deferredCreator); ok && deferred {
 		createWith = d.CreateDeferred
 	}
-	if len(seed) == 0 {
-		// The store copies what it is given (persistence.Store).
-		seq, err := createWith(ctx, a.header, logOnly...)
-		if err != nil {
-			return fmt.Errorf("agent: create session: %w", err)
+	// The store copies what it is given (persistence.Store): without a
+	// seed, logOnly goes to it as it is.
+	recs := logOnly
+	var b *batch
+	if len(seed) > 0 {
+		b = getBatch()
+		defer b.release()
+		for _, r := range logOnly {
+			b.addRecord(r)
 		}
-		a.seq = seq
-		return nil
-	}
-	b := getBatch()
-	defer b.release()
-	for _, r := range logOnly {
-		b.addRecord(r)
-	}
-	for i := range seed {
-		if err := b.add(&seed[i], ownNothing); err != nil {
-			return &configError{Field: fmt.Sprintf("Seed[%d]", i), Reason: err.Error()}
+		for i := range seed {
+			if err := b.add(&seed[i], ownNothing); err != nil {
+				return &configError{Field: fmt.Sprintf("Seed[%d]", i), Reason: err.Error()}
+			}
 		}
+		recs = b.records()
 	}
-	seq, err := createWith(ctx, a.header, b.records()...)
+	seq, err := createWith(ctx, a.header, recs...)
 	if err != nil {
 		return fmt.Errorf("agent: create session: %w", err)
 	}
 	a.seq = seq
-	// The seed and room for the answer to it, in one allocation (a
-	// parked child keeps the spare room: 80 B of issue 11's child-memory).
-	a.msgs = make([]Message, 0, len(b.stored)+1)
-	for _, m := range b.stored {
-		a.msgs = append(a.msgs, m)
-		a.settle()
+	if b != nil {
+		// The seed and room for the answer to it, in one allocation (a
+		// parked child keeps the spare room: 80 B of issue 11's child-memory).
+		a.msgs = make([]Message, 0, len(b.stored)+1)
+		for _, m := range b.stored {
+			a.msgs = append(a.msgs, m)
+			a.settle()
+		}
 	}
 	return nil
 }
@@ -346,8 +346,7 @@ func (a *Agent) load(ctx context.Context, prompt []subagent.ContentBlock) error 
 // it and cancels the children it has. Idempotent; the session stays.
 func (a *Agent) Close() {
 	a.closed.Store(true)
-	p := a.parent.Load()
-	if p != nil {
+	if p := a.parent.Load(); p != nil {
 		p.lifeMu.Lock()
 		if p.close != nil {
 			p.close(ErrClosed)
@@ -385,13 +384,6 @@ func (a *Agent) Lifetime() context.Context {
 		}
 	}
 	return p.life
-}
-
-// closedResult is how a Run of a closed agent settles.
-func closedResult() subagent.Result {
-	res := subagent.Result{StopReason: subagent.Aborted, Detail: ErrClosed.Error()}
-	res.Cause = ErrClosed
-	return res
 }
 
 // ID is the session id.

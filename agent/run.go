@@ -152,7 +152,9 @@ func inProgress(res *subagent.Result) {
 // closedTo is how a Run of a closed agent settles.
 //
 //go:noinline
-func closedTo(res *subagent.Result) { *res = closedResult() }
+func closedTo(res *subagent.Result) {
+	*res = subagent.Result{StopReason: subagent.Aborted, Detail: ErrClosed.Error(), Cause: ErrClosed}
+}
 
 // end completes the result with the run's usage and, unless the final
 // turn carried it, records how the run stopped.
@@ -491,9 +493,7 @@ func abortedTo(ctx context.Context, res *subagent.Result) { *res = aborted(ctx) 
 // cancel) as the Cause.
 func aborted(ctx context.Context) subagent.Result {
 	cause := context.Cause(ctx)
-	res := subagent.Result{StopReason: subagent.Aborted, Detail: cause.Error()}
-	res.Cause = cause
-	return res
+	return subagent.Result{StopReason: subagent.Aborted, Detail: cause.Error(), Cause: cause}
 }
 
 // storeFailed settles a failed append. An append that failed because ctx

@@ -109,8 +109,7 @@ func ListenBound(n int) ListenOption { return func(c *listenopt.Config) { c.Boun
 // delivered, since they say the stream itself broke.
 func OnlyEvents(types ...string) ListenOption {
 	return func(c *listenopt.Config) {
-		c.Types = append(c.Types, types...)
-		c.Types = append(c.Types, TypeOf(ListenerOverflow{}), TypeOf(ListenerFailed{}))
+		c.Types = append(append(c.Types, types...), TypeOf(ListenerOverflow{}), TypeOf(ListenerFailed{}))
 	}
 }
 

@@ -3,6 +3,7 @@ package subagent
 import (
 	"context"
 	"encoding/json"
+	"slices"
 	"time"
 
 	"github.com/subactor/subactor/internal/runscope"
@@ -99,20 +100,7 @@ func (f *ToolFilter) Apply(name string) bool {
 	if f == nil {
 		return true
 	}
-	for _, d := range f.Deny {
-		if d == name {
-			return false
-		}
-	}
-	if len(f.Allow) == 0 {
-		return true
-	}
-	for _, a := range f.Allow {
-		if a == name {
-			return true
-		}
-	}
-	return false
+	return !slices.Contains(f.Deny, name) && (len(f.Allow) == 0 || slices.Contains(f.Allow, name))
 }
 
 // Continuation names a durable child to resume.

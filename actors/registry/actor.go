@@ -3,6 +3,7 @@ package registry
 import (
 	"fmt"
 	"log/slog"
+	"slices"
 	"sync/atomic"
 
 	"github.com/asynkron/protoactor-go/actor"
@@ -190,7 +191,7 @@ func (a *registryActor) receive(c actor.Context, msg any) {
 	case *unregister:
 		if e, ok := a.providers[m.name]; ok && e.gen == m.gen {
 			delete(a.providers, m.name)
-			a.order = remove(a.order, m.name)
+			a.order = slices.DeleteFunc(a.order, func(n string) bool { return n == m.name })
 			a.listeners.Emit(subagent.ProviderRemoved{Name: m.name})
 		}
 		m.Answer(struct{}{})
@@ -273,13 +274,4 @@ func (a *registryActor) recycle(c actor.Context, id string) *parentRef {
 	// Before any message from the reference about to be handed out.
 	c.Send(p.pid, &parent.Rebind{ParentID: id})
 	return p
-}
-
-func remove(names []string, name string) []string {
-	for i, n := range names {
-		if n == name {
-			return append(names[:i], names[i+1:]...)
-		}
-	}
-	return names
 }

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"sync"
 	"time"
 
 	"github.com/subactor/subactor/actors/internal/reply"
@@ -260,12 +261,9 @@ func (s *Service) killActivations() {
 	if err != nil {
 		return
 	}
-	done := make(chan struct{})
-	live := r.([]ownedTask)
-	for _, t := range live {
-		go func() { _ = s.cancelActivation(t.owner, t.task); done <- struct{}{} }()
+	var wg sync.WaitGroup
+	for _, t := range r.([]ownedTask) {
+		wg.Go(func() { _ = s.cancelActivation(t.owner, t.task) })
 	}
-	for range live {
-		<-done
-	}
+	wg.Wait()
 }

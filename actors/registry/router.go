@@ -40,10 +40,6 @@ type routerActor struct {
 	waiters map[waiterID]*reply.To
 }
 
-func newRouter() *routerActor {
-	return &routerActor{routes: map[string]*childRoute{}, waiters: map[waiterID]*reply.To{}}
-}
-
 func (a *routerActor) Receive(c actor.Context) {
 	switch m := c.Message().(type) {
 	case *followUp:

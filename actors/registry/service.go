@@ -15,24 +15,24 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"github.com/subactor/subactor/actors/internal/inline"
-	"github.com/subactor/subactor/internal/actorsraw"
 	"log/slog"
 	"reflect"
 	"sync"
 	"sync/atomic"
 
 	"github.com/asynkron/protoactor-go/actor"
-	"github.com/subactor/subactor/internal/ids"
-	"github.com/subactor/subactor/internal/runscope"
 
 	"github.com/subactor/subactor/actors"
 	"github.com/subactor/subactor/actors/internal/fanout"
+	"github.com/subactor/subactor/actors/internal/inline"
 	"github.com/subactor/subactor/actors/internal/parent"
 	"github.com/subactor/subactor/actors/internal/reply"
 	"github.com/subactor/subactor/actors/tasks"
+	"github.com/subactor/subactor/internal/actorsraw"
+	"github.com/subactor/subactor/internal/ids"
 	"github.com/subactor/subactor/internal/lifetime"
 	"github.com/subactor/subactor/internal/listenopt"
+	"github.com/subactor/subactor/internal/runscope"
 	"github.com/subactor/subactor/subagent"
 )
 
@@ -150,7 +150,7 @@ func New(sys *actors.System, opts ...Option) *Service {
 	}
 	raw := actorsraw.Of(sys)
 	pid := raw.Root.SpawnPrefix(inline.Props(func() actor.Actor { return a }), "subagent-registry-")
-	router := newRouter()
+	router := &routerActor{routes: map[string]*childRoute{}, waiters: map[waiterID]*reply.To{}}
 	rpid := raw.Root.SpawnPrefix(inline.Props(func() actor.Actor { return router }), "subagent-router-")
 	return &Service{sys: raw, log: sys.Logger(), pid: pid, opts: o, closed: make(chan struct{}), router: rpid}
 }
@@ -217,12 +217,10 @@ func (s *Service) RegisterProvider(p subagent.Provider) (release func(), err err
 
 // GetProvider returns the provider registered under name (S2).
 func (s *Service) GetProvider(name string) (subagent.Provider, bool) {
-	r, err := s.call(context.Background(), s.pid, &getProvider{name: name})
-	if err != nil || r == nil {
-		return nil, false
-	}
+	// r is nil when no provider has the name or the call failed.
+	r, _ := s.call(context.Background(), s.pid, &getProvider{name: name})
 	p, ok := r.(subagent.Provider)
-	return p, ok && p != nil
+	return p, ok
 }
 
 // List returns provider names in insertion order (S3).
@@ -372,12 +370,8 @@ func (s *Service) open(ctx context.Context, name string, req subagent.StartReque
 	if ref != nil {
 		st.owner, st.listening = ref.pid, &ref.listening
 	}
-	if err := validate(p, req, resume); err != nil {
+	if err := cmp.Or(validate(p, req, resume), lifetime.ParentClosed(req.Parent)); err != nil {
 		st.tell(&parent.Discarded{}) // the reference, unused
-		return nil, err
-	}
-	if err := lifetime.ParentClosed(req.Parent); err != nil {
-		st.tell(&parent.Discarded{})
 		return nil, err
 	}
 	ctx = st.bind(ctx, req.Parent)

@@ -2,6 +2,7 @@ package registry
 
 import (
 	"fmt"
+	"slices"
 	"strings"
 
 	"github.com/subactor/subactor/internal/capability"
@@ -72,7 +73,7 @@ func validateFilter(f *subagent.ToolFilter) error {
 		return filterFault(subagent.ErrToolFilterEmpty, "must allow or deny at least one tool")
 	}
 	seen := map[string]bool{}
-	for _, n := range append(append([]string(nil), f.Allow...), f.Deny...) {
+	for _, n := range slices.Concat(f.Allow, f.Deny) {
 		if n == "" {
 			return filterFault(subagent.ErrToolFilterBlankName, "tool names must not be empty")
 		}

@@ -115,9 +115,7 @@ func (e *unsupportedVersionError) Unwrap() error { return subagent.ErrNotResumab
 // reach the stored child. d.Version must be 0 (unset) or
 // Version. The errors are Fold's.
 func Snapshot(d Descriptor) (Descriptor, error) {
-	switch d.Version {
-	case 0, Version:
-	default:
+	if d.Version != 0 && d.Version != Version {
 		return Descriptor{}, &unsupportedVersionError{Version: d.Version}
 	}
 	out := Descriptor{
@@ -186,16 +184,10 @@ func snapshotFilter(f *subagent.ToolFilter) (*subagent.ToolFilter, error) {
 			seen[n] = true
 		}
 	}
-	// Empty lists become nil: that is what omitempty writes and JSON
-	// reads back, so the snapshot equals its own fold.
-	out := &subagent.ToolFilter{}
-	if len(f.Allow) > 0 {
-		out.Allow = append([]string(nil), f.Allow...)
-	}
-	if len(f.Deny) > 0 {
-		out.Deny = append([]string(nil), f.Deny...)
-	}
-	return out, nil
+	// Empty lists become nil (appending nothing to nil is nil): that is
+	// what omitempty writes and JSON reads back, so the snapshot equals
+	// its own fold.
+	return &subagent.ToolFilter{Allow: append([]string(nil), f.Allow...), Deny: append([]string(nil), f.Deny...)}, nil
 }
 
 // canonicalProviderData checks that raw is a JSON object with a positive
@@ -253,24 +245,19 @@ func (d Descriptor) Record() (persistence.Record, error) {
 func Fold(recs []persistence.Record) (Descriptor, error) {
 	for _, r := range recs {
 		if r.Kind == Kind {
-			return parseDescriptor(r.Data)
+			return Parse(r.Data)
 		}
 	}
 	return Descriptor{}, ErrMissing
 }
 
 // Parse validates one descriptor payload, as a caller hands it in
-// a subagent.Continuation, with Fold's rules (D3).
+// a subagent.Continuation, with Fold's rules (D3): it decodes it strictly
+// (jsonv2: no unknown, repeated or differently cased key, no null,
+// nothing after the object). It reads the version before anything else,
+// so that a later version's keys are reported as an unsupported version
+// rather than as unknown keys.
 func Parse(data json.RawMessage) (Descriptor, error) {
-	return parseDescriptor(data)
-}
-
-// parseDescriptor decodes one descriptor payload strictly (jsonv2: no
-// unknown, repeated or differently cased key, no null, nothing after the
-// object). It reads the version before anything else, so that a later
-// version's keys are reported as an unsupported version rather than as
-// unknown keys.
-func parseDescriptor(data []byte) (Descriptor, error) {
 	var d Descriptor
 	if _, err := jsonv2.Member(data, "version", &d.Version); err != nil {
 		return Descriptor{}, malformed(err.Error(), err)

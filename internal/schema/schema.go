@@ -115,10 +115,10 @@ func CompileObject(raw json.RawMessage) (*jsonschema.Schema, error) {
 	var root struct {
 		Type any `json:"type"`
 	}
-	if err := json.Unmarshal(raw, &root); err != nil || root.Type != "object" {
-		if err != nil {
-			return nil, &Error{Reason: "not a JSON object: " + err.Error()}
-		}
+	if err := json.Unmarshal(raw, &root); err != nil {
+		return nil, &Error{Reason: "not a JSON object: " + err.Error()}
+	}
+	if root.Type != "object" {
 		return nil, ErrNotObject
 	}
 	return Compile(raw)

@@ -472,7 +472,11 @@ func (t *Tool) Recover(ctx context.Context, caller *agent.Agent, raw json.RawMes
 		if res.StopReason == subagent.Completed && len(a.OutputSchema) > 0 {
 			// The child's answer was checked against the schema when it
 			// was given: this only reads it again.
-			if res.Structured, err = structured(a.OutputSchema, subagent.TextOf(res.Output)); err != nil {
+			s, err := schema.Compile(a.OutputSchema)
+			if err != nil {
+				return "", err
+			}
+			if res.Structured, err = schema.Validate(s, subagent.TextOf(res.Output)); err != nil {
 				return "", err
 			}
 		}
@@ -519,16 +523,6 @@ func stopped(recs []persistence.Record) (subagent.Result, bool) {
 		res.Output = last.Content
 	}
 	return res, true
-}
-
-// structured is a completed child's answer text as the structured output
-// of schema.
-func structured(outputSchema json.RawMessage, text string) (json.RawMessage, error) {
-	s, err := schema.Compile(outputSchema)
-	if err != nil {
-		return nil, err
-	}
-	return schema.Validate(s, text)
 }
 
 // text is a's JSON.

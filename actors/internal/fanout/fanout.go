@@ -16,6 +16,7 @@ package fanout
 
 import (
 	"log/slog"
+	"slices"
 	"sync"
 	"sync/atomic"
 
@@ -135,10 +136,7 @@ func (s *Sub) deliver() {
 		s.mu.Unlock()
 		for i, it := range batch {
 			if s.released.Load() {
-				closeFlushes(batch[i:])
-				s.mu.Lock()
-				closeFlushes(s.queue)
-				s.mu.Unlock()
+				s.closeFlushes(batch[i:])
 				return
 			}
 			if it.flush != nil {
@@ -154,16 +152,18 @@ func (s *Sub) deliver() {
 			s.mu.Unlock()
 		}
 		if s.released.Load() {
-			s.mu.Lock()
-			closeFlushes(s.queue)
-			s.mu.Unlock()
+			s.closeFlushes(nil)
 			return
 		}
 	}
 }
 
-func closeFlushes(items []item) {
-	for _, it := range items {
+// closeFlushes closes the flush markers of items and of what is still
+// queued: a released Sub delivers nothing more.
+func (s *Sub) closeFlushes(items []item) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	for _, it := range slices.Concat(items, s.queue) {
 		if it.flush != nil {
 			close(it.flush)
 		}
@@ -242,10 +242,7 @@ func (f *Fanout) Close() {
 }
 
 func (f *Fanout) remove(s *Sub) {
-	for i, o := range f.subs {
-		if o == s {
-			f.subs = append(f.subs[:i], f.subs[i+1:]...)
-			return
-		}
+	if i := slices.Index(f.subs, s); i >= 0 {
+		f.subs = append(f.subs[:i], f.subs[i+1:]...)
 	}
 }

@@ -7,9 +7,10 @@
 // The pattern, with no closure and no extra frame on the hot path:
 //
 //	func (a *someActor) Receive(c actor.Context) {
-//		defer a.crashed(c)    // calls guard.Recovered(recover()) ...
-//		guard.Enter("some", c.Message())
-//		a.receive(c)
+//		msg := c.Message()
+//		defer a.crashed(c, msg) // recover(), then answer and tell
+//		guard.Enter("some", msg)
+//		a.receive(c, msg)
 //	}
 //
 // Enter runs a test hook that injects real panics inside Receive; it

@@ -154,21 +154,6 @@ func (l *lifecycle) extra() *lifeMore {
 	return l.more
 }
 
-// watchers and acks are more's, nil when there is none.
-func (l *lifecycle) watchers() []string {
-	if l.more == nil {
-		return nil
-	}
-	return l.more.watchers
-}
-
-func (l *lifecycle) acks() []string {
-	if l.more == nil {
-		return nil
-	}
-	return l.more.acks
-}
-
 // Causes of a cancellation the lifecycle makes itself.
 var (
 	errDisposing = errors.New("run: disposing")
@@ -269,7 +254,7 @@ func (l *lifecycle) take(id string) {
 	for _, s := range l.steers {
 		l.answerSteer(s.id, true, "")
 	}
-	l.dropSteers()
+	l.steers = nil
 }
 
 func (l *lifecycle) dispose(id string) {
@@ -317,11 +302,13 @@ func (l *lifecycle) stopped() {
 	}
 	l.disposed = true
 	l.emit(quiesce{})
-	for _, id := range l.watchers() {
-		l.emit(&tellQuiesced{ID: id})
-	}
-	for _, id := range l.acks() {
-		l.emit(&tellQuiesced{ID: id})
+	if m := l.more; m != nil {
+		for _, id := range m.watchers {
+			l.emit(&tellQuiesced{ID: id})
+		}
+		for _, id := range m.acks {
+			l.emit(&tellQuiesced{ID: id})
+		}
 	}
 }
 
@@ -357,13 +344,7 @@ func (l *lifecycle) mayRelaunch(now time.Time) bool {
 		return false
 	}
 	m := l.extra()
-	recent := m.crashes[:0]
-	for _, t := range m.crashes {
-		if now.Sub(t) < l.policy.Window {
-			recent = append(recent, t)
-		}
-	}
-	m.crashes = recent
+	m.crashes = slices.DeleteFunc(m.crashes, func(t time.Time) bool { return now.Sub(t) >= l.policy.Window })
 	if len(m.crashes) >= l.policy.Max {
 		return false
 	}
@@ -375,8 +356,10 @@ func (l *lifecycle) mayRelaunch(now time.Time) bool {
 func (l *lifecycle) settle() {
 	l.settled = true
 	l.emit(&l.result)
-	for _, id := range l.watchers() {
-		l.emit(&tellSettled{ID: id})
+	if l.more != nil {
+		for _, id := range l.more.watchers {
+			l.emit(&tellSettled{ID: id})
+		}
 	}
 }
 
@@ -388,7 +371,6 @@ func (l *lifecycle) settleStopped(reason subagent.StopReason, cause error) {
 	l.settle()
 }
 
-// closedReason says why no more steers are admitted, or "" while they are.
 // quietTake reports whether a Take now would be answered with an open
 // snapshot and nothing in it: no steer waits, and the run is neither
 // closing nor restarting its child.
@@ -396,6 +378,7 @@ func (l *lifecycle) quietTake() bool {
 	return len(l.steers) == 0 && !l.restarting && l.closedReason() == ""
 }
 
+// closedReason says why no more steers are admitted, or "" while they are.
 func (l *lifecycle) closedReason() string {
 	switch {
 	case l.disposing:
@@ -449,7 +432,5 @@ func (l *lifecycle) refuseSteers(reason string) {
 	for _, s := range l.steers {
 		l.answerSteer(s.id, false, reason)
 	}
-	l.dropSteers()
+	l.steers = nil
 }
-
-func (l *lifecycle) dropSteers() { l.steers = nil }

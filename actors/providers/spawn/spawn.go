@@ -101,9 +101,7 @@ func New(cfg Config) (subagent.Provider, error) {
 	if cfg.System == nil || cfg.Store == nil || cfg.Model == nil {
 		return nil, errors.Join(ErrConfig, errors.New("spawn: System, Store and Model are required"))
 	}
-	if cfg.Name == "" {
-		cfg.Name = DefaultName
-	}
+	cfg.Name = cmp.Or(cfg.Name, DefaultName)
 	return &provider{cfg: cfg}, nil
 }
 
@@ -385,7 +383,7 @@ func (p *provider) checkFilter(f *subagent.ToolFilter) error {
 		have[t.Spec().Name] = true
 	}
 	var unknown []string
-	for _, n := range append(slices.Clone(f.Allow), f.Deny...) {
+	for _, n := range slices.Concat(f.Allow, f.Deny) {
 		if !have[n] && !slices.Contains(unknown, n) {
 			unknown = append(unknown, n)
 		}
