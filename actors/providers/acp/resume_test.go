@@ -193,19 +193,28 @@ func TestS8_AStaleACPActivationRecordsNothingAfterTheNextTookTheSession(t *testi
 	p := newProvider(t, cfg)
 	first := start(t, await.Ctx(t), p, request("session"))
 	wait(t, first)
-	resume := func() *acp.Run {
-		req := request("session", "say continued")
+	resume := func(ctx context.Context, lines ...string) *acp.Run {
+		req := request(append([]string{"session"}, lines...)...)
 		req.Continuation = &subagent.Continuation{SessionID: first.SessionID()}
-		r, err := p.Resume(await.Ctx(t), req)
+		r, err := p.Resume(ctx, req)
 		if err != nil {
 			t.Fatal(err)
 		}
 		t.Cleanup(func() { _ = r.Dispose(context.Background()) })
 		return r.(*acp.Run)
 	}
-	stale, next := resume(), resume()
-	wait(t, stale)
+	// The stale activation is mid-turn, and stays so until it is
+	// cancelled, while the next one takes the session and ends.
+	rec := newRecorder()
+	ctx, cancel := context.WithCancel(await.Ctx(t))
+	stale := resume(scoped(ctx, rec), "say stale", "wait")
+	rec.waitFor(t, "the stale activation's first chunk", kindIs(subagent.TextDelta))
+	next := resume(await.Ctx(t), "say continued")
 	wait(t, next)
+	cancel()
+	if res := wait(t, stale); res.StopReason != subagent.Aborted {
+		t.Fatalf("the stale activation ended %+v, want aborted", res)
+	}
 	_, recs, err := store.Load(await.Ctx(t), first.SessionID())
 	if err != nil {
 		t.Fatal(err)
