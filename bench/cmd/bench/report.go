@@ -15,6 +15,7 @@ type Results struct {
 	Date       string                  `json:"date"`
 	Seconds    float64                 `json:"seconds"` // the whole run
 	Delegation []Delegation            `json:"delegation"`
+	OneP       []Delegation            `json:"delegationOneP,omitempty"` // a few of Delegation again at GOMAXPROCS=1
 	Scale      []ScaleRow              `json:"scale"`
 	StepGrowth *bench.StepGrowthResult `json:"stepGrowth,omitempty"`
 	Parallel   []bench.ParallelResult  `json:"parallel"`
@@ -125,13 +126,26 @@ func positive(v float64) float64 {
 	return v
 }
 
-func (r Results) delegation(name string) Delegation {
-	for _, d := range r.Delegation {
+func (r Results) delegation(name string) Delegation { return find(r.Delegation, name) }
+
+func find(ds []Delegation, name string) Delegation {
+	for _, d := range ds {
 		if d.Name == name {
 			return d
 		}
 	}
 	return Delegation{Name: name, Cost: bench.Cost{CPUNs: math.NaN(), WallNs: math.NaN(), Bytes: math.NaN(), Allocs: math.NaN()}}
+}
+
+// atOneP is num ÷ den in CPU at one P, where they were measured
+// (informational: the goals are judged at the machine's P count).
+func (r Results) atOneP(num, den string) string {
+	if len(r.OneP) == 0 {
+		return ""
+	}
+	n, d := find(r.OneP, num), find(r.OneP, den)
+	return fmt.Sprintf("; at one P (GOMAXPROCS=1, not judged): %s ÷ %s, CPU: %.2f× (%.1f µs against %.1f µs)",
+		num, den, n.CPUNs/d.CPUNs, n.CPUNs/1e3, d.CPUNs/1e3)
 }
 
 func parallel(rows []bench.ParallelResult, parents int) bench.ParallelResult {
@@ -154,12 +168,14 @@ func goals(r Results) []Goal {
 		goal("eino-compiled", "a parent run with one delegation (SubactorParentRun: both sessions kept in the memory store) against Eino's fastest configuration (EinoCompiled: compose ReAct agent and child chain compiled once, no callbacks, nothing kept): at least 2× less CPU and 4× fewer allocations",
 			fmt.Sprintf("CPU %.1f µs against %.1f µs, wall %.1f µs against %.1f µs, %.0f against %.0f allocations; like for like with delivery (our listener against a callback handler keeping every output): CPU %.2f×, allocations %.2f×; against Eino's ADK (EinoAgentTool): CPU %.2f×, allocations %.2f×",
 				parent.CPUNs/1e3, eino.CPUNs/1e3, parent.WallNs/1e3, eino.WallNs/1e3, parent.Allocs, eino.Allocs,
-				einoCB.CPUNs/listened.CPUNs, einoCB.Allocs/listened.Allocs, adk.CPUNs/parent.CPUNs, adk.Allocs/parent.Allocs),
+				einoCB.CPUNs/listened.CPUNs, einoCB.Allocs/listened.Allocs, adk.CPUNs/parent.CPUNs, adk.Allocs/parent.Allocs)+
+				r.atOneP("EinoCompiled", "SubactorParentRun"),
 			check("Eino ÷ subactor, CPU", ratio(eino.CPUNs, parent.CPUNs), ">=", 2, "×"),
 			check("Eino ÷ subactor, allocations", ratio(eino.Allocs, parent.Allocs), ">=", 4, "×")),
 		goal("floor-lean", "a delegation (SubactorSpawn: start, result, dispose; the child on a goroutine of its own) within 4× the CPU of the lean protoactor floor (LeanFloor: spawn, reply on a channel, stop)",
 			fmt.Sprintf("CPU %.1f µs against %.1f µs (wall %.1f µs against %.1f µs); protoactor with futures (RawProtoactor) %.1f µs CPU, %.2f× the lean floor",
-				spawn.CPUNs/1e3, lean.CPUNs/1e3, spawn.WallNs/1e3, lean.WallNs/1e3, raw.CPUNs/1e3, raw.CPUNs/lean.CPUNs),
+				spawn.CPUNs/1e3, lean.CPUNs/1e3, spawn.WallNs/1e3, lean.WallNs/1e3, raw.CPUNs/1e3, raw.CPUNs/lean.CPUNs)+
+				r.atOneP("SubactorSpawn", "LeanFloor"),
 			check("SubactorSpawn ÷ lean floor, CPU", ratio(spawn.CPUNs, lean.CPUNs), "<=", 4, "×")),
 	)
 	rss100k, million, worstG := math.NaN(), math.NaN(), math.NaN()
@@ -327,6 +343,14 @@ func markdown(r Results) string {
 		}
 		w("| %s | %d | %.1f µs | %.1f µs | %.0f | %.0f | %.2f | %.2f / %.2f |\n", d.Name, d.Ops, d.CPUNs/1e3, d.WallNs/1e3, d.Bytes, d.Allocs,
 			d.CPUNs/lean.CPUNs, eino.CPUNs/d.CPUNs, eino.Allocs/d.Allocs)
+	}
+	if len(r.OneP) > 0 {
+		leanOne := find(r.OneP, "LeanFloor")
+		w("\nThe same at one P (GOMAXPROCS=1; not judged), %s interleaved rounds: no goroutine is handed to another P and no idle thread is woken to take it, so what is left is each implementation's own work.\n\n", roundsOf(r.OneP))
+		w("| implementation | ops | CPU/op | wall/op | allocs/op | CPU × lean floor |\n|---|---|---|---|---|---|\n")
+		for _, d := range r.OneP {
+			w("| %s | %d | %.1f µs | %.1f µs | %.0f | %.2f |\n", d.Name, d.Ops, d.CPUNs/1e3, d.WallNs/1e3, d.Allocs, d.CPUNs/leanOne.CPUNs)
+		}
 	}
 	w("\n## Cold start\n\nColdStart: a new in-memory store, Service, spawn provider and parent agent on a System that already runs, and the first delegation start→result→dispose; NewSystem is actors.NewSystem alone (protoactor builds its process registry in every new actor system). The counters are read around each operation; closing what it made is not counted.\n\n")
 	w("| what | ops | CPU/op | wall/op | bytes/op | allocs/op |\n|---|---|---|---|---|---|\n")

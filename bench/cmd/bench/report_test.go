@@ -147,3 +147,38 @@ func TestReportShowsTheACPChildOrWhyItWasSkipped(t *testing.T) {
 		t.Errorf("report lacks the skip note:\n%s", md[strings.Index(md, "## ACP child"):])
 	}
 }
+
+// The two CPU goals show their sides at one P beside the verdict, which
+// the one-P figures do not change; a run without them says nothing of it.
+func TestReportShowsTheOnePFiguresWithoutJudgingThem(t *testing.T) {
+	r := figures()
+	r.OneP = []Delegation{
+		{Name: "LeanFloor", Cost: cost(4_000, 18, 1000)},
+		{Name: "SubactorSpawn", Cost: cost(30_000, 38, 4000)},
+		{Name: "SubactorParentRun", Cost: cost(50_000, 110, 9000)},
+		{Name: "EinoCompiled", Cost: cost(40_000, 306, 27000)},
+	}
+	r.Goals = goals(r)
+	got := judged(r)
+	for id, want := range map[string]string{
+		"floor-lean":    "at one P (GOMAXPROCS=1, not judged): SubactorSpawn ÷ LeanFloor, CPU: 7.50× (30.0 µs against 4.0 µs)",
+		"eino-compiled": "at one P (GOMAXPROCS=1, not judged): EinoCompiled ÷ SubactorParentRun, CPU: 0.80× (40.0 µs against 50.0 µs)",
+	} {
+		if g := got[id]; !g.Met || !strings.Contains(g.Detail, want) {
+			t.Errorf("goal %s: met %v, detail %q, want met and %q", id, g.Met, g.Detail, want)
+		}
+	}
+	md := markdown(r)
+	for _, want := range []string{"The same at one P", "| SubactorSpawn | 0 | 30.0 µs | 30.0 µs | 38 | 7.50 |"} {
+		if !strings.Contains(md, want) {
+			t.Errorf("report lacks %q", want)
+		}
+	}
+	r.OneP = nil
+	if g := judged(r)["floor-lean"]; strings.Contains(g.Detail, "one P") {
+		t.Errorf("floor-lean without one-P figures: %q", g.Detail)
+	}
+	if strings.Contains(markdown(r), "The same at one P") {
+		t.Error("the report shows a one-P table without its figures")
+	}
+}
