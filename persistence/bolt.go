@@ -1036,7 +1036,14 @@ func (b *boltStore) Sessions(ctx context.Context) ([]SessionInfo, error) {
 			return err
 		}
 		c := all.Cursor()
+		var prev []byte
 		for k, v := c.First(); k != nil; k, v = c.Next() {
+			// Keys come in order: one that does not is a page damaged
+			// since OpenBolt, met again, and the listing stops there.
+			if prev != nil && bytes.Compare(k, prev) <= 0 {
+				return b.damaged(fmt.Errorf("the sessions bucket lists %q after %q", k, prev))
+			}
+			prev = k
 			id := string(k)
 			sb, err := sessionOf(all, id)
 			if err != nil {
