@@ -226,6 +226,9 @@ func summarize(ctx context.Context, store persistence.Store, id string) (summary
 				continue
 			}
 			s.state = string(stop.StopReason)
+			if len(stop.Output) > 0 {
+				s.turns++ // an ACP child's answer: its turns are the agent's
+			}
 		}
 	}
 	return s, nil
