@@ -562,8 +562,8 @@ func TestP3_NpmAgentStartsFromANodeBuiltUnderAnotherName(t *testing.T) {
 	if code != 0 || stderr != "" || !strings.HasSuffix(stdout, "\n\nHello from the model.\n") {
 		t.Fatalf("built as subactor: exit %d, stdout %q, stderr %q", code, stdout, stderr)
 	}
-	stdout, _, code = run(subactor, goBin, "help")
-	if code != 0 || !strings.HasPrefix(stdout, "usage: subactor <command>") || !strings.Contains(stdout, "flags of delegate:") {
+	stdout, _, code = run(subactor, goBin, "help", "delegate")
+	if code != 0 || !strings.HasPrefix(stdout, "usage: subactor delegate -config FILE") || !strings.Contains(stdout, "-provider NAME") {
 		t.Fatalf("help: exit %d, stdout %q", code, stdout)
 	}
 	if _, stderr, code = run(subactor, goBin, "delegate", "hi"); code != exitUsage || !strings.HasPrefix(stderr, "subactor delegate: -config FILE is required") {

@@ -61,9 +61,9 @@ func delegateFlags(o *delegateOptions) *flag.FlagSet {
 
 // parseDelegate parses the flags of delegate; when ok is false the command
 // ends with code (0 after -h).
-func parseDelegate(args []string, stderr io.Writer) (o delegateOptions, code int, ok bool) {
+func parseDelegate(args []string, stdout, stderr io.Writer) (o delegateOptions, code int, ok bool) {
 	fs := delegateFlags(&o)
-	if code, ok := parseFlags(fs, args, stderr); !ok {
+	if code, ok := parseFlags(fs, args, stdout, stderr); !ok {
 		return o, code, false
 	}
 	o.prompt = strings.TrimSpace(strings.Join(fs.Args(), " "))
@@ -97,7 +97,7 @@ func parseDelegate(args []string, stderr io.Writer) (o delegateOptions, code int
 // that did not complete on stderr. It exits 0 only when the child
 // completed.
 func delegateCommand(ctx context.Context, args []string, stdout, stderr io.Writer) int {
-	o, code, ok := parseDelegate(args, stderr)
+	o, code, ok := parseDelegate(args, stdout, stderr)
 	if !ok {
 		return code
 	}

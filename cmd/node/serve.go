@@ -236,7 +236,7 @@ func serveFlags(o *serveOptions) *flag.FlagSet {
 func serveCommand(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	var o serveOptions
 	fs := serveFlags(&o)
-	if code, ok := parseFlags(fs, args, stderr); !ok {
+	if code, ok := parseFlags(fs, args, stdout, stderr); !ok {
 		return code
 	}
 	if fs.NArg() > 0 {
@@ -368,7 +368,7 @@ func statusCommand(ctx context.Context, args []string, stdout, stderr io.Writer)
 	var o clusterOptions
 	var config string
 	fs := statusFlags(&o, &config)
-	if code, ok := parseFlags(fs, args, stderr); !ok {
+	if code, ok := parseFlags(fs, args, stdout, stderr); !ok {
 		return code
 	}
 	if config != "" {

@@ -38,7 +38,7 @@ func sessionsFlags(data *string) *flag.FlagSet {
 func sessionsCommand(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	var data string
 	fs := sessionsFlags(&data)
-	if code, ok := parseFlags(fs, args, stderr); !ok {
+	if code, ok := parseFlags(fs, args, stdout, stderr); !ok {
 		return code
 	}
 	if fs.NArg() > 1 {
@@ -80,9 +80,7 @@ func listSessions(ctx context.Context, store persistence.Store, dir, session str
 		err = l.topLevel()
 	} else {
 		err = l.tree(session)
-		if errors.Is(err, persistence.ErrNotFound) {
-			err = fmt.Errorf("%w %q in data directory %q", errUnknownSession, session, dir)
-		}
+		err = unknownSession(err, session, dir)
 	}
 	if err != nil {
 		fmt.Fprintf(stderr, "%s sessions: %v\n", prog, err)
@@ -92,6 +90,15 @@ func listSessions(ctx context.Context, store persistence.Store, dir, session str
 		return exitFailed
 	}
 	return exitOK
+}
+
+// unknownSession is err, or, when err says the store has no session id,
+// the error every command gives for an unknown session.
+func unknownSession(err error, id, dir string) error {
+	if errors.Is(err, persistence.ErrNotFound) {
+		return fmt.Errorf("%w %q in data directory %q", errUnknownSession, id, dir)
+	}
+	return err
 }
 
 // lister prints session lines.
