@@ -54,7 +54,7 @@ func runCommand(ctx context.Context, args []string, stdout, stderr io.Writer) in
 		fmt.Fprintf(stderr, "%s run: %v\n", prog, err)
 		return exitCode(err)
 	}
-	rep := newReporter(o.quiet, o.json, stdout)
+	rep := newReporter(o.quiet, o.json, stdout, stderr)
 	out, err := survey(ctx, o, m, stdout, rep, stderr)
 	if errors.Is(err, errSessionComplete) {
 		// Nothing to do, and nothing appended: not a failure.
@@ -71,10 +71,9 @@ func runCommand(ctx context.Context, args []string, stdout, stderr io.Writer) in
 			return exitFailed
 		}
 	} else if !o.quiet {
-		// Before the blank line, so that the answer stays the last part
-		// of the output, whole.
+		// The last line of the progress, on stderr.
 		if out.res.Usage != nil {
-			fmt.Fprintln(stdout, usageLine(*out.res.Usage))
+			fmt.Fprintln(stderr, usageLine(*out.res.Usage))
 		}
 		if out.res.StopReason == subagent.Completed {
 			fmt.Fprintln(stdout)
@@ -109,19 +108,20 @@ func failed(stderr io.Writer, command string, err error) int {
 	return exitCode(err)
 }
 
-// newReporter is the progress view a command's flags and stdout call for:
-// none with quiet, JSON lines with json, the live view on a terminal and
-// plain lines otherwise.
-func newReporter(quiet, json bool, stdout io.Writer) reporter {
+// newReporter is the progress view a command's flags call for: none with
+// quiet, JSON lines on stdout with json, else on stderr (stdout keeps the
+// answer alone) the live view when it is a terminal and plain lines
+// otherwise.
+func newReporter(quiet, json bool, stdout, stderr io.Writer) reporter {
 	switch {
 	case quiet:
 		return newProgress(io.Discard)
 	case json:
 		return &jsonProgress{enc: newEncoder(stdout)}
-	case isTerminal(stdout):
-		return newLive(stdout)
+	case isTerminal(stderr):
+		return newLive(stderr)
 	}
-	return newProgress(stdout)
+	return newProgress(stderr)
 }
 
 // options are the flags and arguments of run.

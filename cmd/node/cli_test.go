@@ -3,8 +3,12 @@ package main
 import (
 	"bytes"
 	"context"
+	"encoding/json"
+	"fmt"
 	"strings"
 	"testing"
+
+	"github.com/subactor/subactor/internal/ids"
 )
 
 // cliRun runs the command line args in this process.
@@ -79,5 +83,59 @@ func TestN1_Version(t *testing.T) {
 	stdout, stderr, code := cliRun(t, "version")
 	if code != exitOK || stderr != "" || !strings.HasPrefix(stdout, "github.com/subactor/subactor ") || !strings.Contains(stdout, "\ncommit ") {
 		t.Fatalf("exit %d, stdout %q, stderr %q", code, stdout, stderr)
+	}
+}
+
+// Contract N1: the ids progress shows tell children apart: ids minted in
+// the same millisecond (the same time-ordered head) have distinct short
+// forms.
+func TestN1_ShortIDsAreUnique(t *testing.T) {
+	seen := map[string]string{}
+	for range 1000 {
+		id := ids.New()
+		s := short(id)
+		if len(s) != shortID || !strings.HasSuffix(id, s) {
+			t.Fatalf("short(%s) = %q", id, s)
+		}
+		if other, ok := seen[s]; ok {
+			t.Fatalf("%s and %s both show as %s", other, id, s)
+		}
+		seen[s] = id
+	}
+}
+
+// Contract N1: sessions and tasks print one JSON object a line with
+// -json, and an unknown session id fails the same way in both: exit 1,
+// the same error on stderr, nothing on stdout.
+func TestN1_ListCommandsTakeJSONAndRefuseUnknownSessions(t *testing.T) {
+	root := writeTree(t)
+	data := t.TempDir()
+	t.Setenv(envDataDir, data)
+	stdout, stderr, code := cliRun(t, "run", "-quiet", "-dir", root)
+	if code != exitOK {
+		t.Fatalf("run: exit %d, stderr %s", code, stderr)
+	}
+	top, _ := cutSession(t, stdout)
+
+	stdout, stderr, code = cliRun(t, "sessions", "-json", top)
+	lines := strings.Split(strings.TrimSuffix(stdout, "\n"), "\n")
+	if code != exitOK || stderr != "" || len(lines) < 3 {
+		t.Fatalf("sessions -json: exit %d, stdout %q, stderr %q", code, stdout, stderr)
+	}
+	for i, line := range lines {
+		var s jsonSession
+		if err := json.Unmarshal([]byte(line), &s); err != nil || s.State != "completed" || s.Turns == 0 || (i == 0) != (s.Depth == 0) || i == 0 && (s.ID != top || s.Prompt != "survey "+root) {
+			t.Fatalf("sessions -json line %d %q (%v)", i, line, err)
+		}
+	}
+	if stdout, stderr, code = cliRun(t, "tasks", "-json", top); code != exitOK || stderr != "" {
+		t.Fatalf("tasks -json: exit %d, stdout %q, stderr %q", code, stdout, stderr)
+	}
+	for _, cmd := range []string{"sessions", "tasks"} {
+		stdout, stderr, code := cliRun(t, cmd, "nope")
+		want := fmt.Sprintf("node %s: no such session %q in data directory %q\n", cmd, "nope", data)
+		if code != exitFailed || stdout != "" || stderr != want {
+			t.Errorf("%s nope: exit %d, stdout %q, stderr %q; want exit 1 and %q", cmd, code, stdout, stderr, want)
+		}
 	}
 }

@@ -63,7 +63,7 @@ quoted>" (an ACP child adds "server=<name> agent-session=<id>" before
 prompt), children indented by two spaces a level; state is the stop reason
 of the session's last run, or running/interrupted. It only reads, and
 beside a running node it asks that node for the list.`,
-			flags: func() *flag.FlagSet { return sessionsFlags(new(string)) }, run: sessionsCommand},
+			flags: func() *flag.FlagSet { return sessionsFlags(new(string), new(bool)) }, run: sessionsCommand},
 		{name: "check", uses: []string{"check [-data DIR] [-repair]"},
 			short: "verify the data directory's sessions.db, or repair it",
 			long: `Verify the data directory's sessions.db: bbolt's pages, then every session
@@ -105,7 +105,7 @@ cluster flags not given are read from the "cluster" object of -config FILE.`,
 			short: "list the cluster's members",
 			long: `One line per member (this command's own client is not one):
 "<id> <address> providers=[...] capacity=<n> runs=<n>".`,
-			flags: func() *flag.FlagSet { return statusFlags(&clusterOptions{}, new(string)) }, run: statusCommand},
+			flags: func() *flag.FlagSet { return statusFlags(&clusterOptions{}, new(string), new(bool)) }, run: statusCommand},
 		{name: "version", uses: []string{"version"},
 			short: "print the module version and the commit it was built from",
 			long:  `Print the module path and version, and the commit it was built from.`,

@@ -126,7 +126,7 @@ func delegateCommand(ctx context.Context, args []string, stdout, stderr io.Write
 	if w := shadowWarning(); w != "" {
 		fmt.Fprintf(stderr, "%s delegate: %s\n", prog, w)
 	}
-	out, err := delegateOnce(ctx, o, servers, name, dir, stdout, newReporter(o.quiet, o.json, stdout), stderr)
+	out, err := delegateOnce(ctx, o, servers, name, dir, stdout, newReporter(o.quiet, o.json, stdout, stderr), stderr)
 	if err != nil {
 		return failed(stderr, "delegate", err)
 	}
@@ -148,7 +148,7 @@ func reportChild(command string, out outcome, asJSON, quiet bool, stdout, stderr
 		}
 	} else {
 		if res.Usage != nil && !quiet {
-			fmt.Fprintln(stdout, usageLine(*res.Usage))
+			fmt.Fprintln(stderr, usageLine(*res.Usage))
 		}
 		// The output comes whatever the stop reason (a refusal's words are
 		// worth reading too); a killed child's task keeps none (its end

@@ -59,7 +59,7 @@ func sendCommand(ctx context.Context, args []string, stdout, stderr io.Writer) i
 		return exitUsage
 	}
 	o.session, o.child = fs.Arg(0), fs.Arg(1)
-	out, err := sendOnce(ctx, o, stdout, newReporter(o.quiet, o.json, stdout), stderr)
+	out, err := sendOnce(ctx, o, stdout, newReporter(o.quiet, o.json, stdout, stderr), stderr)
 	if err != nil {
 		return failed(stderr, "send", err)
 	}
@@ -154,7 +154,7 @@ func continueCommand(ctx context.Context, o delegateOptions, stdout, stderr io.W
 		return fail(err)
 	}
 	s := sendOptions{config: o.config, data: o.data, json: o.json, quiet: o.quiet, session: o.cont, child: child, message: o.prompt}
-	out, err := sendOnce(ctx, s, stdout, newReporter(o.quiet, o.json, stdout), stderr)
+	out, err := sendOnce(ctx, s, stdout, newReporter(o.quiet, o.json, stdout, stderr), stderr)
 	if err != nil {
 		return fail(err)
 	}
