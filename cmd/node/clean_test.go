@@ -149,7 +149,7 @@ func TestK3_LiveViewPrintsNoEscapeFromAChild(t *testing.T) {
 		}
 	}
 	l.close()
-	scr.want(t, "a hostile child", `child evil0000 ended: completed in \S+: mark one mark two mark three  mark four  mark five `)
+	scr.want(t, "a hostile child", `child evil0000-1 ended: completed in \S+: mark one mark two mark three  mark four  mark five `)
 }
 
 // Contract K3 (item 5 of issue 18): delegate's output, piped, carries none
