@@ -12,6 +12,7 @@ import (
 	"crypto/rand"
 	"crypto/x509"
 	"crypto/x509/pkix"
+	"encoding/json"
 	"encoding/pem"
 	"fmt"
 	"io"
@@ -303,7 +304,7 @@ func TestK1_CancelAndDisposeReachTheHostingNode(t *testing.T) {
 	if err := caller.cmd.Process.Signal(os.Interrupt); err != nil {
 		t.Fatal(err)
 	}
-	if code := caller.rest(t); code != exitFailed || !strings.Contains(caller.stderr.String(), "the child ended aborted") {
+	if code := caller.rest(t); code != 130 || !strings.Contains(caller.stderr.String(), "the child ended aborted") {
 		t.Fatalf("delegate exit %d, stderr %s", code, caller.stderr.String())
 	}
 	noAgentsLeft(t, nodeB.cmd.Process.Pid, "B's agent process to be gone after the cancel")
@@ -550,8 +551,16 @@ func TestK1_StatusPrintsMembersProvidersCapacityAndRuns(t *testing.T) {
 		t.Fatalf("status exit %d, stderr %s", code, status.stderr.String())
 	}
 	want := fmt.Sprintf("%s %s providers=[fake] capacity=2 runs=0", idB, b.listen)
-	if !slices.Contains(status.all, want) {
-		t.Fatalf("status printed %q, want a line %q", status.all, want)
+	if !slices.Equal(status.all, []string{want}) {
+		t.Fatalf("status printed %q, want the one member's line %q (not status's own client)", status.all, want)
+	}
+	status = startNode(t, append([]string{"status", "-json"}, how(a)...)...)
+	if code := status.rest(t); code != 0 || len(status.all) != 1 {
+		t.Fatalf("status -json exit %d, stdout %q, stderr %s", code, status.all, status.stderr.String())
+	}
+	var m jsonMember
+	if err := json.Unmarshal([]byte(status.all[0]), &m); err != nil || m.ID != idB || m.Address != b.listen || m.Capacity != 2 || !slices.Equal(m.Providers, []string{"fake"}) {
+		t.Fatalf("status -json line %q (%v)", status.all[0], err)
 	}
 }
 

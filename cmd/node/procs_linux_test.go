@@ -254,15 +254,15 @@ func TestR3_SecondSignalKillsTheAgentsBeforeTheNodeEnds(t *testing.T) {
 
 // Contracts R3, N1: SIGHUP (a closed terminal) stops the node as Ctrl-C
 // does: the child is cancelled and disposed, its agent stopped on the
-// ladder with everything it started, and the node exits 1 (the child
-// ended aborted), its journal empty.
+// ladder with everything it started, and the node exits 129 (128 +
+// SIGHUP: the child ended aborted), its journal empty.
 func TestR3_HangupStopsTheNodeGracefully(t *testing.T) {
 	data := t.TempDir()
 	s := stubbornNode(t, data)
 	s.signal(t, syscall.SIGHUP)
 	ws := s.wait(t)
-	if ws.Signaled() || ws.ExitStatus() != exitFailed || !strings.Contains(s.output.String(), "the child ended aborted") {
-		t.Fatalf("the node ended %v, want exit %d; output:\n%s", s.cmd.ProcessState, exitFailed, s.output)
+	if ws.Signaled() || ws.ExitStatus() != 128+int(syscall.SIGHUP) || !strings.Contains(s.output.String(), "the child ended aborted") {
+		t.Fatalf("the node ended %v, want exit %d; output:\n%s", s.cmd.ProcessState, 128+int(syscall.SIGHUP), s.output)
 	}
 	if r := s.fam.running(); len(r) > 0 {
 		t.Fatalf("still running after the node ended: %v", r)

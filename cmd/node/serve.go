@@ -236,7 +236,7 @@ func serveFlags(o *serveOptions) *flag.FlagSet {
 func serveCommand(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	var o serveOptions
 	fs := serveFlags(&o)
-	if code, ok := parseFlags(fs, args, stderr); !ok {
+	if code, ok := parseFlags(fs, args, stdout, stderr); !ok {
 		return code
 	}
 	if fs.NArg() > 0 {
@@ -359,11 +359,22 @@ func (o serveOptions) providers(sys *actors.System, logs io.Writer) ([]subagent.
 	return append(ps, p), func() { _ = closeStore() }, nil
 }
 
-func statusFlags(o *clusterOptions, config *string) *flag.FlagSet {
+func statusFlags(o *clusterOptions, config *string, asJSON *bool) *flag.FlagSet {
 	fs := flag.NewFlagSet(prog+" status", flag.ContinueOnError)
 	clusterFlags(fs, o, "127.0.0.1:0")
 	fs.StringVar(config, "config", "", "a JSON `FILE` whose \"cluster\" object gives the flags above, as serve's does (a flag given wins)")
+	fs.BoolVar(asJSON, "json", false, "print one JSON object per member instead of a line")
 	return fs
+}
+
+// jsonMember is a member as status -json prints it.
+type jsonMember struct {
+	ID        string   `json:"id"`
+	Address   string   `json:"address"`
+	Providers []string `json:"providers"`
+	Capacity  int64    `json:"capacity"`
+	Runs      int64    `json:"runs"`
+	Error     string   `json:"error,omitempty"` // why it did not answer
 }
 
 // statusCommand runs status: it joins the cluster as a member offering
@@ -372,8 +383,9 @@ func statusFlags(o *clusterOptions, config *string) *flag.FlagSet {
 func statusCommand(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	var o clusterOptions
 	var config string
-	fs := statusFlags(&o, &config)
-	if code, ok := parseFlags(fs, args, stderr); !ok {
+	var asJSON bool
+	fs := statusFlags(&o, &config, &asJSON)
+	if code, ok := parseFlags(fs, args, stdout, stderr); !ok {
 		return code
 	}
 	if config != "" {
@@ -387,7 +399,21 @@ func statusCommand(ctx context.Context, args []string, stdout, stderr io.Writer)
 		return failed(stderr, "status", err)
 	}
 	defer n.Stop()
+	enc := newEncoder(stdout)
 	for _, l := range remote.Status(ctx, n, time.Second) {
+		switch {
+		case l.Member.ID == n.ID():
+			continue // this command's own client, not a member that serves
+		case asJSON:
+			j := jsonMember{ID: l.Member.ID, Address: l.Member.Address, Providers: l.Member.Providers, Capacity: l.Capacity, Runs: l.Runs}
+			if l.Err != nil {
+				j.Error = l.Err.Error()
+			}
+			if err := enc.Encode(j); err != nil {
+				return failed(stderr, "status", err)
+			}
+			continue
+		}
 		if l.Err != nil {
 			fmt.Fprintf(stdout, "%s %s unreachable: %v\n", l.Member.ID, l.Member.Address, l.Err)
 			continue
@@ -431,7 +457,7 @@ func clusterDelegate(ctx context.Context, o delegateOptions, stdout, stderr io.W
 		return failed(stderr, "delegate", err)
 	}
 	defer parent.Close()
-	rep := newReporter(o.quiet, o.json, stdout)
+	rep := newReporter(o.quiet, o.json, stdout, stderr)
 	if err := printSession(stdout, o.json, parent.SessionID()); err != nil {
 		return failed(stderr, "delegate", err)
 	}
