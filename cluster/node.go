@@ -70,17 +70,18 @@ func Start(cfg Config) (n *Node, err error) {
 		return nil, err
 	}
 	host, port, _ := hostPort(cfg.Listen, "listen address")
+	n = &Node{cfg: cfg, sys: cfg.System, changed: make(chan struct{})}
+	serverOpts := n.inboundOptions()
 	var opts []remote.ConfigOption
 	if cfg.TLS != nil {
 		server, client, err := cfg.TLS.tlsConfigs()
 		if err != nil {
 			return nil, err
 		}
-		opts = append(opts,
-			remote.WithServerOptions(grpc.Creds(credentials.NewTLS(server))),
-			remote.WithDialOptions(grpc.WithTransportCredentials(credentials.NewTLS(client))))
+		serverOpts = append(serverOpts, grpc.Creds(credentials.NewTLS(server)))
+		opts = append(opts, remote.WithDialOptions(grpc.WithTransportCredentials(credentials.NewTLS(client))))
 	}
-	n = &Node{cfg: cfg, sys: cfg.System, changed: make(chan struct{})}
+	opts = append(opts, remote.WithServerOptions(serverOpts...))
 	if n.sys == nil {
 		var sysOpts []actors.Option
 		if cfg.Logger != nil {
