@@ -1,6 +1,7 @@
 package cluster_test
 
 import (
+	"context"
 	"errors"
 	"net"
 	"strconv"
@@ -140,7 +141,7 @@ func TestK3_HostedRunRefusesAForeignSender(t *testing.T) {
 // unless Insecure; every interface is never bound.
 func TestK3_ConfigRefusesInsecureListen(t *testing.T) {
 	for _, listen := range []string{"0.0.0.0:7000", "10.1.2.3:7000", ":7000"} {
-		_, err := cluster.Start(cluster.Config{Listen: listen, Peers: []string{"127.0.0.1:7001"}})
+		_, err := cluster.Start(context.Background(), cluster.Config{Listen: listen, Peers: []string{"127.0.0.1:7001"}})
 		if !errors.Is(err, cluster.ErrConfig) {
 			t.Fatalf("listen %s: %v", listen, err)
 		}
@@ -162,7 +163,7 @@ func TestK3_StartOnATakenPortFailsCleanly(t *testing.T) {
 	}
 	defer taken.Close()
 	member := net.JoinHostPort("127.0.0.1", strconv.Itoa(port+1))
-	n, err := cluster.Start(cluster.Config{Listen: listen, MemberListen: member, Peers: []string{member}, Providers: []subagent.Provider{clustertest.Echo{}}})
+	n, err := cluster.Start(context.Background(), cluster.Config{Listen: listen, MemberListen: member, Peers: []string{member}, Providers: []subagent.Provider{clustertest.Echo{}}})
 	if err == nil {
 		n.Stop()
 		t.Fatalf("Start on taken port %s: no error", listen)
