@@ -124,7 +124,7 @@ func TestK3_HostedRunRefusesAForeignSender(t *testing.T) {
 	defer sys.Root.Stop(caller)
 	host := actor.NewPID(n.Address(), clusterwire.HostName)
 	sys.Root.RequestWithCustomSender(host, &messages.RemoteStart{
-		RunId: "run-1", Provider: "echo", Prompt: []*messages.ContentBlock{{Type: "text", Text: "wait"}},
+		RunId: "run-1", Provider: "echo", Prompt: []*messages.ContentBlock{{Type: "text", Text: "wait"}}, CallerMember: n.ID(),
 	}, caller)
 	hosted := await.Recv(t, accepted, "the run's acceptance")
 	reply, err := sys.Root.RequestFuture(hosted, &messages.Dispose{}, await.Deadline).Result()
@@ -135,6 +135,17 @@ func TestK3_HostedRunRefusesAForeignSender(t *testing.T) {
 	refusal(t, ask(t, n, &messages.RemoteStart{RunId: "run-1", Provider: "echo", Prompt: []*messages.ContentBlock{{Text: "x"}}}), clusterwire.RefusedDuplicate)
 	sys.Root.RequestWithCustomSender(hosted, &messages.Dispose{}, caller)
 	await.Recv(t, quiesced, "the caller's dispose to quiesce the run")
+}
+
+// Contract K2: a start from a caller the host's membership does not name
+// (a member that left, or one the host has not heard of yet) is refused
+// not-a-member: its answers could go to an earlier member's connection
+// to the caller's address.
+func TestK2_AStartFromACallerNotInTheMembershipIsRefused(t *testing.T) {
+	n := clustertest.Node(t, cluster.Config{}, clustertest.Echo{})
+	for _, member := range []string{"", "a-member-that-left"} {
+		refusal(t, ask(t, n, &messages.RemoteStart{RunId: "run-" + member, Provider: "echo", Prompt: []*messages.ContentBlock{{Text: "x"}}, CallerMember: member}), clusterwire.RefusedNotMember)
+	}
 }
 
 // Contract K3: a non-loopback listen address without TLS is refused

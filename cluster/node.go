@@ -227,6 +227,9 @@ func (n *Node) ID() string { return actorsraw.Of(n.sys).ID }
 // Address is the host:port this node's actors are reached at.
 func (n *Node) Address() string { return actorsraw.Of(n.sys).Address() }
 
+// LossBound is LossBound for this node's membership.
+func (n *Node) LossBound() time.Duration { return LossBound(len(n.cfg.Etcd) > 0) }
+
 // System is the node's actor runtime: a Remote provider's proxies live
 // on it, since only it is reachable from peers.
 func (n *Node) System() *actors.System { return n.sys }

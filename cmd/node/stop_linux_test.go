@@ -57,11 +57,7 @@ func TestK2_SIGTERMEndsACommandJoiningAnEtcdNeverStarted(t *testing.T) {
 // frozen, so that the cancel is never answered) ends within two seconds
 // of SIGTERM.
 func TestK2_SIGTERMEndsADelegateWhoseRemoteResultIsPending(t *testing.T) {
-	a, b := newMember(t), newMember(t)
-	how := static(a, b)
-	nodeB, _ := serve(t, b, how)
-	caller := startNode(t, delegateArgs(a, how, "-json", "wait for it")...)
-	caller.line(t, textDelta, "the child's first text")
+	nodeB, caller := midRun(t)
 	if err := nodeB.cmd.Process.Signal(syscall.SIGSTOP); err != nil {
 		t.Fatal(err)
 	}
