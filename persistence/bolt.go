@@ -135,6 +135,8 @@ type boltStore struct {
 	// file is bbolt's file, for checkPages.
 	file     *os.File
 	readOnly bool
+	// metaDamage is what OpenDamage returns.
+	metaDamage []error
 	// The group commit (see commit): writes waiting for the next
 	// transaction, and whether one of their callers is committing.
 	wmu     sync.Mutex
@@ -214,7 +216,7 @@ var (
 // decode fails its Load with a *CorruptError, and every other session
 // stays readable and writable.
 func OpenBolt(path string) (Backend, error) {
-	return asBackend(openBolt(path, false, nil))
+	return asBackend(openBolt(path, openWrite, nil))
 }
 
 // OpenBoltReadOnly opens the bbolt file at path for reading only: the file
@@ -222,11 +224,24 @@ func OpenBolt(path string) (Backend, error) {
 // that only a writer keeps out, and nothing is ever written to it, so it
 // works on a read-only file or file system. Every call that would write
 // fails with ErrReadOnly. It fails at once, with bbolt's ErrTimeout, while
-// a writer (OpenBolt) holds the file, and with an error if the file is
-// missing or written in a layout older than this package's (opening it
-// with OpenBolt once brings it up to date).
+// a writer (OpenBolt) holds the file; with ErrEmpty if the file never
+// held a commit; with a *CorruptError naming the file if bbolt's tree is
+// damaged (a read could loop on it: see CheckBolt); and with an error if
+// the file is missing or written in a layout older than this package's
+// (opening it with OpenBolt once brings it up to date).
 func OpenBoltReadOnly(path string) (Backend, error) {
-	return asBackend(openBolt(path, true, nil))
+	return asBackend(openBolt(path, openRead, nil))
+}
+
+// OpenDamage returns what a bbolt store found damaged in its file when it
+// opened and reads around (a damaged meta page: bbolt reads the commit
+// before it), one error per damage; nil for any other store. CheckBolt
+// names it too.
+func OpenDamage(s Store) []error {
+	if b, ok := s.(*boltStore); ok {
+		return b.metaDamage
+	}
+	return nil
 }
 
 // asBackend keeps the store of a failed open a nil Backend.
@@ -237,17 +252,36 @@ func asBackend(b *boltStore, err error) (Backend, error) {
 	return b, nil
 }
 
-// openBolt is OpenBolt or OpenBoltReadOnly, with the function bbolt opens
-// the file with (nil for os.OpenFile), which is how tests reach the file.
-func openBolt(path string, readOnly bool, openFile func(string, int, os.FileMode) (*os.File, error)) (*boltStore, error) {
+// openMode is how openBolt opens a file: for writing (OpenBolt), for
+// reading (OpenBoltReadOnly), or read-only for CheckBolt and RepairBolt,
+// which walk a damaged tree themselves.
+type openMode int
+
+const (
+	openWrite openMode = iota
+	openRead
+	openCheck
+)
+
+// openBolt opens the file at path, with the function bbolt opens the file
+// with (nil for os.OpenFile), which is how tests reach the file.
+func openBolt(path string, mode openMode, openFile func(string, int, os.FileMode) (*os.File, error)) (*boltStore, error) {
+	readOnly := mode != openWrite
 	b := &boltStore{path: path, readOnly: readOnly, deferred: map[string]*deferredSession{}}
 	db, err := b.openDB(readOnly, openFile)
 	if err == nil {
 		err = b.sameFile()
 	}
 	if err == nil {
+		b.metaDamage = metaDamage(readMetas(b.file, db.Info().PageSize))
 		err = b.guard(func() error {
-			if readOnly {
+			switch mode {
+			case openCheck:
+				return db.View(current)
+			case openRead:
+				if w, _ := checkStructure(db, b.file, false); w.treeDamaged {
+					return b.damaged(summary(w.problems))
+				}
 				return db.View(current)
 			}
 			// bbolt trusts its freelist: a damaged one makes it hand
@@ -255,7 +289,7 @@ func openBolt(path string, readOnly bool, openFile func(string, int, os.FileMode
 			// sessions without a word, or panics in its commit
 			// (measured). So the file's pages are checked before the
 			// first write (CheckBolt adds bbolt's own check).
-			if problems := checkStructure(db, b.file, false); len(problems) > 0 {
+			if _, problems := checkStructure(db, b.file, false); len(problems) > 0 {
 				return b.damaged(summary(problems))
 			}
 			return db.Update(prepare)
@@ -312,6 +346,27 @@ func summary(problems []error) error {
 	return fmt.Errorf("%w (and %s more)", problems[0], more)
 }
 
+// startAfresh handles a file f that never held a commit (see ErrEmpty):
+// read-only, it is ErrEmpty; for writing, it is emptied, under bbolt's
+// own lock so that no other store can be writing to it, and bbolt starts
+// it afresh. bbolt would refuse a zeroed or cut-short one.
+func startAfresh(f *os.File, readOnly bool) error {
+	empty, err := neverCommitted(f)
+	switch {
+	case err != nil || !empty:
+		return err
+	case readOnly:
+		return ErrEmpty
+	}
+	if !tryLock(f) {
+		return nil // a live store holds it, so it is not empty: bbolt waits
+	}
+	if empty, err = neverCommitted(f); err != nil || !empty {
+		return err // written to before the lock was taken
+	}
+	return f.Truncate(0)
+}
+
 // boltInitialMap is the mapping a writable store starts with: bbolt's
 // allocation step (its default AllocSize). Growing a file, bbolt fsyncs
 // it; below its allocation step it grows to its mapping, which it doubles
@@ -336,6 +391,13 @@ func (b *boltStore) openDB(readOnly bool, openFile func(string, int, os.FileMode
 		ReadOnly: readOnly,
 		OpenFile: func(name string, flag int, perm os.FileMode) (*os.File, error) {
 			f, err := openFile(name, flag, perm)
+			if err == nil {
+				err = startAfresh(f, readOnly)
+			}
+			if err != nil && f != nil {
+				_ = f.Close()
+				f = nil
+			}
 			b.file = f
 			return f, err
 		},
@@ -356,15 +418,21 @@ func (b *boltStore) openDB(readOnly bool, openFile func(string, int, os.FileMode
 	return db, err
 }
 
-// checkStructure runs checkPages and, with deep, on a file that passed
-// it, bbolt's consistency check (tx.Check), which adds keys in order to
-// what checkPages finds at about twice its cost; it returns what they
-// found, at most maxProblems.
-func checkStructure(db *bolt.DB, f io.ReaderAt, deep bool) []error {
-	var problems []error
+// checkStructure runs checkPages from the meta page bbolt reads and,
+// with deep, on a file that passed it, bbolt's consistency check
+// (tx.Check), which adds keys in order to what checkPages finds at about
+// twice its cost; it returns the walk and what they found, at most
+// maxProblems.
+func checkStructure(db *bolt.DB, f io.ReaderAt, deep bool) (*pageWalk, []error) {
+	var (
+		w        *pageWalk
+		problems []error
+	)
 	_ = db.View(func(tx *bolt.Tx) error {
 		size := db.Info().PageSize
-		if problems = checkPages(f, size, uint64(tx.ID()), uint64(tx.Size())/uint64(size)); len(problems) > 0 || !deep {
+		m, _ := inUse(readMetas(f, size)) // bbolt opened it: one is valid
+		w = checkPages(f, size, m, uint64(tx.Size())/uint64(size))
+		if problems = w.problems; len(problems) > 0 || !deep {
 			return nil
 		}
 		// Drained to the end: the check's goroutine ends with its
@@ -376,7 +444,7 @@ func checkStructure(db *bolt.DB, f io.ReaderAt, deep bool) []error {
 		}
 		return nil
 	})
-	return problems
+	return w, problems
 }
 
 // prepare creates the top-level buckets and brings a file from before the
@@ -968,7 +1036,14 @@ func (b *boltStore) Sessions(ctx context.Context) ([]SessionInfo, error) {
 			return err
 		}
 		c := all.Cursor()
+		var prev []byte
 		for k, v := c.First(); k != nil; k, v = c.Next() {
+			// Keys come in order: one that does not is a page damaged
+			// since OpenBolt, met again, and the listing stops there.
+			if prev != nil && bytes.Compare(k, prev) <= 0 {
+				return b.damaged(fmt.Errorf("the sessions bucket lists %q after %q", k, prev))
+			}
+			prev = k
 			id := string(k)
 			sb, err := sessionOf(all, id)
 			if err != nil {

@@ -448,3 +448,200 @@ func TestBoltReadOnlyNeverWrites(t *testing.T) {
 		t.Fatal("OpenBoltReadOnly created the file")
 	}
 }
+
+// TestK4_BoltMetaBitFlipIsNamedWithTheCommitItLoses: one bit flipped in
+// the current meta page makes bbolt read the commit before it without a
+// word. A store opened on the file reads that older commit and names the
+// damage (OpenDamage); CheckBolt names it with the transaction the store
+// reads and the one lost, and finds every session of the older commit
+// whole; RepairBolt keeps them all.
+func TestK4_BoltMetaBitFlipIsNamedWithTheCommitItLoses(t *testing.T) {
+	path := boltPath(t)
+	want := fill(t, path)
+	s := openBolt(t, path)
+	create(t, s, "last") // the last commit, which the flip loses
+	if err := s.Close(); err != nil {
+		t.Fatal(err)
+	}
+	page, txid, err := boltdamage.FlipMetaBit(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	words := fmt.Sprintf("meta page %d is damaged (its checksum does not match): the store reads transaction %d, the last commit (transaction %d) is lost", page, txid-1, txid)
+
+	r, err := persistence.OpenBoltReadOnly(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if damage := persistence.OpenDamage(r); len(damage) != 1 || damage[0].Error() != words {
+		t.Fatalf("OpenDamage: %v, want %q", damage, words)
+	}
+	if got := contentsOf(t, r); !reflect.DeepEqual(got, want) {
+		t.Fatalf("the damaged store reads\n%+v\nwant the commit before the last\n%+v", got, want)
+	}
+	if err := r.Close(); err != nil {
+		t.Fatal(err)
+	}
+
+	report, err := persistence.CheckBolt(t.Context(), path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if report.OK() || len(report.Pages) != 1 || report.Pages[0].Error() != words || len(report.Damaged) > 0 ||
+		report.Found != len(want.order) || report.Sessions != len(want.order) {
+		t.Fatalf("CheckBolt: %+v, want the meta page named and all %d sessions whole", report, len(want.order))
+	}
+	if report := wantRepaired(t, path, want); report.Found != report.Sessions || len(report.Damaged) > 0 {
+		t.Fatalf("RepairBolt report: %+v", report)
+	}
+}
+
+// crossLinkable writes a store at path with enough sessions that the
+// "sessions" bucket's root is a branch page, one of them with a damaged
+// record, closes it and returns its contents without that one.
+func crossLinkable(t *testing.T, path string) (want contents, damaged string) {
+	t.Helper()
+	s := openBolt(t, path)
+	for i := range 60 {
+		create(t, s, fmt.Sprintf("s%02d", i))
+	}
+	damaged = "s37"
+	appendRecs(t, s, damaged, msg(`"to be damaged"`))
+	want = contentsOf(t, s)
+	if err := s.Close(); err != nil {
+		t.Fatal(err)
+	}
+	reach(t, path, func(sessions *bolt.Bucket) error {
+		sb := sessions.Bucket([]byte(damaged))
+		v := bytes.Clone(sb.Get(seqKey(1)))
+		v[len(v)-1] ^= 1
+		return sb.Put(seqKey(1), v)
+	})
+	want.order = slices.DeleteFunc(want.order, func(id string) bool { return id == damaged })
+	delete(want.sessions, damaged)
+	return want, damaged
+}
+
+// TestK4_BoltCrossLinkedBranchLosesNoSession: the "sessions" bucket's
+// branch page points two elements at one leaf, so the sessions of another
+// leaf are reached by no path and those of the first would be listed
+// twice. Neither a read-only nor a writing store opens the file (a
+// *CorruptError naming the page); CheckBolt finds every session by
+// reading every leaf page, each whole one counted and the damaged one
+// named; RepairBolt keeps every whole session, once.
+func TestK4_BoltCrossLinkedBranchLosesNoSession(t *testing.T) {
+	path := boltPath(t)
+	want, damaged := crossLinkable(t, path)
+	if err := boltdamage.RelinkSessionsBranch(path, 1, 0); err != nil {
+		t.Fatal(err)
+	}
+	for name, open := range map[string]func(string) (persistence.Backend, error){"OpenBolt": persistence.OpenBolt, "OpenBoltReadOnly": persistence.OpenBoltReadOnly} {
+		if _, err := open(path); !errors.Is(err, persistence.ErrCorrupt) || !strings.Contains(err.Error(), "reached twice") {
+			t.Fatalf("%s of a cross-linked file: got %v, want a *CorruptError naming the page", name, err)
+		}
+	}
+	report := wantDamagedSessions(t, path, len(want.order)+1, damaged)
+	if len(report.Pages) == 0 {
+		t.Fatalf("CheckBolt names no damaged page: %+v", report)
+	}
+	if report := wantRepaired(t, path, want); report.Found != len(want.order)+1 || report.Sessions != len(want.order) || len(report.Damaged) != 1 {
+		t.Fatalf("RepairBolt report: %+v", report)
+	}
+}
+
+// wantDamagedSessions checks path and wants found sessions, all whole but
+// the one named damaged.
+func wantDamagedSessions(t *testing.T, path string, found int, damaged string) persistence.BoltReport {
+	t.Helper()
+	report, err := persistence.CheckBolt(t.Context(), path)
+	if err != nil {
+		t.Fatalf("CheckBolt: %v", err)
+	}
+	var ce *persistence.CorruptError
+	if report.Found != found || report.Sessions != found-1 || len(report.Damaged) != 1 || !errors.As(report.Damaged[0], &ce) || ce.SessionID != damaged {
+		t.Fatalf("CheckBolt: %+v, want %d sessions found, all whole but %s", report, found, damaged)
+	}
+	return report
+}
+
+// TestK4_BoltBranchLoopIsBoundedAndNamed: a branch page that points at
+// itself sends bbolt's cursor round a loop for ever. No open reads
+// through it, and CheckBolt and RepairBolt read each page once: they end,
+// name the damage, and keep every session.
+func TestK4_BoltBranchLoopIsBoundedAndNamed(t *testing.T) {
+	path := boltPath(t)
+	want, damaged := crossLinkable(t, path)
+	if err := boltdamage.RelinkSessionsBranch(path, 1, -1); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := persistence.OpenBoltReadOnly(path); !errors.Is(err, persistence.ErrCorrupt) {
+		t.Fatalf("OpenBoltReadOnly of a looping tree: got %v, want ErrCorrupt", err)
+	}
+	done := make(chan error, 1)
+	go func() {
+		_, err := persistence.CheckBolt(context.Background(), path)
+		done <- err
+	}()
+	if err := await.Recv(t, done, "CheckBolt of a looping tree"); err != nil {
+		t.Fatal(err)
+	}
+	wantDamagedSessions(t, path, len(want.order)+1, damaged)
+	wantRepaired(t, path, want)
+}
+
+// TestK4_BoltFileThatNeverHeldACommitIsEmpty: a node killed while it
+// created its store leaves an empty file, bbolt's initialisation alone
+// (no buckets), or that cut short. Each holds nothing to lose: a read-only
+// open and CheckBolt say ErrEmpty and leave it as it is; OpenBolt starts
+// it afresh and the store works.
+func TestK4_BoltFileThatNeverHeldACommitIsEmpty(t *testing.T) {
+	initOnly := func(t *testing.T, path string) {
+		db, err := bolt.Open(path, 0o600, nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := db.Close(); err != nil {
+			t.Fatal(err)
+		}
+	}
+	for _, c := range []struct {
+		name  string
+		write func(t *testing.T, path string)
+	}{
+		{"empty", func(t *testing.T, path string) {
+			if err := os.WriteFile(path, nil, 0o600); err != nil {
+				t.Fatal(err)
+			}
+		}},
+		{"bucketless", initOnly},
+		{"cutShort", func(t *testing.T, path string) {
+			initOnly(t, path)
+			if err := os.Truncate(path, 5000); err != nil {
+				t.Fatal(err)
+			}
+		}},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			path := boltPath(t)
+			c.write(t, path)
+			before, _ := os.ReadFile(path)
+			if _, err := persistence.OpenBoltReadOnly(path); !errors.Is(err, persistence.ErrEmpty) {
+				t.Fatalf("OpenBoltReadOnly: got %v, want ErrEmpty", err)
+			}
+			if _, err := persistence.CheckBolt(t.Context(), path); !errors.Is(err, persistence.ErrEmpty) {
+				t.Fatalf("CheckBolt: got %v, want ErrEmpty", err)
+			}
+			if after, _ := os.ReadFile(path); !bytes.Equal(after, before) {
+				t.Fatal("reading changed the file")
+			}
+			s := openBolt(t, path)
+			create(t, s, "a")
+			if err := s.Close(); err != nil {
+				t.Fatal(err)
+			}
+			if report, err := persistence.CheckBolt(t.Context(), path); err != nil || !report.OK() || report.Sessions != 1 {
+				t.Fatalf("CheckBolt after a write: %+v, %v", report, err)
+			}
+		})
+	}
+}

@@ -5,13 +5,13 @@ import "os"
 // OpenBoltWithFile is OpenBolt with the function bbolt opens its file
 // with, so that a test can hold the *os.File and break it.
 func OpenBoltWithFile(path string, openFile func(string, int, os.FileMode) (*os.File, error)) (Backend, error) {
-	return asBackend(openBolt(path, false, openFile))
+	return asBackend(openBolt(path, openWrite, openFile))
 }
 
 // OpenBoltReadOnlyWithFile is OpenBoltReadOnly with the function bbolt
 // opens its file with, so that a test sees how it is opened.
 func OpenBoltReadOnlyWithFile(path string, openFile func(string, int, os.FileMode) (*os.File, error)) (Backend, error) {
-	return asBackend(openBolt(path, true, openFile))
+	return asBackend(openBolt(path, openRead, openFile))
 }
 
 // SetPutHook makes the bbolt store s call hook before it puts each record,

@@ -67,6 +67,12 @@ var (
 	// ErrReadOnly means a write was asked of a store opened read-only
 	// (OpenBoltReadOnly).
 	ErrReadOnly = errors.New("persistence: store is read-only")
+	// ErrEmpty means a store file provably never held a commit (a node
+	// killed while creating it left it empty, zeroed, or as bbolt's
+	// initialisation wrote it): it holds no sessions and nothing in it
+	// can be lost. A read-only open and CheckBolt return it; OpenBolt
+	// starts the file afresh.
+	ErrEmpty = errors.New("persistence: the store file never held a commit")
 	// ErrTaskNotFound means no task has the id. It also matches
 	// ErrNotFound, so one check serves sessions and tasks.
 	ErrTaskNotFound error = taskNotFound{}

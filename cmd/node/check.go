@@ -28,11 +28,13 @@ func checkFlags(o *checkOptions) *flag.FlagSet {
 }
 
 // checkCommand runs the check subcommand: it verifies the store of the
-// data directory (persistence.CheckBolt: bbolt's pages, then every session
-// and task) and prints what is damaged, one "damaged: ..." line each, on
-// stdout; with -repair it swaps in a fresh file holding everything that
-// reads back whole (persistence.RepairBolt). Exit 0 when nothing is
-// damaged, or when -repair lost nothing; 1 otherwise.
+// data directory (persistence.CheckBolt: both meta pages, bbolt's pages,
+// then every session and task) and prints what is damaged, one
+// "damaged: ..." line each, on stdout; with -repair it swaps in a fresh
+// file holding everything that reads back whole (persistence.RepairBolt).
+// A file that never held a commit has nothing to check. Exit 0 when
+// nothing is damaged, or when -repair kept every session it found; 1
+// otherwise.
 func checkCommand(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	var o checkOptions
 	fs := checkFlags(&o)
@@ -66,6 +68,10 @@ func checkCommand(ctx context.Context, args []string, stdout, stderr io.Writer) 
 	} else {
 		report, err = persistence.CheckBolt(ctx, path)
 	}
+	if errors.Is(err, persistence.ErrEmpty) {
+		fmt.Fprintf(stdout, "%s never held a commit (a node was killed while it created it): no sessions, nothing to check\n", path)
+		return exitOK
+	}
 	if errors.Is(err, berrors.ErrTimeout) {
 		err = storeError(dir, err) // says which node holds it
 	}
@@ -73,7 +79,7 @@ func checkCommand(ctx context.Context, args []string, stdout, stderr io.Writer) 
 		fmt.Fprintf(stderr, "%s check: %v\n", prog, err)
 		return exitFailed
 	}
-	fmt.Fprintf(stdout, "%s: %d sessions and %d tasks read back whole\n", path, report.Sessions, report.Tasks)
+	fmt.Fprintf(stdout, "%s: %d of the %d sessions found and %d tasks read back whole\n", path, report.Sessions, report.Found, report.Tasks)
 	for _, p := range report.Pages {
 		fmt.Fprintf(stdout, "damaged: bbolt's pages: %v\n", p)
 	}
@@ -89,7 +95,7 @@ func checkCommand(ctx context.Context, args []string, stdout, stderr io.Writer) 
 		return exitFailed
 	}
 	fmt.Fprintf(stdout, "repaired: %s holds the %d sessions and %d tasks above; the damaged file is kept as %s\n", path, report.Sessions, report.Tasks, backup)
-	if len(report.Damaged) > 0 {
+	if report.Sessions < report.Found || len(report.Damaged) > 0 {
 		fmt.Fprintf(stdout, "could not be read, and stays only in %s: the %d damaged above\n", backup, len(report.Damaged))
 		return exitFailed
 	}

@@ -17,11 +17,14 @@ import (
 	"testing"
 	"time"
 
+	bolt "go.etcd.io/bbolt"
+
 	"github.com/subactor/subactor/cmd/node/internal/crashhook"
 	"github.com/subactor/subactor/internal/await"
 	"github.com/subactor/subactor/internal/boltdamage"
 	"github.com/subactor/subactor/internal/openaitest"
 	"github.com/subactor/subactor/persistence"
+	"github.com/subactor/subactor/subagent"
 )
 
 // Contracts K3, D1, D5: a flipped bit in bbolt's freelist page of a real
@@ -290,5 +293,152 @@ func TestN1_SessionsBesideAHolderThatDoesNotAnswerNamesIt(t *testing.T) {
 	}
 	if entries, _ := os.ReadDir(data); !slices.ContainsFunc(entries, func(e os.DirEntry) bool { return e.Name() == storeFile }) || len(entries) != 1 {
 		t.Fatalf("the data directory holds %v, want the store alone", entries)
+	}
+}
+
+// Contract K4: one bit flipped in the current meta page of a real data
+// directory makes bbolt read the commit before it in silence. sessions
+// goes on reading that commit and says so once on stderr; check names the
+// meta page, the transaction the store reads and the commit lost, and
+// exits 1; check -repair keeps every session and the store passes after.
+func TestK4_MetaBitFlipIsNamedByCheckAndSessions(t *testing.T) {
+	root := writeTree(t)
+	data := t.TempDir()
+	if _, stderr, code := nodeEnv(t, root, withData(data), "run", "-quiet"); code != 0 {
+		t.Fatalf("run: exit %d, stderr %s", code, stderr)
+	}
+	page, txid, err := boltdamage.FlipMetaBit(filepath.Join(data, storeFile))
+	if err != nil {
+		t.Fatal(err)
+	}
+	words := fmt.Sprintf("meta page %d is damaged (its checksum does not match): the store reads transaction %d, the last commit (transaction %d) is lost", page, txid-1, txid)
+
+	stdout, stderr, code := nodeEnv(t, root, withData(data), "sessions")
+	if lines := parseListing(t, stdout); code != 0 || len(lines) != 1 || strings.Count(stderr, words) != 1 {
+		t.Fatalf("sessions on a flipped meta page: exit %d, stdout %q, stderr %q; want the session and the damage named once", code, stdout, stderr)
+	}
+	stdout, stderr, code = nodeEnv(t, root, withData(data), "check")
+	if code != exitFailed || !strings.Contains(stdout, "damaged: bbolt's pages: "+words) {
+		t.Fatalf("check: exit %d, stdout %q, stderr %q; want exit 1 and %q", code, stdout, stderr, words)
+	}
+	if stdout, stderr, code = nodeEnv(t, root, withData(data), "check", "-repair"); code != 0 || !strings.Contains(stdout, "repaired: ") {
+		t.Fatalf("check -repair: exit %d, stdout %q, stderr %q", code, stdout, stderr)
+	}
+	if stdout, _, code = nodeEnv(t, root, withData(data), "check"); code != 0 || !strings.Contains(stdout, "no damage found") {
+		t.Fatalf("check after repair: exit %d, stdout %q", code, stdout)
+	}
+}
+
+// Contract K4: the "sessions" branch page of a real data directory points
+// two elements at one leaf (a listing through it gave two sessions twice,
+// and repair dropped the two on the other leaf without a word). sessions
+// refuses the file with the damage and the repair command instead of
+// listing anything twice; check finds all 60 sessions by reading every
+// leaf page and names the one that is damaged itself; check -repair keeps
+// the 59 whole ones, names the one it could not keep and exits 1; then
+// sessions lists each of the 59 once.
+func TestK4_CrossLinkedBranchCheckRepairKeepsEverySession(t *testing.T) {
+	data := t.TempDir()
+	s := openData(t, data)
+	var want []string
+	for i := range 60 {
+		id := fmt.Sprintf("s%02d", i)
+		if _, err := s.CreateWith(t.Context(), subagent.SessionHeader{SessionID: id}, persistence.Record{Kind: "note", Data: []byte(`"x"`)}); err != nil {
+			t.Fatal(err)
+		}
+		if id != "s37" {
+			want = append(want, id)
+		}
+	}
+	if err := s.Close(); err != nil {
+		t.Fatal(err)
+	}
+	path := filepath.Join(data, storeFile)
+	db, err := bolt.Open(path, 0o600, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	err = db.Update(func(tx *bolt.Tx) error { // s37's record, one bit off
+		sb := tx.Bucket([]byte("sessions")).Bucket([]byte("s37"))
+		k, v := sb.Cursor().Last()
+		v = bytes.Clone(v)
+		v[len(v)-1] ^= 1
+		return sb.Put(k, v)
+	})
+	if cerr := db.Close(); err != nil || cerr != nil {
+		t.Fatal(err, cerr)
+	}
+	if err := boltdamage.RelinkSessionsBranch(path, 1, 0); err != nil {
+		t.Fatal(err)
+	}
+
+	stdout, stderr, code := nodeEnv(t, t.TempDir(), withData(data), "sessions")
+	if code != exitFailed || stdout != "" || !strings.Contains(stderr, "reached twice") || !strings.Contains(stderr, "check -repair -data "+data) {
+		t.Fatalf("sessions on a cross-linked branch: exit %d, stdout %q, stderr %q; want exit 1 and the damage", code, stdout, stderr)
+	}
+	stdout, stderr, code = nodeEnv(t, t.TempDir(), withData(data), "check")
+	if code != exitFailed || !strings.Contains(stdout, "59 of the 60 sessions found") || !strings.Contains(stdout, `damaged: persistence: session "s37"`) ||
+		!strings.Contains(stdout, "reached twice") {
+		t.Fatalf("check: exit %d, stdout %q, stderr %q", code, stdout, stderr)
+	}
+	stdout, stderr, code = nodeEnv(t, t.TempDir(), withData(data), "check", "-repair")
+	if code != exitFailed || !strings.Contains(stdout, "repaired: "+path+" holds the 59 sessions") || !strings.Contains(stdout, `damaged: persistence: session "s37"`) ||
+		!strings.Contains(stdout, "could not be read") {
+		t.Fatalf("check -repair: exit %d, stdout %q, stderr %q; want exit 1, 59 kept and s37 named", code, stdout, stderr)
+	}
+	stdout, stderr, code = nodeEnv(t, t.TempDir(), withData(data), "sessions")
+	var got []string
+	for _, l := range parseListing(t, stdout) {
+		got = append(got, l.id)
+	}
+	if code != 0 || !slices.Equal(got, want) {
+		t.Fatalf("sessions after repair: exit %d, stderr %q, listed %q; want each of the 59 once, in creation order", code, stderr, got)
+	}
+}
+
+// Contract K4: a node killed in its first moments on a fresh data
+// directory leaves sessions.db empty, as bbolt's initialisation alone (no
+// buckets), or that cut short. Nothing was ever stored: sessions lists
+// none, check passes, and the next run works.
+func TestK4_FirstOpenKillLeavesAnEmptyStore(t *testing.T) {
+	initOnly := func(path string) error {
+		db, err := bolt.Open(path, 0o600, nil)
+		if err != nil {
+			return err
+		}
+		return db.Close()
+	}
+	for _, c := range []struct {
+		name  string
+		write func(path string) error
+	}{
+		{"empty", func(path string) error { return os.WriteFile(path, nil, 0o600) }},
+		{"bucketless", initOnly},
+		{"cutShort", func(path string) error {
+			if err := initOnly(path); err != nil {
+				return err
+			}
+			return os.Truncate(path, 4096)
+		}},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			root := writeTree(t)
+			data := t.TempDir()
+			if err := c.write(filepath.Join(data, storeFile)); err != nil {
+				t.Fatal(err)
+			}
+			if stdout, stderr, code := nodeEnv(t, root, withData(data), "sessions"); code != 0 || stdout != "" || stderr != "" {
+				t.Fatalf("sessions: exit %d, stdout %q, stderr %q; want none", code, stdout, stderr)
+			}
+			if stdout, stderr, code := nodeEnv(t, root, withData(data), "check"); code != 0 || !strings.Contains(stdout, "never held a commit") {
+				t.Fatalf("check: exit %d, stdout %q, stderr %q", code, stdout, stderr)
+			}
+			if _, stderr, code := nodeEnv(t, root, withData(data), "run", "-quiet"); code != 0 {
+				t.Fatalf("run: exit %d, stderr %s", code, stderr)
+			}
+			if stdout, stderr, code := nodeEnv(t, root, withData(data), "sessions"); code != 0 || len(parseListing(t, stdout)) != 1 {
+				t.Fatalf("sessions after the run: exit %d, stdout %q, stderr %q", code, stdout, stderr)
+			}
+		})
 	}
 }

@@ -104,6 +104,7 @@ func openStore(dir string, create bool) (persistence.Store, func() error, error)
 		// not an exiting process but a live one.
 		return nil, nil, storeError(dir, err)
 	}
+	warnDamage(dir, b)
 	stop := serveSessions(dir, b)
 	return b, func() error {
 		stop()
@@ -122,10 +123,23 @@ func openReader(dir string) (persistence.Store, func() error, error) {
 		return persistence.NewMemory(), func() error { return nil }, nil
 	}
 	b, err := persistence.OpenBoltReadOnly(path)
+	if errors.Is(err, persistence.ErrEmpty) {
+		// A node killed while it created the file: nothing was stored.
+		return persistence.NewMemory(), func() error { return nil }, nil
+	}
 	if err != nil {
 		return nil, nil, storeError(dir, err)
 	}
+	warnDamage(dir, b)
 	return b, b.Close, nil
+}
+
+// warnDamage says on stderr what the store of dir reads around (a damaged
+// meta page: it reads the commit before it), and how to check it.
+func warnDamage(dir string, store persistence.Store) {
+	for _, err := range persistence.OpenDamage(store) {
+		fmt.Fprintf(os.Stderr, "%s: warning: data directory %q: %v; run \"%s check -data %s\"\n", prog, dir, err, prog, dir)
+	}
 }
 
 // storeError is the error for a store file of dir that did not open: a

@@ -215,11 +215,7 @@ func delegateOnce(ctx context.Context, o delegateOptions, servers agentServers, 
 		return outcome{}, err
 	}
 	defer closeStore()
-	if servers.journal, err = openJournal(data, logs); err != nil {
-		return outcome{}, err
-	}
-
-	svc, mgr, closeAll, err := continuables(store, servers, name, dir, logs, rep)
+	svc, mgr, closeAll, err := continuables(store, data, servers, name, dir, logs, rep)
 	if err != nil {
 		return outcome{}, err
 	}
@@ -275,7 +271,14 @@ func delegateOnce(ctx context.Context, o delegateOptions, servers agentServers, 
 // continuables is a Service that runs continuable children of the agent
 // server name, working in dir, as tasks recorded in store, its starts
 // shown on rep; the returned func closes it all, killing what still runs.
-func continuables(store persistence.Store, servers agentServers, name, dir string, logs io.Writer, rep reporter) (*registry.Service, *tasks.Manager, func(), error) {
+// Its agents are recorded in the journal of the data directory data,
+// which first ends what a killed node left there (K4).
+func continuables(store persistence.Store, data string, servers agentServers, name, dir string, logs io.Writer, rep reporter) (*registry.Service, *tasks.Manager, func(), error) {
+	journal, err := openJournal(data, logs)
+	if err != nil {
+		return nil, nil, nil, err
+	}
+	servers.journal = journal
 	sys := actors.NewSystem(actors.WithLogger(logger(logs)))
 	taskStore, _ := store.(persistence.TaskStore) // both stores keep tasks
 	mgr := tasks.New(sys, taskStore)

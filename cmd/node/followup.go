@@ -98,7 +98,7 @@ func sendOnce(ctx context.Context, o sendOptions, out io.Writer, rep reporter, l
 	if dir == "" {
 		dir = d.Dir
 	}
-	svc, mgr, closeAll, err := continuables(store, servers, name, dir, logs, rep)
+	svc, mgr, closeAll, err := continuables(store, data, servers, name, dir, logs, rep)
 	if err != nil {
 		return outcome{}, err
 	}

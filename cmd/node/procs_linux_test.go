@@ -11,6 +11,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
 	"syscall"
@@ -77,20 +78,38 @@ type stubborn struct {
 // family is left when the test ends is killed.
 func stubbornNode(t *testing.T, data string) *stubborn {
 	t.Helper()
-	s := &stubborn{output: new(bytes.Buffer), dir: t.TempDir()}
+	dir := t.TempDir()
+	return startStubborn(t, data, dir, stubbornConfig(t, dir, ""), "delegate", "-config", "CONFIG", "wait")
+}
+
+// stubbornConfig is a -config file whose one server, "stubborn", is the
+// stubborn agent with its family in the directory dir, keeping its
+// sessions in history (when not "") so that it can load them.
+func stubbornConfig(t *testing.T, dir, history string) string {
+	t.Helper()
 	exe, err := os.Executable()
 	if err != nil {
 		t.Fatal(err)
 	}
-	entry, err := json.Marshal(map[string]any{
-		"command": exe,
-		"env":     map[string]string{envFakeAgent: "1", envFakeFamily: s.dir, "GORACE": "atexit_sleep_ms=0"},
-	})
+	env := map[string]string{envFakeAgent: "1", envFakeFamily: dir, "GORACE": "atexit_sleep_ms=0"}
+	if history != "" {
+		env[envFakeAgentHistory] = history
+	}
+	entry, err := json.Marshal(map[string]any{"command": exe, "env": env})
 	if err != nil {
 		t.Fatal(err)
 	}
-	config := writeConfig(t, `{"agent_servers": {"stubborn": `+string(entry)+`}}`)
-	s.cmd = exec.CommandContext(await.Ctx(t), bin, "delegate", "-config", config, "wait")
+	return writeConfig(t, `{"agent_servers": {"stubborn": `+string(entry)+`}}`)
+}
+
+// startStubborn starts the node with args (CONFIG among them stands for
+// config), on data, and returns it once the stubborn agent with its
+// family in the directory dir has begun a "wait" turn.
+func startStubborn(t *testing.T, data, dir, config string, args ...string) *stubborn {
+	t.Helper()
+	s := &stubborn{output: new(bytes.Buffer), dir: dir}
+	args = slices.Replace(slices.Clone(args), slices.Index(args, "CONFIG"), slices.Index(args, "CONFIG")+1, config)
+	s.cmd = exec.CommandContext(await.Ctx(t), bin, args...)
 	s.cmd.Env = append(os.Environ(), withData(data)...)
 	s.cmd.Stdout, s.cmd.Stderr = s.output, s.output
 	if err := s.cmd.Start(); err != nil {
@@ -100,27 +119,7 @@ func stubbornNode(t *testing.T, data string) *stubborn {
 		_, err := os.Stat(filepath.Join(s.dir, familyWaiting))
 		return err == nil
 	})
-	pids, err := os.ReadFile(filepath.Join(s.dir, familyPids))
-	if err != nil {
-		t.Fatal(err)
-	}
-	var ids []procID
-	for _, f := range strings.Fields(string(pids)) {
-		pid, _ := strconv.Atoi(f)
-		p, err := procfs.NewProc(pid)
-		if err != nil {
-			t.Fatalf("family pid %d: %v", pid, err)
-		}
-		st, err := p.Stat()
-		if err != nil {
-			t.Fatal(err)
-		}
-		ids = append(ids, procID{pid, st.Starttime})
-	}
-	if len(ids) != 4 {
-		t.Fatalf("family file %q", pids)
-	}
-	s.fam = family{leader: ids[0], member: ids[1], runaway: ids[2], clean: ids[3]}
+	s.fam = familyOf(t, dir)
 	t.Cleanup(func() {
 		for _, p := range s.fam.all() {
 			if p.running() {
@@ -129,6 +128,32 @@ func stubbornNode(t *testing.T, data string) *stubborn {
 		}
 	})
 	return s
+}
+
+// familyOf reads the pids of the family a stubborn agent with its family
+// in dir wrote last; one that has ended already gets start time 0, which
+// never runs.
+func familyOf(t *testing.T, dir string) family {
+	t.Helper()
+	pids, err := os.ReadFile(filepath.Join(dir, familyPids))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var ids []procID
+	for _, f := range strings.Fields(string(pids)) {
+		pid, _ := strconv.Atoi(f)
+		id := procID{pid: pid}
+		if p, err := procfs.NewProc(pid); err == nil {
+			if st, err := p.Stat(); err == nil {
+				id.start = st.Starttime
+			}
+		}
+		ids = append(ids, id)
+	}
+	if len(ids) != 4 {
+		t.Fatalf("family file %q", pids)
+	}
+	return family{leader: ids[0], member: ids[1], runaway: ids[2], clean: ids[3]}
 }
 
 // signal sends sig to the node.
@@ -298,5 +323,65 @@ func TestK3_AgentCannotReadTheNodesEnvironment(t *testing.T) {
 	}
 	if !strings.Contains(string(out), "environ: open /proc/") || !strings.Contains(string(out), "permission denied") || strings.Contains(string(out), secret) {
 		t.Fatalf("the agent read the node's environment: %s", out)
+	}
+}
+
+// Contract K4: every command that starts an agent records it and first
+// ends what a killed node left, follow-ups too. A node killed (SIGKILL)
+// in the middle of a follow-up's turn (delegate -continue, send) leaves
+// its agent's grandchildren running, in the agent's group and outside it
+// with its tag (as codex-acp's native binary is); the next follow-up ends
+// them, completes with the child's history whole, and leaves nothing of
+// its own agent nor a journal record.
+func TestK4_AFollowUpEndsWhatAKilledFollowUpLeft(t *testing.T) {
+	for _, how := range []string{"delegate -continue", "send"} {
+		t.Run(how, func(t *testing.T) {
+			data, dir := t.TempDir(), t.TempDir()
+			config := stubbornConfig(t, dir, t.TempDir())
+			stdout, stderr, code := nodeEnv(t, t.TempDir(), withData(data), "delegate", "-quiet", "-config", config, "first")
+			if code != exitOK {
+				t.Fatalf("delegate: exit %d, %s", code, stderr)
+			}
+			session, _ := cutSession(t, stdout)
+			followUp := []string{"delegate", "-config", "CONFIG", "-continue", session}
+			if how == "send" {
+				out, _, _ := nodeEnv(t, t.TempDir(), withData(data), "sessions", session)
+				kids := parseListing(t, out)
+				if len(kids) != 2 {
+					t.Fatalf("sessions %s lists %+v", session, kids)
+				}
+				followUp = []string{"send", "-config", "CONFIG", session, kids[1].id}
+			}
+
+			s := startStubborn(t, data, dir, config, append(followUp, "wait")...)
+			if r := records(t, data); len(r) != 1 {
+				t.Fatalf("journal records while the follow-up's agent runs: %v, want one", r)
+			}
+			s.signal(t, syscall.SIGKILL)
+			_ = s.wait(t)
+			s.fam.waitGone(t, "the agent to die with its node", "leader")
+			if r := s.fam.running(); !slices.Contains(r, "member") || !slices.Contains(r, "runaway") {
+				t.Fatalf("running after the node's death: %v; want the member and the runaway", r)
+			}
+
+			args := slices.Clone(followUp)
+			args[slices.Index(args, "CONFIG")] = config
+			stdout, stderr, code = nodeEnv(t, t.TempDir(), withData(data), append(args, "again")...)
+			if code != exitOK || !strings.HasSuffix(stdout, "echo: again (earlier: first, wait)\n") ||
+				!strings.Contains(stderr, "ended the processes that agents of an earlier node left running") {
+				t.Fatalf("next %s: exit %d\nstdout:\n%s\nstderr:\n%s", how, code, stdout, stderr)
+			}
+			s.fam.waitGone(t, "the next follow-up to end what the killed one left", "member", "runaway")
+			next := familyOf(t, dir)
+			if next == s.fam {
+				t.Fatal("the next follow-up's agent wrote no family")
+			}
+			if r := next.running(); len(r) > 0 {
+				t.Fatalf("the next follow-up left its agent's %v running", r)
+			}
+			if r := records(t, data); len(r) > 0 {
+				t.Fatalf("journal records left: %v", r)
+			}
+		})
 	}
 }

@@ -269,7 +269,7 @@ func serveCommand(ctx context.Context, args []string, stdout, stderr io.Writer) 
 	}
 	// The runs of its providers live on the node's actor system.
 	cfg.System = actors.NewSystem(actors.WithLogger(clusterwire.QuietLogger(logger(stderr))))
-	providers, closeProviders, err := o.providers(cfg.System)
+	providers, closeProviders, err := o.providers(cfg.System, stderr)
 	if err != nil {
 		cfg.System.Shutdown()
 		return failed(stderr, "serve", err)
@@ -299,18 +299,27 @@ func serveCommand(ctx context.Context, args []string, stdout, stderr io.Writer) 
 // providers are what serve offers: the agent servers of -config (all, or
 // -offer's) and, with -offer-model, a spawn provider over the node's
 // model, its children's sessions in the data directory. The returned
-// function releases what they hold once the node left.
-func (o serveOptions) providers(sys *actors.System) ([]subagent.Provider, func(), error) {
+// function releases what they hold once the node left. Warnings go to
+// logs.
+func (o serveOptions) providers(sys *actors.System, logs io.Writer) ([]subagent.Provider, func(), error) {
+	data, err := dataDir(o.data)
+	if err != nil {
+		return nil, nil, err
+	}
 	var ps []subagent.Provider
 	var servers agentServers
 	if o.config != "" {
-		var err error
 		if o.offerModel == "" {
 			servers, err = loadAgentServers(o.config)
 		} else {
 			servers, err = readAgentServers(o.config)
 		}
 		if err != nil {
+			return nil, nil, err
+		}
+		// Its agents are recorded like every other command's, after the
+		// journal ended what a killed node left (K4).
+		if servers.journal, err = openJournal(data, logs); err != nil {
 			return nil, nil, err
 		}
 		names := servers.names
@@ -322,7 +331,7 @@ func (o serveOptions) providers(sys *actors.System) ([]subagent.Provider, func()
 			if !ok {
 				return nil, nil, configErrorf("-offer %q: no such agent server in %s", name, o.config)
 			}
-			c.Name, c.System = name, sys
+			c.Name, c.System, c.Journal = name, sys, servers.journal
 			p, err := acp.New(c)
 			if err != nil {
 				return nil, nil, fmt.Errorf("agent server %q: %w", name, err)
@@ -339,10 +348,6 @@ func (o serveOptions) providers(sys *actors.System) ([]subagent.Provider, func()
 		return nil, nil, configErrorf("-offer-model %q is also an agent server of -config %s: rename one", o.offerModel, o.config)
 	}
 	m, err := resolveModels(o.model, os.Getenv)
-	if err != nil {
-		return nil, nil, err
-	}
-	data, err := dataDir(o.data)
 	if err != nil {
 		return nil, nil, err
 	}

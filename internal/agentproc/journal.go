@@ -4,10 +4,15 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"io"
+	"io/fs"
 	"log/slog"
+	"math"
 	"os"
 	"path/filepath"
 	"strings"
+
+	"github.com/subactor/subactor/internal/ids"
 )
 
 // Journal records, in a directory, each agent process that the providers
@@ -18,24 +23,29 @@ import (
 // with the node (a parent-death signal); what it started does not, and is
 // what OpenJournal ends.
 //
-// OpenJournal finds an earlier node's processes by the agent's tag
-// (SUBACTOR_AGENT_TAG) in their environment (/proc/PID/environ): a process is
-// ended only if it carries the tag of a record whose node is gone and
-// started after that agent did, in the same boot of the machine; the
-// agent's process group is ended when its leader is alive with the start
-// time recorded at launch, or when a member carries the tag. So a pid that
-// was reused since is never signalled. What cannot be found: a process
-// that both left the agent's group (setsid) and cleared its environment,
-// one that made itself non-dumpable or changed its user (its environment
-// cannot be read), and one whose group's every tagged member is gone.
+// The directory is untrusted input (K4): any process of the user, an
+// agent among them, can write it. So a record is only a hint. OpenJournal
+// signals a process only if its own environment (/proc/PID/environ)
+// carries the tag (SUBACTOR_AGENT_TAG) of a record whose node is gone,
+// and it started after that agent could have, in the same boot of the
+// machine; a process group only through such a member (see leftovers);
+// never pid or group 1 or below, this process, its group, its session or
+// its ancestors. A forged record can at most end processes that carry a
+// dead node's tag. What cannot be found: a process that both left the
+// agent's group (setsid) and cleared its environment, one that made
+// itself non-dumpable or changed its user (its environment cannot be
+// read), and one whose group's every tagged member is gone.
+//
+// It reads and removes only regular files named as it names them (a tag,
+// then recordExt, or recordExt and ".tmp"), opened without following
+// links or waiting on FIFOs, and reads at most maxRecord bytes of each;
+// anything else in the directory is left alone with a warning.
 //
 // Only Linux offers what this needs (/proc and its start times); elsewhere
 // a Journal records nothing and OpenJournal ends nothing.
 //
-// A Journal is safe for concurrent use. One process at a time may use a
-// directory (the node keeps its journal in its data directory, whose
-// store lock it holds); a record whose node is still alive is left alone
-// regardless.
+// A Journal is safe for concurrent use. A record whose node is still
+// alive is left alone, so nodes may share a directory.
 type Journal struct {
 	dir  string
 	boot string  // the kernel's boot id
@@ -111,17 +121,21 @@ func (j *Journal) sweep() error {
 	recs := map[string]groupRecord{}
 	var files []string
 	for _, e := range entries {
-		name := e.Name()
-		path := filepath.Join(j.dir, name)
-		if strings.HasSuffix(name, recordExt+".tmp") {
-			_ = os.Remove(path) // a write its node did not finish
+		path := filepath.Join(j.dir, e.Name())
+		tag, tmp := recordName(e.Name())
+		if tag == "" || e.Type()&fs.ModeType != 0 {
+			j.log.Warn("acp: journal: leaving alone a file it did not write", "file", path)
 			continue
 		}
-		if !strings.HasSuffix(name, recordExt) {
+		if tmp {
+			files = append(files, path) // a write its node did not finish
 			continue
 		}
-		rec, err := readRecord(path)
+		rec, err := readRecord(path, tag)
 		switch {
+		case errors.Is(err, errNotRegular):
+			j.log.Warn("acp: journal: leaving alone a file it did not write", "file", path)
+			continue
 		case err != nil:
 			j.log.Warn("acp: journal: removing a record that cannot be read", "file", path, "err", err)
 		case rec.Boot != j.boot:
@@ -134,42 +148,135 @@ func (j *Journal) sweep() error {
 		files = append(files, path)
 	}
 	if len(recs) > 0 {
-		found, groups := leftovers(recs)
-		if len(found) > 0 || len(groups) > 0 {
-			signalStrays(found, kill)
-			signalGroups(groups, kill)
-			commands := make([]string, 0, len(recs))
-			for _, r := range recs {
-				commands = append(commands, strings.Join(r.Command, " "))
-			}
-			j.log.Warn("acp: ended the processes that agents of an earlier node left running", "processes", len(found), "groups", len(groups), "agents", commands, "journal", j.dir)
+		if err := j.endLeftovers(recs); err != nil {
+			return err
 		}
 	}
 	var errs []error
 	for _, f := range files {
-		if err := os.Remove(f); err != nil && !errors.Is(err, os.ErrNotExist) {
+		if err := removeRegular(f); err != nil {
 			errs = append(errs, err)
 		}
 	}
 	return errors.Join(errs...)
 }
 
-func readRecord(path string) (groupRecord, error) {
+// endLeftovers sends SIGKILL to what recs leave running (see
+// leftovers): the process that could have stopped them gracefully is
+// gone.
+func (j *Journal) endLeftovers(recs map[string]groupRecord) error {
+	since := uint64(math.MaxUint64)
+	for _, r := range recs {
+		since = min(since, r.since())
+	}
+	snap, err := takeSnapshot(since)
+	if err != nil {
+		return err
+	}
+	found, groups := leftovers(recs, snap)
+	if len(found) == 0 && len(groups) == 0 {
+		return nil
+	}
+	signalStrays(found, kill)
+	signalGroups(groups, kill)
+	commands := make([]string, 0, len(recs))
+	for _, r := range recs {
+		commands = append(commands, strings.Join(r.Command, " "))
+	}
+	j.log.Warn("acp: ended the processes that agents of an earlier node left running", "processes", len(found), "groups", len(groups), "agents", commands, "journal", j.dir)
+	return nil
+}
+
+// recordName returns the tag a journal file's name holds and whether it
+// is a write in progress; tag is "" for a name the journal does not
+// write.
+func recordName(name string) (tag string, tmp bool) {
+	base, tmp := strings.CutSuffix(name, recordExt+".tmp")
+	if !tmp {
+		var ok bool
+		if base, ok = strings.CutSuffix(name, recordExt); !ok {
+			return "", false
+		}
+	}
+	if !ids.Valid(base) {
+		return "", false
+	}
+	return base, tmp
+}
+
+// maxRecord bounds the bytes read of a record: one is a few hundred
+// bytes, and its command, clipped to maxCommand, at most six times that
+// once escaped.
+const maxRecord = 16 << 10
+
+// errNotRegular is a journal file that is not a regular file (a link, a
+// FIFO, a directory, a device): the journal did not write it.
+var errNotRegular = errors.New("not a regular file")
+
+// readRecord reads the record of tag in path, at most maxRecord bytes.
+func readRecord(path, tag string) (groupRecord, error) {
 	var rec groupRecord
-	data, err := os.ReadFile(path)
+	f, err := openRecord(path)
+	if err != nil {
+		return rec, err
+	}
+	defer f.Close()
+	data, err := io.ReadAll(io.LimitReader(f, maxRecord+1))
+	switch {
+	case err != nil:
+		return rec, err
+	case len(data) > maxRecord:
+		return rec, fmt.Errorf("over %d bytes", maxRecord)
+	}
+	if err := json.Unmarshal(data, &rec); err != nil {
+		return rec, err
+	}
+	if rec.Tag != tag {
+		return rec, errors.New("its tag does not match its name")
+	}
+	return rec, nil
+}
+
+// removeRegular removes path if it is a regular file; anything else in
+// its place is not the journal's.
+func removeRegular(path string) error {
+	fi, err := os.Lstat(path)
+	if errors.Is(err, os.ErrNotExist) {
+		return nil
+	}
+	if err == nil && !fi.Mode().IsRegular() {
+		return nil
+	}
 	if err == nil {
-		err = json.Unmarshal(data, &rec)
+		err = os.Remove(path)
 	}
-	if err == nil && (rec.Tag == "" || rec.Tag+recordExt != filepath.Base(path)) {
-		err = errors.New("its tag does not match its name")
+	if errors.Is(err, os.ErrNotExist) {
+		return nil
 	}
-	return rec, err
+	return err
 }
 
 func (j *Journal) path(tag string) string { return filepath.Join(j.dir, tag+recordExt) }
 
+// maxCommand bounds the bytes of an agent's command kept in its record,
+// which only says in a log what was ended.
+const maxCommand = 1 << 10
+
+// clip shortens command to at most maxCommand bytes of arguments.
+func clip(command []string) []string {
+	n := 0
+	for i, arg := range command {
+		if n+len(arg) > maxCommand {
+			return append(command[:i:i], arg[:maxCommand-n]+"...")
+		}
+		n += len(arg)
+	}
+	return command
+}
+
 // write replaces rec's file whole.
 func (j *Journal) write(rec groupRecord) error {
+	rec.Command = clip(rec.Command)
 	data, err := json.Marshal(rec)
 	if err != nil {
 		return err

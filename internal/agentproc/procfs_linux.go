@@ -1,6 +1,8 @@
 package agentproc
 
 import (
+	"cmp"
+	"errors"
 	"fmt"
 	"os"
 	"os/signal"
@@ -127,35 +129,46 @@ func scan(match func(q procfs.Proc, st procfs.ProcStat, adoptedChild bool) bool)
 	return found
 }
 
-// leftovers finds what the records of dead nodes name (see Journal): the
-// processes carrying one of their tags that started after its agent, and
-// the agents' groups that are shown to be theirs still.
-func leftovers(recs map[string]groupRecord) (found []stray, groups []int) {
-	byLeader := map[int]groupRecord{}
-	for _, r := range recs {
-		if r.Leader.PID != 0 {
-			byLeader[r.Leader.PID] = r
-		}
+// takeSnapshot reads the live processes. Their tags are read only for
+// those that started at or after since: an older one cannot carry the tag
+// of an agent that started later.
+func takeSnapshot(since uint64) (snapshot, error) {
+	procs, err := procfs.AllProcs()
+	if err != nil {
+		return snapshot{}, err
 	}
-	confirmed := map[int]bool{}
-	found = scan(func(q procfs.Proc, st procfs.ProcStat, _ bool) bool {
-		if r, ok := byLeader[q.PID]; ok && r.Leader.Start == st.Starttime {
-			return true
+	snap := snapshot{self: os.Getpid(), procs: make(map[int]procInfo, len(procs))}
+	for _, q := range procs {
+		st, err := q.Stat()
+		if err != nil || zombie(st) {
+			continue
 		}
-		for _, t := range tags(q) {
-			if r, ok := recs[t]; ok && st.Starttime >= r.since() {
-				if r.Leader.PID != 0 && st.PGRP == r.Leader.PID {
-					confirmed[st.PGRP] = true
-				}
-				return true
-			}
+		p := procInfo{PID: q.PID, PPID: st.PPID, PGID: st.PGRP, SID: st.Session, Start: st.Starttime}
+		if st.Starttime >= since {
+			p.Tags = tags(q)
 		}
-		return false
-	})
-	for g := range confirmed {
-		groups = append(groups, g)
+		snap.procs[q.PID] = p
 	}
-	return found, groups
+	return snap, nil
+}
+
+// openRecord opens a journal file for reading without following a link
+// and without waiting on a FIFO, and refuses anything but a regular file
+// (errNotRegular).
+func openRecord(path string) (*os.File, error) {
+	fd, err := unix.Open(path, unix.O_RDONLY|unix.O_NOFOLLOW|unix.O_NONBLOCK|unix.O_CLOEXEC, 0)
+	if errors.Is(err, unix.ELOOP) {
+		return nil, errNotRegular
+	}
+	if err != nil {
+		return nil, &os.PathError{Op: "open", Path: path, Err: err}
+	}
+	f := os.NewFile(uintptr(fd), path)
+	if fi, err := f.Stat(); err != nil || !fi.Mode().IsRegular() {
+		_ = f.Close()
+		return nil, cmp.Or(err, errNotRegular)
+	}
+	return f, nil
 }
 
 // adopting is set while AdoptOrphans is in effect.

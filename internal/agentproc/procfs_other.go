@@ -5,6 +5,7 @@ package agentproc
 import (
 	"errors"
 	"fmt"
+	"os"
 )
 
 // Without Linux's /proc: no journal, no strays, no adopted orphans, and a
@@ -24,7 +25,9 @@ func strays(*Proc) []stray { return nil }
 
 func adopted() []stray { return nil }
 
-func leftovers(map[string]groupRecord) ([]stray, []int) { return nil, nil }
+func takeSnapshot(uint64) (snapshot, error) { return snapshot{}, errors.ErrUnsupported }
+
+func openRecord(string) (*os.File, error) { return nil, errors.ErrUnsupported }
 
 // AdoptOrphans makes the process a child subreaper on Linux; here it
 // returns an error wrapping errors.ErrUnsupported.

@@ -34,3 +34,11 @@ func New() string {
 	// uuid.NewString (version 4) answers with a panic as well.
 	return uuid.Must(uuid.NewV7()).String()
 }
+
+// Valid reports whether s has the form New gives an id: a UUID in its
+// canonical 36-character form (lower-case hex and hyphens). Files named
+// by ids are told from others' this way.
+func Valid(s string) bool {
+	u, err := uuid.Parse(s)
+	return err == nil && u.String() == s
+}

@@ -8,6 +8,7 @@ import (
 	"strconv"
 	"strings"
 	"testing"
+	"time"
 
 	sdk "github.com/coder/acp-go-sdk"
 
@@ -87,7 +88,7 @@ func TestK3_ServerBoundsRequestsInFlight(t *testing.T) {
 	}
 	cl.listen("s", false)
 	answers := make(chan string, MaxRequests+8)
-	srv := newServer(cl, &lineChan{c: answers}, slog.New(slog.DiscardHandler))
+	srv := newServer(cl, &lineChan{c: answers}, time.Minute, slog.New(slog.DiscardHandler))
 	ask := func(id string) {
 		params := `{"sessionId":"s","toolCall":{"toolCallId":"t","title":"T","kind":"edit"},"options":[{"kind":"allow_once","name":"ok","optionId":"a"}]}`
 		srv.request(json.RawMessage(id), sdk.ClientMethodSessionRequestPermission, json.RawMessage(params), 200)

@@ -2,6 +2,8 @@ package acp_test
 
 import (
 	"bufio"
+	"cmp"
+	"errors"
 	"fmt"
 	"net"
 	"os"
@@ -180,4 +182,32 @@ func TestK3_ACPReadFloodHoldsBoundedBytes(t *testing.T) {
 		t.Fatalf("%s served, %s bounded, heap peak %+.1f MiB (ceiling 128)", ok, bounded, float64(grown)/mib)
 	}
 	waitCount(t, rec, acpdata.LimitReached, 1)
+}
+
+// Contract K4: an agent that stops reading its input while it floods
+// requests does not hold its turn forever. A write to it waits at most
+// WriteTimeout; then the turn ends by itself with an error naming the
+// agent and what it stopped doing, its process group is ended, and the
+// node's heap stays bounded.
+func TestK4_ACPTurnOfAnAgentThatStopsReadingEnds(t *testing.T) {
+	sys := newSystem(t)
+	cfg := fakeConfig(t, sys, modeNormal)
+	cfg.WriteTimeout = 200 * time.Millisecond
+	path, _ := reports(t)
+	cfg.Env[envReport] = path
+	base := liveHeap()
+	r := start(t, await.Ctx(t), newProvider(t, cfg), request("floodask 100000"))
+	pgid := r.ProcessID()
+	res := wait(t, r)
+	if res.StopReason != subagent.Error || !errors.Is(res.Cause, acp.ErrAgentNotReading) ||
+		!strings.Contains(res.Detail, fmt.Sprintf("agent server %q stopped reading its input", cmp.Or(cfg.Name, acp.DefaultName))) {
+		t.Fatalf("result %+v", res)
+	}
+	must(t, r.Dispose(await.Ctx(t)))
+	if !groupGone(pgid) {
+		t.Fatalf("the agent's process group %d outlived its run", pgid)
+	}
+	if grown := int64(liveHeap()) - int64(base); grown > 16*mib {
+		t.Fatalf("live heap %+.1f MiB (ceiling 16)", float64(grown)/mib)
+	}
 }

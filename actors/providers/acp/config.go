@@ -23,6 +23,8 @@ const DefaultName = "acp"
 // Defaults of the bounded waits and limits in Config.
 const (
 	defaultStartTimeout = 60 * time.Second
+	// The same as a model stream's idle limit (cmd/node -idle-timeout).
+	defaultWriteTimeout = 10 * time.Minute
 	defaultCancelWait   = 2 * time.Second
 	defaultStopWait     = 2 * time.Second
 	defaultMaxOutput    = 4 << 20
@@ -69,6 +71,11 @@ type Config struct {
 	// step it waited for (ErrStart and ErrStartTimeout). 60s when 0;
 	// "start_timeout" in a config file.
 	StartTimeout time.Duration
+	// WriteTimeout bounds each write to the agent's input: an agent that
+	// stops reading it for that long ends its turn with an error
+	// (ErrAgentNotReading), and its process group is ended. 10m when 0;
+	// "write_timeout" in a config file.
+	WriteTimeout time.Duration
 	// CancelWait bounds how long a cancelled turn waits for the agent's
 	// answer to session/cancel before it is abandoned; 2s when 0.
 	CancelWait time.Duration
@@ -90,6 +97,9 @@ func (c Config) withDefaults() Config {
 	}
 	if c.StartTimeout <= 0 {
 		c.StartTimeout = defaultStartTimeout
+	}
+	if c.WriteTimeout <= 0 {
+		c.WriteTimeout = defaultWriteTimeout
 	}
 	if c.CancelWait <= 0 {
 		c.CancelWait = defaultCancelWait
@@ -189,7 +199,9 @@ var policies = map[string]PermissionPolicy{
 // directory), "permissions" ("read-only", the default, "allow-all" or
 // "reject-all"), "read_files" and "write_files" (booleans), and
 // "start_timeout" (how long the agent may take to start, initialize and
-// session/new together, as a Go duration: "90s", "2m"; 60s by default).
+// session/new together, as a Go duration: "90s", "2m"; 60s by default)
+// and "write_timeout" (how long a write to an agent that does not read
+// its input may wait; 10m by default).
 // It returns one Config per server, named after it; the caller adds
 // System and Store.
 // Validation is strict: an unknown or repeated key (keys are
@@ -210,8 +222,8 @@ func ParseConfigFile(data []byte) (map[string]Config, error) {
 	return configs(file.AgentServers)
 }
 
-// serverJSON is one agent server's object. Permissions and StartTimeout
-// are pointers so that an empty string given is refused, not taken as
+// serverJSON is one agent server's object. Permissions and the time
+// limits are pointers so that an empty string given is refused, not taken as
 // the default.
 type serverJSON struct {
 	Command      string            `json:"command"`
@@ -222,6 +234,7 @@ type serverJSON struct {
 	ReadFiles    bool              `json:"read_files"`
 	WriteFiles   bool              `json:"write_files"`
 	StartTimeout *string           `json:"start_timeout"`
+	WriteTimeout *string           `json:"write_timeout"`
 }
 
 // configs checks each server and makes its Config.
@@ -250,12 +263,18 @@ func (s serverJSON) config() (Config, error) {
 		}
 		c.Permissions = p
 	}
-	if s.StartTimeout != nil {
-		d, err := time.ParseDuration(*s.StartTimeout)
-		if err != nil || d <= 0 {
-			return Config{}, configError(fmt.Sprintf(`"start_timeout" %q is not a positive duration such as "90s" or "2m"`, truncate(*s.StartTimeout, 64)))
+	for key, limit := range map[string]struct {
+		given *string
+		d     *time.Duration
+	}{"start_timeout": {s.StartTimeout, &c.StartTimeout}, "write_timeout": {s.WriteTimeout, &c.WriteTimeout}} {
+		if limit.given == nil {
+			continue
 		}
-		c.StartTimeout = d
+		d, err := time.ParseDuration(*limit.given)
+		if err != nil || d <= 0 {
+			return Config{}, configError(fmt.Sprintf(`%q %q is not a positive duration such as "90s" or "2m"`, key, truncate(*limit.given, 64)))
+		}
+		*limit.d = d
 	}
 	if err := c.checkAgent(); err != nil {
 		return Config{}, err

@@ -33,6 +33,9 @@ var (
 	// ErrAgentExited is in the Cause of a result whose agent process ended
 	// during the turn.
 	ErrAgentExited = errors.New("acp: agent process ended")
+	// ErrAgentNotReading is in the Cause of a result whose agent stopped
+	// reading its input: a write to it waited Config.WriteTimeout.
+	ErrAgentNotReading = errors.New("acp: agent stopped reading its input")
 )
 
 // dirError reports a working directory that is not absolute, does not

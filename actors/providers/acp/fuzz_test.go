@@ -210,7 +210,7 @@ func FuzzAgentOutput(f *testing.F) {
 		defer cl.close()
 		cl.listen("s", false)
 		var answers syncbuf.Buffer
-		srv := newServer(cl, &answers, slog.New(slog.DiscardHandler))
+		srv := newServer(cl, &answers, time.Minute, slog.New(slog.DiscardHandler))
 		in := &counting{next: srv}
 		fr := newFrames(bytes.NewReader(data), in, slog.New(slog.DiscardHandler))
 		conn := sdk.NewClientSideConnection(unserved{}, srv.out, fr)

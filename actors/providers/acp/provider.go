@@ -360,7 +360,7 @@ func (c *child) setup(ctx context.Context) error {
 	}
 	c.proc = proc
 	c.pid.Store(int64(proc.PID()))
-	c.srv = newServer(cl, proc.Stdin(), c.log)
+	c.srv = newServer(cl, proc.Stdin(), cfg.WriteTimeout, c.log)
 	c.frames = newFrames(proc.Stdout(), c.srv, c.log)
 	c.conn = sdk.NewClientSideConnection(unserved{}, c.srv.out, c.frames)
 	c.conn.SetLogger(c.log)
@@ -547,6 +547,12 @@ func (c *child) turn(ctx context.Context) subagent.Result {
 	select {
 	case a := <-done:
 		return c.result(a)
+	case <-c.srv.out.stalled:
+		abandon()
+		return subagent.Result{
+			StopReason: subagent.Error, Output: c.cl.answer(), Cause: ErrAgentNotReading,
+			Detail: fmt.Sprintf("agent server %q stopped reading its input: a write to it waited %s (write_timeout), so its turn was abandoned and its processes are ended", c.p.cfg.Name, c.p.cfg.WriteTimeout),
+		}
 	case <-c.proc.Exited():
 		// A crash: what it wrote before dying may still be on its way.
 		select {

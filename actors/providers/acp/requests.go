@@ -7,7 +7,9 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
+	"os"
 	"sync"
+	"time"
 
 	sdk "github.com/coder/acp-go-sdk"
 
@@ -45,10 +47,22 @@ var errBound = errors.New("the node holds too much for this agent's requests in 
 // outbox is the agent's input: our answers and the SDK's messages go
 // through it one whole line at a time, so that they never interleave. A
 // write waits while the agent does not read: that wait is what holds an
-// agent that floods requests back (see server.request).
+// agent that floods requests back (see server.request). It waits at most
+// timeout: then stalled is closed, and that write and every later one
+// fail with ErrAgentNotReading.
 type outbox struct {
-	mu sync.Mutex
-	w  io.Writer
+	mu      sync.Mutex
+	w       io.Writer
+	timeout time.Duration
+	stalled chan struct{}
+}
+
+// deadliner is a writer whose writes can be given a deadline: the
+// agent's input pipe is one (os.File).
+type deadliner interface{ SetWriteDeadline(time.Time) error }
+
+func newOutbox(w io.Writer, timeout time.Duration) *outbox {
+	return &outbox{w: w, timeout: timeout, stalled: make(chan struct{})}
 }
 
 // Write implements io.Writer for the SDK's connection, which writes one
@@ -59,10 +73,22 @@ func (o *outbox) Write(b []byte) (int, error) { return o.write(b) }
 func (o *outbox) write(parts ...[]byte) (int, error) {
 	o.mu.Lock()
 	defer o.mu.Unlock()
+	select {
+	case <-o.stalled:
+		return 0, ErrAgentNotReading
+	default:
+	}
+	if d, ok := o.w.(deadliner); ok {
+		_ = d.SetWriteDeadline(time.Now().Add(o.timeout))
+	}
 	n := 0
 	for _, p := range parts {
 		m, err := o.w.Write(p)
 		n += m
+		if errors.Is(err, os.ErrDeadlineExceeded) {
+			close(o.stalled)
+			err = fmt.Errorf("%w: a write waited %s", ErrAgentNotReading, o.timeout)
+		}
 		if err != nil {
 			return n, err
 		}
@@ -93,8 +119,8 @@ type server struct {
 	wg       sync.WaitGroup
 }
 
-func newServer(c *client, w io.Writer, log *slog.Logger) *server {
-	s := &server{c: c, out: &outbox{w: w}, log: log, inflight: map[string]context.CancelFunc{}}
+func newServer(c *client, w io.Writer, writeTimeout time.Duration, log *slog.Logger) *server {
+	s := &server{c: c, out: newOutbox(w, writeTimeout), log: log, inflight: map[string]context.CancelFunc{}}
 	s.ctx, s.stop = context.WithCancel(context.Background())
 	return s
 }
