@@ -246,7 +246,10 @@ func (n *Node) setMembers(live []*cluster.Member) {
 			}
 		}
 		slices.Sort(provs)
-		ms = append(ms, Member{ID: m.Id, Address: m.Address(), Providers: provs})
+		// etcd's provider names a member <cluster>@<id>: the id alone
+		// is the one the member knows itself by (ID), as with a static list.
+		id := strings.TrimPrefix(m.Id, n.cfg.Name+"@")
+		ms = append(ms, Member{ID: id, Address: m.Address(), Providers: provs})
 	}
 	slices.SortFunc(ms, func(a, b Member) int { return strings.Compare(a.ID, b.ID) })
 	n.mu.Lock()
