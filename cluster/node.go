@@ -227,8 +227,11 @@ func (n *Node) ID() string { return actorsraw.Of(n.sys).ID }
 // Address is the host:port this node's actors are reached at.
 func (n *Node) Address() string { return actorsraw.Of(n.sys).Address() }
 
-// LossBound is LossBound for this node's membership.
-func (n *Node) LossBound() time.Duration { return LossBound(len(n.cfg.Etcd) > 0) }
+// LossBound is how long, at most, a member that died or froze stays in
+// this node's topology, plus a margin for scheduling on a loaded machine:
+// the bound within which a caller's run on that member settles error
+// (K2).
+func (n *Node) LossBound() time.Duration { return lossBound(len(n.cfg.Etcd) > 0) }
 
 // System is the node's actor runtime: a Remote provider's proxies live
 // on it, since only it is reachable from peers.

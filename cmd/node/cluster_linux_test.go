@@ -30,7 +30,6 @@ import (
 
 	"github.com/prometheus/procfs"
 
-	"github.com/subactor/subactor/cluster"
 	"github.com/subactor/subactor/internal/await"
 	"github.com/subactor/subactor/internal/clustertest"
 	"github.com/subactor/subactor/internal/syncbuf"
@@ -377,7 +376,13 @@ func testHostLoss(t *testing.T, a, b member, how membership, etcd bool, sig sysc
 	if !strings.Contains(end, `"stopReason":"error"`) || code != exitFailed || !strings.Contains(caller.stderr.String(), "the child ended error") || !strings.Contains(caller.stderr.String(), idB) {
 		t.Fatalf("delegate exit %d, stderr %s", code, caller.stderr.String())
 	}
-	if bound := await.Scale(cluster.LossBound(etcd)); took > bound {
+	// The README's bound: a probe's timeout and two refreshes (static) or
+	// the lease with its granularity (etcd), plus a 2 s margin.
+	bound := 6 * time.Second
+	if etcd {
+		bound = 7 * time.Second
+	}
+	if bound := await.Scale(bound); took > bound {
 		t.Fatalf("the run settled %s after the node was lost, past the bound %s", took, bound)
 	}
 	if sig == syscall.SIGSTOP {

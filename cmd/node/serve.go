@@ -53,12 +53,12 @@ func clusterFlags(fs *flag.FlagSet, o *clusterOptions, listen string) {
 	fs.StringVar(&o.memberListen, "member-listen", "", "with -peers, this node's membership `HOST:PORT` (default: the listen port plus one)")
 	fs.StringVar(&o.peers, "peers", "", "the static member list: `HOST:PORT,...`, each member's membership address")
 	fs.StringVar(&o.etcd, "etcd", "", "etcd `ENDPOINTS` (host:port,...) holding the membership, instead of -peers")
-	fs.StringVar(&o.name, "cluster-name", cluster.DefaultName, "the cluster's `NAME`")
+	fs.StringVar(&o.name, "cluster-name", "subactor", "the cluster's `NAME`") // cluster.Config's default
 	fs.StringVar(&o.tlsCA, "tls-ca", "", "mutual TLS: the `FILE` (PEM) of the CA every member's certificate comes from")
 	fs.StringVar(&o.tlsCert, "tls-cert", "", "mutual TLS: this node's certificate `FILE` (PEM)")
 	fs.StringVar(&o.tlsKey, "tls-key", "", "mutual TLS: this node's key `FILE` (PEM)")
 	fs.BoolVar(&o.insecure, "insecure", false, "allow listening beyond loopback without TLS")
-	fs.DurationVar(&o.joinTimeout, "join-timeout", cluster.DefaultJoinTimeout, "give up joining after `DURATION`, naming what could not be reached")
+	fs.DurationVar(&o.joinTimeout, "join-timeout", 0, "give up joining after `DURATION`, naming what could not be reached (10s when 0)")
 }
 
 // config is the cluster configuration the flags give; a usage error is a
@@ -123,7 +123,7 @@ func joinAndWait(ctx context.Context, o clusterOptions, stderr io.Writer, comman
 	if err != nil {
 		return nil, err
 	}
-	wait, cancel := context.WithTimeout(ctx, cluster.LossBound(len(cfg.Etcd) > 0))
+	wait, cancel := context.WithTimeout(ctx, n.LossBound())
 	defer cancel()
 	fmt.Fprintf(stderr, "%s %s: waiting for %s...\n", prog, command, what)
 	_, _ = n.WaitMembers(wait, ok)
@@ -223,7 +223,7 @@ func serveFlags(o *serveOptions) *flag.FlagSet {
 	clusterFlags(fs, &o.cluster, "127.0.0.1:7400")
 	configFlag(fs, &o.config, "its agent servers are offered to the cluster")
 	fs.StringVar(&o.offer, "offer", "", "offer only these agent servers, `NAME,...` (default: every one in -config)")
-	fs.IntVar(&o.capacity, "capacity", cluster.DefaultCapacity, "how many runs this node hosts at once for its peers")
+	fs.IntVar(&o.capacity, "capacity", 4, "how many runs this node hosts at once for its peers") // cluster.Config's default
 	fs.StringVar(&o.offerModel, "offer-model", "", "also offer the node's model (as run's: the embedded default, $"+envBaseURL+" or -models) as the provider `NAME`: in-process children peers can steer")
 	dataFlag(fs, &o.data)
 	fs.StringVar(&o.model.baseURL, "base-url", "", "with -offer-model, the OpenAI-compatible endpoint's base `URL` (default $"+envBaseURL+")")

@@ -10,7 +10,7 @@
 //
 // Losing the hosting node (killed, frozen, partitioned: whatever makes
 // membership drop it) settles the run with stop reason error and a cause
-// naming the node, within cluster.LossBound; every waiter is answered.
+// naming the node, within its Node.LossBound; every waiter is answered.
 package remote
 
 import (
