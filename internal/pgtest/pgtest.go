@@ -6,6 +6,7 @@ package pgtest
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"net"
 	"os"
@@ -33,46 +34,77 @@ type Server struct {
 	schemas atomic.Int64
 }
 
+// ErrNotInstalled means the machine has no PostgreSQL server to run.
+var ErrNotInstalled = errors.New("pgtest: PostgreSQL is not installed (" + Install + ")")
+
 // Start initialises and starts a server for t and stops it when t ends.
 // Where PostgreSQL is not installed it skips t, or fails it when CI=true,
 // so that a missing install never passes as a skip.
 func Start(t testing.TB) *Server {
 	t.Helper()
+	s, err := Launch()
+	switch {
+	case errors.Is(err, ErrNotInstalled) && os.Getenv("CI") != "true":
+		t.Skip(err)
+	case err != nil:
+		t.Fatal(err)
+	}
+	t.Cleanup(s.Close)
+	return s
+}
+
+// Launch initialises and starts a server, for a program (the bench)
+// rather than a test; Close stops it. It fails with ErrNotInstalled where
+// PostgreSQL is not installed.
+func Launch() (*Server, error) {
 	bin := binDir()
 	if bin == "" {
-		if os.Getenv("CI") == "true" {
-			t.Fatalf("PostgreSQL is not installed: %s", Install)
-		}
-		t.Skipf("PostgreSQL is not installed (%s)", Install)
+		return nil, ErrNotInstalled
 	}
 	dir, err := os.MkdirTemp("", "pgtest-")
 	if err != nil {
-		t.Fatal(err)
+		return nil, err
 	}
 	s := &Server{bin: bin, dir: dir}
-	t.Cleanup(func() {
-		s.run("pg_ctl", "stop", "-D", s.data(), "-m", "immediate", "-w")
-		os.RemoveAll(dir)
-	})
+	if err := s.launch(); err != nil {
+		s.Close()
+		return nil, err
+	}
+	return s, nil
+}
+
+func (s *Server) launch() error {
 	if os.Geteuid() == 0 {
 		// initdb refuses root: the server runs as postgres, which must
 		// own the directory (in /tmp, whose other parents it can enter).
 		u, err := user.Lookup("postgres")
 		if err != nil {
-			t.Fatalf("running as root needs the postgres user: %v", err)
+			return fmt.Errorf("pgtest: running as root needs the postgres user: %w", err)
 		}
 		uid, _ := strconv.Atoi(u.Uid)
 		gid, _ := strconv.Atoi(u.Gid)
-		if err := os.Chown(dir, uid, gid); err != nil {
-			t.Fatal(err)
+		if err := os.Chown(s.dir, uid, gid); err != nil {
+			return err
 		}
 		s.runAs = []string{"runuser", "-u", "postgres", "--"}
 	}
-	// -N: the tests do not outlive a crash of the machine.
-	s.mustRun(t, "initdb", "-N", "-A", "trust", "-U", "postgres", "-E", "UTF8", "--locale=C", "-D", s.data())
-	s.port = freePort(t)
-	s.Restart(t)
-	return s
+	// -N: the server's data does not outlive a crash of the machine.
+	if err := s.run("initdb", "-N", "-A", "trust", "-U", "postgres", "-E", "UTF8", "--locale=C", "-D", s.data()); err != nil {
+		return err
+	}
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		return err
+	}
+	s.port = l.Addr().(*net.TCPAddr).Port
+	l.Close()
+	return s.start()
+}
+
+// Close stops the server, if it runs, and removes its directory.
+func (s *Server) Close() {
+	s.run("pg_ctl", "stop", "-D", s.data(), "-m", "immediate", "-w")
+	os.RemoveAll(s.dir)
 }
 
 // binDir finds the newest installed server's binaries, or initdb on
@@ -96,30 +128,29 @@ func version(binDir string) int {
 	return v
 }
 
-func freePort(t testing.TB) int {
-	l, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer l.Close()
-	return l.Addr().(*net.TCPAddr).Port
-}
-
 func (s *Server) data() string { return filepath.Join(s.dir, "data") }
 
 // Stop stops the server the way a crash would (immediate: no checkpoint,
 // every connection cut); Restart brings it back with what it committed.
 func (s *Server) Stop(t testing.TB) {
 	t.Helper()
-	s.mustRun(t, "pg_ctl", "stop", "-D", s.data(), "-m", "immediate", "-w")
+	if err := s.run("pg_ctl", "stop", "-D", s.data(), "-m", "immediate", "-w"); err != nil {
+		t.Fatal(err)
+	}
 }
 
 // Restart starts a stopped server on its port and returns once it
 // accepts connections.
 func (s *Server) Restart(t testing.TB) {
 	t.Helper()
+	if err := s.start(); err != nil {
+		t.Fatal(err)
+	}
+}
+
+func (s *Server) start() error {
 	opts := fmt.Sprintf("-p %d -c listen_addresses=127.0.0.1 -c unix_socket_directories=%s", s.port, s.dir)
-	s.mustRun(t, "pg_ctl", "start", "-D", s.data(), "-w", "-l", filepath.Join(s.dir, "log"), "-o", opts)
+	return s.run("pg_ctl", "start", "-D", s.data(), "-w", "-l", filepath.Join(s.dir, "log"), "-o", opts)
 }
 
 // URL is the server's postgres database.
@@ -131,27 +162,34 @@ func (s *Server) URL() string {
 // each store a test opens starts empty on one server.
 func (s *Server) Fresh(t testing.TB) string {
 	t.Helper()
-	name := fmt.Sprintf("t%d", s.schemas.Add(1))
-	conn, err := pgx.Connect(context.Background(), s.URL())
+	url, err := s.Schema()
 	if err != nil {
 		t.Fatal(err)
 	}
+	return url
+}
+
+// Schema is Fresh for a program.
+func (s *Server) Schema() (string, error) {
+	name := fmt.Sprintf("t%d", s.schemas.Add(1))
+	conn, err := pgx.Connect(context.Background(), s.URL())
+	if err != nil {
+		return "", err
+	}
 	defer conn.Close(context.Background())
 	if _, err := conn.Exec(context.Background(), "CREATE SCHEMA "+name); err != nil {
-		t.Fatal(err)
+		return "", err
 	}
-	return s.URL() + "&search_path=" + name
+	return s.URL() + "&search_path=" + name, nil
 }
 
-func (s *Server) run(tool string, args ...string) ([]byte, error) {
+// run runs one of the server's programs, failing with its output and
+// the server's log.
+func (s *Server) run(tool string, args ...string) error {
 	argv := append(append(slices.Clone(s.runAs), filepath.Join(s.bin, tool)), args...)
-	return exec.Command(argv[0], argv[1:]...).CombinedOutput()
-}
-
-func (s *Server) mustRun(t testing.TB, tool string, args ...string) {
-	t.Helper()
-	if out, err := s.run(tool, args...); err != nil {
+	if out, err := exec.Command(argv[0], argv[1:]...).CombinedOutput(); err != nil {
 		log, _ := os.ReadFile(filepath.Join(s.dir, "log"))
-		t.Fatalf("%s %v: %v\n%s\nserver log:\n%s", tool, args, err, out, log)
+		return fmt.Errorf("pgtest: %s %v: %w\n%s\nserver log:\n%s", tool, args, err, out, log)
 	}
+	return nil
 }

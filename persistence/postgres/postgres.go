@@ -31,6 +31,7 @@ import (
 	"fmt"
 	"io"
 	"net"
+	"strings"
 	"sync/atomic"
 	"time"
 
@@ -89,6 +90,8 @@ const (
 	// waitLimit bounds how long a call waits out a lost connection (a
 	// server restarting), retrying, or asks after a write in doubt.
 	waitLimit = 30 * time.Second
+	// maxConns is the pool's size, unless the URL sets pool_max_conns.
+	maxConns = 16
 )
 
 type store struct {
@@ -115,6 +118,12 @@ func open(ctx context.Context, url string, limit time.Duration) (*store, error) 
 	}
 	if _, ok := cfg.ConnConfig.RuntimeParams["statement_timeout"]; !ok {
 		cfg.ConnConfig.RuntimeParams["statement_timeout"] = statementTimeout
+	}
+	if !strings.Contains(url, "pool_max_conns") {
+		// pgxpool's default (the cores, at least 4) caps how many
+		// commits can share a WAL flush; a few nodes at this many stay
+		// under the server's default 100 connections.
+		cfg.MaxConns = maxConns
 	}
 	if cfg.ConnConfig.ConnectTimeout == 0 {
 		cfg.ConnConfig.ConnectTimeout = 10 * time.Second
