@@ -23,6 +23,11 @@
 //
 // Statements are bounded by the server's statement_timeout, 30 s unless
 // the URL sets it.
+//
+// Unlike the bbolt store it has no CreateDeferred: a session held in one
+// node's memory until its first write would be invisible to the other
+// nodes sharing the database, which must find a child's log to continue
+// it when its node dies (K2).
 package postgres
 
 import (
