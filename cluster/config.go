@@ -17,9 +17,11 @@ import (
 
 // Defaults for a Config's zero values.
 const (
-	DefaultName      = "subactor"
-	DefaultCapacity  = 4
-	defaultMaxPrompt = 1 << 20 // bytes of prompt text a remote start may carry
+	DefaultName     = "subactor"
+	DefaultCapacity = 4
+	// DefaultJoinTimeout bounds joining when Config.JoinTimeout is 0.
+	DefaultJoinTimeout = 10 * time.Second
+	defaultMaxPrompt   = 1 << 20 // bytes of prompt text a remote start may carry
 	// staticRefresh is how often a static-list member asks every listed
 	// member for its health; a member that does not answer within
 	// staticProbeTimeout is dropped from the topology.
@@ -76,6 +78,9 @@ type Config struct {
 	TLS *TLSFiles
 	// Insecure allows a non-loopback Listen without TLS.
 	Insecure bool
+	// JoinTimeout bounds Start: past it, Start fails naming what it could
+	// not reach. DefaultJoinTimeout when 0.
+	JoinTimeout time.Duration
 	// System is the actor runtime the node runs on (its providers' runs
 	// live there too); the node makes one when nil. Its remote must not
 	// have started: the node starts it. The caller shuts a System it
@@ -135,6 +140,9 @@ func (c Config) withDefaults() (Config, error) {
 	}
 	if c.Capacity < 0 {
 		return c, configError("capacity %d is negative", c.Capacity)
+	}
+	if c.JoinTimeout <= 0 {
+		c.JoinTimeout = DefaultJoinTimeout
 	}
 	if c.MaxPrompt == 0 {
 		c.MaxPrompt = defaultMaxPrompt

@@ -38,7 +38,7 @@ func checkFlags(o *checkOptions) *flag.FlagSet {
 func checkCommand(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	var o checkOptions
 	fs := checkFlags(&o)
-	if code, ok := parseFlags(fs, args, stderr); !ok {
+	if code, ok := parseFlags(fs, args, stdout, stderr); !ok {
 		return code
 	}
 	if fs.NArg() > 0 {

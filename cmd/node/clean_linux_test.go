@@ -39,8 +39,9 @@ func openPTY(t *testing.T) (ptm, pts *os.File) {
 	return ptm, pts
 }
 
-// Contract K3 (item 5 of issue 18): on a terminal (a real pseudo-terminal:
-// the node draws its live view) delegate shows a hostile agent's plan,
+// Contract K3 (item 5 of issue 18): on a terminal (a real pseudo-terminal
+// as stdout and stderr: the node draws its live view on stderr) delegate
+// shows a hostile agent's plan,
 // tool call and answer without their escapes. The screen fails on any
 // sequence but the live view's own and on any control character, so what
 // it shows is what the user's terminal would.
@@ -49,8 +50,7 @@ func TestK3_DelegateOnATerminalPrintsNoEscape(t *testing.T) {
 	cmd := exec.CommandContext(await.Ctx(t), bin, "delegate", "-config", fakeConfig(t), "hostile")
 	cmd.Dir = t.TempDir()
 	cmd.Env = append(os.Environ(), envDataDir+"="+t.TempDir(), "TERM=xterm")
-	var stderr bytes.Buffer
-	cmd.Stdout, cmd.Stderr = pts, &stderr
+	cmd.Stdout, cmd.Stderr = pts, pts
 	if err := cmd.Start(); err != nil {
 		t.Fatal(err)
 	}
@@ -64,9 +64,8 @@ func TestK3_DelegateOnATerminalPrintsNoEscape(t *testing.T) {
 	err := cmd.Wait()
 	out := await.Recv(t, read, "the node's terminal output")
 	if err != nil {
-		t.Fatalf("%v, stderr:\n%s\noutput %q", err, stderr.String(), out)
+		t.Fatalf("%v, output %q", err, out)
 	}
-	noEscapes(t, "stderr", stderr.String())
 	if !bytes.Contains(out, []byte(noWrap)) {
 		t.Fatalf("the node did not draw its live view on the terminal: %q", out)
 	}

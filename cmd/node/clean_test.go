@@ -149,7 +149,7 @@ func TestK3_LiveViewPrintsNoEscapeFromAChild(t *testing.T) {
 		}
 	}
 	l.close()
-	scr.want(t, "a hostile child", `child evil0000 ended: completed in \S+: mark one mark two mark three  mark four  mark five `)
+	scr.want(t, "a hostile child", `child evil0000-1 ended: completed in \S+: mark one mark two mark three  mark four  mark five `)
 }
 
 // Contract K3 (item 5 of issue 18): delegate's output, piped, carries none
@@ -169,8 +169,8 @@ func TestK3_DelegatePrintsNoEscapeFromTheAgent(t *testing.T) {
 		t.Errorf("the answer lost its newline or tab: %q", answer)
 	}
 	for _, line := range []string{"step 1 plan", "step 1 tool", "step 1 failed"} {
-		if !strings.Contains(stdout, line+" ") {
-			t.Errorf("no %q line in\n%s", line, stdout)
+		if !strings.Contains(stderr, line+" ") {
+			t.Errorf("no %q line in the progress\n%s", line, stderr)
 		}
 	}
 

@@ -27,172 +27,11 @@ import (
 	"github.com/subactor/subactor/tools/fstools"
 )
 
-// Exit codes.
-const (
-	exitOK     = 0
-	exitFailed = 1 // the command could not be done, or the run did not complete
-	exitUsage  = 2
-)
-
-// usageHeader is the help text before the flags; {prog} stands for the
-// name the program was invoked by.
-const usageHeader = `usage: {prog} <command> [flags] [arguments]
-
-commands:
-  run [-dir DIR] [flags]
-         survey a directory: a top-level agent delegates one child per
-         sub-folder and sums their figures and folders (scripted model,
-         no network, unless a model is configured: see below); prints
-         "session <id>" first, then progress, then "usage: input=<n>
-         output=<n> cached=<n>" (tokens, children's included), a blank
-         line and the answer
-  run -continue SESSION [flags] [prompt...]
-         continue a top-level session: its agent is loaded from its log
-         and runs again on the prompt, or goes on as it stopped without
-         one; the directory is the one the session surveyed
-  sessions [-data DIR] [SESSION]
-         list the top-level sessions, or SESSION and its children, one per
-         line: "<id> turns=<n> state=<state> prompt=<first prompt, quoted>"
-         (an ACP child adds "server=<name> agent-session=<id>" before prompt),
-         children indented by two spaces a level; state is the stop reason
-         of the session's last run, or running/interrupted. It only reads,
-         and beside a running node it asks that node for the list
-  check [-data DIR] [-repair]
-         verify the data directory's sessions.db: bbolt's pages, then every
-         session and task; print a "damaged: ..." line for each damage and
-         exit 1 if there is any. With -repair, copy everything that reads
-         back whole into a fresh sessions.db and keep the damaged file
-         beside it (sessions.db.damaged-TIME); exit 1 if something could
-         not be read
-  delegate -config FILE [-provider NAME] [flags] PROMPT...
-         start one child on an ACP agent server of FILE with the prompt,
-         show its progress, then print a blank line and its output; exit
-         0 only when it completed (1 otherwise, its stop reason on
-         stderr). It runs in -dir unless its entry gives "dir"; its parent
-         is a top-level session of its own in the data directory, and the
-         child takes follow-ups (send)
-  send -config FILE [flags] SESSION CHILD MESSAGE...
-         send a follow-up to the child CHILD of the delegate session
-         SESSION: the child is resumed from its log with the message
-         (ACP session/load) and shown as delegate shows it
-  delegate -cluster -provider NAME (-peers LIST | -etcd ENDPOINTS) [flags] PROMPT...
-         delegate to the agent server NAME on a cluster member offering it
-  run -cluster -provider NAME,... (-peers LIST | -etcd ENDPOINTS) [flags]
-         run (or -continue) as above, the top agent also getting a delegate
-         tool per NAME (named as -config's servers are) whose children run
-         on members offering it; it first waits, saying so, for a member
-         offering each NAME, keeps its sessions in the data directory and
-         leaves the cluster when it ends. The NAMEs are given, not taken
-         from what members offer: like -config's servers, the top agent's
-         tools are the user's choice, not whichever members answered first
-  serve -listen HOST:PORT (-peers LIST | -etcd ENDPOINTS) (-config FILE | -offer-model NAME) [flags]
-         join or form a cluster and host runs of FILE's agent servers
-         (and, with -offer-model, of children on the node's model, which
-         can be steered) for its peers until SIGINT or SIGTERM, then
-         leave gracefully
-  status (-peers LIST | -etcd ENDPOINTS) [flags]
-         list the cluster's members: "<id> <address> providers=[...]
-         capacity=<n> runs=<n>"
-         (serve, status and delegate -cluster read the cluster flags they
-         are not given from the "cluster" object of -config FILE)
-  tasks [-data DIR] SESSION
-         list the tasks of SESSION, one per line: "<id> child=<session>
-         provider=<name> state=<state>" (running, stopping, completed,
-         failed, killed, or interrupted when the node running it ended)
-  help   show this help
-
-Sessions are kept in the data directory (file sessions.db): -data DIR, else
-$SUBACTOR_DATA_DIR, else $XDG_DATA_HOME/subactor, else
-~/.local/share/subactor, created (0700) when missing. -data :memory: keeps
-them in memory, gone when the process ends. One node at a time can use a
-data directory.
-
-Models: the embedded scripted model unless one is configured.
-$OPENAI_BASE_URL, $OPENAI_API_KEY and $OPENAI_MODEL select any
-OpenAI-compatible endpoint (OpenAI's own when only the key is set);
-$DEEPSEEK_API_KEY alone selects DeepSeek (deepseek-chat). -base-url and
--model override $OPENAI_BASE_URL and $OPENAI_MODEL. Keys are read from the
-environment only, never from a flag, so that they stay out of shell
-history. -models FILE names several endpoints instead, as JSON:
-{"endpoints": {"NAME": {"baseURL": "...", "model": "...", "models": ["..."],
-"apiKeyEnv": "VAR", "headerTimeout": "5m", "idleTimeout": "10m",
-"callTimeout": "1h"}}, "default": "NAME"}; unknown or repeated keys (keys
-are case-sensitive) and nulls are errors. A bad model configuration exits
-2. A model request that gets no response headers within -header-timeout,
-no chunk within -idle-timeout (keep-alives do not count) or no end within
--call-timeout is retried, like a 429 or 5xx; an endpoint's own keys win
-over the flags.
-
-Progress: on a terminal, one live row per running child and a line per
-child that ended; otherwise plain lines "child <id> started", "child <id>
-step <n> <what>", "child <id> ended: <stop reason> in <time>". -json prints
-one JSON object per line instead: {"type":"node/session"}, then every child
-event ("subagent/start", "subagent/progress", "subagent/end" with runId,
-sessionId, provider, kind, step, text, stopReason, usage...), then
-{"type":"node/result"} with stopReason, answer and usage.
-
-ACP agents: -config FILE (run and delegate) names agent servers the way
-editors do: {"agent_servers": {"NAME": {"command": "...", "args": ["..."],
-"env": {"VAR": "..."}}}}, plus our own keys "dir" (absolute), "permissions"
-(read-only, the default, allow-all or reject-all), "read_files" and
-"write_files" (booleans), "start_timeout" (how long the agent may take to
-start, as "90s" or "2m"; 60s by default). Unknown keys are errors; a bad
-file exits 2. While an agent starts its child shows "starting NAME..." with
-the time it has taken; Ctrl-C then ends it aborted. With
--config, run gives its top agent one delegate tool per server, named after
-it (subagent_NAME when that name is taken), its children working in the
-surveyed directory unless the entry gives "dir". Many agents start through
-"#!/usr/bin/env node": a program named node first on PATH shadows Node.js
-for them, so build this one under another name (go build -o subactor
-./cmd/node).
-
-Stopping: the first Ctrl-C, SIGTERM or SIGHUP cancels the run and stops
-its agents gracefully; a second one kills every agent (SIGKILL) and ends
-the node at once. Agents that a killed node left behind are ended by the
-next run or delegate on the same data directory (Linux).
-`
-
-// cli runs the command line args and returns the process's exit code.
-func cli(ctx context.Context, args []string, stdout, stderr io.Writer) int {
-	if len(args) == 0 {
-		usage(stderr)
-		return exitUsage
-	}
-	switch args[0] {
-	case "run":
-		return runCommand(ctx, args[1:], stdout, stderr)
-	case "sessions":
-		return sessionsCommand(ctx, args[1:], stdout, stderr)
-	case "check":
-		return checkCommand(ctx, args[1:], stdout, stderr)
-	case "serve":
-		return serveCommand(ctx, args[1:], stdout, stderr)
-	case "status":
-		return statusCommand(ctx, args[1:], stdout, stderr)
-	case "delegate":
-		return delegateCommand(ctx, args[1:], stdout, stderr)
-	case "send":
-		return sendCommand(ctx, args[1:], stdout, stderr)
-	case "tasks":
-		return tasksCommand(ctx, args[1:], stdout, stderr)
-	case "help", "-h", "-help", "--help":
-		usage(stdout)
-		return exitOK
-	}
-	if msg := runAsNodeJS(args[0]); msg != "" {
-		fmt.Fprintf(stderr, "%s: %s\n", prog, msg)
-		return exitUsage
-	}
-	fmt.Fprintf(stderr, "%s: unknown command %q\n\n", prog, args[0])
-	usage(stderr)
-	return exitUsage
-}
-
 // runCommand runs the run subcommand: the session id, progress, the usage
 // totals and the answer on stdout (with -json, one JSON object per line),
 // errors on stderr.
 func runCommand(ctx context.Context, args []string, stdout, stderr io.Writer) int {
-	o, code, ok := parseRun(args, stderr)
+	o, code, ok := parseRun(args, stdout, stderr)
 	if !ok {
 		return code
 	}
@@ -215,7 +54,7 @@ func runCommand(ctx context.Context, args []string, stdout, stderr io.Writer) in
 		fmt.Fprintf(stderr, "%s run: %v\n", prog, err)
 		return exitCode(err)
 	}
-	rep := newReporter(o.quiet, o.json, stdout)
+	rep := newReporter(o.quiet, o.json, stdout, stderr)
 	out, err := survey(ctx, o, m, stdout, rep, stderr)
 	if errors.Is(err, errSessionComplete) {
 		// Nothing to do, and nothing appended: not a failure.
@@ -232,10 +71,9 @@ func runCommand(ctx context.Context, args []string, stdout, stderr io.Writer) in
 			return exitFailed
 		}
 	} else if !o.quiet {
-		// Before the blank line, so that the answer stays the last part
-		// of the output, whole.
+		// The last line of the progress, on stderr.
 		if out.res.Usage != nil {
-			fmt.Fprintln(stdout, usageLine(*out.res.Usage))
+			fmt.Fprintln(stderr, usageLine(*out.res.Usage))
 		}
 		if out.res.StopReason == subagent.Completed {
 			fmt.Fprintln(stdout)
@@ -270,19 +108,20 @@ func failed(stderr io.Writer, command string, err error) int {
 	return exitCode(err)
 }
 
-// newReporter is the progress view a command's flags and stdout call for:
-// none with quiet, JSON lines with json, the live view on a terminal and
-// plain lines otherwise.
-func newReporter(quiet, json bool, stdout io.Writer) reporter {
+// newReporter is the progress view a command's flags call for: none with
+// quiet, JSON lines on stdout with json, else on stderr (stdout keeps the
+// answer alone) the live view when it is a terminal and plain lines
+// otherwise.
+func newReporter(quiet, json bool, stdout, stderr io.Writer) reporter {
 	switch {
 	case quiet:
 		return newProgress(io.Discard)
 	case json:
 		return &jsonProgress{enc: newEncoder(stdout)}
-	case isTerminal(stdout):
-		return newLive(stdout)
+	case isTerminal(stderr):
+		return newLive(stderr)
 	}
-	return newProgress(stdout)
+	return newProgress(stderr)
 }
 
 // options are the flags and arguments of run.
@@ -343,20 +182,11 @@ func configFlag(fs *flag.FlagSet, p *string, what string) {
 	fs.StringVar(p, "config", "", `a JSON `+"`FILE`"+` of ACP agent servers, {"agent_servers": {"NAME": {"command": ...}}} (see above); `+what)
 }
 
-func usage(w io.Writer) {
-	fmt.Fprint(w, strings.ReplaceAll(usageHeader, "{prog}", prog))
-	for _, fs := range []*flag.FlagSet{runFlags(&options{}), sessionsFlags(new(string)), checkFlags(&checkOptions{}), delegateFlags(&delegateOptions{}), sendFlags(&sendOptions{}), serveFlags(&serveOptions{}), statusFlags(&clusterOptions{}, new(string))} {
-		fmt.Fprintf(w, "\nflags of %s:\n", strings.TrimPrefix(fs.Name(), prog+" "))
-		fs.SetOutput(w)
-		fs.PrintDefaults()
-	}
-}
-
 // parseRun parses the flags of run; when ok is false the command ends with
 // code (0 after -h).
-func parseRun(args []string, stderr io.Writer) (o options, code int, ok bool) {
+func parseRun(args []string, stdout, stderr io.Writer) (o options, code int, ok bool) {
 	fs := runFlags(&o)
-	if code, ok := parseFlags(fs, args, stderr); !ok {
+	if code, ok := parseFlags(fs, args, stdout, stderr); !ok {
 		return o, code, false
 	}
 	set := map[string]bool{}

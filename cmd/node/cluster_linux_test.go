@@ -12,6 +12,7 @@ import (
 	"crypto/rand"
 	"crypto/x509"
 	"crypto/x509/pkix"
+	"encoding/json"
 	"encoding/pem"
 	"fmt"
 	"io"
@@ -303,7 +304,7 @@ func TestK1_CancelAndDisposeReachTheHostingNode(t *testing.T) {
 	if err := caller.cmd.Process.Signal(os.Interrupt); err != nil {
 		t.Fatal(err)
 	}
-	if code := caller.rest(t); code != exitFailed || !strings.Contains(caller.stderr.String(), "the child ended aborted") {
+	if code := caller.rest(t); code != 130 || !strings.Contains(caller.stderr.String(), "the child ended aborted") {
 		t.Fatalf("delegate exit %d, stderr %s", code, caller.stderr.String())
 	}
 	noAgentsLeft(t, nodeB.cmd.Process.Pid, "B's agent process to be gone after the cancel")
@@ -387,14 +388,22 @@ func testHostLoss(t *testing.T, a, b member, how membership, etcd bool, sig sysc
 	eventually(t, "B's agent process to end", func() bool { return len(runningAgents(onB)) == 0 })
 }
 
+// midRun starts a node B serving the fake agent and a caller whose child
+// on B is mid-turn (it waits to be cancelled).
+func midRun(t *testing.T) (nodeB, caller *process) {
+	t.Helper()
+	a, b := newMember(t), newMember(t)
+	how := static(a, b)
+	nodeB, _ = serve(t, b, how)
+	caller = startNode(t, delegateArgs(a, how, "-json", "wait for it")...)
+	caller.line(t, textDelta, "the child's first text")
+	return nodeB, caller
+}
+
 // Contract K2: when the caller's node is killed, the hosting node
 // cancels and disposes the run it held for it: no orphaned agent.
 func TestK2_KilledCallerHasItsRunsDisposed(t *testing.T) {
-	a, b := newMember(t), newMember(t)
-	how := static(a, b)
-	nodeB, _ := serve(t, b, how)
-	caller := startNode(t, delegateArgs(a, how, "-json", "wait for it")...)
-	caller.line(t, textDelta, "the child's first text")
+	nodeB, caller := midRun(t)
 	if err := caller.cmd.Process.Kill(); err != nil {
 		t.Fatal(err)
 	}
@@ -550,8 +559,16 @@ func TestK1_StatusPrintsMembersProvidersCapacityAndRuns(t *testing.T) {
 		t.Fatalf("status exit %d, stderr %s", code, status.stderr.String())
 	}
 	want := fmt.Sprintf("%s %s providers=[fake] capacity=2 runs=0", idB, b.listen)
-	if !slices.Contains(status.all, want) {
-		t.Fatalf("status printed %q, want a line %q", status.all, want)
+	if !slices.Equal(status.all, []string{want}) {
+		t.Fatalf("status printed %q, want the one member's line %q (not status's own client)", status.all, want)
+	}
+	status = startNode(t, append([]string{"status", "-json"}, how(a)...)...)
+	if code := status.rest(t); code != 0 || len(status.all) != 1 {
+		t.Fatalf("status -json exit %d, stdout %q, stderr %s", code, status.all, status.stderr.String())
+	}
+	var m jsonMember
+	if err := json.Unmarshal([]byte(status.all[0]), &m); err != nil || m.ID != idB || m.Address != b.listen || m.Capacity != 2 || !slices.Equal(m.Providers, []string{"fake"}) {
+		t.Fatalf("status -json line %q (%v)", status.all[0], err)
 	}
 }
 
@@ -583,7 +600,10 @@ func TestK1_ServeReadsTheClusterKeysOfTheConfigFile(t *testing.T) {
 // Contract K2: a caller's node that ends is told apart from a new one on
 // the same address: a delegate right after another node left that
 // address keeps its run (the host disposes runs of a member that left,
-// not of an address that once lost its connection).
+// not of an address that once lost its connection), and its start is
+// answered (the host admits it once membership names it, its answers no
+// longer going to the earlier member's connection), several times in a
+// row.
 func TestK2_ANewCallerOnAReusedAddressKeepsItsRun(t *testing.T) {
 	a, b := newMember(t), newMember(t)
 	how := static(a, b)
@@ -592,7 +612,7 @@ func TestK2_ANewCallerOnAReusedAddressKeepsItsRun(t *testing.T) {
 	if code := status.rest(t); code != 0 {
 		t.Fatalf("status exit %d, stderr %s", code, status.stderr.String())
 	}
-	for i := range 2 {
+	for i := range 4 {
 		caller := startNode(t, delegateArgs(a, how, "-quiet", "hello again")...)
 		if code := caller.rest(t); code != 0 {
 			t.Fatalf("delegate %d on the reused address: exit %d, stderr %s", i+1, code, caller.stderr.String())
@@ -604,11 +624,7 @@ func TestK2_ANewCallerOnAReusedAddressKeepsItsRun(t *testing.T) {
 // dropped by membership, and the hosting node then disposes the run it
 // held for it: its agent process ends.
 func TestK2_FrozenCallerHasItsRunsDisposed(t *testing.T) {
-	a, b := newMember(t), newMember(t)
-	how := static(a, b)
-	nodeB, _ := serve(t, b, how)
-	caller := startNode(t, delegateArgs(a, how, "-json", "wait for it")...)
-	caller.line(t, textDelta, "the child's first text")
+	nodeB, caller := midRun(t)
 	if err := caller.cmd.Process.Signal(syscall.SIGSTOP); err != nil {
 		t.Fatal(err)
 	}

@@ -168,6 +168,7 @@ const sessionsSocket = "node.sock"
 // node sessions [SESSION] prints.
 type sessionsRequest struct {
 	Session string `json:"session,omitempty"`
+	JSON    bool   `json:"json,omitempty"` // sessions -json
 }
 
 // sessionsReply is that listing: what node sessions prints and its exit
@@ -214,7 +215,7 @@ func serveSessions(dir string, store persistence.Store) (stop func()) {
 					return
 				}
 				var out, errs bytes.Buffer
-				code := listSessions(ctx, store, dir, req.Session, &out, &errs)
+				code := listSessions(ctx, store, dir, req, &out, &errs)
 				_ = json.NewEncoder(conn).Encode(sessionsReply{Stdout: out.String(), Stderr: errs.String(), Code: code, PID: os.Getpid()})
 			})
 		}
@@ -228,7 +229,7 @@ func serveSessions(dir string, store persistence.Store) (stop func()) {
 
 // askLiveNode asks the node that holds dir for node sessions' listing of
 // session ("" for the top-level ones); ok is false when no node answers.
-func askLiveNode(ctx context.Context, dir, session string) (reply sessionsReply, ok bool) {
+func askLiveNode(ctx context.Context, dir string, req sessionsRequest) (reply sessionsReply, ok bool) {
 	var d net.Dialer
 	ctx, cancel := context.WithTimeout(ctx, liveWait)
 	defer cancel()
@@ -240,7 +241,7 @@ func askLiveNode(ctx context.Context, dir, session string) (reply sessionsReply,
 	if deadline, ok := ctx.Deadline(); ok {
 		_ = conn.SetDeadline(deadline)
 	}
-	if err := json.NewEncoder(conn).Encode(sessionsRequest{Session: session}); err != nil {
+	if err := json.NewEncoder(conn).Encode(req); err != nil {
 		return reply, false
 	}
 	if err := json.NewDecoder(conn).Decode(&reply); err != nil {

@@ -61,9 +61,9 @@ func delegateFlags(o *delegateOptions) *flag.FlagSet {
 
 // parseDelegate parses the flags of delegate; when ok is false the command
 // ends with code (0 after -h).
-func parseDelegate(args []string, stderr io.Writer) (o delegateOptions, code int, ok bool) {
+func parseDelegate(args []string, stdout, stderr io.Writer) (o delegateOptions, code int, ok bool) {
 	fs := delegateFlags(&o)
-	if code, ok := parseFlags(fs, args, stderr); !ok {
+	if code, ok := parseFlags(fs, args, stdout, stderr); !ok {
 		return o, code, false
 	}
 	o.prompt = strings.TrimSpace(strings.Join(fs.Args(), " "))
@@ -97,7 +97,7 @@ func parseDelegate(args []string, stderr io.Writer) (o delegateOptions, code int
 // that did not complete on stderr. It exits 0 only when the child
 // completed.
 func delegateCommand(ctx context.Context, args []string, stdout, stderr io.Writer) int {
-	o, code, ok := parseDelegate(args, stderr)
+	o, code, ok := parseDelegate(args, stdout, stderr)
 	if !ok {
 		return code
 	}
@@ -126,7 +126,7 @@ func delegateCommand(ctx context.Context, args []string, stdout, stderr io.Write
 	if w := shadowWarning(); w != "" {
 		fmt.Fprintf(stderr, "%s delegate: %s\n", prog, w)
 	}
-	out, err := delegateOnce(ctx, o, servers, name, dir, stdout, newReporter(o.quiet, o.json, stdout), stderr)
+	out, err := delegateOnce(ctx, o, servers, name, dir, stdout, newReporter(o.quiet, o.json, stdout, stderr), stderr)
 	if err != nil {
 		return failed(stderr, "delegate", err)
 	}
@@ -148,7 +148,7 @@ func reportChild(command string, out outcome, asJSON, quiet bool, stdout, stderr
 		}
 	} else {
 		if res.Usage != nil && !quiet {
-			fmt.Fprintln(stdout, usageLine(*res.Usage))
+			fmt.Fprintln(stderr, usageLine(*res.Usage))
 		}
 		// The output comes whatever the stop reason (a refusal's words are
 		// worth reading too); a killed child's task keeps none (its end

@@ -324,7 +324,7 @@ func TestS6_ContinueAddsTurnsToTheSameSession(t *testing.T) {
 		t.Fatalf("continued session %s, want %s", id, top)
 	}
 	// No progress: every tally was in the history already.
-	if rest, _ = cutUsage(t, rest); rest != "\n"+want+"\nnoted: count again\n" {
+	if progress, _ := cutUsage(t, stderr); progress != "" || rest != "\n"+want+"\nnoted: count again\n" {
 		t.Fatalf("continued answer\n%s\nwant\n%s\nnoted: count again", rest, want)
 	}
 	after := logOf(t, data, top)

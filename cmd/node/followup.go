@@ -43,7 +43,7 @@ func sendFlags(o *sendOptions) *flag.FlagSet {
 func sendCommand(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	var o sendOptions
 	fs := sendFlags(&o)
-	if code, ok := parseFlags(fs, args, stderr); !ok {
+	if code, ok := parseFlags(fs, args, stdout, stderr); !ok {
 		return code
 	}
 	o.message = strings.TrimSpace(strings.Join(fs.Args()[min(2, fs.NArg()):], " "))
@@ -59,7 +59,7 @@ func sendCommand(ctx context.Context, args []string, stdout, stderr io.Writer) i
 		return exitUsage
 	}
 	o.session, o.child = fs.Arg(0), fs.Arg(1)
-	out, err := sendOnce(ctx, o, stdout, newReporter(o.quiet, o.json, stdout), stderr)
+	out, err := sendOnce(ctx, o, stdout, newReporter(o.quiet, o.json, stdout, stderr), stderr)
 	if err != nil {
 		return failed(stderr, "send", err)
 	}
@@ -138,20 +138,6 @@ func (o owner) SessionID() string              { return o.h.SessionID }
 func (o owner) Header() subagent.SessionHeader { return o.h }
 func (o owner) Options() subagent.AgentOptions { return subagent.AgentOptions{} }
 
-// parseFlags parses a command's flags, its errors and usage on stderr;
-// when ok is false the command ends with code (0 after -h).
-func parseFlags(fs *flag.FlagSet, args []string, stderr io.Writer) (code int, ok bool) {
-	fs.SetOutput(stderr)
-	fs.Usage = func() { usage(stderr) }
-	if err := fs.Parse(args); err != nil {
-		if errors.Is(err, flag.ErrHelp) {
-			return exitOK, false
-		}
-		return exitUsage, false
-	}
-	return exitOK, true
-}
-
 // continueCommand runs delegate -continue: the follow-up o.prompt to the
 // child of the delegate session o.cont, as send sends it.
 func continueCommand(ctx context.Context, o delegateOptions, stdout, stderr io.Writer) int {
@@ -168,7 +154,7 @@ func continueCommand(ctx context.Context, o delegateOptions, stdout, stderr io.W
 		return fail(err)
 	}
 	s := sendOptions{config: o.config, data: o.data, json: o.json, quiet: o.quiet, session: o.cont, child: child, message: o.prompt}
-	out, err := sendOnce(ctx, s, stdout, newReporter(o.quiet, o.json, stdout), stderr)
+	out, err := sendOnce(ctx, s, stdout, newReporter(o.quiet, o.json, stdout, stderr), stderr)
 	if err != nil {
 		return fail(err)
 	}
@@ -221,14 +207,22 @@ func delegationOf(ctx context.Context, store persistence.Store, id string) (dele
 	return delegated{}, fmt.Errorf("session %q: %w", id, errNotDelegateSession)
 }
 
+func tasksFlags(data *string, asJSON *bool) *flag.FlagSet {
+	fs := flag.NewFlagSet(prog+" tasks", flag.ContinueOnError)
+	dataFlag(fs, data)
+	fs.BoolVar(asJSON, "json", false, "print one JSON object per task instead of a line")
+	return fs
+}
+
 // tasksCommand runs the tasks subcommand: the tasks of SESSION, oldest
-// first, one per line (see taskLine); a task whose node process ended
-// before it settled reads interrupted.
+// first, one per line (see taskLine; with -json, one jsonTask object a
+// line); a task whose node process ended before it settled reads
+// interrupted. An unknown SESSION fails as sessions fails on it.
 func tasksCommand(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	var data string
-	fs := flag.NewFlagSet(prog+" tasks", flag.ContinueOnError)
-	dataFlag(fs, &data)
-	if code, ok := parseFlags(fs, args, stderr); !ok {
+	var asJSON bool
+	fs := tasksFlags(&data, &asJSON)
+	if code, ok := parseFlags(fs, args, stdout, stderr); !ok {
 		return code
 	}
 	if fs.NArg() != 1 {
@@ -253,19 +247,51 @@ func tasksCommand(ctx context.Context, args []string, stdout, stderr io.Writer) 
 		return fail(err)
 	}
 	defer closeStore()
+	session := fs.Arg(0)
+	if _, err := store.Header(ctx, session); err != nil {
+		return fail(unknownSession(err, session, dir))
+	}
 	taskStore, _ := store.(persistence.TaskStore)
 	sys := actors.NewSystem()
 	defer sys.Shutdown()
 	mgr := tasks.New(sys, taskStore)
 	defer mgr.Close(context.Background())
-	list, err := mgr.List(ctx, fs.Arg(0))
+	list, err := mgr.List(ctx, session)
 	if err != nil {
 		return fail(err)
 	}
+	enc := newEncoder(stdout)
 	for _, t := range list {
-		fmt.Fprintln(stdout, taskLine(t))
+		if asJSON {
+			err = enc.Encode(jsonTaskOf(t))
+		} else {
+			_, err = fmt.Fprintln(stdout, taskLine(t))
+		}
+		if err != nil {
+			return fail(err)
+		}
 	}
 	return exitOK
+}
+
+// jsonTask is a task as tasks -json prints it.
+type jsonTask struct {
+	ID          string          `json:"id"`
+	Child       string          `json:"child"`
+	Provider    string          `json:"provider"`
+	State       tasks.State     `json:"state"`
+	Continuable bool            `json:"continuable,omitempty"`
+	StopReason  string          `json:"stopReason,omitempty"`
+	Detail      string          `json:"detail,omitempty"`
+	Usage       *subagent.Usage `json:"usage,omitempty"`
+}
+
+func jsonTaskOf(t tasks.Task) jsonTask {
+	j := jsonTask{ID: t.ID, Child: t.SessionID, Provider: t.Provider, State: t.State, Continuable: t.Continuable, Detail: taskDetail(t)}
+	if t.Result != nil {
+		j.StopReason, j.Usage = string(t.Result.StopReason), t.Result.Usage
+	}
+	return j
 }
 
 // taskLine is "<task id> child=<session> provider=<name> state=<state>",
@@ -276,12 +302,16 @@ func taskLine(t tasks.Task) string {
 	if t.Continuable {
 		line += " continuable"
 	}
-	detail := t.Err
-	if detail == "" && t.Result != nil && t.State != tasks.Completed {
-		detail = t.Result.Detail
-	}
-	if detail != "" {
+	if detail := taskDetail(t); detail != "" {
 		line += " detail=" + strconv.Quote(detail) // escapes what a terminal would act on
 	}
 	return line
+}
+
+// taskDetail is why t did not complete, if it says.
+func taskDetail(t tasks.Task) string {
+	if t.Err == "" && t.Result != nil && t.State != tasks.Completed {
+		return t.Result.Detail
+	}
+	return t.Err
 }

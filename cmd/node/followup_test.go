@@ -90,7 +90,7 @@ func TestS8_AfterANodeDiedTasksSayInterruptedAndSendResumesTheChild(t *testing.T
 	}
 }
 
-// Contracts S6, P3 (issue 17): delegate -continue SESSION PROMPT goes on
+// Contracts S6, P3 (issue 17), K4: delegate -continue SESSION PROMPT goes on
 // with the delegate session's child through the provider's resume
 // (session/load): the agent sees its earlier turn. The messages that
 // point elsewhere name a command that works: run -continue on the child
@@ -108,8 +108,11 @@ func TestS6_DelegateContinueResumesTheChild(t *testing.T) {
 		t.Fatalf("delegate -continue: exit %d\nstdout:\n%s\nstderr:\n%s", code, stdout, stderr)
 	}
 	kids := parseListing(t, func() string { out, _, _ := nodeEnv(t, t.TempDir(), withData(data), "sessions", session); return out }())
-	// The child says which server it runs on and the agent's own session.
-	if len(kids) != 2 || kids[1].server != "fake" || !strings.HasPrefix(kids[1].agentSession, "fake-") || kids[0].server != "" {
+	// The child says which server it runs on and the agent's own session,
+	// and its turns (two prompts, two answers) and first prompt as any
+	// child does (K4).
+	if len(kids) != 2 || kids[1].server != "fake" || !strings.HasPrefix(kids[1].agentSession, "fake-") || kids[0].server != "" ||
+		kids[1].turns != 4 || kids[1].prompt != "first" || kids[1].state != "completed" {
 		t.Fatalf("sessions %s lists %+v", session, kids)
 	}
 	hint := "delegate -continue " + session + " PROMPT"

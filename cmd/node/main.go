@@ -32,12 +32,14 @@ package main
 import (
 	"context"
 	"fmt"
-	"github.com/subactor/subactor/internal/agentproc"
+	"io"
 	"os"
 	"os/signal"
 	"path/filepath"
 	"syscall"
 	"time"
+
+	"github.com/subactor/subactor/internal/agentproc"
 )
 
 // stopSignals end the node gracefully the first time (the run is
@@ -66,8 +68,9 @@ func main() {
 		}
 	}
 	ctx, cancel := context.WithCancel(context.Background())
+	stopped := make(chan os.Signal, 1)
 	go func() {
-		<-signals
+		stopped <- <-signals
 		cancel()
 		sig := <-signals
 		agentproc.KillAgents()
@@ -75,7 +78,26 @@ func main() {
 	}()
 	code := cli(ctx, os.Args[1:], os.Stdout, os.Stderr)
 	stopAdopting()
+	select {
+	case sig := <-stopped:
+		code = interrupted(code, sig, os.Stderr)
+	default:
+	}
 	os.Exit(code)
+}
+
+// interrupted is the exit code of a command that returned code after sig
+// stopped it: 128 + the signal's number (130 for Ctrl-C, 143 for
+// SIGTERM), with "interrupted" on stderr, unless it completed all the
+// same (serve, whose normal end is a signal, or a run that finished
+// first).
+func interrupted(code int, sig os.Signal, stderr io.Writer) int {
+	if code == exitOK {
+		return code
+	}
+	fmt.Fprintf(stderr, "%s: interrupted\n", prog)
+	n, _ := sig.(syscall.Signal)
+	return 128 + int(n)
 }
 
 // die ends the node by sig, as its default action would have, so that a

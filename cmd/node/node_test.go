@@ -257,30 +257,30 @@ func cutSession(t *testing.T, stdout string) (id, rest string) {
 	return m[1], stdout[len(m[0]):]
 }
 
-// usageLineRe matches the usage totals line, followed by the blank line before the
-// answer.
-var usageLineRe = regexp.MustCompile(`(?m)^usage: input=(\d+) output=(\d+) cached=(\d+)\n\n`)
+// usageLineRe matches the usage totals line, the last of the progress on
+// stderr.
+var usageLineRe = regexp.MustCompile(`(?m)^usage: input=(\d+) output=(\d+) cached=(\d+)\n`)
 
-// cutUsage takes the usage line out of a run's stdout, leaving the blank
-// line before the answer, and returns the rest and the totals. The scripted
-// model reports usage: a line is always there.
-func cutUsage(t *testing.T, stdout string) (rest string, u subagent.Usage) {
+// cutUsage takes the usage line off the end of a run's stderr and returns
+// the progress lines before it and the totals. The scripted model reports
+// usage: a line is always there.
+func cutUsage(t *testing.T, stderr string) (progress string, u subagent.Usage) {
 	t.Helper()
-	all := usageLineRe.FindAllStringSubmatchIndex(stdout, -1)
-	if len(all) != 1 {
-		t.Fatalf("want one usage line followed by a blank line, found %d:\n%s", len(all), stdout)
+	all := usageLineRe.FindAllStringSubmatchIndex(stderr, -1)
+	if len(all) != 1 || all[0][1] != len(stderr) {
+		t.Fatalf("want one usage line, the last on stderr, found %d:\n%s", len(all), stderr)
 	}
 	m := all[0]
 	for i, p := range []*int{&u.InputTokens, &u.OutputTokens, &u.CachedInputTokens} {
-		*p, _ = strconv.Atoi(stdout[m[2+2*i]:m[3+2*i]])
+		*p, _ = strconv.Atoi(stderr[m[2+2*i]:m[3+2*i]])
 	}
-	return stdout[:m[0]] + "\n" + stdout[m[1]:], u
+	return strings.TrimSuffix(stderr[:m[0]], "\n"), u
 }
 
 var (
-	startLine = regexp.MustCompile(`^child (\S{8}) started$`)
-	stepLine  = regexp.MustCompile(`^child (\S{8}) step (\d+) (\w+)(?: (.*))?$`)
-	endLine   = regexp.MustCompile(`^child (\S{8}) ended: (\S+) in (\S+)$`)
+	startLine = regexp.MustCompile(`^child (\S{12}) started$`)
+	stepLine  = regexp.MustCompile(`^child (\S{12}) step (\d+) (\w+)(?: (.*))?$`)
+	endLine   = regexp.MustCompile(`^child (\S{12}) ended: (\S+) in (\S+)$`)
 	listArgs  = regexp.MustCompile(`^list \{"path":"(.*)"\}$`)
 )
 
@@ -356,22 +356,17 @@ func TestN1_RunSurveysCurrentDirectoryWithProgress(t *testing.T) {
 	if code != 0 {
 		t.Fatalf("exit %d, stderr:\n%s", code, stderr)
 	}
+	// stdout: the session, a blank line and the answer; stderr: the
+	// progress, then the usage.
 	_, stdout = cutSession(t, stdout)
-	stdout, u := cutUsage(t, stdout)
+	progress, u := cutUsage(t, stderr)
 	if u.InputTokens == 0 || u.OutputTokens == 0 {
 		t.Fatalf("usage %+v: the scripted model reports some", u)
 	}
-	progress, answer, ok := strings.Cut(stdout, "\n\n")
-	if !ok {
-		t.Fatalf("no blank line between progress and answer:\n%s", stdout)
-	}
-	if answer != want+"\n" {
-		t.Fatalf("answer\n%s\nwant\n%s", answer, want)
+	if stdout != "\n"+want+"\n" {
+		t.Fatalf("answer\n%s\nwant\n%s", stdout, want)
 	}
 	checkProgress(t, progress, folders)
-	if stderr != "" {
-		t.Fatalf("stderr: %s", stderr)
-	}
 }
 
 // Contract N1: the survey names the directory as -dir gives it, relative
@@ -397,10 +392,9 @@ func TestN1_SurveyNamesTheDirectoryGivenAndCountsEveryFolder(t *testing.T) {
 			t.Fatalf("-dir %s: exit %d, stderr: %s", c.dir, code, stderr)
 		}
 		_, stdout = cutSession(t, stdout)
-		stdout, _ = cutUsage(t, stdout)
-		progress, answer, _ := strings.Cut(stdout, "\n\n")
-		if answer != want+"\n" {
-			t.Fatalf("-dir %s: exit %d, answer\n%s\nwant\n%s\nstderr: %s", c.dir, code, answer, want, stderr)
+		progress, _ := cutUsage(t, stderr)
+		if stdout != "\n"+want+"\n" {
+			t.Fatalf("-dir %s: exit %d, answer\n%s\nwant\n%s\nstderr: %s", c.dir, code, stdout, want, stderr)
 		}
 		checkProgress(t, progress, folders)
 	}
@@ -429,7 +423,7 @@ func TestN1_MaxDepthZeroSurveysWithoutChildren(t *testing.T) {
 		t.Fatalf("exit %d, stderr: %s", code, stderr)
 	}
 	_, stdout = cutSession(t, stdout)
-	if stdout, _ = cutUsage(t, stdout); stdout != "\n"+want+"\n" {
+	if progress, _ := cutUsage(t, stderr); progress != "" || stdout != "\n"+want+"\n" {
 		t.Fatalf("exit %d, stdout\n%s\nwant no progress and\n%s\nstderr: %s", code, stdout, want, stderr)
 	}
 }
@@ -476,16 +470,16 @@ func TestN1_HelpExitsZero(t *testing.T) {
 	for _, args := range [][]string{{"help"}, {"-h"}, {"--help"}} {
 		stdout, stderr, code := node(t, t.TempDir(), args...)
 		if code != 0 || stderr != "" || !strings.Contains(stdout, "usage: node <command>") ||
-			!strings.Contains(stdout, "-max-depth") || !strings.Contains(stdout, "-continue") ||
-			!strings.Contains(stdout, "sessions [-data DIR] [SESSION]") || !strings.Contains(stdout, envDataDir) {
+			!strings.Contains(stdout, "run -continue SESSION") ||
+			!strings.Contains(stdout, "sessions [-data DIR] [-json] [SESSION]") || !strings.Contains(stdout, envDataDir) {
 			t.Errorf("%q: exit %d, stdout %q, stderr %q", args, code, stdout, stderr)
 		}
 	}
-	if _, stderr, code := node(t, t.TempDir(), "run", "-h"); code != 0 || !strings.Contains(stderr, "-quiet") {
-		t.Errorf("run -h: exit %d, stderr %q", code, stderr)
+	if stdout, stderr, code := node(t, t.TempDir(), "run", "-h"); code != 0 || stderr != "" || !strings.Contains(stdout, "-quiet") || !strings.Contains(stdout, "-max-depth") {
+		t.Errorf("run -h: exit %d, stdout %q, stderr %q", code, stdout, stderr)
 	}
-	if _, stderr, code := node(t, t.TempDir(), "sessions", "-h"); code != 0 || !strings.Contains(stderr, "-data") {
-		t.Errorf("sessions -h: exit %d, stderr %q", code, stderr)
+	if stdout, stderr, code := node(t, t.TempDir(), "sessions", "-h"); code != 0 || stderr != "" || !strings.Contains(stdout, "-data") {
+		t.Errorf("sessions -h: exit %d, stdout %q, stderr %q", code, stdout, stderr)
 	}
 }
 
@@ -505,16 +499,15 @@ func TestN1_InProcessRunDisposesEverything(t *testing.T) {
 		t.Fatalf("cli left goroutines behind: %v", err)
 	}
 	_, out := cutSession(t, stdout.String())
-	out, _ = cutUsage(t, out)
-	progress, answer, _ := strings.Cut(out, "\n\n")
-	if answer != want+"\n" {
-		t.Fatalf("answer\n%s\nwant\n%s", answer, want)
+	progress, _ := cutUsage(t, stderr.String())
+	if out != "\n"+want+"\n" {
+		t.Fatalf("answer\n%s\nwant\n%s", out, want)
 	}
 	checkProgress(t, progress, folders)
 }
 
-// cancelOnWrite cancels the run at its first progress line (a child's),
-// while the children are live.
+// cancelOnWrite cancels the run at its first progress line (a child's, on
+// stderr), while the children are live.
 type cancelOnWrite struct {
 	bytes.Buffer
 	cancel context.CancelFunc
@@ -532,18 +525,18 @@ func TestN1_CancelledRunEndsAborted(t *testing.T) {
 	root := writeTree(t)
 	t.Setenv(envDataDir, t.TempDir())
 	ctx, cancel := context.WithCancel(await.Ctx(t))
-	stdout := &cancelOnWrite{cancel: cancel} // as SIGINT does through signal.NotifyContext
-	var stderr bytes.Buffer
-	code := cli(ctx, []string{"run", "-dir", root}, stdout, &stderr)
+	stderr := &cancelOnWrite{cancel: cancel} // as SIGINT does through signal.NotifyContext
+	var stdout bytes.Buffer
+	code := cli(ctx, []string{"run", "-dir", root}, &stdout, stderr)
 	if code != exitFailed || !strings.Contains(stderr.String(), "node run: the survey ended aborted: context canceled") {
 		t.Fatalf("exit %d, stdout %q, stderr %q", code, stdout.String(), stderr.String())
 	}
-	started := len(regexp.MustCompile(`(?m)^child \S+ started$`).FindAllString(stdout.String(), -1))
-	ended := len(regexp.MustCompile(`(?m)^child \S+ ended: `).FindAllString(stdout.String(), -1))
+	started := len(regexp.MustCompile(`(?m)^child \S+ started$`).FindAllString(stderr.String(), -1))
+	ended := len(regexp.MustCompile(`(?m)^child \S+ ended: `).FindAllString(stderr.String(), -1))
 	// Whether a child was still working when the cancel reached it depends
 	// on timing (S5 is tested deterministically in actors/); what the binary
 	// owes is an end line for every child it started.
 	if started == 0 || ended != started {
-		t.Fatalf("%d children started, %d ended:\n%s", started, ended, stdout.String())
+		t.Fatalf("%d children started, %d ended:\n%s", started, ended, stderr.String())
 	}
 }

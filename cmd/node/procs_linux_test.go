@@ -8,6 +8,7 @@ package main
 import (
 	"bytes"
 	"encoding/json"
+	"io"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -20,7 +21,9 @@ import (
 
 	"github.com/prometheus/procfs"
 
+	"github.com/subactor/subactor/internal/agentproc"
 	"github.com/subactor/subactor/internal/await"
+	"github.com/subactor/subactor/internal/ids"
 )
 
 // procID names a process across pid reuse: its pid and start time.
@@ -251,15 +254,15 @@ func TestR3_SecondSignalKillsTheAgentsBeforeTheNodeEnds(t *testing.T) {
 
 // Contracts R3, N1: SIGHUP (a closed terminal) stops the node as Ctrl-C
 // does: the child is cancelled and disposed, its agent stopped on the
-// ladder with everything it started, and the node exits 1 (the child
-// ended aborted), its journal empty.
+// ladder with everything it started, and the node exits 129 (128 +
+// SIGHUP: the child ended aborted), its journal empty.
 func TestR3_HangupStopsTheNodeGracefully(t *testing.T) {
 	data := t.TempDir()
 	s := stubbornNode(t, data)
 	s.signal(t, syscall.SIGHUP)
 	ws := s.wait(t)
-	if ws.Signaled() || ws.ExitStatus() != exitFailed || !strings.Contains(s.output.String(), "the child ended aborted") {
-		t.Fatalf("the node ended %v, want exit %d; output:\n%s", s.cmd.ProcessState, exitFailed, s.output)
+	if ws.Signaled() || ws.ExitStatus() != 128+int(syscall.SIGHUP) || !strings.Contains(s.output.String(), "the child ended aborted") {
+		t.Fatalf("the node ended %v, want exit %d; output:\n%s", s.cmd.ProcessState, 128+int(syscall.SIGHUP), s.output)
 	}
 	if r := s.fam.running(); len(r) > 0 {
 		t.Fatalf("still running after the node ended: %v", r)
@@ -384,4 +387,112 @@ func TestK4_AFollowUpEndsWhatAKilledFollowUpLeft(t *testing.T) {
 			}
 		})
 	}
+}
+
+// Contract K4: records forged in the data directory harm nothing. They
+// name, with their real start times, an unrelated process, the leader of
+// a process group with a member, and the node's own parent (a shell that
+// carries the forged tag, as the node itself then does); the user's own
+// files sit beside them, and a FIFO named like a record. Ten runs each
+// complete with exit 0, every process still runs and every file of the
+// user is there.
+func TestK4_ForgedRecordsHarmNothingAndTheUsersFilesSurvive(t *testing.T) {
+	data := t.TempDir()
+	agents := filepath.Join(data, journalDir)
+	if err := os.MkdirAll(agents, 0o700); err != nil {
+		t.Fatal(err)
+	}
+	sleeper := func(pgid int) procID {
+		cmd := exec.Command("sleep", "600")
+		cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true, Pgid: pgid}
+		if err := cmd.Start(); err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { _ = cmd.Process.Kill(); _ = cmd.Wait() })
+		return procOf(t, cmd.Process.Pid)
+	}
+	unrelated, leader := sleeper(0), sleeper(0)
+	member := sleeper(leader.pid)
+
+	boot, err := os.ReadFile("/proc/sys/kernel/random/boot_id")
+	if err != nil {
+		t.Fatal(err)
+	}
+	forge := func(tag string, leader procID) {
+		rec, err := json.Marshal(map[string]any{
+			"tag": tag, "boot": strings.TrimSpace(string(boot)),
+			"node":   map[string]any{"pid": os.Getpid(), "start": 1}, // gone: another start time
+			"leader": map[string]any{"pid": leader.pid, "start": leader.start},
+		})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := os.WriteFile(filepath.Join(agents, tag+".json"), rec, 0o600); err != nil {
+			t.Fatal(err)
+		}
+	}
+	forge(ids.New(), unrelated)
+	forge(ids.New(), leader)
+	parentTag := ids.New()
+	mine := []string{"notes.json", "mine.json.tmp", "x.json"}
+	for _, name := range mine[:2] {
+		if err := os.WriteFile(filepath.Join(agents, name), []byte("mine"), 0o600); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := syscall.Mkfifo(filepath.Join(agents, "x.json"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+
+	for i := range 10 {
+		// The shell leads a job's group, as a shell's job does, and stays
+		// the node's parent (it has more to do after it). It starts the
+		// node once its record is forged.
+		shell := exec.CommandContext(await.Ctx(t), "sh", "-c", `read go; "$0" "$@"; exit $?`, bin, "run", "-quiet", "-max-depth", "0", "-dir", t.TempDir())
+		shell.Env = append(os.Environ(), append(withData(data), agentproc.EnvAgentTag+"="+parentTag)...)
+		shell.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
+		var out bytes.Buffer
+		shell.Stdout, shell.Stderr = &out, &out
+		start, err := shell.StdinPipe()
+		if err == nil {
+			err = shell.Start()
+		}
+		if err != nil {
+			t.Fatal(err)
+		}
+		forge(parentTag, procOf(t, shell.Process.Pid))
+		if _, err := io.WriteString(start, "go\n"); err != nil {
+			t.Fatal(err)
+		}
+		if err := shell.Wait(); err != nil {
+			t.Fatalf("run %d: %v\n%s", i, err, out.String())
+		}
+		for name, p := range map[string]procID{"unrelated process": unrelated, "group leader": leader, "group member": member} {
+			if !p.running() {
+				t.Fatalf("run %d: the %s (pid %d) was killed\n%s", i, name, p.pid, out.String())
+			}
+		}
+		if n := strings.Count(out.String(), "leaving alone a file it did not write"); n != len(mine) {
+			t.Errorf("run %d: %d warnings about others' files, want %d:\n%s", i, n, len(mine), out.String())
+		}
+		for _, name := range mine {
+			if _, err := os.Lstat(filepath.Join(agents, name)); err != nil {
+				t.Fatalf("run %d: %s is gone: %v", i, name, err)
+			}
+		}
+	}
+}
+
+// procOf names a running process by its pid and start time.
+func procOf(t *testing.T, pid int) procID {
+	t.Helper()
+	p, err := procfs.NewProc(pid)
+	if err != nil {
+		t.Fatal(err)
+	}
+	st, err := p.Stat()
+	if err != nil {
+		t.Fatal(err)
+	}
+	return procID{pid, st.Starttime}
 }

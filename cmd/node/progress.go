@@ -12,12 +12,15 @@ import (
 	"time"
 	"unicode/utf8"
 
+	"golang.org/x/term"
+
 	"github.com/subactor/subactor/internal/acpdata"
 	"github.com/subactor/subactor/subagent"
 )
 
-// shortID is how many characters of a child's id progress lines show.
-const shortID = 8
+// shortID is how many characters of a child's id progress lines show:
+// the end of it (see short).
+const shortID = 12
 
 // reporter shows a run's children as their events come: event is the top
 // agent's run listener (its calls come one at a time, on the listener's
@@ -156,7 +159,24 @@ func stepText(ev subagent.RunProgress) string {
 // endedText is the line of a child's end after its id, with the time since
 // it started.
 func endedText(reason subagent.StopReason, since time.Time) string {
-	return fmt.Sprintf("ended: %s in %s", reason, time.Since(since).Round(time.Microsecond))
+	return fmt.Sprintf("ended: %s in %s", reason, humanDuration(time.Since(since)))
+}
+
+// humanDuration is d to three significant digits at most ("412ms",
+// "5.26s", "2m5s"), never 0 for a positive d.
+func humanDuration(d time.Duration) string {
+	unit := time.Microsecond
+	switch {
+	case d >= time.Minute:
+		unit = time.Second
+	case d >= 10*time.Second:
+		unit = 100 * time.Millisecond
+	case d >= time.Second:
+		unit = 10 * time.Millisecond
+	case d >= time.Millisecond:
+		unit = time.Millisecond
+	}
+	return d.Round(unit).String()
 }
 
 // println prints a child's line, cleaned: its text is the child's.
@@ -164,7 +184,10 @@ func (p *progress) println(id, line string) {
 	fmt.Fprintf(p.w, "child %s %s\n", short(id), clean(line))
 }
 
-func short(id string) string { return id[:min(shortID, len(id))] }
+// short is how progress names a child: the last shortID characters of its
+// id, the 48 random bits that end a time-ordered UUID (v7), whose head is
+// the time and the same for every child started in the same minute.
+func short(id string) string { return id[max(0, len(id)-shortID):] }
 
 // Usage line and -json records of the run itself (its children's are the
 // subagent events).
@@ -285,9 +308,10 @@ const (
 	liveRows = 8
 	// liveText is the most runes of a child's text a row shows.
 	liveText = 160
-	// textRedraw is the least time between two redraws for streamed
-	// text, which comes a few characters an event.
-	textRedraw = 50 * time.Millisecond
+	// frame is the least time between two redraws (at most 20 a
+	// second): streamed text comes a few characters an event, and a
+	// survey of a large tree ends thousands of children a second.
+	frame = 50 * time.Millisecond
 )
 
 // live is the view on a terminal: one status row per running child,
@@ -300,9 +324,14 @@ type live struct {
 	running []*liveChild  // in start order
 	drawn   int           // rows of the status block on the screen
 	last    time.Time     // of the last redraw
-	every   time.Duration // textRedraw; tests draw every delta
+	every   time.Duration // frame; tests draw every event
 	tick    time.Duration // startTick; tests tick by hand
 	closed  bool
+	// finals are the end lines not yet printed; dirty says the screen is
+	// behind, to be redrawn by due once the frame is over.
+	finals []string
+	dirty  bool
+	due    *time.Timer
 }
 
 // liveChild is a running child's row.
@@ -314,7 +343,7 @@ type liveChild struct {
 	text   string // the current model call's streamed text, its last line
 }
 
-func newLive(w io.Writer) *live { return &live{w: w, every: textRedraw, tick: startTick} }
+func newLive(w io.Writer) *live { return &live{w: w, every: frame, tick: startTick} }
 
 func (l *live) event(ev subagent.Event) error {
 	l.mu.Lock()
@@ -339,9 +368,6 @@ func (l *live) event(ev subagent.Event) error {
 		switch ev.Kind {
 		case subagent.TextDelta:
 			c.text = lastLine(c.text + ev.Text)
-			if time.Since(l.last) < l.every {
-				return nil
-			}
 		case subagent.ModelCallStarted:
 			c.status, c.text = "model", ""
 		case subagent.ModelCallFinished:
@@ -416,17 +442,42 @@ func (l *live) child(id string) *liveChild {
 	return nil
 }
 
-// redraw erases the status block, prints final (when not empty) where it
-// was, and draws the block again below it, in one write.
+// redraw keeps final (when not empty) to be printed and redraws, at once
+// when the last redraw is a frame ago, else when the frame is over.
 func (l *live) redraw(final string) {
+	if final != "" {
+		l.finals = append(l.finals, final)
+	}
+	wait := l.every - time.Since(l.last)
+	if wait <= 0 {
+		l.draw()
+		return
+	}
+	l.dirty = true
+	if l.due == nil {
+		l.due = time.AfterFunc(wait, func() {
+			l.mu.Lock()
+			defer l.mu.Unlock()
+			l.due = nil
+			if !l.closed && l.dirty {
+				l.redraw("")
+			}
+		})
+	}
+}
+
+// draw erases the status block, prints the end lines kept where it was,
+// and draws the block again below them, in one write.
+func (l *live) draw() {
 	var b bytes.Buffer
 	if l.drawn > 0 {
 		fmt.Fprintf(&b, "\r\x1b[%dA", l.drawn)
 	}
 	b.WriteString(eraseBelow)
-	if final != "" {
+	for _, final := range l.finals {
 		b.WriteString(final + "\n")
 	}
+	l.finals, l.dirty = nil, false
 	b.WriteString(noWrap)
 	l.drawn = 0
 	now := time.Now()
@@ -436,7 +487,7 @@ func (l *live) redraw(final string) {
 			l.drawn++
 			break
 		}
-		row := fmt.Sprintf("child %s %s", short(c.id), now.Sub(c.since).Round(100*time.Millisecond))
+		row := fmt.Sprintf("child %s %s", short(c.id), humanDuration(now.Sub(c.since)))
 		if c.step > 0 {
 			row += fmt.Sprintf(" step %d", c.step)
 		}
@@ -454,7 +505,8 @@ func (l *live) redraw(final string) {
 }
 
 // close erases what is left of the status block (children whose end never
-// came, after an overflow) and stops the view.
+// came, after an overflow), prints the end lines not yet printed and stops
+// the view.
 func (l *live) close() {
 	l.mu.Lock()
 	defer l.mu.Unlock()
@@ -462,9 +514,15 @@ func (l *live) close() {
 		return
 	}
 	l.closed = true
+	if l.due != nil {
+		l.due.Stop()
+	}
 	if l.drawn > 0 {
 		fmt.Fprintf(l.w, "\r\x1b[%dA%s", l.drawn, eraseBelow)
 		l.drawn = 0
+	}
+	for _, final := range l.finals {
+		fmt.Fprintln(l.w, final)
 	}
 }
 
@@ -500,14 +558,9 @@ func clip(s string, n int) string {
 
 var rowSpaces = strings.NewReplacer("\n", " ", "\t", " ")
 
-// isTerminal says whether w is a terminal the live view can redraw: a
-// character device (no new dependency for the ioctl check) whose TERM is not
-// "dumb".
+// isTerminal says whether w is a terminal the live view can redraw (a
+// character device such as /dev/null is not) whose TERM is not "dumb".
 func isTerminal(w io.Writer) bool {
 	f, ok := w.(*os.File)
-	if !ok || os.Getenv("TERM") == "dumb" {
-		return false
-	}
-	fi, err := f.Stat()
-	return err == nil && fi.Mode()&os.ModeCharDevice != 0
+	return ok && os.Getenv("TERM") != "dumb" && term.IsTerminal(int(f.Fd()))
 }

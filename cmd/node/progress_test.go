@@ -117,40 +117,40 @@ func TestN1_LiveViewRedrawsOneRowPerRunningChild(t *testing.T) {
 	}
 	ev(subagent.RunStarted{RunID: a})
 	ev(subagent.RunStarted{RunID: b})
-	scr.want(t, "two starts", "session s", `child aaaaaaaa \S+ started`, `child bbbbbbbb \S+ started`)
+	scr.want(t, "two starts", "session s", `child aaaaaaaa-1 \S+ started`, `child bbbbbbbb-2 \S+ started`)
 
 	ev(subagent.RunProgress{RunID: a, Kind: subagent.ModelCallStarted, Step: 1})
 	ev(subagent.RunProgress{RunID: a, Kind: subagent.TextDelta, Step: 1, Text: "first line\nsec"})
 	ev(subagent.RunProgress{RunID: a, Kind: subagent.TextDelta, Step: 1, Text: "ond \x1b[2J line"})
 	ev(subagent.RunProgress{RunID: b, Kind: subagent.ToolCallStarted, Step: 1, Text: `list {"path":"b"}`})
 	scr.want(t, "streamed text and a tool call", "session s",
-		`child aaaaaaaa \S+ step 1 model: second  line`,
-		`child bbbbbbbb \S+ step 1 tool list \{"path":"b"\}`)
+		`child aaaaaaaa-1 \S+ step 1 model: second  line`,
+		`child bbbbbbbb-2 \S+ step 1 tool list \{"path":"b"\}`)
 
 	ev(subagent.RunProgress{RunID: a, Kind: subagent.ModelCallFinished, Step: 1, Usage: &subagent.Usage{InputTokens: 1}})
 	ev(subagent.RunProgress{RunID: b, Kind: subagent.ToolCallFinished, Step: 1, Text: "list", IsError: true})
 	scr.want(t, "a finished call and a failed tool", "session s",
-		`child aaaaaaaa \S+ step 1 model: second  line`,
-		`child bbbbbbbb \S+ step 1 failed list`)
+		`child aaaaaaaa-1 \S+ step 1 model: second  line`,
+		`child bbbbbbbb-2 \S+ step 1 failed list`)
 
 	ev(subagent.RunEnded{RunID: a, StopReason: subagent.Completed, LastAssistantMessage: "all done\nmore"})
 	scr.want(t, "one end", "session s",
-		`child aaaaaaaa ended: completed in \S+: all done`,
-		`child bbbbbbbb \S+ step 1 failed list`)
+		`child aaaaaaaa-1 ended: completed in \S+: all done`,
+		`child bbbbbbbb-2 \S+ step 1 failed list`)
 
 	ev(subagent.RunProgress{RunID: b, Kind: subagent.MessageText, Step: 2, Text: "tally"})
 	ev(subagent.RunEnded{RunID: b, StopReason: subagent.Error})
 	l.close()
 	scr.want(t, "both ends", "session s",
-		`child aaaaaaaa ended: completed in \S+: all done`,
-		`child bbbbbbbb ended: error in \S+`)
+		`child aaaaaaaa-1 ended: completed in \S+: all done`,
+		`child bbbbbbbb-2 ended: error in \S+`)
 	if scr.row != 3 || scr.col != 0 {
 		t.Fatalf("cursor at %d:%d, want the start of the line below the last", scr.row, scr.col)
 	}
 	ev(subagent.RunStarted{RunID: "late"})
 	scr.want(t, "an event after close", "session s",
-		`child aaaaaaaa ended: completed in \S+: all done`,
-		`child bbbbbbbb ended: error in \S+`)
+		`child aaaaaaaa-1 ended: completed in \S+: all done`,
+		`child bbbbbbbb-2 ended: error in \S+`)
 }
 
 // Contract N1: the live view shows at most liveRows children and counts the
@@ -159,6 +159,7 @@ func TestN1_LiveViewRedrawsOneRowPerRunningChild(t *testing.T) {
 func TestN1_LiveViewBoundsItsRows(t *testing.T) {
 	scr := &screen{t: t}
 	l := newLive(scr)
+	l.every = 0
 	for i := range liveRows + 3 {
 		if err := l.event(subagent.RunStarted{RunID: fmt.Sprintf("child%03d", i)}); err != nil {
 			t.Fatal(err)
@@ -182,18 +183,18 @@ func TestN1_LiveViewBoundsItsRows(t *testing.T) {
 func TestN1_LiveViewShowsAgentsStarting(t *testing.T) {
 	scr := &screen{t: t}
 	l := newLive(scr)
-	l.tick = time.Hour
+	l.every, l.tick = 0, time.Hour
 	started := l.starting("cccccccc-3", "fake")
-	scr.want(t, "a start", `child cccccccc \S+ starting fake\.\.\.`)
+	scr.want(t, "a start", `child cccccccc-3 \S+ starting fake\.\.\.`)
 	started("")
 	if err := l.event(subagent.RunStarted{RunID: "cccccccc-3"}); err != nil {
 		t.Fatal(err)
 	}
-	scr.want(t, "the child's start event", `child cccccccc \S+ started`)
+	scr.want(t, "the child's start event", `child cccccccc-3 \S+ started`)
 	aborted := l.starting("dddddddd-4", "slow")
-	scr.want(t, "a second start", `child cccccccc \S+ started`, `child dddddddd \S+ starting slow\.\.\.`)
+	scr.want(t, "a second start", `child cccccccc-3 \S+ started`, `child dddddddd-4 \S+ starting slow\.\.\.`)
 	aborted(subagent.Aborted)
-	scr.want(t, "a cancelled start", `child dddddddd ended: aborted in \S+`, `child cccccccc \S+ started`)
+	scr.want(t, "a cancelled start", `child dddddddd-4 ended: aborted in \S+`, `child cccccccc-3 \S+ started`)
 	l.close()
 }
 
@@ -203,7 +204,7 @@ func TestN1_PlainProgressShowsAgentsStarting(t *testing.T) {
 	var b strings.Builder
 	p := newProgress(&b)
 	p.starting("eeeeeeee-5", "fake")(subagent.Aborted)
-	if !regexp.MustCompile(`^child eeeeeeee starting fake\.\.\.\nchild eeeeeeee ended: aborted in \S+\n$`).MatchString(b.String()) {
+	if !regexp.MustCompile(`^child eeeeeeee-5 starting fake\.\.\.\nchild eeeeeeee-5 ended: aborted in \S+\n$`).MatchString(b.String()) {
 		t.Fatalf("lines:\n%s", b.String())
 	}
 }
@@ -221,7 +222,7 @@ func TestN1_SlowStartShowsItsElapsedTime(t *testing.T) {
 		ended("")
 		time.Sleep(2 * startingEvery)
 		synctest.Wait()
-		want := fmt.Sprintf("child eeeeeeee starting slow...\nchild eeeeeeee starting slow... %s\nchild eeeeeeee starting slow... %s\n", startingEvery, 2*startingEvery)
+		want := fmt.Sprintf("child eeeeeeee-6 starting slow...\nchild eeeeeeee-6 starting slow... %s\nchild eeeeeeee-6 starting slow... %s\n", startingEvery, 2*startingEvery)
 		if b.String() != want {
 			t.Fatalf("lines:\n%s\nwant:\n%s", b.String(), want)
 		}
@@ -232,8 +233,75 @@ func TestN1_SlowStartShowsItsElapsedTime(t *testing.T) {
 		ended = l.starting("ffffffff-7", "slow")
 		time.Sleep(3*startTick + startTick/2)
 		synctest.Wait()
-		scr.want(t, "a start 3s in", `child ffffffff 3s starting slow\.\.\.`)
+		scr.want(t, "a start 3s in", `child ffffffff-7 3s starting slow\.\.\.`)
 		ended(subagent.Aborted)
 		l.close()
 	})
+}
+
+// writes counts a writer's writes and keeps the last.
+type writes struct {
+	n    int
+	last string
+	all  strings.Builder
+}
+
+func (w *writes) Write(p []byte) (int, error) {
+	w.n++
+	w.last = string(p)
+	return w.all.Write(p)
+}
+
+// Contract N1: the live view redraws at most 20 times a second (once a
+// frame) however fast events come, in fake time; the newest state is drawn
+// once the frame is over, and no end line is lost, also at close.
+func TestN1_LiveViewFrameCap(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		var w writes
+		l := newLive(&w)
+		begun := time.Now()
+		const id = "0199aaaa-bbbb-7ccc-8ddd-123456789abc"
+		if err := l.event(subagent.RunStarted{RunID: id}); err != nil {
+			t.Fatal(err)
+		}
+		for i := range 2000 {
+			if err := l.event(subagent.RunProgress{RunID: id, Kind: subagent.ToolCallStarted, Step: i + 1, Text: fmt.Sprintf("list %d", i)}); err != nil {
+				t.Fatal(err)
+			}
+			if i%2 == 0 {
+				time.Sleep(time.Millisecond) // 1,000 events a second
+			}
+		}
+		time.Sleep(frame)
+		synctest.Wait()
+		elapsed := time.Since(begun)
+		if most := int(elapsed/frame) + 1; w.n > most || w.n < most/2 {
+			t.Fatalf("%d redraws in %s, want at most %d (one a frame) and not far fewer", w.n, elapsed, most)
+		}
+		if !strings.Contains(w.last, "step 2000 tool list 1999") {
+			t.Fatalf("the last frame %q does not show the newest step", w.last)
+		}
+		if err := l.event(subagent.RunEnded{RunID: id, StopReason: subagent.Completed}); err != nil {
+			t.Fatal(err)
+		}
+		l.close() // within the frame: the end line is printed by close
+		if !strings.Contains(w.all.String(), "child 123456789abc ended: completed in 1.") {
+			t.Fatalf("no end line in %q", w.last)
+		}
+	})
+}
+
+// Contract N1: durations are shown to a few digits, never as 0.
+func TestN1_HumanDurations(t *testing.T) {
+	for d, want := range map[time.Duration]string{
+		412 * time.Microsecond:                "412µs",
+		412*time.Millisecond + 345678:         "412ms",
+		5264660 * time.Microsecond:            "5.26s",
+		12345 * time.Millisecond:              "12.3s",
+		2*time.Minute + 5400*time.Millisecond: "2m5s",
+	} {
+		if got := humanDuration(d); got != want {
+			t.Errorf("humanDuration(%s) = %q, want %q", d, got, want)
+		}
+	}
 }

@@ -45,6 +45,7 @@ type clusterOptions struct {
 	tlsCA, tlsCert       string
 	tlsKey               string
 	insecure             bool
+	joinTimeout          time.Duration
 }
 
 func clusterFlags(fs *flag.FlagSet, o *clusterOptions, listen string) {
@@ -57,12 +58,13 @@ func clusterFlags(fs *flag.FlagSet, o *clusterOptions, listen string) {
 	fs.StringVar(&o.tlsCert, "tls-cert", "", "mutual TLS: this node's certificate `FILE` (PEM)")
 	fs.StringVar(&o.tlsKey, "tls-key", "", "mutual TLS: this node's key `FILE` (PEM)")
 	fs.BoolVar(&o.insecure, "insecure", false, "allow listening beyond loopback without TLS")
+	fs.DurationVar(&o.joinTimeout, "join-timeout", cluster.DefaultJoinTimeout, "give up joining after `DURATION`, naming what could not be reached")
 }
 
 // config is the cluster configuration the flags give; a usage error is a
 // *configError.
 func (o clusterOptions) config() (cluster.Config, error) {
-	c := cluster.Config{Name: o.name, Listen: o.listen, MemberListen: o.memberListen, Insecure: o.insecure}
+	c := cluster.Config{Name: o.name, Listen: o.listen, MemberListen: o.memberListen, Insecure: o.insecure, JoinTimeout: o.joinTimeout}
 	c.Peers, c.Etcd = splitList(o.peers), splitList(o.etcd)
 	switch {
 	case len(c.Peers) > 0 && len(c.Etcd) > 0:
@@ -92,12 +94,12 @@ func splitList(s string) []string {
 }
 
 // join starts the node, saying on logs what it waits for.
-func join(cfg cluster.Config, logs io.Writer) (*cluster.Node, error) {
+func join(ctx context.Context, cfg cluster.Config, logs io.Writer) (*cluster.Node, error) {
 	if cfg.System == nil {
 		cfg.Logger = logger(logs)
 	}
 	fmt.Fprintf(logs, "%s: joining cluster %q at %s...\n", prog, cfg.Name, cfg.Listen)
-	n, err := cluster.Start(cfg)
+	n, err := cluster.Start(ctx, cfg)
 	if errors.Is(err, cluster.ErrConfig) {
 		return nil, configErrorf("%v", err)
 	}
@@ -117,7 +119,7 @@ func joinAndWait(ctx context.Context, o clusterOptions, stderr io.Writer, comman
 	if err != nil {
 		return nil, err
 	}
-	n, err := join(cfg, stderr)
+	n, err := join(ctx, cfg, stderr)
 	if err != nil {
 		return nil, err
 	}
@@ -236,7 +238,7 @@ func serveFlags(o *serveOptions) *flag.FlagSet {
 func serveCommand(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	var o serveOptions
 	fs := serveFlags(&o)
-	if code, ok := parseFlags(fs, args, stderr); !ok {
+	if code, ok := parseFlags(fs, args, stdout, stderr); !ok {
 		return code
 	}
 	if fs.NArg() > 0 {
@@ -274,7 +276,7 @@ func serveCommand(ctx context.Context, args []string, stdout, stderr io.Writer) 
 	}
 	defer closeProviders()
 	cfg.Providers = providers
-	n, err := join(cfg, stderr)
+	n, err := join(ctx, cfg, stderr)
 	if err != nil {
 		cfg.System.Shutdown()
 		return failed(stderr, "serve", err)
@@ -286,7 +288,9 @@ func serveCommand(ctx context.Context, args []string, stdout, stderr io.Writer) 
 	fmt.Fprintf(stdout, "member %s at %s offering [%s], capacity %d\n", n.ID(), n.Address(), strings.Join(names, " "), o.capacity)
 	<-ctx.Done()
 	fmt.Fprintf(stderr, "%s serve: leaving the cluster...\n", prog)
-	leaveCtx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	// Callers acknowledge their runs' ends at once; one that does not
+	// (frozen, cut off) is not waited for beyond the stop bound.
+	leaveCtx, cancel := context.WithTimeout(context.Background(), stopGrace)
 	defer cancel()
 	n.Leave(leaveCtx)
 	return exitOK
@@ -359,11 +363,22 @@ func (o serveOptions) providers(sys *actors.System, logs io.Writer) ([]subagent.
 	return append(ps, p), func() { _ = closeStore() }, nil
 }
 
-func statusFlags(o *clusterOptions, config *string) *flag.FlagSet {
+func statusFlags(o *clusterOptions, config *string, asJSON *bool) *flag.FlagSet {
 	fs := flag.NewFlagSet(prog+" status", flag.ContinueOnError)
 	clusterFlags(fs, o, "127.0.0.1:0")
 	fs.StringVar(config, "config", "", "a JSON `FILE` whose \"cluster\" object gives the flags above, as serve's does (a flag given wins)")
+	fs.BoolVar(asJSON, "json", false, "print one JSON object per member instead of a line")
 	return fs
+}
+
+// jsonMember is a member as status -json prints it.
+type jsonMember struct {
+	ID        string   `json:"id"`
+	Address   string   `json:"address"`
+	Providers []string `json:"providers"`
+	Capacity  int64    `json:"capacity"`
+	Runs      int64    `json:"runs"`
+	Error     string   `json:"error,omitempty"` // why it did not answer
 }
 
 // statusCommand runs status: it joins the cluster as a member offering
@@ -372,8 +387,9 @@ func statusFlags(o *clusterOptions, config *string) *flag.FlagSet {
 func statusCommand(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	var o clusterOptions
 	var config string
-	fs := statusFlags(&o, &config)
-	if code, ok := parseFlags(fs, args, stderr); !ok {
+	var asJSON bool
+	fs := statusFlags(&o, &config, &asJSON)
+	if code, ok := parseFlags(fs, args, stdout, stderr); !ok {
 		return code
 	}
 	if config != "" {
@@ -387,7 +403,24 @@ func statusCommand(ctx context.Context, args []string, stdout, stderr io.Writer)
 		return failed(stderr, "status", err)
 	}
 	defer n.Stop()
+	if len(n.Members()) < 2 {
+		return failed(stderr, "status", unreached(o))
+	}
+	enc := newEncoder(stdout)
 	for _, l := range remote.Status(ctx, n, time.Second) {
+		switch {
+		case l.Member.ID == n.ID():
+			continue // this command's own client, not a member that serves
+		case asJSON:
+			j := jsonMember{ID: l.Member.ID, Address: l.Member.Address, Providers: l.Member.Providers, Capacity: l.Capacity, Runs: l.Runs}
+			if l.Err != nil {
+				j.Error = l.Err.Error()
+			}
+			if err := enc.Encode(j); err != nil {
+				return failed(stderr, "status", err)
+			}
+			continue
+		}
 		if l.Err != nil {
 			fmt.Fprintf(stdout, "%s %s unreachable: %v\n", l.Member.ID, l.Member.Address, l.Err)
 			continue
@@ -431,7 +464,7 @@ func clusterDelegate(ctx context.Context, o delegateOptions, stdout, stderr io.W
 		return failed(stderr, "delegate", err)
 	}
 	defer parent.Close()
-	rep := newReporter(o.quiet, o.json, stdout)
+	rep := newReporter(o.quiet, o.json, stdout, stderr)
 	if err := printSession(stdout, o.json, parent.SessionID()); err != nil {
 		return failed(stderr, "delegate", err)
 	}
@@ -448,18 +481,44 @@ func clusterDelegate(ctx context.Context, o delegateOptions, stdout, stderr io.W
 	if o.steer {
 		stopSteering = steerFrom(ctx, os.Stdin, run, stderr)
 	}
-	res, err := run.Wait(context.WithoutCancel(ctx))
-	if derr := run.Dispose(context.WithoutCancel(ctx)); err == nil {
+	// Stopped, the run is cancelled (Start's ctx) and its end waited
+	// for stopGrace at most: a host that does not answer is not waited
+	// for (it disposes the runs of a caller that is gone).
+	end, cancel := afterStop(ctx, stopGrace)
+	defer cancel()
+	res, err := run.Wait(end)
+	if derr := run.Dispose(end); err == nil {
 		err = derr
 	}
 	stopSteering()
-	_ = events.Flush(context.WithoutCancel(ctx))
+	_ = events.Flush(end)
 	events.Release()
 	rep.close()
 	if err != nil {
 		return failed(stderr, "delegate", err)
 	}
 	return reportChild("delegate", outcome{session: parent.SessionID(), res: res}, o.json, o.quiet, stdout, stderr)
+}
+
+// stopGrace bounds what a cluster command still waits for once stopped
+// (SIGINT, SIGTERM), so that it ends within two seconds whatever its
+// peers do.
+const stopGrace = 1500 * time.Millisecond
+
+// afterStop is a context that ends grace after ctx ended.
+func afterStop(ctx context.Context, grace time.Duration) (context.Context, context.CancelFunc) {
+	end, cancel := context.WithCancel(context.WithoutCancel(ctx))
+	stop := context.AfterFunc(ctx, func() { time.AfterFunc(grace, cancel) })
+	return end, func() { stop(); cancel() }
+}
+
+// unreached says that no other member was heard, naming where the node
+// looked.
+func unreached(o clusterOptions) error {
+	if o.etcd != "" {
+		return fmt.Errorf("no other member is registered in etcd at %s", o.etcd)
+	}
+	return fmt.Errorf("no other member answered at the peers %s", o.peers)
 }
 
 // errNoSteer answers a steer of a child that takes none (an ACP agent's).

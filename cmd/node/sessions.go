@@ -24,9 +24,10 @@ const stateInterrupted = "running/interrupted"
 // stateUnreadable is the state of a session whose log does not load.
 const stateUnreadable = "unreadable"
 
-func sessionsFlags(data *string) *flag.FlagSet {
+func sessionsFlags(data *string, asJSON *bool) *flag.FlagSet {
 	fs := flag.NewFlagSet(prog+" sessions", flag.ContinueOnError)
 	dataFlag(fs, data)
+	fs.BoolVar(asJSON, "json", false, "print one JSON object per session instead of a line, its depth below SESSION beside it")
 	return fs
 }
 
@@ -37,8 +38,9 @@ func sessionsFlags(data *string) *flag.FlagSet {
 // lock keeps readers out of the file), that node lists its sessions.
 func sessionsCommand(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	var data string
-	fs := sessionsFlags(&data)
-	if code, ok := parseFlags(fs, args, stderr); !ok {
+	var req sessionsRequest
+	fs := sessionsFlags(&data, &req.JSON)
+	if code, ok := parseFlags(fs, args, stdout, stderr); !ok {
 		return code
 	}
 	if fs.NArg() > 1 {
@@ -54,10 +56,10 @@ func sessionsCommand(ctx context.Context, args []string, stdout, stderr io.Write
 		fmt.Fprintf(stderr, "%s sessions: -data %s keeps no sessions past its own process: nothing to list\n", prog, memoryData)
 		return exitUsage
 	}
-	session := fs.Arg(0)
+	req.Session = fs.Arg(0)
 	store, closeStore, err := openReader(dir)
 	if errors.Is(err, errDataDirLocked) {
-		if reply, ok := askLiveNode(ctx, dir, session); ok {
+		if reply, ok := askLiveNode(ctx, dir, req); ok {
 			io.WriteString(stdout, reply.Stdout)
 			io.WriteString(stderr, reply.Stderr)
 			return reply.Code
@@ -68,21 +70,20 @@ func sessionsCommand(ctx context.Context, args []string, stdout, stderr io.Write
 		return exitFailed
 	}
 	defer closeStore()
-	return listSessions(ctx, store, dir, session, stdout, stderr)
+	return listSessions(ctx, store, dir, req, stdout, stderr)
 }
 
-// listSessions prints the top-level sessions of store, or session and its
-// children, as node sessions does, and returns its exit code.
-func listSessions(ctx context.Context, store persistence.Store, dir, session string, stdout, stderr io.Writer) int {
-	l := &lister{ctx: ctx, store: store, w: stdout, errs: stderr, seen: map[string]bool{}}
+// listSessions prints the top-level sessions of store, or req.Session and
+// its children, as node sessions does, and returns its exit code.
+func listSessions(ctx context.Context, store persistence.Store, dir string, req sessionsRequest, stdout, stderr io.Writer) int {
+	l := &lister{ctx: ctx, store: store, w: stdout, errs: stderr, seen: map[string]bool{}, json: req.JSON}
+	session := req.Session
 	var err error
 	if session == "" {
 		err = l.topLevel()
 	} else {
 		err = l.tree(session)
-		if errors.Is(err, persistence.ErrNotFound) {
-			err = fmt.Errorf("%w %q in data directory %q", errUnknownSession, session, dir)
-		}
+		err = unknownSession(err, session, dir)
 	}
 	if err != nil {
 		fmt.Fprintf(stderr, "%s sessions: %v\n", prog, err)
@@ -92,6 +93,15 @@ func listSessions(ctx context.Context, store persistence.Store, dir, session str
 		return exitFailed
 	}
 	return exitOK
+}
+
+// unknownSession is err, or, when err says the store has no session id,
+// the error every command gives for an unknown session.
+func unknownSession(err error, id, dir string) error {
+	if errors.Is(err, persistence.ErrNotFound) {
+		return fmt.Errorf("%w %q in data directory %q", errUnknownSession, id, dir)
+	}
+	return err
 }
 
 // lister prints session lines.
@@ -105,6 +115,18 @@ type lister struct {
 	// unreadable is set once a log did not load; its line says so and
 	// the error went to errs.
 	unreadable bool
+	json       bool // one jsonSession a line
+}
+
+// jsonSession is a session as sessions -json prints it.
+type jsonSession struct {
+	ID           string `json:"id"`
+	Depth        int    `json:"depth"`
+	Turns        int    `json:"turns"`
+	State        string `json:"state"`
+	Server       string `json:"server,omitempty"`
+	AgentSession string `json:"agentSession,omitempty"`
+	Prompt       string `json:"prompt"`
 }
 
 // topLevel prints a line for every session without a parent, in creation
@@ -163,6 +185,10 @@ func (l *lister) line(id string, depth int) {
 		l.unreadable = true
 		fmt.Fprintf(l.errs, "%s sessions: %v\n", prog, err)
 		s = summary{state: stateUnreadable}
+	}
+	if l.json {
+		_ = newEncoder(l.w).Encode(jsonSession{ID: id, Depth: depth, Turns: s.turns, State: s.state, Server: s.server, AgentSession: s.agentSession, Prompt: s.prompt})
+		return
 	}
 	agentPart := ""
 	if s.server != "" {
@@ -226,6 +252,9 @@ func summarize(ctx context.Context, store persistence.Store, id string) (summary
 				continue
 			}
 			s.state = string(stop.StopReason)
+			if len(stop.Output) > 0 {
+				s.turns++ // an ACP child's answer: its turns are the agent's
+			}
 		}
 	}
 	return s, nil

@@ -47,7 +47,7 @@ func (s snapshot) spared() spared {
 	return sp
 }
 
-func (sp spared) pid(pid int) bool     { return pid <= 1 || sp.pids[pid] }
+func (sp spared) pid(pid int) bool    { return pid <= 1 || sp.pids[pid] }
 func (sp spared) group(pgid int) bool { return pgid <= 1 || sp.groups[pgid] }
 
 // leftovers decides what the records of dead nodes, by tag, let the

@@ -18,6 +18,7 @@ import (
 	sdk "github.com/coder/acp-go-sdk"
 
 	"github.com/subactor/subactor/actors/internal/run"
+	"github.com/subactor/subactor/agent"
 	"github.com/subactor/subactor/internal/acpdata"
 	"github.com/subactor/subactor/internal/agentlog"
 	"github.com/subactor/subactor/internal/agentproc"
@@ -153,8 +154,21 @@ func (c *child) take(ctx context.Context) error {
 	if n := len(entries); n > 0 {
 		last = entries[n-1].Seq
 	}
-	c.seq, err = c.p.cfg.Store.AppendAt(ctx, c.storeSession, last, persistence.Record{Kind: agentlog.KindActivation, Data: json.RawMessage(`{}`)})
+	prompt, err := c.promptRecord()
+	if err != nil {
+		return err
+	}
+	c.seq, err = c.p.cfg.Store.AppendAt(ctx, c.storeSession, last, persistence.Record{Kind: agentlog.KindActivation, Data: json.RawMessage(`{}`)}, prompt)
 	return err
+}
+
+// promptRecord is the activation's prompt as a user turn of the child's
+// session, stored with the record that begins the activation, so that
+// listings show an ACP child's turns as any other's; its answer is in
+// the stop record (see recordStop).
+func (c *child) promptRecord() (persistence.Record, error) {
+	data, err := json.Marshal(agent.Message{Role: agent.User, Content: c.req.Prompt})
+	return persistence.Record{Kind: persistence.KindMessage, Data: data}, err
 }
 
 // descriptor is the continuation's descriptor, or the first one in the
@@ -437,7 +451,11 @@ func (c *child) store(ctx context.Context, pd acpdata.ProviderData) error {
 		ParentSessionID: c.req.Parent.SessionID(),
 		DelegationDepth: subagent.DelegationDepthOf(c.req.Parent) + 1,
 	}
-	seq, err := c.p.cfg.Store.CreateWith(context.WithoutCancel(ctx), h, rec)
+	prompt, err := c.promptRecord()
+	if err != nil {
+		return &startError{Step: "store", Err: err}
+	}
+	seq, err := c.p.cfg.Store.CreateWith(context.WithoutCancel(ctx), h, rec, prompt)
 	if err != nil {
 		return &startError{Step: "store", Err: err}
 	}

@@ -9,6 +9,7 @@ import (
 
 	"github.com/subactor/subactor/actors/providers/acp"
 	"github.com/subactor/subactor/actors/registry"
+	"github.com/subactor/subactor/agent"
 	"github.com/subactor/subactor/internal/acpdata"
 	"github.com/subactor/subactor/internal/agentlog"
 	"github.com/subactor/subactor/internal/await"
@@ -35,10 +36,14 @@ func TestP3_DescriptorKeepsTheAgentSession(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	// The descriptor first; how the turn stopped last (agentlog.KindStop).
+	// The descriptor first, the prompt as a user turn in the same append,
+	// how the turn stopped last (agentlog.KindStop).
 	var stop agentlog.Stop
-	if h.ParentSessionID != top.SessionID() || h.DelegationDepth != 1 || len(recs) != 2 ||
-		recs[1].Kind != agentlog.KindStop || json.Unmarshal(recs[1].Data, &stop) != nil || stop.StopReason != subagent.Completed {
+	var prompt agent.Message
+	if h.ParentSessionID != top.SessionID() || h.DelegationDepth != 1 || len(recs) != 3 ||
+		recs[1].Kind != persistence.KindMessage || json.Unmarshal(recs[1].Data, &prompt) != nil ||
+		prompt.Role != agent.User || subagent.TextOf(prompt.Content) != "say hi" ||
+		recs[2].Kind != agentlog.KindStop || json.Unmarshal(recs[2].Data, &stop) != nil || stop.StopReason != subagent.Completed {
 		t.Fatalf("header %+v, records %+v", h, recs)
 	}
 	d, err := descriptor.Fold(recs)
@@ -223,7 +228,8 @@ func TestS8_AStaleACPActivationRecordsNothingAfterTheNextTookTheSession(t *testi
 	for _, r := range recs {
 		kinds = append(kinds, r.Kind)
 	}
-	want := []string{descriptor.Kind, agentlog.KindStop, agentlog.KindActivation, agentlog.KindActivation, agentlog.KindStop}
+	msg := persistence.KindMessage // each activation's prompt
+	want := []string{descriptor.Kind, msg, agentlog.KindStop, agentlog.KindActivation, msg, agentlog.KindActivation, msg, agentlog.KindStop}
 	if strings.Join(kinds, " ") != strings.Join(want, " ") {
 		t.Fatalf("session records %q, want %q: only the newest activation records its stop", kinds, want)
 	}
