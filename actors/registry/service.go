@@ -1,5 +1,6 @@
-// Package registry is the Service callers use (the seed's ctx.subagents) and
-// the registry actor behind it.
+// Package registry is the Service callers use to register providers and to
+// start, resume, steer and follow their children, and the registry actor
+// behind it.
 //
 // The Service is safe for concurrent use. Its registry actor holds providers
 // in insertion order and one parent actor per parent session someone
@@ -8,6 +9,8 @@
 // and reports to the parent actor, if the run has one, by message.
 // Listener code runs on a goroutine of its own per listener, never on an
 // actor's.
+//
+// Codes such as (R4) name contracts: https://github.com/subactor/subactor/blob/main/docs/contracts.md
 package registry
 
 import (
