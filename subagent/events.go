@@ -40,6 +40,11 @@ type RunEnded struct {
 	StopReason           StopReason
 	LastAssistantMessage string
 	Usage                *Usage // where the provider knows it
+	// Result is the run's result as Wait returns it (output, structured
+	// output, detail), so a listener needs no Wait of its own. Its
+	// StopReason is the run's; StopReason above is Error instead when an
+	// infrastructure fault ended the run. Cause does not cross the wire.
+	Result Result
 }
 
 // ProgressKind says what a RunProgress reports.

@@ -186,6 +186,7 @@ func (a *parentActor) end(s *Settled) {
 		StopReason:           reason,
 		LastAssistantMessage: subagent.TextOf(s.Result.Output),
 		Usage:                s.Result.Usage,
+		Result:               s.Result,
 	})
 }
 
