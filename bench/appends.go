@@ -28,21 +28,40 @@ type AppendRate struct {
 var record = persistence.Record{Kind: persistence.KindMessage, Data: json.RawMessage(`"` + strings.Repeat("x", 510) + `"`)}
 
 // BoltAppends appends 512-byte records to a fresh bbolt store in dir from
-// writers goroutines, each to its own session, for dur. With group commit
-// appends that arrive during a commit share the next one (the bbolt store
-// batches concurrent Appends). Without it every append commits and fsyncs
-// alone: the store offers no switch for that, so the writers take turns
-// through a mutex, which makes every Append a lone one, and a lone Append
-// is exactly a commit of its own (the store batches only appends that are
-// in flight together).
+// writers goroutines, each to its own session, for dur (see Appends).
 func BoltAppends(ctx context.Context, dir string, writers int, group bool, dur time.Duration) (AppendRate, error) {
 	store, err := persistence.OpenBolt(filepath.Join(dir, fmt.Sprintf("appends-%d-%v.db", writers, group)))
 	if err != nil {
 		return AppendRate{}, err
 	}
 	defer store.Close()
+	return Appends(ctx, store, writers, group, dur)
+}
+
+// Appends appends 512-byte records to store, empty, from writers
+// goroutines, each to its own session, for dur. With group commit
+// appends that arrive during a commit share the next one (the bbolt store
+// batches concurrent Appends; PostgreSQL flushes the WAL of every commit
+// waiting when one flushes). Without it every append commits and fsyncs
+// alone: the stores offer no switch for that, so the writers take turns
+// through a mutex, which makes every Append a lone one, and a lone Append
+// is exactly a commit of its own.
+func Appends(ctx context.Context, store persistence.Store, writers int, group bool, dur time.Duration) (AppendRate, error) {
+	// Each writer's session is created and appended to once before the
+	// clock starts, all at once, so that a store's connections (or
+	// file) are ready as in a process that has been running.
+	var warm sync.WaitGroup
+	errs := make(chan error, writers)
 	for w := range writers {
-		if err := store.Create(ctx, subagent.SessionHeader{SessionID: fmt.Sprint("w", w)}); err != nil {
+		warm.Go(func() {
+			_, err := store.CreateWith(ctx, subagent.SessionHeader{SessionID: fmt.Sprint("w", w)}, record)
+			errs <- err
+		})
+	}
+	warm.Wait()
+	close(errs)
+	for err := range errs {
+		if err != nil {
 			return AppendRate{}, err
 		}
 	}

@@ -147,7 +147,7 @@ func remoteOnce(ctx context.Context, hostBin string, hosts, samples, callers, ro
 		// through the same client without another process.
 		cfg.Providers, cfg.Capacity = []subagent.Provider{clustertest.Echo{}}, 1<<20
 	}
-	n, err := cluster.Start(cfg)
+	n, err := cluster.Start(context.Background(), cfg)
 	if err != nil {
 		return throughput{}, Distribution{}, Distribution{}, err
 	}

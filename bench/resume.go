@@ -34,15 +34,21 @@ func (m firstCall) Generate(ctx context.Context, _ agent.Request) (agent.Respons
 }
 
 // Resume measures, for each history length, samples resumes of children
-// on a bbolt store in dir, each a fresh child whose log holds its
-// descriptor and turns alternating user and assistant messages of about
-// 200 bytes (written outside the timing).
+// on a bbolt store in dir (see ResumeOn).
 func Resume(ctx context.Context, dir string, turns []int, samples int) ([]ResumeResult, error) {
 	store, err := persistence.OpenBolt(filepath.Join(dir, "resume.db"))
 	if err != nil {
 		return nil, err
 	}
 	defer store.Close()
+	return ResumeOn(ctx, store, turns, samples)
+}
+
+// ResumeOn measures, for each history length, samples resumes of
+// children on store, each a fresh child whose log holds its descriptor
+// and turns alternating user and assistant messages of about 200 bytes
+// (written outside the timing).
+func ResumeOn(ctx context.Context, store persistence.Store, turns []int, samples int) ([]ResumeResult, error) {
 	model := firstCall{called: make(chan time.Time, 1)}
 	s, err := newSeamWith(ctx, spawn.Config{Model: model, Store: store})
 	if err != nil {

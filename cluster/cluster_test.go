@@ -1,6 +1,7 @@
 package cluster_test
 
 import (
+	"context"
 	"errors"
 	"net"
 	"strconv"
@@ -123,7 +124,7 @@ func TestK3_HostedRunRefusesAForeignSender(t *testing.T) {
 	defer sys.Root.Stop(caller)
 	host := actor.NewPID(n.Address(), clusterwire.HostName)
 	sys.Root.RequestWithCustomSender(host, &messages.RemoteStart{
-		RunId: "run-1", Provider: "echo", Prompt: []*messages.ContentBlock{{Type: "text", Text: "wait"}},
+		RunId: "run-1", Provider: "echo", Prompt: []*messages.ContentBlock{{Type: "text", Text: "wait"}}, CallerMember: n.ID(),
 	}, caller)
 	hosted := await.Recv(t, accepted, "the run's acceptance")
 	reply, err := sys.Root.RequestFuture(hosted, &messages.Dispose{}, await.Deadline).Result()
@@ -136,11 +137,22 @@ func TestK3_HostedRunRefusesAForeignSender(t *testing.T) {
 	await.Recv(t, quiesced, "the caller's dispose to quiesce the run")
 }
 
+// Contract K2: a start from a caller the host's membership does not name
+// (a member that left, or one the host has not heard of yet) is refused
+// not-a-member: its answers could go to an earlier member's connection
+// to the caller's address.
+func TestK2_AStartFromACallerNotInTheMembershipIsRefused(t *testing.T) {
+	n := clustertest.Node(t, cluster.Config{}, clustertest.Echo{})
+	for _, member := range []string{"", "a-member-that-left"} {
+		refusal(t, ask(t, n, &messages.RemoteStart{RunId: "run-" + member, Provider: "echo", Prompt: []*messages.ContentBlock{{Text: "x"}}, CallerMember: member}), clusterwire.RefusedNotMember)
+	}
+}
+
 // Contract K3: a non-loopback listen address without TLS is refused
 // unless Insecure; every interface is never bound.
 func TestK3_ConfigRefusesInsecureListen(t *testing.T) {
 	for _, listen := range []string{"0.0.0.0:7000", "10.1.2.3:7000", ":7000"} {
-		_, err := cluster.Start(cluster.Config{Listen: listen, Peers: []string{"127.0.0.1:7001"}})
+		_, err := cluster.Start(context.Background(), cluster.Config{Listen: listen, Peers: []string{"127.0.0.1:7001"}})
 		if !errors.Is(err, cluster.ErrConfig) {
 			t.Fatalf("listen %s: %v", listen, err)
 		}
@@ -162,7 +174,7 @@ func TestK3_StartOnATakenPortFailsCleanly(t *testing.T) {
 	}
 	defer taken.Close()
 	member := net.JoinHostPort("127.0.0.1", strconv.Itoa(port+1))
-	n, err := cluster.Start(cluster.Config{Listen: listen, MemberListen: member, Peers: []string{member}, Providers: []subagent.Provider{clustertest.Echo{}}})
+	n, err := cluster.Start(context.Background(), cluster.Config{Listen: listen, MemberListen: member, Peers: []string{member}, Providers: []subagent.Provider{clustertest.Echo{}}})
 	if err == nil {
 		n.Stop()
 		t.Fatalf("Start on taken port %s: no error", listen)

@@ -17,9 +17,10 @@ import (
 
 // Defaults for a Config's zero values.
 const (
-	DefaultName      = "subactor"
-	DefaultCapacity  = 4
-	defaultMaxPrompt = 1 << 20 // bytes of prompt text a remote start may carry
+	defaultName        = "subactor"
+	defaultCapacity    = 4
+	defaultJoinTimeout = 10 * time.Second
+	defaultMaxPrompt   = 1 << 20 // bytes of prompt text a remote start may carry
 	// staticRefresh is how often a static-list member asks every listed
 	// member for its health; a member that does not answer within
 	// staticProbeTimeout is dropped from the topology.
@@ -31,13 +32,13 @@ const (
 	etcdLeaseTTL = 3 * time.Second
 )
 
-// LossBound is how long, at most, a member that died or froze stays in
+// lossBound is how long, at most, a member that died or froze stays in
 // the others' topology, plus a margin for scheduling on a loaded machine:
 // the bound within which a caller's run on that member settles error (K2).
 // Static list: a probe that times out plus two refresh rounds; etcd: the
 // lease TTL, the provider's one-second lease granularity and a watch
 // round.
-func LossBound(etcd bool) time.Duration {
+func lossBound(etcd bool) time.Duration {
 	if etcd {
 		return etcdLeaseTTL + 2*time.Second + margin
 	}
@@ -49,7 +50,7 @@ const margin = 2 * time.Second
 // Config configures a Node.
 type Config struct {
 	// Name is the cluster's name; members of different names ignore each
-	// other. DefaultName when empty.
+	// other. "subactor" when empty.
 	Name string
 	// Listen is the host:port the node's actors are reached at (gRPC).
 	// A host other than a loopback address needs TLS or Insecure.
@@ -66,7 +67,7 @@ type Config struct {
 	// Providers are the providers this node runs for its peers.
 	Providers []subagent.Provider
 	// Capacity is how many runs this node hosts at once for its peers;
-	// DefaultCapacity when 0.
+	// 4 when 0.
 	Capacity int
 	// MaxPrompt bounds the prompt text of a start a peer asks for;
 	// 1 MiB when 0.
@@ -76,6 +77,9 @@ type Config struct {
 	TLS *TLSFiles
 	// Insecure allows a non-loopback Listen without TLS.
 	Insecure bool
+	// JoinTimeout bounds Start: past it, Start fails naming what it could
+	// not reach. 10s when 0.
+	JoinTimeout time.Duration
 	// System is the actor runtime the node runs on (its providers' runs
 	// live there too); the node makes one when nil. Its remote must not
 	// have started: the node starts it. The caller shuts a System it
@@ -128,13 +132,16 @@ func isLoopback(host string) bool {
 // withDefaults checks c and fills its defaults.
 func (c Config) withDefaults() (Config, error) {
 	if c.Name == "" {
-		c.Name = DefaultName
+		c.Name = defaultName
 	}
 	if c.Capacity == 0 {
-		c.Capacity = DefaultCapacity
+		c.Capacity = defaultCapacity
 	}
 	if c.Capacity < 0 {
 		return c, configError("capacity %d is negative", c.Capacity)
+	}
+	if c.JoinTimeout <= 0 {
+		c.JoinTimeout = defaultJoinTimeout
 	}
 	if c.MaxPrompt == 0 {
 		c.MaxPrompt = defaultMaxPrompt

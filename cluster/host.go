@@ -128,6 +128,11 @@ func (h *host) start(ctx actor.Context, m *messages.RemoteStart) {
 		refuse(clusterwire.RefusedInvalid, err.Error())
 	case dup:
 		refuse(clusterwire.RefusedDuplicate, fmt.Sprintf("run %s is already hosted here", m.GetRunId()))
+	case !h.n.isMember(m.GetCallerMember()):
+		// Admitted only once membership names the caller: protoactor
+		// then has dropped its connection to any earlier member on the
+		// caller's address, so the answers reach this caller (K2).
+		refuse(clusterwire.RefusedNotMember, fmt.Sprintf("caller %q is not a member of node %s's cluster (yet)", m.GetCallerMember(), h.n.ID()))
 	case h.busy() >= h.n.cfg.Capacity:
 		refuse(clusterwire.RefusedFull, fmt.Sprintf("node %s hosts %d runs, its capacity", h.n.ID(), h.busy()))
 	default:

@@ -2,6 +2,7 @@ package cluster
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"log/slog"
 	"net"
@@ -63,24 +64,29 @@ type Node struct {
 }
 
 // Start joins (or forms) the cluster. It returns once this node is a
-// member; peers appear as membership finds them (WaitMembers).
-func Start(cfg Config) (n *Node, err error) {
+// member; peers appear as membership finds them (WaitMembers). It fails,
+// naming what it could not reach, once cfg.JoinTimeout passed or ctx
+// ended.
+func Start(ctx context.Context, cfg Config) (n *Node, err error) {
 	cfg, err = cfg.withDefaults()
 	if err != nil {
 		return nil, err
 	}
+	ctx, cancel := context.WithTimeout(ctx, cfg.JoinTimeout)
+	defer cancel()
 	host, port, _ := hostPort(cfg.Listen, "listen address")
+	n = &Node{cfg: cfg, sys: cfg.System, changed: make(chan struct{})}
+	serverOpts := n.inboundOptions()
 	var opts []remote.ConfigOption
 	if cfg.TLS != nil {
 		server, client, err := cfg.TLS.tlsConfigs()
 		if err != nil {
 			return nil, err
 		}
-		opts = append(opts,
-			remote.WithServerOptions(grpc.Creds(credentials.NewTLS(server))),
-			remote.WithDialOptions(grpc.WithTransportCredentials(credentials.NewTLS(client))))
+		serverOpts = append(serverOpts, grpc.Creds(credentials.NewTLS(server)))
+		opts = append(opts, remote.WithDialOptions(grpc.WithTransportCredentials(credentials.NewTLS(client))))
 	}
-	n = &Node{cfg: cfg, sys: cfg.System, changed: make(chan struct{})}
+	opts = append(opts, remote.WithServerOptions(serverOpts...))
 	if n.sys == nil {
 		var sysOpts []actors.Option
 		if cfg.Logger != nil {
@@ -88,17 +94,23 @@ func Start(cfg Config) (n *Node, err error) {
 		}
 		n.sys, n.ownsSys = actors.NewSystem(sysOpts...), true
 	}
-	started := n // an error return sets n to nil
+	started := n       // an error return sets n to nil
+	abandoned := false // a join given up on: its own goroutine cleans up
 	defer func() {
-		if err != nil && started.ownsSys {
+		if err != nil && started.ownsSys && !abandoned {
 			started.sys.Shutdown()
 		}
 	}()
 
 	var provider cluster.ClusterProvider
 	if len(cfg.Etcd) > 0 {
-		if provider, err = etcd.NewWithConfig("/subactor", clientv3.Config{Endpoints: cfg.Etcd, DialTimeout: 5 * time.Second}); err != nil {
-			err = fmt.Errorf("cluster: etcd %s: %w", strings.Join(cfg.Etcd, ","), err)
+		// protoactor's etcd provider reads etcd without a deadline: an
+		// unreachable etcd is found here instead, within the bound.
+		if err = probeEtcd(ctx, cfg.Etcd); err == nil {
+			provider, err = etcd.NewWithConfig("/subactor", clientv3.Config{Endpoints: cfg.Etcd, DialTimeout: 5 * time.Second})
+		}
+		if err != nil {
+			err = fmt.Errorf("cluster: could not reach etcd at %s: %w", strings.Join(cfg.Etcd, ","), err)
 		}
 	} else {
 		provider, err = n.staticProvider(cfg)
@@ -119,10 +131,8 @@ func Start(cfg Config) (n *Node, err error) {
 			n.setMembers(t.Members)
 		}
 	})
-	if err := startMember(n.cl); err != nil {
-		if n.health != nil {
-			n.health.Close()
-		}
+	if err := n.startMember(ctx); err != nil {
+		abandoned = errors.Is(err, errJoinAbandoned)
 		return nil, err
 	}
 	n.host, err = actorsraw.Of(n.sys).Root.SpawnNamed(actor.PropsFromProducer(func() actor.Actor { return newHost(n) }), clusterwire.HostName)
@@ -134,16 +144,54 @@ func Start(cfg Config) (n *Node, err error) {
 	return n, nil
 }
 
+var errJoinAbandoned = errors.New("cluster: joining given up")
+
 // startMember runs protoactor's StartMember, which panics where it could
-// return an error (a port in use, etcd unreachable).
-func startMember(cl *cluster.Cluster) (err error) {
-	defer func() {
-		if r := recover(); r != nil {
-			err = fmt.Errorf("cluster: joining: %v", r)
-		}
+// return an error (a port in use, etcd unreachable) and takes no context:
+// when ctx ends first, the join is given up and the node stopped once
+// StartMember returns.
+func (n *Node) startMember(ctx context.Context) error {
+	done := make(chan error, 1)
+	go func() {
+		defer func() {
+			if r := recover(); r != nil {
+				done <- fmt.Errorf("cluster: joining: %v", r)
+			}
+		}()
+		n.cl.StartMember()
+		done <- nil
 	}()
-	cl.StartMember()
-	return nil
+	select {
+	case err := <-done:
+		if err != nil && n.health != nil {
+			n.health.Close()
+		}
+		return err
+	case <-ctx.Done():
+		go func() {
+			switch {
+			case <-done == nil:
+				n.stop() // its actor system too
+			case n.ownsSys:
+				n.sys.Shutdown()
+			}
+			if n.health != nil {
+				n.health.Close()
+			}
+		}()
+		return fmt.Errorf("%w (%s): %w", errJoinAbandoned, n.cfg.Listen, context.Cause(ctx))
+	}
+}
+
+// probeEtcd reads etcd once, within ctx.
+func probeEtcd(ctx context.Context, endpoints []string) error {
+	c, err := clientv3.New(clientv3.Config{Endpoints: endpoints, DialTimeout: 5 * time.Second})
+	if err != nil {
+		return err
+	}
+	defer c.Close()
+	_, err = c.Get(ctx, "/subactor", clientv3.WithCountOnly())
+	return err
 }
 
 // staticProvider is protoactor's automanaged provider over the static
@@ -179,6 +227,12 @@ func (n *Node) ID() string { return actorsraw.Of(n.sys).ID }
 // Address is the host:port this node's actors are reached at.
 func (n *Node) Address() string { return actorsraw.Of(n.sys).Address() }
 
+// LossBound is how long, at most, a member that died or froze stays in
+// this node's topology, plus a margin for scheduling on a loaded machine:
+// the bound within which a caller's run on that member settles error
+// (K2).
+func (n *Node) LossBound() time.Duration { return lossBound(len(n.cfg.Etcd) > 0) }
+
 // System is the node's actor runtime: a Remote provider's proxies live
 // on it, since only it is reachable from peers.
 func (n *Node) System() *actors.System { return n.sys }
@@ -195,7 +249,10 @@ func (n *Node) setMembers(live []*cluster.Member) {
 			}
 		}
 		slices.Sort(provs)
-		ms = append(ms, Member{ID: m.Id, Address: m.Address(), Providers: provs})
+		// etcd's provider names a member <cluster>@<id>: the id alone
+		// is the one the member knows itself by (ID), as with a static list.
+		id := strings.TrimPrefix(m.Id, n.cfg.Name+"@")
+		ms = append(ms, Member{ID: id, Address: m.Address(), Providers: provs})
 	}
 	slices.SortFunc(ms, func(a, b Member) int { return strings.Compare(a.ID, b.ID) })
 	n.mu.Lock()
@@ -262,6 +319,9 @@ func (n *Node) provider(name string) subagent.Provider {
 	return nil
 }
 
+// providerStopWait bounds the wait for the membership provider's end.
+const providerStopWait = 500 * time.Millisecond
+
 // Stop stops the node at once, for a node that hosts nothing (a caller
 // whose runs are all disposed): peers drop it at their next membership
 // round (etcd: at once, its key deleted). Its actor system stops too.
@@ -275,7 +335,17 @@ func (n *Node) Stop() { n.leave.Do(n.stop) }
 func (n *Node) stop() {
 	// A non-graceful cluster shutdown leaves the provider's membership
 	// loop running: end it first (etcd: the member's key is deleted).
-	_ = n.cl.Config.ClusterProvider.Shutdown(false)
+	// etcd's provider deletes without a deadline, so with etcd down it
+	// is not waited for beyond providerStopWait: the key's lease ends.
+	shut := make(chan struct{})
+	go func() {
+		_ = n.cl.Config.ClusterProvider.Shutdown(false)
+		close(shut)
+	}()
+	select {
+	case <-shut:
+	case <-time.After(providerStopWait):
+	}
 	n.cl.Shutdown(false)
 	if n.health != nil {
 		n.health.Close()

@@ -233,16 +233,11 @@ func OpenBoltReadOnly(path string) (Backend, error) {
 	return asBackend(openBolt(path, openRead, nil))
 }
 
-// OpenDamage returns what a bbolt store found damaged in its file when it
+// OpenDamage returns what the store found damaged in its file when it
 // opened and reads around (a damaged meta page: bbolt reads the commit
-// before it), one error per damage; nil for any other store. CheckBolt
-// names it too.
-func OpenDamage(s Store) []error {
-	if b, ok := s.(*boltStore); ok {
-		return b.metaDamage
-	}
-	return nil
-}
+// before it), one error per damage. CheckBolt names it too. Only a bbolt
+// store has the method: callers ask for it by interface assertion.
+func (b *boltStore) OpenDamage() []error { return b.metaDamage }
 
 // asBackend keeps the store of a failed open a nil Backend.
 func asBackend(b *boltStore, err error) (Backend, error) {

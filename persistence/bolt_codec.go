@@ -7,11 +7,11 @@ import (
 	"errors"
 	"fmt"
 	"hash/crc32"
-	"strings"
 
 	bolt "go.etcd.io/bbolt"
 
 	"github.com/subactor/subactor/internal/jsonv2"
+	"github.com/subactor/subactor/persistence/internal/rules"
 	"github.com/subactor/subactor/subagent"
 )
 
@@ -57,7 +57,7 @@ func readHeader(id string, sb *bolt.Bucket) (subagent.SessionHeader, error) {
 		return subagent.SessionHeader{}, corrupt(err)
 	}
 	if err := validateHeader(h); err != nil {
-		return subagent.SessionHeader{}, corrupt(notInvalid(err))
+		return subagent.SessionHeader{}, corrupt(rules.NotInvalid(err))
 	}
 	if h.SessionID != id {
 		return subagent.SessionHeader{}, corrupt(fmt.Errorf("names session %q", h.SessionID))
@@ -216,13 +216,7 @@ func decodeRecord(v []byte) (Record, error) {
 	body = body[size:]
 	r := Record{Kind: string(body[:n]), Data: bytes.Clone(body[n:])}
 	if err := validateRecord(r); err != nil {
-		return Record{}, notInvalid(err)
+		return Record{}, rules.NotInvalid(err)
 	}
 	return r, nil
-}
-
-// notInvalid restates a validation error about a stored value without
-// ErrInvalid, which would tell the caller of Load that its input was bad.
-func notInvalid(err error) error {
-	return errors.New(strings.TrimPrefix(err.Error(), ErrInvalid.Error()+": "))
 }

@@ -473,7 +473,7 @@ func TestK4_BoltMetaBitFlipIsNamedWithTheCommitItLoses(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if damage := persistence.OpenDamage(r); len(damage) != 1 || damage[0].Error() != words {
+	if damage := r.(interface{ OpenDamage() []error }).OpenDamage(); len(damage) != 1 || damage[0].Error() != words {
 		t.Fatalf("OpenDamage: %v, want %q", damage, words)
 	}
 	if got := contentsOf(t, r); !reflect.DeepEqual(got, want) {

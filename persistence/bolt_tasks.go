@@ -7,6 +7,8 @@ import (
 	"fmt"
 
 	bolt "go.etcd.io/bbolt"
+
+	"github.com/subactor/subactor/persistence/internal/rules"
 )
 
 // PutTask implements TaskStore. Task ids longer than bbolt's maximum key
@@ -136,7 +138,7 @@ func decodeTask(id string, v []byte) (TaskRecord, error) {
 		return TaskRecord{}, corrupt(err)
 	}
 	if err := validateTask(t); err != nil {
-		return TaskRecord{}, corrupt(notInvalid(err))
+		return TaskRecord{}, corrupt(rules.NotInvalid(err))
 	}
 	if t.ID != id {
 		return TaskRecord{}, corrupt(fmt.Errorf("names task %q", t.ID))

@@ -6,7 +6,8 @@
 // makes the in-process implementation of both, OpenBolt the embedded
 // on-disk default (one bbolt file; OpenBoltReadOnly reads one without
 // writing), and package persistencetest holds the conformance suites
-// every implementation must pass (Run and RunTasks).
+// every implementation must pass (Run and RunTasks). Package postgres is
+// the store a cluster's nodes share, on PostgreSQL.
 // CheckBolt verifies a bbolt file, pages and values; RepairBolt copies
 // what of a damaged one reads back whole into a fresh file.
 //

@@ -9,7 +9,7 @@ import (
 	"slices"
 	"time"
 
-	"github.com/subactor/subactor/internal/jsonv2"
+	"github.com/subactor/subactor/persistence/internal/rules"
 	"github.com/subactor/subactor/subagent"
 )
 
@@ -49,7 +49,7 @@ type SessionInfo struct {
 var (
 	ErrNotFound = errors.New("persistence: session not found")
 	ErrExists   = errors.New("persistence: session exists")
-	ErrInvalid  = errors.New("persistence: invalid input")
+	ErrInvalid  = rules.ErrInvalid
 	// ErrCorrupt means stored data did not decode or is not laid out the
 	// way the store writes it. When the damage is in one session's data
 	// the error is a *CorruptError naming the session and the part.
@@ -281,73 +281,24 @@ type Backend interface {
 	Close() error
 }
 
-// validateTask reports why t cannot be stored, wrapping ErrInvalid: it
-// needs an id, a parent session and a state; Result, when present, must
-// be JSON as the store reads it back (jsonv2.Valid: UTF-8, no name given
-// twice), and UpdatedAt must fall in years 0 to 9999.
+// validateTask, validateHeader, validateRecord and toCompact apply the
+// rules every store shares (package rules) to this package's types.
 func validateTask(t TaskRecord) error {
-	switch {
-	case t.ID == "":
-		return fmt.Errorf("%w: task without id", ErrInvalid)
-	case t.ParentSessionID == "":
-		return fmt.Errorf("%w: task %q without parent session", ErrInvalid, t.ID)
-	case t.State == "":
-		return fmt.Errorf("%w: task %q without state", ErrInvalid, t.ID)
-	case len(t.Result) > 0 && !jsonv2.Valid(t.Result):
-		return fmt.Errorf("%w: task %q result is not valid JSON", ErrInvalid, t.ID)
-	case t.UpdatedAt.Year() < 0 || t.UpdatedAt.Year() > 9999:
-		// The range RFC 3339, and so every encoding store, can hold.
-		return fmt.Errorf("%w: task %q update time %v is out of range", ErrInvalid, t.ID, t.UpdatedAt)
-	}
-	return nil
+	return rules.Task(t.ID, t.ParentSessionID, t.State, t.Result, t.UpdatedAt)
 }
 
-// validateHeader reports why h cannot head a log, wrapping ErrInvalid.
-func validateHeader(h subagent.SessionHeader) error {
-	switch {
-	case h.SessionID == "":
-		return fmt.Errorf("%w: empty session id", ErrInvalid)
-	case h.DelegationDepth < 0:
-		return fmt.Errorf("%w: negative delegation depth %d", ErrInvalid, h.DelegationDepth)
-	}
-	return nil
-}
+func validateHeader(h subagent.SessionHeader) error { return rules.Header(h) }
 
-// validateRecord reports why r cannot be stored, wrapping ErrInvalid.
-// Data must be valid JSON so that every store can encode it as is.
-func validateRecord(r Record) error {
-	switch {
-	case r.Kind == "":
-		return fmt.Errorf("%w: record without kind", ErrInvalid)
-	case !jsonv2.ValidLoose(r.Data): // kept as given: a model's arguments may repeat a name
-		return fmt.Errorf("%w: %s record data is not valid JSON", ErrInvalid, r.Kind)
-	}
-	return nil
-}
+func validateRecord(r Record) error { return rules.Record(r.Kind, r.Data) }
 
-// toCompact returns the sequence numbers Compact removes from a log of
-// entries ending at last, in order, or ErrInvalid if it may not compact
-// up to upTo. The summary takes the last one.
 func toCompact(entries []Entry, last, upTo uint64) ([]uint64, error) {
-	switch {
-	case upTo == 0:
-		return nil, fmt.Errorf("%w: compact up to record 0", ErrInvalid)
-	case upTo > last:
-		return nil, fmt.Errorf("%w: compact up to record %d, past the log's end at %d", ErrInvalid, upTo, last)
-	}
-	var removed []uint64
-	for _, e := range entries {
-		if e.Seq > upTo {
-			break
+	return rules.Compact(func(yield func(uint64, bool) bool) {
+		for _, e := range entries {
+			if !yield(e.Seq, IsLogOnly(e.Kind)) {
+				return
+			}
 		}
-		if !IsLogOnly(e.Kind) {
-			removed = append(removed, e.Seq)
-		}
-	}
-	if len(removed) == 0 {
-		return nil, fmt.Errorf("%w: no model-visible record at or below record %d", ErrInvalid, upTo)
-	}
-	return removed, nil
+	}, last, upTo)
 }
 
 // created is a session listed with its creation number.

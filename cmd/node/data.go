@@ -137,7 +137,11 @@ func openReader(dir string) (persistence.Store, func() error, error) {
 // warnDamage says on stderr what the store of dir reads around (a damaged
 // meta page: it reads the commit before it), and how to check it.
 func warnDamage(dir string, store persistence.Store) {
-	for _, err := range persistence.OpenDamage(store) {
+	damaged, ok := store.(interface{ OpenDamage() []error })
+	if !ok {
+		return
+	}
+	for _, err := range damaged.OpenDamage() {
 		fmt.Fprintf(os.Stderr, "%s: warning: data directory %q: %v; run \"%s check -data %s\"\n", prog, dir, err, prog, dir)
 	}
 }

@@ -46,6 +46,7 @@ type clusterOptions struct {
 	tlsCA, tlsCert       string
 	tlsKey               string
 	insecure             bool
+	joinTimeout          time.Duration
 }
 
 func clusterFlags(fs *flag.FlagSet, o *clusterOptions, listen string) {
@@ -53,17 +54,18 @@ func clusterFlags(fs *flag.FlagSet, o *clusterOptions, listen string) {
 	fs.StringVar(&o.memberListen, "member-listen", "", "with -peers, this node's membership `HOST:PORT` (default: the listen port plus one)")
 	fs.StringVar(&o.peers, "peers", "", "the static member list: `HOST:PORT,...`, each member's membership address")
 	fs.StringVar(&o.etcd, "etcd", "", "etcd `ENDPOINTS` (host:port,...) holding the membership, instead of -peers")
-	fs.StringVar(&o.name, "cluster-name", cluster.DefaultName, "the cluster's `NAME`")
+	fs.StringVar(&o.name, "cluster-name", "subactor", "the cluster's `NAME`") // cluster.Config's default
 	fs.StringVar(&o.tlsCA, "tls-ca", "", "mutual TLS: the `FILE` (PEM) of the CA every member's certificate comes from")
 	fs.StringVar(&o.tlsCert, "tls-cert", "", "mutual TLS: this node's certificate `FILE` (PEM)")
 	fs.StringVar(&o.tlsKey, "tls-key", "", "mutual TLS: this node's key `FILE` (PEM)")
 	fs.BoolVar(&o.insecure, "insecure", false, "allow listening beyond loopback without TLS")
+	fs.DurationVar(&o.joinTimeout, "join-timeout", 0, "give up joining after `DURATION`, naming what could not be reached (10s when 0)")
 }
 
 // config is the cluster configuration the flags give; a usage error is a
 // *configError.
 func (o clusterOptions) config() (cluster.Config, error) {
-	c := cluster.Config{Name: o.name, Listen: o.listen, MemberListen: o.memberListen, Insecure: o.insecure}
+	c := cluster.Config{Name: o.name, Listen: o.listen, MemberListen: o.memberListen, Insecure: o.insecure, JoinTimeout: o.joinTimeout}
 	c.Peers, c.Etcd = splitList(o.peers), splitList(o.etcd)
 	switch {
 	case len(c.Peers) > 0 && len(c.Etcd) > 0:
@@ -93,12 +95,12 @@ func splitList(s string) []string {
 }
 
 // join starts the node, saying on logs what it waits for.
-func join(cfg cluster.Config, logs io.Writer) (*cluster.Node, error) {
+func join(ctx context.Context, cfg cluster.Config, logs io.Writer) (*cluster.Node, error) {
 	if cfg.System == nil {
 		cfg.Logger = logger(logs)
 	}
 	fmt.Fprintf(logs, "%s: joining cluster %q at %s...\n", prog, cfg.Name, cfg.Listen)
-	n, err := cluster.Start(cfg)
+	n, err := cluster.Start(ctx, cfg)
 	if errors.Is(err, cluster.ErrConfig) {
 		return nil, configErrorf("%v", err)
 	}
@@ -118,11 +120,11 @@ func joinAndWait(ctx context.Context, o clusterOptions, stderr io.Writer, comman
 	if err != nil {
 		return nil, err
 	}
-	n, err := join(cfg, stderr)
+	n, err := join(ctx, cfg, stderr)
 	if err != nil {
 		return nil, err
 	}
-	wait, cancel := context.WithTimeout(ctx, cluster.LossBound(len(cfg.Etcd) > 0))
+	wait, cancel := context.WithTimeout(ctx, n.LossBound())
 	defer cancel()
 	fmt.Fprintf(stderr, "%s %s: waiting for %s...\n", prog, command, what)
 	_, _ = n.WaitMembers(wait, ok)
@@ -224,7 +226,7 @@ func serveFlags(o *serveOptions) *flag.FlagSet {
 	clusterFlags(fs, &o.cluster, "127.0.0.1:7400")
 	configFlag(fs, &o.config, "its agent servers are offered to the cluster")
 	fs.StringVar(&o.offer, "offer", "", "offer only these agent servers, `NAME,...` (default: every one in -config)")
-	fs.IntVar(&o.capacity, "capacity", cluster.DefaultCapacity, "how many runs this node hosts at once for its peers")
+	fs.IntVar(&o.capacity, "capacity", 4, "how many runs this node hosts at once for its peers") // cluster.Config's default
 	fs.StringVar(&o.offerModel, "offer-model", "", "also offer the node's model (as run's: the embedded default, $"+envBaseURL+" or -models) as the provider `NAME`: in-process children peers can steer")
 	dataFlag(fs, &o.data)
 	fs.StringVar(&o.model.baseURL, "base-url", "", "with -offer-model, the OpenAI-compatible endpoint's base `URL` (default $"+envBaseURL+")")
@@ -278,7 +280,7 @@ func serveCommand(ctx context.Context, args []string, stdout, stderr io.Writer) 
 	}
 	defer closeProviders()
 	cfg.Providers = providers
-	n, err := join(cfg, stderr)
+	n, err := join(ctx, cfg, stderr)
 	if err != nil {
 		cfg.System.Shutdown()
 		return failed(stderr, "serve", err)
@@ -290,7 +292,9 @@ func serveCommand(ctx context.Context, args []string, stdout, stderr io.Writer) 
 	fmt.Fprintf(stdout, "member %s at %s offering [%s], capacity %d\n", n.ID(), n.Address(), strings.Join(names, " "), o.capacity)
 	<-ctx.Done()
 	fmt.Fprintf(stderr, "%s serve: leaving the cluster...\n", prog)
-	leaveCtx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	// Callers acknowledge their runs' ends at once; one that does not
+	// (frozen, cut off) is not waited for beyond the stop bound.
+	leaveCtx, cancel := context.WithTimeout(context.Background(), stopGrace)
 	defer cancel()
 	n.Leave(leaveCtx)
 	return exitOK
@@ -411,6 +415,9 @@ func statusCommand(ctx context.Context, args []string, stdout, stderr io.Writer)
 		return failed(stderr, "status", err)
 	}
 	defer n.Stop()
+	if len(n.Members()) < 2 {
+		return failed(stderr, "status", unreached(o))
+	}
 	enc := newEncoder(stdout)
 	for _, l := range remote.Status(ctx, n, time.Second) {
 		switch {
@@ -486,18 +493,44 @@ func clusterDelegate(ctx context.Context, o delegateOptions, stdout, stderr io.W
 	if o.steer {
 		stopSteering = steerFrom(ctx, os.Stdin, run, stderr)
 	}
-	res, err := run.Wait(context.WithoutCancel(ctx))
-	if derr := run.Dispose(context.WithoutCancel(ctx)); err == nil {
+	// Stopped, the run is cancelled (Start's ctx) and its end waited
+	// for stopGrace at most: a host that does not answer is not waited
+	// for (it disposes the runs of a caller that is gone).
+	end, cancel := afterStop(ctx, stopGrace)
+	defer cancel()
+	res, err := run.Wait(end)
+	if derr := run.Dispose(end); err == nil {
 		err = derr
 	}
 	stopSteering()
-	_ = events.Flush(context.WithoutCancel(ctx))
+	_ = events.Flush(end)
 	events.Release()
 	rep.close()
 	if err != nil {
 		return failed(stderr, "delegate", err)
 	}
 	return reportChild("delegate", outcome{session: parent.SessionID(), res: res}, o.json, o.quiet, stdout, stderr)
+}
+
+// stopGrace bounds what a cluster command still waits for once stopped
+// (SIGINT, SIGTERM), so that it ends within two seconds whatever its
+// peers do.
+const stopGrace = 1500 * time.Millisecond
+
+// afterStop is a context that ends grace after ctx ended.
+func afterStop(ctx context.Context, grace time.Duration) (context.Context, context.CancelFunc) {
+	end, cancel := context.WithCancel(context.WithoutCancel(ctx))
+	stop := context.AfterFunc(ctx, func() { time.AfterFunc(grace, cancel) })
+	return end, func() { stop(); cancel() }
+}
+
+// unreached says that no other member was heard, naming where the node
+// looked.
+func unreached(o clusterOptions) error {
+	if o.etcd != "" {
+		return fmt.Errorf("no other member is registered in etcd at %s", o.etcd)
+	}
+	return fmt.Errorf("no other member answered at the peers %s", o.peers)
 }
 
 // errNoSteer answers a steer of a child that takes none (an ACP agent's).

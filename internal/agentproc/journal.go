@@ -87,8 +87,9 @@ const recordExt = ".json"
 // OpenJournal opens the journal in dir (created, 0700, with its first
 // record), and first ends what the records an earlier process left there
 // name (see Journal), sending SIGKILL: the process that could have
-// stopped them gracefully is gone. It logs what it ended to log at Warn
-// level, and removes those records. A nil log discards.
+// stopped them gracefully is gone. It logs what it ended, and what it
+// could not do, to log at Warn level, and removes those records: nothing
+// in dir makes it fail. A nil log discards.
 func OpenJournal(dir string, log *slog.Logger) (*Journal, error) {
 	if log == nil {
 		log = slog.New(slog.DiscardHandler)
@@ -102,21 +103,21 @@ func OpenJournal(dir string, log *slog.Logger) (*Journal, error) {
 		return nil, fmt.Errorf("acp: journal: %w", err)
 	}
 	j.node = identify(os.Getpid())
-	if err := j.sweep(); err != nil {
-		return nil, fmt.Errorf("acp: journal %s: %w", dir, err)
-	}
+	j.sweep()
 	return j, nil
 }
 
 // sweep ends what the records of dead nodes name and removes those
-// records.
-func (j *Journal) sweep() error {
+// records. What it cannot do it logs as a warning: nothing in the
+// directory stops the node (K4); a record it could not act on stays for
+// the next.
+func (j *Journal) sweep() {
 	entries, err := os.ReadDir(j.dir)
-	if errors.Is(err, os.ErrNotExist) {
-		return nil
-	}
 	if err != nil {
-		return err
+		if !errors.Is(err, os.ErrNotExist) {
+			j.log.Warn("acp: journal: cannot read its directory", "dir", j.dir, "err", err)
+		}
+		return
 	}
 	recs := map[string]groupRecord{}
 	var files []string
@@ -149,16 +150,15 @@ func (j *Journal) sweep() error {
 	}
 	if len(recs) > 0 {
 		if err := j.endLeftovers(recs); err != nil {
-			return err
+			j.log.Warn("acp: journal: cannot end what an earlier node left", "dir", j.dir, "err", err)
+			return
 		}
 	}
-	var errs []error
 	for _, f := range files {
 		if err := removeRegular(f); err != nil {
-			errs = append(errs, err)
+			j.log.Warn("acp: journal: removing a record", "file", f, "err", err)
 		}
 	}
-	return errors.Join(errs...)
 }
 
 // endLeftovers sends SIGKILL to what recs leave running (see

@@ -244,6 +244,20 @@ func TestK4_JournalTouchesOnlyItsOwnFiles(t *testing.T) {
 	}
 }
 
+// Contract K4: a journal directory that is not one (a file of the user's
+// in its place) costs a warning, never the node's start.
+func TestK4_AJournalPathThatIsAFileDoesNotStopTheNode(t *testing.T) {
+	dir := filepath.Join(t.TempDir(), "agents")
+	must(t, os.WriteFile(dir, []byte("mine"), 0o600))
+	var logs bytes.Buffer
+	if _, err := OpenJournal(dir, slog.New(slog.NewTextHandler(&logs, nil))); err != nil {
+		t.Fatalf("OpenJournal: %v", err)
+	}
+	if data, err := os.ReadFile(dir); err != nil || string(data) != "mine" || !strings.Contains(logs.String(), "cannot read its directory") {
+		t.Fatalf("the file reads %q (%v); logs:\n%s", data, err, logs.String())
+	}
+}
+
 func must(t *testing.T, err error) {
 	t.Helper()
 	if err != nil {

@@ -49,7 +49,7 @@ func Node(t testing.TB, cfg cluster.Config, providers ...subagent.Provider) *clu
 	cfg.MemberListen = net.JoinHostPort("127.0.0.1", strconv.Itoa(port+1))
 	cfg.Peers = []string{cfg.MemberListen}
 	cfg.Providers = providers
-	n, err := cluster.Start(cfg)
+	n, err := cluster.Start(context.Background(), cfg)
 	if err != nil {
 		t.Fatal(err)
 	}

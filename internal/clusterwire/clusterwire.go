@@ -23,11 +23,15 @@ func Host(address string) *actor.PID { return actor.NewPID(address, HostName) }
 
 // Refusal codes of messages.RemoteRefused and RemoteStartFailed.
 const (
-	RefusedFull        = "full"
-	RefusedNoProvider  = "no-provider"
-	RefusedInvalid     = "invalid"
-	RefusedDuplicate   = "duplicate-run"
-	RefusedForeignRun  = "foreign-run"
+	RefusedFull       = "full"
+	RefusedNoProvider = "no-provider"
+	RefusedInvalid    = "invalid"
+	RefusedDuplicate  = "duplicate-run"
+	RefusedForeignRun = "foreign-run"
+	// RefusedNotMember: the caller is not (yet) a member in the host's
+	// view, so its answers could go to an earlier member's connection
+	// to the same address; the caller tries again.
+	RefusedNotMember   = "not-a-member"
 	FailedUnsupported  = "unsupported"
 	FailedCancelled    = "cancelled"
 	RefusedUnknownKind = "unknown-message"

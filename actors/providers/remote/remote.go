@@ -10,7 +10,7 @@
 //
 // Losing the hosting node (killed, frozen, partitioned: whatever makes
 // membership drop it) settles the run with stop reason error and a cause
-// naming the node, within cluster.LossBound; every waiter is answered.
+// naming the node, within its Node.LossBound; every waiter is answered.
 //
 // Codes such as (R4) name contracts: https://github.com/subactor/subactor/blob/main/docs/contracts.md
 package remote
@@ -56,6 +56,9 @@ type placementError struct {
 	Reasons  []string // one per member tried
 	noRoom   bool
 	silent   bool // members were listed, and none answered a load query
+	// notYet: a member does not count this node as a member yet, or did
+	// not answer a start: worth another round.
+	notYet bool
 }
 
 func (e *placementError) Error() string {
@@ -265,19 +268,31 @@ func (p *provider) Start(ctx context.Context, req subagent.StartRequest) (subage
 	wire := p.startMessage(req, scope)
 	// A member in the membership that answers no load query may be
 	// reconnecting (its connection to a reused address is replaced only
-	// once it notices the old one broke): placement is tried again, each
-	// round a status timeout long, for up to placeRounds rounds while
-	// nothing but silence stood in the way.
+	// once it notices the old one broke), and one may not have heard of
+	// this node yet: placement is tried again, for up to placeRounds
+	// rounds (a silent one is a status timeout long, another waits
+	// placeRetry) while nothing else stood in the way.
 	for round := 1; ; round++ {
 		run, perr, err := p.place(ctx, wire, scope)
 		if run != nil || err != nil {
 			return run, err
 		}
-		if !perr.silent || round == placeRounds || ctx.Err() != nil {
+		if !(perr.silent || perr.notYet) || round == placeRounds {
 			return nil, perr
+		}
+		if !perr.silent {
+			select {
+			case <-time.After(placeRetry):
+			case <-ctx.Done():
+				return nil, subagent.Cancelled(context.Cause(ctx))
+			}
 		}
 	}
 }
+
+// placeRetry is the wait before another round of placement after a
+// member did not know this node yet.
+const placeRetry = 250 * time.Millisecond
 
 // placeRounds bounds Start's rounds of placement when members were listed
 // but none answered.
@@ -308,6 +323,9 @@ func (p *provider) place(ctx context.Context, wire *messages.RemoteStart, scope 
 		switch {
 		case err == nil:
 			return run, nil, nil
+		case errors.As(err, &refused) && refused.Code == clusterwire.RefusedNotMember:
+			perr.notYet = true
+			perr.Reasons = append(perr.Reasons, fmt.Sprintf("%s: %s", c.Member.ID, refused.Reason))
 		case errors.As(err, &refused) && refused.Code == clusterwire.RefusedFull:
 			p.heard(Load{Member: c.Member, Capacity: c.Capacity, Runs: c.Capacity})
 			perr.noRoom = true
@@ -316,6 +334,7 @@ func (p *provider) place(ctx context.Context, wire *messages.RemoteStart, scope 
 			p.mu.Lock()
 			delete(p.known, c.Member.ID)
 			p.mu.Unlock()
+			perr.notYet = true
 			perr.Reasons = append(perr.Reasons, fmt.Sprintf("%s: %v", c.Member.ID, err))
 		default:
 			return nil, nil, err

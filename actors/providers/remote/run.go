@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"sync"
+	"time"
 
 	"github.com/asynkron/protoactor-go/actor"
 
@@ -133,7 +134,10 @@ var errRunEnded = fmt.Errorf("%w: the run ended", subagent.ErrNotDelivered)
 
 // Local commands from the Run handle and Start to the proxy.
 type (
-	abandon    struct{} // the caller's Start gave up: dispose whatever started
+	abandon struct{} // the caller's Start gave up: dispose whatever started
+	// unanswered: the hosting node did not admit nor refuse the start
+	// within its loss bound.
+	unanswered struct{}
 	cancelRun  struct{ reason string }
 	disposeRun struct{}
 	steerRun   struct {
@@ -147,12 +151,13 @@ type (
 // proxy is the caller's side of a hosted run: it forwards commands to the
 // hosted actor and its answers and events back, and watches it.
 type proxy struct {
-	p       *provider
-	run     *remoteRun
-	host    *actor.PID
-	hosted  *actor.PID
-	start   *messages.RemoteStart
-	started chan error // written once, then nil
+	p        *provider
+	run      *remoteRun
+	host     *actor.PID
+	hosted   *actor.PID
+	start    *messages.RemoteStart
+	started  chan error  // written once, then nil
+	deadline *time.Timer // of the start handshake
 
 	disposing bool
 	done      bool
@@ -165,6 +170,18 @@ func (p *proxy) Receive(ctx actor.Context) {
 	case *actor.Started:
 		ctx.Watch(p.host)
 		ctx.Request(p.host, p.start)
+		// The start handshake has a deadline: an answer lost (to an
+		// earlier member's connection to this address, say) or a host
+		// that stopped answering fails the start within the loss bound.
+		self, sys := ctx.Self(), ctx.ActorSystem()
+		p.deadline = time.AfterFunc(p.p.cfg.Node.LossBound(), func() { sys.Root.Send(self, unanswered{}) })
+	case unanswered:
+		if p.hosted == nil && !p.done {
+			// A late acceptance goes to a stopped proxy: the hosted
+			// actor finds its caller gone and disposes the run.
+			p.answerStart(fmt.Errorf("%w: node %s did not answer the start within %s", errLostBeforeAccepted, p.run.node.ID, p.p.cfg.Node.LossBound()))
+			p.finish(ctx)
+		}
 	case *messages.RemoteRefused:
 		if p.hosted == nil {
 			p.answerStart(&refusedError{Node: p.run.node.ID, Code: m.GetCode(), Reason: m.GetReason()})
@@ -175,6 +192,7 @@ func (p *proxy) Receive(ctx actor.Context) {
 			return
 		}
 		p.hosted = ctx.Sender()
+		p.deadline.Stop()
 		p.p.heard(Load{Member: p.run.node, Capacity: m.GetCapacity(), Runs: m.GetRuns()})
 		ctx.Unwatch(p.host)
 		ctx.Watch(p.hosted)
@@ -281,6 +299,7 @@ func (p *proxy) finish(ctx actor.Context) {
 		return
 	}
 	p.done = true
+	p.deadline.Stop()
 	if p.hosted != nil {
 		p.p.ended(p.run.node)
 	}

@@ -3,8 +3,9 @@
 // bytes and allocations per operation over a fixed count) beside the
 // protoactor floors and the Eino peers, cold start, live children at
 // scale on both stores, the cost per step of a long-running child,
-// parents delegating at once, resume from disk, fsynced session appends
-// and the fsyncs of a delegation, a model call over HTTP, the node's main
+// parents delegating at once, resume from disk and from PostgreSQL,
+// fsynced session appends on bbolt and on PostgreSQL (a throwaway server,
+// internal/pgtest) and the fsyncs of a delegation, a model call over HTTP, the node's main
 // job beside a shell pipeline, and lifecycle latency distributions, each
 // goal judged by id from this run's figures; and an ACP child's start,
 // turn and dispose with the ACP Go SDK's example agent, when it is
@@ -16,6 +17,7 @@ package main
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"flag"
 	"fmt"
 	"os"
@@ -30,7 +32,9 @@ import (
 	"time"
 
 	"github.com/subactor/subactor/bench"
+	"github.com/subactor/subactor/internal/pgtest"
 	"github.com/subactor/subactor/persistence"
+	"github.com/subactor/subactor/persistence/postgres"
 )
 
 // sections are the parts of a run, in the order they run.
@@ -201,9 +205,46 @@ func run(c config) error {
 			return err
 		}
 	}
+	// The shared store's figures run on a throwaway PostgreSQL server,
+	// started when first needed; where none is installed they are
+	// skipped (and their goal reads as not met).
+	var pg *pgtest.Server
+	defer func() {
+		if pg != nil {
+			pg.Close()
+		}
+	}()
+	onPostgres := func(f func(store persistence.Store) error) error {
+		if pg == nil {
+			if pg, err = pgtest.Launch(); errors.Is(err, pgtest.ErrNotInstalled) {
+				logf("skipped: %v", err)
+				return nil
+			} else if err != nil {
+				return err
+			}
+		}
+		url, err := pg.Schema() // each measurement on empty tables
+		if err != nil {
+			return err
+		}
+		store, err := postgres.Open(ctx, url)
+		if err != nil {
+			return err
+		}
+		defer store.Close()
+		return f(store)
+	}
 	if on("resume") {
+		turns := []int{10, 100, 1000}
 		logf("resume from disk: %d samples each", c.resumeSamples)
-		if r.Resume, err = bench.Resume(ctx, dir, []int{10, 100, 1000}, c.resumeSamples); err != nil {
+		if r.Resume, err = bench.Resume(ctx, dir, turns, c.resumeSamples); err != nil {
+			return err
+		}
+		logf("resume from PostgreSQL: %d samples each", c.resumeSamples)
+		if err := onPostgres(func(store persistence.Store) (err error) {
+			r.PostgresResume, err = bench.ResumeOn(ctx, store, turns, c.resumeSamples)
+			return err
+		}); err != nil {
 			return err
 		}
 	}
@@ -216,6 +257,14 @@ func run(c config) error {
 					return err
 				}
 				r.Appends = append(r.Appends, rate)
+				logf("PostgreSQL appends: %d writers, group commit %v", writers, group)
+				if err := onPostgres(func(store persistence.Store) error {
+					rate, err := bench.Appends(ctx, store, writers, group, c.appendDur)
+					r.PostgresAppends = append(r.PostgresAppends, rate)
+					return err
+				}); err != nil {
+					return err
+				}
 			}
 		}
 	}

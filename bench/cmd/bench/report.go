@@ -21,13 +21,17 @@ type Results struct {
 	Parallel   []bench.ParallelResult  `json:"parallel"`
 	Resume     []bench.ResumeResult    `json:"resume"`
 	Appends    []bench.AppendRate      `json:"boltAppends"`
-	ModelCall  *bench.ModelCallResult  `json:"modelCall,omitempty"`
-	Fsyncs     *bench.FsyncResult      `json:"fsyncs,omitempty"`
-	MainJob    *bench.MainJobResult    `json:"mainJob,omitempty"`
-	Latencies  *bench.Latencies        `json:"latencies,omitempty"`
-	ACP        *bench.ACPResult        `json:"acp,omitempty"`
-	Remote     *bench.RemoteResult     `json:"remote,omitempty"`
-	Goals      []Goal                  `json:"goals"`
+	// PostgresResume and PostgresAppends are Resume and Appends on
+	// PostgreSQL.
+	PostgresResume  []bench.ResumeResult   `json:"postgresResume"`
+	PostgresAppends []bench.AppendRate     `json:"postgresAppends"`
+	ModelCall       *bench.ModelCallResult `json:"modelCall,omitempty"`
+	Fsyncs          *bench.FsyncResult     `json:"fsyncs,omitempty"`
+	MainJob         *bench.MainJobResult   `json:"mainJob,omitempty"`
+	Latencies       *bench.Latencies       `json:"latencies,omitempty"`
+	ACP             *bench.ACPResult       `json:"acp,omitempty"`
+	Remote          *bench.RemoteResult    `json:"remote,omitempty"`
+	Goals           []Goal                 `json:"goals"`
 }
 
 // Machine is where the run happened.
@@ -260,6 +264,20 @@ func goals(r Results) []Goal {
 		goal("dispose-p99", "dispose p99 at most 100 µs for an in-process child", "", check("p99", dispose, "<=", 100, "µs")),
 		goal("goroutines-per-child", "at most one goroutine per parked live child", "", check("goroutines per child", positive(worstG), "<=", 1, "")),
 	)
+	pgRate, boltRate, pgDetail := math.NaN(), math.NaN(), "not measured"
+	for _, a := range r.Appends {
+		if a.Writers == 64 && a.GroupCommit {
+			boltRate = a.AppendsPerSecond
+		}
+	}
+	for _, a := range r.PostgresAppends {
+		if a.Writers == 64 && a.GroupCommit {
+			pgRate = a.AppendsPerSecond
+			pgDetail = fmt.Sprintf("64 writers: %.0f appends/s on PostgreSQL (p50 %.0f µs, p99 %.0f µs) against %.0f on bbolt", pgRate, a.Latency.P50, a.Latency.P99, boltRate)
+		}
+	}
+	g = append(g, goal("postgres-appends", "fsynced 512-byte appends from 64 writers at once, each to its own session: PostgreSQL (commits batching across connections) at least bbolt's rate (group commit)",
+		pgDetail, check("PostgreSQL ÷ bbolt, appends/s at 64 writers", ratio(pgRate, boltRate), ">=", 1, "×")))
 	remote, remoteDetail := math.NaN(), "not measured"
 	if m := r.Remote; m != nil {
 		remote = m.Ratio
@@ -323,6 +341,7 @@ func markdown(r Results) string {
 	w("- `child-rss`: no baseline: the process's resident memory before the first child starts and once 100k (and 1M) are parked.\n")
 	w("- `main-job`: `find TREE -type f -print0 | wc -lc --files0-from=-`, GNU wc opening and reading each file once and counting its newlines with vector instructions, on the same tree.\n")
 	w("- `fsyncs-per-delegation`: no baseline for the count (strace's count of flushing system calls, per delegation); the speed-up is against one parent delegating alone on the same bbolt store.\n")
+	w("- `postgres-appends`: the bbolt store's appends from 64 writers with group commit, the same records and sessions, both fsyncing every commit; the bbolt figure is in process, PostgreSQL's over loopback to a server on the same two cores (its CPU not counted to either side: appends per second of wall time).\n")
 	w("- `step-growth`: step 10 of the same children; `cold-start`: fixed ceilings; `listener-isolation`: delivery to the same listener without a blocked one beside it; `dispose-p99`, `goroutines-per-child`: fixed ceilings.\n")
 	lean, eino := r.delegation("LeanFloor"), r.delegation("EinoCompiled")
 	w("\n## Per delegation\n\n")
@@ -385,10 +404,24 @@ func markdown(r Results) string {
 			w("| %d | %d | %d | %.0f µs | %.0f µs |\n", x.Turns, x.Bytes, x.First.Samples, x.First.P50, x.First.P99)
 		}
 	}
+	if len(r.PostgresResume) > 0 {
+		w("\nThe same from PostgreSQL (a throwaway local server, its defaults: every commit fsynced), over loopback.\n\n")
+		w("| turns of history | history bytes | samples | p50 | p99 |\n|---|---|---|---|---|\n")
+		for _, x := range r.PostgresResume {
+			w("| %d | %d | %d | %.0f µs | %.0f µs |\n", x.Turns, x.Bytes, x.First.Samples, x.First.P50, x.First.P99)
+		}
+	}
 	if len(r.Appends) > 0 {
 		w("\n## Session store (bbolt)\n\nFsynced 512-byte appends, each writer to a session of its own. With group commit, appends in flight together share one commit and fsync (the bbolt store batches them); without, every append commits alone (the writers take turns: the store has no switch to turn batching off, and a lone append is a commit of its own).\n\n")
 		w("| writers | group commit | appends/s | latency p50 | latency p99 |\n|---|---|---|---|---|\n")
 		for _, a := range r.Appends {
+			w("| %d | %v | %.0f | %.0f µs | %.0f µs |\n", a.Writers, a.GroupCommit, a.AppendsPerSecond, a.Latency.P50, a.Latency.P99)
+		}
+	}
+	if len(r.PostgresAppends) > 0 {
+		w("\n## Session store (PostgreSQL)\n\nThe same appends on PostgreSQL (a throwaway local server, its defaults: every commit fsynced, commits waiting together share a WAL flush), each an append statement over loopback from a pool of connections.\n\n")
+		w("| writers | group commit | appends/s | latency p50 | latency p99 |\n|---|---|---|---|---|\n")
+		for _, a := range r.PostgresAppends {
 			w("| %d | %v | %.0f | %.0f µs | %.0f µs |\n", a.Writers, a.GroupCommit, a.AppendsPerSecond, a.Latency.P50, a.Latency.P99)
 		}
 	}

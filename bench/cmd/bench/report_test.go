@@ -36,14 +36,16 @@ func figures() Results {
 		Latencies:  &bench.Latencies{Dispose: bench.Distribution{P99: 50}, Isolation: bench.Isolation{Ratio: 1.02}},
 		MainJob: &bench.MainJobResult{Tree: bench.TreeTotals{Files: 10, Bytes: 1000}, Ratio: 0.9, CPURatio: 1.4,
 			NodeFiles: 10, NodeBytes: 1000, PipeBytes: 1000},
-		Fsyncs: &bench.FsyncResult{PerDelegation: 2, Parallel: []bench.ParallelResult{{Parents: 1, Speedup: 1}, {Parents: 64, Speedup: 9}}},
+		Fsyncs:          &bench.FsyncResult{PerDelegation: 2, Parallel: []bench.ParallelResult{{Parents: 1, Speedup: 1}, {Parents: 64, Speedup: 9}}},
+		Appends:         []bench.AppendRate{{Writers: 64, GroupCommit: true, AppendsPerSecond: 9000}, {Writers: 64, AppendsPerSecond: 1400}},
+		PostgresAppends: []bench.AppendRate{{Writers: 64, GroupCommit: true, AppendsPerSecond: 9500}, {Writers: 64, AppendsPerSecond: 20000}},
 		Remote: &bench.RemoteResult{Samples: 500, Raw: bench.Distribution{P50: 400}, Run: bench.Distribution{P50: 700}, Ratio: 1.75, OneNode: 12_000, OneHost: 6_000, TwoHosts: 7_000,
 			OneNodeCPU: 80_000, OneHostCPU: 400_000, TwoHostsCPU: 480_000},
 	}
 }
 
 var allGoals = []string{"eino-compiled", "floor-lean", "child-rss", "main-job", "fsyncs-per-delegation", "step-growth", "cold-start",
-	"listener-isolation", "dispose-p99", "goroutines-per-child", "remote-run", "remote-scale"}
+	"listener-isolation", "dispose-p99", "goroutines-per-child", "remote-run", "remote-scale", "postgres-appends"}
 
 func judged(r Results) map[string]Goal {
 	out := map[string]Goal{}
@@ -80,6 +82,7 @@ func TestEachGoalFailsOnItsOwnFigure(t *testing.T) {
 		"goroutines-per-child":  func(r *Results) { r.Scale[0].GoroutinesPerChild = 2 },
 		"remote-run":            func(r *Results) { r.Remote.Ratio = 3.01 },
 		"remote-scale":          func(r *Results) { r.Remote.TwoHostsCPU = r.Remote.OneHostCPU * 1.26 },
+		"postgres-appends":      func(r *Results) { r.PostgresAppends[0].AppendsPerSecond = 8999 }, // the other row is not judged
 	} {
 		r := figures()
 		spoil(&r)

@@ -5,6 +5,7 @@
 package main
 
 import (
+	"context"
 	"flag"
 	"fmt"
 	"io"
@@ -21,7 +22,7 @@ func main() {
 	peers := flag.String("peers", "", "membership addresses, HOST:PORT,...")
 	capacity := flag.Int("capacity", 1<<20, "runs hosted at once")
 	flag.Parse()
-	n, err := cluster.Start(cluster.Config{
+	n, err := cluster.Start(context.Background(), cluster.Config{
 		Listen: *listen, Peers: strings.Split(*peers, ","), Capacity: *capacity,
 		Providers: []subagent.Provider{clustertest.Echo{}},
 	})

@@ -1,0 +1,146 @@
+package main
+
+// Contract K3: what a peer with a valid certificate sends over
+// protoactor's remoting protocol never crashes nor disables a node. Each
+// case is a raw gRPC client (the test, holding a certificate of the
+// cluster's CA) that sends one malformed batch to a real `node serve`
+// over mutual TLS; the node closes that stream, and a good caller's
+// delegation then completes.
+
+import (
+	"context"
+	"crypto/tls"
+	"crypto/x509"
+	"os"
+	"slices"
+	"strings"
+	"testing"
+
+	"github.com/asynkron/protoactor-go/actor"
+	"github.com/asynkron/protoactor-go/remote"
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/credentials"
+	"google.golang.org/grpc/status"
+	"google.golang.org/protobuf/proto"
+
+	"github.com/subactor/subactor/internal/await"
+	"github.com/subactor/subactor/internal/clusterwire"
+	wire "github.com/subactor/subactor/messages"
+)
+
+// rawPeer dials the node at address as a remoting client over mutual TLS
+// with the certificate of tlsFlags (ca.issue's flags).
+func rawPeer(t *testing.T, address string, tlsFlags []string) remote.RemotingClient {
+	t.Helper()
+	flag := func(name string) string { return tlsFlags[slices.Index(tlsFlags, name)+1] }
+	cert, err := tls.LoadX509KeyPair(flag("-tls-cert"), flag("-tls-key"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	caPEM, err := os.ReadFile(flag("-tls-ca"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	pool := x509.NewCertPool()
+	pool.AppendCertsFromPEM(caPEM)
+	creds := credentials.NewTLS(&tls.Config{MinVersion: tls.VersionTLS13, Certificates: []tls.Certificate{cert}, RootCAs: pool})
+	conn, err := grpc.Dial(address, grpc.WithTransportCredentials(creds))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { conn.Close() })
+	return remote.NewRemotingClient(conn)
+}
+
+// marshal is m's wire bytes.
+func marshal(t *testing.T, m proto.Message) []byte {
+	t.Helper()
+	b, err := proto.Marshal(m)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return b
+}
+
+// Contract K3: one test per malformed batch (and the unary RPC protoactor
+// leaves unimplemented), each against the same node, which must go on
+// serving a good caller after each.
+func TestK3_AMalformedRemotingMessageNeitherCrashesNorDisablesTheNode(t *testing.T) {
+	ca := newCA(t, "cluster-ca")
+	a, b := newMember(t), newMember(t)
+	how := static(a, b)
+	nodeB, _ := serve(t, b, how, ca.issue(t, "b")...)
+	peer := rawPeer(t, b.listen, ca.issue(t, "raw"))
+	callerTLS := ca.issue(t, "a")
+
+	host := clusterwire.Host(b.listen)
+	status := marshal(t, &wire.HostStatus{})
+	caller := actor.NewPID(a.listen, "caller")
+	batch := func(typeName string, data []byte, edit func(*remote.MessageEnvelope)) *remote.MessageBatch {
+		e := &remote.MessageEnvelope{TypeId: 0, MessageData: data, Target: 0, Sender: 1}
+		if edit != nil {
+			edit(e)
+		}
+		return &remote.MessageBatch{TypeNames: []string{typeName}, Targets: []*actor.PID{host}, Senders: []*actor.PID{caller}, Envelopes: []*remote.MessageEnvelope{e}}
+	}
+	hostStatus := string(proto.MessageName(&wire.HostStatus{}))
+	for _, c := range []struct {
+		name  string
+		batch *remote.MessageBatch
+	}{
+		{"UnknownTypeName", batch("subactor.messages.NoSuchMessage", status, nil)},
+		{"TypeIDPastTheTypeNames", batch(hostStatus, status, func(e *remote.MessageEnvelope) { e.TypeId = 3 })},
+		{"TargetPastTheTargets", batch(hostStatus, status, func(e *remote.MessageEnvelope) { e.Target = 2 })},
+		{"SenderPastTheSenders", batch(hostStatus, status, func(e *remote.MessageEnvelope) { e.Sender = 5 })},
+		{"UnknownSerializerID", batch(hostStatus, status, func(e *remote.MessageEnvelope) { e.SerializerId = 7 })},
+		{"PoisonPillToTheHostActor", batch(string(proto.MessageName(&actor.PoisonPill{})), marshal(t, &actor.PoisonPill{}), func(e *remote.MessageEnvelope) { e.Sender = 0 })},
+		{"WatchWithoutAWatcher", batch(string(proto.MessageName(&actor.Watch{})), marshal(t, &actor.Watch{}), func(e *remote.MessageEnvelope) { e.Sender = 0 })},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			ctx, cancel := context.WithTimeout(context.Background(), await.Deadline)
+			defer cancel()
+			stream, err := peer.Receive(ctx)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if err := stream.Send(&remote.RemoteMessage{MessageType: &remote.RemoteMessage_MessageBatch{MessageBatch: c.batch}}); err != nil {
+				t.Fatal(err)
+			}
+			// The node refuses the batch by closing the stream.
+			if _, err := stream.Recv(); statusCode(err) != codes.InvalidArgument {
+				t.Fatalf("the stream after the batch: %v, want it closed InvalidArgument", err)
+			}
+			delegatesOver(t, a, how, callerTLS, nodeB)
+		})
+	}
+	t.Run("ListProcesses", func(t *testing.T) {
+		ctx, cancel := context.WithTimeout(context.Background(), await.Deadline)
+		defer cancel()
+		if _, err := peer.ListProcesses(ctx, &remote.ListProcessesRequest{}); statusCode(err) != codes.Unimplemented {
+			t.Fatalf("ListProcesses: %v, want Unimplemented", err)
+		}
+		if _, err := peer.GetProcessDiagnostics(ctx, &remote.GetProcessDiagnosticsRequest{Pid: host}); statusCode(err) != codes.Unimplemented {
+			t.Fatalf("GetProcessDiagnostics: %v, want Unimplemented", err)
+		}
+		delegatesOver(t, a, how, callerTLS, nodeB)
+	})
+}
+
+func statusCode(err error) codes.Code {
+	s, _ := status.FromError(err)
+	return s.Code()
+}
+
+// delegatesOver runs a delegation from m to the node serve, which must
+// still run.
+func delegatesOver(t *testing.T, m member, how membership, tlsFlags []string, serve *process) {
+	t.Helper()
+	caller := startNode(t, delegateArgs(m, how, append(slices.Clone(tlsFlags), "hello after the batch")...)...)
+	if code := caller.rest(t); code != 0 || !slices.ContainsFunc(caller.all, func(l string) bool { return strings.Contains(l, "echo: hello after the batch") }) {
+		t.Fatalf("a good caller afterwards: exit %d, stdout %q, stderr %s; serve's stderr %s", code, caller.all, caller.stderr.String(), serve.stderr.String())
+	}
+	if serve.cmd.ProcessState != nil {
+		t.Fatalf("serve ended: %s", serve.stderr.String())
+	}
+}
