@@ -13,7 +13,7 @@
 //
 // The package does not know what a record means: Kind names it and Data is
 // its JSON payload. Records of KindMessage are model-visible turns; other
-// kinds (a provider's descriptor, for example) are log-only (IsLogOnly).
+// kinds (a provider's descriptor, for example) are log-only (every kind but KindMessage).
 //
 // Every record has a sequence number: the first one appended to a session
 // is 1, the next 2, and so on. LoadFrom returns them with the records,

@@ -11,6 +11,7 @@ import (
 	"sync"
 	"sync/atomic"
 
+	"github.com/subactor/subactor/persistence/internal/rules"
 	"github.com/subactor/subactor/subagent"
 )
 
@@ -260,7 +261,7 @@ func (m *memStore) Compact(ctx context.Context, sessionID string, upTo uint64, s
 		if e.Seq == at {
 			kept = append(kept, Entry{Seq: at, Record: summary})
 		}
-		if e.Seq > upTo || IsLogOnly(e.Kind) {
+		if e.Seq > upTo || rules.LogOnly(e.Kind) {
 			kept = append(kept, e)
 		}
 	}

@@ -21,17 +21,3 @@ func TestMemoryConformance(t *testing.T) {
 func TestMemoryTaskConformance(t *testing.T) {
 	persistencetest.RunTasks(t, func(*testing.T) persistence.TaskStore { return persistence.NewMemory() })
 }
-
-// TestD4_OnlyMessagesAreModelVisible pins the rule Compact keeps records
-// by: every kind but KindMessage, including kinds added later, is
-// log-only.
-func TestD4_OnlyMessagesAreModelVisible(t *testing.T) {
-	if persistence.IsLogOnly(persistence.KindMessage) {
-		t.Error("IsLogOnly(KindMessage) = true")
-	}
-	for _, kind := range []string{"subagent/descriptor", "descriptor", "custom/future-kind"} {
-		if !persistence.IsLogOnly(kind) {
-			t.Errorf("IsLogOnly(%q) = false", kind)
-		}
-	}
-}

@@ -14,13 +14,10 @@ import (
 )
 
 // KindMessage marks a record holding one model-visible conversation turn.
-const KindMessage = "message"
-
-// IsLogOnly reports whether records of kind are log-only: kept for the
-// runtime (a provider's descriptor, say) rather than shown to the model.
-// Every kind but KindMessage is, so a kind added later survives Compact
-// without the store having to know it (D4).
-func IsLogOnly(kind string) bool { return kind != KindMessage }
+// Every other kind is log-only: kept for the runtime (a provider's
+// descriptor, say) rather than shown to the model, and kept by Compact,
+// also a kind added later (D4).
+const KindMessage = rules.KindMessage
 
 // Record is one entry of a session log.
 type Record struct {
@@ -197,7 +194,7 @@ type Store interface {
 	// Sessions).
 	Children(ctx context.Context, parentSessionID string) ([]SessionInfo, error)
 	// Compact shortens a log for the model while keeping what the runtime
-	// needs: it removes every model-visible record (see IsLogOnly) with a
+	// needs: it removes every model-visible record (see KindMessage) with a
 	// sequence number at or below upTo and stores summary in their place,
 	// under the sequence number of the last one removed. Log-only records
 	// (descriptors, D4) and records past upTo stay, with their sequence
@@ -292,9 +289,9 @@ func validateHeader(h subagent.SessionHeader) error { return rules.Header(h) }
 func validateRecord(r Record) error { return rules.Record(r.Kind, r.Data) }
 
 func toCompact(entries []Entry, last, upTo uint64) ([]uint64, error) {
-	return rules.Compact(func(yield func(uint64, bool) bool) {
+	return rules.Compact(func(yield func(uint64, string) bool) {
 		for _, e := range entries {
-			if !yield(e.Seq, IsLogOnly(e.Kind)) {
+			if !yield(e.Seq, e.Kind) {
 				return
 			}
 		}

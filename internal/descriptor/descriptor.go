@@ -3,7 +3,7 @@
 // child's session log, with what resuming the child needs. Snapshot
 // validates and copies one (D2), Descriptor.Record encodes it, Fold and
 // Parse read one back strictly (D3). The record is log-only for the
-// stores (persistence.IsLogOnly), so Compact keeps it (D4).
+// stores (every kind but persistence.KindMessage), so Compact keeps it (D4).
 //
 // Codes such as (R4) name contracts: https://github.com/subactor/subactor/blob/main/docs/contracts.md
 package descriptor
@@ -22,7 +22,7 @@ import (
 )
 
 // Kind is the record kind of a durable child's descriptor. It is
-// log-only (persistence.IsLogOnly(Kind) is true), so the model never
+// log-only (not persistence.KindMessage), so the model never
 // sees it and Compact keeps it (D4).
 const Kind = "subagent/descriptor"
 

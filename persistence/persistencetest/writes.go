@@ -245,9 +245,6 @@ func testAppendAtConcurrentOneWinnerPerSeq(t *testing.T, s persistence.Store) {
 // ends where it did.
 func testCompactKeepsLogOnlyRecords(t *testing.T, s persistence.Store) {
 	ctx := t.Context()
-	if persistence.IsLogOnly(persistence.KindMessage) || !persistence.IsLogOnly("subagent/descriptor") {
-		t.Fatal("IsLogOnly: only messages are model-visible")
-	}
 	_, err := s.CreateWith(ctx, header("s1"),
 		rec("subagent/descriptor", `{"version":1}`), // 1
 		rec("message", `"m2"`),                      // 2

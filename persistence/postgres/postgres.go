@@ -49,10 +49,10 @@ import (
 	"github.com/subactor/subactor/persistence"
 )
 
-// ErrNewerSchema means the database holds the store's tables at a schema
+// errNewerSchema means the database holds the store's tables at a schema
 // version newer than this binary knows: a newer release migrated it, and
 // this one refuses to guess at its layout.
-var ErrNewerSchema = errors.New("postgres: the database schema is newer than this binary knows")
+var errNewerSchema = errors.New("postgres: the database schema is newer than this binary knows")
 
 // migrations are the schema's versions in order: migrations[i] takes the
 // schema from version i to i+1. Ids and kinds are bytea so that any string
@@ -113,7 +113,7 @@ type store struct {
 // Open connects to the database at url (a postgres:// URL or a key=value
 // string, as pgx reads them), creates the store's tables or migrates
 // them to this binary's schema, and returns the store. A schema newer
-// than this binary knows is ErrNewerSchema.
+// than this binary knows is errNewerSchema.
 func Open(ctx context.Context, url string) (persistence.Backend, error) {
 	return open(ctx, url, waitLimit)
 }
@@ -161,7 +161,7 @@ func (s *store) migrate(ctx context.Context) error {
 			return err
 		}
 		if v > len(migrations) {
-			return fmt.Errorf("%w: it is at version %d, this binary knows up to %d", ErrNewerSchema, v, len(migrations))
+			return fmt.Errorf("%w: it is at version %d, this binary knows up to %d", errNewerSchema, v, len(migrations))
 		}
 		for ; v < len(migrations); v++ {
 			if _, err := tx.Exec(ctx, migrations[v]); err != nil {
@@ -173,7 +173,7 @@ func (s *store) migrate(ctx context.Context) error {
 		}
 		return nil
 	})
-	if err != nil && !errors.Is(err, ErrNewerSchema) {
+	if err != nil && !errors.Is(err, errNewerSchema) {
 		return fmt.Errorf("postgres: open: %w", err)
 	}
 	return err

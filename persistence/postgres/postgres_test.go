@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -207,8 +208,8 @@ func exec(t *testing.T, url, sql string, args ...any) {
 }
 
 // TestPostgresRefusesANewerSchema: a database a newer release migrated
-// is refused with ErrNewerSchema, naming both versions, and left as it
-// is.
+// is refused with an error saying so, naming both versions, and left as
+// it is.
 func TestPostgresRefusesANewerSchema(t *testing.T) {
 	srv := pgtest.Start(t)
 	url := srv.Fresh(t)
@@ -218,8 +219,8 @@ func TestPostgresRefusesANewerSchema(t *testing.T) {
 	if err == nil {
 		s.Close()
 	}
-	if !errors.Is(err, postgres.ErrNewerSchema) {
-		t.Fatalf("Open of a version 2 schema: %v, want ErrNewerSchema", err)
+	if err == nil || !strings.Contains(err.Error(), "schema is newer than this binary knows: it is at version 2, this binary knows up to 1") {
+		t.Fatalf("Open of a version 2 schema: %v, want the newer schema's error", err)
 	}
 	t.Log(err)
 	// Opening twice at version 1 migrates nothing again.

@@ -394,9 +394,9 @@ func (s *store) Compact(ctx context.Context, sessionID string, upTo uint64, summ
 			}); err != nil {
 				return err
 			}
-			removed, err := rules.Compact(func(yield func(uint64, bool) bool) {
+			removed, err := rules.Compact(func(yield func(uint64, string) bool) {
 				for _, r := range stored {
-					if !yield(uint64(r.seq), persistence.IsLogOnly(string(r.kind))) {
+					if !yield(uint64(r.seq), string(r.kind)) {
 						return
 					}
 				}

@@ -62,11 +62,20 @@ func Task(id, parent, state string, result []byte, updated time.Time) error {
 	return nil
 }
 
+// KindMessage is persistence.KindMessage: the one model-visible kind.
+const KindMessage = "message"
+
+// LogOnly reports whether records of kind are log-only: kept for the
+// runtime (a provider's descriptor, say) rather than shown to the model.
+// Every kind but KindMessage is, so a kind added later survives Compact
+// without the store having to know it (D4).
+func LogOnly(kind string) bool { return kind != KindMessage }
+
 // Compact returns the sequence numbers a Compact up to upTo removes from
 // a log ending at last, in order, or ErrInvalid if it may not compact.
-// entries yields the log's records in order as sequence number and
-// whether the record is log-only. The summary takes the last number.
-func Compact(entries iter.Seq2[uint64, bool], last, upTo uint64) ([]uint64, error) {
+// entries yields the log's records in order as sequence number and kind.
+// The summary takes the last number.
+func Compact(entries iter.Seq2[uint64, string], last, upTo uint64) ([]uint64, error) {
 	switch {
 	case upTo == 0:
 		return nil, fmt.Errorf("%w: compact up to record 0", ErrInvalid)
@@ -74,11 +83,11 @@ func Compact(entries iter.Seq2[uint64, bool], last, upTo uint64) ([]uint64, erro
 		return nil, fmt.Errorf("%w: compact up to record %d, past the log's end at %d", ErrInvalid, upTo, last)
 	}
 	var removed []uint64
-	for seq, logOnly := range entries {
+	for seq, kind := range entries {
 		if seq > upTo {
 			break
 		}
-		if !logOnly {
+		if !LogOnly(kind) {
 			removed = append(removed, seq)
 		}
 	}
