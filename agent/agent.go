@@ -11,6 +11,7 @@ import (
 	"slices"
 	"sync"
 	"sync/atomic"
+	"time"
 
 	"github.com/santhosh-tekuri/jsonschema/v6"
 
@@ -120,10 +121,11 @@ type Agent struct {
 	runUsage  subagent.Usage
 
 	// The loop's own, used only by the goroutine of the Run in progress:
-	// onText is the Request.OnText of every step, telling OnStep of step
-	// textStep; offerSpecs and offers are what the last request offered
+	// onText and onRetry are the Request.OnText and OnRetry of every
+	// step, telling OnStep of step textStep; offerSpecs and offers are what the last request offered
 	// (see request).
 	onText     func(string)
+	onRetry    func(int, error, time.Duration)
 	offerSpecs []ToolSpec
 	offers     []offer
 	textStep   int32 // a step number, within maxSteps

@@ -9,6 +9,7 @@ import (
 	"strings"
 	"sync"
 	"testing"
+	"time"
 
 	"go.uber.org/goleak"
 
@@ -840,4 +841,24 @@ func messageRecords(recs []persistence.Record) []persistence.Record {
 		}
 	}
 	return out
+}
+
+// E6: a model call the model retries is told as a ModelCallRetried step of
+// the same call, between its start and its finish, so that a user sees
+// why a step takes long.
+func TestE6_ModelRetryIsAStep(t *testing.T) {
+	var steps []agent.Step
+	model := modelFunc(func(_ context.Context, req agent.Request) (agent.Response, error) {
+		req.OnRetry(1, errors.New("openai: 503 Service Unavailable\nbody"), 2*time.Second)
+		return agent.Response{Message: agent.Message{Content: []subagent.ContentBlock{subagent.Text("ok")}}}, nil
+	})
+	a := newAgent(t, agent.Config{Model: model, OnStep: func(s agent.Step) { steps = append(steps, s) }})
+	wantStop(t, a.Run(await.Ctx(t), prompt("go"), nil), subagent.Completed)
+	if len(steps) < 2 {
+		t.Fatalf("steps %+v", steps)
+	}
+	want := agent.Step{Agent: a.ID(), N: 1, Kind: subagent.ModelCallRetried, Text: "attempt 1 failed, retrying in 2s: openai: 503 Service Unavailable", IsError: true}
+	if !reflect.DeepEqual(steps[1], want) {
+		t.Fatalf("second step %+v, want %+v", steps[1], want)
+	}
 }

@@ -10,6 +10,7 @@ import (
 	"slices"
 	"strings"
 	"sync"
+	"time"
 	"unicode/utf8"
 
 	"github.com/subactor/subactor/internal/agentrun"
@@ -201,6 +202,21 @@ func (a *Agent) textSink() func(string) {
 		a.onText = func(delta string) { a.notify(int(a.textStep), subagent.TextDelta, delta, false, nil) }
 	}
 	return a.onText
+}
+
+// retrySink is the Request.OnRetry of every step, as textSink is its
+// OnText: a retried model call is told as a ModelCallRetried step.
+func (a *Agent) retrySink() func(int, error, time.Duration) {
+	if a.onStep == nil {
+		return nil
+	}
+	if a.onRetry == nil {
+		a.onRetry = func(attempt int, err error, wait time.Duration) {
+			text := fmt.Sprintf("attempt %d failed, retrying in %s: %s", attempt, wait.Round(time.Millisecond), firstLine(err.Error()))
+			a.notify(int(a.textStep), subagent.ModelCallRetried, text, true, nil)
+		}
+	}
+	return a.onRetry
 }
 
 // stepLimit settles a run out of model calls.
@@ -764,6 +780,7 @@ func (a *Agent) request(step int) (req Request) {
 	req = Request{
 		MaxTokens: a.opts.MaxTokens,
 		OnText:    a.textSink(),
+		OnRetry:   a.retrySink(),
 	}
 	if sh := a.shape; sh != nil {
 		req.System, req.OutputSchema = sh.system, sh.schema

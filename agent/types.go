@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"time"
 
 	"github.com/subactor/subactor/subagent"
 )
@@ -57,6 +58,11 @@ type Request struct {
 	// that called Generate and before Generate returns. A model that does
 	// not stream may ignore it. It must not block.
 	OnText func(delta string)
+	// OnRetry, when set, is told of each failed attempt of this call that
+	// a model retries, before it waits for the next: the attempt's number
+	// (1-based), its error and the wait. Like OnText, it is called on the
+	// goroutine that called Generate and must not block.
+	OnRetry func(attempt int, err error, wait time.Duration)
 }
 
 // Response is the model's answer for one step. A Message without tool calls

@@ -54,6 +54,7 @@ type ProgressKind string
 const (
 	ModelCallStarted  ProgressKind = "model-call-started"
 	ModelCallFinished ProgressKind = "model-call-finished" // with Usage
+	ModelCallRetried  ProgressKind = "model-call-retried"  // Text: the failed attempt's error and the wait; IsError
 	ToolCallStarted   ProgressKind = "tool-call-started"   // Text: the tool's name and arguments
 	ToolCallFinished  ProgressKind = "tool-call-finished"  // Text: the tool's name; IsError
 	SteerAdmitted     ProgressKind = "steer-admitted"      // Text: the message's first line

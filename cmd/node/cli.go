@@ -387,6 +387,11 @@ func survey(ctx context.Context, o options, m models, out io.Writer, rep reporte
 	if m.real {
 		cfg.System = systemPrompt
 	}
+	// The top agent's own steps are shown as its children's are: with a
+	// real model, a long think or a retried call is not silence.
+	cfg.OnStep = func(s agent.Step) {
+		rep.top(subagent.RunProgress{RunID: s.Agent, Kind: s.Kind, Step: s.N, Text: s.Text, IsError: s.IsError, Usage: s.Usage})
+	}
 	if o.cont == "" {
 		rec, err := json.Marshal(target)
 		if err != nil {

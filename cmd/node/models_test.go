@@ -128,7 +128,12 @@ func TestM1_RunOnOpenAICompatibleServerFromEnvironment(t *testing.T) {
 		t.Fatalf("answer %q, want %q; stdout:\n%s", answer, d.answer, stdout)
 	}
 	lines := map[string][]string{} // by child
+	var top []string
 	for _, line := range strings.Split(progress, "\n") {
+		if topLine.MatchString(line) {
+			top = append(top, line)
+			continue
+		}
 		var m []string
 		for _, re := range []*regexp.Regexp{startLine, stepLine, endLine} {
 			if m = re.FindStringSubmatch(line); m != nil {
@@ -143,6 +148,15 @@ func TestM1_RunOnOpenAICompatibleServerFromEnvironment(t *testing.T) {
 	if len(lines) != 2 {
 		t.Fatalf("progress of %d children, want 2:\n%s", len(lines), progress)
 	}
+	// The top agent's steps: its two model calls, its two delegations
+	// and its answer.
+	// (Its delegations run concurrently: in either order.)
+	if len(top) == 5 {
+		slices.Sort(top[1:3])
+	}
+	if want := []string{"top step 1 model", `top step 1 tool subagent {"description":"count folder 1","prompt":"Count the files of alpha."}`, `top step 1 tool subagent {"description":"count folder 2","prompt":"Count the files of beta."}`, "top step 2 model", "top step 2 final " + d.answer}; !slices.Equal(top, want) {
+		t.Errorf("the top agent's lines %q, want %q", top, want)
+	}
 	for id, l := range lines {
 		want := []string{"started", "step 1 model", "step 1 final counted: 3 files"}
 		if len(l) != 4 || !slices.Equal(l[:3], want) || !strings.HasPrefix(l[3], "ended: completed in ") {
@@ -150,6 +164,23 @@ func TestM1_RunOnOpenAICompatibleServerFromEnvironment(t *testing.T) {
 		}
 	}
 	d.checkRequests(t, srv, "env-model", "sk-env")
+}
+
+// Contracts E6, M1: the top agent's own model calls are shown like a
+// child's, a retried one too: with a real model, no silence while it
+// thinks or waits on a busy endpoint.
+func TestE6_RunShowsTheTopAgentsRetries(t *testing.T) {
+	srv := openaitest.NewServer(t, openaitest.Status(503, "0"), openaitest.Reply("nothing to delegate"))
+	env := append(withData(t.TempDir()), envBaseURL+"="+srv.URL, envAPIKey+"=sk-env", envModel+"=env-model")
+	_, stderr, code := nodeEnv(t, writeTree(t), env, "run")
+	if code != 0 {
+		t.Fatalf("exit %d, stderr:\n%s", code, stderr)
+	}
+	progress, _ := cutUsage(t, stderr)
+	want := []string{"top step 1 model", "top step 1 retry attempt 1 failed, retrying in 0s: openai: 503 Service Unavailable: openaitest: status 503", "top step 1 final nothing to delegate"}
+	if got := strings.Split(progress, "\n"); !slices.Equal(got, want) {
+		t.Fatalf("progress %q, want %q", got, want)
+	}
 }
 
 // Contracts E6, U1, M1: -json prints one JSON object per line: the
@@ -194,7 +225,20 @@ func TestE6_RunJSONLinesPerChildInOrder(t *testing.T) {
 		calls, usage   subagent.Usage
 	}
 	children := map[string]*child{}
+	var topKinds []string
+	var topCalls subagent.Usage
 	for i, r := range recs[1 : len(recs)-1] {
+		if r.RunID == first.SessionID {
+			// The top agent's own steps, under its session's id.
+			if r.Type != subagent.TypeOf(subagent.RunProgress{}) {
+				t.Fatalf("line %d: %q, the top agent has only progress", i+2, lines[i+1])
+			}
+			topKinds = append(topKinds, r.Kind)
+			if r.Usage != nil {
+				topCalls.Add(*r.Usage)
+			}
+			continue
+		}
 		c := children[r.RunID]
 		switch r.Type {
 		case subagent.TypeOf(subagent.RunStarted{}):
@@ -244,8 +288,11 @@ func TestE6_RunJSONLinesPerChildInOrder(t *testing.T) {
 	top.InputTokens -= sum.InputTokens
 	top.OutputTokens -= sum.OutputTokens
 	top.CachedInputTokens -= sum.CachedInputTokens
-	if want := (subagent.Usage{InputTokens: 310, OutputTokens: 110, CachedInputTokens: 100}); top != want {
-		t.Errorf("the children's usage leaves %+v to the top agent, want %+v", top, want)
+	if want := (subagent.Usage{InputTokens: 310, OutputTokens: 110, CachedInputTokens: 100}); top != want || topCalls != want {
+		t.Errorf("the children's usage leaves %+v to the top agent, its own calls say %+v, want %+v", top, topCalls, want)
+	}
+	if !slices.Contains(topKinds, string(subagent.ModelCallStarted)) || !slices.Contains(topKinds, string(subagent.TextDelta)) || !slices.Contains(topKinds, string(subagent.MessageText)) {
+		t.Errorf("the top agent's progress kinds %q, want its model calls, streamed text and answer", topKinds)
 	}
 	d.checkRequests(t, srv, "flag-model", "sk-json")
 }

@@ -281,6 +281,8 @@ var (
 	startLine = regexp.MustCompile(`^child (\S{12}) started$`)
 	stepLine  = regexp.MustCompile(`^child (\S{12}) step (\d+) (\w+)(?: (.*))?$`)
 	endLine   = regexp.MustCompile(`^child (\S{12}) ended: (\S+) in (\S+)$`)
+	// The top agent's own steps, shown as a child's are.
+	topLine = regexp.MustCompile(`^top step (\d+) (\w+)(?: (.*))?$`)
 	listArgs  = regexp.MustCompile(`^list \{"path":"(.*)"\}$`)
 )
 
@@ -295,7 +297,12 @@ func checkProgress(t *testing.T, progress string, folders []string) {
 		started, ended bool
 	}
 	children := map[string]*child{}
+	var top []string
 	for _, line := range strings.Split(progress, "\n") {
+		if topLine.MatchString(line) {
+			top = append(top, line)
+			continue
+		}
 		if m := startLine.FindStringSubmatch(line); m != nil {
 			if children[m[1]] != nil {
 				t.Fatalf("child %s started twice", m[1])
@@ -334,6 +341,10 @@ func checkProgress(t *testing.T, progress string, folders []string) {
 			continue
 		}
 		t.Fatalf("unexpected progress line %q", line)
+	}
+	// The top agent lists the directory, delegates and answers.
+	if len(top) < 3 || top[0] != "top step 1 model" || !strings.HasPrefix(top[len(top)-1], "top step ") || !strings.Contains(top[len(top)-1], " final survey ") {
+		t.Fatalf("the top agent's steps %q, want its first model call to its final answer", top)
 	}
 	var surveyed []string
 	for id, c := range children {

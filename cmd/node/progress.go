@@ -18,13 +18,17 @@ import (
 	"github.com/subactor/subactor/subagent"
 )
 
+// topName is how progress names the top agent.
+const topName = "top"
+
 // shortID is how many characters of a child's id progress lines show:
 // the end of it (see short).
 const shortID = 12
 
 // reporter shows a run's children as their events come: event is the top
 // agent's run listener (its calls come one at a time, on the listener's
-// goroutine), close ends the display once every child has ended, from the
+// goroutine), top is told of the top agent's own steps (from its loop's
+// goroutines: see agent.Config.OnStep), close ends the display once every child has ended, from the
 // goroutine that runs the command. starting shows child id starting on
 // agent server name, from the goroutine that starts it, until the
 // function it returns is called with how the start ended: "" when the
@@ -32,6 +36,7 @@ const shortID = 12
 // never started.
 type reporter interface {
 	event(ev subagent.Event) error
+	top(ev subagent.RunProgress)
 	starting(id, name string) (ended func(subagent.StopReason))
 	close()
 }
@@ -105,6 +110,15 @@ func (p *progress) event(ev subagent.Event) error {
 	return nil
 }
 
+// top prints the top agent's steps as a child's are, "top step ...".
+func (p *progress) top(ev subagent.RunProgress) {
+	if line := stepText(ev); line != "" {
+		p.mu.Lock()
+		defer p.mu.Unlock()
+		fmt.Fprintf(p.w, "%s %s\n", topName, clean(line))
+	}
+}
+
 func (p *progress) close() {}
 
 func (p *progress) starting(id, name string) func(subagent.StopReason) {
@@ -133,6 +147,7 @@ func (p *progress) locked(id, line string) {
 // text, are not).
 var stepWords = map[subagent.ProgressKind]string{
 	subagent.ModelCallStarted:  "model",
+	subagent.ModelCallRetried:  "retry",
 	subagent.ToolCallStarted:   "tool",
 	subagent.ToolCallFinished:  "failed",
 	subagent.SteerAdmitted:     "steer",
@@ -248,7 +263,10 @@ type jsonResult struct {
 
 // jsonProgress prints every run event, streamed text included, as one JSON
 // object per line.
-type jsonProgress struct{ enc *json.Encoder }
+type jsonProgress struct {
+	mu  sync.Mutex // the top agent's steps come from its own goroutines
+	enc *json.Encoder
+}
 
 // newEncoder writes one JSON value per line, "<" and ">" as they are, and
 // no control character raw.
@@ -259,7 +277,16 @@ func newEncoder(w io.Writer) *json.Encoder {
 }
 
 func (p *jsonProgress) event(ev subagent.Event) error {
+	p.mu.Lock()
+	defer p.mu.Unlock()
 	return p.enc.Encode(toJSON(ev))
+}
+
+// top prints the top agent's steps as subagent/progress records whose
+// runId is the session's own id.
+func (p *jsonProgress) top(ev subagent.RunProgress) {
+	// A failed write shows in the result line's.
+	_ = p.event(ev)
 }
 
 func (p *jsonProgress) close() {}
@@ -322,6 +349,7 @@ type live struct {
 	mu      sync.Mutex
 	w       io.Writer
 	running []*liveChild  // in start order
+	topRow  *liveChild    // the top agent's, once it took a step
 	drawn   int           // rows of the status block on the screen
 	last    time.Time     // of the last redraw
 	every   time.Duration // frame; tests draw every event
@@ -360,28 +388,8 @@ func (l *live) event(ev subagent.Event) error {
 			l.running = append(l.running, &liveChild{id: ev.RunID, since: time.Now(), status: "started"})
 		}
 	case subagent.RunProgress:
-		c := l.child(ev.RunID)
-		if c == nil {
+		if c := l.child(ev.RunID); c == nil || !c.update(ev) {
 			return nil
-		}
-		c.step = ev.Step
-		switch ev.Kind {
-		case subagent.TextDelta:
-			c.text = lastLine(c.text + ev.Text)
-		case subagent.ModelCallStarted:
-			c.status, c.text = "model", ""
-		case subagent.ModelCallFinished:
-			// The row keeps what it shows until the next step.
-			return nil
-		case subagent.ToolCallFinished:
-			if !ev.IsError {
-				return nil
-			}
-			c.status = "failed " + firstLine(ev.Text)
-		default:
-			if line := stepText(ev); line != "" {
-				c.status, c.text = strings.TrimPrefix(line, fmt.Sprintf("step %d ", ev.Step)), ""
-			}
 		}
 	case subagent.RunEnded:
 		c := l.child(ev.RunID)
@@ -433,6 +441,46 @@ func (l *live) starting(id, name string) func(subagent.StopReason) {
 	}
 }
 
+// update shows ev on c's row; false when the row stays as it is.
+func (c *liveChild) update(ev subagent.RunProgress) bool {
+	c.step = ev.Step
+	switch ev.Kind {
+	case subagent.TextDelta:
+		c.text = lastLine(c.text + ev.Text)
+	case subagent.ModelCallStarted:
+		c.status, c.text = "model", ""
+	case subagent.ModelCallFinished:
+		// The row keeps what it shows until the next step.
+		return false
+	case subagent.ToolCallFinished:
+		if !ev.IsError {
+			return false
+		}
+		c.status = "failed " + firstLine(ev.Text)
+	default:
+		if line := stepText(ev); line != "" {
+			c.status, c.text = strings.TrimPrefix(line, fmt.Sprintf("step %d ", ev.Step)), ""
+		}
+	}
+	return true
+}
+
+// top shows the top agent's steps on a row of its own, above its
+// children's, from its first step on.
+func (l *live) top(ev subagent.RunProgress) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if l.closed {
+		return
+	}
+	if l.topRow == nil {
+		l.topRow = &liveChild{since: time.Now()}
+	}
+	if l.topRow.update(ev) {
+		l.redraw("")
+	}
+}
+
 func (l *live) child(id string) *liveChild {
 	for _, c := range l.running {
 		if c.id == id {
@@ -481,27 +529,36 @@ func (l *live) draw() {
 	b.WriteString(noWrap)
 	l.drawn = 0
 	now := time.Now()
+	if l.topRow != nil {
+		b.WriteString(l.topRow.row(topName, now))
+		l.drawn++
+	}
 	for i, c := range l.running {
 		if i == liveRows {
 			fmt.Fprintf(&b, "… and %d more running\n", len(l.running)-liveRows)
 			l.drawn++
 			break
 		}
-		row := fmt.Sprintf("child %s %s", short(c.id), humanDuration(now.Sub(c.since)))
-		if c.step > 0 {
-			row += fmt.Sprintf(" step %d", c.step)
-		}
-		row += " " + c.status
-		if c.text != "" {
-			row += ": " + c.text
-		}
-		b.WriteString(clip(row, liveText+40) + "\n")
+		b.WriteString(c.row("child "+short(c.id), now))
 		l.drawn++
 	}
 	b.WriteString(wrap)
 	l.last = now
 	// A failed write (a closed terminal) has nowhere to be reported.
 	_, _ = l.w.Write(b.Bytes())
+}
+
+// row is c's status row, named name, as of now.
+func (c *liveChild) row(name string, now time.Time) string {
+	row := fmt.Sprintf("%s %s", name, humanDuration(now.Sub(c.since)))
+	if c.step > 0 {
+		row += fmt.Sprintf(" step %d", c.step)
+	}
+	row += " " + c.status
+	if c.text != "" {
+		row += ": " + c.text
+	}
+	return clip(row, liveText+40) + "\n"
 }
 
 // close erases what is left of the status block (children whose end never

@@ -305,3 +305,34 @@ func TestN1_HumanDurations(t *testing.T) {
 		}
 	}
 }
+
+// Contract E6: the live view shows the top agent's own steps on a row of
+// its own above its children's, a retried model call included.
+func TestE6_LiveViewShowsTheTopAgentsSteps(t *testing.T) {
+	scr := &screen{t: t}
+	l := newLive(scr)
+	l.every = 0
+	l.top(subagent.RunProgress{Kind: subagent.ModelCallStarted, Step: 1})
+	scr.want(t, "its first model call", `top \S+ step 1 model`)
+	l.top(subagent.RunProgress{Kind: subagent.ModelCallRetried, Step: 1, IsError: true, Text: "attempt 1 failed, retrying in 2s: 503"})
+	scr.want(t, "a retry", `top \S+ step 1 retry attempt 1 failed, retrying in 2s: 503`)
+	if err := l.event(subagent.RunStarted{RunID: "aaaaaaaa-1"}); err != nil {
+		t.Fatal(err)
+	}
+	scr.want(t, "a child's start", `top \S+ step 1 retry attempt 1 failed, retrying in 2s: 503`, `child aaaaaaaa-1 \S+ started`)
+	l.close()
+	scr.want(t, "close")
+}
+
+// Contract E6: plain progress prints the top agent's steps as "top step
+// ..." lines.
+func TestE6_PlainProgressShowsTheTopAgentsSteps(t *testing.T) {
+	var b strings.Builder
+	p := newProgress(&b)
+	p.top(subagent.RunProgress{Kind: subagent.ModelCallStarted, Step: 1})
+	p.top(subagent.RunProgress{Kind: subagent.ModelCallRetried, Step: 1, IsError: true, Text: "attempt 1 failed, retrying in 2s: 503"})
+	p.top(subagent.RunProgress{Kind: subagent.TextDelta, Step: 1, Text: "left out"})
+	if want := "top step 1 model\ntop step 1 retry attempt 1 failed, retrying in 2s: 503\n"; b.String() != want {
+		t.Fatalf("progress %q, want %q", b.String(), want)
+	}
+}

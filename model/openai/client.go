@@ -109,6 +109,9 @@ func (c *Client) Generate(ctx context.Context, req agent.Request) (agent.Respons
 		if !ok {
 			return agent.Response{}, err
 		}
+		if req.OnRetry != nil {
+			req.OnRetry(attempt, err, wait)
+		}
 		if err := c.cfg.sleep(ctx, wait); err != nil {
 			return agent.Response{}, err
 		}

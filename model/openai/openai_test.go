@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"io"
 	"reflect"
 	"strings"
@@ -221,6 +222,27 @@ func TestM1_RetriesAfter429HonouringRetryAfter(t *testing.T) {
 	}
 	if n := len(s.WaitFinished(t, 4)); n != 4 {
 		t.Errorf("%d requests", n)
+	}
+}
+
+// A retry is told to the request's OnRetry before its wait, so that the
+// live view shows it: each failed attempt, its error and the wait.
+func TestM1_RetriesAreToldToOnRetry(t *testing.T) {
+	s := openaitest.NewServer(t, openaitest.Status(429, "7"), openaitest.Status(503, "2"), openaitest.Reply("ok"))
+	c, clk := client(t, s)
+	req := ask("hi")
+	var told []string
+	req.OnRetry = func(attempt int, err error, wait time.Duration) {
+		told = append(told, fmt.Sprintf("%d %v %v", attempt, err.(*openai.APIError).Status, wait))
+		if n := len(clk.Waits()); n != attempt-1 {
+			t.Errorf("attempt %d told after %d waits, want before its own", attempt, n)
+		}
+	}
+	if _, err := c.Generate(await.Ctx(t), req); err != nil {
+		t.Fatal(err)
+	}
+	if want := []string{"1 429 7s", "2 503 2s"}; !reflect.DeepEqual(told, want) {
+		t.Errorf("OnRetry told %q, want %q", told, want)
 	}
 }
 
