@@ -127,6 +127,7 @@ func newReporter(quiet, json bool, stdout, stderr io.Writer) reporter {
 // options are the flags and arguments of run.
 type options struct {
 	dir      string
+	vcs      bool
 	maxDepth int
 	quiet    bool
 	data     string
@@ -154,6 +155,7 @@ type options struct {
 func runFlags(o *options) *flag.FlagSet {
 	fs := flag.NewFlagSet(prog+" run", flag.ContinueOnError)
 	fs.StringVar(&o.dir, "dir", ".", "the `DIR` to survey (not with -continue: the session's own is used)")
+	fs.BoolVar(&o.vcs, "vcs", false, "survey version control folders (.git, .hg, .svn, .jj) too; they are skipped by default")
 	fs.IntVar(&o.maxDepth, "max-depth", delegate.DefaultMaxDepth, "the deepest delegation level below the top-level agent; 0 surveys without children")
 	fs.BoolVar(&o.quiet, "quiet", false, "print the session id and the answer only, no progress or usage (with -json: the session and result lines)")
 	dataFlag(fs, &o.data)
@@ -317,7 +319,7 @@ func survey(ctx context.Context, o options, m models, out io.Writer, rep reporte
 	} else {
 		prompt = target.task()
 	}
-	fsTools, err := fstools.NewNamed(target.Dir, target.Name)
+	fsTools, err := fstools.New(target.Dir, fstools.Options{Name: target.Name, VCS: o.vcs})
 	if err != nil {
 		return outcome{}, fmt.Errorf("cannot read directory %q: %w", target.Name, err)
 	}

@@ -694,7 +694,7 @@ func TestK1_ServeOffersItsModel(t *testing.T) {
 	args := append([]string{"delegate", "-cluster", "-provider", "model"}, how(c)...)
 	stdout, stderr, code := node(t, t.TempDir(), append(args, "survey "+root)...)
 	head := fmt.Sprintf("survey %s: ", root)
-	folders := fmt.Sprintf(" in %d folders (0 delegated)", countFolders(t, root))
+	folders := fmt.Sprintf(" in %d folders (0 delegated)", countFolders(t, root)) // more than one
 	if _, rest := cutSession(t, stdout); code != 0 || !strings.HasPrefix(strings.TrimSpace(rest), head) || !strings.Contains(rest, folders) {
 		t.Fatalf("the model child's survey: exit %d, stdout %q, stderr %q", code, stdout, stderr)
 	}

@@ -57,7 +57,7 @@ func TestK3_SurveyMemoryIsBoundedPerEntry(t *testing.T) {
 		var stderr bytes.Buffer
 		cmd.Stderr = &stderr
 		out, err := cmd.Output()
-		if want := fmt.Sprintf("%d files, %d lines, %d bytes", folders*perFolder, folders*perFolder, 2*folders*perFolder); err != nil || !strings.Contains(string(out), want) {
+		if want := (figures{files: folders * perFolder, lines: folders * perFolder, bytes: 2 * folders * perFolder}).String(); err != nil || !strings.Contains(string(out), want) {
 			t.Fatalf("node run: %v, answer %q (want %q), stderr %s", err, out, want, stderr.Bytes())
 		}
 		return peakLive(t, stderr.Bytes())

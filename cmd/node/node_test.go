@@ -6,6 +6,8 @@ import (
 	"errors"
 	"flag"
 	"fmt"
+	"github.com/dustin/go-humanize"
+	"github.com/dustin/go-humanize/english"
 	"io/fs"
 	"os"
 	"os/exec"
@@ -131,7 +133,7 @@ func writeTree(t *testing.T) string {
 type figures struct{ files, lines, bytes int }
 
 func (f figures) String() string {
-	return fmt.Sprintf("%d files, %d lines, %d bytes", f.files, f.lines, f.bytes)
+	return fmt.Sprintf("%s, %s, %s", english.Plural(f.files, "file", ""), english.Plural(f.lines, "line", ""), humanize.IBytes(uint64(f.bytes)))
 }
 
 // measure walks dir on its own, without the tools under test: a line is a
@@ -190,7 +192,7 @@ func expected(t *testing.T, root, name string) (answer string, folders []string)
 		lines = append(lines, fmt.Sprintf("- %s: %s", p, f))
 	}
 	lines = append(lines, "- (top level): "+top.String())
-	head := fmt.Sprintf("survey %s: %s in %d folders (%d delegated)", name, total, countFolders(t, root), len(folders))
+	head := fmt.Sprintf("survey %s: %s in %s (%d delegated)", name, total, english.Plural(countFolders(t, root), "folder", ""), len(folders))
 	return strings.Join(append([]string{head}, lines...), "\n"), folders
 }
 
@@ -282,8 +284,8 @@ var (
 	stepLine  = regexp.MustCompile(`^child (\S{12}) step (\d+) (\w+)(?: (.*))?$`)
 	endLine   = regexp.MustCompile(`^child (\S{12}) ended: (\S+) in (\S+)$`)
 	// The top agent's own steps, shown as a child's are.
-	topLine = regexp.MustCompile(`^top step (\d+) (\w+)(?: (.*))?$`)
-	listArgs  = regexp.MustCompile(`^list \{"path":"(.*)"\}$`)
+	topLine  = regexp.MustCompile(`^top step (\d+) (\w+)(?: (.*))?$`)
+	listArgs = regexp.MustCompile(`^list \{"path":"(.*)"\}$`)
 )
 
 // checkProgress checks that every sub-folder had one child that started,
@@ -549,5 +551,32 @@ func TestN1_CancelledRunEndsAborted(t *testing.T) {
 	// owes is an end line for every child it started.
 	if started == 0 || ended != started {
 		t.Fatalf("%d children started, %d ended:\n%s", started, ended, stderr.String())
+	}
+}
+
+// Contract N1: the survey skips version control folders (.git, .hg, .svn,
+// .jj): their history is not the work. -vcs surveys them too.
+func TestN1_RunSkipsVCSFoldersUnlessAsked(t *testing.T) {
+	root := t.TempDir()
+	for _, name := range []string{"src/a.go", ".git/HEAD", ".jj/repo"} {
+		p := filepath.Join(root, filepath.FromSlash(name))
+		if err := os.MkdirAll(filepath.Dir(p), 0o755); err != nil {
+			t.Fatal(err)
+		}
+		if err := os.WriteFile(p, []byte("x\n"), 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	for _, c := range []struct {
+		args []string
+		want string
+	}{
+		{nil, "survey .: 1 file, 1 line, 2 B in 2 folders (1 delegated)\n- src: 1 file, 1 line, 2 B"},
+		{[]string{"-vcs"}, "survey .: 3 files, 3 lines, 6 B in 4 folders (3 delegated)\n- .git: 1 file, 1 line, 2 B\n- .jj: 1 file, 1 line, 2 B\n- src: 1 file, 1 line, 2 B"},
+	} {
+		stdout, stderr, code := node(t, root, append([]string{"run", "-quiet"}, c.args...)...)
+		if _, answer := cutSession(t, stdout); code != 0 || strings.TrimSpace(answer) != c.want {
+			t.Errorf("run %q: exit %d, answer %q, want %q; stderr:\n%s", c.args, code, answer, c.want, stderr)
+		}
 	}
 }

@@ -359,7 +359,7 @@ func (o serveOptions) providers(sys *actors.System, logs io.Writer) ([]subagent.
 	if err != nil {
 		return nil, nil, err
 	}
-	tools, err := fstools.NewNamed(dir, o.dir)
+	tools, err := fstools.New(dir, fstools.Options{Name: o.dir})
 	if err != nil {
 		return nil, nil, err
 	}

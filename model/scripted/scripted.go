@@ -10,6 +10,9 @@ import (
 	"strings"
 	"unicode/utf8"
 
+	"github.com/dustin/go-humanize"
+	"github.com/dustin/go-humanize/english"
+
 	"github.com/subactor/subactor/agent"
 	"github.com/subactor/subactor/subagent"
 )
@@ -239,9 +242,14 @@ func (f *figures) add(g figures) {
 	f.Cut = append(f.Cut, g.Cut...)
 }
 
+// String is f as a person reads it: "1 file, 12 lines, 3.4 KiB".
 func (f figures) String() string {
-	return fmt.Sprintf("%d files, %d lines, %d bytes", f.Files, f.Lines, f.Bytes)
+	return fmt.Sprintf("%s, %s, %s", english.Plural(int(f.Files), "file", ""), english.Plural(int(f.Lines), "line", ""), humanSize(f.Bytes))
 }
+
+// humanSize is n bytes in binary units, as du -h and the tools' limits say
+// them ("1 GiB").
+func humanSize(n int64) string { return humanize.IBytes(uint64(max(n, 0))) }
 
 type entry struct {
 	Name string `json:"name"`
@@ -298,10 +306,10 @@ func (o outcome) file() (figures, error) {
 		f.Files = *c.Files
 	}
 	if c.Truncated {
-		f.Cut = []string{fmt.Sprintf("%s: lines counted in the first %d of %d bytes", c.Path, c.Counted, c.Bytes)}
+		f.Cut = []string{fmt.Sprintf("%s: lines counted in the first %s of %s", c.Path, humanSize(c.Counted), humanSize(c.Bytes))}
 	}
 	if c.Unreadable > 0 {
-		f.Cut = append(f.Cut, fmt.Sprintf("%s: %d files unreadable", c.Path, c.Unreadable))
+		f.Cut = append(f.Cut, fmt.Sprintf("%s: %s unreadable", c.Path, english.Plural(int(c.Unreadable), "file", "")))
 	}
 	return f, nil
 }
@@ -556,7 +564,7 @@ func (c *conversation) report(dir string, folders []folder, files figures, hasFi
 	if hasFiles {
 		lines = append(lines, "- (top level): "+files.String())
 	}
-	head := fmt.Sprintf("survey %s: %s in %d folders (%d delegated)", dir, total, surveyed, delegated)
+	head := fmt.Sprintf("survey %s: %s in %s (%d delegated)", dir, total, english.Plural(int(surveyed), "folder", ""), delegated)
 	var cuts []string
 	for _, cut := range total.Cut {
 		cuts = append(cuts, "- cut: "+cut)

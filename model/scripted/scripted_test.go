@@ -6,6 +6,8 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"github.com/dustin/go-humanize"
+	"github.com/dustin/go-humanize/english"
 	"io/fs"
 	"os"
 	"path"
@@ -62,7 +64,7 @@ func project(t *testing.T) string {
 type figures struct{ files, lines, bytes, folders int }
 
 func (f figures) String() string {
-	return fmt.Sprintf("%d files, %d lines, %d bytes", f.files, f.lines, f.bytes)
+	return fmt.Sprintf("%s, %s, %s", english.Plural(f.files, "file", ""), english.Plural(f.lines, "line", ""), humanize.IBytes(uint64(f.bytes)))
 }
 
 // walk computes the figures of the regular files under root/rel (all of
@@ -116,7 +118,7 @@ type env struct {
 
 func (e env) agent(t *testing.T) *agent.Agent {
 	t.Helper()
-	tools, err := fstools.New(e.root)
+	tools, err := fstools.New(e.root, fstools.Options{})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -218,7 +220,7 @@ func (d *delegate) Call(ctx context.Context, caller *agent.Agent, raw json.RawMe
 	if msg, ok := d.fail[args.Prompt]; ok {
 		return "", errors.New(msg)
 	}
-	tools, err := fstools.New(d.root)
+	tools, err := fstools.New(d.root, fstools.Options{})
 	if err != nil {
 		return "", err
 	}
@@ -269,7 +271,7 @@ func surveyReport(t *testing.T, root string, delegated bool, failed map[string]s
 		lines = append(lines, fmt.Sprintf("- %s: %s", d, f))
 	}
 	lines = append(lines, "- (top level): "+top.String())
-	head := fmt.Sprintf("survey .: %s in %d folders (%d delegated)", total, folders, k)
+	head := fmt.Sprintf("survey .: %s in %s (%d delegated)", total, english.Plural(folders, "folder", ""), k)
 	return strings.Join(append(append([]string{head}, lines...), failures...), "\n")
 }
 
@@ -376,7 +378,7 @@ func TestResumedTallyFinishes(t *testing.T) {
 	if res := a.Run(ctx, prompt("tally a"), nil); res.StopReason != subagent.Aborted {
 		t.Fatalf("first run: %q %s", res.StopReason, res.Detail)
 	}
-	tools, err := fstools.New(root)
+	tools, err := fstools.New(root, fstools.Options{})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -542,7 +544,7 @@ func TestK3_CutListingsAndCountsAreReported(t *testing.T) {
 		{Role: agent.ToolRole, ToolCallID: "call-2-0", Content: prompt(`{"path":"src/big","lines":7,"words":9,"bytes":5000000000,"truncated":true,"counted":1073741824}`)},
 	}}
 	tally := subagent.TextOf(generate(t, tallyReq).Message.Content)
-	want := `{"path":"src","files":1,"lines":7,"bytes":5000000000,"folders":1,"cut":["src: listed 1 of 20000 entries","src/big: lines counted in the first 1073741824 of 5000000000 bytes"]}`
+	want := `{"path":"src","files":1,"lines":7,"bytes":5000000000,"folders":1,"cut":["src: listed 1 of 20000 entries","src/big: lines counted in the first 1.0 GiB of 4.7 GiB"]}`
 	if tally != want {
 		t.Fatalf("tally\n got %s\nwant %s", tally, want)
 	}
@@ -557,12 +559,31 @@ func TestK3_CutListingsAndCountsAreReported(t *testing.T) {
 		},
 	}
 	got := subagent.TextOf(generate(t, surveyReq).Message.Content)
-	want = "survey .: 1 files, 7 lines, 5000000000 bytes in 2 folders (1 delegated)\n" +
-		"- src: 1 files, 7 lines, 5000000000 bytes\n" +
+	want = "survey .: 1 file, 7 lines, 4.7 GiB in 2 folders (1 delegated)\n" +
+		"- src: 1 file, 7 lines, 4.7 GiB\n" +
 		"- cut: .: listed 1 of 3 entries\n" +
 		"- cut: src: listed 1 of 20000 entries\n" +
-		"- cut: src/big: lines counted in the first 1073741824 of 5000000000 bytes"
+		"- cut: src/big: lines counted in the first 1.0 GiB of 4.7 GiB"
 	if got != want {
 		t.Fatalf("survey\n got %s\nwant %s", got, want)
+	}
+}
+
+// The answer reads as a person writes it: singulars for one ("1 file, 1
+// line", "1 folder") and sizes in binary units.
+func TestSurveyAnswerSaysOneInTheSingularAndSizesHumanly(t *testing.T) {
+	req := agent.Request{Messages: []agent.Message{
+		user("survey ."),
+		{Role: agent.Assistant, ToolCalls: []agent.ToolCall{{ID: "call-1-0", Name: "list", Args: json.RawMessage(`{"path":"."}`)}}},
+		{Role: agent.ToolRole, ToolCallID: "call-1-0", Content: prompt(`{"entries":[{"name":"a","type":"file","size":3000}]}`)},
+		{Role: agent.Assistant, ToolCalls: []agent.ToolCall{{ID: "call-2-0", Name: "count", Args: json.RawMessage(`{"path":"."}`)}}},
+		{Role: agent.ToolRole, ToolCallID: "call-2-0", Content: prompt(`{"path":".","files":1,"lines":1,"bytes":3000,"unreadable":1}`)},
+	}}
+	got := subagent.TextOf(generate(t, req).Message.Content)
+	want := "survey .: 1 file, 1 line, 2.9 KiB in 1 folder (0 delegated)\n" +
+		"- (top level): 1 file, 1 line, 2.9 KiB\n" +
+		"- cut: .: 1 file unreadable"
+	if got != want {
+		t.Fatalf("survey\n got %q\nwant %q", got, want)
 	}
 }

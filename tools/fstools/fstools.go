@@ -1,6 +1,7 @@
 package fstools
 
 import (
+	"cmp"
 	"context"
 	"encoding/json"
 	"errors"
@@ -25,15 +26,23 @@ const defaultMaxBytes = 64 << 10
 // into memory.
 const maxReadBytes = 1 << 20
 
-// New returns the list, read and count tools confined to the directory root.
-// The model names paths relative to it, "." being the root.
-func New(root string) ([]agent.Tool, error) { return NewNamed(root, ".") }
+// Options say how New's tools show the root.
+type Options struct {
+	// Name is what the model calls the root, as a user gave it
+	// ("/srv/data", "../src"): every path the model sends is Name or
+	// below it, so a task can say "survey /srv/data" and the tools
+	// follow. "" or "." names paths relative to the root. Either way the
+	// tools reach nothing outside root.
+	Name string
+	// VCS lists version control folders (.git, .hg, .svn, .jj); list
+	// leaves them out by default, so that a survey counts the work, not
+	// its history.
+	VCS bool
+}
 
-// NewNamed is New for a model that names the root name, as a user gave it
-// ("/srv/data", "../src"): every path the model sends is name or below it,
-// so a task can say "survey /srv/data" and the tools follow. A name of "."
-// is New's relative paths. Either way the tools reach nothing outside root.
-func NewNamed(root, name string) ([]agent.Tool, error) {
+// New returns the list, read and count tools confined to the directory
+// root.
+func New(root string, o Options) ([]agent.Tool, error) {
 	abs, err := filepath.Abs(root)
 	if err != nil {
 		return nil, fmt.Errorf("fstools: %w", err)
@@ -44,23 +53,23 @@ func NewNamed(root, name string) ([]agent.Tool, error) {
 		return nil, fmt.Errorf("fstools: %w", err)
 	}
 	r.Close()
-	name = path.Clean(filepath.ToSlash(name))
+	name := path.Clean(filepath.ToSlash(cmp.Or(o.Name, ".")))
 	return []agent.Tool{
-		&tool{root: abs, name: name, run: list, spec: spec("list", listDescription, name, true, `,"offset":{"type":"integer","minimum":0}`)},
+		&tool{root: abs, name: name, run: lister(o.VCS), spec: spec("list", listDescription, name, true, `,"offset":{"type":"integer","minimum":0}`)},
 		&tool{root: abs, name: name, run: read, spec: spec("read", readDescription, name, false, `,"maxBytes":{"type":"integer","minimum":1,"maximum":1048576}`)},
 		&tool{root: abs, name: name, run: count, spec: spec("count", countDescription, name, false, "")},
 	}, nil
 }
 
-// MaxListEntries is the most entries one list call returns: a directory
+// maxListEntries is the most entries one list call returns: a directory
 // of 300,000 entries would otherwise be one answer of 15 MB, kept whole in
 // the conversation of the agent that asked. offset pages through the rest.
-const MaxListEntries = 10000
+const maxListEntries = 10000
 
 // The tools' descriptions.
 var (
 	listDescription = fmt.Sprintf(`List a directory. Returns JSON {"entries":[{"name","type","size"}...]} sorted by name; type is "dir", "file", "symlink" or "other"; size is given for files. `+
-		`At most %d entries, from offset (default 0): when more follow, the JSON also has "truncated":true, "total" (the directory's entries) and "next" (the offset of the rest).`, MaxListEntries)
+		`At most %d entries, from offset (default 0): when more follow, the JSON also has "truncated":true, "total" (the directory's entries) and "next" (the offset of the rest).`, maxListEntries)
 	readDescription  = "Read a file's text, truncated to maxBytes (default 65536, at most 1048576)."
 	countDescription = `Count a file's lines, words and bytes. Returns JSON {"path","lines","words","bytes"}. Given a directory, counts the regular files directly in it (not below) in one call, lines and bytes only: {"path","files","lines","bytes"}, with "unreadable" (how many could not be opened or read) when some could not. The holes of a sparse file count as zero bytes without being read. At most 1 GiB of data is read per call: past that the JSON has "truncated":true, and lines (and words) are those of the first "counted" bytes (bytes is still the full size).`
 )
@@ -193,13 +202,23 @@ type listArgs struct {
 // listing is the result of list.
 type listing struct {
 	Entries []entry `json:"entries"`
-	// Set when entries follow past this call's MaxListEntries.
+	// Set when entries follow past this call's maxListEntries.
 	Truncated bool `json:"truncated,omitempty"`
 	Total     int  `json:"total,omitempty"`
 	Next      int  `json:"next,omitempty"`
 }
 
-func list(_ context.Context, r *os.Root, local func(string) (string, error), raw json.RawMessage) (string, error) {
+// vcsFolders are the version control folders list leaves out unless asked.
+var vcsFolders = []string{".git", ".hg", ".svn", ".jj"}
+
+// lister is the list tool's run, which lists vcsFolders only with vcs.
+func lister(vcs bool) func(context.Context, *os.Root, func(string) (string, error), json.RawMessage) (string, error) {
+	return func(ctx context.Context, r *os.Root, local func(string) (string, error), raw json.RawMessage) (string, error) {
+		return list(ctx, r, local, raw, vcs)
+	}
+}
+
+func list(_ context.Context, r *os.Root, local func(string) (string, error), raw json.RawMessage, vcs bool) (string, error) {
 	var args listArgs
 	if err := decode(raw, &args); err != nil {
 		return "", err
@@ -216,15 +235,18 @@ func list(_ context.Context, r *os.Root, local func(string) (string, error), raw
 	if err != nil {
 		return "", err
 	}
+	if !vcs {
+		des = slices.DeleteFunc(des, func(de fs.DirEntry) bool { return de.IsDir() && slices.Contains(vcsFolders, de.Name()) })
+	}
 	// File.ReadDir returns directory order; the model gets a stable one,
 	// so that offsets page through it.
 	slices.SortFunc(des, func(a, b fs.DirEntry) int { return strings.Compare(a.Name(), b.Name()) })
 	var out listing
 	total := len(des)
 	des = des[min(args.Offset, total):]
-	if len(des) > MaxListEntries {
-		out.Truncated, out.Total, out.Next = true, total, args.Offset+MaxListEntries
-		des = des[:MaxListEntries]
+	if len(des) > maxListEntries {
+		out.Truncated, out.Total, out.Next = true, total, args.Offset+maxListEntries
+		des = des[:maxListEntries]
 	}
 	out.Entries = make([]entry, 0, len(des))
 	for _, de := range des {

@@ -8,6 +8,7 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 
@@ -44,7 +45,7 @@ func symlink(t *testing.T, target, link string) {
 
 func tools(t *testing.T, root string) map[string]agent.Tool {
 	t.Helper()
-	ts, err := fstools.New(root)
+	ts, err := fstools.New(root, fstools.Options{})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -80,7 +81,7 @@ func TestNew(t *testing.T) {
 			t.Errorf("%s: bad spec: %v", tool.Spec().Name, err)
 		}
 	}
-	if _, err := fstools.New(filepath.Join(t.TempDir(), "missing")); err == nil {
+	if _, err := fstools.New(filepath.Join(t.TempDir(), "missing"), fstools.Options{}); err == nil {
 		t.Fatal("New accepted a missing root")
 	}
 }
@@ -316,7 +317,7 @@ func TestK3_EscapesAreRefused(t *testing.T) {
 }
 
 func TestToolsTouchNoFileOnceCancelled(t *testing.T) {
-	tools, err := fstools.New(t.TempDir())
+	tools, err := fstools.New(t.TempDir(), fstools.Options{})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -354,7 +355,7 @@ func FuzzK3_ToolArgumentsStayInsideTheRoot(f *testing.F) {
 	if err := os.Symlink(filepath.Join(parent, "outside.txt"), filepath.Join(root, "link")); err != nil {
 		f.Fatal(err)
 	}
-	tools, err := fstools.New(root)
+	tools, err := fstools.New(root, fstools.Options{})
 	if err != nil {
 		f.Fatal(err)
 	}
@@ -368,14 +369,14 @@ func FuzzK3_ToolArgumentsStayInsideTheRoot(f *testing.F) {
 	})
 }
 
-// TestK3_NamedRootTakesPathsBelowItsNameOnly: with NewNamed the model names
+// TestK3_NamedRootTakesPathsBelowItsNameOnly: with Options.Name the model names
 // the root as the user gave it; paths elsewhere, relative ones included, are
 // refused, and escapes still are. Contract K3 (and N1, whose survey names
 // the directory given by -dir).
 func TestK3_NamedRootTakesPathsBelowItsNameOnly(t *testing.T) {
 	root := tree(t, map[string]string{"a/x.go": "package a\n"})
 	for _, name := range []string{root, "../some dir", "data"} {
-		ts, err := fstools.NewNamed(root, name)
+		ts, err := fstools.New(root, fstools.Options{Name: name})
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -403,5 +404,36 @@ func TestK3_NamedRootTakesPathsBelowItsNameOnly(t *testing.T) {
 				t.Errorf("%s: list %q = %q, %v; want outside the root", name, p, out, err)
 			}
 		}
+	}
+}
+
+// list leaves version control folders out unless Options.VCS asks for
+// them: a survey counts the work, not its history. A file of the same
+// name is listed.
+func TestListSkipsVCSFoldersUnlessAsked(t *testing.T) {
+	root := tree(t, map[string]string{".git/HEAD": "ref", ".hg/x": "", ".svn/x": "", ".jj/x": "", "src/a.go": "package a", ".gitignore": "x", "sub/.git": "gitdir: elsewhere"})
+	names := func(vcs bool, dir string) []string {
+		ts, err := fstools.New(root, fstools.Options{VCS: vcs})
+		if err != nil {
+			t.Fatal(err)
+		}
+		var l struct{ Entries []struct{ Name string } }
+		if err := json.Unmarshal([]byte(mustCall(t, ts[0], `{"path":"`+dir+`"}`)), &l); err != nil {
+			t.Fatal(err)
+		}
+		var out []string
+		for _, e := range l.Entries {
+			out = append(out, e.Name)
+		}
+		return out
+	}
+	if got, want := names(false, "."), []string{".gitignore", "src", "sub"}; !slices.Equal(got, want) {
+		t.Errorf("list without VCS: %q, want %q", got, want)
+	}
+	if got, want := names(false, "sub"), []string{".git"}; !slices.Equal(got, want) {
+		t.Errorf("list of a folder with a .git file: %q, want %q", got, want)
+	}
+	if got, want := names(true, "."), []string{".git", ".gitignore", ".hg", ".jj", ".svn", "src", "sub"}; !slices.Equal(got, want) {
+		t.Errorf("list with VCS: %q, want %q", got, want)
 	}
 }

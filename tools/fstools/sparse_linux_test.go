@@ -85,7 +85,7 @@ func TestK3_CountSkipsTheHolesOfASparseFile(t *testing.T) {
 		t.Fatalf("countFile: %+v after reading %d bytes, %v; want %+v after reading a few blocks", got, read, err, want)
 	}
 
-	ts, err := New(root)
+	ts, err := New(root, Options{})
 	if err != nil {
 		t.Fatal(err)
 	}

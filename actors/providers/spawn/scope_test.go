@@ -21,7 +21,7 @@ import (
 // typed Start error, and nothing is created.
 func TestS4_AToolFilterNamingAMissingToolFailsBeforeAnyChild(t *testing.T) {
 	e := newEnv(t)
-	tools, err := fstools.New(t.TempDir())
+	tools, err := fstools.New(t.TempDir(), fstools.Options{})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -184,7 +184,7 @@ func TestP1_StartThroughTheServiceWithTheScriptedModel(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	fs, err := fstools.New(root)
+	fs, err := fstools.New(root, fstools.Options{})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -373,7 +373,7 @@ func TestP1_OutputSchemaSettlesStructuredOrValidationError(t *testing.T) {
 
 // Contract P1.
 func TestP1_ToolFilterAndPersonaShapeTheChildRequest(t *testing.T) {
-	fs, err := fstools.New(t.TempDir())
+	fs, err := fstools.New(t.TempDir(), fstools.Options{})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -492,7 +492,7 @@ func patientTools(t *testing.T) []agent.Tool {
 	if err := os.WriteFile(filepath.Join(root, "a.txt"), []byte("one\ntwo\n"), 0o644); err != nil {
 		t.Fatal(err)
 	}
-	fs, err := fstools.New(root)
+	fs, err := fstools.New(root, fstools.Options{})
 	if err != nil {
 		t.Fatal(err)
 	}
