@@ -696,6 +696,7 @@ type RunStarted struct {
 	Provider      string                 `protobuf:"bytes,2,opt,name=provider,proto3" json:"provider,omitempty"`
 	SessionId     string                 `protobuf:"bytes,3,opt,name=session_id,json=sessionId,proto3" json:"session_id,omitempty"`
 	Local         bool                   `protobuf:"varint,4,opt,name=local,proto3" json:"local,omitempty"`
+	Task          string                 `protobuf:"bytes,5,opt,name=task,proto3" json:"task,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -756,6 +757,13 @@ func (x *RunStarted) GetLocal() bool {
 		return x.Local
 	}
 	return false
+}
+
+func (x *RunStarted) GetTask() string {
+	if x != nil {
+		return x.Task
+	}
+	return ""
 }
 
 type RunEnded struct {
@@ -1074,14 +1082,15 @@ const file_subactor_proto_rawDesc = "" +
 	"\rProviderAdded\x12\x1a\n" +
 	"\bprovider\x18\x01 \x01(\tR\bprovider\"%\n" +
 	"\x0fProviderRemoved\x12\x12\n" +
-	"\x04name\x18\x01 \x01(\tR\x04name\"t\n" +
+	"\x04name\x18\x01 \x01(\tR\x04name\"\x88\x01\n" +
 	"\n" +
 	"RunStarted\x12\x15\n" +
 	"\x06run_id\x18\x01 \x01(\tR\x05runId\x12\x1a\n" +
 	"\bprovider\x18\x02 \x01(\tR\bprovider\x12\x1d\n" +
 	"\n" +
 	"session_id\x18\x03 \x01(\tR\tsessionId\x12\x14\n" +
-	"\x05local\x18\x04 \x01(\bR\x05local\"\xac\x02\n" +
+	"\x05local\x18\x04 \x01(\bR\x05local\x12\x12\n" +
+	"\x04task\x18\x05 \x01(\tR\x04task\"\xac\x02\n" +
 	"\bRunEnded\x12\x15\n" +
 	"\x06run_id\x18\x01 \x01(\tR\x05runId\x12\x1a\n" +
 	"\bprovider\x18\x02 \x01(\tR\bprovider\x12\x1d\n" +

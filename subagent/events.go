@@ -27,6 +27,9 @@ type RunStarted struct {
 	Provider  string
 	SessionID string // the child's session (Run.SessionID), "" for a remote run
 	Local     bool   // the provider returned a local agent
+	// Task names what the child was asked, for a person to tell children
+	// apart: the first line of its prompt, cut at 60 runes.
+	Task string
 }
 
 // RunEnded is the last event of a run: it follows RunStarted and every

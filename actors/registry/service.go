@@ -20,8 +20,10 @@ import (
 	"fmt"
 	"log/slog"
 	"reflect"
+	"strings"
 	"sync"
 	"sync/atomic"
+	"unicode/utf8"
 
 	"github.com/asynkron/protoactor-go/actor"
 
@@ -430,7 +432,7 @@ func (s *Service) open(ctx context.Context, name string, req subagent.StartReque
 	// precedes end even for a child that had already settled (E1). local
 	// comes from the provider's exact agent (E2).
 	if st.owner != nil {
-		st.published = parent.Published{RunID: runID, Provider: name, SessionID: run.SessionID(), Local: !isNil(run.LocalAgent())}
+		st.published = parent.Published{RunID: runID, Provider: name, SessionID: run.SessionID(), Local: !isNil(run.LocalAgent()), Task: taskOf(req.Prompt)}
 		st.tell(&st.published)
 	}
 	return st.wrap(run, runID), nil
@@ -583,4 +585,19 @@ func contextual(ctx context.Context, err error) error {
 		return err
 	}
 	return errors.Join(subagent.Cancelled(cerr), err)
+}
+
+// taskRunes is the most runes of a prompt's first line RunStarted.Task
+// keeps.
+const taskRunes = 60
+
+// taskOf is RunStarted.Task for prompt: its first line, cut at taskRunes
+// runes, in a string of its own (a live run's start keeps it, not the
+// prompt).
+func taskOf(prompt []subagent.ContentBlock) string {
+	line, _, _ := strings.Cut(strings.TrimSpace(subagent.TextOf(prompt)), "\n")
+	if utf8.RuneCountInString(line) > taskRunes {
+		line = string([]rune(line)[:taskRunes-1]) + "…"
+	}
+	return strings.Clone(line)
 }

@@ -467,6 +467,20 @@ func TestS5_CancelAfterPublicationSettlesNonCompleted(t *testing.T) {
 	}
 }
 
+// The start event names the child's task for a person: the first line of
+// its prompt, cut at 60 runes.
+func TestE2_StartNamesTheTask(t *testing.T) {
+	for prompt, want := range map[string]string{
+		"  tally src\nall nested folders": "tally src",
+		strings.Repeat("é", 70):           strings.Repeat("é", 59) + "…",
+		"":                                "",
+	} {
+		if got := registry.TaskOf([]subagent.ContentBlock{subagent.Text(prompt)}); got != want {
+			t.Errorf("task of %q: %q, want %q", prompt, got, want)
+		}
+	}
+}
+
 // Contracts E1, E2.
 func TestE1E2_StartPrecedesEndEvenForAnAlreadySettledChild(t *testing.T) {
 	f := newFixture(t)
@@ -505,7 +519,7 @@ func TestE1E2_StartPrecedesEndEvenForAnAlreadySettledChild(t *testing.T) {
 	}
 	end.Result = subagent.Result{}
 	want := subagent.RunEnded{RunID: r.ID(), Provider: "quick", SessionID: r.SessionID(), Local: true, StopReason: subagent.Completed, LastAssistantMessage: "early"}
-	if start != (subagent.RunStarted{RunID: r.ID(), Provider: "quick", SessionID: r.SessionID(), Local: true}) || !reflect.DeepEqual(end, want) {
+	if start != (subagent.RunStarted{RunID: r.ID(), Provider: "quick", SessionID: r.SessionID(), Local: true, Task: "x"}) || !reflect.DeepEqual(end, want) {
 		t.Fatalf("events %#v %#v", start, end)
 	}
 }

@@ -70,10 +70,10 @@ func hangingConfig(t *testing.T) string {
 // answers are steps of its one turn.
 var (
 	startingLine   = regexp.MustCompile(`(?m)^child \S{12} starting fake\.\.\.$`)
-	planLine       = regexp.MustCompile(`(?m)^child \S{12} step 1 plan \[in_progress\] Echo the prompt$`)
-	fakeToolLine   = regexp.MustCompile(`(?m)^child \S{12} step 1 tool Reading the prompt$`)
-	completedLine  = regexp.MustCompile(`(?m)^child \S{12} ended: completed in \S+$`)
-	startedLineAny = regexp.MustCompile(`(?m)^child \S{12} started$`)
+	planLine       = regexp.MustCompile(`(?m)^child \S{12} \[[^\]]*\] step 1 plan \[in_progress\] Echo the prompt$`)
+	fakeToolLine   = regexp.MustCompile(`(?m)^child \S{12} \[[^\]]*\] step 1 tool Reading the prompt$`)
+	completedLine  = regexp.MustCompile(`(?m)^child \S{12} \[[^\]]*\] ended: completed in \S+$`)
+	startedLineAny = regexp.MustCompile(`(?m)^child \S{12} \[[^\]]*\] started$`)
 )
 
 // Contracts P3, N1: node delegate runs one child on the configured agent
@@ -95,7 +95,7 @@ func TestP3_DelegatePrintsProgressAndOutput(t *testing.T) {
 	if output != "\necho: hello world\n" {
 		t.Fatalf("output %q; stdout:\n%s", output, stdout)
 	}
-	for _, re := range []*regexp.Regexp{startingLine, startedLineAny, planLine, fakeToolLine, regexp.MustCompile(`(?m)^child \S{12} step 1 final echo: hello world$`), completedLine} {
+	for _, re := range []*regexp.Regexp{startingLine, startedLineAny, planLine, fakeToolLine, regexp.MustCompile(`(?m)^child \S{12} \[hello world\] step 1 final echo: hello world$`), completedLine} {
 		if !re.MatchString(progress) {
 			t.Errorf("no line matching %s in the progress:\n%s", re, progress)
 		}
@@ -171,7 +171,7 @@ func TestP3_DelegateNotCompletedExitsOne(t *testing.T) {
 	if code != exitFailed || !strings.Contains(stderr, "node delegate: the child ended refusal: the agent refused") {
 		t.Fatalf("exit %d, stderr %q", code, stderr)
 	}
-	if !strings.HasSuffix(stdout, "\n\nI will not do that.\n") || !regexp.MustCompile(`(?m)^child \S{12} ended: refusal in `).MatchString(stderr) {
+	if !strings.HasSuffix(stdout, "\n\nI will not do that.\n") || !regexp.MustCompile(`(?m)^child \S{12} \[[^\]]*\] ended: refusal in `).MatchString(stderr) {
 		t.Fatalf("stdout:\n%s\nstderr:\n%s", stdout, stderr)
 	}
 }
@@ -491,7 +491,7 @@ func TestP3_DelegateExampleAgentEndToEnd(t *testing.T) {
 	}
 	for _, want := range []string{"started", "step 1 tool Reading project files", "step 1 tool Modifying critical configuration file",
 		"step 1 permission rejected: Modifying critical configuration file"} {
-		if !regexp.MustCompile(`(?m)^child \S{12} ` + regexp.QuoteMeta(want) + `$`).MatchString(progress) {
+		if !regexp.MustCompile(`(?m)^child \S{12} \[[^\]]*\] ` + regexp.QuoteMeta(want) + `$`).MatchString(progress) {
 			t.Errorf("no progress line %q in:\n%s", want, progress)
 		}
 	}

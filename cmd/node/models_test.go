@@ -4,6 +4,7 @@ import (
 	"cmp"
 	"encoding/json"
 	"fmt"
+	"maps"
 	"os"
 	"path/filepath"
 	"regexp"
@@ -128,6 +129,7 @@ func TestM1_RunOnOpenAICompatibleServerFromEnvironment(t *testing.T) {
 		t.Fatalf("answer %q, want %q; stdout:\n%s", answer, d.answer, stdout)
 	}
 	lines := map[string][]string{} // by child
+	prompts := map[string]string{} // by child, its task from its start
 	var top []string
 	for _, line := range strings.Split(progress, "\n") {
 		if topLine.MatchString(line) {
@@ -143,14 +145,21 @@ func TestM1_RunOnOpenAICompatibleServerFromEnvironment(t *testing.T) {
 		if m == nil {
 			t.Fatalf("unexpected progress line %q", line)
 		}
-		lines[m[1]] = append(lines[m[1]], strings.TrimPrefix(line, "child "+m[1]+" "))
+		if s := startLine.FindStringSubmatch(line); s != nil {
+			prompts[m[1]] = s[2]
+		}
+		// Every line names the child by its task, as its start did.
+		name := fmt.Sprintf("child %s [%s] ", m[1], prompts[m[1]])
+		if !strings.HasPrefix(line, name) {
+			t.Fatalf("line %q, want it named %q", line, name)
+		}
+		lines[m[1]] = append(lines[m[1]], strings.TrimPrefix(line, name))
 	}
-	if len(lines) != 2 {
-		t.Fatalf("progress of %d children, want 2:\n%s", len(lines), progress)
+	if tasks := slices.Sorted(maps.Values(prompts)); len(lines) != 2 || !slices.Equal(tasks, d.prompts) {
+		t.Fatalf("progress of %d children named %q, want 2 named by their prompts %q:\n%s", len(lines), tasks, d.prompts, progress)
 	}
 	// The top agent's steps: its two model calls, its two delegations
-	// and its answer.
-	// (Its delegations run concurrently: in either order.)
+	// (run concurrently: in either order) and its answer.
 	if len(top) == 5 {
 		slices.Sort(top[1:3])
 	}

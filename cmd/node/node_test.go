@@ -280,21 +280,22 @@ func cutUsage(t *testing.T, stderr string) (progress string, u subagent.Usage) {
 }
 
 var (
-	startLine = regexp.MustCompile(`^child (\S{12}) started$`)
-	stepLine  = regexp.MustCompile(`^child (\S{12}) step (\d+) (\w+)(?: (.*))?$`)
-	endLine   = regexp.MustCompile(`^child (\S{12}) ended: (\S+) in (\S+)$`)
+	// A child is named by its short id and its task.
+	startLine = regexp.MustCompile(`^child (\S{12}) \[([^\]]*)\] started$`)
+	stepLine  = regexp.MustCompile(`^child (\S{12}) \[[^\]]*\] step (\d+) (\w+)(?: (.*))?$`)
+	endLine   = regexp.MustCompile(`^child (\S{12}) \[[^\]]*\] ended: (\S+) in (\S+)$`)
 	// The top agent's own steps, shown as a child's are.
 	topLine  = regexp.MustCompile(`^top step (\d+) (\w+)(?: (.*))?$`)
 	listArgs = regexp.MustCompile(`^list \{"path":"(.*)"\}$`)
 )
 
 // checkProgress checks that every sub-folder had one child that started,
-// listed that folder first, took its steps in order and ended completed with
+// named by its task (tally <folder>), listed that folder first, took its steps in order and ended completed with
 // an elapsed time, each child's lines in that order.
 func checkProgress(t *testing.T, progress string, folders []string) {
 	t.Helper()
 	type child struct {
-		folder         string
+		folder, task   string
 		step           int
 		started, ended bool
 	}
@@ -309,7 +310,7 @@ func checkProgress(t *testing.T, progress string, folders []string) {
 			if children[m[1]] != nil {
 				t.Fatalf("child %s started twice", m[1])
 			}
-			children[m[1]] = &child{started: true}
+			children[m[1]] = &child{started: true, task: m[2]}
 			continue
 		}
 		if m := stepLine.FindStringSubmatch(line); m != nil {
@@ -352,6 +353,9 @@ func checkProgress(t *testing.T, progress string, folders []string) {
 	for id, c := range children {
 		if !c.ended {
 			t.Fatalf("child %s (%s) never ended", id, c.folder)
+		}
+		if c.task != "tally "+c.folder {
+			t.Fatalf("child %s of %s is named [%s], want its task [tally %s]", id, c.folder, c.task, c.folder)
 		}
 		surveyed = append(surveyed, c.folder)
 	}

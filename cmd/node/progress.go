@@ -2,6 +2,7 @@ package main
 
 import (
 	"bytes"
+	"cmp"
 	"encoding/json"
 	"fmt"
 	"io"
@@ -20,6 +21,9 @@ import (
 
 // topName is how progress names the top agent.
 const topName = "top"
+
+// taskShown is the most runes of a child's task its name shows.
+const taskShown = 40
 
 // shortID is how many characters of a child's id progress lines show:
 // the end of it (see short).
@@ -83,10 +87,11 @@ type progress struct {
 	mu    sync.Mutex // starts are shown from other goroutines than events
 	w     io.Writer
 	since map[string]time.Time // by run id, until its end
+	names map[string]string    // by run id, until its end: see childName
 }
 
 func newProgress(w io.Writer) *progress {
-	return &progress{w: w, since: map[string]time.Time{}}
+	return &progress{w: w, since: map[string]time.Time{}, names: map[string]string{}}
 }
 
 // event is the top agent's run listener.
@@ -96,6 +101,7 @@ func (p *progress) event(ev subagent.Event) error {
 	switch ev := ev.(type) {
 	case subagent.RunStarted:
 		p.since[ev.RunID] = time.Now()
+		p.names[ev.RunID] = childName(ev.RunID, ev.Task)
 		p.println(ev.RunID, "started")
 	case subagent.RunProgress:
 		if line := stepText(ev); line != "" {
@@ -104,6 +110,7 @@ func (p *progress) event(ev subagent.Event) error {
 	case subagent.RunEnded:
 		p.println(ev.RunID, endedText(ev.StopReason, p.since[ev.RunID]))
 		delete(p.since, ev.RunID)
+		delete(p.names, ev.RunID)
 	case subagent.ListenerOverflow, subagent.ListenerFailed:
 		fmt.Fprintf(p.w, "progress incomplete: %s\n", subagent.TypeOf(ev))
 	}
@@ -196,7 +203,17 @@ func humanDuration(d time.Duration) string {
 
 // println prints a child's line, cleaned: its text is the child's.
 func (p *progress) println(id, line string) {
-	fmt.Fprintf(p.w, "child %s %s\n", short(id), clean(line))
+	fmt.Fprintf(p.w, "%s %s\n", cmp.Or(p.names[id], childName(id, "")), clean(line))
+}
+
+// childName is how progress names a child: "child <short id>", then its
+// task in brackets when the start named one ("child 0a1b2c3d4e5f [tally
+// src]"), so that a person can tell the children apart.
+func childName(id, task string) string {
+	if task == "" {
+		return "child " + short(id)
+	}
+	return fmt.Sprintf("child %s [%s]", short(id), clip(task, taskShown))
 }
 
 // short is how progress names a child: the last shortID characters of its
@@ -234,6 +251,7 @@ func usageLine(u subagent.Usage) string {
 type jsonEvent struct {
 	Type                 string          `json:"type"`
 	RunID                string          `json:"runId,omitempty"`
+	Task                 string          `json:"task,omitempty"`
 	SessionID            string          `json:"sessionId,omitempty"`
 	Provider             string          `json:"provider,omitempty"`
 	Local                bool            `json:"local,omitempty"`
@@ -302,7 +320,7 @@ func toJSON(ev subagent.Event) jsonEvent {
 	j := jsonEvent{Type: subagent.TypeOf(ev)}
 	switch ev := ev.(type) {
 	case subagent.RunStarted:
-		j.RunID, j.SessionID, j.Provider, j.Local = ev.RunID, ev.SessionID, ev.Provider, ev.Local
+		j.RunID, j.SessionID, j.Provider, j.Local, j.Task = ev.RunID, ev.SessionID, ev.Provider, ev.Local, ev.Task
 	case subagent.RunProgress:
 		j.RunID, j.Kind, j.Step, j.Text, j.IsError, j.Usage = ev.RunID, string(ev.Kind), ev.Step, ev.Text, ev.IsError, ev.Usage
 	case subagent.RunEnded:
@@ -365,6 +383,7 @@ type live struct {
 // liveChild is a running child's row.
 type liveChild struct {
 	id     string
+	name   string // childName's, once the start event named the task
 	since  time.Time
 	step   int
 	status string // what it is doing, a line
@@ -382,23 +401,25 @@ func (l *live) event(ev subagent.Event) error {
 	var final string
 	switch ev := ev.(type) {
 	case subagent.RunStarted:
-		if c := l.child(ev.RunID); c != nil { // its starting row
-			c.since, c.status = time.Now(), "started"
-		} else {
-			l.running = append(l.running, &liveChild{id: ev.RunID, since: time.Now(), status: "started"})
+		c := l.child(ev.RunID)
+		if c == nil {
+			c = &liveChild{id: ev.RunID}
+			l.running = append(l.running, c)
 		}
+		// A starting row is taken over.
+		c.since, c.status, c.name = time.Now(), "started", childName(ev.RunID, ev.Task)
 	case subagent.RunProgress:
 		if c := l.child(ev.RunID); c == nil || !c.update(ev) {
 			return nil
 		}
 	case subagent.RunEnded:
 		c := l.child(ev.RunID)
-		since := time.Now()
+		since, name := time.Now(), childName(ev.RunID, "")
 		if c != nil {
-			since = c.since
+			since, name = c.since, c.rowName()
 			l.running = slices.DeleteFunc(l.running, func(r *liveChild) bool { return r == c })
 		}
-		final = fmt.Sprintf("child %s %s", short(ev.RunID), endedText(ev.StopReason, since))
+		final = fmt.Sprintf("%s %s", name, endedText(ev.StopReason, since))
 		if msg := firstLine(ev.LastAssistantMessage); msg != "" {
 			final += ": " + clip(msg, liveText)
 		}
@@ -539,7 +560,7 @@ func (l *live) draw() {
 			l.drawn++
 			break
 		}
-		b.WriteString(c.row("child "+short(c.id), now))
+		b.WriteString(c.row(c.rowName(), now))
 		l.drawn++
 	}
 	b.WriteString(wrap)
@@ -547,6 +568,9 @@ func (l *live) draw() {
 	// A failed write (a closed terminal) has nowhere to be reported.
 	_, _ = l.w.Write(b.Bytes())
 }
+
+// rowName is how c's rows and end line name it.
+func (c *liveChild) rowName() string { return cmp.Or(c.name, childName(c.id, "")) }
 
 // row is c's status row, named name, as of now.
 func (c *liveChild) row(name string, now time.Time) string {

@@ -336,3 +336,38 @@ func TestE6_PlainProgressShowsTheTopAgentsSteps(t *testing.T) {
 		t.Fatalf("progress %q, want %q", b.String(), want)
 	}
 }
+
+// Ids a person can tell apart: a child's lines and rows name its task
+// (the start event's, cleaned) beside its short id.
+func TestN1_ProgressNamesEachChildsTask(t *testing.T) {
+	started := subagent.RunStarted{RunID: "0190aaaa-bbbb-7ccc-8ddd-0123456789ab", Task: "tally src\x1b[2J"}
+	step := subagent.RunProgress{RunID: started.RunID, Kind: subagent.ModelCallStarted, Step: 1}
+	ended := subagent.RunEnded{RunID: started.RunID, StopReason: subagent.Completed}
+
+	var b strings.Builder
+	p := newProgress(&b)
+	for _, ev := range []subagent.Event{started, step, ended} {
+		if err := p.event(ev); err != nil {
+			t.Fatal(err)
+		}
+	}
+	want := regexp.MustCompile(`^child 0123456789ab \[tally src\] started\nchild 0123456789ab \[tally src\] step 1 model\nchild 0123456789ab \[tally src\] ended: completed in \S+\n$`)
+	if !want.MatchString(b.String()) {
+		t.Errorf("plain progress %q, want it to match %s", b.String(), want)
+	}
+
+	scr := &screen{t: t}
+	l := newLive(scr)
+	l.every = 0
+	for _, ev := range []subagent.Event{started, step} {
+		if err := l.event(ev); err != nil {
+			t.Fatal(err)
+		}
+	}
+	scr.want(t, "a step", `child 0123456789ab \[tally src\] \S+ step 1 model`)
+	if err := l.event(ended); err != nil {
+		t.Fatal(err)
+	}
+	l.close()
+	scr.want(t, "its end", `child 0123456789ab \[tally src\] ended: completed in \S+`)
+}

@@ -77,7 +77,7 @@ func FromEvent(ev subagent.Event) (proto.Message, error) {
 	case subagent.ProviderRemoved:
 		return &messages.ProviderRemoved{Name: e.Name}, nil
 	case subagent.RunStarted:
-		return &messages.RunStarted{RunId: e.RunID, Provider: e.Provider, SessionId: e.SessionID, Local: e.Local}, nil
+		return &messages.RunStarted{RunId: e.RunID, Provider: e.Provider, SessionId: e.SessionID, Local: e.Local, Task: e.Task}, nil
 	case subagent.RunEnded:
 		return &messages.RunEnded{RunId: e.RunID, Provider: e.Provider, SessionId: e.SessionID, Local: e.Local,
 			StopReason: string(e.StopReason), LastAssistantMessage: e.LastAssistantMessage, Usage: fromUsage(e.Usage),
@@ -101,7 +101,7 @@ func ToEvent(m any) (subagent.Event, error) {
 	case *messages.ProviderRemoved:
 		return subagent.ProviderRemoved{Name: e.Name}, nil
 	case *messages.RunStarted:
-		return subagent.RunStarted{RunID: e.RunId, Provider: e.Provider, SessionID: e.SessionId, Local: e.Local}, nil
+		return subagent.RunStarted{RunID: e.RunId, Provider: e.Provider, SessionID: e.SessionId, Local: e.Local, Task: e.Task}, nil
 	case *messages.RunEnded:
 		return subagent.RunEnded{RunID: e.RunId, Provider: e.Provider, SessionID: e.SessionId, Local: e.Local,
 			StopReason: subagent.StopReason(e.StopReason), LastAssistantMessage: e.LastAssistantMessage, Usage: toUsage(e.Usage),

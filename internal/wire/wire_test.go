@@ -47,7 +47,7 @@ func TestEveryEventTypeCrossesTheWire(t *testing.T) {
 	samples := []subagent.Event{
 		subagent.ProviderAdded{Provider: "p"},
 		subagent.ProviderRemoved{Name: "p"},
-		subagent.RunStarted{RunID: "r", Provider: "p", SessionID: "s", Local: true},
+		subagent.RunStarted{RunID: "r", Provider: "p", SessionID: "s", Local: true, Task: "tally src"},
 		subagent.RunEnded{RunID: "r", Provider: "p", SessionID: "s", Local: true, StopReason: subagent.Aborted, LastAssistantMessage: "bye", Usage: usage,
 			Result: subagent.Result{Output: []subagent.ContentBlock{subagent.Text("bye")}, Structured: json.RawMessage(`{"k":1}`), StopReason: subagent.Aborted, Detail: "why", Usage: usage}},
 		subagent.RunProgress{RunID: "r", Kind: subagent.ToolCallFinished, Step: 2, Text: "count", IsError: true, Usage: usage},

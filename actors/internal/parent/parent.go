@@ -53,8 +53,8 @@ type (
 	Expect struct{ RunID string }
 	// Published: Start returned the run to its caller.
 	Published struct {
-		RunID, Provider, SessionID string
-		Local                      bool
+		RunID, Provider, SessionID, Task string
+		Local                            bool
 	}
 	// Discarded: the expected start failed.
 	Discarded struct{ RunID string }
@@ -141,7 +141,7 @@ func (a *parentActor) receive(c actor.Context, msg any) {
 		a.uses++
 		a.live[m.RunID] = m
 		if a.listeners.Len() > 0 {
-			a.listeners.Emit(subagent.RunStarted{RunID: m.RunID, Provider: m.Provider, SessionID: m.SessionID, Local: m.Local})
+			a.listeners.Emit(subagent.RunStarted{RunID: m.RunID, Provider: m.Provider, SessionID: m.SessionID, Local: m.Local, Task: m.Task})
 		}
 		for _, p := range a.held[m.RunID] {
 			a.listeners.Emit(p)

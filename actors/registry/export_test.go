@@ -1,0 +1,4 @@
+package registry
+
+// TaskOf exposes taskOf to the external tests.
+var TaskOf = taskOf
