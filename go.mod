@@ -5,6 +5,7 @@ go 1.26.0
 require (
 	github.com/agnivade/levenshtein v1.2.2
 	github.com/asynkron/protoactor-go v0.0.0-20240822202345-3c0e61ca19c9
+	github.com/cenkalti/backoff/v5 v5.0.3
 	github.com/coder/acp-go-sdk v0.13.0
 	github.com/dustin/go-humanize v1.0.1
 	github.com/go-json-experiment/json v1.27.2

@@ -7,13 +7,13 @@ import (
 	"errors"
 	"fmt"
 	"io"
-	"math/rand/v2"
 	"net/http"
 	"net/url"
 	"strconv"
 	"strings"
 	"time"
 
+	"github.com/cenkalti/backoff/v5"
 	sdk "github.com/openai/openai-go/v3"
 	"github.com/openai/openai-go/v3/option"
 	"github.com/openai/openai-go/v3/packages/ssestream"
@@ -97,6 +97,7 @@ func (c *Client) Generate(ctx context.Context, req agent.Request) (agent.Respons
 	if err != nil {
 		return agent.Response{}, err
 	}
+	var waits *backoff.ExponentialBackOff // made at the first retry
 	for attempt := 1; ; attempt++ {
 		resp, err := c.attempt(ctx, params, req.OnText)
 		if err == nil {
@@ -105,7 +106,10 @@ func (c *Client) Generate(ctx context.Context, req agent.Request) (agent.Respons
 		if ctx.Err() != nil {
 			return agent.Response{}, ctx.Err()
 		}
-		wait, ok := c.retry(attempt, err)
+		if waits == nil {
+			waits = c.backoff()
+		}
+		wait, ok := c.retry(attempt, err, waits)
 		if !ok {
 			return agent.Response{}, err
 		}
@@ -119,8 +123,9 @@ func (c *Client) Generate(ctx context.Context, req agent.Request) (agent.Respons
 }
 
 // retry says whether the error of attempt number attempt is retried, and
-// after what wait; it records the attempts in the error.
-func (c *Client) retry(attempt int, err error) (wait time.Duration, ok bool) {
+// after what wait: Retry-After's, else the next of waits; it records the
+// attempts in the error.
+func (c *Client) retry(attempt int, err error, waits backoff.BackOff) (wait time.Duration, ok bool) {
 	var apiErr *APIError
 	var timeout *timeoutError
 	switch {
@@ -141,20 +146,19 @@ func (c *Client) retry(attempt int, err error) (wait time.Duration, ok bool) {
 	default:
 		return 0, false
 	}
-	return c.backoff(attempt), true
+	return waits.NextBackOff(), true
 }
 
-// backoff is the wait before retry number attempt when the server did not
-// say how long to wait.
-func (c *Client) backoff(attempt int) time.Duration {
-	wait := c.cfg.Backoff
-	for i := 1; i < attempt && wait < c.cfg.MaxBackoff; i++ {
-		wait *= 2
+// backoff is one call's waits when the server does not say how long to
+// wait: Backoff, doubled each retry up to MaxBackoff, each with jitter
+// (±50%), so that clients that failed together do not all retry together.
+func (c *Client) backoff() *backoff.ExponentialBackOff {
+	return &backoff.ExponentialBackOff{
+		InitialInterval:     c.cfg.Backoff,
+		RandomizationFactor: 0.5,
+		Multiplier:          2,
+		MaxInterval:         c.cfg.MaxBackoff,
 	}
-	wait = min(wait, c.cfg.MaxBackoff)
-	// Jitter in [wait/2, wait], so that clients that failed together do
-	// not all retry together.
-	return wait/2 + rand.N(wait/2+1)
 }
 
 // attempt makes one request and reads its stream, within the request's

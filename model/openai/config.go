@@ -64,7 +64,8 @@ type Config struct {
 	// 0; 1 means no retries). Only 429 and 5xx statuses are retried.
 	MaxAttempts int
 	// Backoff is the wait before the first retry, doubled before each
-	// next one up to MaxBackoff, with jitter (500ms and 30s when 0). A
+	// next one up to MaxBackoff, each with ±50% jitter (500ms and 30s
+	// when 0). A
 	// Retry-After header replaces it; one longer than MaxRetryAfter (60s
 	// when 0) ends the call with its *APIError instead of waiting.
 	Backoff, MaxBackoff, MaxRetryAfter time.Duration
