@@ -258,7 +258,7 @@ func (n *Node) setMembers(live []*cluster.Member) {
 	n.mu.Lock()
 	for _, old := range n.members {
 		if !slices.ContainsFunc(ms, func(m Member) bool { return m.ID == old.ID }) {
-			n.logger().Warn("cluster: member left", "member", old.ID, "address", old.Address)
+			n.logger().Info("cluster: member left", "member", old.ID, "address", old.Address)
 		}
 	}
 	n.members = ms

@@ -268,6 +268,7 @@ func commandHelp(w io.Writer, c command) {
 	usageLines(w, c)
 	fmt.Fprintf(w, "\n%s\n", progText(c.long))
 	fs := c.flags()
+	logLevelFlag(fs)
 	if hasFlags(fs) {
 		fmt.Fprintln(w, "\nflags:")
 		fs.SetOutput(w)
@@ -298,6 +299,7 @@ func commandNamed(fs *flag.FlagSet) (command, bool) {
 func parseFlags(fs *flag.FlagSet, args []string, stdout, stderr io.Writer) (code int, ok bool) {
 	fs.SetOutput(io.Discard)
 	fs.Usage = func() {}
+	logLevelFlag(fs)
 	err := fs.Parse(args)
 	if err == nil {
 		return exitOK, true

@@ -11,7 +11,6 @@ import (
 	"flag"
 	"fmt"
 	"io"
-	"log/slog"
 	"os"
 	"path/filepath"
 	"slices"
@@ -105,11 +104,6 @@ func join(ctx context.Context, cfg cluster.Config, logs io.Writer) (*cluster.Nod
 		return nil, configErrorf("%v", err)
 	}
 	return n, err
-}
-
-// logger logs warnings and errors to logs as text.
-func logger(logs io.Writer) *slog.Logger {
-	return slog.New(slog.NewTextHandler(logs, &slog.HandlerOptions{Level: slog.LevelWarn}))
 }
 
 // joinAndWait joins as a member offering nothing and waits, saying so on
