@@ -279,11 +279,15 @@ func TestK1_P4_DelegatesToAnACPChildOnAnotherNodeEtcd(t *testing.T) {
 }
 
 func testDelegatesRemotely(t *testing.T, a, b member, how membership) {
-	nodeB, _ := serve(t, b, how)
+	nodeB, idB := serve(t, b, how)
 	caller := startNode(t, delegateArgs(a, how, "-json", "hello there")...)
 	start := caller.line(t, startEvent, "the child's start event")
 	if strings.Contains(start, `"local":true`) || strings.Contains(start, `"sessionId"`) {
 		t.Fatalf("start event %s: want local false and no session here", start)
+	}
+	// The run's first progress names the member hosting it.
+	if hosted := caller.line(t, regexp.MustCompile(`"type":"subagent/progress"`), "the child's first progress"); !strings.Contains(hosted, `"kind":"remote-hosted-by","text":"`+idB+`"`) {
+		t.Fatalf("first progress %s, want it hosted by %s", hosted, idB)
 	}
 	caller.line(t, regexp.MustCompile(`"kind":"tool-call-started"`), "the child's progress")
 	if code := caller.rest(t); code != 0 {
@@ -294,6 +298,13 @@ func testDelegatesRemotely(t *testing.T, a, b member, how membership) {
 		t.Fatalf("result line %s", last)
 	}
 	noAgentsLeft(t, nodeB.cmd.Process.Pid, "B's agent process to be gone after the dispose")
+
+	// Without -json, stderr names the hosting member once the run is
+	// placed.
+	_, stderr, code := node(t, t.TempDir(), delegateArgs(a, how, "hello again")...)
+	if want := regexp.MustCompile(`(?m)^child \S{12} \[hello again\] hosted by member ` + regexp.QuoteMeta(idB) + `$`); code != 0 || !want.MatchString(stderr) {
+		t.Fatalf("delegate exit %d, stderr %q; want a line matching %s", code, stderr, want)
+	}
 }
 
 // Contracts K1, R3, S5: Ctrl-C on A mid-turn cancels the child on B

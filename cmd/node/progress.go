@@ -16,6 +16,7 @@ import (
 	"golang.org/x/term"
 
 	"github.com/subactor/subactor/internal/acpdata"
+	"github.com/subactor/subactor/internal/clusterwire"
 	"github.com/subactor/subactor/subagent"
 )
 
@@ -164,9 +165,12 @@ var stepWords = map[subagent.ProgressKind]string{
 }
 
 // stepText is the plain line of a progress event after the child's id,
-// "step <n> <word>[ <first line of the text>]", or "" for a kind plain
-// output leaves out.
+// "step <n> <word>[ <first line of the text>]" ("hosted by member <id>"
+// for a remote run), or "" for a kind plain output leaves out.
 func stepText(ev subagent.RunProgress) string {
+	if ev.Kind == clusterwire.HostedBy {
+		return "hosted by member " + ev.Text
+	}
 	word := stepWords[ev.Kind]
 	if word == "" || ev.Kind == subagent.ToolCallFinished && !ev.IsError {
 		return ""

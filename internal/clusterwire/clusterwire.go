@@ -11,7 +11,13 @@ import (
 	"slices"
 
 	"github.com/asynkron/protoactor-go/actor"
+
+	"github.com/subactor/subactor/subagent"
 )
+
+// HostedBy is the progress kind of a remote run placed on a member, the
+// first of its run: Text is the hosting member's id.
+const HostedBy subagent.ProgressKind = "remote-hosted-by"
 
 // HostName is the name of every node's host actor: the one peers ask for
 // status and for starts.

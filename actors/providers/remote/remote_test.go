@@ -19,6 +19,7 @@ import (
 	"github.com/subactor/subactor/cluster"
 	"github.com/subactor/subactor/internal/await"
 	"github.com/subactor/subactor/internal/clustertest"
+	"github.com/subactor/subactor/internal/clusterwire"
 	"github.com/subactor/subactor/internal/leaktest"
 	"github.com/subactor/subactor/subagent"
 )
@@ -102,12 +103,16 @@ func TestP4_R1_RemoteRunKeepsTheRunContract(t *testing.T) {
 	}
 	ev.mu.Lock()
 	defer ev.mu.Unlock()
-	if len(ev.all) != 3 {
+	if len(ev.all) != 4 {
 		t.Fatalf("events %+v", ev.all)
 	}
 	st, ok1 := ev.all[0].(subagent.RunStarted)
-	pr, ok2 := ev.all[1].(subagent.RunProgress)
-	end, ok3 := ev.all[2].(subagent.RunEnded)
+	pr, ok2 := ev.all[2].(subagent.RunProgress)
+	end, ok3 := ev.all[3].(subagent.RunEnded)
+	// The first progress names the hosting member.
+	if host, ok := ev.all[1].(subagent.RunProgress); !ok || host.Kind != clusterwire.HostedBy || host.Text == "" || host.RunID != r.ID() {
+		t.Fatalf("events %+v: want the hosting member second", ev.all)
+	}
 	if !ok1 || !ok2 || !ok3 || st.Local || st.RunID != r.ID() || pr.RunID != r.ID() || pr.Text != "hello" || end.RunID != r.ID() || end.StopReason != subagent.Completed {
 		t.Fatalf("events %+v", ev.all)
 	}

@@ -10,6 +10,7 @@ import (
 	"github.com/asynkron/protoactor-go/actor"
 
 	"github.com/subactor/subactor/cluster"
+	"github.com/subactor/subactor/internal/clusterwire"
 	"github.com/subactor/subactor/internal/wire"
 	"github.com/subactor/subactor/messages"
 	"github.com/subactor/subactor/subagent"
@@ -192,6 +193,11 @@ func (p *proxy) Receive(ctx actor.Context) {
 			return
 		}
 		p.hosted = ctx.Sender()
+		if p.run.events != nil {
+			// Before the hosted run's progress, which the same actor
+			// sends; held until the run's start event.
+			p.run.events.Emit(subagent.RunProgress{RunID: p.run.id, Kind: clusterwire.HostedBy, Text: p.run.node.ID})
+		}
 		p.deadline.Stop()
 		p.p.heard(Load{Member: p.run.node, Capacity: m.GetCapacity(), Runs: m.GetRuns()})
 		ctx.Unwatch(p.host)
