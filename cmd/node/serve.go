@@ -214,7 +214,7 @@ type serveOptions struct {
 	// the node's model) offered to peers; data is where their sessions
 	// are kept, model the model flags of run.
 	offerModel string
-	data       string
+	data       dataPlace
 	model      options
 }
 
@@ -319,7 +319,7 @@ func (o serveOptions) providers(sys *actors.System, logs io.Writer) ([]subagent.
 		}
 		// Its agents are recorded like every other command's, after the
 		// journal ended what a killed node left (K4).
-		if servers.journal, err = openJournal(data, logs); err != nil {
+		if servers.journal, err = openJournal(data.dir, logs); err != nil {
 			return nil, nil, err
 		}
 		names := servers.names
@@ -351,7 +351,7 @@ func (o serveOptions) providers(sys *actors.System, logs io.Writer) ([]subagent.
 	if err != nil {
 		return nil, nil, err
 	}
-	store, closeStore, err := openStore(data, true)
+	store, closeStore, err := openStore(context.Background(), data, true)
 	if err != nil {
 		return nil, nil, err
 	}
