@@ -106,6 +106,8 @@ type store struct {
 	failed atomic.Bool
 	// waitLimit is the package's, shorter in tests.
 	waitLimit time.Duration
+	// appends is the group commit's queue (see commitAppend).
+	appends appendQueue
 }
 
 // Open connects to the database at url (a postgres:// URL or a key=value
