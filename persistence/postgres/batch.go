@@ -7,6 +7,7 @@ import (
 	"sync"
 
 	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgconn"
 )
 
 // appendCall is one attempt of an Append or AppendAt waiting in the
@@ -39,11 +40,11 @@ type appendQueue struct {
 // Appends share transactions (a group commit, as the bbolt store's):
 // an append with none in flight commits at once; appends that arrive
 // meanwhile queue, and the first of them, once that commit is done,
-// sends the next batch, one pipelined transaction of at most one append
-// per session (so each AppendAt's fence sees the log as the appends
-// before it left it), and so on. One round trip and one WAL flush serve
-// the whole batch, where each append alone costs a connection, a round
-// trip and a flush of its own. A batch commits or not as a whole: each
+// sends the next batch, one statement of at most one append per
+// session (so each AppendAt's fence sees the log as the appends before
+// it left it), and so on. One statement, round trip and WAL flush serve
+// the whole batch, where each append alone costs a connection, a
+// statement, a round trip and a flush of its own. A batch commits or not as a whole: each
 // call's token still tells its caller, on its own, whether it landed
 // (see store.write).
 func (s *store) commitAppend(c *appendCall) error {
@@ -85,10 +86,10 @@ func (s *store) commitAppend(c *appendCall) error {
 }
 
 // runBatch commits calls, answering each. A call whose context ended
-// while it queued is not sent. A statement that fails rolls its batch
-// back: it leaves the batch, which is sent again without it, and runs
-// alone afterwards, so that its answer depends on no other call and no
-// other call's on it.
+// while it queued is not sent. When the batch's statement fails, the
+// server refused one of its appends (and stored none): each call then
+// runs alone, so that its answer depends on no other call and no other
+// call's on it.
 func (s *store) runBatch(calls []*appendCall) {
 	calls = slices.DeleteFunc(calls, func(c *appendCall) bool {
 		if err := c.ctx.Err(); err != nil {
@@ -97,26 +98,23 @@ func (s *store) runBatch(calls []*appendCall) {
 		}
 		return false
 	})
-	var alone []*appendCall
-	for len(calls) > 1 {
-		failed, err := s.sendBatch(calls)
-		if failed < 0 {
+	if len(calls) > 1 {
+		err := s.sendBatch(calls)
+		var pgErr *pgconn.PgError
+		if !errors.As(err, &pgErr) || connLost(err) {
 			for _, c := range calls {
 				c.done <- outcome(err, c)
 			}
-			calls = nil
-			break
+			return
 		}
-		alone = append(alone, calls[failed])
-		calls = slices.Delete(calls, failed, failed+1)
 	}
-	for _, c := range append(alone, calls...) {
+	for _, c := range calls {
 		c.done <- s.pool.QueryRow(c.ctx, appendSQL, c.id, c.expect, c.kinds, c.data, c.token).Scan(&c.last)
 	}
 }
 
-// outcome is a call's outcome in a batch that committed (err nil) or
-// that failed as a whole (err).
+// outcome is a call's in a batch that committed (err nil) or that
+// failed as a whole (err).
 func outcome(err error, c *appendCall) error {
 	if err != nil {
 		return err
@@ -127,44 +125,67 @@ func outcome(err error, c *appendCall) error {
 	return nil
 }
 
-// sendBatch sends calls in one transaction. It returns the index of
-// the call whose statement the server refused (the transaction rolled
-// back), or -1 and the batch's error: nil when it committed, else the
-// connection's, which leaves every call's outcome in doubt.
+// batchSQL is appendSQL for many sessions at once, each at most once:
+// $1..$3 give each call's session, expected end (-1: any) and record
+// count, $4..$9 every call's records, each with its call's session, its
+// place among them, their count and its call's token. It returns the
+// sessions it appended to and where each now ends. It locks their rows
+// in the order of their ids first, so that two nodes' batches never wait
+// for each other in a cycle.
+const batchSQL = `
+WITH l AS (
+	SELECT id FROM subactor_sessions WHERE id = ANY($1) ORDER BY id FOR UPDATE
+), s AS (
+	UPDATE subactor_sessions t SET last_seq = t.last_seq + v.n
+	FROM unnest($1::bytea[], $2::bigint[], $3::bigint[]) AS v(id, expect, n), l
+	WHERE t.id = v.id AND l.id = v.id AND (v.expect < 0 OR t.last_seq = v.expect)
+	RETURNING t.id, t.last_seq
+), r AS (
+	INSERT INTO subactor_records (session_id, seq, kind, data, token)
+	SELECT s.id, s.last_seq - k.n + k.ord, k.kind, k.data, k.token
+	FROM unnest($4::bytea[], $5::bigint[], $6::bigint[], $7::bytea[], $8::bytea[], $9::bytea[]) AS k(id, ord, n, kind, data, token)
+	JOIN s ON s.id = k.id
+)
+SELECT id, last_seq FROM s`
+
+// sendBatch appends calls, of distinct sessions, in one statement
+// (batchSQL), setting the last of each call it appended to. It fails
+// as a whole: a *pgconn.PgError when the server refused it, else the
+// connection's error, which leaves every call's outcome in doubt.
 //
-// The batch is not bound to any one caller's context, so that a
-// caller giving up does not cut its batch-mates' statements short; the
+// The statement is not bound to any one caller's context, so that a
+// caller giving up does not cut its batch-mates' appends short; the
 // server's statement timeout and the wait limit bound it.
-func (s *store) sendBatch(calls []*appendCall) (failed int, err error) {
+func (s *store) sendBatch(calls []*appendCall) error {
 	ctx, cancel := context.WithTimeout(context.Background(), s.waitLimit)
 	defer cancel()
-	b := &pgx.Batch{}
-	b.Queue(`BEGIN`)
+	var (
+		ids, kinds, data, tokens, recIDs [][]byte
+		expects, counts, ords, recCounts []int64
+	)
+	byID := make(map[string]*appendCall, len(calls))
 	for _, c := range calls {
 		c.last = nil
-		b.Queue(appendSQL, c.id, c.expect, c.kinds, c.data, c.token)
-	}
-	b.Queue(`COMMIT`)
-	br := s.pool.SendBatch(ctx, b)
-	failed = -1
-	_, err = br.Exec()
-	for i := 0; err == nil && i < len(calls); i++ {
-		err = br.QueryRow().Scan(&calls[i].last)
-		switch {
-		case errors.Is(err, pgx.ErrNoRows):
-			err = nil
-		case err != nil && !connLost(err):
-			failed = i
+		byID[string(c.id)] = c
+		n := int64(len(c.kinds))
+		ids, expects, counts = append(ids, c.id), append(expects, c.expect), append(counts, n)
+		for i := range c.kinds {
+			recIDs, ords, recCounts = append(recIDs, c.id), append(ords, int64(i+1)), append(recCounts, n)
+			kinds, data, tokens = append(kinds, c.kinds[i]), append(data, c.data[i]), append(tokens, c.token)
 		}
 	}
-	if err == nil {
-		_, err = br.Exec() // COMMIT
+	rows, err := s.pool.Query(ctx, batchSQL, ids, expects, counts, recIDs, ords, recCounts, kinds, data, tokens)
+	if err != nil {
+		return err
 	}
-	if cerr := br.Close(); err == nil {
-		err = cerr
-	}
-	if failed >= 0 {
-		return failed, nil
-	}
-	return -1, err
+	var id []byte
+	var last int64
+	_, err = pgx.ForEachRow(rows, []any{&id, &last}, func() error {
+		if c := byID[string(id)]; c != nil {
+			end := last
+			c.last = &end
+		}
+		return nil
+	})
+	return err
 }
