@@ -33,8 +33,8 @@ const shortID = 12
 // reporter shows a run's children as their events come: event is the top
 // agent's run listener (its calls come one at a time, on the listener's
 // goroutine), top is told of the top agent's own steps (from its loop's
-// goroutines: see agent.Config.OnStep), close ends the display once every child has ended, from the
-// goroutine that runs the command. starting shows child id starting on
+// goroutines: see agent.Config.OnStep), close ends the display once every
+// child has ended, from the goroutine that runs the command. starting shows child id starting on
 // agent server name, from the goroutine that starts it, until the
 // function it returns is called with how the start ended: "" when the
 // child exists (its events follow), else the stop reason of a child that
@@ -307,7 +307,8 @@ func (p *jsonProgress) event(ev subagent.Event) error {
 // top prints the top agent's steps as subagent/progress records whose
 // runId is the session's own id.
 func (p *jsonProgress) top(ev subagent.RunProgress) {
-	// A failed write shows in the result line's.
+	// A failed write to stdout fails the result line's too, which the
+	// command reports.
 	_ = p.event(ev)
 }
 
