@@ -300,10 +300,13 @@ func testDelegatesRemotely(t *testing.T, a, b member, how membership) {
 	noAgentsLeft(t, nodeB.cmd.Process.Pid, "B's agent process to be gone after the dispose")
 
 	// Without -json, stderr names the hosting member once the run is
-	// placed.
-	_, stderr, code := node(t, t.TempDir(), delegateArgs(a, how, "hello again")...)
+	// placed; -log-level debug shows the node's debug logs too.
+	_, stderr, code := node(t, t.TempDir(), delegateArgs(a, how, "-log-level", "debug", "hello again")...)
 	if want := regexp.MustCompile(`(?m)^child \S{12} \[hello again\] hosted by member ` + regexp.QuoteMeta(idB) + `$`); code != 0 || !want.MatchString(stderr) {
 		t.Fatalf("delegate exit %d, stderr %q; want a line matching %s", code, stderr, want)
+	}
+	if want := `level=DEBUG msg="remote: run placed"`; !strings.Contains(stderr, want) || !strings.Contains(stderr, "member="+idB) {
+		t.Fatalf("delegate -log-level debug: stderr %q, want %q naming %s", stderr, want, idB)
 	}
 }
 

@@ -323,8 +323,8 @@ func TestS6_ContinueAddsTurnsToTheSameSession(t *testing.T) {
 	if id != top {
 		t.Fatalf("continued session %s, want %s", id, top)
 	}
-	// No progress: every tally was in the history already.
-	if progress, _ := cutUsage(t, stderr); progress != "" || rest != "\n"+want+"\nnoted: count again\n" {
+	// No child's progress: every tally was in the history already.
+	if progress, _ := cutUsage(t, stderr); childLines(progress) != "" || rest != "\n"+want+"\nnoted: count again\n" {
 		t.Fatalf("continued answer\n%s\nwant\n%s\nnoted: count again", rest, want)
 	}
 	after := logOf(t, data, top)

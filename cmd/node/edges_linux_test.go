@@ -11,6 +11,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/dustin/go-humanize"
+
 	"github.com/subactor/subactor/internal/await"
 )
 
@@ -50,7 +52,7 @@ func TestK3_SurveyOfAHugeFolderIsCutAndBounded(t *testing.T) {
 		t.Fatalf("%v, stderr:\n%s", err, stderr.String())
 	}
 	want := fmt.Sprintf("\n- cut: huge: listed %d of %d entries\n", listPage, n)
-	if !strings.Contains(stdout.String(), want) || !strings.Contains(stdout.String(), fmt.Sprintf("- huge: %d files,", n)) {
+	if !strings.Contains(stdout.String(), want) || !strings.Contains(stdout.String(), fmt.Sprintf("- huge: %s files,", humanize.Comma(n))) {
 		t.Errorf("the answer does not say the listing was cut (%q):\n%s", want, stdout.String())
 	}
 	if live := peakLive(t, stderr.Bytes()); live > ceiling {

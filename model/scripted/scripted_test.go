@@ -6,8 +6,6 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"github.com/dustin/go-humanize"
-	"github.com/dustin/go-humanize/english"
 	"io/fs"
 	"os"
 	"path"
@@ -16,6 +14,9 @@ import (
 	"strings"
 	"sync"
 	"testing"
+
+	"github.com/dustin/go-humanize"
+	"github.com/dustin/go-humanize/english"
 
 	"go.uber.org/goleak"
 

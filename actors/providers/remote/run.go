@@ -193,6 +193,7 @@ func (p *proxy) Receive(ctx actor.Context) {
 			return
 		}
 		p.hosted = ctx.Sender()
+		ctx.Logger().Debug("remote: run placed", "run", p.run.id, "member", p.run.node.ID)
 		if p.run.events != nil {
 			// Before the hosted run's progress, which the same actor
 			// sends; held until the run's start event.
