@@ -717,3 +717,44 @@ func TestK1_ServeOffersItsModel(t *testing.T) {
 		t.Fatalf("exit %d, stderr %q", code, stderr)
 	}
 }
+
+// Logs (issue 27): a client's normal leave logs nothing on a member at
+// the default level: the member's "member left" is info and protoactor's
+// routine warnings (a gossip timeout to the leaver) are below its error
+// level. A member at -log-level info, the control, shows the leave.
+func TestK1_ClientLeaveLogsNothingByDefault(t *testing.T) {
+	a, b, c := newMember(t), newMember(t), newMember(t)
+	how := static(a, b, c)
+	control := exec.Command(bin, append([]string{"serve", "-offer-model", "m", "-log-level", "info"}, how(b)...)...)
+	control.Env = slices.Concat(os.Environ(), withData(t.TempDir()))
+	controlLogs := startErrLines(t, control)
+	t.Cleanup(func() {
+		_ = control.Process.Kill()
+		_ = control.Wait()
+	})
+	quiet, _ := serve(t, c, how)
+	status := startNode(t, append([]string{"status"}, how(a)...)...)
+	if code := status.rest(t); code != 0 {
+		t.Fatalf("status exit %d, stderr %s", code, status.stderr.String())
+	}
+	ctx := await.Ctx(t)
+	for left := false; !left; {
+		select {
+		case l, ok := <-controlLogs:
+			if !ok {
+				t.Fatal("the control member ended before it logged the client's leave")
+			}
+			left = strings.Contains(l, `msg="cluster: member left"`)
+		case <-ctx.Done():
+			t.Fatal("waited for the control member to log the client's leave")
+		}
+	}
+	go func() {
+		for range controlLogs { // until it is killed
+		}
+	}()
+	_ = quiet.cmd.Process.Signal(syscall.SIGTERM)
+	if code := quiet.rest(t); code != 0 || strings.Contains(quiet.stderr.String(), "level=") {
+		t.Fatalf("serve exit %d, logs at the default level after a client's leave:\n%s", code, quiet.stderr.String())
+	}
+}
