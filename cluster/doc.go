@@ -1,6 +1,7 @@
 // Package cluster makes this process a node of a protoactor cluster (K1):
 // membership from a static host list (protoactor's automanaged provider,
-// its health endpoint bound to the configured address only) or from etcd,
+// its health endpoint bound to the configured address only) or from etcd
+// (etcd.go: our own provider, which an etcd outage does not dissolve),
 // node-to-node traffic under mutual TLS (K3), and the node's host actor,
 // which admits peers' starts of the providers it offers within its
 // capacity and runs each as a hosted run actor.

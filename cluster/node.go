@@ -15,13 +15,13 @@ import (
 	"github.com/asynkron/protoactor-go/actor"
 	"github.com/asynkron/protoactor-go/cluster"
 	"github.com/asynkron/protoactor-go/cluster/clusterproviders/automanaged"
-	"github.com/asynkron/protoactor-go/cluster/clusterproviders/etcd"
 	"github.com/asynkron/protoactor-go/cluster/identitylookup/disthash"
 	"github.com/asynkron/protoactor-go/remote"
 	"github.com/labstack/echo"
 	clientv3 "go.etcd.io/etcd/client/v3"
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/credentials"
+	"google.golang.org/grpc/credentials/insecure"
 
 	"github.com/subactor/subactor/actors"
 	"github.com/subactor/subactor/internal/actorsraw"
@@ -51,7 +51,8 @@ type Node struct {
 	sys     *actors.System
 	cl      *cluster.Cluster
 	host    *actor.PID
-	health  *echo.Echo // the static list's membership endpoint
+	health  *echo.Echo                       // the static list's membership endpoint
+	creds   credentials.TransportCredentials // how this node dials its peers
 	leave   sync.Once
 	ownsSys bool // Start made sys, so a failed Start stops it
 
@@ -75,7 +76,7 @@ func Start(ctx context.Context, cfg Config) (n *Node, err error) {
 	ctx, cancel := context.WithTimeout(ctx, cfg.JoinTimeout)
 	defer cancel()
 	host, port, _ := hostPort(cfg.Listen, "listen address")
-	n = &Node{cfg: cfg, sys: cfg.System, changed: make(chan struct{})}
+	n = &Node{cfg: cfg, sys: cfg.System, changed: make(chan struct{}), creds: insecure.NewCredentials()}
 	serverOpts := n.inboundOptions()
 	var opts []remote.ConfigOption
 	if cfg.TLS != nil {
@@ -84,7 +85,8 @@ func Start(ctx context.Context, cfg Config) (n *Node, err error) {
 			return nil, err
 		}
 		serverOpts = append(serverOpts, grpc.Creds(credentials.NewTLS(server)))
-		opts = append(opts, remote.WithDialOptions(grpc.WithTransportCredentials(credentials.NewTLS(client))))
+		n.creds = credentials.NewTLS(client)
+		opts = append(opts, remote.WithDialOptions(grpc.WithTransportCredentials(n.creds)))
 	}
 	opts = append(opts, remote.WithServerOptions(serverOpts...))
 	if n.sys == nil {
@@ -104,10 +106,9 @@ func Start(ctx context.Context, cfg Config) (n *Node, err error) {
 
 	var provider cluster.ClusterProvider
 	if len(cfg.Etcd) > 0 {
-		// protoactor's etcd provider reads etcd without a deadline: an
-		// unreachable etcd is found here instead, within the bound.
+		// An unreachable etcd is named here, within the bound.
 		if err = probeEtcd(ctx, cfg.Etcd); err == nil {
-			provider, err = etcd.NewWithConfig("/subactor", clientv3.Config{Endpoints: cfg.Etcd, DialTimeout: 5 * time.Second})
+			provider, err = newEtcdMembers(n, "/subactor")
 		}
 		if err != nil {
 			err = fmt.Errorf("cluster: could not reach etcd at %s: %w", strings.Join(cfg.Etcd, ","), err)
@@ -249,10 +250,7 @@ func (n *Node) setMembers(live []*cluster.Member) {
 			}
 		}
 		slices.Sort(provs)
-		// etcd's provider names a member <cluster>@<id>: the id alone
-		// is the one the member knows itself by (ID), as with a static list.
-		id := strings.TrimPrefix(m.Id, n.cfg.Name+"@")
-		ms = append(ms, Member{ID: id, Address: m.Address(), Providers: provs})
+		ms = append(ms, Member{ID: m.Id, Address: m.Address(), Providers: provs})
 	}
 	slices.SortFunc(ms, func(a, b Member) int { return strings.Compare(a.ID, b.ID) })
 	n.mu.Lock()
@@ -334,9 +332,9 @@ func (n *Node) Stop() { n.leave.Do(n.stop) }
 // and waits up to ten for gRPC streams that peers keep open.
 func (n *Node) stop() {
 	// A non-graceful cluster shutdown leaves the provider's membership
-	// loop running: end it first (etcd: the member's key is deleted).
-	// etcd's provider deletes without a deadline, so with etcd down it
-	// is not waited for beyond providerStopWait: the key's lease ends.
+	// loop running: end it first (etcd: the member's key is deleted,
+	// waited for providerStopWait at most: with etcd down, its lease ends
+	// it).
 	shut := make(chan struct{})
 	go func() {
 		_ = n.cl.Config.ClusterProvider.Shutdown(false)
