@@ -22,10 +22,10 @@ const (
 	defaultJoinTimeout = 10 * time.Second
 	defaultMaxPrompt   = 1 << 20 // bytes of prompt text a remote start may carry
 	// staticRefresh is how often a static-list member asks every listed
-	// member for its health; a member that does not answer within
+	// member for its member; one that does not answer within
 	// staticProbeTimeout is dropped from the topology.
 	staticRefresh      = time.Second
-	staticProbeTimeout = 2 * time.Second // protoactor's automanaged client timeout
+	staticProbeTimeout = 2 * time.Second
 	// etcdLeaseTTL is the lease protoactor's etcd provider keeps a member's
 	// key under: a member that stops refreshing it is dropped when it
 	// expires.

@@ -54,12 +54,11 @@ func newEtcdMembers(n *Node, base string) (*etcdMembers, error) {
 // StartMember registers this member and reads the others, within the
 // join timeout, then follows etcd until Shutdown.
 func (e *etcdMembers) StartMember(c *cluster.Cluster) error {
-	host, port, err := c.ActorSystem.GetHostPort()
+	self, err := selfMember(c)
 	if err != nil {
 		return err
 	}
-	e.cl = c
-	e.self = &cluster.Member{Id: c.ActorSystem.ID, Host: host, Port: int32(port), Kinds: c.GetClusterKinds()}
+	e.self, e.cl = self, c
 	ctx, cancel := context.WithTimeout(e.ctx, e.n.cfg.JoinTimeout)
 	defer cancel()
 	lease, err := e.register(ctx)
@@ -70,7 +69,7 @@ func (e *etcdMembers) StartMember(c *cluster.Cluster) error {
 	if err != nil {
 		return err
 	}
-	e.publish(nil)
+	publish(c, e.self, nil)
 	keys := make(chan map[string]*cluster.Member)
 	go e.keepAlive(lease)
 	go e.watch(resp, keys)
@@ -188,12 +187,12 @@ func (e *etcdMembers) apply(ks map[string]*cluster.Member, kv *mvccpb.KeyValue, 
 		delete(ks, id)
 		return
 	}
-	var m cluster.Member
-	if err := protojson.Unmarshal(kv.Value, &m); err != nil || m.Id != id || id == "" {
+	m := decodeMember(kv.Value, id)
+	if m == nil || id == "" {
 		e.n.logger().Warn("cluster: not a member's key in etcd", "key", string(kv.Key))
 		return
 	}
-	ks[id] = &m
+	ks[id] = m
 }
 
 // follower is another member as this one follows it.
@@ -281,16 +280,15 @@ func (e *etcdMembers) probe(id, address string, delay time.Duration, results cha
 	}
 }
 
-// publish hands the admitted members and this one to protoactor, which
-// does nothing when they did not change.
-func (e *etcdMembers) publish(peers map[string]*follower) {
-	ms := []*cluster.Member{e.self}
-	for _, p := range peers {
-		if p.admitted {
-			ms = append(ms, p.m)
+// publish hands the admitted members and this one to protoactor.
+func (e *etcdMembers) publish(followed map[string]*follower) {
+	var ms []*cluster.Member
+	for _, f := range followed {
+		if f.admitted {
+			ms = append(ms, f.m)
 		}
 	}
-	e.cl.MemberList.UpdateClusterTopology(ms)
+	publish(e.cl, e.self, ms)
 }
 
 // answers reports whether the actors at address answer a connection

@@ -2,10 +2,10 @@ package cluster
 
 import (
 	"context"
+	"crypto/tls"
 	"errors"
 	"fmt"
 	"log/slog"
-	"net"
 	"net/http"
 	"slices"
 	"strings"
@@ -14,10 +14,8 @@ import (
 
 	"github.com/asynkron/protoactor-go/actor"
 	"github.com/asynkron/protoactor-go/cluster"
-	"github.com/asynkron/protoactor-go/cluster/clusterproviders/automanaged"
 	"github.com/asynkron/protoactor-go/cluster/identitylookup/disthash"
 	"github.com/asynkron/protoactor-go/remote"
-	"github.com/labstack/echo"
 	clientv3 "go.etcd.io/etcd/client/v3"
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/credentials"
@@ -51,7 +49,7 @@ type Node struct {
 	sys     *actors.System
 	cl      *cluster.Cluster
 	host    *actor.PID
-	health  *echo.Echo                       // the static list's membership endpoint
+	health  *http.Server                     // the static list's membership endpoint
 	creds   credentials.TransportCredentials // how this node dials its peers
 	leave   sync.Once
 	ownsSys bool // Start made sys, so a failed Start stops it
@@ -79,8 +77,9 @@ func Start(ctx context.Context, cfg Config) (n *Node, err error) {
 	n = &Node{cfg: cfg, sys: cfg.System, changed: make(chan struct{}), creds: insecure.NewCredentials()}
 	serverOpts := n.inboundOptions()
 	var opts []remote.ConfigOption
+	var server, client *tls.Config
 	if cfg.TLS != nil {
-		server, client, err := cfg.TLS.tlsConfigs()
+		server, client, err = cfg.TLS.tlsConfigs()
 		if err != nil {
 			return nil, err
 		}
@@ -114,7 +113,7 @@ func Start(ctx context.Context, cfg Config) (n *Node, err error) {
 			err = fmt.Errorf("cluster: could not reach etcd at %s: %w", strings.Join(cfg.Etcd, ","), err)
 		}
 	} else {
-		provider, err = n.staticProvider(cfg)
+		provider, err = newStaticMembers(n, server, client)
 	}
 	if err != nil {
 		return nil, err
@@ -195,33 +194,6 @@ func probeEtcd(ctx context.Context, endpoints []string) error {
 	return err
 }
 
-// staticProvider is protoactor's automanaged provider over the static
-// list, its health endpoint bound to MemberListen only (automanaged alone
-// would bind every interface).
-func (n *Node) staticProvider(cfg Config) (cluster.ClusterProvider, error) {
-	_, memberPort, _ := hostPort(cfg.MemberListen, "membership address")
-	lis, err := net.Listen("tcp", cfg.MemberListen)
-	if err != nil {
-		return nil, fmt.Errorf("cluster: membership address: %w", err)
-	}
-	e := echo.New()
-	e.HideBanner, e.HidePort = true, true
-	e.Listener = lis
-	e.GET("/_health", func(c echo.Context) error {
-		host, port, err := actorsraw.Of(n.sys).GetHostPort()
-		if err != nil {
-			return c.NoContent(http.StatusServiceUnavailable)
-		}
-		return c.JSON(http.StatusOK, automanaged.NewNode(cfg.Name, actorsraw.Of(n.sys).ID, host, port, memberPort, n.providerNames(kindPrefix)))
-	})
-	n.health = e
-	hosts := slices.Clone(cfg.Peers)
-	if !slices.Contains(hosts, cfg.MemberListen) {
-		hosts = append(hosts, cfg.MemberListen)
-	}
-	return automanaged.NewWithTesting(staticRefresh, memberPort, e, hosts...), nil
-}
-
 // ID is this member's id.
 func (n *Node) ID() string { return actorsraw.Of(n.sys).ID }
 
@@ -298,12 +270,11 @@ func (n *Node) WaitMembers(ctx context.Context, ok func([]Member) bool) ([]Membe
 	}
 }
 
-// providerNames lists the names of the providers this node offers, each
-// after prefix (kindPrefix: its cluster kinds).
-func (n *Node) providerNames(prefix string) []string {
+// providerNames lists the names of the providers this node offers.
+func (n *Node) providerNames() []string {
 	var names []string
 	for _, p := range n.cfg.Providers {
-		names = append(names, prefix+p.Name())
+		names = append(names, p.Name())
 	}
 	return names
 }

@@ -525,7 +525,8 @@ func writePEM(t *testing.T, path, kind string, der []byte) {
 
 // Contract K3: node-to-node traffic is mutual TLS. A caller with a
 // certificate from the cluster's CA delegates to B; one with a
-// certificate from another CA, and one without TLS, cannot start a run
+// certificate from another CA, and one without TLS, do not even see B
+// as a member (membership is under the same TLS) and cannot start a run
 // there (nothing starts on B).
 func TestK3_MutualTLSRefusesPeersWithoutACertificateFromTheCA(t *testing.T) {
 	good, other := newCA(t, "cluster-ca"), newCA(t, "other-ca")
@@ -546,7 +547,7 @@ func TestK3_MutualTLSRefusesPeersWithoutACertificateFromTheCA(t *testing.T) {
 		{"no TLS", nil, a3},
 	} {
 		caller := startNode(t, delegateArgs(c.m, how, append(c.flags, "wait for it")...)...)
-		if code := caller.rest(t); code != exitFailed || !strings.Contains(caller.stderr.String(), "no member took a run") {
+		if code := caller.rest(t); code != exitFailed || !strings.Contains(caller.stderr.String(), `no live member offers provider "fake"`) {
 			t.Fatalf("caller with %s: exit %d, stderr %s", c.name, code, caller.stderr.String())
 		}
 		if n := len(agents(nodeB.cmd.Process.Pid)); n != 0 {
