@@ -2,8 +2,10 @@
 // actor System, a registry.Service, a session store and a spawn provider
 // with defaults, NewAgent makes a parent on them whose model can delegate
 // through the "subagent" tool, and Delegate runs one child to its result.
-// The model is chosen as cmd/node chooses it (openai.Select: the
-// environment and a -models file), else it is the embedded scripted one.
+// New reads no environment and no file: the model is Config.Models.Top
+// when set (pass what openai.Select resolved to choose it as cmd/node
+// does, from OPENAI_* and DEEPSEEK_API_KEY or a -models file), else
+// Config.Model, else the embedded scripted model.
 //
 // Nothing is hidden: a Runtime's System, Service, Store and Provider are
 // the same parts an advanced embedder composes by hand (see

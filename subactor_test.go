@@ -18,6 +18,7 @@ import (
 	"github.com/subactor/subactor/internal/actorstest"
 	"github.com/subactor/subactor/internal/await"
 	"github.com/subactor/subactor/internal/leaktest"
+	"github.com/subactor/subactor/internal/openaitest"
 	"github.com/subactor/subactor/model/openai"
 	"github.com/subactor/subactor/model/scripted"
 	"github.com/subactor/subactor/subagent"
@@ -25,12 +26,13 @@ import (
 
 func TestMain(m *testing.M) { goleak.VerifyTestMain(m, leaktest.DeadLetters) }
 
-// The short path, and an LLM that delegates (contract T1). The model is
-// chosen as cmd/node chooses it: from the environment (OPENAI_API_KEY,
-// OPENAI_BASE_URL, OPENAI_MODEL, or DEEPSEEK_API_KEY alone) or a -models
-// file (Choice.ModelsFile). A program leaves Getenv nil to read its own
-// environment; this example reads an empty one, so it runs offline on the
-// embedded scripted model. The parent's model delegates through its
+// The short path, and an LLM that delegates (contract T1). New reads no
+// environment: the program resolves the model with openai.Select, as
+// cmd/node does (OPENAI_API_KEY, OPENAI_BASE_URL, OPENAI_MODEL, or
+// DEEPSEEK_API_KEY alone, or a -models file, Choice.ModelsFile), and
+// passes it as Config.Models. A program leaves Getenv nil to read its own
+// environment; this example reads an empty one, so Select resolves no
+// endpoint and New runs offline on the embedded scripted model. The parent's model delegates through its
 // "subagent" tool (the scripted model's "delegate" task calls it and
 // answers what the child answered); the program may also delegate itself,
 // a child started, awaited and disposed in one call.
@@ -279,3 +281,29 @@ func (stubTool) Spec() agent.ToolSpec {
 }
 
 func (stubTool) Call(context.Context, *agent.Agent, json.RawMessage) (string, error) { return "", nil }
+
+// New reads no environment (the package doc says so): with OPENAI_* set
+// to a live endpoint, New(Config{}) runs on the scripted model and the
+// endpoint is asked nothing.
+func TestNewReadsNoEnvironment(t *testing.T) {
+	srv := openaitest.NewServer(t, openaitest.Reply("from the endpoint"))
+	t.Setenv("OPENAI_BASE_URL", srv.URL)
+	t.Setenv("OPENAI_API_KEY", "sk")
+	t.Setenv("OPENAI_MODEL", "m")
+	rt, err := subactor.New(subactor.Config{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer rt.Close()
+	parent, err := rt.NewAgent(await.Ctx(t), "parent")
+	if err != nil {
+		t.Fatal(err)
+	}
+	res, err := rt.Delegate(await.Ctx(t), parent, "echo hello")
+	if err != nil || subagent.TextOf(res.Output) != "hello" {
+		t.Fatalf("Delegate = %q, %v; want the scripted model's hello", subagent.TextOf(res.Output), err)
+	}
+	if n := len(srv.Requests()); n != 0 {
+		t.Fatalf("the endpoint of OPENAI_BASE_URL got %d requests", n)
+	}
+}

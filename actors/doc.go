@@ -53,4 +53,6 @@
 //     crash.
 //
 // Either way every waiter is answered and no call blocks forever.
+//
+// Codes such as (R4) name contracts: https://github.com/subactor/subactor/blob/main/docs/contracts.md
 package actors

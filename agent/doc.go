@@ -11,4 +11,6 @@
 // An *Agent implements subagent.Agent, so it can be a delegating parent or a
 // published child. One Run at a time: a second concurrent Run settles at
 // once with stop reason error. The other methods are safe for concurrent use.
+//
+// Codes such as (R4) name contracts: https://github.com/subactor/subactor/blob/main/docs/contracts.md
 package agent

@@ -14,4 +14,6 @@
 //
 // One node per process: protoactor's remote code races when several share
 // one, so tests of several nodes run node processes (cmd/node's tests).
+//
+// Codes such as (R4) name contracts: https://github.com/subactor/subactor/blob/main/docs/contracts.md
 package cluster

@@ -2,4 +2,6 @@
 // from subactor.proto by generate.sh; the generated code is committed).
 // internal/wire converts them to and from the contract types of package
 // subagent.
+//
+// Codes such as (R4) name contracts: https://github.com/subactor/subactor/blob/main/docs/contracts.md
 package messages

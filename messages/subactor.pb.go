@@ -767,6 +767,7 @@ type RunEnded struct {
 	StopReason           string                 `protobuf:"bytes,5,opt,name=stop_reason,json=stopReason,proto3" json:"stop_reason,omitempty"`
 	LastAssistantMessage string                 `protobuf:"bytes,6,opt,name=last_assistant_message,json=lastAssistantMessage,proto3" json:"last_assistant_message,omitempty"`
 	Usage                *Usage                 `protobuf:"bytes,7,opt,name=usage,proto3" json:"usage,omitempty"`
+	Result               *Result                `protobuf:"bytes,8,opt,name=result,proto3" json:"result,omitempty"` // the run's whole result
 	unknownFields        protoimpl.UnknownFields
 	sizeCache            protoimpl.SizeCache
 }
@@ -846,6 +847,13 @@ func (x *RunEnded) GetLastAssistantMessage() string {
 func (x *RunEnded) GetUsage() *Usage {
 	if x != nil {
 		return x.Usage
+	}
+	return nil
+}
+
+func (x *RunEnded) GetResult() *Result {
+	if x != nil {
+		return x.Result
 	}
 	return nil
 }
@@ -1073,7 +1081,7 @@ const file_subactor_proto_rawDesc = "" +
 	"\bprovider\x18\x02 \x01(\tR\bprovider\x12\x1d\n" +
 	"\n" +
 	"session_id\x18\x03 \x01(\tR\tsessionId\x12\x14\n" +
-	"\x05local\x18\x04 \x01(\bR\x05local\"\xf9\x01\n" +
+	"\x05local\x18\x04 \x01(\bR\x05local\"\xac\x02\n" +
 	"\bRunEnded\x12\x15\n" +
 	"\x06run_id\x18\x01 \x01(\tR\x05runId\x12\x1a\n" +
 	"\bprovider\x18\x02 \x01(\tR\bprovider\x12\x1d\n" +
@@ -1083,7 +1091,8 @@ const file_subactor_proto_rawDesc = "" +
 	"\vstop_reason\x18\x05 \x01(\tR\n" +
 	"stopReason\x124\n" +
 	"\x16last_assistant_message\x18\x06 \x01(\tR\x14lastAssistantMessage\x12.\n" +
-	"\x05usage\x18\a \x01(\v2\x18.subactor.messages.UsageR\x05usage\"\xab\x01\n" +
+	"\x05usage\x18\a \x01(\v2\x18.subactor.messages.UsageR\x05usage\x121\n" +
+	"\x06result\x18\b \x01(\v2\x19.subactor.messages.ResultR\x06result\"\xab\x01\n" +
 	"\vRunProgress\x12\x15\n" +
 	"\x06run_id\x18\x01 \x01(\tR\x05runId\x12\x12\n" +
 	"\x04kind\x18\x02 \x01(\tR\x04kind\x12\x12\n" +
@@ -1135,12 +1144,13 @@ var file_subactor_proto_depIdxs = []int32{
 	0, // 2: subactor.messages.Steer.content:type_name -> subactor.messages.ContentBlock
 	2, // 3: subactor.messages.RunSettled.result:type_name -> subactor.messages.Result
 	1, // 4: subactor.messages.RunEnded.usage:type_name -> subactor.messages.Usage
-	1, // 5: subactor.messages.RunProgress.usage:type_name -> subactor.messages.Usage
-	6, // [6:6] is the sub-list for method output_type
-	6, // [6:6] is the sub-list for method input_type
-	6, // [6:6] is the sub-list for extension type_name
-	6, // [6:6] is the sub-list for extension extendee
-	0, // [0:6] is the sub-list for field type_name
+	2, // 5: subactor.messages.RunEnded.result:type_name -> subactor.messages.Result
+	1, // 6: subactor.messages.RunProgress.usage:type_name -> subactor.messages.Usage
+	7, // [7:7] is the sub-list for method output_type
+	7, // [7:7] is the sub-list for method input_type
+	7, // [7:7] is the sub-list for extension type_name
+	7, // [7:7] is the sub-list for extension extendee
+	0, // [0:7] is the sub-list for field type_name
 }
 
 func init() { file_subactor_proto_init() }

@@ -37,4 +37,6 @@
 // ErrTaskNotFound) and, where the caller needs details, typed errors
 // matched with errors.As (*CorruptError, *ConflictError). Bad input is
 // refused before anything is stored.
+//
+// Codes such as (R4) name contracts: https://github.com/subactor/subactor/blob/main/docs/contracts.md
 package persistence

@@ -10,4 +10,6 @@
 //
 // Nothing here depends on the actor runtime, so providers import this package
 // and never the registry.
+//
+// Codes such as (R4) name contracts: https://github.com/subactor/subactor/blob/main/docs/contracts.md
 package subagent

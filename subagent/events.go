@@ -40,6 +40,11 @@ type RunEnded struct {
 	StopReason           StopReason
 	LastAssistantMessage string
 	Usage                *Usage // where the provider knows it
+	// Result is the run's result as Wait returns it (output, structured
+	// output, detail), so a listener needs no Wait of its own. Its
+	// StopReason is the run's; StopReason above is Error instead when an
+	// infrastructure fault ended the run. Cause does not cross the wire.
+	Result Result
 }
 
 // ProgressKind says what a RunProgress reports.
@@ -97,20 +102,32 @@ func (ListenerFailed) eventType() string   { return "subagent/listener-failed" }
 // behind gets ListenerOverflow and no further events.
 type Listener func(Event) error
 
-// ListenOption configures one listener.
-type ListenOption func(*listenopt.Config)
+// ListenOption configures one listener: ListenBound, OnlyEvents.
+type ListenOption struct{ apply func(*listenopt.Config) }
+
+func init() {
+	listenopt.Read = func(opts any) listenopt.Config {
+		var c listenopt.Config
+		for _, o := range opts.([]ListenOption) {
+			o.apply(&c)
+		}
+		return c
+	}
+}
 
 // ListenBound lets this listener have up to n events outstanding before
 // it is detached with ListenerOverflow (E5).
-func ListenBound(n int) ListenOption { return func(c *listenopt.Config) { c.Bound = n } }
+func ListenBound(n int) ListenOption {
+	return ListenOption{func(c *listenopt.Config) { c.Bound = n }}
+}
 
 // OnlyEvents delivers only events of these types (their names, as
 // TypeOf(RunEnded{})); ListenerOverflow and ListenerFailed are always
 // delivered, since they say the stream itself broke.
 func OnlyEvents(types ...string) ListenOption {
-	return func(c *listenopt.Config) {
+	return ListenOption{func(c *listenopt.Config) {
 		c.Types = append(append(c.Types, types...), TypeOf(ListenerOverflow{}), TypeOf(ListenerFailed{}))
-	}
+	}}
 }
 
 // Subscription is a listener's registration.

@@ -67,14 +67,17 @@ func TestS5_CancelledMatchesBothTheServiceErrorAndTheCause(t *testing.T) {
 }
 
 func TestEventWireNames(t *testing.T) {
-	for ev, want := range map[subagent.Event]string{
-		subagent.ProviderAdded{}:   "subagent/provider-added",
-		subagent.ProviderRemoved{}: "subagent/provider-removed",
-		subagent.RunStarted{}:      "subagent/start",
-		subagent.RunEnded{}:        "subagent/end",
+	for _, c := range []struct {
+		ev   subagent.Event
+		want string
+	}{
+		{subagent.ProviderAdded{}, "subagent/provider-added"},
+		{subagent.ProviderRemoved{}, "subagent/provider-removed"},
+		{subagent.RunStarted{}, "subagent/start"},
+		{subagent.RunEnded{}, "subagent/end"},
 	} {
-		if subagent.TypeOf(ev) != want {
-			t.Errorf("TypeOf(%T) = %q, want %q", ev, subagent.TypeOf(ev), want)
+		if subagent.TypeOf(c.ev) != c.want {
+			t.Errorf("TypeOf(%T) = %q, want %q", c.ev, subagent.TypeOf(c.ev), c.want)
 		}
 	}
 }

@@ -1,5 +1,6 @@
-// Package registry is the Service callers use (the seed's ctx.subagents) and
-// the registry actor behind it.
+// Package registry is the Service callers use to register providers and to
+// start, resume, steer and follow their children, and the registry actor
+// behind it.
 //
 // The Service is safe for concurrent use. Its registry actor holds providers
 // in insertion order and one parent actor per parent session someone
@@ -8,6 +9,8 @@
 // and reports to the parent actor, if the run has one, by message.
 // Listener code runs on a goroutine of its own per listener, never on an
 // actor's.
+//
+// Codes such as (R4) name contracts: https://github.com/subactor/subactor/blob/main/docs/contracts.md
 package registry
 
 import (
@@ -137,6 +140,10 @@ func WithListenerBound(n int) Option { return func(o *options) { o.ListenerBound
 // from its last checkpoint after a crash (A2). Default: never.
 func WithRunRestarts(p subagent.RestartPolicy) Option { return func(o *options) { o.RunRestarts = p } }
 
+// New starts a Service's registry actor on sys with opts (WithTasks,
+// WithListenerBound, WithRunRestarts, ...). The Service has no provider
+// until RegisterProvider; Close stops it and every run actor under it,
+// while sys stays the caller's.
 func New(sys *actors.System, opts ...Option) *Service {
 	o := options{IdleParents: defaultIdleParents, ListenerBound: fanout.DefaultBound}
 	for _, f := range opts {
@@ -233,10 +240,7 @@ func (s *Service) List() []string {
 }
 
 func (s *Service) newSub(l subagent.Listener, opts []subagent.ListenOption) *fanout.Sub {
-	var c listenopt.Config
-	for _, o := range opts {
-		o(&c)
-	}
+	c := listenopt.Read(opts)
 	return fanout.NewSub(l, s.log, cmp.Or(c.Bound, s.opts.ListenerBound), c.Types)
 }
 

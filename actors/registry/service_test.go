@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"reflect"
 	"slices"
 	"strings"
 	"sync/atomic"
@@ -498,8 +499,13 @@ func TestE1E2_StartPrecedesEndEvenForAnAlreadySettledChild(t *testing.T) {
 	if start.RunID == "" || start.RunID != end.RunID || start.RunID != r.ID() {
 		t.Fatalf("run ids: start %q end %q run %q", start.RunID, end.RunID, r.ID())
 	}
+	// The end carries the run's result.
+	if res := end.Result; res.StopReason != subagent.Completed || subagent.TextOf(res.Output) != "early" {
+		t.Fatalf("the end's result %#v", res)
+	}
+	end.Result = subagent.Result{}
 	want := subagent.RunEnded{RunID: r.ID(), Provider: "quick", SessionID: r.SessionID(), Local: true, StopReason: subagent.Completed, LastAssistantMessage: "early"}
-	if start != (subagent.RunStarted{RunID: r.ID(), Provider: "quick", SessionID: r.SessionID(), Local: true}) || end != want {
+	if start != (subagent.RunStarted{RunID: r.ID(), Provider: "quick", SessionID: r.SessionID(), Local: true}) || !reflect.DeepEqual(end, want) {
 		t.Fatalf("events %#v %#v", start, end)
 	}
 }

@@ -13,6 +13,8 @@
 // runs (if it cannot be recorded, no child starts); its outcome is decided
 // and recorded only after its run was disposed; a kill answers at once
 // (the task reads Stopping until its run settled).
+//
+// Codes such as (R4) name contracts: https://github.com/subactor/subactor/blob/main/docs/contracts.md
 package tasks
 
 import (

@@ -79,20 +79,14 @@ func etcdServer(t *testing.T) membership {
 // etcdProcess is a throwaway etcd that a test can kill and start again
 // on the same data directory and ports.
 type etcdProcess struct {
-	exe, dir, endpoint string
-	args               []string
-	cmd                *exec.Cmd
+	exe, endpoint string
+	args          []string
+	cmd           *exec.Cmd
 }
 
 func newEtcd(t *testing.T) *etcdProcess {
 	t.Helper()
-	exe, err := exec.LookPath("etcd")
-	if err != nil {
-		if os.Getenv("CI") != "" {
-			t.Fatal("etcd is not installed (apt-get install etcd-server)")
-		}
-		t.Skip("etcd is not installed (apt-get install etcd-server)")
-	}
+	exe := etcdBinary(t)
 	client, peer := portPair(t), portPair(t)
 	clientURL := fmt.Sprintf("http://127.0.0.1:%d", client)
 	peerURL := fmt.Sprintf("http://127.0.0.1:%d", peer)
@@ -141,6 +135,20 @@ func (e *etcdProcess) kill() {
 
 func (e *etcdProcess) membership(m member) []string {
 	return []string{"-listen", m.listen, "-etcd", e.endpoint}
+}
+
+// etcdBinary locates etcd: a test needing it skips without it, and
+// fails in CI.
+func etcdBinary(t *testing.T) string {
+	t.Helper()
+	exe, err := exec.LookPath("etcd")
+	if err != nil {
+		if os.Getenv("CI") != "" {
+			t.Fatal("etcd is not installed (apt-get install etcd-server)")
+		}
+		t.Skip("etcd is not installed (apt-get install etcd-server)")
+	}
+	return exe
 }
 
 // process is a running node process.
@@ -702,16 +710,25 @@ func TestK1_StatusAndDelegateReadTheClusterKeysOfTheConfigFile(t *testing.T) {
 
 // Contract K1: serve offers its model with -offer-model (or the config's
 // "offer_model") beside its agent servers, and refuses a name an agent
-// server has, with exit 2.
+// server has, with exit 2. Its children have run's file tools over serve's
+// -dir: a peer's "survey DIR" surveys it (the README's steer example).
 func TestK1_ServeOffersItsModel(t *testing.T) {
-	a, b := newMember(t), newMember(t)
-	how := static(a, b)
+	a, b, c := newMember(t), newMember(t), newMember(t)
+	how := static(a, b, c)
+	root := writeTree(t)
 	config := writeConfig(t, `{"agent_servers": {"fake": `+fakeServer(t)+`}, "cluster": {"offer_model": "model"}}`)
-	p := startNode(t, append([]string{"serve", "-config", config}, how(b)...)...)
+	p := startNode(t, append([]string{"serve", "-config", config, "-dir", root}, how(b)...)...)
 	if l := p.line(t, memberLine, "serve to join"); !strings.Contains(l, "offering [fake model]") {
 		t.Fatalf("serve says %q, want it offering fake and model", l)
 	}
-	_, stderr, code := node(t, t.TempDir(), append([]string{"serve", "-config", config, "-offer-model", "fake"}, how(a)...)...)
+	args := append([]string{"delegate", "-cluster", "-provider", "model"}, how(c)...)
+	stdout, stderr, code := node(t, t.TempDir(), append(args, "survey "+root)...)
+	head := fmt.Sprintf("survey %s: ", root)
+	folders := fmt.Sprintf(" in %d folders (0 delegated)", countFolders(t, root))
+	if _, rest := cutSession(t, stdout); code != 0 || !strings.HasPrefix(strings.TrimSpace(rest), head) || !strings.Contains(rest, folders) {
+		t.Fatalf("the model child's survey: exit %d, stdout %q, stderr %q", code, stdout, stderr)
+	}
+	_, stderr, code = node(t, t.TempDir(), append([]string{"serve", "-config", config, "-offer-model", "fake"}, how(a)...)...)
 	if code != exitUsage || !strings.Contains(stderr, `-offer-model "fake" is also an agent server`) {
 		t.Fatalf("exit %d, stderr %q", code, stderr)
 	}

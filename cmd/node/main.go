@@ -27,6 +27,8 @@
 //	node sessions [-data DIR] [SESSION]
 //	node delegate -config FILE [-provider NAME] [-dir DIR] [-data DIR] [-json] [-quiet] PROMPT...
 //	node help
+//
+// Codes such as (R4) name contracts: https://github.com/subactor/subactor/blob/main/docs/contracts.md
 package main
 
 import (

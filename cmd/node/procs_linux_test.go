@@ -496,3 +496,24 @@ func procOf(t *testing.T, pid int) procID {
 	}
 	return procID{pid, st.Starttime}
 }
+
+// Contract K4: serve, a cluster node hosting ACP runs, first ends what a
+// killed node left on its data directory, as every command that starts
+// agents does, before it joins.
+func TestK4_ServeEndsWhatAKilledNodeLeft(t *testing.T) {
+	data := t.TempDir()
+	s := stubbornNode(t, data)
+	s.signal(t, syscall.SIGKILL)
+	_ = s.wait(t)
+	s.fam.waitGone(t, "the agent to die with its node", "leader")
+	m := newMember(t)
+	p := startNodeWith(t, withData(data), false, append([]string{"serve", "-config", fakeConfig(t)}, static(m)(m)...)...)
+	p.line(t, memberLine, "serve to join")
+	if !strings.Contains(p.stderr.String(), "ended the processes that agents of an earlier node left running") {
+		t.Fatalf("serve's stderr: %s", p.stderr.String())
+	}
+	s.fam.waitGone(t, "serve to end what the killed node's agent left", "member", "runaway")
+	if r := records(t, data); len(r) > 0 {
+		t.Fatalf("journal records left: %v", r)
+	}
+}

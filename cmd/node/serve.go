@@ -34,6 +34,7 @@ import (
 	"github.com/subactor/subactor/model/scripted"
 	"github.com/subactor/subactor/persistence"
 	"github.com/subactor/subactor/subagent"
+	"github.com/subactor/subactor/tools/fstools"
 )
 
 // clusterOptions are the membership flags serve, status, delegate
@@ -212,10 +213,12 @@ type serveOptions struct {
 	capacity int
 	// offerModel names the provider of model-backed children (spawn over
 	// the node's model) offered to peers; data is where their sessions
-	// are kept, model the model flags of run.
+	// are kept, model the model flags of run, dir the folder their
+	// list, read and count tools read.
 	offerModel string
 	data       string
 	model      options
+	dir        string
 }
 
 func serveFlags(o *serveOptions) *flag.FlagSet {
@@ -229,6 +232,7 @@ func serveFlags(o *serveOptions) *flag.FlagSet {
 	fs.StringVar(&o.model.baseURL, "base-url", "", "with -offer-model, the OpenAI-compatible endpoint's base `URL` (default $"+envBaseURL+")")
 	fs.StringVar(&o.model.model, "model", "", "with -offer-model, the `MODEL` to ask for (default $"+envModel+")")
 	fs.StringVar(&o.model.modelsFile, "models", "", "with -offer-model, a JSON `FILE` naming several model endpoints, as run's")
+	fs.StringVar(&o.dir, "dir", ".", "with -offer-model, the `DIR` its children read with run's list, read and count tools")
 	return fs
 }
 
@@ -351,11 +355,19 @@ func (o serveOptions) providers(sys *actors.System, logs io.Writer) ([]subagent.
 	if err != nil {
 		return nil, nil, err
 	}
+	dir, err := readableDir(o.dir)
+	if err != nil {
+		return nil, nil, err
+	}
+	tools, err := fstools.NewNamed(dir, o.dir)
+	if err != nil {
+		return nil, nil, err
+	}
 	store, closeStore, err := openStore(data, true)
 	if err != nil {
 		return nil, nil, err
 	}
-	p, err := spawn.New(spawn.Config{Name: o.offerModel, System: sys, Store: store, Model: m.top, Models: m.spawnModels()})
+	p, err := spawn.New(spawn.Config{Name: o.offerModel, System: sys, Store: store, Model: m.top, Models: m.spawnModels(), Tools: tools})
 	if err != nil {
 		_ = closeStore()
 		return nil, nil, err

@@ -2,6 +2,8 @@
 // contract, shared by the acp provider and the node: the provider data of
 // its descriptor (ParseProviderData) and the progress kinds it adds to
 // subagent's.
+//
+// Codes such as (R4) name contracts: https://github.com/subactor/subactor/blob/main/docs/contracts.md
 package acpdata
 
 import (

@@ -1,6 +1,8 @@
 // Package agentlog holds the agent loop's log-only records that other
 // packages of this module read or write too: the activation marker that
 // takes a session's log and the stop record an activation ends with.
+//
+// Codes such as (R4) name contracts: https://github.com/subactor/subactor/blob/main/docs/contracts.md
 package agentlog
 
 import "github.com/subactor/subactor/subagent"

@@ -1,6 +1,8 @@
 // Package capability refuses a request for a start-time feature its
 // provider does not declare (S4): the Service's check before any provider
 // code runs, and the ACP provider's for a caller that skips the Service.
+//
+// Codes such as (R4) name contracts: https://github.com/subactor/subactor/blob/main/docs/contracts.md
 package capability
 
 import (

@@ -2,6 +2,8 @@
 // providers and the delegate tool share (D6); subagent keeps the
 // vocabulary callers use (DelegationDepthOf, AssertMaxDepth,
 // ErrDepthExceeded).
+//
+// Codes such as (R4) name contracts: https://github.com/subactor/subactor/blob/main/docs/contracts.md
 package depth
 
 import (

@@ -4,6 +4,8 @@
 // validates and copies one (D2), Descriptor.Record encodes it, Fold and
 // Parse read one back strictly (D3). The record is log-only for the
 // stores (every kind but persistence.KindMessage), so Compact keeps it (D4).
+//
+// Codes such as (R4) name contracts: https://github.com/subactor/subactor/blob/main/docs/contracts.md
 package descriptor
 
 import (

@@ -10,3 +10,8 @@ type Config struct {
 	// this listener may have outstanding.
 	Bound int
 }
+
+// Read returns what opts, a []subagent.ListenOption, set. Package subagent
+// sets it as it loads: its option type is opaque outside it (so that its
+// API names no internal type), and this package cannot import it.
+var Read func(opts any) Config

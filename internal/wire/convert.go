@@ -80,7 +80,8 @@ func FromEvent(ev subagent.Event) (proto.Message, error) {
 		return &messages.RunStarted{RunId: e.RunID, Provider: e.Provider, SessionId: e.SessionID, Local: e.Local}, nil
 	case subagent.RunEnded:
 		return &messages.RunEnded{RunId: e.RunID, Provider: e.Provider, SessionId: e.SessionID, Local: e.Local,
-			StopReason: string(e.StopReason), LastAssistantMessage: e.LastAssistantMessage, Usage: fromUsage(e.Usage)}, nil
+			StopReason: string(e.StopReason), LastAssistantMessage: e.LastAssistantMessage, Usage: fromUsage(e.Usage),
+			Result: FromResult(e.Result)}, nil
 	case subagent.RunProgress:
 		return &messages.RunProgress{RunId: e.RunID, Kind: string(e.Kind), Step: int64(e.Step), Text: e.Text,
 			IsError: e.IsError, Usage: fromUsage(e.Usage)}, nil
@@ -103,7 +104,8 @@ func ToEvent(m any) (subagent.Event, error) {
 		return subagent.RunStarted{RunID: e.RunId, Provider: e.Provider, SessionID: e.SessionId, Local: e.Local}, nil
 	case *messages.RunEnded:
 		return subagent.RunEnded{RunID: e.RunId, Provider: e.Provider, SessionID: e.SessionId, Local: e.Local,
-			StopReason: subagent.StopReason(e.StopReason), LastAssistantMessage: e.LastAssistantMessage, Usage: toUsage(e.Usage)}, nil
+			StopReason: subagent.StopReason(e.StopReason), LastAssistantMessage: e.LastAssistantMessage, Usage: toUsage(e.Usage),
+			Result: ToResult(e.Result)}, nil
 	case *messages.RunProgress:
 		return subagent.RunProgress{RunID: e.RunId, Kind: subagent.ProgressKind(e.Kind), Step: int(e.Step), Text: e.Text,
 			IsError: e.IsError, Usage: toUsage(e.Usage)}, nil

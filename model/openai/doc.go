@@ -19,4 +19,6 @@
 //
 // The scripted model (package model/scripted) stays the embedded default;
 // this client is used only when configured.
+//
+// Codes such as (R4) name contracts: https://github.com/subactor/subactor/blob/main/docs/contracts.md
 package openai

@@ -6,4 +6,6 @@
 //	}
 //
 // A store that also keeps task records passes RunTasks the same way.
+//
+// Codes such as (R4) name contracts: https://github.com/subactor/subactor/blob/main/docs/contracts.md
 package persistencetest

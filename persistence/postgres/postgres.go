@@ -28,6 +28,8 @@
 // node's memory until its first write would be invisible to the other
 // nodes sharing the database, which must find a child's log to continue
 // it when its node dies (K2).
+//
+// Codes such as (R4) name contracts: https://github.com/subactor/subactor/blob/main/docs/contracts.md
 package postgres
 
 import (

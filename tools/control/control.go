@@ -3,6 +3,8 @@
 // starts a new one resumed from the child's log with the message as its
 // prompt; either way the model gets the route and, for a start, the task
 // to collect with task_output.
+//
+// Codes such as (R4) name contracts: https://github.com/subactor/subactor/blob/main/docs/contracts.md
 package control
 
 import (

@@ -3,6 +3,8 @@
 // what that provider's capabilities allow, and it follows the provider's
 // registration through provider-added and provider-removed events, whatever
 // order the two were set up in (E4).
+//
+// Codes such as (R4) name contracts: https://github.com/subactor/subactor/blob/main/docs/contracts.md
 package delegate
 
 import (

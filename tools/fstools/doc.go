@@ -8,4 +8,6 @@
 // symbolic link can reach outside the root. Arguments are hostile input:
 // unknown fields, wrong types and missing paths are refused with an error
 // the model can read.
+//
+// Codes such as (R4) name contracts: https://github.com/subactor/subactor/blob/main/docs/contracts.md
 package fstools

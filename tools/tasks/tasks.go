@@ -2,6 +2,8 @@
 // background delegation: task_output reads a task's state and result,
 // waiting up to a limit for it to finish, and task_kill stops it. A model
 // sees only the tasks its own agent started.
+//
+// Codes such as (R4) name contracts: https://github.com/subactor/subactor/blob/main/docs/contracts.md
 package tasks
 
 import (

@@ -12,6 +12,8 @@
 // An owner actor (the registry or a parent) holds a Fanout, emits into it
 // from its Receive and hands it the Unsubscribe and Flush commands that
 // subscriptions send.
+//
+// Codes such as (R4) name contracts: https://github.com/subactor/subactor/blob/main/docs/contracts.md
 package fanout
 
 import (

@@ -16,6 +16,8 @@
 // Enter runs a test hook that injects real panics inside Receive; it
 // exists only in builds with the subactortest tag, as the tests are run
 // (hook_on.go). In the product it does nothing (hook_off.go).
+//
+// Codes such as (R4) name contracts: https://github.com/subactor/subactor/blob/main/docs/contracts.md
 package guard
 
 // Failer is a command that can be answered with an error, as a crashed

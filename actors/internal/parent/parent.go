@@ -25,6 +25,8 @@
 // registry keeps a bounded number idle: past it, the oldest is rebound to
 // the next new parent session (Rebind) or retired; a later subscription
 // for its old agent gets another one.
+//
+// Codes such as (R4) name contracts: https://github.com/subactor/subactor/blob/main/docs/contracts.md
 package parent
 
 import (
@@ -184,6 +186,7 @@ func (a *parentActor) end(s *Settled) {
 		StopReason:           reason,
 		LastAssistantMessage: subagent.TextOf(s.Result.Output),
 		Usage:                s.Result.Usage,
+		Result:               s.Result,
 	})
 }
 

@@ -2,6 +2,7 @@ package parent_test
 
 import (
 	"log/slog"
+	"reflect"
 	"sync/atomic"
 	"testing"
 
@@ -73,10 +74,11 @@ func TestE1E6_StartProgressEndAndIdleOnceNothingIsLeft(t *testing.T) {
 	want := []subagent.Event{
 		subagent.RunStarted{RunID: "r1", Provider: "p", SessionID: "c1", Local: true},
 		step,
-		subagent.RunEnded{RunID: "r1", Provider: "p", SessionID: "c1", Local: true, StopReason: subagent.Completed, LastAssistantMessage: "hi"},
+		subagent.RunEnded{RunID: "r1", Provider: "p", SessionID: "c1", Local: true, StopReason: subagent.Completed, LastAssistantMessage: "hi",
+			Result: subagent.Result{Output: []subagent.ContentBlock{subagent.Text("hi")}, StopReason: subagent.Completed}},
 	}
 	for i, w := range want {
-		if ev := await.Recv(t, got, "event "+subagent.TypeOf(w)); ev != w {
+		if ev := await.Recv(t, got, "event "+subagent.TypeOf(w)); !reflect.DeepEqual(ev, w) {
 			t.Fatalf("event %d: %#v, want %#v", i, ev, w)
 		}
 	}

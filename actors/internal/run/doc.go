@@ -16,4 +16,6 @@
 // actors (a remote proxy, a router, a task manager) watch a run through the
 // wire protocol instead: Watch, Steer with a correlation id, Dispose with
 // an acknowledgement.
+//
+// Codes such as (R4) name contracts: https://github.com/subactor/subactor/blob/main/docs/contracts.md
 package run

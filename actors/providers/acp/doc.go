@@ -72,4 +72,6 @@
 //
 // ParseConfigFile reads the agent_servers config file editors use, into
 // one Config per agent.
+//
+// Codes such as (R4) name contracts: https://github.com/subactor/subactor/blob/main/docs/contracts.md
 package acp

@@ -5,6 +5,8 @@
 // descriptive only). Like spawn's, its children are durable: Resume
 // continues one from its own log and never re-forks the parent's newer
 // history.
+//
+// Codes such as (R4) name contracts: https://github.com/subactor/subactor/blob/main/docs/contracts.md
 package fork
 
 import (

@@ -11,6 +11,8 @@
 // Losing the hosting node (killed, frozen, partitioned: whatever makes
 // membership drop it) settles the run with stop reason error and a cause
 // naming the node, within its Node.LossBound; every waiter is answered.
+//
+// Codes such as (R4) name contracts: https://github.com/subactor/subactor/blob/main/docs/contracts.md
 package remote
 
 import (

@@ -4,6 +4,8 @@
 // carry a descriptor (D1), Resume continues one from its log (S6), and a
 // crashed one continues from its log within the embedder's restart policy.
 // With Config.Fork it is the fork provider (P2, package fork).
+//
+// Codes such as (R4) name contracts: https://github.com/subactor/subactor/blob/main/docs/contracts.md
 package spawn
 
 import (
