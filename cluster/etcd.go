@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/asynkron/protoactor-go/cluster"
+	"github.com/asynkron/protoactor-go/remote"
 	"go.etcd.io/etcd/api/v3/mvccpb"
 	"go.etcd.io/etcd/api/v3/v3rpc/rpctypes"
 	clientv3 "go.etcd.io/etcd/client/v3"
@@ -273,7 +274,7 @@ func (e *etcdMembers) probe(id, address string, delay time.Duration, results cha
 		return
 	case <-time.After(delay):
 	}
-	r := probed{id: id, address: address, ok: e.n.answers(e.ctx, address)}
+	r := probed{id: id, address: address, ok: e.n.answers(e.ctx, id, address)}
 	select {
 	case results <- r:
 	case <-e.ctx.Done():
@@ -291,16 +292,28 @@ func (e *etcdMembers) publish(followed map[string]*follower) {
 	publish(e.cl, e.self, ms)
 }
 
-// answers reports whether the actors at address answer a connection
-// under this node's transport security within probeTimeout: a member
-// that died, froze or holds no certificate of the CA does not.
-func (n *Node) answers(ctx context.Context, address string) bool {
+// answers reports whether the member id answers at address, under this
+// node's transport security, within probeTimeout: protoactor's remoting
+// handshake names the member that answers, so a member that died, froze
+// or holds no certificate of the CA does not, nor does another process
+// restarted on its address.
+func (n *Node) answers(ctx context.Context, id, address string) bool {
 	ctx, cancel := context.WithTimeout(ctx, probeTimeout)
 	defer cancel()
-	conn, err := grpc.DialContext(ctx, address, grpc.WithTransportCredentials(n.creds), grpc.WithBlock())
+	conn, err := grpc.DialContext(ctx, address, grpc.WithTransportCredentials(n.creds))
 	if err != nil {
 		return false
 	}
-	conn.Close()
-	return true
+	defer conn.Close()
+	stream, err := remote.NewRemotingClient(conn).Receive(ctx)
+	if err != nil {
+		return false
+	}
+	hello := &remote.ConnectRequest{ConnectionType: &remote.ConnectRequest_ServerConnection{
+		ServerConnection: &remote.ServerConnection{SystemId: n.ID(), Address: n.Address()}}}
+	if err := stream.Send(&remote.RemoteMessage{MessageType: &remote.RemoteMessage_ConnectRequest{ConnectRequest: hello}}); err != nil {
+		return false
+	}
+	answer, err := stream.Recv()
+	return err == nil && answer.GetConnectResponse().GetMemberId() == id
 }
