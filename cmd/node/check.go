@@ -16,7 +16,7 @@ import (
 
 // checkOptions are the flags of check.
 type checkOptions struct {
-	data   string
+	data   dataPlace
 	repair bool
 }
 
@@ -45,12 +45,17 @@ func checkCommand(ctx context.Context, args []string, stdout, stderr io.Writer) 
 		fmt.Fprintf(stderr, "%s check: unexpected argument %q\n", prog, fs.Arg(0))
 		return exitUsage
 	}
-	dir, err := dataDir(o.data)
+	data, err := dataDir(o.data)
 	if err != nil {
 		fmt.Fprintf(stderr, "%s check: %v\n", prog, err)
-		return exitFailed
+		return exitCode(err)
 	}
-	if dir == memoryData {
+	dir := data.dir
+	switch {
+	case data.store != "":
+		fmt.Fprintf(stderr, "%s check: the sessions are in PostgreSQL (-store or $%s), which check does not check: it checks a data directory's %s\n", prog, envStore, storeFile)
+		return exitUsage
+	case dir == memoryData:
 		fmt.Fprintf(stderr, "%s check: -data %s keeps nothing on disk: nothing to check\n", prog, memoryData)
 		return exitUsage
 	}

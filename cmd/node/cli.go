@@ -129,7 +129,7 @@ type options struct {
 	dir      string
 	maxDepth int
 	quiet    bool
-	data     string
+	data     dataPlace
 	// cont is the session to continue, prompt what to tell it.
 	cont   string
 	prompt string
@@ -172,9 +172,10 @@ func runFlags(o *options) *flag.FlagSet {
 	return fs
 }
 
-// dataFlag defines -data on fs.
-func dataFlag(fs *flag.FlagSet, p *string) {
-	fs.StringVar(p, "data", "", "the data `DIR` where sessions are kept (default $"+envDataDir+", else $XDG_DATA_HOME/subactor, else ~/.local/share/subactor); "+memoryData+" keeps them in memory")
+// dataFlag defines -data and -store on fs.
+func dataFlag(fs *flag.FlagSet, p *dataPlace) {
+	fs.StringVar(&p.dir, "data", "", "the data `DIR` where sessions are kept (default $"+envDataDir+", else $XDG_DATA_HOME/subactor, else ~/.local/share/subactor); "+memoryData+" keeps them in memory")
+	fs.StringVar(&p.store, "store", "", "keep sessions in the PostgreSQL database at `URL` (postgres://...; default $"+envStore+") instead of the data directory, which keeps the agent journal")
 }
 
 // configFlag defines -config on fs; what says what the servers are for.
@@ -283,7 +284,7 @@ func survey(ctx context.Context, o options, m models, out io.Writer, rep reporte
 	}
 	// A continued session must exist already: no directory is created
 	// for it.
-	store, closeStore, err := openStore(data, o.cont == "")
+	store, closeStore, err := openStore(ctx, data, o.cont == "")
 	if err != nil {
 		return outcome{}, err
 	}
@@ -293,7 +294,7 @@ func survey(ctx context.Context, o options, m models, out io.Writer, rep reporte
 		return outcome{}, err
 	}
 	defer closeHooks()
-	if o.servers.journal, err = openJournal(data, logs); err != nil {
+	if o.servers.journal, err = openJournal(data.dir, logs); err != nil {
 		return outcome{}, err
 	}
 
@@ -302,7 +303,7 @@ func survey(ctx context.Context, o options, m models, out io.Writer, rep reporte
 		var turns int
 		var complete bool
 		if target, turns, complete, err = continued(ctx, store, o.cont); err != nil {
-			return outcome{}, fmt.Errorf("-continue %s: data directory %q: %w", o.cont, data, err)
+			return outcome{}, fmt.Errorf("-continue %s: %v: %w", o.cont, data, err)
 		}
 		if complete && prompt == "" {
 			return outcome{}, fmt.Errorf("-continue %s: %w", o.cont, errSessionComplete)

@@ -63,7 +63,7 @@ quoted>" (an ACP child adds "server=<name> agent-session=<id>" before
 prompt), children indented by two spaces a level; state is the stop reason
 of the session's last run, or running/interrupted. It only reads, and
 beside a running node it asks that node for the list.`,
-			flags: func() *flag.FlagSet { return sessionsFlags(new(string), new(bool)) }, run: sessionsCommand},
+			flags: func() *flag.FlagSet { return sessionsFlags(new(dataPlace), new(bool)) }, run: sessionsCommand},
 		{name: "check", uses: []string{"check [-data DIR] [-repair]"},
 			short: "verify the data directory's sessions.db, or repair it",
 			long: `Verify the data directory's sessions.db: bbolt's pages, then every session
@@ -93,7 +93,7 @@ as delegate shows it.`,
 			long: `One line per task of SESSION: "<id> child=<session> provider=<name>
 state=<state>" (running, stopping, completed, failed, killed, or interrupted
 when the node running it ended). An unknown SESSION is an error.`,
-			flags: func() *flag.FlagSet { return tasksFlags(new(string), new(bool)) }, run: tasksCommand},
+			flags: func() *flag.FlagSet { return tasksFlags(new(dataPlace), new(bool)) }, run: tasksCommand},
 		{name: "serve", uses: []string{"serve -listen HOST:PORT (-peers LIST | -etcd ENDPOINTS) (-config FILE | -offer-model NAME) [flags]"},
 			short: "join or form a cluster and host runs for its members",
 			long: `Join or form a cluster and host runs of FILE's agent servers (and, with

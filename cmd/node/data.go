@@ -2,20 +2,24 @@ package main
 
 import (
 	"bytes"
+	"cmp"
 	"context"
 	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
 	"net"
+	neturl "net/url"
 	"os"
 	"path/filepath"
+	"strings"
 	"sync"
 	"time"
 
 	berrors "go.etcd.io/bbolt/errors"
 
 	"github.com/subactor/subactor/persistence"
+	"github.com/subactor/subactor/persistence/postgres"
 )
 
 // Where the node keeps its sessions.
@@ -29,7 +33,15 @@ const (
 	appName = "subactor"
 	// storeFile is the bbolt file inside the data directory.
 	storeFile = "sessions.db"
+	// envStore names the session store when -store does not.
+	envStore = "SUBACTOR_STORE"
 )
+
+// dataPlace is where a node keeps its data: the data directory (-data)
+// and the session store (-store), which is the directory's storeFile
+// when empty, else a PostgreSQL URL. The directory keeps the agent
+// journal either way: it is this machine's, the store may be shared.
+type dataPlace struct{ dir, store string }
 
 // Data directory errors, matched with errors.Is; each comes wrapped in a
 // *dataDirError naming the directory.
@@ -54,11 +66,36 @@ func (e *dataDirError) Error() string {
 
 func (e *dataDirError) Unwrap() error { return e.Err }
 
-// dataDir resolves the data directory: the -data flag, else
-// SUBACTOR_DATA_DIR, else the XDG base directory convention
-// ($XDG_DATA_HOME/subactor, else ~/.local/share/subactor). It may return
-// memoryData.
-func dataDir(flagValue string) (string, error) {
+// dataDir resolves the flags' data place: the store is -store, else
+// SUBACTOR_STORE, else the directory's file; the directory is -data,
+// else SUBACTOR_DATA_DIR, else the XDG base directory convention
+// ($XDG_DATA_HOME/subactor, else ~/.local/share/subactor), and may be
+// memoryData when the store is the directory's.
+func dataDir(flags dataPlace) (dataPlace, error) {
+	store := cmp.Or(flags.store, os.Getenv(envStore))
+	if store != "" && !strings.HasPrefix(store, "postgres://") && !strings.HasPrefix(store, "postgresql://") {
+		return dataPlace{}, configErrorf("-store %s: not a postgres:// URL (without -store, sessions are kept in the data directory)", redact(store))
+	}
+	dir, err := dirOf(flags.dir)
+	switch {
+	case err != nil:
+		return dataPlace{}, err
+	case dir == memoryData && store != "":
+		return dataPlace{}, configErrorf("-data %s keeps sessions in memory, -store in PostgreSQL: give one", memoryData)
+	}
+	return dataPlace{dir: dir, store: store}, nil
+}
+
+// String names where the sessions are, for messages.
+func (d dataPlace) String() string {
+	if d.store != "" {
+		return "store " + redact(d.store)
+	}
+	return fmt.Sprintf("data directory %q", d.dir)
+}
+
+// dirOf resolves the data directory (see dataDir).
+func dirOf(flagValue string) (string, error) {
 	if flagValue != "" {
 		return flagValue, nil
 	}
@@ -76,15 +113,22 @@ func dataDir(flagValue string) (string, error) {
 	return filepath.Join(home, ".local", "share", appName), nil
 }
 
-// openStore opens the session store of the data directory dir (see
-// dataDir) for writing: the bbolt file in it, or a fresh in-memory store
-// for memoryData. With create it makes the directory (0700, the owner's
-// only) when missing; without, a missing directory or file is a store with
-// no sessions, opened in memory so that nothing is left behind. While the
-// file is open, the node answers node sessions over a socket in the
-// directory (see serveSessions). The returned close function stops that
-// and releases the file. Errors name dir.
-func openStore(dir string, create bool) (persistence.Store, func() error, error) {
+// openStore opens the session store of data (see dataDir) for writing:
+// its PostgreSQL database, the bbolt file in its directory, or a fresh
+// in-memory store for memoryData. With create it makes the directory
+// (0700, the owner's only) when missing; without, a missing directory or
+// file is a store with no sessions, opened in memory so that nothing is
+// left behind. While the file is open, the node answers node sessions
+// over a socket in the directory (see serveSessions). The returned close
+// function stops that and releases the file. Errors name the directory
+// or the database.
+func openStore(ctx context.Context, data dataPlace, create bool) (persistence.Store, func() error, error) {
+	if data.store != "" {
+		// Every process reads the database itself: no lock keeps
+		// node sessions out, so no socket answers for it.
+		return openPostgres(ctx, data.store)
+	}
+	dir := data.dir
 	noop := func() error { return nil }
 	if dir == memoryData {
 		return persistence.NewMemory(), noop, nil
@@ -112,12 +156,17 @@ func openStore(dir string, create bool) (persistence.Store, func() error, error)
 	}, nil
 }
 
-// openReader opens the session store of the data directory dir (not
-// memoryData) for reading only: nothing is written to it or created in it,
+// openReader opens the session store of data (not memoryData) for
+// reading only: nothing is written to a data directory or created in it,
 // and it works on a read-only directory. A missing directory or file is an
 // empty store. While a node uses the directory, it fails at once with
-// errDataDirLocked.
-func openReader(dir string) (persistence.Store, func() error, error) {
+// errDataDirLocked. A PostgreSQL store is opened as openStore opens it
+// (which creates its tables in an empty database).
+func openReader(ctx context.Context, data dataPlace) (persistence.Store, func() error, error) {
+	if data.store != "" {
+		return openPostgres(ctx, data.store)
+	}
+	dir := data.dir
 	path := filepath.Join(dir, storeFile)
 	if _, err := os.Stat(path); errors.Is(err, os.ErrNotExist) {
 		return persistence.NewMemory(), func() error { return nil }, nil
@@ -132,6 +181,29 @@ func openReader(dir string) (persistence.Store, func() error, error) {
 	}
 	warnDamage(dir, b)
 	return b, b.Close, nil
+}
+
+// openPostgres opens the PostgreSQL store at url; errors name it without
+// its password.
+func openPostgres(ctx context.Context, url string) (persistence.Store, func() error, error) {
+	s, err := postgres.Open(ctx, url)
+	if err != nil {
+		return nil, nil, fmt.Errorf("store %s: %w", redact(url), err)
+	}
+	return s, s.Close, nil
+}
+
+// redact is a store URL fit to print: its password, if any, replaced.
+func redact(store string) string {
+	u, err := neturl.Parse(store)
+	if err != nil {
+		return "(an unparsable URL)"
+	}
+	if q := u.Query(); q.Has("password") {
+		q.Set("password", "xxxxx")
+		u.RawQuery = q.Encode()
+	}
+	return u.Redacted()
 }
 
 // warnDamage says on stderr what the store of dir reads around (a damaged
@@ -219,7 +291,7 @@ func serveSessions(dir string, store persistence.Store) (stop func()) {
 					return
 				}
 				var out, errs bytes.Buffer
-				code := listSessions(ctx, store, dir, req, &out, &errs)
+				code := listSessions(ctx, store, dataPlace{dir: dir}, req, &out, &errs)
 				_ = json.NewEncoder(conn).Encode(sessionsReply{Stdout: out.String(), Stderr: errs.String(), Code: code, PID: os.Getpid()})
 			})
 		}

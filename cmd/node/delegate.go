@@ -32,7 +32,7 @@ type delegateOptions struct {
 	config   string
 	provider string
 	dir      string
-	data     string
+	data     dataPlace
 	json     bool
 	quiet    bool
 	prompt   string
@@ -210,12 +210,12 @@ func delegateOnce(ctx context.Context, o delegateOptions, servers agentServers, 
 	if err != nil {
 		return outcome{}, err
 	}
-	store, closeStore, err := openStore(data, true)
+	store, closeStore, err := openStore(ctx, data, true)
 	if err != nil {
 		return outcome{}, err
 	}
 	defer closeStore()
-	svc, mgr, closeAll, err := continuables(store, data, servers, name, dir, logs, rep)
+	svc, mgr, closeAll, err := continuables(store, data.dir, servers, name, dir, logs, rep)
 	if err != nil {
 		return outcome{}, err
 	}

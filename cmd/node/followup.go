@@ -23,7 +23,8 @@ var errNotDelegateSession = errors.New("not a session of node delegate (follow-u
 
 // sendOptions are the flags and arguments of send.
 type sendOptions struct {
-	config, data            string
+	config                  string
+	data                    dataPlace
 	json, quiet             bool
 	session, child, message string
 }
@@ -78,10 +79,10 @@ func sendOnce(ctx context.Context, o sendOptions, out io.Writer, rep reporter, l
 	if err != nil {
 		return outcome{}, err
 	}
-	if data == memoryData {
+	if data.dir == memoryData {
 		return outcome{}, fmt.Errorf("-data %s keeps no sessions past its own process: nothing to follow up", memoryData)
 	}
-	store, closeStore, err := openStore(data, false)
+	store, closeStore, err := openStore(ctx, data, false)
 	if err != nil {
 		return outcome{}, err
 	}
@@ -98,7 +99,7 @@ func sendOnce(ctx context.Context, o sendOptions, out io.Writer, rep reporter, l
 	if dir == "" {
 		dir = d.Dir
 	}
-	svc, mgr, closeAll, err := continuables(store, data, servers, name, dir, logs, rep)
+	svc, mgr, closeAll, err := continuables(store, data.dir, servers, name, dir, logs, rep)
 	if err != nil {
 		return outcome{}, err
 	}
@@ -163,11 +164,11 @@ func continueCommand(ctx context.Context, o delegateOptions, stdout, stderr io.W
 
 // onlyChild is the child of the delegate session id, read without
 // keeping the store open.
-func onlyChild(ctx context.Context, data, id string) (string, error) {
-	if data == memoryData {
+func onlyChild(ctx context.Context, data dataPlace, id string) (string, error) {
+	if data.dir == memoryData {
 		return "", fmt.Errorf("-data %s keeps no sessions past its own process: nothing to continue", memoryData)
 	}
-	store, closeStore, err := openReader(data)
+	store, closeStore, err := openReader(ctx, data)
 	if err != nil {
 		return "", err
 	}
@@ -207,7 +208,7 @@ func delegationOf(ctx context.Context, store persistence.Store, id string) (dele
 	return delegated{}, fmt.Errorf("session %q: %w", id, errNotDelegateSession)
 }
 
-func tasksFlags(data *string, asJSON *bool) *flag.FlagSet {
+func tasksFlags(data *dataPlace, asJSON *bool) *flag.FlagSet {
 	fs := flag.NewFlagSet(prog+" tasks", flag.ContinueOnError)
 	dataFlag(fs, data)
 	fs.BoolVar(asJSON, "json", false, "print one JSON object per task instead of a line")
@@ -219,9 +220,9 @@ func tasksFlags(data *string, asJSON *bool) *flag.FlagSet {
 // line); a task whose node process ended before it settled reads
 // interrupted. An unknown SESSION fails as sessions fails on it.
 func tasksCommand(ctx context.Context, args []string, stdout, stderr io.Writer) int {
-	var data string
+	var flags dataPlace
 	var asJSON bool
-	fs := tasksFlags(&data, &asJSON)
+	fs := tasksFlags(&flags, &asJSON)
 	if code, ok := parseFlags(fs, args, stdout, stderr); !ok {
 		return code
 	}
@@ -233,23 +234,23 @@ func tasksCommand(ctx context.Context, args []string, stdout, stderr io.Writer) 
 		fmt.Fprintf(stderr, "%s tasks: %v\n", prog, err)
 		return exitFailed
 	}
-	dir, err := dataDir(data)
+	data, err := dataDir(flags)
 	if err != nil {
 		return fail(err)
 	}
-	if dir == memoryData {
+	if data.dir == memoryData {
 		fmt.Fprintf(stderr, "%s tasks: -data %s keeps no tasks past its own process: nothing to list\n", prog, memoryData)
 		return exitUsage
 	}
 	// It only reads, as sessions does.
-	store, closeStore, err := openReader(dir)
+	store, closeStore, err := openReader(ctx, data)
 	if err != nil {
 		return fail(err)
 	}
 	defer closeStore()
 	session := fs.Arg(0)
 	if _, err := store.Header(ctx, session); err != nil {
-		return fail(unknownSession(err, session, dir))
+		return fail(unknownSession(err, session, data))
 	}
 	taskStore, _ := store.(persistence.TaskStore)
 	sys := actors.NewSystem()

@@ -216,7 +216,7 @@ type serveOptions struct {
 	// are kept, model the model flags of run, dir the folder their
 	// list, read and count tools read.
 	offerModel string
-	data       string
+	data       dataPlace
 	model      options
 	dir        string
 }
@@ -323,7 +323,7 @@ func (o serveOptions) providers(sys *actors.System, logs io.Writer) ([]subagent.
 		}
 		// Its agents are recorded like every other command's, after the
 		// journal ended what a killed node left (K4).
-		if servers.journal, err = openJournal(data, logs); err != nil {
+		if servers.journal, err = openJournal(data.dir, logs); err != nil {
 			return nil, nil, err
 		}
 		names := servers.names
@@ -363,7 +363,7 @@ func (o serveOptions) providers(sys *actors.System, logs io.Writer) ([]subagent.
 	if err != nil {
 		return nil, nil, err
 	}
-	store, closeStore, err := openStore(data, true)
+	store, closeStore, err := openStore(context.Background(), data, true)
 	if err != nil {
 		return nil, nil, err
 	}

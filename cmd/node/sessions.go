@@ -24,7 +24,7 @@ const stateInterrupted = "running/interrupted"
 // stateUnreadable is the state of a session whose log does not load.
 const stateUnreadable = "unreadable"
 
-func sessionsFlags(data *string, asJSON *bool) *flag.FlagSet {
+func sessionsFlags(data *dataPlace, asJSON *bool) *flag.FlagSet {
 	fs := flag.NewFlagSet(prog+" sessions", flag.ContinueOnError)
 	dataFlag(fs, data)
 	fs.BoolVar(asJSON, "json", false, "print one JSON object per session instead of a line, its depth below SESSION beside it")
@@ -37,9 +37,9 @@ func sessionsFlags(data *string, asJSON *bool) *flag.FlagSet {
 // sessions and is not created. While a node runs on the directory (its
 // lock keeps readers out of the file), that node lists its sessions.
 func sessionsCommand(ctx context.Context, args []string, stdout, stderr io.Writer) int {
-	var data string
+	var flags dataPlace
 	var req sessionsRequest
-	fs := sessionsFlags(&data, &req.JSON)
+	fs := sessionsFlags(&flags, &req.JSON)
 	if code, ok := parseFlags(fs, args, stdout, stderr); !ok {
 		return code
 	}
@@ -47,19 +47,19 @@ func sessionsCommand(ctx context.Context, args []string, stdout, stderr io.Write
 		fmt.Fprintf(stderr, "%s sessions: unexpected argument %q (one session id at most)\n", prog, fs.Arg(1))
 		return exitUsage
 	}
-	dir, err := dataDir(data)
+	data, err := dataDir(flags)
 	if err != nil {
 		fmt.Fprintf(stderr, "%s sessions: %v\n", prog, err)
-		return exitFailed
+		return exitCode(err)
 	}
-	if dir == memoryData {
+	if data.dir == memoryData {
 		fmt.Fprintf(stderr, "%s sessions: -data %s keeps no sessions past its own process: nothing to list\n", prog, memoryData)
 		return exitUsage
 	}
 	req.Session = fs.Arg(0)
-	store, closeStore, err := openReader(dir)
+	store, closeStore, err := openReader(ctx, data)
 	if errors.Is(err, errDataDirLocked) {
-		if reply, ok := askLiveNode(ctx, dir, req); ok {
+		if reply, ok := askLiveNode(ctx, data.dir, req); ok {
 			io.WriteString(stdout, reply.Stdout)
 			io.WriteString(stderr, reply.Stderr)
 			return reply.Code
@@ -70,12 +70,12 @@ func sessionsCommand(ctx context.Context, args []string, stdout, stderr io.Write
 		return exitFailed
 	}
 	defer closeStore()
-	return listSessions(ctx, store, dir, req, stdout, stderr)
+	return listSessions(ctx, store, data, req, stdout, stderr)
 }
 
 // listSessions prints the top-level sessions of store, or req.Session and
 // its children, as node sessions does, and returns its exit code.
-func listSessions(ctx context.Context, store persistence.Store, dir string, req sessionsRequest, stdout, stderr io.Writer) int {
+func listSessions(ctx context.Context, store persistence.Store, data dataPlace, req sessionsRequest, stdout, stderr io.Writer) int {
 	l := &lister{ctx: ctx, store: store, w: stdout, errs: stderr, seen: map[string]bool{}, json: req.JSON}
 	session := req.Session
 	var err error
@@ -83,7 +83,7 @@ func listSessions(ctx context.Context, store persistence.Store, dir string, req 
 		err = l.topLevel()
 	} else {
 		err = l.tree(session)
-		err = unknownSession(err, session, dir)
+		err = unknownSession(err, session, data)
 	}
 	if err != nil {
 		fmt.Fprintf(stderr, "%s sessions: %v\n", prog, err)
@@ -97,9 +97,9 @@ func listSessions(ctx context.Context, store persistence.Store, dir string, req 
 
 // unknownSession is err, or, when err says the store has no session id,
 // the error every command gives for an unknown session.
-func unknownSession(err error, id, dir string) error {
+func unknownSession(err error, id string, data dataPlace) error {
 	if errors.Is(err, persistence.ErrNotFound) {
-		return fmt.Errorf("%w %q in data directory %q", errUnknownSession, id, dir)
+		return fmt.Errorf("%w %q in %v", errUnknownSession, id, data)
 	}
 	return err
 }

@@ -11,7 +11,9 @@
 // nodes cannot interleave a log.
 //
 // Every write is one statement (Compact one transaction) that carries a
-// random token into the rows it writes. When the connection drops with a
+// random token into the rows it writes. Appends of concurrent callers
+// share one (a group commit, see commitAppend): each keeps its own
+// token, so each learns on its own whether its write landed. When the connection drops with a
 // write in flight, the store asks the server, over a new connection,
 // whether the token is there: a write that committed is acknowledged, one
 // that did not is tried again (or fails, absent, when the context ends),
@@ -108,6 +110,8 @@ type store struct {
 	failed atomic.Bool
 	// waitLimit is the package's, shorter in tests.
 	waitLimit time.Duration
+	// appends is the group commit's queue (see commitAppend).
+	appends appendQueue
 }
 
 // Open connects to the database at url (a postgres:// URL or a key=value

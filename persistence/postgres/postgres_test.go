@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -282,4 +283,60 @@ func TestK3_PostgresHostileRowsAreCorrupt(t *testing.T) {
 			t.Fatalf("GetTask: %v, want the task corrupt", err)
 		}
 	})
+}
+
+// TestS9_ConcurrentAppendsToManySessionsAreAcknowledgedOnce has 96
+// writers, two per session, append at once, so that the store batches
+// appends of many callers into one transaction and queues a session's
+// second append for the next. Every append is acknowledged and, after
+// reopening, present exactly once, in its writer's order; each session
+// ends where its two writers' appends take it.
+func TestS9_ConcurrentAppendsToManySessionsAreAcknowledgedOnce(t *testing.T) {
+	srv := pgtest.Start(t)
+	url := srv.Fresh(t)
+	s := open(t, url)
+	ctx := await.Ctx(t)
+	const sessions, perSession, each = 48, 2, 20
+	for i := range sessions {
+		if err := s.Create(ctx, subagent.SessionHeader{SessionID: fmt.Sprint("s", i)}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	var wg sync.WaitGroup
+	for w := range sessions * perSession {
+		wg.Go(func() {
+			id := fmt.Sprint("s", w%sessions)
+			for n := range each {
+				data, _ := json.Marshal(mark{w, n})
+				if err := s.Append(ctx, id, persistence.Record{Kind: "message", Data: data}); err != nil {
+					t.Errorf("writer %d, append %d to %s: %v", w, n, id, err)
+					return
+				}
+			}
+		})
+	}
+	wg.Wait()
+	if t.Failed() {
+		return
+	}
+	s.Close()
+	s = open(t, url)
+	for i := range sessions {
+		id := fmt.Sprint("s", i)
+		_, recs, err := s.Load(ctx, id)
+		if err != nil {
+			t.Fatal(err)
+		}
+		next := map[int]int{}
+		for j, r := range recs {
+			var m mark
+			if err := json.Unmarshal(r.Data, &m); err != nil || m.Writer%sessions != i || m.N != next[m.Writer] {
+				t.Fatalf("%s record %d: %s, want the next of one of its writers' (%v): stored twice, lost or misplaced", id, j+1, r.Data, next)
+			}
+			next[m.Writer]++
+		}
+		if len(recs) != perSession*each {
+			t.Fatalf("%s holds %d records, want %d", id, len(recs), perSession*each)
+		}
+	}
 }

@@ -155,7 +155,10 @@ func (s *store) appendAt(ctx context.Context, sessionID string, expect int64, re
 	id, token := []byte(sessionID), newToken()
 	var last *int64
 	err = s.write(ctx, func(ctx context.Context) error {
-		return s.pool.QueryRow(ctx, appendSQL, id, expect, kinds, data, token).Scan(&last)
+		c := &appendCall{ctx: ctx, id: id, expect: expect, kinds: kinds, data: data, token: token}
+		err := s.commitAppend(c)
+		last = c.last
+		return err
 	}, func(ctx context.Context) (bool, error) {
 		// A write's records are all there or none is; an AppendAt's
 		// end is known, an Append's is not returned.
