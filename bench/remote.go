@@ -59,6 +59,9 @@ type RemoteResult struct {
 	OneNodeCPU  float64 `json:"oneNodeCPUNs"`
 	OneHostCPU  float64 `json:"oneHostCPUNs"`
 	TwoHostsCPU float64 `json:"twoHostsCPUNs"`
+	// Memory is a hosting node's memory under remote runs in flight and
+	// after them (cmd/bench fills it; Remote does not).
+	Memory *RemoteMemoryResult `json:"memory,omitempty"`
 }
 
 // throughput is what the concurrent delegations of one host count cost:
@@ -115,14 +118,29 @@ func Remote(ctx context.Context, hostBin string, samples, callers, rounds int) (
 // remoteRepeats is how often the one- and two-host clusters are measured.
 const remoteRepeats = 5
 
-// remoteOnce measures with hosts hosting processes beside the caller's
-// node; with none, the caller's node hosts the runs.
-func remoteOnce(ctx context.Context, hostBin string, hosts, samples, callers, rounds int) (throughput, Distribution, Distribution, error) {
+// remoteCluster is hosts remotehost processes and a caller's node in
+// this process, whose Service places "echo" runs on them (on itself when
+// there is no host).
+type remoteCluster struct {
+	n       *cluster.Node
+	svc     *registry.Service
+	members []cluster.Member
+	pids    []int // the hosts'
+	stops   []func()
+}
+
+func startRemoteCluster(ctx context.Context, hostBin string, hosts int) (c *remoteCluster, err error) {
+	c = &remoteCluster{}
+	defer func() {
+		if err != nil {
+			c.close()
+		}
+	}()
 	var members []string // listen addresses; membership on port+1
 	for range hosts + 1 {
 		p, err := clustertest.PortPair()
 		if err != nil {
-			return throughput{}, Distribution{}, Distribution{}, err
+			return nil, err
 		}
 		members = append(members, "127.0.0.1:"+strconv.Itoa(p))
 	}
@@ -132,14 +150,13 @@ func remoteOnce(ctx context.Context, hostBin string, hosts, samples, callers, ro
 		p, _ := strconv.Atoi(port)
 		peers = append(peers, net.JoinHostPort(host, strconv.Itoa(p+1)))
 	}
-	var pids []int // the hosts'
 	for _, listen := range members[1:] {
 		pid, stop, err := startHost(hostBin, listen, strings.Join(peers, ","))
 		if err != nil {
-			return throughput{}, Distribution{}, Distribution{}, err
+			return nil, err
 		}
-		defer stop()
-		pids = append(pids, pid)
+		c.stops = append(c.stops, stop)
+		c.pids = append(c.pids, pid)
 	}
 	cfg := cluster.Config{Listen: members[0], Peers: peers}
 	if hosts == 0 {
@@ -147,26 +164,46 @@ func remoteOnce(ctx context.Context, hostBin string, hosts, samples, callers, ro
 		// through the same client without another process.
 		cfg.Providers, cfg.Capacity = []subagent.Provider{clustertest.Echo{}}, 1<<20
 	}
-	n, err := cluster.Start(context.Background(), cfg)
-	if err != nil {
-		return throughput{}, Distribution{}, Distribution{}, err
+	if c.n, err = cluster.Start(context.Background(), cfg); err != nil {
+		return nil, err
 	}
-	defer n.Stop()
 	wait, cancel := context.WithTimeout(ctx, 30*time.Second)
 	defer cancel()
-	ms, err := n.WaitMembers(wait, func(ms []cluster.Member) bool { return len(ms) == hosts+1 })
-	if err != nil {
-		return throughput{}, Distribution{}, Distribution{}, fmt.Errorf("waiting for %d members: %w", hosts+1, err)
+	if c.members, err = c.n.WaitMembers(wait, func(ms []cluster.Member) bool { return len(ms) == hosts+1 }); err != nil {
+		return nil, fmt.Errorf("waiting for %d members: %w", hosts+1, err)
 	}
-	p, err := remote.New(remote.Config{Name: "echo", Node: n})
+	p, err := remote.New(remote.Config{Name: "echo", Node: c.n})
+	if err != nil {
+		return nil, err
+	}
+	c.svc = registry.New(c.n.System())
+	if _, err := c.svc.RegisterProvider(p); err != nil {
+		return nil, err
+	}
+	return c, nil
+}
+
+func (c *remoteCluster) close() {
+	if c.svc != nil {
+		c.svc.Close()
+	}
+	if c.n != nil {
+		c.n.Stop()
+	}
+	for _, stop := range c.stops {
+		stop()
+	}
+}
+
+// remoteOnce measures with hosts hosting processes beside the caller's
+// node; with none, the caller's node hosts the runs.
+func remoteOnce(ctx context.Context, hostBin string, hosts, samples, callers, rounds int) (throughput, Distribution, Distribution, error) {
+	c, err := startRemoteCluster(ctx, hostBin, hosts)
 	if err != nil {
 		return throughput{}, Distribution{}, Distribution{}, err
 	}
-	svc := registry.New(n.System())
-	defer svc.Close()
-	if _, err := svc.RegisterProvider(p); err != nil {
-		return throughput{}, Distribution{}, Distribution{}, err
-	}
+	defer c.close()
+	n, svc, ms, pids := c.n, c.svc, c.members, c.pids
 	delegate := func() error {
 		r, err := svc.Start(ctx, "echo", subagent.StartRequest{Parent: benchParent{}, Prompt: []subagent.ContentBlock{subagent.Text("hi")}})
 		if err != nil {

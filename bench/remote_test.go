@@ -46,3 +46,20 @@ func TestProcCPUReadsWhatGetrusageSays(t *testing.T) {
 		t.Fatalf("procCPU %v, getrusage %v to %v", got, before, after)
 	}
 }
+
+// TestRemoteMemoryMeasures runs the remote memory measurement at a small
+// size: every run starts and is disposed, and the figures are read.
+func TestRemoteMemoryMeasures(t *testing.T) {
+	bin := filepath.Join(t.TempDir(), "remotehost")
+	if out, err := exec.Command("go", "build", "-o", bin, "./cmd/remotehost").CombinedOutput(); err != nil {
+		t.Fatalf("building remotehost: %v\n%s", err, out)
+	}
+	r, err := RemoteMemory(context.Background(), bin, 200)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if r.Runs != 200 || r.BeforeBytes <= 0 || r.LoadedBytes <= 0 || r.AfterBytes <= 0 || r.AfterRatio <= 0 {
+		t.Fatalf("result %+v", r)
+	}
+	t.Logf("%+v", r)
+}

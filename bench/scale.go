@@ -69,7 +69,7 @@ func ScaleOn(ctx context.Context, n int, store persistence.Store) (ScaleResult, 
 	runtime.ReadMemStats(&before)
 	goroutines := runtime.NumGoroutine()
 	debug.FreeOSMemory()
-	rss, err := residentBytes()
+	rss, err := residentBytes("self")
 	if err != nil {
 		return ScaleResult{}, err
 	}
@@ -90,7 +90,7 @@ func ScaleOn(ctx context.Context, n int, store persistence.Store) (ScaleResult, 
 	}
 	started := time.Since(began)
 	<-g.all
-	grown, err := residentBytes()
+	grown, err := residentBytes("self")
 	if err != nil {
 		return ScaleResult{}, err
 	}
@@ -118,15 +118,16 @@ func ScaleOn(ctx context.Context, n int, store persistence.Store) (ScaleResult, 
 	return res, nil
 }
 
-// residentBytes is the process's resident memory (/proc/self/statm).
-func residentBytes() (int64, error) {
-	statm, err := os.ReadFile("/proc/self/statm")
+// residentBytes is a process's resident memory (/proc/PID/statm; pid
+// "self" for this one).
+func residentBytes(pid string) (int64, error) {
+	statm, err := os.ReadFile("/proc/" + pid + "/statm")
 	if err != nil {
 		return 0, err
 	}
 	f := strings.Fields(string(statm))
 	if len(f) < 2 {
-		return 0, fmt.Errorf("unreadable /proc/self/statm: %q", statm)
+		return 0, fmt.Errorf("unreadable /proc/%s/statm: %q", pid, statm)
 	}
 	pages, err := strconv.ParseInt(f[1], 10, 64)
 	return pages * int64(os.Getpagesize()), err

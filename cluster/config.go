@@ -22,25 +22,28 @@ const (
 	defaultJoinTimeout = 10 * time.Second
 	defaultMaxPrompt   = 1 << 20 // bytes of prompt text a remote start may carry
 	// staticRefresh is how often a static-list member asks every listed
-	// member for its health; a member that does not answer within
+	// member for its member; one that does not answer within
 	// staticProbeTimeout is dropped from the topology.
 	staticRefresh      = time.Second
-	staticProbeTimeout = 2 * time.Second // protoactor's automanaged client timeout
+	staticProbeTimeout = 2 * time.Second
 	// etcdLeaseTTL is the lease protoactor's etcd provider keeps a member's
 	// key under: a member that stops refreshing it is dropped when it
 	// expires.
 	etcdLeaseTTL = 3 * time.Second
+	// probeTimeout bounds a probe of a member whose etcd key went: one
+	// that does not answer within it is dropped.
+	probeTimeout = time.Second
 )
 
 // lossBound is how long, at most, a member that died or froze stays in
 // the others' topology, plus a margin for scheduling on a loaded machine:
 // the bound within which a caller's run on that member settles error (K2).
 // Static list: a probe that times out plus two refresh rounds; etcd: the
-// lease TTL, the provider's one-second lease granularity and a watch
-// round.
+// lease TTL, etcd's one-second lease granularity, a watch round and the
+// probe that confirms the loss.
 func lossBound(etcd bool) time.Duration {
 	if etcd {
-		return etcdLeaseTTL + 2*time.Second + margin
+		return etcdLeaseTTL + 2*time.Second + probeTimeout + margin
 	}
 	return staticProbeTimeout + 2*staticRefresh + margin
 }

@@ -1,8 +1,8 @@
 // Package cluster makes this process a node of a protoactor cluster (K1):
-// membership from a static host list (protoactor's automanaged provider,
-// its health endpoint bound to the configured address only) or from etcd,
-// node-to-node traffic under mutual TLS (K3), and the node's host actor,
-// which admits peers' starts of the providers it offers within its
+// membership from a static host list (static.go) or from etcd (etcd.go),
+// both our own providers, under the same mutual TLS as node-to-node
+// traffic (K3), an etcd outage dropping no live member (K2); and the
+// node's host actor, which admits peers' starts of the providers it offers within its
 // capacity and runs each as a hosted run actor.
 //
 // A member advertises its providers as its cluster kinds; its capacity

@@ -101,7 +101,7 @@ func (h *host) load() *messages.HostLoad {
 	}
 	slices.Sort(ids)
 	return &messages.HostLoad{
-		Node: h.n.ID(), Providers: h.n.providerNames(""),
+		Node: h.n.ID(), Providers: h.n.providerNames(),
 		Capacity: int64(h.n.cfg.Capacity), Runs: int64(len(ids)), RunIds: ids,
 	}
 }

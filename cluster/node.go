@@ -2,10 +2,10 @@ package cluster
 
 import (
 	"context"
+	"crypto/tls"
 	"errors"
 	"fmt"
 	"log/slog"
-	"net"
 	"net/http"
 	"slices"
 	"strings"
@@ -14,14 +14,12 @@ import (
 
 	"github.com/asynkron/protoactor-go/actor"
 	"github.com/asynkron/protoactor-go/cluster"
-	"github.com/asynkron/protoactor-go/cluster/clusterproviders/automanaged"
-	"github.com/asynkron/protoactor-go/cluster/clusterproviders/etcd"
 	"github.com/asynkron/protoactor-go/cluster/identitylookup/disthash"
 	"github.com/asynkron/protoactor-go/remote"
-	"github.com/labstack/echo"
 	clientv3 "go.etcd.io/etcd/client/v3"
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/credentials"
+	"google.golang.org/grpc/credentials/insecure"
 
 	"github.com/subactor/subactor/actors"
 	"github.com/subactor/subactor/internal/actorsraw"
@@ -51,7 +49,8 @@ type Node struct {
 	sys     *actors.System
 	cl      *cluster.Cluster
 	host    *actor.PID
-	health  *echo.Echo // the static list's membership endpoint
+	health  *http.Server                     // the static list's membership endpoint
+	creds   credentials.TransportCredentials // how this node dials its peers
 	leave   sync.Once
 	ownsSys bool // Start made sys, so a failed Start stops it
 
@@ -75,16 +74,18 @@ func Start(ctx context.Context, cfg Config) (n *Node, err error) {
 	ctx, cancel := context.WithTimeout(ctx, cfg.JoinTimeout)
 	defer cancel()
 	host, port, _ := hostPort(cfg.Listen, "listen address")
-	n = &Node{cfg: cfg, sys: cfg.System, changed: make(chan struct{})}
+	n = &Node{cfg: cfg, sys: cfg.System, changed: make(chan struct{}), creds: insecure.NewCredentials()}
 	serverOpts := n.inboundOptions()
 	var opts []remote.ConfigOption
+	var server, client *tls.Config
 	if cfg.TLS != nil {
-		server, client, err := cfg.TLS.tlsConfigs()
+		server, client, err = cfg.TLS.tlsConfigs()
 		if err != nil {
 			return nil, err
 		}
 		serverOpts = append(serverOpts, grpc.Creds(credentials.NewTLS(server)))
-		opts = append(opts, remote.WithDialOptions(grpc.WithTransportCredentials(credentials.NewTLS(client))))
+		n.creds = credentials.NewTLS(client)
+		opts = append(opts, remote.WithDialOptions(grpc.WithTransportCredentials(n.creds)))
 	}
 	opts = append(opts, remote.WithServerOptions(serverOpts...))
 	if n.sys == nil {
@@ -104,16 +105,15 @@ func Start(ctx context.Context, cfg Config) (n *Node, err error) {
 
 	var provider cluster.ClusterProvider
 	if len(cfg.Etcd) > 0 {
-		// protoactor's etcd provider reads etcd without a deadline: an
-		// unreachable etcd is found here instead, within the bound.
+		// An unreachable etcd is named here, within the bound.
 		if err = probeEtcd(ctx, cfg.Etcd); err == nil {
-			provider, err = etcd.NewWithConfig("/subactor", clientv3.Config{Endpoints: cfg.Etcd, DialTimeout: 5 * time.Second})
+			provider, err = newEtcdMembers(n, "/subactor")
 		}
 		if err != nil {
 			err = fmt.Errorf("cluster: could not reach etcd at %s: %w", strings.Join(cfg.Etcd, ","), err)
 		}
 	} else {
-		provider, err = n.staticProvider(cfg)
+		provider, err = newStaticMembers(n, server, client)
 	}
 	if err != nil {
 		return nil, err
@@ -194,33 +194,6 @@ func probeEtcd(ctx context.Context, endpoints []string) error {
 	return err
 }
 
-// staticProvider is protoactor's automanaged provider over the static
-// list, its health endpoint bound to MemberListen only (automanaged alone
-// would bind every interface).
-func (n *Node) staticProvider(cfg Config) (cluster.ClusterProvider, error) {
-	_, memberPort, _ := hostPort(cfg.MemberListen, "membership address")
-	lis, err := net.Listen("tcp", cfg.MemberListen)
-	if err != nil {
-		return nil, fmt.Errorf("cluster: membership address: %w", err)
-	}
-	e := echo.New()
-	e.HideBanner, e.HidePort = true, true
-	e.Listener = lis
-	e.GET("/_health", func(c echo.Context) error {
-		host, port, err := actorsraw.Of(n.sys).GetHostPort()
-		if err != nil {
-			return c.NoContent(http.StatusServiceUnavailable)
-		}
-		return c.JSON(http.StatusOK, automanaged.NewNode(cfg.Name, actorsraw.Of(n.sys).ID, host, port, memberPort, n.providerNames(kindPrefix)))
-	})
-	n.health = e
-	hosts := slices.Clone(cfg.Peers)
-	if !slices.Contains(hosts, cfg.MemberListen) {
-		hosts = append(hosts, cfg.MemberListen)
-	}
-	return automanaged.NewWithTesting(staticRefresh, memberPort, e, hosts...), nil
-}
-
 // ID is this member's id.
 func (n *Node) ID() string { return actorsraw.Of(n.sys).ID }
 
@@ -249,10 +222,7 @@ func (n *Node) setMembers(live []*cluster.Member) {
 			}
 		}
 		slices.Sort(provs)
-		// etcd's provider names a member <cluster>@<id>: the id alone
-		// is the one the member knows itself by (ID), as with a static list.
-		id := strings.TrimPrefix(m.Id, n.cfg.Name+"@")
-		ms = append(ms, Member{ID: id, Address: m.Address(), Providers: provs})
+		ms = append(ms, Member{ID: m.Id, Address: m.Address(), Providers: provs})
 	}
 	slices.SortFunc(ms, func(a, b Member) int { return strings.Compare(a.ID, b.ID) })
 	n.mu.Lock()
@@ -300,12 +270,11 @@ func (n *Node) WaitMembers(ctx context.Context, ok func([]Member) bool) ([]Membe
 	}
 }
 
-// providerNames lists the names of the providers this node offers, each
-// after prefix (kindPrefix: its cluster kinds).
-func (n *Node) providerNames(prefix string) []string {
+// providerNames lists the names of the providers this node offers.
+func (n *Node) providerNames() []string {
 	var names []string
 	for _, p := range n.cfg.Providers {
-		names = append(names, prefix+p.Name())
+		names = append(names, p.Name())
 	}
 	return names
 }
@@ -334,9 +303,9 @@ func (n *Node) Stop() { n.leave.Do(n.stop) }
 // and waits up to ten for gRPC streams that peers keep open.
 func (n *Node) stop() {
 	// A non-graceful cluster shutdown leaves the provider's membership
-	// loop running: end it first (etcd: the member's key is deleted).
-	// etcd's provider deletes without a deadline, so with etcd down it
-	// is not waited for beyond providerStopWait: the key's lease ends.
+	// loop running: end it first (etcd: the member's key is deleted,
+	// waited for providerStopWait at most: with etcd down, its lease ends
+	// it).
 	shut := make(chan struct{})
 	go func() {
 		_ = n.cl.Config.ClusterProvider.Shutdown(false)

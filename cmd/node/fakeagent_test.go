@@ -8,8 +8,10 @@ package main
 // A prompt starting with "refuse" is refused, one starting with "wait"
 // blocks until the turn is cancelled, "environ" answers what reading the
 // node's environment (/proc/PPID/environ) gave, one starting with
-// "hostile" writes terminal escapes everywhere it can (clean_test.go); any
-// other is echoed as
+// "hostile" writes terminal escapes everywhere it can (clean_test.go),
+// "gate FIFO" says "gated" and blocks until the test opens the named FIFO
+// for writing and closes it, then is echoed as any other; any other is
+// echoed as
 // "echo: <prompt>" after a plan and a read tool call. With
 // envFakeAgentHistory naming a directory, the agent keeps each session's
 // prompts in a file there and can load a session (session/load) in a
@@ -21,6 +23,7 @@ package main
 import (
 	"context"
 	"fmt"
+	"io"
 	"math"
 	"os"
 	"os/signal"
@@ -198,6 +201,12 @@ func (a *fakeAgent) Prompt(ctx context.Context, p sdk.PromptRequest) (sdk.Prompt
 			_ = os.WriteFile(filepath.Join(a.family, familyCancelled), nil, 0o644)
 		}
 		return sdk.PromptResponse{StopReason: sdk.StopReasonCancelled}, nil
+	case strings.HasPrefix(prompt, "gate "):
+		update(sdk.UpdateAgentMessageText("gated"))
+		// Opening a FIFO to read blocks until a writer opens it.
+		if err := readGate(strings.TrimPrefix(prompt, "gate ")); err != nil {
+			return sdk.PromptResponse{}, err
+		}
 	case prompt == "environ":
 		update(sdk.UpdateAgentMessageText("environ: " + parentEnviron()))
 		return sdk.PromptResponse{StopReason: sdk.StopReasonEndTurn}, nil
@@ -211,4 +220,15 @@ func (a *fakeAgent) Prompt(ctx context.Context, p sdk.PromptRequest) (sdk.Prompt
 		update(sdk.UpdateAgentMessageText(" (earlier: " + strings.Join(before, ", ") + ")"))
 	}
 	return sdk.PromptResponse{StopReason: sdk.StopReasonEndTurn}, nil
+}
+
+// readGate reads the FIFO at path until its writer closes it.
+func readGate(path string) error {
+	f, err := os.Open(path)
+	if err != nil {
+		return err
+	}
+	defer f.Close()
+	_, err = io.Copy(io.Discard, f)
+	return err
 }

@@ -45,6 +45,9 @@ func TestMain(m *testing.M) {
 	if os.Getenv(envFakeAgent) != "" {
 		os.Exit(runFakeAgent())
 	}
+	if os.Getenv(envTestPeer) != "" {
+		os.Exit(runTestPeer())
+	}
 	// A fuzz worker (go test -fuzz starts them with -test.fuzzworker) runs
 	// only the fuzz target, which needs no binary; it inherits the
 	// coordinator's temporary HOME, where a build would start from an

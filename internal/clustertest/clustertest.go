@@ -31,7 +31,6 @@ var Leftovers = []goleak.Option{
 	goleak.IgnoreAnyFunction("google.golang.org/grpc.(*addrConn).resetTransport"),
 	goleak.IgnoreAnyFunction("github.com/asynkron/protoactor-go/remote.(*endpointWriter).initialize"),
 	goleak.IgnoreAnyFunction("google.golang.org/grpc/internal/grpcsync.(*CallbackSerializer).run"),
-	goleak.IgnoreAnyFunction("github.com/asynkron/protoactor-go/cluster/clusterproviders/automanaged.(*AutoManagedProvider).monitorMemberStatusChanges.func1"),
 	// The gossip's log throttle: a timer that ends on its own.
 	goleak.IgnoreTopFunction("github.com/asynkron/protoactor-go/cluster.(*Gossiper).StartGossiping.NewThrottle.func3.1"),
 }

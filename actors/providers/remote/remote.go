@@ -379,7 +379,8 @@ var errLostBeforeAccepted = errors.New("remote: the node was lost before it admi
 
 // startOn starts the run on m through a new proxy actor and waits for the
 // hosting node's answer; when ctx ends first, the proxy disposes what the
-// node started and Start returns after that.
+// node admitted and Start returns after that (a start not admitted yet
+// ends at once: the host disposes a late admission, its caller gone).
 func (p *provider) startOn(ctx context.Context, m cluster.Member, wire *messages.RemoteStart, scope subagent.Scope) (subagent.Run, error) {
 	r := &remoteRun{
 		id: scope.RunID, node: m, events: scope.Events,

@@ -255,6 +255,14 @@ func (p *proxy) Receive(ctx actor.Context) {
 		p.finish(ctx)
 	case abandon:
 		p.answerStart(subagent.Cancelled(context.Canceled))
+		if p.hosted == nil {
+			// Not admitted yet: the start ends now (a silent host would
+			// hold it a loss bound), and as at the deadline a late
+			// acceptance goes to a stopped proxy, whose hosted actor
+			// disposes the run.
+			p.finish(ctx)
+			return
+		}
 		p.disposeHosted(ctx)
 	case cancelRun:
 		if p.hosted != nil && !p.done {

@@ -383,8 +383,18 @@ func remoteRuns(ctx context.Context, c config, dir string) (bench.RemoteResult, 
 	if out, err := exec.CommandContext(ctx, "go", "build", "-o", host, "./cmd/remotehost").CombinedOutput(); err != nil {
 		return bench.RemoteResult{}, fmt.Errorf("go build ./cmd/remotehost: %v: %s", err, out)
 	}
-	return bench.Remote(ctx, host, c.remoteSamples, 8, 100)
+	r, err := bench.Remote(ctx, host, c.remoteSamples, 8, 100)
+	if err != nil {
+		return r, err
+	}
+	m, err := bench.RemoteMemory(ctx, host, remoteInFlight)
+	r.Memory = &m
+	return r, err
 }
+
+// remoteInFlight is how many remote runs wait at once on one host for
+// the memory figures.
+const remoteInFlight = 2000
 
 // acpChild measures ACP children on the example agent, or records why it
 // was skipped: a machine without the agent still gets the rest of the

@@ -292,8 +292,17 @@ func goals(r Results) []Goal {
 	}
 	g = append(g, goal("remote-scale", "a second hosting node adds capacity, not cost: the CPU time of a delegation, summed over every node process (the caller's and each host's), across three nodes (two hosting) within 1.25× of that through two (one hosting), for the same delegations through the same client",
 		threeDetail, check("two hosts ÷ one host, CPU per delegation", three, "<=", 1.25, "×")))
+	after, afterDetail := math.NaN(), "not measured"
+	if m := r.Remote; m != nil && m.Memory != nil {
+		after = m.Memory.AfterRatio
+		afterDetail = fmt.Sprintf("a host's resident memory %.1f MB before, %.1f MB with %d remote runs in flight (%.1f KB a run), %.1f MB %s after the last was disposed", mb(m.Memory.BeforeBytes), mb(m.Memory.LoadedBytes), m.Memory.Runs, m.Memory.BytesPerRun/1024, mb(m.Memory.AfterBytes), bench.RemoteSettle)
+	}
+	g = append(g, goal("remote-memory", "a hosting node's resident memory returns to within 20% of what it was once the remote runs it hosted are disposed",
+		afterDetail, check("after ÷ before, RSS", after, "<=", 1.2, "×")))
 	return g
 }
+
+func mb(b int64) float64 { return float64(b) / (1 << 20) }
 
 // cell makes s safe in a Markdown table cell.
 func cell(s string) string { return strings.ReplaceAll(s, "|", "\\|") }

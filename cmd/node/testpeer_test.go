@@ -1,0 +1,185 @@
+package main
+
+// Test peers of the burst tests (burst_linux_test.go): the test binary
+// re-executed with envTestPeer, one protoactor system per process as
+// DECISIONS has it.
+
+import (
+	"context"
+	"fmt"
+	"log/slog"
+	"net"
+	"net/http"
+	"os"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/asynkron/protoactor-go/actor"
+	pcluster "github.com/asynkron/protoactor-go/cluster"
+	"github.com/asynkron/protoactor-go/remote"
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/credentials/insecure"
+	"google.golang.org/protobuf/encoding/protojson"
+	"google.golang.org/protobuf/proto"
+
+	"github.com/subactor/subactor/cluster"
+	"github.com/subactor/subactor/internal/actorsraw"
+	"github.com/subactor/subactor/internal/clusterwire"
+	wire "github.com/subactor/subactor/messages"
+)
+
+// envTestPeer makes the test binary a test peer: "burst LISTEN
+// MEMBERSHIP PEER_MEMBERSHIP PEER_LISTEN" or "silent LISTEN MEMBERSHIP".
+const envTestPeer = "NODETEST_PEER"
+
+// runTestPeer is a test peer's main.
+func runTestPeer() int {
+	args := strings.Fields(os.Getenv(envTestPeer))
+	var err error
+	switch {
+	case len(args) == 5 && args[0] == "burst":
+		err = burstPeer(args[1], args[2], args[3], args[4])
+	case len(args) == 3 && args[0] == "silent":
+		err = silentPeer(args[1], args[2])
+	default:
+		err = fmt.Errorf("bad %s %q", envTestPeer, args)
+	}
+	fmt.Fprintln(os.Stderr, "test peer:", err)
+	return 1
+}
+
+// collector is an actor playing the caller of the runs the peer starts:
+// it hands every answer to got and disposes each run once its result
+// came.
+func collector(n *cluster.Node) (*actor.PID, <-chan any) {
+	got := make(chan any, 256)
+	hosted := map[string]*actor.PID{}
+	pid := actorsraw.Of(n.System()).Root.Spawn(actor.PropsFromFunc(func(ctx actor.Context) {
+		switch m := ctx.Message().(type) {
+		case *wire.RemoteAccepted:
+			hosted[m.GetRunId()] = ctx.Sender()
+			got <- m
+		case *wire.RunSettled:
+			ctx.Request(hosted[m.GetRunId()], &wire.Dispose{})
+			got <- m
+		case *wire.RemoteRefused, *wire.RunQuiesced:
+			got <- m
+		}
+	}))
+	return pid, got
+}
+
+// startBatch is one remoting batch of a RemoteStart per run id, from
+// sender to the host at address, the caller being member.
+func startBatch(address string, sender *actor.PID, member string, runIDs ...string) (*remote.RemoteMessage, error) {
+	b := &remote.MessageBatch{TypeNames: []string{string(proto.MessageName(&wire.RemoteStart{}))}, Targets: []*actor.PID{clusterwire.Host(address)}, Senders: []*actor.PID{sender}}
+	for _, id := range runIDs {
+		data, err := proto.Marshal(&wire.RemoteStart{RunId: id, Provider: "fake", CallerMember: member,
+			Prompt: []*wire.ContentBlock{{Type: "text", Text: "hello " + id}}})
+		if err != nil {
+			return nil, err
+		}
+		b.Envelopes = append(b.Envelopes, &remote.MessageEnvelope{MessageData: data, Sender: 1})
+	}
+	return &remote.RemoteMessage{MessageType: &remote.RemoteMessage_MessageBatch{MessageBatch: b}}, nil
+}
+
+// burstPeer joins as a member at listen, then sends the host at host one
+// start at a time until it names this peer a member and runs that start
+// to its end, then 50 starts in one batch. It prints a line per answer to
+// the batch: "accepted ID", "refused ID CODE MILLISECONDS" (since the
+// batch went), "settled ID STOP_REASON TEXT", "quiesced ID".
+func burstPeer(listen, membership, peer, host string) error {
+	n, err := cluster.Start(context.Background(), cluster.Config{Listen: listen, MemberListen: membership,
+		Peers: []string{membership, peer}, Logger: slog.New(slog.DiscardHandler)})
+	if err != nil {
+		return err
+	}
+	sender, got := collector(n)
+	conn, err := grpc.Dial(host, grpc.WithTransportCredentials(insecure.NewCredentials()))
+	if err != nil {
+		return err
+	}
+	stream, err := remote.NewRemotingClient(conn).Receive(context.Background())
+	if err != nil {
+		return err
+	}
+	send := func(ids ...string) error {
+		m, err := startBatch(host, sender, n.ID(), ids...)
+		if err == nil {
+			err = stream.Send(m)
+		}
+		return err
+	}
+	for i := 0; ; i++ {
+		if err := send(fmt.Sprint("first-", i)); err != nil {
+			return err
+		}
+		r, refused := (<-got).(*wire.RemoteRefused)
+		if !refused {
+			break
+		}
+		if r.GetCode() != clusterwire.RefusedNotMember {
+			return fmt.Errorf("the first start refused: %v", r)
+		}
+	}
+	<-got // its result
+	<-got // its quiescence
+	ids := make([]string, 50)
+	for i := range ids {
+		ids[i] = fmt.Sprint("burst-", i)
+	}
+	sent := time.Now()
+	if err := send(ids...); err != nil {
+		return err
+	}
+	for m := range got {
+		switch m := m.(type) {
+		case *wire.RemoteAccepted:
+			fmt.Println("accepted", m.GetRunId())
+		case *wire.RemoteRefused:
+			fmt.Println("refused", m.GetRunId(), m.GetCode(), time.Since(sent).Milliseconds())
+		case *wire.RunSettled:
+			text := ""
+			if out := m.GetResult().GetOutput(); len(out) > 0 {
+				text = out[0].GetText()
+			}
+			fmt.Println("settled", m.GetRunId(), m.GetResult().GetStopReason(), text)
+		case *wire.RunQuiesced:
+			fmt.Println("quiesced", m.GetRunId())
+		}
+	}
+	return nil
+}
+
+// silentPeer plays a member at listen that offers "fake" and answers
+// load queries but never a start. It prints "ready" once it serves, then
+// "start" for each start it gets.
+func silentPeer(listen, membership string) error {
+	host, p, _ := net.SplitHostPort(listen)
+	port, _ := strconv.Atoi(p)
+	sys := actor.NewActorSystem(actor.WithLoggerFactory(func(*actor.ActorSystem) *slog.Logger { return slog.New(slog.DiscardHandler) }))
+	remote.NewRemote(sys, remote.Configure(host, port)).Start()
+	_, err := sys.Root.SpawnNamed(actor.PropsFromFunc(func(ctx actor.Context) {
+		switch ctx.Message().(type) {
+		case *wire.HostStatus:
+			ctx.Respond(&wire.HostLoad{Node: sys.ID, Providers: []string{"fake"}, Capacity: 4})
+		case *wire.RemoteStart:
+			fmt.Println("start")
+		}
+	}), clusterwire.HostName)
+	if err != nil {
+		return err
+	}
+	answer, err := protojson.Marshal(&pcluster.Member{Id: sys.ID, Host: host, Port: int32(port), Kinds: []string{"subactor.provider/fake"}})
+	if err != nil {
+		return err
+	}
+	lis, err := net.Listen("tcp", membership)
+	if err != nil {
+		return err
+	}
+	fmt.Println("ready")
+	return http.Serve(lis, http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) { _, _ = w.Write(answer) }))
+}
