@@ -241,17 +241,14 @@ func readRecord(path, tag string) (groupRecord, error) {
 // its place is not the journal's.
 func removeRegular(path string) error {
 	fi, err := os.Lstat(path)
-	if errors.Is(err, os.ErrNotExist) {
-		return nil
-	}
-	if err == nil && !fi.Mode().IsRegular() {
-		return nil
-	}
 	if err == nil {
+		if !fi.Mode().IsRegular() {
+			return nil
+		}
 		err = os.Remove(path)
 	}
 	if errors.Is(err, os.ErrNotExist) {
-		return nil
+		return nil // gone meanwhile
 	}
 	return err
 }
