@@ -9,6 +9,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"math/rand/v2"
 	"net"
 	"strconv"
 	"strings"
@@ -57,14 +58,17 @@ func Node(t testing.TB, cfg cluster.Config, providers ...subagent.Provider) *clu
 }
 
 // PortPair returns a loopback port p such that p and p+1 were free: a
-// node's listen port and, by default, its membership port.
+// node's listen port and, by default, its membership port. It picks
+// below the kernel's ephemeral range (32768 and up on Linux), so that
+// no outgoing connection or ":0" listener can take either port between
+// this check and the node's own bind; only another test's pick could.
 func PortPair() (int, error) {
-	for range 50 {
-		l, err := net.Listen("tcp", "127.0.0.1:0")
+	for range 200 {
+		p := 20000 + rand.IntN(12000)
+		l, err := net.Listen("tcp", net.JoinHostPort("127.0.0.1", strconv.Itoa(p)))
 		if err != nil {
-			return 0, err
+			continue
 		}
-		p := l.Addr().(*net.TCPAddr).Port
 		l2, err := net.Listen("tcp", net.JoinHostPort("127.0.0.1", strconv.Itoa(p+1)))
 		l.Close()
 		if err == nil {

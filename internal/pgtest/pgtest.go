@@ -8,6 +8,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"math/rand/v2"
 	"net"
 	"os"
 	"os/exec"
@@ -92,13 +93,18 @@ func (s *Server) launch() error {
 	if err := s.run("initdb", "-N", "-A", "trust", "-U", "postgres", "-E", "UTF8", "--locale=C", "-D", s.data()); err != nil {
 		return err
 	}
-	l, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		return err
+	// A port below the kernel's ephemeral range (32768 and up), and
+	// below the cluster tests' picks: no outgoing connection can take it
+	// between this check and the server's bind.
+	for range 200 {
+		p := 10000 + rand.IntN(10000)
+		if l, err := net.Listen("tcp", net.JoinHostPort("127.0.0.1", strconv.Itoa(p))); err == nil {
+			l.Close()
+			s.port = p
+			return s.start()
+		}
 	}
-	s.port = l.Addr().(*net.TCPAddr).Port
-	l.Close()
-	return s.start()
+	return errors.New("pgtest: no free loopback port")
 }
 
 // Close stops the server, if it runs, and removes its directory.
