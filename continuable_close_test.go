@@ -4,7 +4,7 @@ import (
 	"testing"
 
 	"github.com/subactor/subactor/actors/tasks"
-	"github.com/subactor/subactor/internal/await"
+	"github.com/subactor/subactor/internal/testkit"
 	"github.com/subactor/subactor/persistence"
 	"github.com/subactor/subactor/subagent"
 )
@@ -16,20 +16,20 @@ import (
 func TestS7_ServiceCloseKillsALiveActivationAndRecordsItBeforeReturning(t *testing.T) {
 	model := &blockingChild{entered: make(chan struct{}, 1)}
 	e := newContinuable(t, model)
-	c, err := e.rt.Service.StartContinuable(await.Ctx(t), e.provider, subagent.StartRequest{Parent: e.parent, Prompt: text("first")})
+	c, err := e.rt.Service.StartContinuable(testkit.Ctx(t), e.provider, subagent.StartRequest{Parent: e.parent, Prompt: text("first")})
 	if err != nil {
 		t.Fatal(err)
 	}
-	await.Recv(t, model.entered, "the activation's model call")
+	testkit.Recv(t, model.entered, "the activation's model call")
 	e.rt.Service.Close()
 	if !model.returned.Load() {
 		t.Fatal("Service.Close returned before the activation's model call had stopped")
 	}
-	rec, err := e.rt.Store.(persistence.TaskStore).GetTask(await.Ctx(t), c.Task.ID)
+	rec, err := e.rt.Store.(persistence.TaskStore).GetTask(testkit.Ctx(t), c.Task.ID)
 	if err != nil || rec.State != string(tasks.Killed) {
 		t.Fatalf("the activation's task record when Close returned: %+v, %v (want killed)", rec, err)
 	}
-	if got, err := e.mgr.Get(await.Ctx(t), "parent", c.Task.ID); err != nil || got.State != tasks.Killed || got.Result.Output != nil {
+	if got, err := e.mgr.Get(testkit.Ctx(t), "parent", c.Task.ID); err != nil || got.State != tasks.Killed || got.Result.Output != nil {
 		t.Fatalf("the activation's task %+v, %v", got, err)
 	}
 }

@@ -15,7 +15,7 @@ import (
 	"github.com/subactor/subactor/actors/tasks"
 	"github.com/subactor/subactor/agent"
 	"github.com/subactor/subactor/internal/agentlog"
-	"github.com/subactor/subactor/internal/await"
+	"github.com/subactor/subactor/internal/testkit"
 	"github.com/subactor/subactor/persistence"
 	"github.com/subactor/subactor/subagent"
 	delegatetool "github.com/subactor/subactor/tools/delegate"
@@ -90,7 +90,7 @@ func (e continuableEnv) register(t *testing.T, name string, model agent.Model, w
 // kinds of all its records, in log order.
 func messagesOf(t *testing.T, store persistence.Store, childID string) (texts, kinds []string) {
 	t.Helper()
-	_, recs, err := store.Load(await.Ctx(t), childID)
+	_, recs, err := store.Load(testkit.Ctx(t), childID)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -113,24 +113,24 @@ func messagesOf(t *testing.T, store persistence.Store, childID string) (texts, k
 // started.
 func TestS8_AnIntrudersFollowUpIsRefusedAndStoresNothing(t *testing.T) {
 	e := newContinuable(t, waitFor{want: []string{"first", "owner's"}})
-	c, err := e.rt.Service.StartContinuable(await.Ctx(t), e.provider, subagent.StartRequest{Parent: e.parent, Prompt: text("first")})
+	c, err := e.rt.Service.StartContinuable(testkit.Ctx(t), e.provider, subagent.StartRequest{Parent: e.parent, Prompt: text("first")})
 	if err != nil {
 		t.Fatal(err)
 	}
-	intruder, err := e.rt.NewAgent(await.Ctx(t), "intruder")
+	intruder, err := e.rt.NewAgent(testkit.Ctx(t), "intruder")
 	if err != nil {
 		t.Fatal(err)
 	}
-	if _, err := e.rt.Service.SendMessage(await.Ctx(t), intruder, c.ChildID, text("evil live"), "intruder"); !errors.Is(err, registry.ErrNotContinuable) {
+	if _, err := e.rt.Service.SendMessage(testkit.Ctx(t), intruder, c.ChildID, text("evil live"), "intruder"); !errors.Is(err, registry.ErrNotContinuable) {
 		t.Fatalf("an intruder's follow-up to a live child: %v, want ErrNotContinuable", err)
 	}
-	if d, err := e.rt.Service.SendMessage(await.Ctx(t), e.parent, c.ChildID, text("owner's"), "user"); err != nil || d.Route != registry.Steered {
+	if d, err := e.rt.Service.SendMessage(testkit.Ctx(t), e.parent, c.ChildID, text("owner's"), "user"); err != nil || d.Route != registry.Steered {
 		t.Fatalf("the owner's follow-up: %+v, %v", d, err)
 	}
 	if done := e.collect(t, c.Task.ID); subagent.TextOf(done.Result.Output) != "first,owner's" {
 		t.Fatalf("the activation %+v", done)
 	}
-	if _, err := e.rt.Service.SendMessage(await.Ctx(t), intruder, c.ChildID, text("evil idle"), "intruder"); !errors.Is(err, registry.ErrNotContinuable) {
+	if _, err := e.rt.Service.SendMessage(testkit.Ctx(t), intruder, c.ChildID, text("evil idle"), "intruder"); !errors.Is(err, registry.ErrNotContinuable) {
 		t.Fatalf("an intruder's follow-up to an idle child: %v, want ErrNotContinuable", err)
 	}
 	texts, _ := messagesOf(t, e.rt.Store, c.ChildID)
@@ -139,7 +139,7 @@ func TestS8_AnIntrudersFollowUpIsRefusedAndStoresNothing(t *testing.T) {
 			t.Fatalf("the intruder's message is in the child's log: %q", texts)
 		}
 	}
-	if list, err := e.mgr.List(await.Ctx(t), "intruder"); err != nil || len(list) != 0 {
+	if list, err := e.mgr.List(testkit.Ctx(t), "intruder"); err != nil || len(list) != 0 {
 		t.Fatalf("the intruder's tasks %+v, %v", list, err)
 	}
 }
@@ -148,15 +148,15 @@ func TestS8_AnIntrudersFollowUpIsRefusedAndStoresNothing(t *testing.T) {
 // own and live, takes no follow-ups: its session is not resumed under it.
 func TestS8_AOneShotChildTakesNoFollowUps(t *testing.T) {
 	e := newContinuable(t, waitFor{want: []string{"never sent"}})
-	run, err := e.rt.Service.Start(await.Ctx(t), e.provider, subagent.StartRequest{Parent: e.parent, Prompt: text("one-shot")})
+	run, err := e.rt.Service.Start(testkit.Ctx(t), e.provider, subagent.StartRequest{Parent: e.parent, Prompt: text("one-shot")})
 	if err != nil {
 		t.Fatal(err)
 	}
 	defer run.Dispose(context.Background())
-	if _, err := e.rt.Service.SendMessage(await.Ctx(t), e.parent, run.SessionID(), text("hello"), "user"); !errors.Is(err, registry.ErrNotContinuable) {
+	if _, err := e.rt.Service.SendMessage(testkit.Ctx(t), e.parent, run.SessionID(), text("hello"), "user"); !errors.Is(err, registry.ErrNotContinuable) {
 		t.Fatalf("a follow-up to a live one-shot child: %v, want ErrNotContinuable", err)
 	}
-	if list, _ := e.mgr.List(await.Ctx(t), "parent"); len(list) != 0 {
+	if list, _ := e.mgr.List(testkit.Ctx(t), "parent"); len(list) != 0 {
 		t.Fatalf("a follow-up to a one-shot child started tasks: %+v", list)
 	}
 }
@@ -191,24 +191,24 @@ func (b blockFirst) Generate(ctx context.Context, req agent.Request) (agent.Resp
 func TestS8_AFollowUpWaitingWhileItsActivationIsKilledStartsTheNextAfterIt(t *testing.T) {
 	model := blockFirst{entered: make(chan struct{}, 1)}
 	e := newContinuable(t, model)
-	c, err := e.rt.Service.StartContinuable(await.Ctx(t), e.provider, subagent.StartRequest{Parent: e.parent, Prompt: text("first")})
+	c, err := e.rt.Service.StartContinuable(testkit.Ctx(t), e.provider, subagent.StartRequest{Parent: e.parent, Prompt: text("first")})
 	if err != nil {
 		t.Fatal(err)
 	}
-	await.Recv(t, model.entered, "the first activation's model call")
+	testkit.Recv(t, model.entered, "the first activation's model call")
 	type sent struct {
 		d   registry.Delivery
 		err error
 	}
 	out := make(chan sent, 1)
 	go func() {
-		d, err := e.rt.Service.SendMessage(await.Ctx(t), e.parent, c.ChildID, text("late"), "user")
+		d, err := e.rt.Service.SendMessage(testkit.Ctx(t), e.parent, c.ChildID, text("late"), "user")
 		out <- sent{d, err}
 	}()
-	if _, err := e.mgr.Kill(await.Ctx(t), "parent", c.Task.ID); err != nil {
+	if _, err := e.mgr.Kill(testkit.Ctx(t), "parent", c.Task.ID); err != nil {
 		t.Fatal(err)
 	}
-	got := await.Recv(t, out, "the follow-up's delivery")
+	got := testkit.Recv(t, out, "the follow-up's delivery")
 	if got.err != nil || got.d.Route != registry.Started {
 		t.Fatalf("the follow-up: %+v, %v (want started)", got.d, got.err)
 	}
@@ -251,23 +251,23 @@ func TestS8_AFollowUpRacingAFinishingActivationStartsTheNextOnlyAfterIt(t *testi
 	sub := e.rt.Service.ListenParent("parent", events.listen)
 	defer sub.Release()
 	for range 20 {
-		c, err := e.rt.Service.StartContinuable(await.Ctx(t), e.provider, subagent.StartRequest{Parent: e.parent, Prompt: text("first")})
+		c, err := e.rt.Service.StartContinuable(testkit.Ctx(t), e.provider, subagent.StartRequest{Parent: e.parent, Prompt: text("first")})
 		if err != nil {
 			t.Fatal(err)
 		}
-		d, err := e.rt.Service.SendMessage(await.Ctx(t), e.parent, c.ChildID, text("second"), "user")
+		d, err := e.rt.Service.SendMessage(testkit.Ctx(t), e.parent, c.ChildID, text("second"), "user")
 		if err != nil {
 			t.Fatal(err)
 		}
 		if d.Route == registry.Started {
-			if prev, err := e.mgr.Get(await.Ctx(t), "parent", c.Task.ID); err != nil || !prev.State.Terminal() {
+			if prev, err := e.mgr.Get(testkit.Ctx(t), "parent", c.Task.ID); err != nil || !prev.State.Terminal() {
 				t.Fatalf("the next activation started while the previous task was %+v, %v", prev, err)
 			}
 			e.collect(t, d.Task.ID)
 		}
 		e.collect(t, c.Task.ID)
 	}
-	if err := sub.Flush(await.Ctx(t)); err != nil {
+	if err := sub.Flush(testkit.Ctx(t)); err != nil {
 		t.Fatal(err)
 	}
 	live := map[string]string{} // child session -> its live run
@@ -292,14 +292,14 @@ func TestS8_AFollowUpAfterACompletedUnsteerableActivationStartsTheNext(t *testin
 	e := newContinuable(t, waitFor{})
 	e.register(t, "unsteerable", waitFor{}, &wrapped{hideSteer: true})
 	for range 20 {
-		c, err := e.rt.Service.StartContinuable(await.Ctx(t), "unsteerable", subagent.StartRequest{Parent: e.parent, Prompt: text("first")})
+		c, err := e.rt.Service.StartContinuable(testkit.Ctx(t), "unsteerable", subagent.StartRequest{Parent: e.parent, Prompt: text("first")})
 		if err != nil {
 			t.Fatal(err)
 		}
 		if done := e.collect(t, c.Task.ID); done.State != tasks.Completed {
 			t.Fatalf("first activation %+v", done)
 		}
-		d, err := e.rt.Service.SendMessage(await.Ctx(t), e.parent, c.ChildID, text("next"), "user")
+		d, err := e.rt.Service.SendMessage(testkit.Ctx(t), e.parent, c.ChildID, text("next"), "user")
 		if err != nil || d.Route != registry.Started {
 			t.Fatalf("a follow-up after the task completed: %+v, %v", d, err)
 		}
@@ -320,20 +320,20 @@ func TestS7_CloseCancelsAnActivationWhoseStartIsPending(t *testing.T) {
 	}
 	out := make(chan started, 1)
 	go func() {
-		c, err := e.rt.Service.StartContinuable(await.Ctx(t), "gated", subagent.StartRequest{Parent: e.parent, Prompt: text("first")})
+		c, err := e.rt.Service.StartContinuable(testkit.Ctx(t), "gated", subagent.StartRequest{Parent: e.parent, Prompt: text("first")})
 		out <- started{c, err}
 	}()
-	await.Recv(t, gated.entered, "the provider's start")
+	testkit.Recv(t, gated.entered, "the provider's start")
 	e.rt.Service.Close()
-	got := await.Recv(t, out, "StartContinuable after the close")
+	got := testkit.Recv(t, out, "StartContinuable after the close")
 	if got.err == nil {
 		t.Fatalf("StartContinuable published %+v after the Service closed", got.c)
 	}
-	list, err := e.mgr.List(await.Ctx(t), "parent")
+	list, err := e.mgr.List(testkit.Ctx(t), "parent")
 	if err != nil || len(list) != 1 || list[0].State != tasks.Killed {
 		t.Fatalf("the activation's task %+v, %v: want one, killed", list, err)
 	}
-	if kids, err := e.rt.Store.Children(await.Ctx(t), "parent"); err != nil || len(kids) != 0 {
+	if kids, err := e.rt.Store.Children(testkit.Ctx(t), "parent"); err != nil || len(kids) != 0 {
 		t.Fatalf("children left in the store: %+v, %v", kids, err)
 	}
 }
@@ -376,10 +376,10 @@ func TestS7_AFailedContinuableStartLeavesNoChild(t *testing.T) {
 			t.Fatal(err)
 		}
 		defer release()
-		if _, err := svc.StartContinuable(await.Ctx(t), e.rt.Provider.Name(), subagent.StartRequest{Parent: e.parent, Prompt: text("x")}); err == nil {
+		if _, err := svc.StartContinuable(testkit.Ctx(t), e.rt.Provider.Name(), subagent.StartRequest{Parent: e.parent, Prompt: text("x")}); err == nil {
 			t.Fatal("StartContinuable succeeded with a task store that refuses records")
 		}
-		if kids, err := e.rt.Store.Children(await.Ctx(t), "parent"); err != nil || len(kids) != 0 {
+		if kids, err := e.rt.Store.Children(testkit.Ctx(t), "parent"); err != nil || len(kids) != 0 {
 			t.Fatalf("children in the store: %+v, %v", kids, err)
 		}
 		model.mu.Lock()
@@ -392,22 +392,22 @@ func TestS7_AFailedContinuableStartLeavesNoChild(t *testing.T) {
 		e := newContinuable(t, waitFor{})
 		gated := &wrapped{gate: make(chan struct{}), entered: make(chan struct{}, 1)}
 		e.register(t, "gated", waitFor{}, gated)
-		ctx, cancel := context.WithCancel(await.Ctx(t))
+		ctx, cancel := context.WithCancel(testkit.Ctx(t))
 		out := make(chan error, 1)
 		go func() {
 			_, err := e.rt.Service.StartContinuable(ctx, "gated", subagent.StartRequest{Parent: e.parent, Prompt: text("x")})
 			out <- err
 		}()
-		await.Recv(t, gated.entered, "the provider's start")
+		testkit.Recv(t, gated.entered, "the provider's start")
 		cancel()
-		if err := await.Recv(t, out, "StartContinuable"); !errors.Is(err, context.Canceled) {
+		if err := testkit.Recv(t, out, "StartContinuable"); !errors.Is(err, context.Canceled) {
 			t.Fatalf("StartContinuable: %v, want its context's error", err)
 		}
-		list, err := e.mgr.List(await.Ctx(t), "parent")
+		list, err := e.mgr.List(testkit.Ctx(t), "parent")
 		if err != nil || len(list) != 1 || list[0].State != tasks.Killed {
 			t.Fatalf("the activation's task %+v, %v: want one, killed", list, err)
 		}
-		if kids, err := e.rt.Store.Children(await.Ctx(t), "parent"); err != nil || len(kids) != 0 {
+		if kids, err := e.rt.Store.Children(testkit.Ctx(t), "parent"); err != nil || len(kids) != 0 {
 			t.Fatalf("children in the store: %+v, %v", kids, err)
 		}
 	})
@@ -464,7 +464,7 @@ func TestT1_ContinuableIsOfferedOnlyWhereItWorks(t *testing.T) {
 // Continuation, as its doc says: continuing a child is Resume's.
 func TestS4_StartRefusesAContinuation(t *testing.T) {
 	e := newContinuable(t, waitFor{})
-	_, err := e.rt.Service.Start(await.Ctx(t), e.provider, subagent.StartRequest{Parent: e.parent, Prompt: text("x"),
+	_, err := e.rt.Service.Start(testkit.Ctx(t), e.provider, subagent.StartRequest{Parent: e.parent, Prompt: text("x"),
 		Continuation: &subagent.Continuation{SessionID: "child"}})
 	var invalid *subagent.InvalidRequestError
 	if !errors.As(err, &invalid) || invalid.Field != "continuation" {
@@ -476,7 +476,7 @@ func TestS4_StartRefusesAContinuation(t *testing.T) {
 // its continuable child's activation ends, recorded killed.
 func TestT3_ClosingAParentKillsItsLiveTasks(t *testing.T) {
 	e := newContinuable(t, waitFor{want: []string{"never sent"}})
-	c, err := e.rt.Service.StartContinuable(await.Ctx(t), e.provider, subagent.StartRequest{Parent: e.parent, Prompt: text("first")})
+	c, err := e.rt.Service.StartContinuable(testkit.Ctx(t), e.provider, subagent.StartRequest{Parent: e.parent, Prompt: text("first")})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -485,7 +485,7 @@ func TestT3_ClosingAParentKillsItsLiveTasks(t *testing.T) {
 		t.Fatalf("the closed parent's task %+v", done)
 	}
 	// Collected once recorded: the store says so too.
-	if rec, err := e.rt.Store.(persistence.TaskStore).GetTask(await.Ctx(t), c.Task.ID); err != nil || rec.State != string(tasks.Killed) {
+	if rec, err := e.rt.Store.(persistence.TaskStore).GetTask(testkit.Ctx(t), c.Task.ID); err != nil || rec.State != string(tasks.Killed) {
 		t.Fatalf("task record %+v, %v", rec, err)
 	}
 }
@@ -494,17 +494,17 @@ func TestT3_ClosingAParentKillsItsLiveTasks(t *testing.T) {
 // attribution (the owner, not the source, authorises it).
 func TestS8_AFollowUpsSourceIsStoredWithIt(t *testing.T) {
 	e := newContinuable(t, waitFor{})
-	c, err := e.rt.Service.StartContinuable(await.Ctx(t), e.provider, subagent.StartRequest{Parent: e.parent, Prompt: text("first")})
+	c, err := e.rt.Service.StartContinuable(testkit.Ctx(t), e.provider, subagent.StartRequest{Parent: e.parent, Prompt: text("first")})
 	if err != nil {
 		t.Fatal(err)
 	}
 	e.collect(t, c.Task.ID)
-	d, err := e.rt.Service.SendMessage(await.Ctx(t), e.parent, c.ChildID, text("next"), "coordinator:abc")
+	d, err := e.rt.Service.SendMessage(testkit.Ctx(t), e.parent, c.ChildID, text("next"), "coordinator:abc")
 	if err != nil {
 		t.Fatal(err)
 	}
 	e.collect(t, d.Task.ID)
-	_, recs, err := e.rt.Store.Load(await.Ctx(t), c.ChildID)
+	_, recs, err := e.rt.Store.Load(testkit.Ctx(t), c.ChildID)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -528,7 +528,7 @@ func TestS8_AGivenUpFollowUpCancelsAStartingActivation(t *testing.T) {
 	e := newContinuable(t, waitFor{})
 	gated := &wrapped{}
 	e.register(t, "gated", waitFor{}, gated)
-	c, err := e.rt.Service.StartContinuable(await.Ctx(t), "gated", subagent.StartRequest{Parent: e.parent, Prompt: text("first")})
+	c, err := e.rt.Service.StartContinuable(testkit.Ctx(t), "gated", subagent.StartRequest{Parent: e.parent, Prompt: text("first")})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -536,28 +536,28 @@ func TestS8_AGivenUpFollowUpCancelsAStartingActivation(t *testing.T) {
 	gated.gate, gated.entered = make(chan struct{}), make(chan struct{}, 1) // the next start waits
 	starter := make(chan error, 1)
 	go func() {
-		_, err := e.rt.Service.SendMessage(await.Ctx(t), e.parent, c.ChildID, text("starts"), "user")
+		_, err := e.rt.Service.SendMessage(testkit.Ctx(t), e.parent, c.ChildID, text("starts"), "user")
 		starter <- err
 	}()
-	await.Recv(t, gated.entered, "the next activation's start")
+	testkit.Recv(t, gated.entered, "the next activation's start")
 	// Ample time to be queued behind the start (no event tells it is),
 	// then it gives up.
-	ctx, cancel := context.WithTimeout(await.Ctx(t), 2*time.Second)
+	ctx, cancel := context.WithTimeout(testkit.Ctx(t), 2*time.Second)
 	defer cancel()
 	queued := make(chan error, 1)
 	go func() {
 		_, err := e.rt.Service.SendMessage(ctx, e.parent, c.ChildID, text("queued"), "user")
 		queued <- err
 	}()
-	if err := await.Recv(t, queued, "the given-up follow-up"); !errors.Is(err, context.DeadlineExceeded) {
+	if err := testkit.Recv(t, queued, "the given-up follow-up"); !errors.Is(err, context.DeadlineExceeded) {
 		t.Fatalf("the given-up follow-up: %v", err)
 	}
 	// It returned once the starting activation was gone.
-	list, err := e.mgr.List(await.Ctx(t), "parent")
+	list, err := e.mgr.List(testkit.Ctx(t), "parent")
 	if err != nil || len(list) != 2 || list[1].State != tasks.Killed {
 		t.Fatalf("tasks %+v, %v: want the starting activation killed", list, err)
 	}
-	if err := await.Recv(t, starter, "the starter"); err == nil {
+	if err := testkit.Recv(t, starter, "the starter"); err == nil {
 		t.Fatal("the starter's follow-up was delivered though its activation was cancelled before it took the log")
 	}
 	texts, _ := messagesOf(t, e.rt.Store, c.ChildID)

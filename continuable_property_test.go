@@ -21,7 +21,7 @@ import (
 	"github.com/subactor/subactor/actors/tasks"
 	"github.com/subactor/subactor/agent"
 	"github.com/subactor/subactor/internal/agentlog"
-	"github.com/subactor/subactor/internal/await"
+	"github.com/subactor/subactor/internal/testkit"
 	"github.com/subactor/subactor/persistence"
 	"github.com/subactor/subactor/subagent"
 )
@@ -152,7 +152,7 @@ func TestS8_ContinuableChildProperties(t *testing.T) {
 		if rapid.Bool().Draw(rt, "close the Service") {
 			r.Service.Close()
 		}
-		ctx, cancel := context.WithTimeout(context.Background(), await.Deadline)
+		ctx, cancel := context.WithTimeout(context.Background(), testkit.Deadline)
 		defer cancel()
 		if err := mgr.Close(ctx); err != nil {
 			rt.Fatalf("closing the task manager: %v", err)

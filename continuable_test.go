@@ -18,8 +18,8 @@ import (
 	"github.com/subactor/subactor/actors/registry"
 	"github.com/subactor/subactor/actors/tasks"
 	"github.com/subactor/subactor/agent"
-	"github.com/subactor/subactor/internal/await"
 	"github.com/subactor/subactor/internal/descriptor"
+	"github.com/subactor/subactor/internal/testkit"
 	"github.com/subactor/subactor/persistence"
 	"github.com/subactor/subactor/subagent"
 )
@@ -80,13 +80,13 @@ func newContinuable(t *testing.T, model agent.Model) continuableEnv {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() {
-		ctx, cancel := context.WithTimeout(context.Background(), await.Deadline)
+		ctx, cancel := context.WithTimeout(context.Background(), testkit.Deadline)
 		defer cancel()
 		_ = mgr.Close(ctx)
 		rt.Close()
 		sys.Shutdown()
 	})
-	parent, err := rt.NewAgent(await.Ctx(t), "parent")
+	parent, err := rt.NewAgent(testkit.Ctx(t), "parent")
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -104,7 +104,7 @@ func newContinuable(t *testing.T, model agent.Model) continuableEnv {
 
 func (e continuableEnv) collect(t *testing.T, id string) tasks.Task {
 	t.Helper()
-	task, err := e.mgr.Collect(await.Ctx(t), "parent", id, await.Deadline)
+	task, err := e.mgr.Collect(testkit.Ctx(t), "parent", id, testkit.Deadline)
 	if err != nil || task.State == tasks.Running {
 		t.Fatalf("task %s: %+v, %v", id, task, err)
 	}
@@ -122,13 +122,13 @@ func TestS7_StartContinuableRunsTheFirstActivationAsATask(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer bare.Close()
-	p, _ := bare.NewAgent(await.Ctx(t), "p")
-	if _, err := bare.Service.StartContinuable(await.Ctx(t), bare.Provider.Name(), subagent.StartRequest{Parent: p, Prompt: text("x")}); !errors.Is(err, registry.ErrNoTasks) {
+	p, _ := bare.NewAgent(testkit.Ctx(t), "p")
+	if _, err := bare.Service.StartContinuable(testkit.Ctx(t), bare.Provider.Name(), subagent.StartRequest{Parent: p, Prompt: text("x")}); !errors.Is(err, registry.ErrNoTasks) {
 		t.Fatalf("without a task manager: %v", err)
 	}
 
 	e := newContinuable(t, waitFor{})
-	c, err := e.rt.Service.StartContinuable(await.Ctx(t), e.provider, subagent.StartRequest{Parent: e.parent, Prompt: text("first")})
+	c, err := e.rt.Service.StartContinuable(testkit.Ctx(t), e.provider, subagent.StartRequest{Parent: e.parent, Prompt: text("first")})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -139,7 +139,7 @@ func TestS7_StartContinuableRunsTheFirstActivationAsATask(t *testing.T) {
 	if done.State != tasks.Completed || subagent.TextOf(done.Result.Output) != "first" {
 		t.Fatalf("first activation %+v", done)
 	}
-	_, recs, err := e.rt.Store.Load(await.Ctx(t), c.ChildID)
+	_, recs, err := e.rt.Store.Load(testkit.Ctx(t), c.ChildID)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -152,16 +152,16 @@ func TestS7_StartContinuableRunsTheFirstActivationAsATask(t *testing.T) {
 // resumes it from its log with the message; one to a live child steers it.
 func TestS8_FollowUpsStartWhenIdleAndSteerWhenLive(t *testing.T) {
 	e := newContinuable(t, waitFor{want: []string{"first", "second", "third"}})
-	c, err := e.rt.Service.StartContinuable(await.Ctx(t), e.provider, subagent.StartRequest{Parent: e.parent, Prompt: text("first")})
+	c, err := e.rt.Service.StartContinuable(testkit.Ctx(t), e.provider, subagent.StartRequest{Parent: e.parent, Prompt: text("first")})
 	if err != nil {
 		t.Fatal(err)
 	}
 	// Live: the first activation waits for the other two messages.
-	d, err := e.rt.Service.SendMessage(await.Ctx(t), e.parent, c.ChildID, text("second"), "user")
+	d, err := e.rt.Service.SendMessage(testkit.Ctx(t), e.parent, c.ChildID, text("second"), "user")
 	if err != nil || d.Route != registry.Steered {
 		t.Fatalf("follow-up to a live child: %+v, %v", d, err)
 	}
-	d, err = e.rt.Service.SendMessage(await.Ctx(t), e.parent, c.ChildID, text("third"), "user")
+	d, err = e.rt.Service.SendMessage(testkit.Ctx(t), e.parent, c.ChildID, text("third"), "user")
 	if err != nil || d.Route != registry.Steered {
 		t.Fatalf("second follow-up to a live child: %+v, %v", d, err)
 	}
@@ -169,7 +169,7 @@ func TestS8_FollowUpsStartWhenIdleAndSteerWhenLive(t *testing.T) {
 		t.Fatalf("first activation %+v", done)
 	}
 	// Idle: a follow-up starts a new activation resumed from the log.
-	d, err = e.rt.Service.SendMessage(await.Ctx(t), e.parent, c.ChildID, text("fourth"), "user")
+	d, err = e.rt.Service.SendMessage(testkit.Ctx(t), e.parent, c.ChildID, text("fourth"), "user")
 	if err != nil || d.Route != registry.Started || d.Task.SessionID != c.ChildID {
 		t.Fatalf("follow-up to an idle child: %+v, %v", d, err)
 	}
@@ -187,16 +187,16 @@ func TestS8_ConcurrentFollowUpsMakeOneActivation(t *testing.T) {
 		want = append(want, fmt.Sprint("m", i))
 	}
 	e := newContinuable(t, waitFor{want: want})
-	c, err := e.rt.Service.StartContinuable(await.Ctx(t), e.provider, subagent.StartRequest{Parent: e.parent, Prompt: text("first")})
+	c, err := e.rt.Service.StartContinuable(testkit.Ctx(t), e.provider, subagent.StartRequest{Parent: e.parent, Prompt: text("first")})
 	if err != nil {
 		t.Fatal(err)
 	}
 	// The first activation waits for the follow-ups too: kill it (maybe
 	// before it logged its prompt), so that they find the child idle.
-	if _, err := e.mgr.Kill(await.Ctx(t), "parent", c.Task.ID); err != nil {
+	if _, err := e.mgr.Kill(testkit.Ctx(t), "parent", c.Task.ID); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := e.mgr.Await(await.Ctx(t), "parent", c.Task.ID); err != nil {
+	if _, err := e.mgr.Await(testkit.Ctx(t), "parent", c.Task.ID); err != nil {
 		t.Fatal(err)
 	}
 	var mu sync.Mutex
@@ -205,7 +205,7 @@ func TestS8_ConcurrentFollowUpsMakeOneActivation(t *testing.T) {
 	var wg sync.WaitGroup
 	for _, m := range want {
 		wg.Go(func() {
-			d, err := e.rt.Service.SendMessage(await.Ctx(t), e.parent, c.ChildID, text(m), "user")
+			d, err := e.rt.Service.SendMessage(testkit.Ctx(t), e.parent, c.ChildID, text(m), "user")
 			if err != nil {
 				t.Error(err)
 				return
@@ -233,14 +233,14 @@ func TestS8_ConcurrentFollowUpsMakeOneActivation(t *testing.T) {
 func TestS8_ACancelledDeliveryCancelsTheActivation(t *testing.T) {
 	child := &blockingChild{entered: make(chan struct{}, 1)}
 	e := newContinuable(t, child)
-	c, err := e.rt.Service.StartContinuable(await.Ctx(t), e.provider, subagent.StartRequest{Parent: e.parent, Prompt: text("first")})
+	c, err := e.rt.Service.StartContinuable(testkit.Ctx(t), e.provider, subagent.StartRequest{Parent: e.parent, Prompt: text("first")})
 	if err != nil {
 		t.Fatal(err)
 	}
 	// The child is in its model call: a steer now waits for a next request
 	// that never comes.
-	await.Recv(t, child.entered, "the child's model call")
-	ctx, cancel := context.WithTimeout(await.Ctx(t), 50*time.Millisecond)
+	testkit.Recv(t, child.entered, "the child's model call")
+	ctx, cancel := context.WithTimeout(testkit.Ctx(t), 50*time.Millisecond)
 	defer cancel()
 	if _, err := e.rt.Service.SendMessage(ctx, e.parent, c.ChildID, text("late"), "user"); !errors.Is(err, context.DeadlineExceeded) {
 		t.Fatalf("a delivery whose context ended: %v", err)

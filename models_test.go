@@ -10,8 +10,8 @@ import (
 	"github.com/subactor/subactor"
 	"github.com/subactor/subactor/actors/providers/spawn"
 	"github.com/subactor/subactor/agent"
-	"github.com/subactor/subactor/internal/await"
-	"github.com/subactor/subactor/internal/openaitest"
+	"github.com/subactor/subactor/internal/testkit"
+	"github.com/subactor/subactor/internal/testkit/openaitest"
 	"github.com/subactor/subactor/model/openai"
 	"github.com/subactor/subactor/subagent"
 	delegatetool "github.com/subactor/subactor/tools/delegate"
@@ -71,12 +71,12 @@ func TestU1M1_AParentsUsageIsItsOwnPlusItsChildren(t *testing.T) {
 		defer tool.Close()
 		tools = append(tools, tool)
 	}
-	parent, err := agent.New(await.Ctx(t), agent.Config{Store: rt.Store, Model: clientOf(t, endpoint(t, main)), Tools: tools,
+	parent, err := agent.New(testkit.Ctx(t), agent.Config{Store: rt.Store, Model: clientOf(t, endpoint(t, main)), Tools: tools,
 		Header: subagent.SessionHeader{SessionID: "parent"}})
 	if err != nil {
 		t.Fatal(err)
 	}
-	res := parent.Run(await.Ctx(t), []subagent.ContentBlock{subagent.Text("split the work")}, nil)
+	res := parent.Run(testkit.Ctx(t), []subagent.ContentBlock{subagent.Text("split the work")}, nil)
 	if res.StopReason != subagent.Completed || subagent.TextOf(res.Output) != "all done" {
 		t.Fatalf("parent %+v", res)
 	}
@@ -105,16 +105,16 @@ func TestM1_AnUnknownModelProviderIsRefusedAtStart(t *testing.T) {
 	}
 	release, _ := rt.Service.RegisterProvider(p)
 	defer release()
-	parent, err := rt.NewAgent(await.Ctx(t), "p")
+	parent, err := rt.NewAgent(testkit.Ctx(t), "p")
 	if err != nil {
 		t.Fatal(err)
 	}
-	_, err = rt.Service.Start(await.Ctx(t), "models", subagent.StartRequest{Parent: parent,
+	_, err = rt.Service.Start(testkit.Ctx(t), "models", subagent.StartRequest{Parent: parent,
 		Prompt: []subagent.ContentBlock{subagent.Text("x")}, Options: subagent.AgentOptions{ModelProvider: "elsewhere"}})
 	if !errors.Is(err, subagent.ErrInvalidRequest) || !strings.Contains(err.Error(), `openai: unknown model provider "elsewhere"`) {
 		t.Fatalf("Start on an unknown model provider: %v", err)
 	}
-	if sessions, _ := rt.Store.Sessions(await.Ctx(t)); len(sessions) != 1 {
+	if sessions, _ := rt.Store.Sessions(testkit.Ctx(t)); len(sessions) != 1 {
 		t.Fatalf("%d sessions: a refused start created one", len(sessions))
 	}
 }
@@ -133,16 +133,16 @@ func TestF1_FiveForegroundChildrenOverlapUpToTheCap(t *testing.T) {
 	defer rt.Close()
 	tool := delegatetool.New(delegatetool.Config{Service: rt.Service, Provider: "sub", Name: "sub"})
 	defer tool.Close()
-	parent, err := agent.New(await.Ctx(t), agent.Config{Store: rt.Store, Model: clientOf(t, endpoint(t, main)), Tools: []agent.Tool{tool},
+	parent, err := agent.New(testkit.Ctx(t), agent.Config{Store: rt.Store, Model: clientOf(t, endpoint(t, main)), Tools: []agent.Tool{tool},
 		Header: subagent.SessionHeader{SessionID: "parent"}, MaxParallelTools: limit})
 	if err != nil {
 		t.Fatal(err)
 	}
 	done := make(chan subagent.Result, 1)
-	go func() { done <- parent.Run(await.Ctx(t), []subagent.ContentBlock{subagent.Text("fan out")}, nil) }()
+	go func() { done <- parent.Run(testkit.Ctx(t), []subagent.ContentBlock{subagent.Text("fan out")}, nil) }()
 	children.WaitInFlight(t, limit)
 	children.Release()
-	if res := await.Recv(t, done, "the parent"); res.StopReason != subagent.Completed {
+	if res := testkit.Recv(t, done, "the parent"); res.StopReason != subagent.Completed {
 		t.Fatalf("parent %+v", res)
 	}
 	if p := children.Peak(); p != limit {
@@ -165,17 +165,17 @@ func TestF1_CancellingTheParentCancelsAllItsChildren(t *testing.T) {
 	defer rt.Close()
 	tool := delegatetool.New(delegatetool.Config{Service: rt.Service, Provider: "sub", Name: "sub"})
 	defer tool.Close()
-	parent, err := agent.New(await.Ctx(t), agent.Config{Store: rt.Store, Model: clientOf(t, endpoint(t, main)), Tools: []agent.Tool{tool},
+	parent, err := agent.New(testkit.Ctx(t), agent.Config{Store: rt.Store, Model: clientOf(t, endpoint(t, main)), Tools: []agent.Tool{tool},
 		Header: subagent.SessionHeader{SessionID: "parent"}})
 	if err != nil {
 		t.Fatal(err)
 	}
-	ctx, cancel := context.WithCancel(await.Ctx(t))
+	ctx, cancel := context.WithCancel(testkit.Ctx(t))
 	done := make(chan subagent.Result, 1)
 	go func() { done <- parent.Run(ctx, []subagent.ContentBlock{subagent.Text("fan out")}, nil) }()
 	children.WaitStalled(t, 3)
 	cancel()
-	if res := await.Recv(t, done, "the cancelled parent"); res.StopReason != subagent.Aborted {
+	if res := testkit.Recv(t, done, "the cancelled parent"); res.StopReason != subagent.Aborted {
 		t.Fatalf("parent %+v", res)
 	}
 	for i, r := range children.WaitFinished(t, 3) {
@@ -195,24 +195,24 @@ func TestE6_StreamedTextReachesTheParentsListenerAsProgress(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer rt.Close()
-	parent, err := rt.NewAgent(await.Ctx(t), "p")
+	parent, err := rt.NewAgent(testkit.Ctx(t), "p")
 	if err != nil {
 		t.Fatal(err)
 	}
 	events := make(chan subagent.Event, 64)
 	sub := rt.Service.ListenParent(parent.SessionID(), func(ev subagent.Event) error { events <- ev; return nil })
 	defer sub.Release()
-	res, err := rt.Delegate(await.Ctx(t), parent, "count")
+	res, err := rt.Delegate(testkit.Ctx(t), parent, "count")
 	if err != nil || subagent.TextOf(res.Output) != "one two three four" {
 		t.Fatalf("child %+v, %v", res, err)
 	}
-	if err := sub.Flush(await.Ctx(t)); err != nil {
+	if err := sub.Flush(testkit.Ctx(t)); err != nil {
 		t.Fatal(err)
 	}
 	var streamed string
 	var pieces int
 	for started := false; ; {
-		ev := await.Recv(t, events, "the child's events")
+		ev := testkit.Recv(t, events, "the child's events")
 		switch ev := ev.(type) {
 		case subagent.RunStarted:
 			started = true
@@ -250,7 +250,7 @@ func TestM1_ShortPathTakesTheNodesModelChoice(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer rt.Close()
-	parent, err := rt.NewAgent(await.Ctx(t), "parent")
+	parent, err := rt.NewAgent(testkit.Ctx(t), "parent")
 	if err != nil {
 		t.Fatal(err)
 	}

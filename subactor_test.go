@@ -15,16 +15,14 @@ import (
 	"github.com/subactor/subactor"
 	"github.com/subactor/subactor/actors"
 	"github.com/subactor/subactor/agent"
-	"github.com/subactor/subactor/internal/actorstest"
-	"github.com/subactor/subactor/internal/await"
-	"github.com/subactor/subactor/internal/leaktest"
-	"github.com/subactor/subactor/internal/openaitest"
+	"github.com/subactor/subactor/internal/testkit"
+	"github.com/subactor/subactor/internal/testkit/openaitest"
 	"github.com/subactor/subactor/model/openai"
 	"github.com/subactor/subactor/model/scripted"
 	"github.com/subactor/subactor/subagent"
 )
 
-func TestMain(m *testing.M) { goleak.VerifyTestMain(m, leaktest.DeadLetters) }
+func TestMain(m *testing.M) { goleak.VerifyTestMain(m, testkit.DeadLetters) }
 
 // The short path, and an LLM that delegates (contract T1). New reads no
 // environment: the program resolves the model with openai.Select, as
@@ -106,10 +104,10 @@ func TestCloseLeavesNoGoroutine(t *testing.T) {
 	delegate(t, rt, "echo hello")
 	rt.Close()
 	rt.Close() // idempotent
-	if !actorstest.Raw(rt.System).IsStopped() {
+	if !rt.System.ActorSystem().IsStopped() {
 		t.Fatal("Close left the System New made running")
 	}
-	if err := goleak.Find(goroutines, leaktest.DeadLetters); err != nil {
+	if err := goleak.Find(goroutines, testkit.DeadLetters); err != nil {
 		t.Fatal(err)
 	}
 }
@@ -126,7 +124,7 @@ func TestCloseLeavesAGivenSystemRunning(t *testing.T) {
 			t.Fatalf("runtime %d: output %q", i, subagent.TextOf(res.Output))
 		}
 		rt.Close()
-		if actorstest.Raw(sys).IsStopped() {
+		if sys.ActorSystem().IsStopped() {
 			t.Fatalf("runtime %d's Close shut down a System it did not create", i)
 		}
 	}
@@ -144,12 +142,12 @@ func TestConfigNamesTheProviderAndItsTools(t *testing.T) {
 	if rt.Provider.Name() != "kid" {
 		t.Fatalf("provider name %q", rt.Provider.Name())
 	}
-	parent, err := rt.NewAgent(await.Ctx(t), "parent")
+	parent, err := rt.NewAgent(testkit.Ctx(t), "parent")
 	if err != nil {
 		t.Fatal(err)
 	}
 	// The spawn provider checks a tool filter against the children's tools.
-	run, err := rt.Service.Start(await.Ctx(t), "kid", subagent.StartRequest{
+	run, err := rt.Service.Start(testkit.Ctx(t), "kid", subagent.StartRequest{
 		Parent:     parent,
 		Prompt:     []subagent.ContentBlock{subagent.Text("echo hi")},
 		ToolFilter: &subagent.ToolFilter{Allow: []string{"stub"}},
@@ -157,7 +155,7 @@ func TestConfigNamesTheProviderAndItsTools(t *testing.T) {
 	if err != nil {
 		t.Fatalf("children lack the configured tool: %v", err)
 	}
-	if err := run.Dispose(await.Ctx(t)); err != nil {
+	if err := run.Dispose(testkit.Ctx(t)); err != nil {
 		t.Fatal(err)
 	}
 }
@@ -169,39 +167,39 @@ func TestDelegateDisposesTheRunOnEveryPath(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer rt.Close()
-	parent, err := rt.NewAgent(await.Ctx(t), "parent")
+	parent, err := rt.NewAgent(testkit.Ctx(t), "parent")
 	if err != nil {
 		t.Fatal(err)
 	}
 	// A listener keeps the parent's actor alive, so every actor counted
 	// after a delegation is one it left behind.
 	defer rt.Service.ListenParent(parent.SessionID(), func(subagent.Event) error { return nil }).Release()
-	before := actorstest.LiveActors(rt.System)
+	before := testkit.LiveActors(rt.System)
 
 	t.Run("completed", func(t *testing.T) {
-		res, err := rt.Delegate(await.Ctx(t), parent, "echo hello")
+		res, err := rt.Delegate(testkit.Ctx(t), parent, "echo hello")
 		if err != nil || res.StopReason != subagent.Completed {
 			t.Fatalf("Delegate = %v, %v", res.StopReason, err)
 		}
-		if n := actorstest.LiveActors(rt.System); n != before {
+		if n := testkit.LiveActors(rt.System); n != before {
 			t.Fatalf("live actors %d, want %d", n, before)
 		}
 	})
 	t.Run("cancelled", func(t *testing.T) {
-		ctx, cancel := context.WithCancel(await.Ctx(t))
+		ctx, cancel := context.WithCancel(testkit.Ctx(t))
 		defer cancel()
 		done := make(chan error, 1)
 		go func() {
 			_, err := rt.Delegate(ctx, parent, "block")
 			done <- err
 		}()
-		await.Recv(t, model.entered, "the child's model call")
+		testkit.Recv(t, model.entered, "the child's model call")
 		cancel()
-		err := await.Recv(t, done, "Delegate to return")
+		err := testkit.Recv(t, done, "Delegate to return")
 		if !errors.Is(err, subagent.ErrCancelled) || !errors.Is(err, context.Canceled) {
 			t.Fatalf("Delegate error = %v", err)
 		}
-		if n := actorstest.LiveActors(rt.System); n != before {
+		if n := testkit.LiveActors(rt.System); n != before {
 			t.Fatalf("live actors %d, want %d: the run outlived Delegate", n, before)
 		}
 	})
@@ -213,7 +211,7 @@ func TestDelegateReturnsTheServicesTypedErrors(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer rt.Close()
-	parent, err := rt.NewAgent(await.Ctx(t), "parent")
+	parent, err := rt.NewAgent(testkit.Ctx(t), "parent")
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -222,14 +220,14 @@ func TestDelegateReturnsTheServicesTypedErrors(t *testing.T) {
 		t.Fatalf("nil ctx: %v", err)
 	}
 	var invalid *subagent.InvalidRequestError
-	if _, err := rt.Delegate(await.Ctx(t), nil, "echo hi"); !errors.As(err, &invalid) || invalid.Field != "parent" {
+	if _, err := rt.Delegate(testkit.Ctx(t), nil, "echo hi"); !errors.As(err, &invalid) || invalid.Field != "parent" {
 		t.Fatalf("nil parent: %v", err)
 	}
-	if _, err := rt.Delegate(await.Ctx(t), (*agent.Agent)(nil), "echo hi"); !errors.As(err, &invalid) || invalid.Field != "parent" {
+	if _, err := rt.Delegate(testkit.Ctx(t), (*agent.Agent)(nil), "echo hi"); !errors.As(err, &invalid) || invalid.Field != "parent" {
 		t.Fatalf("typed nil parent: %v", err)
 	}
 	rt.Close()
-	if _, err := rt.Delegate(await.Ctx(t), parent, "echo hi"); !errors.Is(err, subagent.ErrServiceClosed) {
+	if _, err := rt.Delegate(testkit.Ctx(t), parent, "echo hi"); !errors.Is(err, subagent.ErrServiceClosed) {
 		t.Fatalf("after Close: %v", err)
 	}
 }
@@ -240,7 +238,7 @@ func TestNewAgentNeedsASessionID(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer rt.Close()
-	if _, err := rt.NewAgent(await.Ctx(t), ""); !errors.Is(err, agent.ErrConfig) || !strings.Contains(err.Error(), "Header.SessionID") {
+	if _, err := rt.NewAgent(testkit.Ctx(t), ""); !errors.Is(err, agent.ErrConfig) || !strings.Contains(err.Error(), "Header.SessionID") {
 		t.Fatalf("NewAgent(\"\") = %v", err)
 	}
 }
@@ -249,11 +247,11 @@ func TestNewAgentNeedsASessionID(t *testing.T) {
 // an error.
 func delegate(t *testing.T, rt *subactor.Runtime, prompt string) subagent.Result {
 	t.Helper()
-	parent, err := rt.NewAgent(await.Ctx(t), "parent-"+t.Name())
+	parent, err := rt.NewAgent(testkit.Ctx(t), "parent-"+t.Name())
 	if err != nil {
 		t.Fatal(err)
 	}
-	res, err := rt.Delegate(await.Ctx(t), parent, prompt)
+	res, err := rt.Delegate(testkit.Ctx(t), parent, prompt)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -295,11 +293,11 @@ func TestNewReadsNoEnvironment(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer rt.Close()
-	parent, err := rt.NewAgent(await.Ctx(t), "parent")
+	parent, err := rt.NewAgent(testkit.Ctx(t), "parent")
 	if err != nil {
 		t.Fatal(err)
 	}
-	res, err := rt.Delegate(await.Ctx(t), parent, "echo hello")
+	res, err := rt.Delegate(testkit.Ctx(t), parent, "echo hello")
 	if err != nil || subagent.TextOf(res.Output) != "hello" {
 		t.Fatalf("Delegate = %q, %v; want the scripted model's hello", subagent.TextOf(res.Output), err)
 	}

@@ -5,11 +5,7 @@ import (
 	"sync"
 
 	"github.com/asynkron/protoactor-go/actor"
-
-	"github.com/subactor/subactor/internal/actorsraw"
 )
-
-func init() { actorsraw.Of = func(s any) *actor.ActorSystem { return s.(*System).sys } }
 
 // System is one actor runtime. Create it with NewSystem, or with Wrap over a
 // protoactor system the embedder already runs, and Shutdown it when every
@@ -62,6 +58,11 @@ func Wrap(sys *actor.ActorSystem, opts ...Option) *System {
 	}
 	return s
 }
+
+// ActorSystem is the protoactor system the runtime runs on: where an
+// embedder spawns, watches and supervises run actors (package actors/run)
+// beside its own.
+func (s *System) ActorSystem() *actor.ActorSystem { return s.sys }
 
 // Logger is the System's logger.
 func (s *System) Logger() *slog.Logger { return s.log }

@@ -2,16 +2,16 @@ package actors_test
 
 import (
 	"bytes"
-	"github.com/subactor/subactor/internal/actorstest"
 	"log/slog"
 	"strings"
 	"testing"
+
+	"github.com/subactor/subactor/internal/testkit"
 
 	"github.com/asynkron/protoactor-go/actor"
 	"go.uber.org/goleak"
 
 	"github.com/subactor/subactor/actors"
-	"github.com/subactor/subactor/internal/await"
 )
 
 func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
@@ -20,7 +20,7 @@ func TestSystemRoutesProtoactorLogsToOurLogger(t *testing.T) {
 	var buf bytes.Buffer
 	sys := actors.NewSystem(actors.WithLogger(slog.New(slog.NewTextHandler(&buf, &slog.HandlerOptions{Level: slog.LevelDebug}))))
 	defer sys.Shutdown()
-	actorstest.Raw(sys).Logger().Warn("from protoactor")
+	sys.ActorSystem().Logger().Warn("from protoactor")
 	if !strings.Contains(buf.String(), "from protoactor") {
 		t.Fatalf("protoactor's log did not reach ours: %q", buf.String())
 	}
@@ -29,17 +29,17 @@ func TestSystemRoutesProtoactorLogsToOurLogger(t *testing.T) {
 func TestLiveActorsCountsSpawnedActors(t *testing.T) {
 	sys := actors.NewSystem()
 	defer sys.Shutdown()
-	before := actorstest.LiveActors(sys)
-	raw := actorstest.Raw(sys)
+	before := testkit.LiveActors(sys)
+	raw := sys.ActorSystem()
 	pid := raw.Root.Spawn(actor.PropsFromFunc(func(actor.Context) {}))
-	if actorstest.LiveActors(sys) != before+1 {
-		t.Fatalf("live actors %d after a spawn, %d before", actorstest.LiveActors(sys), before)
+	if testkit.LiveActors(sys) != before+1 {
+		t.Fatalf("live actors %d after a spawn, %d before", testkit.LiveActors(sys), before)
 	}
 	if err := raw.Root.StopFuture(pid).Wait(); err != nil {
 		t.Fatal(err)
 	}
-	if actorstest.LiveActors(sys) != before {
-		t.Fatalf("live actors %d after a stop, %d before", actorstest.LiveActors(sys), before)
+	if testkit.LiveActors(sys) != before {
+		t.Fatalf("live actors %d after a stop, %d before", testkit.LiveActors(sys), before)
 	}
 }
 
@@ -55,7 +55,7 @@ func TestWrappedSystemOutlivesOurShutdown(t *testing.T) {
 	raw := embedderSystem(&buf)
 	defer raw.Shutdown()
 	sys := actors.Wrap(raw)
-	if actorstest.Raw(sys) != raw {
+	if sys.ActorSystem() != raw {
 		t.Fatal("Wrap did not use the embedder's system")
 	}
 	sys.Shutdown()
@@ -70,7 +70,7 @@ func TestWrappedSystemOutlivesOurShutdown(t *testing.T) {
 		}
 	}))
 	defer func() { _ = raw.Root.StopFuture(pid).Wait() }()
-	got, err := raw.Root.RequestFuture(pid, "ping", await.Deadline).Result()
+	got, err := raw.Root.RequestFuture(pid, "ping", testkit.Deadline).Result()
 	if err != nil || got != "pong ping" {
 		t.Fatalf("reply %v, %v", got, err)
 	}
@@ -79,7 +79,7 @@ func TestWrappedSystemOutlivesOurShutdown(t *testing.T) {
 func TestNewSystemShutdownStopsItsOwn(t *testing.T) {
 	sys := actors.NewSystem()
 	sys.Shutdown()
-	if !actorstest.Raw(sys).IsStopped() {
+	if !sys.ActorSystem().IsStopped() {
 		t.Fatal("Shutdown left a system NewSystem made running")
 	}
 	sys.Shutdown() // idempotent: protoactor's own would panic here

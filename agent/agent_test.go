@@ -15,7 +15,7 @@ import (
 
 	"github.com/subactor/subactor/agent"
 	"github.com/subactor/subactor/internal/agentlog"
-	"github.com/subactor/subactor/internal/await"
+	"github.com/subactor/subactor/internal/testkit"
 	"github.com/subactor/subactor/persistence"
 	"github.com/subactor/subactor/subagent"
 )
@@ -215,7 +215,7 @@ func TestFinalAnswerAndSteps(t *testing.T) {
 		Tools:   []agent.Tool{&fakeTool{name: "count"}},
 		OnStep:  func(s agent.Step) { steps = append(steps, s) },
 	})
-	res := a.Run(await.Ctx(t), prompt("go"), nil)
+	res := a.Run(testkit.Ctx(t), prompt("go"), nil)
 	wantStop(t, res, subagent.Completed)
 	if subagent.TextOf(res.Output) != "done\nsecond line" || res.Structured != nil {
 		t.Fatalf("result %+v", res)
@@ -281,7 +281,7 @@ func rolesOf(msgs []agent.Message) string {
 // Each tool waits until the other has started: sequential dispatch could
 // never finish, so completing proves the calls run concurrently.
 func TestToolsRunConcurrently(t *testing.T) {
-	ctx := await.Ctx(t) // a deadlock fails instead of hanging
+	ctx := testkit.Ctx(t) // a deadlock fails instead of hanging
 	started := map[string]chan struct{}{"a": make(chan struct{}), "b": make(chan struct{})}
 	waitFor := func(self, other string) *fakeTool {
 		return &fakeTool{name: self, call: func(ctx context.Context, _ *agent.Agent, _ json.RawMessage) (string, error) {
@@ -323,7 +323,7 @@ func TestToolErrorsBecomeErrorResults(t *testing.T) {
 		answer("survived"),
 	}}
 	a := newAgent(t, agent.Config{Model: model, Tools: tools})
-	wantStop(t, a.Run(await.Ctx(t), prompt("go"), nil), subagent.Completed)
+	wantStop(t, a.Run(testkit.Ctx(t), prompt("go"), nil), subagent.Completed)
 	got := toolResults(t, model.requests()[1])
 	for id, want := range map[string]struct {
 		isErr bool
@@ -359,12 +359,12 @@ func TestToolFilterAndConditionalToolsAreNotOffered(t *testing.T) {
 		Tools:      []agent.Tool{&kept, &denied, hidden},
 		ToolFilter: &subagent.ToolFilter{Deny: []string{"denied"}},
 	})
-	wantStop(t, a.Run(await.Ctx(t), prompt("go"), nil), subagent.Completed)
+	wantStop(t, a.Run(testkit.Ctx(t), prompt("go"), nil), subagent.Completed)
 	reqs := model.requests()
 	if names := specNames(reqs[0]); !reflect.DeepEqual(names, []string{"kept"}) {
 		t.Fatalf("offered tools %v, want [kept]", names)
 	}
-	if got := await.Recv(t, hidden.asked, "the conditional tool's Available call"); got != a {
+	if got := testkit.Recv(t, hidden.asked, "the conditional tool's Available call"); got != a {
 		t.Fatalf("Available got %p, want the agent %p", got, a)
 	}
 	got := toolResults(t, reqs[1])
@@ -382,7 +382,7 @@ func TestToolFilterAndConditionalToolsAreNotOffered(t *testing.T) {
 }
 
 func TestCancelDuringModelCall(t *testing.T) {
-	ctx, cancel := context.WithCancel(await.Ctx(t))
+	ctx, cancel := context.WithCancel(testkit.Ctx(t))
 	entered := make(chan struct{})
 	model := modelFunc(func(ctx context.Context, _ agent.Request) (agent.Response, error) {
 		close(entered)
@@ -392,9 +392,9 @@ func TestCancelDuringModelCall(t *testing.T) {
 	a := newAgent(t, agent.Config{Model: model})
 	done := make(chan subagent.Result, 1)
 	go func() { done <- a.Run(ctx, prompt("go"), nil) }()
-	await.Recv(t, entered, "the model call")
+	testkit.Recv(t, entered, "the model call")
 	cancel()
-	res := await.Recv(t, done, "Run to return after the cancel")
+	res := testkit.Recv(t, done, "Run to return after the cancel")
 	wantStop(t, res, subagent.Aborted)
 	if !strings.Contains(res.Detail, "canceled") {
 		t.Fatalf("detail %q", res.Detail)
@@ -417,7 +417,7 @@ func TestCancelBetweenSteps(t *testing.T) {
 		"store ignores ctx": blindStore{persistence.NewMemory()},
 	} {
 		t.Run(name, func(t *testing.T) {
-			ctx, cancel := context.WithCancelCause(await.Ctx(t))
+			ctx, cancel := context.WithCancelCause(testkit.Ctx(t))
 			stop := &fakeTool{name: "stop", call: func(context.Context, *agent.Agent, json.RawMessage) (string, error) {
 				cancel(errors.New("user pressed stop"))
 				return "stopping", nil
@@ -437,7 +437,7 @@ func TestModelError(t *testing.T) {
 	model := modelFunc(func(context.Context, agent.Request) (agent.Response, error) {
 		return agent.Response{}, errors.New("rate limited")
 	})
-	res := newAgent(t, agent.Config{Model: model}).Run(await.Ctx(t), prompt("go"), nil)
+	res := newAgent(t, agent.Config{Model: model}).Run(testkit.Ctx(t), prompt("go"), nil)
 	wantStop(t, res, subagent.Error)
 	if !strings.Contains(res.Detail, "rate limited") {
 		t.Fatalf("detail %q", res.Detail)
@@ -475,7 +475,7 @@ func TestSteerMessagesJoinTheNextRequest(t *testing.T) {
 			steps = append(steps, s)
 		}
 	}})
-	wantStop(t, a.Run(await.Ctx(t), prompt("go"), steer), subagent.Completed)
+	wantStop(t, a.Run(testkit.Ctx(t), prompt("go"), steer), subagent.Completed)
 	reqs := model.requests()
 	if rolesOf(reqs[0].Messages) != "user" {
 		t.Fatalf("first request roles %q", rolesOf(reqs[0].Messages))
@@ -511,7 +511,7 @@ func (s *countingStore) AppendAt(ctx context.Context, id string, expect uint64, 
 func TestSteerErrorAborts(t *testing.T) {
 	model := &script{}
 	a := newAgent(t, agent.Config{Model: model})
-	res := a.Run(await.Ctx(t), prompt("go"), &steerQueue{err: errors.New("steer closed")})
+	res := a.Run(testkit.Ctx(t), prompt("go"), &steerQueue{err: errors.New("steer closed")})
 	wantStop(t, res, subagent.Aborted)
 	if !strings.Contains(res.Detail, "steer closed") || len(model.requests()) != 0 {
 		t.Fatalf("detail %q, %d model calls", res.Detail, len(model.requests()))
@@ -538,7 +538,7 @@ func TestOutputSchema(t *testing.T) {
 		t.Run(c.name, func(t *testing.T) {
 			model := &script{steps: []func(agent.Request) agent.Response{answer(c.answer), answer(c.retry)}}
 			a := newAgent(t, agent.Config{Model: model, OutputSchema: json.RawMessage(figuresSchema)})
-			res := a.Run(await.Ctx(t), prompt("go"), nil)
+			res := a.Run(testkit.Ctx(t), prompt("go"), nil)
 			wantStop(t, res, c.stop)
 			if string(res.Structured) != c.structured || !strings.Contains(res.Detail, c.detail) {
 				t.Fatalf("structured %s detail %q", res.Structured, res.Detail)
@@ -570,7 +570,7 @@ func TestModelStopReasonsEndTheRun(t *testing.T) {
 				ran = true
 				return "", nil
 			}}
-			res := newAgent(t, agent.Config{Model: model, Tools: []agent.Tool{tool}}).Run(await.Ctx(t), prompt("go"), nil)
+			res := newAgent(t, agent.Config{Model: model, Tools: []agent.Tool{tool}}).Run(testkit.Ctx(t), prompt("go"), nil)
 			wantStop(t, res, reason)
 			if subagent.TextOf(res.Output) != "partial" || ran {
 				t.Fatalf("output %q, tool ran: %v", subagent.TextOf(res.Output), ran)
@@ -584,7 +584,7 @@ func TestStepLimit(t *testing.T) {
 	model := &script{steps: []func(agent.Request) agent.Response{loop, loop, loop, loop}}
 	steer := &steerQueue{batches: [][][]subagent.ContentBlock{nil, nil, nil, {prompt("never admitted")}}}
 	a := newAgent(t, agent.Config{Model: model, Tools: []agent.Tool{&fakeTool{name: "t"}}, MaxSteps: 3})
-	res := a.Run(await.Ctx(t), prompt("go"), steer)
+	res := a.Run(testkit.Ctx(t), prompt("go"), steer)
 	wantStop(t, res, subagent.Error)
 	if !strings.Contains(res.Detail, "step limit") || len(model.requests()) != 3 {
 		t.Fatalf("detail %q after %d model calls", res.Detail, len(model.requests()))
@@ -617,7 +617,7 @@ func TestStoreFailureEndsTheRun(t *testing.T) {
 			store := &failingStore{Store: persistence.NewMemory(), ok: ok}
 			model := &script{steps: []func(agent.Request) agent.Response{call(tc("1", "t", `{}`)), answer("ok")}}
 			a := newAgent(t, agent.Config{Store: store, Model: model, Tools: []agent.Tool{&fakeTool{name: "t"}}})
-			res := a.Run(await.Ctx(t), prompt("go"), nil)
+			res := a.Run(testkit.Ctx(t), prompt("go"), nil)
 			wantStop(t, res, subagent.Error)
 			if !strings.Contains(res.Detail, "persist") || !strings.Contains(res.Detail, "disk full") {
 				t.Fatalf("detail %q", res.Detail)
@@ -630,7 +630,7 @@ func TestStoreFailureEndsTheRun(t *testing.T) {
 			store.mu.Unlock()
 			again := &script{steps: []func(agent.Request) agent.Response{answer("ok")}}
 			b := newAgent(t, agent.Config{Store: store, Header: a.Header(), Resume: true, Model: again})
-			wantStop(t, b.Run(await.Ctx(t), prompt("again"), nil), subagent.Completed)
+			wantStop(t, b.Run(testkit.Ctx(t), prompt("again"), nil), subagent.Completed)
 			if got, want := rolesOf(again.requests()[0].Messages), []string{"user", "user user", "user assistant tool user"}[ok]; got != want {
 				t.Fatalf("history after the failure %q, want %q", got, want)
 			}
@@ -646,7 +646,7 @@ func TestTurnsExcludeTheTurnInFlight(t *testing.T) {
 	}}
 	model := &script{steps: []func(agent.Request) agent.Response{call(tc("1", "peek", `{}`)), answer("ok")}}
 	a := newAgent(t, agent.Config{Model: model, Tools: []agent.Tool{peek}})
-	wantStop(t, a.Run(await.Ctx(t), prompt("go"), nil), subagent.Completed)
+	wantStop(t, a.Run(testkit.Ctx(t), prompt("go"), nil), subagent.Completed)
 	// Contract P2: the turn in flight (its prompt, the call running) is
 	// not a completed turn.
 	if rolesOf(seen) != "" {
@@ -671,13 +671,13 @@ func TestRunIsNotReentrant(t *testing.T) {
 	})
 	a := newAgent(t, agent.Config{Model: model})
 	done := make(chan subagent.Result, 1)
-	ctx := await.Ctx(t)
+	ctx := testkit.Ctx(t)
 	go func() { done <- a.Run(ctx, prompt("go"), nil) }()
-	await.Recv(t, entered, "the first Run's model call")
-	res := a.Run(await.Ctx(t), prompt("again"), nil)
+	testkit.Recv(t, entered, "the first Run's model call")
+	res := a.Run(testkit.Ctx(t), prompt("again"), nil)
 	close(release)
 	wantStop(t, res, subagent.Error)
-	wantStop(t, await.Recv(t, done, "the first Run to return"), subagent.Completed)
+	wantStop(t, testkit.Recv(t, done, "the first Run to return"), subagent.Completed)
 }
 
 func TestResumeContinuesStoredHistory(t *testing.T) {
@@ -685,7 +685,7 @@ func TestResumeContinuesStoredHistory(t *testing.T) {
 	h := subagent.SessionHeader{SessionID: "s1", ParentSessionID: "p", DelegationDepth: 2}
 	first := &script{steps: []func(agent.Request) agent.Response{answer("one")}}
 	a := newAgent(t, agent.Config{Store: store, Header: h, Model: first})
-	wantStop(t, a.Run(await.Ctx(t), prompt("first"), nil), subagent.Completed)
+	wantStop(t, a.Run(testkit.Ctx(t), prompt("first"), nil), subagent.Completed)
 	// A log-only record must not become a turn.
 	if err := store.Append(t.Context(), "s1", persistence.Record{Kind: "subagent/descriptor", Data: json.RawMessage(`{"version":1}`)}); err != nil {
 		t.Fatal(err)
@@ -699,7 +699,7 @@ func TestResumeContinuesStoredHistory(t *testing.T) {
 	if !reflect.DeepEqual(b.Turns(), a.Turns()) {
 		t.Fatalf("resumed turns %+v, want %+v", b.Turns(), a.Turns())
 	}
-	wantStop(t, b.Run(await.Ctx(t), prompt("second"), nil), subagent.Completed)
+	wantStop(t, b.Run(testkit.Ctx(t), prompt("second"), nil), subagent.Completed)
 	msgs := second.requests()[0].Messages
 	if rolesOf(msgs) != "user assistant user" || subagent.TextOf(msgs[1].Content) != "one" || subagent.TextOf(msgs[2].Content) != "second" {
 		t.Fatalf("resumed request %+v", msgs)
@@ -725,7 +725,7 @@ func TestResumeAnswersInterruptedToolCalls(t *testing.T) {
 	if rolesOf(a.Turns()) != "" {
 		t.Fatalf("dangling tool call counted as a completed turn: %q", rolesOf(a.Turns()))
 	}
-	wantStop(t, a.Run(await.Ctx(t), prompt("again"), nil), subagent.Completed)
+	wantStop(t, a.Run(testkit.Ctx(t), prompt("again"), nil), subagent.Completed)
 	msgs := model.requests()[0].Messages
 	if rolesOf(msgs) != "user assistant tool user" || msgs[2].ToolCallID != "c1" || !msgs[2].IsError ||
 		!strings.Contains(subagent.TextOf(msgs[2].Content), "interrupted") {
@@ -775,7 +775,7 @@ func TestK3_MalformedToolArguments(t *testing.T) {
 	}}
 	store := persistence.NewMemory()
 	a := newAgent(t, agent.Config{Store: store, Model: model, Tools: []agent.Tool{tool}})
-	wantStop(t, a.Run(await.Ctx(t), prompt("go"), nil), subagent.Completed)
+	wantStop(t, a.Run(testkit.Ctx(t), prompt("go"), nil), subagent.Completed)
 	close(got)
 	var calls []string
 	for g := range got {
@@ -812,7 +812,7 @@ func TestHistoryHoldsWhatTheStoreDecodes(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			a.Run(await.Ctx(t), []subagent.ContentBlock{subagent.Text(text)}, nil)
+			a.Run(testkit.Ctx(t), []subagent.ContentBlock{subagent.Text(text)}, nil)
 			_, recs, err := store.Load(t.Context(), id)
 			if err != nil {
 				t.Fatal(err)
@@ -853,7 +853,7 @@ func TestE6_ModelRetryIsAStep(t *testing.T) {
 		return agent.Response{Message: agent.Message{Content: []subagent.ContentBlock{subagent.Text("ok")}}}, nil
 	})
 	a := newAgent(t, agent.Config{Model: model, OnStep: func(s agent.Step) { steps = append(steps, s) }})
-	wantStop(t, a.Run(await.Ctx(t), prompt("go"), nil), subagent.Completed)
+	wantStop(t, a.Run(testkit.Ctx(t), prompt("go"), nil), subagent.Completed)
 	if len(steps) < 2 {
 		t.Fatalf("steps %+v", steps)
 	}

@@ -10,7 +10,7 @@ import (
 	"testing"
 
 	"github.com/subactor/subactor/agent"
-	"github.com/subactor/subactor/internal/await"
+	"github.com/subactor/subactor/internal/testkit"
 	"github.com/subactor/subactor/persistence"
 	"github.com/subactor/subactor/subagent"
 )
@@ -34,24 +34,24 @@ func TestS9_EachToolResultIsCheckpointedAsItArrives(t *testing.T) {
 	}}
 	model := &script{steps: []func(agent.Request) agent.Response{call(tc("s", "slow", `{}`), tc("f", "fast", `{}`))}}
 	a := newAgent(t, agent.Config{Store: store, Model: model, Tools: []agent.Tool{fast, slow}})
-	ctx, cancel := context.WithCancel(await.Ctx(t))
+	ctx, cancel := context.WithCancel(testkit.Ctx(t))
 	done := make(chan subagent.Result, 1)
 	go func() { done <- a.Run(ctx, prompt("go"), nil) }()
-	await.Recv(t, slowEntered, "the slow call")
-	await.Recv(t, fastDone, "the fast call")
+	testkit.Recv(t, slowEntered, "the slow call")
+	testkit.Recv(t, fastDone, "the fast call")
 	// The fast result reaches the log while the slow call runs.
-	await.Recv(t, store.logged, "the fast result's checkpoint")
+	testkit.Recv(t, store.logged, "the fast result's checkpoint")
 	select {
 	case res := <-done:
 		t.Fatalf("the run ended %s with the slow call", res.StopReason)
 	default:
 	}
 	cancel() // the crash, as far as the log can tell
-	await.Recv(t, done, "the cancelled run")
+	testkit.Recv(t, done, "the cancelled run")
 
 	next := &script{steps: []func(agent.Request) agent.Response{answer("ok")}}
 	b := newAgent(t, agent.Config{Store: store, Header: a.Header(), Resume: true, Model: next})
-	wantStop(t, b.Run(await.Ctx(t), prompt("again"), nil), subagent.Completed)
+	wantStop(t, b.Run(testkit.Ctx(t), prompt("again"), nil), subagent.Completed)
 	msgs := next.requests()[0].Messages
 	if rolesOf(msgs) != "user assistant tool tool user" || msgs[2].ToolCallID != "s" || !msgs[2].IsError ||
 		msgs[3].ToolCallID != "f" || subagent.TextOf(msgs[3].Content) != "fast result" {
@@ -156,14 +156,14 @@ func TestS9_ResumeRecoversTheCallsOfRecoverers(t *testing.T) {
 		call(tc("a", "rec", `{"n":"a"}`), tc("p", "plain", `{}`), tc("b", "rec", `{"n":"b"}`), tc("g", "rec", `{"n":"give up"}`)),
 	}}
 	a := newAgent(t, agent.Config{Store: store, Model: model, Tools: []agent.Tool{rec, plain}})
-	if res := a.Run(await.Ctx(t), prompt("go"), nil); !errors.Is(res.Cause, errDied) {
+	if res := a.Run(testkit.Ctx(t), prompt("go"), nil); !errors.Is(res.Cause, errDied) {
 		t.Fatalf("the first run stopped %s: %s", res.StopReason, res.Detail)
 	}
 	store.armed.Store(false)
 
 	next := &script{steps: []func(agent.Request) agent.Response{answer("ok")}}
 	b := newAgent(t, agent.Config{Store: store, Header: a.Header(), Resume: true, Model: next, Tools: []agent.Tool{rec, plain}, MaxParallelTools: 1})
-	wantStop(t, b.Run(await.Ctx(t), nil, nil), subagent.Completed)
+	wantStop(t, b.Run(testkit.Ctx(t), nil, nil), subagent.Completed)
 	if len(rec.called) != 3 || len(rec.recovered) != 3 {
 		t.Fatalf("calls %v, recoveries %v: want all three calls of rec recovered", rec.called, rec.recovered)
 	}

@@ -9,7 +9,7 @@ import (
 	"testing"
 
 	"github.com/subactor/subactor/agent"
-	"github.com/subactor/subactor/internal/await"
+	"github.com/subactor/subactor/internal/testkit"
 	"github.com/subactor/subactor/subagent"
 )
 
@@ -48,7 +48,7 @@ func TestK3_ErrorsEchoABoundedPrefixOfTheArguments(t *testing.T) {
 			mu.Unlock()
 		}
 	}})
-	wantStop(t, a.Run(await.Ctx(t), prompt("go"), nil), subagent.Completed)
+	wantStop(t, a.Run(testkit.Ctx(t), prompt("go"), nil), subagent.Completed)
 	bounded := func(what, text, begins string) {
 		t.Helper()
 		if len(text) > agent.EchoLimit+2*len(" (4194304 more bytes)")+len(" ") || !strings.HasPrefix(text, begins) || !strings.Contains(text, "more bytes)") {

@@ -8,7 +8,7 @@ import (
 	"testing"
 
 	"github.com/subactor/subactor/agent"
-	"github.com/subactor/subactor/internal/await"
+	"github.com/subactor/subactor/internal/testkit"
 	"github.com/subactor/subactor/persistence"
 	"github.com/subactor/subactor/subagent"
 )
@@ -28,19 +28,19 @@ func TestS8_AStaleActivationCannotAppendAfterTheNextTookTheLog(t *testing.T) {
 		t.Run(name, func(t *testing.T) {
 			h := subagent.SessionHeader{SessionID: "child"}
 			first := newAgent(t, agent.Config{Store: store, Header: h, Model: &script{steps: []func(agent.Request) agent.Response{answer("one")}}})
-			wantStop(t, first.Run(await.Ctx(t), prompt("first"), nil), subagent.Completed)
+			wantStop(t, first.Run(testkit.Ctx(t), prompt("first"), nil), subagent.Completed)
 
 			stale := newAgent(t, agent.Config{Store: store, Header: h, Resume: true, Model: &script{steps: []func(agent.Request) agent.Response{answer("stale")}}})
 			next := newAgent(t, agent.Config{Store: store, Header: h, Resume: true, Model: &script{steps: []func(agent.Request) agent.Response{answer("next")}}})
 
-			res := stale.Run(await.Ctx(t), prompt("from the stale one"), nil)
+			res := stale.Run(testkit.Ctx(t), prompt("from the stale one"), nil)
 			wantStop(t, res, subagent.Error)
 			if !errors.Is(res.Cause, persistence.ErrConflict) || !errors.Is(res.Cause, agent.ErrCheckpoint) {
 				t.Fatalf("the stale activation's cause %v, want a checkpoint error wrapping ErrConflict", res.Cause)
 			}
-			wantStop(t, next.Run(await.Ctx(t), prompt("from the next one"), nil), subagent.Completed)
+			wantStop(t, next.Run(testkit.Ctx(t), prompt("from the next one"), nil), subagent.Completed)
 
-			_, recs, err := store.Load(await.Ctx(t), "child")
+			_, recs, err := store.Load(testkit.Ctx(t), "child")
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -74,7 +74,7 @@ func TestR5_MessageTextOnlyAfterTheAnswerIsDurable(t *testing.T) {
 		store := &failingStore{Store: persistence.NewMemory(), ok: ok}
 		a := newAgent(t, agent.Config{Store: store, Model: &script{steps: []func(agent.Request) agent.Response{answer("the answer")}},
 			OnStep: func(s agent.Step) { kinds = append(kinds, s.Kind) }})
-		res := a.Run(await.Ctx(t), prompt("go"), nil)
+		res := a.Run(testkit.Ctx(t), prompt("go"), nil)
 		told := slices.Contains(kinds, subagent.MessageText)
 		switch {
 		case refused && (res.StopReason != subagent.Error || told):

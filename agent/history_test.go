@@ -9,7 +9,7 @@ import (
 
 	"github.com/subactor/subactor/agent"
 	"github.com/subactor/subactor/internal/agentlog"
-	"github.com/subactor/subactor/internal/await"
+	"github.com/subactor/subactor/internal/testkit"
 	"github.com/subactor/subactor/persistence"
 	"github.com/subactor/subactor/subagent"
 )
@@ -40,10 +40,10 @@ func TestHistoryIsSharedReadOnlyAndMatchesTheLog(t *testing.T) {
 	store := persistence.NewMemory()
 	model := &appender{steps: 40}
 	a := newAgent(t, agent.Config{Store: store, Model: model, Tools: []agent.Tool{&fakeTool{name: "t"}}, MaxSteps: 100})
-	if res := a.Run(await.Ctx(t), prompt("go"), nil); res.StopReason != subagent.Completed {
+	if res := a.Run(testkit.Ctx(t), prompt("go"), nil); res.StopReason != subagent.Completed {
 		t.Fatalf("run %+v", res)
 	}
-	_, recs, err := store.Load(await.Ctx(t), a.SessionID())
+	_, recs, err := store.Load(testkit.Ctx(t), a.SessionID())
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -82,29 +82,29 @@ func TestSeededSessionAndContinuation(t *testing.T) {
 	descriptor := persistence.Record{Kind: "subagent/descriptor", Data: json.RawMessage(`{"version":1}`)}
 	model := &script{steps: []func(agent.Request) agent.Response{answer("first"), answer("second")}}
 	a := newAgent(t, agent.Config{Store: store, Model: model, Seed: seed, LogOnly: []persistence.Record{descriptor}})
-	if res := a.Run(await.Ctx(t), prompt("and b?"), nil); subagent.TextOf(res.Output) != "first" {
+	if res := a.Run(testkit.Ctx(t), prompt("and b?"), nil); subagent.TextOf(res.Output) != "first" {
 		t.Fatalf("run %+v", res)
 	}
 	if got := rolesOf(model.requests()[0].Messages); got != "user assistant user" {
 		t.Fatalf("first request roles %q, want the seed then the prompt", got)
 	}
-	_, recs, err := store.Load(await.Ctx(t), a.SessionID())
+	_, recs, err := store.Load(testkit.Ctx(t), a.SessionID())
 	if err != nil || len(recs) != 6 || recs[0].Kind != "subagent/descriptor" || recs[5].Kind != agentlog.KindStop {
 		t.Fatalf("log %+v, %v", recs, err)
 	}
 	// Continue without a prompt: the model answers from the history.
-	resumed, err := agent.New(await.Ctx(t), agent.Config{Store: store, Model: model, Header: subagent.SessionHeader{SessionID: a.SessionID()}, Resume: true})
+	resumed, err := agent.New(testkit.Ctx(t), agent.Config{Store: store, Model: model, Header: subagent.SessionHeader{SessionID: a.SessionID()}, Resume: true})
 	if err != nil {
 		t.Fatal(err)
 	}
-	if res := resumed.Run(await.Ctx(t), nil, nil); subagent.TextOf(res.Output) != "second" {
+	if res := resumed.Run(testkit.Ctx(t), nil, nil); subagent.TextOf(res.Output) != "second" {
 		t.Fatalf("continued run %+v", res)
 	}
 	if got := rolesOf(model.requests()[1].Messages); got != "user assistant user assistant" {
 		t.Fatalf("continued request roles %q", got)
 	}
 	empty := newAgent(t, agent.Config{Store: store, Model: model, Header: subagent.SessionHeader{SessionID: "empty"}})
-	if res := empty.Run(await.Ctx(t), nil, nil); res.StopReason != subagent.Error {
+	if res := empty.Run(testkit.Ctx(t), nil, nil); res.StopReason != subagent.Error {
 		t.Fatalf("continuing an empty session: %+v", res)
 	}
 }
@@ -117,12 +117,12 @@ func TestACancelledRunRecordsHowItStopped(t *testing.T) {
 		<-ctx.Done()
 		return agent.Response{}, ctx.Err()
 	})})
-	ctx, cancel := context.WithCancel(await.Ctx(t))
+	ctx, cancel := context.WithCancel(testkit.Ctx(t))
 	cancel()
 	if res := a.Run(ctx, prompt("x"), nil); res.StopReason != subagent.Aborted {
 		t.Fatalf("run %+v", res)
 	}
-	_, recs, err := store.Load(await.Ctx(t), a.SessionID())
+	_, recs, err := store.Load(testkit.Ctx(t), a.SessionID())
 	var stop agentlog.Stop
 	if err != nil || recs[len(recs)-1].Kind != agentlog.KindStop || json.Unmarshal(recs[len(recs)-1].Data, &stop) != nil || stop.StopReason != subagent.Aborted {
 		t.Fatalf("log %v, %v", recs, err)

@@ -11,7 +11,7 @@ import (
 	"testing"
 
 	"github.com/subactor/subactor/agent"
-	"github.com/subactor/subactor/internal/await"
+	"github.com/subactor/subactor/internal/testkit"
 	"github.com/subactor/subactor/persistence"
 	"github.com/subactor/subactor/subagent"
 )
@@ -53,7 +53,7 @@ func TestHistorySharesNoMemoryWithModelToolsCallerOrResult(t *testing.T) {
 	}}
 	p := prompt("go")
 	a := newAgent(t, agent.Config{Store: store, Model: model, Tools: []agent.Tool{tool}})
-	res := a.Run(await.Ctx(t), p, nil)
+	res := a.Run(testkit.Ctx(t), p, nil)
 	wantStop(t, res, subagent.Completed)
 	if subagent.TextOf(res.Output) != "done\nreally" {
 		t.Fatalf("output %+v", res.Output)
@@ -128,7 +128,7 @@ func TestEveryRequestOffersTheToolsAsTheyAreNow(t *testing.T) {
 	})
 	model := &script{steps: steps}
 	a := newAgent(t, agent.Config{Model: model, Tools: []agent.Tool{plain, v}})
-	wantStop(t, a.Run(await.Ctx(t), prompt("go"), nil), subagent.Completed)
+	wantStop(t, a.Run(testkit.Ctx(t), prompt("go"), nil), subagent.Completed)
 	want := [][]agent.ToolSpec{
 		{plain.Spec(), {Name: "v", Description: "version 0", Parameters: json.RawMessage(`{"type":"object"}`)}},
 		{plain.Spec(), {Name: "v", Description: "version 0", Parameters: json.RawMessage(`{"type":"object"}`)}},
@@ -168,7 +168,7 @@ func TestALargeAppendMatchesTheLog(t *testing.T) {
 	}}
 	model := &script{steps: []func(agent.Request) agent.Response{call(calls...), answer("done")}}
 	a := newAgent(t, agent.Config{Store: store, Model: model, Tools: []agent.Tool{tool}, MaxParallelTools: 3})
-	wantStop(t, a.Run(await.Ctx(t), prompt(strings.Repeat("long prompt ", 2000)), nil), subagent.Completed)
+	wantStop(t, a.Run(testkit.Ctx(t), prompt(strings.Repeat("long prompt ", 2000)), nil), subagent.Completed)
 	logged := loggedTurns(t, store, a.SessionID())
 	turns := a.Turns()
 	if len(turns) != 43 {
@@ -198,7 +198,7 @@ func TestLifetimeEndsWithClose(t *testing.T) {
 		t.Fatal("a lifetime ended before Close, or is not the same one")
 	}
 	before.Close()
-	await.Recv(t, life.Done(), "the lifetime to end")
+	testkit.Recv(t, life.Done(), "the lifetime to end")
 	after := newAgent(t, agent.Config{Model: &script{}, Header: subagent.SessionHeader{SessionID: "s2"}})
 	after.Close()
 	after.Close()
@@ -206,7 +206,7 @@ func TestLifetimeEndsWithClose(t *testing.T) {
 		if life := a.Lifetime(); !errors.Is(context.Cause(life), agent.ErrClosed) {
 			t.Fatalf("lifetime ended with %v", context.Cause(life))
 		}
-		res := a.Run(await.Ctx(t), prompt("x"), nil)
+		res := a.Run(testkit.Ctx(t), prompt("x"), nil)
 		if res.StopReason != subagent.Aborted || !errors.Is(res.Cause, agent.ErrClosed) || res.Detail != agent.ErrClosed.Error() {
 			t.Fatalf("run of a closed agent %+v", res)
 		}
@@ -234,7 +234,7 @@ func TestToolsNeedNotBeComparable(t *testing.T) {
 		call(tc("1", "v", `{}`)), call(tc("2", "v", `{}`)), answer("done"),
 	}}
 	a := newAgent(t, agent.Config{Model: model, Tools: []agent.Tool{tool, valueTool{name: "w", run: tool.run}}})
-	wantStop(t, a.Run(await.Ctx(t), prompt("go"), nil), subagent.Completed)
+	wantStop(t, a.Run(testkit.Ctx(t), prompt("go"), nil), subagent.Completed)
 	for i, req := range model.requests()[1:] {
 		if got := subagent.TextOf(toolResults(t, req)[fmt.Sprint(i+1)].Content); got != "ran" {
 			t.Fatalf("call %d: %q", i+1, got)

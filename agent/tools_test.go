@@ -9,7 +9,7 @@ import (
 	"testing"
 
 	"github.com/subactor/subactor/agent"
-	"github.com/subactor/subactor/internal/await"
+	"github.com/subactor/subactor/internal/testkit"
 	"github.com/subactor/subactor/subagent"
 )
 
@@ -35,7 +35,7 @@ func TestK3_ArgumentsAreValidatedAgainstTheToolsSchema(t *testing.T) {
 		answer("done"),
 	}}
 	a := newAgent(t, agent.Config{Model: model, Tools: []agent.Tool{tool}})
-	if res := a.Run(await.Ctx(t), prompt("go"), nil); res.StopReason != subagent.Completed {
+	if res := a.Run(testkit.Ctx(t), prompt("go"), nil); res.StopReason != subagent.Completed {
 		t.Fatalf("run %+v", res)
 	}
 	if n := tool.calls.Load(); n != 1 {
@@ -62,7 +62,7 @@ func TestK3_RepeatedOrRecasedKeysAreErrorsTheModelSees(t *testing.T) {
 		answer("done"),
 	}}
 	a := newAgent(t, agent.Config{Model: model, Tools: []agent.Tool{tool}})
-	if res := a.Run(await.Ctx(t), prompt("go"), nil); res.StopReason != subagent.Completed {
+	if res := a.Run(testkit.Ctx(t), prompt("go"), nil); res.StopReason != subagent.Completed {
 		t.Fatalf("run %+v", res)
 	}
 	if n := tool.calls.Load(); n != 0 {
@@ -102,17 +102,17 @@ func TestF1_ToolCallsRunConcurrentlyUpToTheCap(t *testing.T) {
 	model := &script{steps: []func(agent.Request) agent.Response{call(tcs...), answer("done")}}
 	a := newAgent(t, agent.Config{Model: model, Tools: []agent.Tool{tool}, MaxParallelTools: limit})
 	done := make(chan subagent.Result, 1)
-	go func() { done <- a.Run(await.Ctx(t), prompt("go"), nil) }()
-	await.Recv(t, entered, "the first call")
-	await.Recv(t, entered, "the second call, beside the first")
+	go func() { done <- a.Run(testkit.Ctx(t), prompt("go"), nil) }()
+	testkit.Recv(t, entered, "the first call")
+	testkit.Recv(t, entered, "the second call, beside the first")
 	for i := 2; i < calls; i++ {
 		release <- struct{}{}
-		await.Recv(t, entered, fmt.Sprintf("call %d once a slot freed", i+1))
+		testkit.Recv(t, entered, fmt.Sprintf("call %d once a slot freed", i+1))
 	}
 	for range limit {
 		release <- struct{}{}
 	}
-	if res := await.Recv(t, done, "the run"); res.StopReason != subagent.Completed {
+	if res := testkit.Recv(t, done, "the run"); res.StopReason != subagent.Completed {
 		t.Fatalf("run %+v", res)
 	}
 	if p := peak.Load(); p != limit {

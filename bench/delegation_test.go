@@ -6,13 +6,13 @@ import (
 
 	"go.uber.org/goleak"
 
-	"github.com/subactor/subactor/internal/clustertest"
+	"github.com/subactor/subactor/internal/testkit/clustertest"
 
-	"github.com/subactor/subactor/internal/leaktest"
+	"github.com/subactor/subactor/internal/testkit"
 )
 
 func TestMain(m *testing.M) {
-	goleak.VerifyTestMain(m, append(clustertest.Leftovers, leaktest.DeadLetters)...)
+	goleak.VerifyTestMain(m, append(clustertest.Leftovers, testkit.DeadLetters)...)
 }
 
 func BenchmarkRawProtoactor(b *testing.B)             { Op(RawProtoactor).Bench(b) }

@@ -10,7 +10,7 @@ import (
 	"time"
 
 	"github.com/subactor/subactor/agent"
-	"github.com/subactor/subactor/internal/openaitest"
+	"github.com/subactor/subactor/internal/testkit/openaitest"
 	"github.com/subactor/subactor/model/openai"
 	"github.com/subactor/subactor/subagent"
 )

@@ -22,9 +22,8 @@ import (
 	"github.com/subactor/subactor/actors/providers/remote"
 	"github.com/subactor/subactor/actors/registry"
 	"github.com/subactor/subactor/cluster"
-	"github.com/subactor/subactor/internal/actorsraw"
-	"github.com/subactor/subactor/internal/clustertest"
 	"github.com/subactor/subactor/internal/clusterwire"
+	"github.com/subactor/subactor/internal/testkit/clustertest"
 	"github.com/subactor/subactor/messages"
 	"github.com/subactor/subactor/subagent"
 )
@@ -225,7 +224,7 @@ func remoteOnce(ctx context.Context, hostBin string, hosts, samples, callers, ro
 		}
 	}
 	raw := func() error {
-		_, err := actorsraw.Of(n.System()).Root.RequestFuture(hostPID, &messages.HostStatus{}, 10*time.Second).Result()
+		_, err := n.System().ActorSystem().Root.RequestFuture(hostPID, &messages.HostStatus{}, 10*time.Second).Result()
 		return err
 	}
 	var rawD, runD Distribution

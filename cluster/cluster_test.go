@@ -12,24 +12,22 @@ import (
 	"go.uber.org/goleak"
 
 	"github.com/subactor/subactor/cluster"
-	"github.com/subactor/subactor/internal/actorsraw"
-	"github.com/subactor/subactor/internal/await"
-	"github.com/subactor/subactor/internal/clustertest"
 	"github.com/subactor/subactor/internal/clusterwire"
-	"github.com/subactor/subactor/internal/leaktest"
+	"github.com/subactor/subactor/internal/testkit"
+	"github.com/subactor/subactor/internal/testkit/clustertest"
 	"github.com/subactor/subactor/messages"
 	"github.com/subactor/subactor/subagent"
 )
 
 func TestMain(m *testing.M) {
-	goleak.VerifyTestMain(m, append(clustertest.Leftovers, leaktest.DeadLetters)...)
+	goleak.VerifyTestMain(m, append(clustertest.Leftovers, testkit.DeadLetters)...)
 }
 
 // ask sends msg to the node's host actor and returns the answer.
 func ask(t *testing.T, n *cluster.Node, msg any) any {
 	t.Helper()
 	host := actor.NewPID(n.Address(), clusterwire.HostName)
-	reply, err := actorsraw.Of(n.System()).Root.RequestFuture(host, msg, await.Deadline).Result()
+	reply, err := n.System().ActorSystem().Root.RequestFuture(host, msg, testkit.Deadline).Result()
 	if err != nil {
 		t.Fatalf("asking the host %T: %v", msg, err)
 	}
@@ -49,7 +47,7 @@ func refusal(t *testing.T, reply any, code string) *messages.RemoteRefused {
 // answers a load query with its providers, capacity and runs.
 func TestK1_NodeAdvertisesProvidersCapacityAndLoad(t *testing.T) {
 	n := clustertest.Node(t, cluster.Config{Capacity: 3}, clustertest.Echo{})
-	ms, err := n.WaitMembers(await.Ctx(t), func(ms []cluster.Member) bool { return len(ms) == 1 })
+	ms, err := n.WaitMembers(testkit.Ctx(t), func(ms []cluster.Member) bool { return len(ms) == 1 })
 	if err != nil || !ms[0].Offers("echo") || ms[0].ID != n.ID() || ms[0].Address != n.Address() {
 		t.Fatalf("members %+v, %v", ms, err)
 	}
@@ -110,7 +108,7 @@ func TestK3_ValidateStartConverts(t *testing.T) {
 // nothing.
 func TestK3_HostedRunRefusesAForeignSender(t *testing.T) {
 	n := clustertest.Node(t, cluster.Config{}, clustertest.Echo{})
-	sys := actorsraw.Of(n.System())
+	sys := n.System().ActorSystem()
 	accepted := make(chan *actor.PID, 1)
 	quiesced := make(chan struct{})
 	caller := sys.Root.Spawn(actor.PropsFromFunc(func(c actor.Context) {
@@ -126,15 +124,15 @@ func TestK3_HostedRunRefusesAForeignSender(t *testing.T) {
 	sys.Root.RequestWithCustomSender(host, &messages.RemoteStart{
 		RunId: "run-1", Provider: "echo", Prompt: []*messages.ContentBlock{{Type: "text", Text: "wait"}}, CallerMember: n.ID(),
 	}, caller)
-	hosted := await.Recv(t, accepted, "the run's acceptance")
-	reply, err := sys.Root.RequestFuture(hosted, &messages.Dispose{}, await.Deadline).Result()
+	hosted := testkit.Recv(t, accepted, "the run's acceptance")
+	reply, err := sys.Root.RequestFuture(hosted, &messages.Dispose{}, testkit.Deadline).Result()
 	if err != nil {
 		t.Fatal(err)
 	}
 	refusal(t, reply, clusterwire.RefusedForeignRun)
 	refusal(t, ask(t, n, &messages.RemoteStart{RunId: "run-1", Provider: "echo", Prompt: []*messages.ContentBlock{{Text: "x"}}}), clusterwire.RefusedDuplicate)
 	sys.Root.RequestWithCustomSender(hosted, &messages.Dispose{}, caller)
-	await.Recv(t, quiesced, "the caller's dispose to quiesce the run")
+	testkit.Recv(t, quiesced, "the caller's dispose to quiesce the run")
 }
 
 // Contract K2: a start from a caller the host's membership does not name

@@ -15,7 +15,6 @@ import (
 	"google.golang.org/protobuf/proto"
 	"google.golang.org/protobuf/reflect/protoreflect"
 
-	"github.com/subactor/subactor/internal/actorsraw"
 	"github.com/subactor/subactor/messages"
 )
 
@@ -158,7 +157,7 @@ func (s checkedStream) RecvMsg(m any) error {
 		return status.Error(codes.InvalidArgument, "cluster: not a remoting message")
 	}
 	if b := rm.GetMessageBatch(); b != nil {
-		if err := checkBatch(b, actorsraw.Of(s.n.sys).Address()); err != nil {
+		if err := checkBatch(b, s.n.sys.ActorSystem().Address()); err != nil {
 			s.n.logger().Warn("cluster: refused a peer's message batch; closing its stream", "peer", peerOf(s), "reason", err)
 			return status.Error(codes.InvalidArgument, "cluster: refused message batch: "+err.Error())
 		}

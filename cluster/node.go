@@ -22,7 +22,6 @@ import (
 	"google.golang.org/grpc/credentials/insecure"
 
 	"github.com/subactor/subactor/actors"
-	"github.com/subactor/subactor/internal/actorsraw"
 	"github.com/subactor/subactor/internal/clusterwire"
 	"github.com/subactor/subactor/subagent"
 )
@@ -125,8 +124,8 @@ func Start(ctx context.Context, cfg Config) (n *Node, err error) {
 	}
 	ccfg := cluster.Configure(cfg.Name, provider, disthash.New(),
 		remote.Configure(host, port, opts...), cluster.WithKinds(kinds...))
-	n.cl = cluster.New(actorsraw.Of(n.sys), ccfg)
-	actorsraw.Of(n.sys).EventStream.Subscribe(func(ev any) {
+	n.cl = cluster.New(n.sys.ActorSystem(), ccfg)
+	n.sys.ActorSystem().EventStream.Subscribe(func(ev any) {
 		if t, ok := ev.(*cluster.ClusterTopology); ok {
 			n.setMembers(t.Members)
 		}
@@ -135,7 +134,7 @@ func Start(ctx context.Context, cfg Config) (n *Node, err error) {
 		abandoned = errors.Is(err, errJoinAbandoned)
 		return nil, err
 	}
-	n.host, err = actorsraw.Of(n.sys).Root.SpawnNamed(actor.PropsFromProducer(func() actor.Actor { return newHost(n) }), clusterwire.HostName)
+	n.host, err = n.sys.ActorSystem().Root.SpawnNamed(actor.PropsFromProducer(func() actor.Actor { return newHost(n) }), clusterwire.HostName)
 	if err != nil {
 		n.cl.Shutdown(false) // stops the actor system too
 		n.ownsSys = false
@@ -195,10 +194,10 @@ func probeEtcd(ctx context.Context, endpoints []string) error {
 }
 
 // ID is this member's id.
-func (n *Node) ID() string { return actorsraw.Of(n.sys).ID }
+func (n *Node) ID() string { return n.sys.ActorSystem().ID }
 
 // Address is the host:port this node's actors are reached at.
-func (n *Node) Address() string { return actorsraw.Of(n.sys).Address() }
+func (n *Node) Address() string { return n.sys.ActorSystem().Address() }
 
 // LossBound is how long, at most, a member that died or froze stays in
 // this node's topology, plus a margin for scheduling on a loaded machine:
@@ -331,7 +330,7 @@ func (n *Node) stop() {
 func (n *Node) Leave(ctx context.Context) {
 	n.leave.Do(func() {
 		done := make(chan struct{})
-		actorsraw.Of(n.sys).Root.Send(n.host, leaveHosted{done: done})
+		n.sys.ActorSystem().Root.Send(n.host, leaveHosted{done: done})
 		select {
 		case <-done:
 		case <-ctx.Done():

@@ -16,8 +16,8 @@ import (
 	bolt "go.etcd.io/bbolt"
 	berrors "go.etcd.io/bbolt/errors"
 
-	"github.com/subactor/subactor/internal/await"
-	"github.com/subactor/subactor/internal/boltdamage"
+	"github.com/subactor/subactor/internal/testkit"
+	"github.com/subactor/subactor/internal/testkit/boltdamage"
 	"github.com/subactor/subactor/persistence"
 	"github.com/subactor/subactor/subagent"
 )
@@ -324,7 +324,7 @@ func TestK3_BoltPanicWhileWritingFailsTheStoreNotTheProcess(t *testing.T) {
 				})
 			}
 			for range writers {
-				await.Recv(t, written, "each writer's first write")
+				testkit.Recv(t, written, "each writer's first write")
 			}
 			breakIt()
 			close(broken)
@@ -582,7 +582,7 @@ func TestK4_BoltBranchLoopIsBoundedAndNamed(t *testing.T) {
 		_, err := persistence.CheckBolt(context.Background(), path)
 		done <- err
 	}()
-	if err := await.Recv(t, done, "CheckBolt of a looping tree"); err != nil {
+	if err := testkit.Recv(t, done, "CheckBolt of a looping tree"); err != nil {
 		t.Fatal(err)
 	}
 	wantDamagedSessions(t, path, len(want.order)+1, damaged)

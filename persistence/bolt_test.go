@@ -19,7 +19,7 @@ import (
 	bolt "go.etcd.io/bbolt"
 	berrors "go.etcd.io/bbolt/errors"
 
-	"github.com/subactor/subactor/internal/await"
+	"github.com/subactor/subactor/internal/testkit"
 	"github.com/subactor/subactor/persistence"
 	"github.com/subactor/subactor/persistence/persistencetest"
 	"github.com/subactor/subactor/subagent"
@@ -798,7 +798,7 @@ func TestBoltCloseDuringAppends(t *testing.T) {
 		})
 	}
 	for range writers {
-		await.Recv(t, started, "each writer's first Append")
+		testkit.Recv(t, started, "each writer's first Append")
 	}
 	if err := s.Close(); err != nil {
 		t.Fatal(err)

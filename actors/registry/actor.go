@@ -10,8 +10,9 @@ import (
 
 	"github.com/subactor/subactor/actors/internal/fanout"
 	"github.com/subactor/subactor/actors/internal/guard"
-	"github.com/subactor/subactor/actors/internal/parent"
+	"github.com/subactor/subactor/actors/internal/local"
 	"github.com/subactor/subactor/actors/internal/reply"
+	"github.com/subactor/subactor/actors/parent"
 	"github.com/subactor/subactor/subagent"
 )
 
@@ -210,11 +211,11 @@ func (a *registryActor) receive(c actor.Context, msg any) {
 	case *parentOf:
 		p := a.parent(c, m.parentID)
 		p.subscriptions++
-		c.Send(p.pid, &parent.Subscribe{Sub: m.sub})
+		c.Send(p.pid, &local.Subscribe{Sub: m.sub})
 		m.Answer(p)
 	case *unsubscribed:
 		m.ref.subscriptions--
-	case *parent.Idle:
+	case *local.Idle:
 		// It is idle only if every reference handed out has reached it: a
 		// start or subscription in flight will find it still alive.
 		if p, ok := a.parents[m.ParentID]; ok && p.pid.Equal(m.PID) && p.refs == m.Uses && p.subscriptions == 0 && !p.idle {
@@ -272,6 +273,6 @@ func (a *registryActor) recycle(c actor.Context, id string) *parentRef {
 	delete(a.parents, p.id)
 	p.id, p.refs = id, 0
 	// Before any message from the reference about to be handed out.
-	c.Send(p.pid, &parent.Rebind{ParentID: id})
+	c.Send(p.pid, &local.Rebind{ParentID: id})
 	return p
 }

@@ -7,7 +7,7 @@ import (
 	"testing"
 
 	"github.com/subactor/subactor/actors/internal/guard"
-	"github.com/subactor/subactor/internal/await"
+	"github.com/subactor/subactor/internal/testkit"
 	"github.com/subactor/subactor/subagent"
 )
 
@@ -33,12 +33,12 @@ func TestA2_APanicInTheRegistryAnswersTheCallAndKeepsTheState(t *testing.T) {
 		t.Fatalf("List after the crash = %v", got)
 	}
 	// The parent actor survived: its listener hears the next run.
-	r, err := f.svc.Start(await.Ctx(t), "p", request("after"))
+	r, err := f.svc.Start(testkit.Ctx(t), "p", request("after"))
 	if err != nil {
 		t.Fatal(err)
 	}
-	r.Wait(await.Ctx(t))
-	r.Dispose(await.Ctx(t))
+	r.Wait(testkit.Ctx(t))
+	r.Dispose(testkit.Ctx(t))
 	if _, ok := events.next(t).(subagent.RunStarted); !ok {
 		t.Fatal("the parent's listener missed the start after a registry crash")
 	}

@@ -14,9 +14,7 @@ import (
 
 	"github.com/subactor/subactor/actors"
 	"github.com/subactor/subactor/actors/registry"
-	"github.com/subactor/subactor/internal/await"
-	"github.com/subactor/subactor/internal/leaktest"
-	"github.com/subactor/subactor/internal/syncbuf"
+	"github.com/subactor/subactor/internal/testkit"
 	"github.com/subactor/subactor/subagent"
 )
 
@@ -25,7 +23,7 @@ import (
 // event in order, and the blocked one, past its bound, is detached with an
 // overflow notice after exactly the events it was allowed to hold.
 func TestE3E5_FailingAndBlockedListenersNeitherStarvePeersNorChangeTheRun(t *testing.T) {
-	logs := &syncbuf.Buffer{}
+	logs := &testkit.Buffer{}
 	f := newFixture(t, actors.WithLogger(slog.New(slog.NewTextHandler(logs, nil))))
 	p := f.provider(t, "p", allCaps())
 	close(p.release)
@@ -52,11 +50,11 @@ func TestE3E5_FailingAndBlockedListenersNeitherStarvePeersNorChangeTheRun(t *tes
 		if err != nil {
 			t.Fatal(err)
 		}
-		res, err := r.Wait(await.Ctx(t))
+		res, err := r.Wait(testkit.Ctx(t))
 		if err != nil || res.StopReason != subagent.Completed || subagent.TextOf(res.Output) != fmt.Sprint(i) {
 			t.Fatalf("run %d changed by listeners: %+v, %v", i, res, err)
 		}
-		r.Dispose(await.Ctx(t))
+		r.Dispose(testkit.Ctx(t))
 	}
 	for i := range runs {
 		start := healthy.next(t).(subagent.RunStarted)
@@ -67,11 +65,11 @@ func TestE3E5_FailingAndBlockedListenersNeitherStarvePeersNorChangeTheRun(t *tes
 	}
 	close(unblock)
 	for i := range bound {
-		if ev := await.Recv(t, blocked, "the blocked listener's queued events"); subagent.TypeOf(ev) == subagent.TypeOf(subagent.ListenerOverflow{}) {
+		if ev := testkit.Recv(t, blocked, "the blocked listener's queued events"); subagent.TypeOf(ev) == subagent.TypeOf(subagent.ListenerOverflow{}) {
 			t.Fatalf("overflow after %d events, want %d", i, bound)
 		}
 	}
-	if ev := await.Recv(t, blocked, "the overflow notice"); ev != (subagent.ListenerOverflow{Bound: bound}) {
+	if ev := testkit.Recv(t, blocked, "the overflow notice"); ev != (subagent.ListenerOverflow{Bound: bound}) {
 		t.Fatalf("event after the bound: %#v, want the overflow notice", ev)
 	}
 	out := logs.String()
@@ -131,12 +129,12 @@ func TestE5_ABurstLosesNothingForAListenerThatKeepsUp(t *testing.T) {
 				t.Error(err)
 				return
 			}
-			r.Wait(await.Ctx(t))
-			r.Dispose(await.Ctx(t))
+			r.Wait(testkit.Ctx(t))
+			r.Dispose(testkit.Ctx(t))
 		})
 	}
 	wg.Wait()
-	if err := counting.Flush(await.Ctx(t)); err != nil {
+	if err := counting.Flush(testkit.Ctx(t)); err != nil {
 		t.Fatal(err)
 	}
 	mu.Lock()
@@ -145,7 +143,7 @@ func TestE5_ABurstLosesNothingForAListenerThatKeepsUp(t *testing.T) {
 	}
 	mu.Unlock()
 	close(unblock)
-	if ev := await.Recv(t, overflowed, "the blocked listener's overflow notice"); ev != (subagent.ListenerOverflow{Bound: bound}) {
+	if ev := testkit.Recv(t, overflowed, "the blocked listener's overflow notice"); ev != (subagent.ListenerOverflow{Bound: bound}) {
 		t.Fatalf("notice %#v", ev)
 	}
 	if n := blockedCalls.Load(); n != bound {
@@ -187,20 +185,20 @@ func TestS1A1E5_CloseAndReleaseNeverWaitForAListener(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	r.Wait(await.Ctx(t))
-	r.Dispose(await.Ctx(t))
-	await.Recv(t, inside, "the blocked listener to be called")
-	await.Recv(t, releasedInside, "a release from inside the listener to return")
+	r.Wait(testkit.Ctx(t))
+	r.Dispose(testkit.Ctx(t))
+	testkit.Recv(t, inside, "the blocked listener to be called")
+	testkit.Recv(t, releasedInside, "a release from inside the listener to return")
 
 	closed := make(chan struct{})
 	go func() { svc.Close(); close(closed) }()
-	await.Recv(t, closed, "Close while a listener is blocked")
+	testkit.Recv(t, closed, "Close while a listener is blocked")
 	if n := calls.Load(); n != 1 {
 		t.Fatalf("a listener released from inside was called %d times", n)
 	}
 	close(unblock)
 	shutdown()
-	if err := goleak.Find(goroutines, leaktest.DeadLetters); err != nil {
+	if err := goleak.Find(goroutines, testkit.DeadLetters); err != nil {
 		t.Fatalf("goroutines left after Close: %v", err)
 	}
 }
@@ -222,12 +220,12 @@ func TestE3_FlushWaitsForEverythingBeforeAndReleaseStopsDelivery(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	r.Wait(await.Ctx(t))
-	r.Dispose(await.Ctx(t))
+	r.Wait(testkit.Ctx(t))
+	r.Dispose(testkit.Ctx(t))
 	flushed := make(chan error, 1)
-	go func() { flushed <- sub.Flush(await.Ctx(t)) }()
+	go func() { flushed <- sub.Flush(testkit.Ctx(t)) }()
 	close(gate)
-	if err := await.Recv(t, flushed, "Flush"); err != nil {
+	if err := testkit.Recv(t, flushed, "Flush"); err != nil {
 		t.Fatal(err)
 	}
 	if n := handled.Load(); n != 2 {
@@ -236,13 +234,13 @@ func TestE3_FlushWaitsForEverythingBeforeAndReleaseStopsDelivery(t *testing.T) {
 	sub.Release()
 	sub.Release() // idempotent
 	r2, _ := f.svc.Start(context.Background(), "p", request("y"))
-	r2.Wait(await.Ctx(t))
-	r2.Dispose(await.Ctx(t))
+	r2.Wait(testkit.Ctx(t))
+	r2.Dispose(testkit.Ctx(t))
 	// Another listener's flush proves the parent emitted the second run's
 	// events; the released one got none of them.
 	other := f.svc.ListenParent(top.SessionID(), func(subagent.Event) error { return nil })
 	defer other.Release()
-	if err := other.Flush(await.Ctx(t)); err != nil {
+	if err := other.Flush(testkit.Ctx(t)); err != nil {
 		t.Fatal(err)
 	}
 	if n := handled.Load(); n != 2 {
@@ -261,8 +259,8 @@ func TestE6_AListenerReceivesOnlyTheTypesItAsksFor(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	r.Wait(await.Ctx(t))
-	r.Dispose(await.Ctx(t))
+	r.Wait(testkit.Ctx(t))
+	r.Dispose(testkit.Ctx(t))
 	if ev, ok := ends.next(t).(subagent.RunEnded); !ok || ev.RunID != r.ID() {
 		t.Fatalf("first event delivered %#v, want the run's end", ev)
 	}

@@ -7,8 +7,8 @@ import (
 	"time"
 
 	"github.com/subactor/subactor/actors"
-	"github.com/subactor/subactor/actors/internal/run"
 	"github.com/subactor/subactor/actors/registry"
+	"github.com/subactor/subactor/actors/run"
 	"github.com/subactor/subactor/subagent"
 )
 
@@ -27,8 +27,8 @@ func (*flaky) InheritsParentContext() bool         { return false }
 func (p *flaky) Start(ctx context.Context, req subagent.StartRequest) (subagent.Run, error) {
 	h := run.Start(p.sys, run.Spec{
 		Ctx:  ctx, // carries the run id and the Service's restart policy
-		Body: func(context.Context, *run.Gate) (subagent.Result, error) { panic("lost the connection") },
-		Relaunch: func(context.Context, *run.Gate) (subagent.Result, error) {
+		Body: func(context.Context, run.Gate) (subagent.Result, error) { panic("lost the connection") },
+		Relaunch: func(context.Context, run.Gate) (subagent.Result, error) {
 			p.relaunches.Add(1)
 			return subagent.Result{Output: []subagent.ContentBlock{subagent.Text("recovered")}, StopReason: subagent.Completed}, nil
 		},

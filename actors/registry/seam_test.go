@@ -10,10 +10,10 @@ import (
 	"time"
 
 	"github.com/subactor/subactor/actors"
-	"github.com/subactor/subactor/actors/internal/run"
 	"github.com/subactor/subactor/actors/registry"
-	"github.com/subactor/subactor/internal/await"
+	"github.com/subactor/subactor/actors/run"
 	"github.com/subactor/subactor/internal/descriptor"
+	"github.com/subactor/subactor/internal/testkit"
 	"github.com/subactor/subactor/subagent"
 )
 
@@ -21,7 +21,7 @@ import (
 // typed error, and the caller no crash; likewise a typed nil run.
 func TestS4_ANilRunFromAProviderIsATypedError(t *testing.T) {
 	f := newFixture(t)
-	for name, r := range map[string]subagent.Run{"nil": nil, "typed nil": (*run.Handle)(nil)} {
+	for name, r := range map[string]subagent.Run{"nil": nil, "typed nil": (run.Run)(nil)} {
 		p := &testProvider{name: name, sys: f.sys}
 		p.start = func(context.Context, subagent.StartRequest) (subagent.Run, error) { return r, nil }
 		release, err := f.svc.RegisterProvider(p)
@@ -29,7 +29,7 @@ func TestS4_ANilRunFromAProviderIsATypedError(t *testing.T) {
 			t.Fatal(err)
 		}
 		defer release()
-		got, err := f.svc.Start(await.Ctx(t), name, request("x"))
+		got, err := f.svc.Start(testkit.Ctx(t), name, request("x"))
 		if got != nil || !errors.Is(err, subagent.ErrProviderFault) || !strings.Contains(err.Error(), fmt.Sprintf("provider %q: returned neither", name)) {
 			t.Fatalf("%s run: %v, %v", name, got, err)
 		}
@@ -53,12 +53,12 @@ func TestS5_ADeadlineStaysVisibleInTheResult(t *testing.T) {
 		if err == nil {
 			break
 		}
-		if !errors.Is(err, context.DeadlineExceeded) || window > await.Deadline {
+		if !errors.Is(err, context.DeadlineExceeded) || window > testkit.Deadline {
 			t.Fatal(err)
 		}
 	}
-	defer r.Dispose(await.Ctx(t))
-	res, err := r.Wait(await.Ctx(t))
+	defer r.Dispose(testkit.Ctx(t))
+	res, err := r.Wait(testkit.Ctx(t))
 	if err != nil || res.StopReason != subagent.Aborted || !errors.Is(res.Cause, context.DeadlineExceeded) {
 		t.Fatalf("run past its deadline settled %+v (cause %v), %v", res, res.Cause, err)
 	}
@@ -69,7 +69,7 @@ func TestS5_ADeadlineStaysVisibleInTheResult(t *testing.T) {
 func TestA1_ACallersBlockingObserverDoesNotStallTheRun(t *testing.T) {
 	f := newFixture(t)
 	p := f.provider(t, "p", allCaps())
-	r, err := f.svc.Start(await.Ctx(t), "p", request("x"))
+	r, err := f.svc.Start(testkit.Ctx(t), "p", request("x"))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -77,8 +77,8 @@ func TestA1_ACallersBlockingObserverDoesNotStallTheRun(t *testing.T) {
 	r.OnSettled(func(subagent.Result, error) { close(observed); <-unblock })
 	defer close(unblock)
 	close(p.release)
-	await.Recv(t, observed, "the observer")
-	if err := r.Dispose(await.Ctx(t)); err != nil {
+	testkit.Recv(t, observed, "the observer")
+	if err := r.Dispose(testkit.Ctx(t)); err != nil {
 		t.Fatalf("Dispose while a caller's observer blocks: %v", err)
 	}
 }
@@ -89,16 +89,16 @@ func TestA1_ACallersBlockingObserverDoesNotStallTheRun(t *testing.T) {
 func TestS1R3_ClosingTheServiceCancelsItsRuns(t *testing.T) {
 	f := newFixture(t)
 	f.provider(t, "p", allCaps()) // never released: the child waits for its cancel
-	r, err := f.svc.Start(await.Ctx(t), "p", request("x"))
+	r, err := f.svc.Start(testkit.Ctx(t), "p", request("x"))
 	if err != nil {
 		t.Fatal(err)
 	}
 	f.svc.Close()
-	res, err := r.Wait(await.Ctx(t))
+	res, err := r.Wait(testkit.Ctx(t))
 	if err != nil || res.StopReason != subagent.Aborted || !errors.Is(res.Cause, subagent.ErrServiceClosed) {
 		t.Fatalf("a run whose Service closed settled %+v, %v", res, err)
 	}
-	if err := r.Dispose(await.Ctx(t)); err != nil {
+	if err := r.Dispose(testkit.Ctx(t)); err != nil {
 		t.Fatal(err)
 	}
 }
@@ -113,8 +113,8 @@ func TestA2_TheEmbeddersRestartPolicyReachesTheRuns(t *testing.T) {
 	p := &testProvider{name: "durable", sys: sys}
 	p.start = func(ctx context.Context, req subagent.StartRequest) (subagent.Run, error) {
 		h := run.Start(sys, run.Spec{Ctx: ctx,
-			Body: func(context.Context, *run.Gate) (subagent.Result, error) { panic("crash") },
-			Relaunch: func(context.Context, *run.Gate) (subagent.Result, error) {
+			Body: func(context.Context, run.Gate) (subagent.Result, error) { panic("crash") },
+			Relaunch: func(context.Context, run.Gate) (subagent.Result, error) {
 				return subagent.Result{Output: []subagent.ContentBlock{subagent.Text("resumed")}, StopReason: subagent.Completed}, nil
 			},
 		})
@@ -122,12 +122,12 @@ func TestA2_TheEmbeddersRestartPolicyReachesTheRuns(t *testing.T) {
 	}
 	release, _ := f.svc.RegisterProvider(p)
 	defer release()
-	r, err := f.svc.Start(await.Ctx(t), "durable", request("x"))
+	r, err := f.svc.Start(testkit.Ctx(t), "durable", request("x"))
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer r.Dispose(await.Ctx(t))
-	if res, err := r.Wait(await.Ctx(t)); err != nil || subagent.TextOf(res.Output) != "resumed" {
+	defer r.Dispose(testkit.Ctx(t))
+	if res, err := r.Wait(testkit.Ctx(t)); err != nil || subagent.TextOf(res.Output) != "resumed" {
 		t.Fatalf("crashed continuable run settled %+v, %v", res, err)
 	}
 }
@@ -145,7 +145,7 @@ func TestD3_ABadDescriptorFailsBeforeTheProvider(t *testing.T) {
 		`[1,2]`:                                           descriptor.ErrMalformed,
 		`{"version":2,"provider":"durable","new":"key"}`:  subagent.ErrNotResumable,
 	} {
-		_, err := f.svc.Resume(await.Ctx(t), "durable", subagent.StartRequest{Parent: top,
+		_, err := f.svc.Resume(testkit.Ctx(t), "durable", subagent.StartRequest{Parent: top,
 			Continuation: &subagent.Continuation{SessionID: "child", Descriptor: json.RawMessage(descriptor)}})
 		if !errors.Is(err, want) {
 			t.Fatalf("descriptor %s: %v, want %v", descriptor, err, want)

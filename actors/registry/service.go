@@ -30,10 +30,9 @@ import (
 	"github.com/subactor/subactor/actors"
 	"github.com/subactor/subactor/actors/internal/fanout"
 	"github.com/subactor/subactor/actors/internal/inline"
-	"github.com/subactor/subactor/actors/internal/parent"
+	"github.com/subactor/subactor/actors/internal/local"
 	"github.com/subactor/subactor/actors/internal/reply"
 	"github.com/subactor/subactor/actors/tasks"
-	"github.com/subactor/subactor/internal/actorsraw"
 	"github.com/subactor/subactor/internal/ids"
 	"github.com/subactor/subactor/internal/lifetime"
 	"github.com/subactor/subactor/internal/listenopt"
@@ -157,7 +156,7 @@ func New(sys *actors.System, opts ...Option) *Service {
 		parents:   map[string]*parentRef{},
 		maxIdle:   o.IdleParents,
 	}
-	raw := actorsraw.Of(sys)
+	raw := sys.ActorSystem()
 	pid := raw.Root.SpawnPrefix(inline.Props(func() actor.Actor { return a }), "subagent-registry-")
 	router := &routerActor{routes: map[string]*childRoute{}, waiters: map[waiterID]*reply.To{}}
 	rpid := raw.Root.SpawnPrefix(inline.Props(func() actor.Actor { return router }), "subagent-router-")
@@ -377,7 +376,7 @@ func (s *Service) open(ctx context.Context, name string, req subagent.StartReque
 		st.owner, st.listening = ref.pid, &ref.listening
 	}
 	if err := cmp.Or(validate(p, req, resume), lifetime.ParentClosed(req.Parent)); err != nil {
-		st.tell(&parent.Discarded{}) // the reference, unused
+		st.tell(&local.Discarded{}) // the reference, unused
 		return nil, err
 	}
 	ctx = st.bind(ctx, req.Parent)
@@ -388,10 +387,10 @@ func (s *Service) open(ctx context.Context, name string, req subagent.StartReque
 	// event of the run follows its start (E1, E6). Nobody listening, no
 	// progress is sent at all.
 	if st.listens() {
-		st.tell(&parent.Expect{RunID: runID})
+		st.tell(&local.Expect{RunID: runID})
 	}
 	discard := func(err error) (subagent.Run, error) {
-		st.tell(&parent.Discarded{RunID: runID})
+		st.tell(&local.Discarded{RunID: runID})
 		st.unbind()
 		return nil, err
 	}
@@ -432,7 +431,7 @@ func (s *Service) open(ctx context.Context, name string, req subagent.StartReque
 	// precedes end even for a child that had already settled (E1). local
 	// comes from the provider's exact agent (E2).
 	if st.owner != nil {
-		st.published = parent.Published{RunID: runID, Provider: name, SessionID: run.SessionID(), Local: !isNil(run.LocalAgent()), Task: taskOf(req.Prompt)}
+		st.published = local.Published{RunID: runID, Provider: name, SessionID: run.SessionID(), Local: !isNil(run.LocalAgent()), Task: taskOf(req.Prompt)}
 		st.tell(&st.published)
 	}
 	return st.wrap(run, runID), nil
@@ -479,7 +478,7 @@ type sink struct {
 
 func (k *sink) Emit(ev subagent.RunProgress) {
 	if k.listens() {
-		k.tell(&parent.Progress{Event: ev})
+		k.tell(&local.Progress{Event: ev})
 	}
 }
 
@@ -533,7 +532,7 @@ func (r *steerableRun) Steer(ctx context.Context, message []subagent.ContentBloc
 type started struct {
 	sink
 	run       steerableRun // its steerer nil when the provider's run cannot steer
-	published parent.Published
+	published local.Published
 	// The tie (see bind): the run context's cancel, the parent's watch
 	// that calls it, and the run's links in its Service's list.
 	cancel     context.CancelCauseFunc
@@ -556,7 +555,7 @@ func (st *started) wrap(run subagent.Run, id string) subagent.Run {
 }
 
 func (st *started) settled(res subagent.Result, err error) {
-	st.tell(&parent.Settled{RunID: st.run.id, Result: res, Err: err})
+	st.tell(&local.Settled{RunID: st.run.id, Result: res, Err: err})
 }
 
 // isNil reports a nil interface or one holding a nil pointer, map, slice,

@@ -15,19 +15,17 @@ import (
 	"go.uber.org/goleak"
 
 	"github.com/subactor/subactor/actors"
-	"github.com/subactor/subactor/actors/internal/run"
 	"github.com/subactor/subactor/actors/registry"
+	"github.com/subactor/subactor/actors/run"
 	"github.com/subactor/subactor/actors/tasks"
-	"github.com/subactor/subactor/internal/actorstest"
-	"github.com/subactor/subactor/internal/await"
 	"github.com/subactor/subactor/internal/capability"
 	"github.com/subactor/subactor/internal/depth"
-	"github.com/subactor/subactor/internal/leaktest"
+	"github.com/subactor/subactor/internal/testkit"
 	"github.com/subactor/subactor/persistence"
 	"github.com/subactor/subactor/subagent"
 )
 
-func TestMain(m *testing.M) { goleak.VerifyTestMain(m, leaktest.DeadLetters) }
+func TestMain(m *testing.M) { goleak.VerifyTestMain(m, testkit.DeadLetters) }
 
 // parentAgent is a delegating agent as the seam sees it.
 type parentAgent struct {
@@ -74,7 +72,7 @@ func (p *testProvider) Start(ctx context.Context, req subagent.StartRequest) (su
 	if p.start != nil {
 		return p.start(ctx, req)
 	}
-	return p.spawn(ctx, req, func(ctx context.Context, _ *run.Gate) (subagent.Result, error) {
+	return p.spawn(ctx, req, func(ctx context.Context, _ run.Gate) (subagent.Result, error) {
 		select {
 		case <-p.release:
 			return subagent.Result{Output: req.Prompt, StopReason: subagent.Completed}, nil
@@ -84,7 +82,7 @@ func (p *testProvider) Start(ctx context.Context, req subagent.StartRequest) (su
 	}), nil
 }
 
-func (p *testProvider) spawn(ctx context.Context, req subagent.StartRequest, body run.Body) *run.Handle {
+func (p *testProvider) spawn(ctx context.Context, req subagent.StartRequest, body run.Body) run.Run {
 	spec := run.Spec{SessionID: fmt.Sprintf("%s-child-%d", p.name, p.starts.Load()), Ctx: ctx, Body: body}
 	if p.local {
 		spec.Agent = parentAgent{id: spec.SessionID, depth: subagent.DelegationDepthOf(req.Parent) + 1}
@@ -122,7 +120,7 @@ func (r recorder) listen(ev subagent.Event) error { r <- ev; return nil }
 
 func (r recorder) next(t *testing.T) subagent.Event {
 	t.Helper()
-	return await.Recv(t, r, "the next event")
+	return testkit.Recv(t, r, "the next event")
 }
 
 func allCaps() subagent.Capabilities {
@@ -157,14 +155,14 @@ func TestS1_ReleaseBlocksNewStartsButNotLiveRuns(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer func() { r.Dispose(await.Ctx(t)) }()
+	defer func() { r.Dispose(testkit.Ctx(t)) }()
 	release()
 	release() // idempotent
 	if _, err := f.svc.Start(context.Background(), "p", request("x")); !errors.Is(err, subagent.ErrNoProvider) {
 		t.Fatalf("start after release: %v", err)
 	}
 	close(p.release)
-	res, err := r.Wait(await.Ctx(t))
+	res, err := r.Wait(testkit.Ctx(t))
 	if err != nil || subagent.TextOf(res.Output) != "still mine" {
 		t.Fatalf("run returned before release was revoked: %+v, %v", res, err)
 	}
@@ -336,7 +334,7 @@ func TestS4_StartReturnsARunOnceTheChildIsReady(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer func() { r.Dispose(await.Ctx(t)) }()
+	defer func() { r.Dispose(testkit.Ctx(t)) }()
 	if r.SessionID() != "p-child-1" || r.ID() == "" || r.ID() == r.SessionID() || r.LocalAgent() == nil || p.starts.Load() != 1 {
 		t.Fatalf("run %q session %q agent %v starts %d", r.ID(), r.SessionID(), r.LocalAgent(), p.starts.Load())
 	}
@@ -353,7 +351,7 @@ type setupRecorder struct {
 }
 
 func (p *setupRecorder) Start(ctx context.Context, req subagent.StartRequest) (subagent.Run, error) {
-	h := p.spawn(ctx, req, func(ctx context.Context, _ *run.Gate) (subagent.Result, error) {
+	h := p.spawn(ctx, req, func(ctx context.Context, _ run.Gate) (subagent.Result, error) {
 		<-ctx.Done()
 		return subagent.Result{StopReason: subagent.Aborted}, nil
 	})
@@ -378,7 +376,7 @@ func TestS5_ContextCancelledDuringSetupLeavesNothingBehind(t *testing.T) {
 	svc := registry.New(sys, registry.WithIdleParents(0))
 	t.Cleanup(func() { svc.Close(); sys.Shutdown() })
 	f := fixture{sys, svc}
-	actorsBefore := actorstest.LiveActors(f.sys)
+	actorsBefore := testkit.LiveActors(f.sys)
 	goroutines := goleak.IgnoreCurrent()
 	p := &setupRecorder{testProvider: testProvider{name: "slow", sys: f.sys}, entered: make(chan struct{})}
 	release, _ := f.svc.RegisterProvider(p)
@@ -392,9 +390,9 @@ func TestS5_ContextCancelledDuringSetupLeavesNothingBehind(t *testing.T) {
 		}
 		done <- err
 	}()
-	await.Recv(t, p.entered, "the provider's setup")
+	testkit.Recv(t, p.entered, "the provider's setup")
 	cancel()
-	err := await.Recv(t, done, "Start to return")
+	err := testkit.Recv(t, done, "Start to return")
 	if !errors.Is(err, subagent.ErrCancelled) || !errors.Is(err, context.Canceled) {
 		t.Fatalf("Start error = %v", err)
 	}
@@ -402,10 +400,10 @@ func TestS5_ContextCancelledDuringSetupLeavesNothingBehind(t *testing.T) {
 		t.Fatalf("setup resources left: live %d released %d", p.live.Load(), p.released.Load())
 	}
 	f.svc.List() // the parent actor's retirement went through the registry
-	if n := actorstest.LiveActors(f.sys); n != actorsBefore {
+	if n := testkit.LiveActors(f.sys); n != actorsBefore {
 		t.Fatalf("live actors %d, want %d", n, actorsBefore)
 	}
-	if err := goleak.Find(goroutines, leaktest.DeadLetters); err != nil {
+	if err := goleak.Find(goroutines, testkit.DeadLetters); err != nil {
 		t.Fatal(err)
 	}
 }
@@ -416,11 +414,11 @@ func TestS5_RunReturnedAfterCancellationIsDisposedNotPublished(t *testing.T) {
 	f := newFixture(t)
 	defer f.svc.ListenParent(top.SessionID(), rec.listen).Release()
 	ctx, cancel := context.WithCancel(context.Background())
-	var handle *run.Handle
+	var handle run.Run
 	p := &testProvider{name: "late", sys: f.sys, release: make(chan struct{})}
 	p.start = func(_ context.Context, req subagent.StartRequest) (subagent.Run, error) {
 		// A provider that finishes setup although its context ended.
-		handle = p.spawn(context.Background(), req, func(ctx context.Context, _ *run.Gate) (subagent.Result, error) {
+		handle = p.spawn(context.Background(), req, func(ctx context.Context, _ run.Gate) (subagent.Result, error) {
 			<-ctx.Done()
 			return subagent.Result{StopReason: subagent.Aborted}, nil
 		})
@@ -433,7 +431,7 @@ func TestS5_RunReturnedAfterCancellationIsDisposedNotPublished(t *testing.T) {
 	if r != nil || !errors.Is(err, context.Canceled) {
 		t.Fatalf("Start = %v, %v", r, err)
 	}
-	res, _ := handle.Wait(await.Ctx(t))
+	res, _ := handle.Wait(testkit.Ctx(t))
 	if res.StopReason != subagent.Aborted {
 		t.Fatalf("unpublished run not cancelled: %v", res.StopReason)
 	}
@@ -444,7 +442,7 @@ func TestS5_RunReturnedAfterCancellationIsDisposedNotPublished(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer func() { m.Dispose(await.Ctx(t)) }()
+	defer func() { m.Dispose(testkit.Ctx(t)) }()
 	if ev := rec.next(t).(subagent.RunStarted); ev.RunID != m.ID() {
 		t.Fatalf("first event is for %q, not the marker %q", ev.RunID, m.ID())
 	}
@@ -459,9 +457,9 @@ func TestS5_CancelAfterPublicationSettlesNonCompleted(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer func() { r.Dispose(await.Ctx(t)) }()
+	defer func() { r.Dispose(testkit.Ctx(t)) }()
 	cancel()
-	res, err := r.Wait(await.Ctx(t))
+	res, err := r.Wait(testkit.Ctx(t))
 	if err != nil || res.StopReason != subagent.Aborted {
 		t.Fatalf("cancelled run = %+v, %v", res, err)
 	}
@@ -488,7 +486,7 @@ func TestE1E2_StartPrecedesEndEvenForAnAlreadySettledChild(t *testing.T) {
 	defer f.svc.ListenParent(top.SessionID(), rec.listen).Release()
 	p := &testProvider{name: "quick", sys: f.sys, local: true}
 	p.start = func(ctx context.Context, req subagent.StartRequest) (subagent.Run, error) {
-		h := p.spawn(ctx, req, func(context.Context, *run.Gate) (subagent.Result, error) {
+		h := p.spawn(ctx, req, func(context.Context, run.Gate) (subagent.Result, error) {
 			return subagent.Result{Output: []subagent.ContentBlock{subagent.Text("early")}, StopReason: subagent.Completed}, nil
 		})
 		h.Wait(ctx) // settled before Start returns
@@ -500,7 +498,7 @@ func TestE1E2_StartPrecedesEndEvenForAnAlreadySettledChild(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer func() { r.Dispose(await.Ctx(t)) }()
+	defer func() { r.Dispose(testkit.Ctx(t)) }()
 	start, ok := rec.next(t).(subagent.RunStarted)
 	if !ok {
 		t.Fatal("first event is not subagent/start")
@@ -537,7 +535,7 @@ func TestE2_LocalFlagComesFromTheProvidersAgentNotItsNames(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer func() { r.Dispose(await.Ctx(t)) }()
+	defer func() { r.Dispose(testkit.Ctx(t)) }()
 	if ev := rec.next(t).(subagent.RunStarted); ev.Local || r.LocalAgent() != nil {
 		t.Fatalf("remote run reported local: %#v", ev)
 	}
@@ -558,8 +556,8 @@ func TestE3_RunEventsAreScopedToTheDelegatingParent(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		r.Wait(await.Ctx(t))
-		r.Dispose(await.Ctx(t))
+		r.Wait(testkit.Ctx(t))
+		r.Dispose(testkit.Ctx(t))
 	}
 	for _, c := range []struct {
 		r    recorder
@@ -598,14 +596,14 @@ func TestA1_AStartThatPreparedBeforeReleaseProceeds(t *testing.T) {
 		r, err := f.svc.Start(context.Background(), "p", request("first"))
 		done <- started{r, err}
 	}()
-	await.Recv(t, entered, "the provider's Start to be entered") // the registry's mailbox has handed out the provider
+	testkit.Recv(t, entered, "the provider's Start to be entered") // the registry's mailbox has handed out the provider
 	release()
 	close(proceed)
-	s := await.Recv(t, done, "the first Start to return")
+	s := testkit.Recv(t, done, "the first Start to return")
 	if s.err != nil {
 		t.Fatalf("a start ordered before the release failed: %v", s.err)
 	}
-	defer func() { s.r.Dispose(await.Ctx(t)) }()
+	defer func() { s.r.Dispose(testkit.Ctx(t)) }()
 	if _, err := f.svc.Start(context.Background(), "p", request("second")); !errors.Is(err, subagent.ErrNoProvider) {
 		t.Fatalf("a start ordered after the release: %v", err)
 	}
@@ -618,7 +616,7 @@ func TestA2_PanickingChildSettlesErrorAndEndsTheRunEvent(t *testing.T) {
 	defer f.svc.ListenParent(top.SessionID(), rec.listen).Release()
 	p := &testProvider{name: "boom", sys: f.sys}
 	p.start = func(ctx context.Context, req subagent.StartRequest) (subagent.Run, error) {
-		return p.spawn(ctx, req, func(context.Context, *run.Gate) (subagent.Result, error) { panic("child bug") }), nil
+		return p.spawn(ctx, req, func(context.Context, run.Gate) (subagent.Result, error) { panic("child bug") }), nil
 	}
 	release, _ := f.svc.RegisterProvider(p)
 	defer release()
@@ -626,8 +624,8 @@ func TestA2_PanickingChildSettlesErrorAndEndsTheRunEvent(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer func() { r.Dispose(await.Ctx(t)) }()
-	if res, _ := r.Wait(await.Ctx(t)); res.StopReason != subagent.Error {
+	defer func() { r.Dispose(testkit.Ctx(t)) }()
+	if res, _ := r.Wait(testkit.Ctx(t)); res.StopReason != subagent.Error {
 		t.Fatalf("stop reason %v", res.StopReason)
 	}
 	rec.next(t)
@@ -643,15 +641,15 @@ func TestR2_InfrastructureFaultEndsWithErrorStopReason(t *testing.T) {
 	defer f.svc.ListenParent(top.SessionID(), rec.listen).Release()
 	p := &testProvider{name: "infra", sys: f.sys}
 	p.start = func(ctx context.Context, req subagent.StartRequest) (subagent.Run, error) {
-		return p.spawn(ctx, req, func(context.Context, *run.Gate) (subagent.Result, error) {
+		return p.spawn(ctx, req, func(context.Context, run.Gate) (subagent.Result, error) {
 			return subagent.Result{StopReason: subagent.Completed}, errors.New("disk gone")
 		}), nil
 	}
 	release, _ := f.svc.RegisterProvider(p)
 	defer release()
 	r, _ := f.svc.Start(context.Background(), "infra", request("x"))
-	defer func() { r.Dispose(await.Ctx(t)) }()
-	if _, err := r.Wait(await.Ctx(t)); err == nil {
+	defer func() { r.Dispose(testkit.Ctx(t)) }()
+	if _, err := r.Wait(testkit.Ctx(t)); err == nil {
 		t.Fatal("infrastructure fault not reported")
 	}
 	rec.next(t)
@@ -688,8 +686,8 @@ func TestS6_ResumeDispatchesToAResumerAndIsObservedLikeStart(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer func() { r.Dispose(await.Ctx(t)) }()
-	res, _ := r.Wait(await.Ctx(t))
+	defer func() { r.Dispose(testkit.Ctx(t)) }()
+	res, _ := r.Wait(testkit.Ctx(t))
 	if subagent.TextOf(res.Output) != "resumed child-7" {
 		t.Fatalf("resumed output %q", subagent.TextOf(res.Output))
 	}
@@ -718,8 +716,8 @@ func TestA1_AnIdleParentActorIsRecycledForANewSession(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		r.Wait(await.Ctx(t))
-		r.Dispose(await.Ctx(t))
+		r.Wait(testkit.Ctx(t))
+		r.Dispose(testkit.Ctx(t))
 		return r.ID()
 	}
 	// a's actor, once its listener is released, is the one idle parent.
@@ -727,11 +725,11 @@ func TestA1_AnIdleParentActorIsRecycledForANewSession(t *testing.T) {
 	delegate("a")
 	subA0.Release()
 	f.svc.List() // its Idle handled
-	before := actorstest.LiveActors(f.sys)
+	before := testkit.LiveActors(f.sys)
 	recB := make(recorder, 4)
 	subB := f.svc.ListenParent("session-b", recB.listen) // takes a's actor over
 	runB := delegate("b")
-	if n := actorstest.LiveActors(f.sys); n != before {
+	if n := testkit.LiveActors(f.sys); n != before {
 		t.Fatalf("%d actors live for b, %d before: a's idle actor was not recycled", n, before)
 	}
 	recA := make(recorder, 4)
@@ -760,7 +758,7 @@ func TestA1_AnIdleParentActorIsRecycledForANewSession(t *testing.T) {
 	// Both idle now, under their own session ids: one is kept, the other
 	// retired (a rebound actor reporting its old id would stay forever).
 	f.svc.List()
-	if n := actorstest.LiveActors(f.sys); n != before {
+	if n := testkit.LiveActors(f.sys); n != before {
 		t.Fatalf("%d actors live once both went idle, want %d", n, before)
 	}
 }
@@ -773,7 +771,7 @@ func TestA1_ParentActorsAreRetiredOnceIdle(t *testing.T) {
 	f := fixture{sys, svc}
 	p := f.provider(t, "p", allCaps())
 	close(p.release)
-	before := actorstest.LiveActors(f.sys)
+	before := testkit.LiveActors(f.sys)
 	for i := range 50 {
 		req := request("x")
 		req.Parent = parentAgent{id: fmt.Sprint("parent-", i)}
@@ -782,8 +780,8 @@ func TestA1_ParentActorsAreRetiredOnceIdle(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		r.Wait(await.Ctx(t))
-		r.Dispose(await.Ctx(t))
+		r.Wait(testkit.Ctx(t))
+		r.Dispose(testkit.Ctx(t))
 		sub.Release()
 	}
 	// A listener keeps its parent actor alive and still hears new runs.
@@ -792,8 +790,8 @@ func TestA1_ParentActorsAreRetiredOnceIdle(t *testing.T) {
 	req := request("y")
 	req.Parent = parentAgent{id: "kept"}
 	r, _ := f.svc.Start(context.Background(), "p", req)
-	r.Wait(await.Ctx(t))
-	r.Dispose(await.Ctx(t))
+	r.Wait(testkit.Ctx(t))
+	r.Dispose(testkit.Ctx(t))
 	if _, ok := rec.next(t).(subagent.RunStarted); !ok {
 		t.Fatal("listener of a kept parent missed the start")
 	}
@@ -805,7 +803,7 @@ func TestA1_ParentActorsAreRetiredOnceIdle(t *testing.T) {
 	// after it proves the last ParentIdle was handled. The ten most
 	// recently idle parents are kept for their agents' next delegation.
 	f.svc.List()
-	if n := actorstest.LiveActors(f.sys); n != before+10 {
+	if n := testkit.LiveActors(f.sys); n != before+10 {
 		t.Fatalf("%d actors live after every parent went idle, %d before, want 10 kept", n, before)
 	}
 }
@@ -825,7 +823,7 @@ func TestS7_AContinuableChildsFirstActivationIsMarkedInItsScope(t *testing.T) {
 	p.start = func(ctx context.Context, req subagent.StartRequest) (subagent.Run, error) {
 		scope, _ := subagent.ScopeOf(ctx)
 		marks <- scope.Continuable
-		return p.spawn(ctx, req, func(context.Context, *run.Gate) (subagent.Result, error) {
+		return p.spawn(ctx, req, func(context.Context, run.Gate) (subagent.Result, error) {
 			return subagent.Result{StopReason: subagent.Completed}, nil
 		}), nil
 	}
@@ -834,24 +832,24 @@ func TestS7_AContinuableChildsFirstActivationIsMarkedInItsScope(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer release()
-	c, err := svc.StartContinuable(await.Ctx(t), "durable", request("first"))
+	c, err := svc.StartContinuable(testkit.Ctx(t), "durable", request("first"))
 	if err != nil {
 		t.Fatal(err)
 	}
-	if !await.Recv(t, marks, "the continuable start's mark") {
+	if !testkit.Recv(t, marks, "the continuable start's mark") {
 		t.Fatal("a continuable child's first activation is not marked continuable")
 	}
-	if _, err := mgr.Collect(await.Ctx(t), top.SessionID(), c.Task.ID, time.Minute); err != nil {
+	if _, err := mgr.Collect(testkit.Ctx(t), top.SessionID(), c.Task.ID, time.Minute); err != nil {
 		t.Fatal(err)
 	}
-	r, err := svc.Start(await.Ctx(t), "durable", request("plain"))
+	r, err := svc.Start(testkit.Ctx(t), "durable", request("plain"))
 	if err != nil {
 		t.Fatal(err)
 	}
-	if await.Recv(t, marks, "the plain start's mark") {
+	if testkit.Recv(t, marks, "the plain start's mark") {
 		t.Fatal("a plain delegation is marked continuable")
 	}
-	if err := r.Dispose(await.Ctx(t)); err != nil {
+	if err := r.Dispose(testkit.Ctx(t)); err != nil {
 		t.Fatal(err)
 	}
 }
@@ -874,12 +872,12 @@ func TestE3_ARunOfAParentNobodyListensToTakesNoParentActor(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer release()
-	before := actorstest.LiveActors(f.sys)
+	before := testkit.LiveActors(f.sys)
 	unheard, err := f.svc.Start(context.Background(), "p", request("x"))
 	if err != nil {
 		t.Fatal(err)
 	}
-	if n := actorstest.LiveActors(f.sys); n != before+1 {
+	if n := testkit.LiveActors(f.sys); n != before+1 {
 		t.Fatalf("%d actors live beside an unheard run, %d before: want its run actor only", n, before)
 	}
 	rec := make(recorder, 8)
@@ -890,8 +888,8 @@ func TestE3_ARunOfAParentNobodyListensToTakesNoParentActor(t *testing.T) {
 	}
 	close(p.release)
 	for _, r := range []subagent.Run{unheard, heard} {
-		r.Wait(await.Ctx(t))
-		r.Dispose(await.Ctx(t))
+		r.Wait(testkit.Ctx(t))
+		r.Dispose(testkit.Ctx(t))
 	}
 	if ev, ok := rec.next(t).(subagent.RunStarted); !ok || ev.RunID != heard.ID() {
 		t.Fatalf("first event %+v, want the start of %s", ev, heard.ID())
@@ -899,7 +897,7 @@ func TestE3_ARunOfAParentNobodyListensToTakesNoParentActor(t *testing.T) {
 	if ev, ok := rec.next(t).(subagent.RunEnded); !ok || ev.RunID != heard.ID() {
 		t.Fatalf("second event %+v, want the end of %s", ev, heard.ID())
 	}
-	if err := sub.Flush(await.Ctx(t)); err != nil {
+	if err := sub.Flush(testkit.Ctx(t)); err != nil {
 		t.Fatal(err)
 	}
 	select {
@@ -909,20 +907,20 @@ func TestE3_ARunOfAParentNobodyListensToTakesNoParentActor(t *testing.T) {
 	}
 	sub.Release()
 	f.svc.List() // the released parent actor retired through the registry
-	if n := actorstest.LiveActors(f.sys); n != before {
+	if n := testkit.LiveActors(f.sys); n != before {
 		t.Fatalf("%d actors live once released, %d before", n, before)
 	}
 	again, err := f.svc.Start(context.Background(), "p", request("z"))
 	if err != nil {
 		t.Fatal(err)
 	}
-	if n := actorstest.LiveActors(f.sys); n != before+1 {
+	if n := testkit.LiveActors(f.sys); n != before+1 {
 		t.Fatalf("%d actors live beside a run after the release, %d before: want its run actor only", n, before)
 	}
-	again.Wait(await.Ctx(t))
-	again.Dispose(await.Ctx(t))
+	again.Wait(testkit.Ctx(t))
+	again.Dispose(testkit.Ctx(t))
 	for i, want := range []bool{false, true, false} {
-		if got := await.Recv(t, p.sinks, "a start's scope"); got != want {
+		if got := testkit.Recv(t, p.sinks, "a start's scope"); got != want {
 			t.Fatalf("start %d was handed a sink: %v, want %v", i, got, want)
 		}
 	}

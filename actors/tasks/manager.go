@@ -35,7 +35,6 @@ import (
 	"github.com/subactor/subactor/actors/internal/guard"
 	"github.com/subactor/subactor/actors/internal/inline"
 	"github.com/subactor/subactor/actors/internal/reply"
-	"github.com/subactor/subactor/internal/actorsraw"
 	"github.com/subactor/subactor/internal/ids"
 	"github.com/subactor/subactor/persistence"
 	"github.com/subactor/subactor/subagent"
@@ -105,7 +104,7 @@ type Manager struct {
 
 // New starts a manager on sys; store may be nil.
 func New(sys *actors.System, store persistence.TaskStore) *Manager {
-	m := &Manager{sys: actorsraw.Of(sys), log: sys.Logger(), store: store, closed: make(chan struct{})}
+	m := &Manager{sys: sys.ActorSystem(), log: sys.Logger(), store: store, closed: make(chan struct{})}
 	a := &managerActor{log: m.log, tasks: map[string]*entry{}, waits: map[string]*reply.To{}}
 	m.pid = m.sys.Root.SpawnPrefix(inline.Props(func() actor.Actor { return a }), "subagent-tasks-")
 	return m

@@ -18,10 +18,9 @@ import (
 
 	"go.uber.org/goleak"
 
-	"github.com/subactor/subactor/internal/acptest"
-	"github.com/subactor/subactor/internal/await"
-	"github.com/subactor/subactor/internal/leaktest"
-	"github.com/subactor/subactor/internal/openaitest"
+	"github.com/subactor/subactor/internal/testkit"
+	"github.com/subactor/subactor/internal/testkit/acptest"
+	"github.com/subactor/subactor/internal/testkit/openaitest"
 	"github.com/subactor/subactor/subagent"
 )
 
@@ -213,7 +212,7 @@ func startPipeLines(t *testing.T, cmd *exec.Cmd, pipe func() (io.ReadCloser, err
 // which settles aborted: exit 130 with "interrupted", the stop reason on
 // stderr, the end event and the result still printed.
 func TestP3_DelegateInterruptedExits130(t *testing.T) {
-	cmd := exec.CommandContext(await.Ctx(t), bin, "delegate", "-json", "-config", fakeConfig(t), "wait for it")
+	cmd := exec.CommandContext(testkit.Ctx(t), bin, "delegate", "-json", "-config", fakeConfig(t), "wait for it")
 	cmd.Env = append(os.Environ(), withData(t.TempDir())...)
 	var stderr bytes.Buffer
 	cmd.Stderr = &stderr
@@ -221,7 +220,7 @@ func TestP3_DelegateInterruptedExits130(t *testing.T) {
 	var all []string
 	for {
 		// JSON lines are never empty: "" is the closed channel.
-		line := await.Recv(t, lines, "the agent's first text")
+		line := testkit.Recv(t, lines, "the agent's first text")
 		if line == "" {
 			t.Fatalf("the node ended before the agent's text; stdout %q, stderr %q", all, stderr.String())
 		}
@@ -262,7 +261,7 @@ func TestP3_DelegateInterruptedWhileTheAgentStarts(t *testing.T) {
 		if asJSON {
 			args = slices.Insert(args, 1, "-json")
 		}
-		cmd := exec.CommandContext(await.Ctx(t), bin, args...)
+		cmd := exec.CommandContext(testkit.Ctx(t), bin, args...)
 		cmd.Env = append(os.Environ(), withData(data)...)
 		// Piped, the start is shown on stderr; with -json the session line
 		// is the last on stdout before the start.
@@ -277,7 +276,7 @@ func TestP3_DelegateInterruptedWhileTheAgentStarts(t *testing.T) {
 		}
 		var all []string
 		for {
-			line := await.Recv(t, lines, "the agent's start")
+			line := testkit.Recv(t, lines, "the agent's start")
 			if line == "" {
 				t.Fatalf("the node ended before the start; stdout %q, stderr %q", all, stderr.String())
 			}
@@ -366,10 +365,10 @@ func TestN1_InProcessDelegateDisposesEverything(t *testing.T) {
 	config := fakeConfig(t)
 	before := goleak.IgnoreCurrent()
 	var stdout, stderr bytes.Buffer
-	if code := cli(await.Ctx(t), []string{"delegate", "-config", config, "-dir", t.TempDir(), "in process"}, &stdout, &stderr); code != 0 {
+	if code := cli(testkit.Ctx(t), []string{"delegate", "-config", config, "-dir", t.TempDir(), "in process"}, &stdout, &stderr); code != 0 {
 		t.Fatalf("exit %d, stderr:\n%s", code, stderr.String())
 	}
-	if err := goleak.Find(before, leaktest.DeadLetters); err != nil {
+	if err := goleak.Find(before, testkit.DeadLetters); err != nil {
 		t.Fatalf("cli left goroutines behind: %v", err)
 	}
 	if !strings.HasSuffix(stdout.String(), "\n\necho: in process\n") || !completedLine.MatchString(stderr.String()) {
@@ -568,7 +567,7 @@ func TestP3_NpmAgentStartsFromANodeBuiltUnderAnotherName(t *testing.T) {
 	subactor := copyBinary(t, goBin, "subactor")
 	shadow := copyBinary(t, shadowing, "node")
 	run := func(exe, pathFirst string, args ...string) (stdout, stderr string, code int) {
-		cmd := exec.CommandContext(await.Ctx(t), exe, args...)
+		cmd := exec.CommandContext(testkit.Ctx(t), exe, args...)
 		cmd.Dir = t.TempDir()
 		cmd.Env = append(os.Environ(), withData(t.TempDir())[0], "PATH="+pathFirst+string(os.PathListSeparator)+os.Getenv("PATH"))
 		var out, errOut bytes.Buffer
@@ -622,7 +621,7 @@ func TestN1_NodeRunInNodeJSPlaceSaysSo(t *testing.T) {
 	if code != exitUsage || stdout != "" || !strings.Contains(stderr, fmt.Sprintf("node: %q is a script, not a command: this is subactor's node binary, not Node.js", script)) {
 		t.Fatalf("exit %d, stdout %q, stderr %q", code, stdout, stderr)
 	}
-	cmd := exec.CommandContext(await.Ctx(t), copyBinary(t, t.TempDir(), "subactor"), script)
+	cmd := exec.CommandContext(testkit.Ctx(t), copyBinary(t, t.TempDir(), "subactor"), script)
 	out, err := cmd.CombinedOutput()
 	if cmd.ProcessState.ExitCode() != exitUsage || !strings.HasPrefix(string(out), fmt.Sprintf("subactor: unknown command %q", script)) {
 		t.Fatalf("as subactor: %v, %s", err, out)

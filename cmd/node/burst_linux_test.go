@@ -16,15 +16,14 @@ import (
 	"testing"
 	"time"
 
-	"github.com/subactor/subactor/internal/await"
 	"github.com/subactor/subactor/internal/clusterwire"
-	"github.com/subactor/subactor/internal/syncbuf"
+	"github.com/subactor/subactor/internal/testkit"
 )
 
 // startPeer starts a test peer.
 func startPeer(t *testing.T, args ...string) *process {
 	t.Helper()
-	p := &process{stderr: new(syncbuf.Buffer)}
+	p := &process{stderr: new(testkit.Buffer)}
 	p.cmd = exec.Command(os.Args[0])
 	p.cmd.Env = append(os.Environ(), envTestPeer+"="+strings.Join(args, " "))
 	p.cmd.Stderr = p.stderr
@@ -55,7 +54,7 @@ func TestK2_FiftyStartsInOneBatchAreAdmittedUpToCapacityTheRestRefusedAtOnce(t *
 				t.Fatalf("start %s refused %q, want full", f[1], f[2])
 			}
 			// At once: an answer to the batch, not to a run ending.
-			if ms, _ := strconv.Atoi(f[3]); time.Duration(ms)*time.Millisecond > await.Scale(time.Second) {
+			if ms, _ := strconv.Atoi(f[3]); time.Duration(ms)*time.Millisecond > testkit.Scale(time.Second) {
 				t.Fatalf("start %s refused %d ms after the batch", f[1], ms)
 			}
 			refused++
@@ -87,7 +86,7 @@ func TestK2_AStartItsHostNeverAnswersIsGivenUpWithinTheLossBound(t *testing.T) {
 	peer.line(t, start, "the silent member to get the start")
 	first := time.Now()
 	peer.line(t, start, "the start to be given up and tried again")
-	if gap, bound := time.Since(first), await.Scale(6*time.Second+time.Second); gap > bound {
+	if gap, bound := time.Since(first), testkit.Scale(6*time.Second+time.Second); gap > bound {
 		t.Fatalf("the start was tried again %s after the first, past the loss bound and a second %s", gap, bound)
 	}
 	terminate(t, caller)

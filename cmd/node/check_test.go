@@ -20,9 +20,9 @@ import (
 	bolt "go.etcd.io/bbolt"
 
 	"github.com/subactor/subactor/cmd/node/internal/crashhook"
-	"github.com/subactor/subactor/internal/await"
-	"github.com/subactor/subactor/internal/boltdamage"
-	"github.com/subactor/subactor/internal/openaitest"
+	"github.com/subactor/subactor/internal/testkit"
+	"github.com/subactor/subactor/internal/testkit/boltdamage"
+	"github.com/subactor/subactor/internal/testkit/openaitest"
 	"github.com/subactor/subactor/persistence"
 	"github.com/subactor/subactor/subagent"
 )
@@ -155,7 +155,7 @@ func TestN1_SessionsOnAReadOnlyDataDirectory(t *testing.T) {
 
 	as := func(args ...string) (string, string, int) {
 		t.Helper()
-		cmd := exec.CommandContext(await.Ctx(t), exe, args...)
+		cmd := exec.CommandContext(testkit.Ctx(t), exe, args...)
 		cmd.Dir = base
 		cmd.SysProcAttr = &syscall.SysProcAttr{Credential: cred}
 		var out, errOut bytes.Buffer
@@ -226,7 +226,7 @@ func TestN1_SessionsBesideALiveRun(t *testing.T) {
 	}
 	baseline := time.Since(began)
 
-	run := exec.CommandContext(await.Ctx(t), bin, "run", "-quiet")
+	run := exec.CommandContext(testkit.Ctx(t), bin, "run", "-quiet")
 	run.Dir = root
 	run.Env = append(os.Environ(), append(withData(data), envBaseURL+"="+srv.URL, envAPIKey+"=k", envModel+"=m")...)
 	var out, errOut bytes.Buffer

@@ -12,7 +12,7 @@ import (
 
 	"golang.org/x/sys/unix"
 
-	"github.com/subactor/subactor/internal/await"
+	"github.com/subactor/subactor/internal/testkit"
 )
 
 // openPTY opens a pseudo-terminal: the side the test reads and the one the
@@ -47,7 +47,7 @@ func openPTY(t *testing.T) (ptm, pts *os.File) {
 // it shows is what the user's terminal would.
 func TestK3_DelegateOnATerminalPrintsNoEscape(t *testing.T) {
 	ptm, pts := openPTY(t)
-	cmd := exec.CommandContext(await.Ctx(t), bin, "delegate", "-config", fakeConfig(t), "hostile")
+	cmd := exec.CommandContext(testkit.Ctx(t), bin, "delegate", "-config", fakeConfig(t), "hostile")
 	cmd.Dir = t.TempDir()
 	cmd.Env = append(os.Environ(), envDataDir+"="+t.TempDir(), "TERM=xterm")
 	cmd.Stdout, cmd.Stderr = pts, pts
@@ -62,7 +62,7 @@ func TestK3_DelegateOnATerminalPrintsNoEscape(t *testing.T) {
 		read <- out
 	}()
 	err := cmd.Wait()
-	out := await.Recv(t, read, "the node's terminal output")
+	out := testkit.Recv(t, read, "the node's terminal output")
 	if err != nil {
 		t.Fatalf("%v, output %q", err, out)
 	}

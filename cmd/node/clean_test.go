@@ -10,7 +10,7 @@ import (
 
 	sdk "github.com/coder/acp-go-sdk"
 
-	"github.com/subactor/subactor/internal/openaitest"
+	"github.com/subactor/subactor/internal/testkit/openaitest"
 	"github.com/subactor/subactor/subagent"
 )
 

@@ -30,9 +30,8 @@ import (
 
 	"github.com/prometheus/procfs"
 
-	"github.com/subactor/subactor/internal/await"
-	"github.com/subactor/subactor/internal/clustertest"
-	"github.com/subactor/subactor/internal/syncbuf"
+	"github.com/subactor/subactor/internal/testkit"
+	"github.com/subactor/subactor/internal/testkit/clustertest"
 )
 
 // portPair returns a loopback port p such that p and p+1 were free.
@@ -122,7 +121,7 @@ func (e *etcdProcess) start(t *testing.T) {
 		for sc.Scan() { // drain, so that etcd never blocks on its log
 		}
 	}()
-	await.Recv(t, ready, "etcd to serve clients")
+	testkit.Recv(t, ready, "etcd to serve clients")
 }
 
 // kill ends etcd at once (SIGKILL: nothing flushed beyond its WAL).
@@ -155,7 +154,7 @@ func etcdBinary(t *testing.T) string {
 type process struct {
 	cmd    *exec.Cmd
 	lines  <-chan string
-	stderr *syncbuf.Buffer
+	stderr *testkit.Buffer
 	stdin  io.WriteCloser // see startNodeWith
 	all    []string       // lines read so far
 }
@@ -171,7 +170,7 @@ func startNode(t *testing.T, args ...string) *process {
 // and, withStdin, a pipe to its standard input (process.stdin).
 func startNodeWith(t *testing.T, env []string, withStdin bool, args ...string) *process {
 	t.Helper()
-	p := &process{stderr: new(syncbuf.Buffer)}
+	p := &process{stderr: new(testkit.Buffer)}
 	p.cmd = exec.Command(bin, args...)
 	p.cmd.Env = slices.Concat(os.Environ(), withData(t.TempDir()), env)
 	if withStdin {
@@ -222,8 +221,8 @@ func (p *process) rest(t *testing.T) int {
 	// deadline of its own.
 	select {
 	case <-done:
-	case <-time.After(await.Scale(time.Minute)):
-		t.Fatalf("waited %s for node %v to end; stderr:\n%s", await.Scale(time.Minute), p.cmd.Args[1:], p.stderr.String())
+	case <-time.After(testkit.Scale(time.Minute)):
+		t.Fatalf("waited %s for node %v to end; stderr:\n%s", testkit.Scale(time.Minute), p.cmd.Args[1:], p.stderr.String())
 	}
 	_ = p.cmd.Wait()
 	return p.cmd.ProcessState.ExitCode()
@@ -433,7 +432,7 @@ func testHostLoss(t *testing.T, a, b member, how membership, etcd bool, sig sysc
 	if etcd {
 		bound = 8 * time.Second
 	}
-	if bound := await.Scale(bound); took > bound {
+	if bound := testkit.Scale(bound); took > bound {
 		t.Fatalf("the run settled %s after the node was lost, past the bound %s", took, bound)
 	}
 	if sig == syscall.SIGSTOP {
@@ -767,7 +766,7 @@ func TestK1_ClientLeaveLogsNothingByDefault(t *testing.T) {
 	if code := status.rest(t); code != 0 {
 		t.Fatalf("status exit %d, stderr %s", code, status.stderr.String())
 	}
-	ctx := await.Ctx(t)
+	ctx := testkit.Ctx(t)
 	for left := false; !left; {
 		select {
 		case l, ok := <-controlLogs:

@@ -22,8 +22,8 @@ import (
 	"github.com/subactor/subactor/agent"
 	"github.com/subactor/subactor/cmd/node/internal/crashhook"
 	"github.com/subactor/subactor/internal/agentlog"
-	"github.com/subactor/subactor/internal/await"
-	"github.com/subactor/subactor/internal/openaitest"
+	"github.com/subactor/subactor/internal/testkit"
+	"github.com/subactor/subactor/internal/testkit/openaitest"
 	"github.com/subactor/subactor/model/scripted"
 	"github.com/subactor/subactor/persistence"
 	"github.com/subactor/subactor/subagent"
@@ -310,7 +310,7 @@ func crashAt(t *testing.T, root string, env []string, n int) *crash {
 	t.Helper()
 	c := &crash{n: n, data: t.TempDir(), env: env, logs: map[string][]persistence.Entry{}}
 	acks := filepath.Join(t.TempDir(), "acks")
-	cmd := exec.CommandContext(await.Ctx(t), hooksBin, "run")
+	cmd := exec.CommandContext(testkit.Ctx(t), hooksBin, "run")
 	cmd.Dir = root
 	cmd.Env = append(append(os.Environ(), envDataDir+"="+c.data, crashhook.EnvAppendsFile+"="+acks, fmt.Sprint(crashhook.EnvKillAfter, "=", n)), env...)
 	var stderr bytes.Buffer
@@ -335,7 +335,7 @@ func crashAt(t *testing.T, root string, env []string, n int) *crash {
 	}
 
 	b := openData(t, c.data)
-	ctx := await.Ctx(t)
+	ctx := testkit.Ctx(t)
 	infos, err := b.Sessions(ctx)
 	if err != nil {
 		t.Fatalf("list sessions after the kill: %v", err)
@@ -519,7 +519,7 @@ func (c *crash) checkContinues(t *testing.T, want string, clean map[string]int) 
 		c.checkListedContinued(t, t.TempDir())
 	}
 	b := openData(t, c.data)
-	_, after, err := b.LoadFrom(await.Ctx(t), c.top, 0)
+	_, after, err := b.LoadFrom(testkit.Ctx(t), c.top, 0)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -531,7 +531,7 @@ func (c *crash) checkContinues(t *testing.T, want string, clean map[string]int) 
 		t.Fatalf("model calls per child after continuing: %v; a clean run's: %v", got, clean)
 	}
 	for id, before := range c.logs {
-		_, now, err := b.LoadFrom(await.Ctx(t), id, 0)
+		_, now, err := b.LoadFrom(testkit.Ctx(t), id, 0)
 		if err != nil {
 			t.Fatalf("child %s: %v", id, err)
 		}
@@ -562,7 +562,7 @@ func completed(t *testing.T, log []persistence.Entry) bool {
 // every child completed.
 func childCalls(t *testing.T, b persistence.Backend, top string) map[string]int {
 	t.Helper()
-	ctx := await.Ctx(t)
+	ctx := testkit.Ctx(t)
 	children, err := b.Children(ctx, top)
 	if err != nil {
 		t.Fatal(err)

@@ -16,8 +16,7 @@ import (
 	"go.uber.org/goleak"
 
 	"github.com/subactor/subactor/agent"
-	"github.com/subactor/subactor/internal/await"
-	"github.com/subactor/subactor/internal/leaktest"
+	"github.com/subactor/subactor/internal/testkit"
 	"github.com/subactor/subactor/persistence"
 	"github.com/subactor/subactor/subagent"
 )
@@ -46,7 +45,7 @@ func logOf(t *testing.T, data, id string) []persistence.Entry {
 		t.Fatal(err)
 	}
 	defer b.Close()
-	_, entries, err := b.LoadFrom(await.Ctx(t), id, 0)
+	_, entries, err := b.LoadFrom(testkit.Ctx(t), id, 0)
 	if err != nil {
 		t.Fatalf("load session %s: %v", id, err)
 	}
@@ -221,7 +220,7 @@ func TestN1_SecondNodeOnADataDirectoryFailsFast(t *testing.T) {
 		}
 		// Failing fast is seconds; hanging is forever. The scaled
 		// deadline tells them apart on a loaded machine too.
-		if took > await.Deadline/2 {
+		if took > testkit.Deadline/2 {
 			t.Errorf("%v took %s to give up on the lock", args, took)
 		}
 	}
@@ -340,10 +339,10 @@ func TestS6_ContinueAddsTurnsToTheSameSession(t *testing.T) {
 	t.Setenv(envDataDir, data)
 	leaks := goleak.IgnoreCurrent()
 	var out, errOut bytes.Buffer
-	if code := cli(await.Ctx(t), []string{"run", "-continue", top}, &out, &errOut); code != 0 || !strings.Contains(errOut.String(), "the session is complete") || out.Len() != 0 {
+	if code := cli(testkit.Ctx(t), []string{"run", "-continue", top}, &out, &errOut); code != 0 || !strings.Contains(errOut.String(), "the session is complete") || out.Len() != 0 {
 		t.Fatalf("continue without a prompt: exit %d, stdout %q, stderr %s", code, out.String(), errOut.String())
 	}
-	if err := goleak.Find(leaks, leaktest.DeadLetters); err != nil {
+	if err := goleak.Find(leaks, testkit.DeadLetters); err != nil {
 		t.Fatalf("cli left goroutines behind: %v", err)
 	}
 	final := logOf(t, data, top)
@@ -381,7 +380,7 @@ func surveyWithAChild(t *testing.T, root, data string) (top, child string, b per
 	}
 	top, _ = cutSession(t, stdout)
 	b = openData(t, data)
-	children, err := b.Children(await.Ctx(t), top)
+	children, err := b.Children(testkit.Ctx(t), top)
 	if err != nil || len(children) == 0 {
 		t.Fatalf("children of %s: %v, %v", top, children, err)
 	}
@@ -428,7 +427,7 @@ func TestS6_ContinueOfAGrandchildNamesItsTopLevelSession(t *testing.T) {
 	data := t.TempDir()
 	top, child, b := surveyWithAChild(t, root, data)
 	const grandchild = "grandchild-of-the-survey"
-	if err := b.Create(await.Ctx(t), subagent.SessionHeader{SessionID: grandchild, ParentSessionID: child}); err != nil {
+	if err := b.Create(testkit.Ctx(t), subagent.SessionHeader{SessionID: grandchild, ParentSessionID: child}); err != nil {
 		t.Fatal(err)
 	}
 	if err := b.Close(); err != nil {

@@ -13,7 +13,7 @@ import (
 
 	"github.com/dustin/go-humanize"
 
-	"github.com/subactor/subactor/internal/await"
+	"github.com/subactor/subactor/internal/testkit"
 )
 
 // Contract K3 (item 9 of issue 18): a folder of 50,000 entries costs the
@@ -41,7 +41,7 @@ func TestK3_SurveyOfAHugeFolderIsCutAndBounded(t *testing.T) {
 	}
 	// Creating and surveying 50,000 files takes a while under the race
 	// detector on a loaded machine: a deadline of its own.
-	ctx, cancel := context.WithTimeout(t.Context(), await.Scale(3*time.Minute))
+	ctx, cancel := context.WithTimeout(t.Context(), testkit.Scale(3*time.Minute))
 	defer cancel()
 	cmd := exec.CommandContext(ctx, bin, "run", "-quiet")
 	cmd.Dir = root

@@ -14,7 +14,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/subactor/subactor/internal/await"
+	"github.com/subactor/subactor/internal/testkit"
 )
 
 // newGate makes the FIFO a "gate FIFO" prompt of the fake agent waits on.
@@ -39,7 +39,7 @@ func openGate(t *testing.T, path string) {
 		}
 		done <- err
 	}()
-	if err := await.Recv(t, done, "the agent to read its gate"); err != nil {
+	if err := testkit.Recv(t, done, "the agent to read its gate"); err != nil {
 		t.Fatal(err)
 	}
 }
@@ -103,7 +103,7 @@ func TestK2_AnEtcdOutageDuringADelegationChangesNothing(t *testing.T) {
 	// provider dropped every member about 20 s after it: for 30 s
 	// nobody may be dropped (checked before the caller ends, which B
 	// rightly notices).
-	quietFor(t, caller, await.Scale(30*time.Second), endEvent, "the run ended after etcd came back")
+	quietFor(t, caller, testkit.Scale(30*time.Second), endEvent, "the run ended after etcd came back")
 	for _, p := range []*process{nodeB, caller} {
 		if strings.Contains(p.stderr.String(), "member left") {
 			t.Fatalf("%v dropped a member over etcd's outage:\n%s", p.cmd.Args[1:], p.stderr.String())
@@ -127,12 +127,12 @@ func TestK2_WithEtcdGoneMembersKeepServingAndNewJoinsFail(t *testing.T) {
 	e := newEtcd(t)
 	_, caller, _, gate := gatedRun(t, e)
 	e.kill()
-	quietFor(t, caller, await.Scale(14*time.Second), endEvent, "the run ended with etcd gone")
+	quietFor(t, caller, testkit.Scale(14*time.Second), endEvent, "the run ended with etcd gone")
 	completes(t, caller, gate)
 	start := time.Now()
 	late := startNode(t, delegateArgs(newMember(t), e.membership, "-join-timeout", "2s", "hello")...)
 	code := late.rest(t)
-	if took := time.Since(start); code != exitFailed || !strings.Contains(late.stderr.String(), "could not reach etcd at "+e.endpoint) || took > await.Scale(6*time.Second) {
+	if took := time.Since(start); code != exitFailed || !strings.Contains(late.stderr.String(), "could not reach etcd at "+e.endpoint) || took > testkit.Scale(6*time.Second) {
 		t.Fatalf("a join with etcd gone: exit %d after %s, stderr %s", code, took, late.stderr.String())
 	}
 }

@@ -35,7 +35,7 @@ import (
 
 	sdk "github.com/coder/acp-go-sdk"
 
-	"github.com/subactor/subactor/internal/acptest"
+	"github.com/subactor/subactor/internal/testkit/acptest"
 )
 
 // envFakeAgent makes the test binary the fake agent; its value is its

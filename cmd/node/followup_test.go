@@ -8,9 +8,9 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/subactor/subactor/internal/acptest"
-	"github.com/subactor/subactor/internal/await"
-	"github.com/subactor/subactor/internal/openaitest"
+	"github.com/subactor/subactor/internal/testkit"
+	"github.com/subactor/subactor/internal/testkit/acptest"
+	"github.com/subactor/subactor/internal/testkit/openaitest"
 )
 
 // historyConfig is a -config file whose one server, "fake", is the fake
@@ -39,12 +39,12 @@ func historyConfig(t *testing.T, dir string) string {
 func TestS8_AfterANodeDiedTasksSayInterruptedAndSendResumesTheChild(t *testing.T) {
 	data, agentDir := t.TempDir(), t.TempDir()
 	config := historyConfig(t, agentDir)
-	cmd := exec.CommandContext(await.Ctx(t), bin, "delegate", "-json", "-config", config, "wait for it")
+	cmd := exec.CommandContext(testkit.Ctx(t), bin, "delegate", "-json", "-config", config, "wait for it")
 	cmd.Env = append(os.Environ(), withData(data)...)
 	lines := startLines(t, cmd)
 	var session, child string
 	for {
-		line := await.Recv(t, lines, "the child's first text")
+		line := testkit.Recv(t, lines, "the child's first text")
 		if line == "" {
 			t.Fatal("the node ended before the child's text")
 		}

@@ -24,8 +24,8 @@ import (
 	"google.golang.org/grpc/status"
 	"google.golang.org/protobuf/proto"
 
-	"github.com/subactor/subactor/internal/await"
 	"github.com/subactor/subactor/internal/clusterwire"
+	"github.com/subactor/subactor/internal/testkit"
 	wire "github.com/subactor/subactor/messages"
 )
 
@@ -98,7 +98,7 @@ func TestK3_AMalformedRemotingMessageNeitherCrashesNorDisablesTheNode(t *testing
 		{"WatchWithoutAWatcher", batch(string(proto.MessageName(&actor.Watch{})), marshal(t, &actor.Watch{}), func(e *remote.MessageEnvelope) { e.Sender = 0 })},
 	} {
 		t.Run(c.name, func(t *testing.T) {
-			ctx, cancel := context.WithTimeout(context.Background(), await.Deadline)
+			ctx, cancel := context.WithTimeout(context.Background(), testkit.Deadline)
 			defer cancel()
 			stream, err := peer.Receive(ctx)
 			if err != nil {
@@ -115,7 +115,7 @@ func TestK3_AMalformedRemotingMessageNeitherCrashesNorDisablesTheNode(t *testing
 		})
 	}
 	t.Run("ListProcesses", func(t *testing.T) {
-		ctx, cancel := context.WithTimeout(context.Background(), await.Deadline)
+		ctx, cancel := context.WithTimeout(context.Background(), testkit.Deadline)
 		defer cancel()
 		if _, err := peer.ListProcesses(ctx, &remote.ListProcessesRequest{}); statusCode(err) != codes.Unimplemented {
 			t.Fatalf("ListProcesses: %v, want Unimplemented", err)

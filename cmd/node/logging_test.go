@@ -7,7 +7,7 @@ import (
 	"testing"
 
 	"github.com/subactor/subactor/actors"
-	"github.com/subactor/subactor/internal/syncbuf"
+	"github.com/subactor/subactor/internal/testkit"
 )
 
 // -log-level sets the node's level; protoactor's records, routed through
@@ -21,7 +21,7 @@ func TestLogLevel_ProtoactorsRecordsOneLevelStricter(t *testing.T) {
 		if code, ok := parseFlags(fs, args, io.Discard, io.Discard); !ok {
 			t.Fatalf("%q: exit %d", args, code)
 		}
-		var b syncbuf.Buffer
+		var b testkit.Buffer
 		l := logger(&b)
 		actors.NewSystem(actors.WithLogger(l)).Shutdown() // protoactor logs "actor system started" at info
 		l.Debug("node: debug")

@@ -11,7 +11,7 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/subactor/subactor/internal/await"
+	"github.com/subactor/subactor/internal/testkit"
 )
 
 // maxBytesPerEntry is the ceiling on the survey's peak resident memory per
@@ -52,7 +52,7 @@ func TestK3_SurveyMemoryIsBoundedPerEntry(t *testing.T) {
 				}
 			}
 		}
-		cmd := exec.CommandContext(await.Ctx(t), bin, "run", "-quiet", "-dir", root)
+		cmd := exec.CommandContext(testkit.Ctx(t), bin, "run", "-quiet", "-dir", root)
 		cmd.Env = append(os.Environ(), envDataDir+"="+t.TempDir(), "GODEBUG=gctrace=1", "GOGC=5")
 		var stderr bytes.Buffer
 		cmd.Stderr = &stderr

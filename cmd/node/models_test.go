@@ -12,9 +12,9 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/subactor/subactor/internal/await"
 	"github.com/subactor/subactor/internal/descriptor"
-	"github.com/subactor/subactor/internal/openaitest"
+	"github.com/subactor/subactor/internal/testkit"
+	"github.com/subactor/subactor/internal/testkit/openaitest"
 	"github.com/subactor/subactor/model/openai"
 	"github.com/subactor/subactor/subagent"
 )
@@ -343,12 +343,12 @@ func TestM1_ModelsFileNamesEndpoints(t *testing.T) {
 	d.checkRequests(t, srv, "m-2", "sk-file")
 
 	store := openData(t, data)
-	children, err := store.Children(await.Ctx(t), top)
+	children, err := store.Children(testkit.Ctx(t), top)
 	if err != nil || len(children) != 2 {
 		t.Fatalf("%d children: %v", len(children), err)
 	}
 	for _, c := range children {
-		_, recs, err := store.Load(await.Ctx(t), c.Header.SessionID)
+		_, recs, err := store.Load(testkit.Ctx(t), c.Header.SessionID)
 		if err != nil {
 			t.Fatal(err)
 		}

@@ -24,8 +24,7 @@ import (
 	"go.uber.org/goleak"
 
 	"github.com/subactor/subactor/cmd/node/internal/crashhook"
-	"github.com/subactor/subactor/internal/await"
-	"github.com/subactor/subactor/internal/leaktest"
+	"github.com/subactor/subactor/internal/testkit"
 	"github.com/subactor/subactor/subagent"
 )
 
@@ -91,7 +90,7 @@ func TestMain(m *testing.M) {
 			fail(err)
 		}
 	}
-	goleak.VerifyTestMain(m, leaktest.DeadLetters, goleak.Cleanup(func(int) { os.RemoveAll(dir) }))
+	goleak.VerifyTestMain(m, testkit.DeadLetters, goleak.Cleanup(func(int) { os.RemoveAll(dir) }))
 }
 
 // tree is the directory the tests survey: nested sub-folders, an empty one,
@@ -233,7 +232,7 @@ func nodeEnv(t *testing.T, dir string, env []string, args ...string) (stdout, st
 // nodeBin is nodeEnv running binary.
 func nodeBin(t *testing.T, binary, dir string, env []string, args ...string) (stdout, stderr string, code int) {
 	t.Helper()
-	ctx := await.Ctx(t)
+	ctx := testkit.Ctx(t)
 	cmd := exec.CommandContext(ctx, binary, args...)
 	cmd.Dir = dir
 	cmd.Env = append(os.Environ(), env...)
@@ -241,7 +240,7 @@ func nodeBin(t *testing.T, binary, dir string, env []string, args ...string) (st
 	cmd.Stdout, cmd.Stderr = &out, &errOut
 	err := cmd.Run()
 	if ctx.Err() != nil {
-		t.Fatalf("waited %s for node %v to exit", await.Deadline, args)
+		t.Fatalf("waited %s for node %v to exit", testkit.Deadline, args)
 	}
 	var exit *exec.ExitError
 	if err != nil && !errors.As(err, &exit) {
@@ -519,10 +518,10 @@ func TestN1_InProcessRunDisposesEverything(t *testing.T) {
 	want, folders := expected(t, root, root)
 	before := goleak.IgnoreCurrent()
 	var stdout, stderr bytes.Buffer
-	if code := cli(await.Ctx(t), []string{"run", "-dir", root}, &stdout, &stderr); code != 0 {
+	if code := cli(testkit.Ctx(t), []string{"run", "-dir", root}, &stdout, &stderr); code != 0 {
 		t.Fatalf("exit %d, stderr:\n%s", code, stderr.String())
 	}
-	if err := goleak.Find(before, leaktest.DeadLetters); err != nil {
+	if err := goleak.Find(before, testkit.DeadLetters); err != nil {
 		t.Fatalf("cli left goroutines behind: %v", err)
 	}
 	_, out := cutSession(t, stdout.String())
@@ -551,7 +550,7 @@ func (w *cancelOnWrite) Write(p []byte) (int, error) {
 func TestN1_CancelledRunEndsAborted(t *testing.T) {
 	root := writeTree(t)
 	t.Setenv(envDataDir, t.TempDir())
-	ctx, cancel := context.WithCancel(await.Ctx(t))
+	ctx, cancel := context.WithCancel(testkit.Ctx(t))
 	stderr := &cancelOnWrite{cancel: cancel} // as SIGINT does through signal.NotifyContext
 	var stdout bytes.Buffer
 	code := cli(ctx, []string{"run", "-dir", root}, &stdout, stderr)

@@ -9,8 +9,8 @@ import (
 	"testing"
 
 	"github.com/subactor/subactor/agent"
-	"github.com/subactor/subactor/internal/await"
-	"github.com/subactor/subactor/internal/pgtest"
+	"github.com/subactor/subactor/internal/testkit"
+	"github.com/subactor/subactor/internal/testkit/pgtest"
 	"github.com/subactor/subactor/persistence"
 	"github.com/subactor/subactor/persistence/postgres"
 	"github.com/subactor/subactor/subagent"
@@ -19,12 +19,12 @@ import (
 // pgLog reads a session's log from the PostgreSQL store at url.
 func pgLog(t *testing.T, url, id string) []persistence.Entry {
 	t.Helper()
-	s, err := postgres.Open(await.Ctx(t), url)
+	s, err := postgres.Open(testkit.Ctx(t), url)
 	if err != nil {
 		t.Fatal(err)
 	}
 	defer s.Close()
-	_, entries, err := s.LoadFrom(await.Ctx(t), id, 0)
+	_, entries, err := s.LoadFrom(testkit.Ctx(t), id, 0)
 	if err != nil {
 		t.Fatalf("load session %s: %v", id, err)
 	}
@@ -104,7 +104,7 @@ func TestK2_TwoNodeProcessesShareOnePostgresDatabase(t *testing.T) {
 	url := srv.Fresh(t)
 	root := writeTree(t)
 	want, folders := expected(t, root, ".")
-	ctx := await.Ctx(t)
+	ctx := testkit.Ctx(t)
 	type result struct {
 		stdout, stderr bytes.Buffer
 		cmd            *exec.Cmd
@@ -123,7 +123,7 @@ func TestK2_TwoNodeProcessesShareOnePostgresDatabase(t *testing.T) {
 	var tops [2]string
 	for i, r := range runs {
 		if err := r.cmd.Wait(); err != nil {
-			t.Fatalf("node %d: %v (waited %s at most), stderr %s", i, err, await.Deadline, r.stderr.String())
+			t.Fatalf("node %d: %v (waited %s at most), stderr %s", i, err, testkit.Deadline, r.stderr.String())
 		}
 		var rest string
 		tops[i], rest = cutSession(t, r.stdout.String())

@@ -22,8 +22,8 @@ import (
 	"github.com/prometheus/procfs"
 
 	"github.com/subactor/subactor/internal/agentproc"
-	"github.com/subactor/subactor/internal/await"
 	"github.com/subactor/subactor/internal/ids"
+	"github.com/subactor/subactor/internal/testkit"
 )
 
 // procID names a process across pid reuse: its pid and start time.
@@ -59,10 +59,10 @@ func (f family) all() map[string]procID {
 // waited for at the deadline.
 func eventually(t *testing.T, what string, cond func() bool) {
 	t.Helper()
-	deadline := time.Now().Add(await.Deadline)
+	deadline := time.Now().Add(testkit.Deadline)
 	for !cond() {
 		if time.Now().After(deadline) {
-			t.Fatalf("waited %s for %s", await.Deadline, what)
+			t.Fatalf("waited %s for %s", testkit.Deadline, what)
 		}
 		time.Sleep(10 * time.Millisecond) // polling /proc: nothing tells us
 	}
@@ -112,7 +112,7 @@ func startStubborn(t *testing.T, data, dir, config string, args ...string) *stub
 	t.Helper()
 	s := &stubborn{output: new(bytes.Buffer), dir: dir}
 	args = slices.Replace(slices.Clone(args), slices.Index(args, "CONFIG"), slices.Index(args, "CONFIG")+1, config)
-	s.cmd = exec.CommandContext(await.Ctx(t), bin, args...)
+	s.cmd = exec.CommandContext(testkit.Ctx(t), bin, args...)
 	s.cmd.Env = append(os.Environ(), withData(data)...)
 	s.cmd.Stdout, s.cmd.Stderr = s.output, s.output
 	if err := s.cmd.Start(); err != nil {
@@ -314,9 +314,9 @@ func TestK3_AgentCannotReadTheNodesEnvironment(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	cmd := exec.CommandContext(await.Ctx(t), bin, "delegate", "-quiet", "-config", fakeConfig(t), "environ")
+	cmd := exec.CommandContext(testkit.Ctx(t), bin, "delegate", "-quiet", "-config", fakeConfig(t), "environ")
 	if os.Geteuid() == 0 {
-		cmd = exec.CommandContext(await.Ctx(t), exe, cmd.Args[1:]...)
+		cmd = exec.CommandContext(testkit.Ctx(t), exe, cmd.Args[1:]...)
 		cmd.Env = append(cmd.Env, envExecUnprivileged+"="+bin)
 	}
 	cmd.Env = append(append(os.Environ(), cmd.Env...), envDataDir+"="+t.TempDir(), "NODETEST_SECRET="+secret)
@@ -448,7 +448,7 @@ func TestK4_ForgedRecordsHarmNothingAndTheUsersFilesSurvive(t *testing.T) {
 		// The shell leads a job's group, as a shell's job does, and stays
 		// the node's parent (it has more to do after it). It starts the
 		// node once its record is forged.
-		shell := exec.CommandContext(await.Ctx(t), "sh", "-c", `read go; "$0" "$@"; exit $?`, bin, "run", "-quiet", "-max-depth", "0", "-dir", t.TempDir())
+		shell := exec.CommandContext(testkit.Ctx(t), "sh", "-c", `read go; "$0" "$@"; exit $?`, bin, "run", "-quiet", "-max-depth", "0", "-dir", t.TempDir())
 		shell.Env = append(os.Environ(), append(withData(data), agentproc.EnvAgentTag+"="+parentTag)...)
 		shell.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
 		var out bytes.Buffer

@@ -20,8 +20,8 @@ import (
 	"testing"
 	"time"
 
-	"github.com/subactor/subactor/internal/acptest"
-	"github.com/subactor/subactor/internal/await"
+	"github.com/subactor/subactor/internal/testkit"
+	"github.com/subactor/subactor/internal/testkit/acptest"
 )
 
 // readmeNotRun is how many of the README's sh blocks are marked not run.
@@ -136,7 +136,7 @@ func TestReadmeCommandBlocksRun(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer out.Close()
-	ctx, cancel := context.WithTimeout(context.Background(), await.Scale(5*time.Minute))
+	ctx, cancel := context.WithTimeout(context.Background(), testkit.Scale(5*time.Minute))
 	defer cancel()
 	cmd := exec.CommandContext(ctx, "bash", "-c", script)
 	cmd.Dir = work
@@ -152,7 +152,7 @@ func TestReadmeCommandBlocksRun(t *testing.T) {
 	output, _ := os.ReadFile(out.Name())
 	t.Logf("the README's blocks said:\n%s", output)
 	if ctx.Err() != nil {
-		err = fmt.Errorf("not done within %s", await.Scale(5*time.Minute))
+		err = fmt.Errorf("not done within %s", testkit.Scale(5*time.Minute))
 	}
 	if err != nil {
 		t.Fatalf("the README's blocks: %v (the last block named in the log failed)", err)

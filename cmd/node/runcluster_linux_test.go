@@ -10,7 +10,7 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/subactor/subactor/internal/openaitest"
+	"github.com/subactor/subactor/internal/testkit/openaitest"
 )
 
 // Contracts K1, P4, R1: run -cluster on node A gives its top agent a

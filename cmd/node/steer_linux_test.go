@@ -14,7 +14,7 @@ import (
 	"sync/atomic"
 	"testing"
 
-	"github.com/subactor/subactor/internal/openaitest"
+	"github.com/subactor/subactor/internal/testkit/openaitest"
 )
 
 // Contracts K1, P4, R4: a parent on node A starts a child on node B's

@@ -11,11 +11,11 @@ import (
 	"testing"
 	"time"
 
-	"github.com/subactor/subactor/internal/await"
+	"github.com/subactor/subactor/internal/testkit"
 )
 
 // stopBound is how soon after SIGTERM a command must have ended.
-var stopBound = await.Scale(2 * time.Second)
+var stopBound = testkit.Scale(2 * time.Second)
 
 // nowhere is an etcd endpoint on loopback that nothing serves.
 func nowhere(t *testing.T) string { return fmt.Sprintf("127.0.0.1:%d", portPair(t)) }
@@ -75,7 +75,7 @@ func TestK2_AJoinThatReachesNothingEndsNamingWhat(t *testing.T) {
 	start := time.Now()
 	p := startNode(t, "status", "-listen", newMember(t).listen, "-etcd", endpoint, "-join-timeout", "1s")
 	code := p.rest(t)
-	if took := time.Since(start); code != exitFailed || !strings.Contains(p.stderr.String(), "could not reach etcd at "+endpoint) || took > await.Scale(5*time.Second) {
+	if took := time.Since(start); code != exitFailed || !strings.Contains(p.stderr.String(), "could not reach etcd at "+endpoint) || took > testkit.Scale(5*time.Second) {
 		t.Fatalf("status with etcd unreachable: exit %d after %s, stderr %s", code, took, p.stderr.String())
 	}
 

@@ -24,7 +24,6 @@ import (
 	"google.golang.org/protobuf/proto"
 
 	"github.com/subactor/subactor/cluster"
-	"github.com/subactor/subactor/internal/actorsraw"
 	"github.com/subactor/subactor/internal/clusterwire"
 	wire "github.com/subactor/subactor/messages"
 )
@@ -55,7 +54,7 @@ func runTestPeer() int {
 func collector(n *cluster.Node) (*actor.PID, <-chan any) {
 	got := make(chan any, 256)
 	hosted := map[string]*actor.PID{}
-	pid := actorsraw.Of(n.System()).Root.Spawn(actor.PropsFromFunc(func(ctx actor.Context) {
+	pid := n.System().ActorSystem().Root.Spawn(actor.PropsFromFunc(func(ctx actor.Context) {
 		switch m := ctx.Message().(type) {
 		case *wire.RemoteAccepted:
 			hosted[m.GetRunId()] = ctx.Sender()

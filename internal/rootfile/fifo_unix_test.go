@@ -9,8 +9,8 @@ import (
 	"syscall"
 	"testing"
 
-	"github.com/subactor/subactor/internal/await"
 	"github.com/subactor/subactor/internal/rootfile"
+	"github.com/subactor/subactor/internal/testkit"
 )
 
 // Contract K3: a FIFO, named directly or through a symbolic link, is
@@ -43,7 +43,7 @@ func TestK3_FIFOIsRefusedWithoutWaiting(t *testing.T) {
 		}
 		done <- nil
 	}()
-	if err := await.Recv(t, done, "the FIFO to be refused"); err != nil {
+	if err := testkit.Recv(t, done, "the FIFO to be refused"); err != nil {
 		t.Fatalf("want ErrNotRegular, got %v", err)
 	}
 }

@@ -13,8 +13,7 @@ import (
 	"testing"
 
 	"github.com/subactor/subactor/agent"
-	"github.com/subactor/subactor/internal/await"
-	"github.com/subactor/subactor/internal/memtest"
+	"github.com/subactor/subactor/internal/testkit"
 	"github.com/subactor/subactor/model/openai"
 	"github.com/subactor/subactor/persistence"
 	"github.com/subactor/subactor/subagent"
@@ -98,8 +97,8 @@ func TestK3_HugeToolArgumentCostsBoundedMemory(t *testing.T) {
 	runtime.GC()
 	var before runtime.MemStats
 	runtime.ReadMemStats(&before)
-	stop := memtest.HeapPeak()
-	res := a.Run(await.Ctx(t), []subagent.ContentBlock{subagent.Text("go")}, nil)
+	stop := testkit.HeapPeak()
+	res := a.Run(testkit.Ctx(t), []subagent.ContentBlock{subagent.Text("go")}, nil)
 	peak := stop()
 	grown := int64(peak) - int64(before.HeapAlloc)
 	t.Logf("a %d MiB argument: heap peak %+.1f MiB (ceiling %d MiB), second request %.1f MiB", argBytes>>20, float64(grown)/(1<<20), ceiling>>20, float64(second.Load())/(1<<20))

@@ -17,8 +17,8 @@ import (
 	"testing/synctest"
 	"time"
 
-	"github.com/subactor/subactor/internal/await"
-	"github.com/subactor/subactor/internal/openaitest"
+	"github.com/subactor/subactor/internal/testkit"
+	"github.com/subactor/subactor/internal/testkit/openaitest"
 	"github.com/subactor/subactor/model/openai"
 	"github.com/subactor/subactor/subagent"
 )
@@ -80,7 +80,7 @@ func TestK3_EndlessEventIsCutAndMemoryStaysBounded(t *testing.T) {
 			runtime.GC()
 			var before, after runtime.MemStats
 			runtime.ReadMemStats(&before)
-			_, err = cl.Generate(await.Ctx(t), ask("hi"))
+			_, err = cl.Generate(testkit.Ctx(t), ask("hi"))
 			runtime.ReadMemStats(&after)
 			alloc := after.TotalAlloc - before.TotalAlloc
 			t.Logf("allocated %.1f MiB during the call (ceiling %d MiB)", float64(alloc)/(1<<20), ceiling>>20)
@@ -104,7 +104,7 @@ func TestK3_EndlessEventIsCutAndMemoryStaysBounded(t *testing.T) {
 func TestK3_AnswerOverLimitIsTooLarge(t *testing.T) {
 	s := openaitest.NewServer(t, openaitest.Step{Text: strings.Repeat("x", 4096), ChunkSize: 64})
 	c, clk := client(t, s, func(cfg *openai.Config) { cfg.MaxReplyBytes = 1024 })
-	_, err := c.Generate(await.Ctx(t), ask("hi"))
+	_, err := c.Generate(testkit.Ctx(t), ask("hi"))
 	var tooLarge *openai.TooLargeError
 	if !errors.As(err, &tooLarge) || tooLarge.Event || tooLarge.Limit != 1024 || err.Error() != "openai: the answer is over 1024 bytes" {
 		t.Errorf("error %v, want a *TooLargeError for the answer over 1024 bytes", err)
@@ -125,7 +125,7 @@ func TestK3_AnswerOverLimitIsTooLarge(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if _, err := c.Generate(await.Ctx(t), ask("hi")); !errors.As(err, &tooLarge) {
+	if _, err := c.Generate(testkit.Ctx(t), ask("hi")); !errors.As(err, &tooLarge) {
 		t.Errorf("2800 bytes of keep-alives: error %v, want a *TooLargeError", err)
 	}
 	if len(clk.Waits()) != 0 {
@@ -143,7 +143,7 @@ func TestK3_AbsurdTokenCountsAreProtocolErrors(t *testing.T) {
 	)
 	c, _ := client(t, s)
 	for _, want := range []string{"prompt_tokens = -5", "completion_tokens = 1099511627776", "cached_tokens = -1"} {
-		resp, err := c.Generate(await.Ctx(t), ask("hi"))
+		resp, err := c.Generate(testkit.Ctx(t), ask("hi"))
 		var perr *openai.ProtocolError
 		if !errors.As(err, &perr) || !strings.Contains(err.Error(), want) || resp.Usage != (subagent.Usage{}) {
 			t.Errorf("error %v, response %+v; want a *ProtocolError saying %q", err, resp, want)

@@ -15,8 +15,8 @@ import (
 	"go.uber.org/goleak"
 
 	"github.com/subactor/subactor/agent"
-	"github.com/subactor/subactor/internal/await"
-	"github.com/subactor/subactor/internal/openaitest"
+	"github.com/subactor/subactor/internal/testkit"
+	"github.com/subactor/subactor/internal/testkit/openaitest"
 	"github.com/subactor/subactor/model/openai"
 	"github.com/subactor/subactor/subagent"
 )
@@ -80,7 +80,7 @@ func TestM1_StreamsInterleavedTextAndToolCallDeltas(t *testing.T) {
 		},
 	})
 	c, _ := client(t, s)
-	resp, err := c.Generate(await.Ctx(t), ask("survey ."))
+	resp, err := c.Generate(testkit.Ctx(t), ask("survey ."))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -105,7 +105,7 @@ func TestM1_ToolCallArgumentsOverSeveralChunks(t *testing.T) {
 		ID: "call_1", Name: "subagent", Pieces: []string{`{"descr`, `iption":"tally a",`, `"prompt":"tally ./a"`, `}`},
 	}))
 	c, _ := client(t, s)
-	resp, err := c.Generate(await.Ctx(t), ask("survey ."))
+	resp, err := c.Generate(testkit.Ctx(t), ask("survey ."))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -130,7 +130,7 @@ func TestM1_MapsRequest(t *testing.T) {
 		Tools:     []agent.ToolSpec{{Name: "list", Description: "lists", Parameters: json.RawMessage(`{"type":"object","properties":{"path":{"type":"string"}}}`)}, {Name: "noargs"}},
 		MaxTokens: 321,
 	}
-	if _, err := c.Generate(await.Ctx(t), req); err != nil {
+	if _, err := c.Generate(testkit.Ctx(t), req); err != nil {
 		t.Fatal(err)
 	}
 	r := s.WaitFinished(t, 1)[0]
@@ -174,7 +174,7 @@ func TestM1_SendsResponseFormatWithSchema(t *testing.T) {
 	c, _ := client(t, s)
 	req := ask("tally .")
 	req.OutputSchema = json.RawMessage(schema)
-	resp, err := c.Generate(await.Ctx(t), req)
+	resp, err := c.Generate(testkit.Ctx(t), req)
 	if err != nil || subagent.TextOf(resp.Message.Content) != `{"files":3}` {
 		t.Fatalf("%+v, %v", resp, err)
 	}
@@ -186,7 +186,7 @@ func TestM1_SendsResponseFormatWithSchema(t *testing.T) {
 
 	// JSON mode (DeepSeek): json_object, and the schema goes in the prompt.
 	c, _ = client(t, s, func(cfg *openai.Config) { cfg.OutputSchema = openai.SchemaJSONObject })
-	if _, err := c.Generate(await.Ctx(t), req); err != nil {
+	if _, err := c.Generate(testkit.Ctx(t), req); err != nil {
 		t.Fatal(err)
 	}
 	r := s.WaitFinished(t, 2)[1]
@@ -213,7 +213,7 @@ func TestM1_RetriesAfter429HonouringRetryAfter(t *testing.T) {
 		openaitest.Reply("finally"),
 	)
 	c, clk := client(t, s)
-	resp, err := c.Generate(await.Ctx(t), ask("hi"))
+	resp, err := c.Generate(testkit.Ctx(t), ask("hi"))
 	if err != nil || subagent.TextOf(resp.Message.Content) != "finally" {
 		t.Fatalf("%+v, %v", resp, err)
 	}
@@ -238,7 +238,7 @@ func TestM1_RetriesAreToldToOnRetry(t *testing.T) {
 			t.Errorf("attempt %d told after %d waits, want before its own", attempt, n)
 		}
 	}
-	if _, err := c.Generate(await.Ctx(t), req); err != nil {
+	if _, err := c.Generate(testkit.Ctx(t), req); err != nil {
 		t.Fatal(err)
 	}
 	if want := []string{"1 429 7s", "2 503 2s"}; !reflect.DeepEqual(told, want) {
@@ -249,7 +249,7 @@ func TestM1_RetriesAreToldToOnRetry(t *testing.T) {
 func TestM1_Retries500TwiceThenSucceeds(t *testing.T) {
 	s := openaitest.NewServer(t, openaitest.Status(500, ""), openaitest.Status(502, ""), openaitest.Reply("ok"))
 	c, clk := client(t, s, func(cfg *openai.Config) { cfg.Backoff = time.Second })
-	if _, err := c.Generate(await.Ctx(t), ask("hi")); err != nil {
+	if _, err := c.Generate(testkit.Ctx(t), ask("hi")); err != nil {
 		t.Fatal(err)
 	}
 	// Exponential with jitter: the n-th wait is b·2ⁿ⁻¹ ± 50%.
@@ -264,7 +264,7 @@ func TestM1_RetryBudgetExhaustedIsAPIError(t *testing.T) {
 	s := openaitest.NewServer(t, openaitest.Status(503, ""), openaitest.Status(503, ""),
 		openaitest.Step{Status: 429, Body: `{"error":{"message":"slow down","type":"rate_limit"}}`, RetryAfter: "1"})
 	c, clk := client(t, s, func(cfg *openai.Config) { cfg.MaxAttempts = 3 })
-	_, err := c.Generate(await.Ctx(t), ask("hi"))
+	_, err := c.Generate(testkit.Ctx(t), ask("hi"))
 	var apiErr *openai.APIError
 	if !errors.As(err, &apiErr) {
 		t.Fatalf("error %v (%T), want *openai.APIError", err, err)
@@ -283,7 +283,7 @@ func TestM1_RetryBudgetExhaustedIsAPIError(t *testing.T) {
 func TestM1_ClientErrorIsNotRetried(t *testing.T) {
 	s := openaitest.NewServer(t, openaitest.Step{Status: 401, Body: "not json at all"})
 	c, clk := client(t, s)
-	_, err := c.Generate(await.Ctx(t), ask("hi"))
+	_, err := c.Generate(testkit.Ctx(t), ask("hi"))
 	var apiErr *openai.APIError
 	if !errors.As(err, &apiErr) || apiErr.Status != 401 || apiErr.Body != "not json at all" || apiErr.Attempts != 1 || openai.Retryable(apiErr) {
 		t.Fatalf("error %v", err)
@@ -296,7 +296,7 @@ func TestM1_ClientErrorIsNotRetried(t *testing.T) {
 func TestM1_RetryAfterBeyondLimitGivesUp(t *testing.T) {
 	s := openaitest.NewServer(t, openaitest.Status(429, "3600"))
 	c, clk := client(t, s)
-	_, err := c.Generate(await.Ctx(t), ask("hi"))
+	_, err := c.Generate(testkit.Ctx(t), ask("hi"))
 	var apiErr *openai.APIError
 	if !errors.As(err, &apiErr) || apiErr.RetryAfter != time.Hour || len(clk.Waits()) != 0 {
 		t.Fatalf("error %v, waits %v", err, clk.Waits())
@@ -310,7 +310,7 @@ func TestM1_RealSleepAndCancelDuringBackoff(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if _, err := c.Generate(await.Ctx(t), ask("hi")); err != nil {
+	if _, err := c.Generate(testkit.Ctx(t), ask("hi")); err != nil {
 		t.Fatal(err)
 	}
 
@@ -320,7 +320,7 @@ func TestM1_RealSleepAndCancelDuringBackoff(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	ctx, cancel := context.WithCancel(await.Ctx(t))
+	ctx, cancel := context.WithCancel(testkit.Ctx(t))
 	errs := make(chan error, 1)
 	go func() {
 		_, err := c.Generate(ctx, ask("hi"))
@@ -328,7 +328,7 @@ func TestM1_RealSleepAndCancelDuringBackoff(t *testing.T) {
 	}()
 	s.WaitFinished(t, 1)
 	cancel()
-	if err := await.Recv(t, errs, "Generate to return after cancel in backoff"); !errors.Is(err, context.Canceled) {
+	if err := testkit.Recv(t, errs, "Generate to return after cancel in backoff"); !errors.Is(err, context.Canceled) {
 		t.Errorf("error %v, want context.Canceled", err)
 	}
 }
@@ -341,7 +341,7 @@ func TestM1_MalformedBodyIsProtocolError(t *testing.T) {
 	)
 	c, clk := client(t, s)
 	for i, want := range []string{"malformed chunk", "upstream broke", "without a finish reason"} {
-		_, err := c.Generate(await.Ctx(t), ask("hi"))
+		_, err := c.Generate(testkit.Ctx(t), ask("hi"))
 		var perr *openai.ProtocolError
 		if !errors.As(err, &perr) || !strings.Contains(err.Error(), want) {
 			t.Errorf("case %d: error %v (%T), want a *ProtocolError saying %q", i, err, err, want)
@@ -355,7 +355,7 @@ func TestM1_MalformedBodyIsProtocolError(t *testing.T) {
 func TestM1_DroppedConnectionMidStreamIsError(t *testing.T) {
 	s := openaitest.NewServer(t, openaitest.Drop(openaitest.Step{Text: "partial answer", ChunkSize: 2}, 3))
 	c, _ := client(t, s)
-	_, err := c.Generate(await.Ctx(t), ask("hi"))
+	_, err := c.Generate(testkit.Ctx(t), ask("hi"))
 	var perr *openai.ProtocolError
 	if !errors.As(err, &perr) || !errors.Is(err, io.ErrUnexpectedEOF) {
 		t.Errorf("error %v (%T), want a *ProtocolError wrapping io.ErrUnexpectedEOF", err, err)
@@ -365,7 +365,7 @@ func TestM1_DroppedConnectionMidStreamIsError(t *testing.T) {
 func TestM1_CancelMidStreamReturnsAtOnce(t *testing.T) {
 	s := openaitest.NewServer(t, openaitest.Stall(openaitest.Step{Text: "never finished", ChunkSize: 2}, 3))
 	c, _ := client(t, s)
-	ctx, cancel := context.WithCancel(await.Ctx(t))
+	ctx, cancel := context.WithCancel(testkit.Ctx(t))
 	errs := make(chan error, 1)
 	go func() {
 		_, err := c.Generate(ctx, ask("hi"))
@@ -373,7 +373,7 @@ func TestM1_CancelMidStreamReturnsAtOnce(t *testing.T) {
 	}()
 	s.WaitStalled(t, 1) // three chunks are out: the client is reading the stream
 	cancel()
-	if err := await.Recv(t, errs, "Generate to return after cancel"); !errors.Is(err, context.Canceled) {
+	if err := testkit.Recv(t, errs, "Generate to return after cancel"); !errors.Is(err, context.Canceled) {
 		t.Errorf("error %v, want context.Canceled", err)
 	}
 	if r := s.WaitFinished(t, 1)[0]; !r.Cancelled {
@@ -384,7 +384,7 @@ func TestM1_CancelMidStreamReturnsAtOnce(t *testing.T) {
 func TestU1_UsageMapped(t *testing.T) {
 	s := openaitest.NewServer(t, openaitest.Step{Text: "x", Usage: &openaitest.Usage{PromptTokens: 120, CompletionTokens: 34, CachedTokens: 100}})
 	c, _ := client(t, s)
-	resp, err := c.Generate(await.Ctx(t), ask("hi"))
+	resp, err := c.Generate(testkit.Ctx(t), ask("hi"))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -412,7 +412,7 @@ func TestM1_FinishReasonsMapped(t *testing.T) {
 	s := openaitest.NewServer(t, append(steps, openaitest.Step{Text: "a", Finish: "insufficient_system_resource"})...)
 	c, _ := client(t, s)
 	for _, tc := range cases {
-		resp, err := c.Generate(await.Ctx(t), ask("hi"))
+		resp, err := c.Generate(testkit.Ctx(t), ask("hi"))
 		if err != nil || resp.StopReason != tc.want {
 			t.Errorf("finish %q refusal %q: got %q, %v; want %q", tc.step.Finish, tc.step.Refusal, resp.StopReason, err, tc.want)
 		}
@@ -420,7 +420,7 @@ func TestM1_FinishReasonsMapped(t *testing.T) {
 			t.Errorf("refusal text %q", subagent.TextOf(resp.Message.Content))
 		}
 	}
-	_, err := c.Generate(await.Ctx(t), ask("hi"))
+	_, err := c.Generate(testkit.Ctx(t), ask("hi"))
 	var perr *openai.ProtocolError
 	if !errors.As(err, &perr) || !strings.Contains(err.Error(), "insufficient_system_resource") {
 		t.Errorf("unknown finish reason: %v", err)
@@ -440,7 +440,7 @@ func TestK3_HostileToolCallArgumentsComeBackAsIs(t *testing.T) {
 		openaitest.Step{Malformed: true, Body: raw},
 	)
 	c, _ := client(t, s)
-	resp, err := c.Generate(await.Ctx(t), ask("hi"))
+	resp, err := c.Generate(testkit.Ctx(t), ask("hi"))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -448,7 +448,7 @@ func TestK3_HostileToolCallArgumentsComeBackAsIs(t *testing.T) {
 		t.Errorf("args %q, want %q as they came", got, want)
 	}
 
-	resp, err = c.Generate(await.Ctx(t), ask("hi"))
+	resp, err = c.Generate(testkit.Ctx(t), ask("hi"))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -466,14 +466,14 @@ func TestM1_ConcurrentCallsShareOneClient(t *testing.T) {
 	errs := make(chan error, 3)
 	for range 3 {
 		go func() {
-			_, err := c.Generate(await.Ctx(t), ask("hi"))
+			_, err := c.Generate(testkit.Ctx(t), ask("hi"))
 			errs <- err
 		}()
 	}
 	s.WaitInFlight(t, 3)
 	s.Release()
 	for i := range 3 {
-		if err := await.Recv(t, errs, "concurrent Generate "+string(rune('1'+i))); err != nil {
+		if err := testkit.Recv(t, errs, "concurrent Generate "+string(rune('1'+i))); err != nil {
 			t.Error(err)
 		}
 	}
@@ -547,7 +547,7 @@ func TestM1_FromEnvReachesTheServer(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if _, err := c.Generate(await.Ctx(t), ask("hi")); err != nil {
+	if _, err := c.Generate(testkit.Ctx(t), ask("hi")); err != nil {
 		t.Fatal(err)
 	}
 	if r := s.WaitFinished(t, 1)[0]; r.Model != "env-model" || r.Authorization != "Bearer sk-env" {
@@ -576,7 +576,7 @@ func TestM1_EndpointsLookup(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		if _, err := m.Generate(await.Ctx(t), ask("hi")); err != nil {
+		if _, err := m.Generate(testkit.Ctx(t), ask("hi")); err != nil {
 			t.Fatal(err)
 		}
 	}
@@ -595,7 +595,7 @@ func TestM1_BadRequestInputFailsBeforeSending(t *testing.T) {
 		{OutputSchema: json.RawMessage(`[1]`)},
 	}
 	for i, req := range bad {
-		if _, err := c.Generate(await.Ctx(t), req); err == nil {
+		if _, err := c.Generate(testkit.Ctx(t), req); err == nil {
 			t.Errorf("request %d accepted", i)
 		}
 	}

@@ -21,7 +21,7 @@ import (
 	"go.uber.org/goleak"
 
 	"github.com/subactor/subactor/agent"
-	"github.com/subactor/subactor/internal/await"
+	"github.com/subactor/subactor/internal/testkit"
 	"github.com/subactor/subactor/model/scripted"
 	"github.com/subactor/subactor/persistence"
 	"github.com/subactor/subactor/subagent"
@@ -143,7 +143,7 @@ func (e env) agent(t *testing.T) *agent.Agent {
 
 func (e env) run(t *testing.T, task string) subagent.Result {
 	t.Helper()
-	return e.agent(t).Run(await.Ctx(t), prompt(task), e.steer)
+	return e.agent(t).Run(testkit.Ctx(t), prompt(task), e.steer)
 }
 
 func wantCompleted(t *testing.T, res subagent.Result) {
@@ -283,7 +283,7 @@ func TestSurveyDelegatesEachFolder(t *testing.T) {
 			store := persistence.NewMemory()
 			d := &delegate{root: root, store: store, withSchema: withSchema}
 			a := env{root: root, store: store, tools: []agent.Tool{d}}.agent(t)
-			res := a.Run(await.Ctx(t), prompt("survey ."), nil)
+			res := a.Run(testkit.Ctx(t), prompt("survey ."), nil)
 			wantCompleted(t, res)
 			if got, want := subagent.TextOf(res.Output), surveyReport(t, root, true, nil); got != want {
 				t.Fatalf("report\n got %s\nwant %s", got, want)
@@ -370,7 +370,7 @@ func TestSteersAreNoted(t *testing.T) {
 func TestResumedTallyFinishes(t *testing.T) {
 	root := project(t)
 	store := persistence.NewMemory()
-	ctx, cancel := context.WithCancel(await.Ctx(t))
+	ctx, cancel := context.WithCancel(testkit.Ctx(t))
 	a := env{root: root, store: store, schema: scripted.TallySchema, onStep: func(s agent.Step) {
 		if s.Kind == subagent.ModelCallStarted && s.N == 3 {
 			cancel() // the third model call sees an ended context
@@ -390,7 +390,7 @@ func TestResumedTallyFinishes(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	res := b.Run(await.Ctx(t), prompt("go on"), nil)
+	res := b.Run(testkit.Ctx(t), prompt("go on"), nil)
 	wantCompleted(t, res)
 	want := strings.TrimSuffix(tallyJSON("a", walk(t, root, "a", true)), "}") + `,"noted":["go on"]}`
 	if string(res.Structured) != want {

@@ -10,8 +10,8 @@ import (
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgconn"
 
-	"github.com/subactor/subactor/internal/await"
-	"github.com/subactor/subactor/internal/pgtest"
+	"github.com/subactor/subactor/internal/testkit"
+	"github.com/subactor/subactor/internal/testkit/pgtest"
 	"github.com/subactor/subactor/persistence"
 	"github.com/subactor/subactor/subagent"
 )
@@ -25,7 +25,7 @@ import (
 func TestS8_AFailingStatementInABatchFailsOnlyItself(t *testing.T) {
 	srv := pgtest.Start(t)
 	url := srv.Fresh(t)
-	ctx := await.Ctx(t)
+	ctx := testkit.Ctx(t)
 	s, err := open(ctx, url, waitLimit)
 	if err != nil {
 		t.Fatal(err)
@@ -53,7 +53,7 @@ func TestS8_AFailingStatementInABatchFailsOnlyItself(t *testing.T) {
 	calls := []*appendCall{call("a", -1), call("bad", -1), call("b", 1), call("c", -1)}
 	s.runBatch(slices.Clone(calls)) // it takes calls out of its slice as it answers them
 	for _, c := range calls {
-		err := await.Recv(t, c.done, "the outcome of the append to "+string(c.id))
+		err := testkit.Recv(t, c.done, "the outcome of the append to "+string(c.id))
 		var pgErr *pgconn.PgError
 		switch {
 		case string(c.id) == "bad":

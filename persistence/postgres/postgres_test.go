@@ -13,8 +13,8 @@ import (
 	"github.com/jackc/pgx/v5"
 	"go.uber.org/goleak"
 
-	"github.com/subactor/subactor/internal/await"
-	"github.com/subactor/subactor/internal/pgtest"
+	"github.com/subactor/subactor/internal/testkit"
+	"github.com/subactor/subactor/internal/testkit/pgtest"
 	"github.com/subactor/subactor/persistence"
 	"github.com/subactor/subactor/persistence/persistencetest"
 	"github.com/subactor/subactor/persistence/postgres"
@@ -63,7 +63,7 @@ type mark struct {
 func TestS9_ServerRestartMidAppendsKeepsEveryAcknowledgedAppendOnce(t *testing.T) {
 	srv := pgtest.Start(t)
 	s := open(t, srv.Fresh(t))
-	ctx := await.Ctx(t)
+	ctx := testkit.Ctx(t)
 	if err := s.Create(ctx, subagent.SessionHeader{SessionID: "s"}); err != nil {
 		t.Fatal(err)
 	}
@@ -92,7 +92,7 @@ func TestS9_ServerRestartMidAppendsKeepsEveryAcknowledgedAppendOnce(t *testing.T
 	// Crash once a quarter of the appends are in, so that writes are in
 	// flight when the connections drop.
 	for range writers * each / 4 {
-		await.Recv(t, acked, "an acknowledged append before the crash")
+		testkit.Recv(t, acked, "an acknowledged append before the crash")
 	}
 	srv.Stop(t)
 	srv.Restart(t)
@@ -131,7 +131,7 @@ func TestS8_TwoNodesRacingAppendAtOneWinnerPerSeq(t *testing.T) {
 	srv := pgtest.Start(t)
 	url := srv.Fresh(t)
 	nodes := []persistence.Backend{open(t, url), open(t, url)}
-	ctx := await.Ctx(t)
+	ctx := testkit.Ctx(t)
 	if err := nodes[0].Create(ctx, subagent.SessionHeader{SessionID: "s"}); err != nil {
 		t.Fatal(err)
 	}
@@ -250,7 +250,7 @@ func TestK3_PostgresHostileRowsAreCorrupt(t *testing.T) {
 		t.Run(c.name, func(t *testing.T) {
 			url := srv.Fresh(t)
 			s := open(t, url)
-			ctx := await.Ctx(t) // a read that took its decoding error for a lost connection would retry past it
+			ctx := testkit.Ctx(t) // a read that took its decoding error for a lost connection would retry past it
 			for _, id := range []string{"good", "bad"} {
 				if _, err := s.CreateWith(ctx, subagent.SessionHeader{SessionID: id}, persistence.Record{Kind: "message", Data: json.RawMessage(`1`)}); err != nil {
 					t.Fatal(err)
@@ -295,7 +295,7 @@ func TestS9_ConcurrentAppendsToManySessionsAreAcknowledgedOnce(t *testing.T) {
 	srv := pgtest.Start(t)
 	url := srv.Fresh(t)
 	s := open(t, url)
-	ctx := await.Ctx(t)
+	ctx := testkit.Ctx(t)
 	const sessions, perSession, each = 48, 2, 20
 	for i := range sessions {
 		if err := s.Create(ctx, subagent.SessionHeader{SessionID: fmt.Sprint("s", i)}); err != nil {

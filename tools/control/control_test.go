@@ -5,10 +5,11 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"github.com/subactor/subactor/internal/jsonv2"
 	"strings"
 	"sync"
 	"testing"
+
+	"github.com/subactor/subactor/internal/jsonv2"
 
 	"go.uber.org/goleak"
 
@@ -17,8 +18,7 @@ import (
 	"github.com/subactor/subactor/actors/registry"
 	"github.com/subactor/subactor/actors/tasks"
 	"github.com/subactor/subactor/agent"
-	"github.com/subactor/subactor/internal/await"
-	"github.com/subactor/subactor/internal/leaktest"
+	"github.com/subactor/subactor/internal/testkit"
 	"github.com/subactor/subactor/persistence"
 	"github.com/subactor/subactor/subagent"
 	"github.com/subactor/subactor/tools/control"
@@ -26,7 +26,7 @@ import (
 	tasktools "github.com/subactor/subactor/tools/tasks"
 )
 
-func TestMain(m *testing.M) { goleak.VerifyTestMain(m, leaktest.DeadLetters) }
+func TestMain(m *testing.M) { goleak.VerifyTestMain(m, testkit.DeadLetters) }
 
 // recall answers with every user message of its history.
 type recall struct{}
@@ -95,11 +95,11 @@ func TestT1T2_ContinuableDelegationAndSendMessage(t *testing.T) {
 		t.Fatalf("no continuable mode in %s", tool.Spec().Parameters)
 	}
 	tools := append([]agent.Tool{tool, control.New(control.Config{Service: rt.Service})}, tasktools.Tools(mgr)...)
-	parent, err := agent.New(await.Ctx(t), agent.Config{Store: store, Model: &script{}, Tools: tools, Header: subagent.SessionHeader{SessionID: "parent"}})
+	parent, err := agent.New(testkit.Ctx(t), agent.Config{Store: store, Model: &script{}, Tools: tools, Header: subagent.SessionHeader{SessionID: "parent"}})
 	if err != nil {
 		t.Fatal(err)
 	}
-	res := parent.Run(await.Ctx(t), []subagent.ContentBlock{subagent.Text("go")}, nil)
+	res := parent.Run(testkit.Ctx(t), []subagent.ContentBlock{subagent.Text("go")}, nil)
 	if res.StopReason != subagent.Completed {
 		t.Fatalf("parent %+v", res)
 	}
@@ -123,7 +123,7 @@ func TestK3_SendMessageArgumentsAreStrictAndBounded(t *testing.T) {
 	a := &agent.Agent{}
 	for _, args := range []string{`{}`, `{"subagent_id":"x"}`, `{"subagent_id":"x","message":"  "}`, `{"subagent_id":"x","message":"toolong"}`,
 		`{"subagent_id":"x","message":"hi","extra":1}`, `{"subagent_id":"` + strings.Repeat("x", 65) + `","message":"hi"}`} {
-		if _, err := tool.Call(await.Ctx(t), a, json.RawMessage(args)); !errors.Is(err, control.ErrArgs) {
+		if _, err := tool.Call(testkit.Ctx(t), a, json.RawMessage(args)); !errors.Is(err, control.ErrArgs) {
 			t.Errorf("%s: %v, want ErrArgs", args, err)
 		}
 	}
@@ -145,7 +145,7 @@ func TestT2_SendMessageArgumentsAreStrict(t *testing.T) {
 		`{"subagent_id":1,"message":"hi"}`:                     jsonv2.Type,
 		`{"subagent_id":"x","message":"hi"} {}`:                jsonv2.Syntax,
 	} {
-		_, err := tool.Call(await.Ctx(t), &agent.Agent{}, json.RawMessage(args))
+		_, err := tool.Call(testkit.Ctx(t), &agent.Agent{}, json.RawMessage(args))
 		var jerr *jsonv2.Error
 		if !errors.Is(err, control.ErrArgs) || !errors.As(err, &jerr) || jerr.Problem != problem {
 			t.Errorf("%s: %v, want ErrArgs with problem %d", args, err, problem)

@@ -5,12 +5,13 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"github.com/subactor/subactor/internal/actorstest"
 	"reflect"
 	"slices"
 	"strings"
 	"sync"
 	"testing"
+
+	"github.com/subactor/subactor/internal/testkit"
 
 	"go.uber.org/goleak"
 
@@ -18,18 +19,16 @@ import (
 	"github.com/subactor/subactor/actors/providers/spawn"
 	"github.com/subactor/subactor/actors/registry"
 	"github.com/subactor/subactor/agent"
-	"github.com/subactor/subactor/internal/agenttest"
-	"github.com/subactor/subactor/internal/await"
-	"github.com/subactor/subactor/internal/delegatetest"
-	"github.com/subactor/subactor/internal/leaktest"
 	"github.com/subactor/subactor/internal/schema"
+	"github.com/subactor/subactor/internal/testkit/agenttest"
+	"github.com/subactor/subactor/internal/testkit/delegatetest"
 	"github.com/subactor/subactor/model/scripted"
 	"github.com/subactor/subactor/persistence"
 	"github.com/subactor/subactor/subagent"
 	"github.com/subactor/subactor/tools/delegate"
 )
 
-func TestMain(m *testing.M) { goleak.VerifyTestMain(m, leaktest.DeadLetters) }
+func TestMain(m *testing.M) { goleak.VerifyTestMain(m, testkit.DeadLetters) }
 
 // countingStore counts the sessions created through it.
 type countingStore struct {
@@ -245,7 +244,7 @@ func TestT1_ForegroundAnswerFromARealParent(t *testing.T) {
 	tool := newTool(t, e.svc, delegate.Config{Provider: spawn.DefaultName}, true)
 	var live []int // actor counts at each parent step
 	parentModel := agenttest.NewRecorder(func(req agent.Request) agent.Response {
-		live = append(live, actorstest.LiveActors(e.sys))
+		live = append(live, testkit.LiveActors(e.sys))
 		if len(req.Messages) == 1 {
 			return callTool(delegate.DefaultName, `{"description":"d","prompt":"echo hello"}`)
 		}
@@ -254,7 +253,7 @@ func TestT1_ForegroundAnswerFromARealParent(t *testing.T) {
 	parent := e.agentAt(t, "parent", 0, subagent.AgentOptions{}, parentModel, tool)
 	events := e.events(t, parent)
 
-	if res := parent.Run(await.Ctx(t), text("delegate"), nil); res.StopReason != subagent.Completed {
+	if res := parent.Run(testkit.Ctx(t), text("delegate"), nil); res.StopReason != subagent.Completed {
 		t.Fatalf("parent: %+v", res)
 	}
 	reqs := parentModel.Requests("delegate")
@@ -278,8 +277,8 @@ func TestT1_ForegroundAnswerFromARealParent(t *testing.T) {
 	if live[0] != live[1] {
 		t.Fatalf("live actors %d before the call, %d after it", live[0], live[1])
 	}
-	started := await.Recv(t, events, "the start event").(subagent.RunStarted)
-	ended := await.Recv(t, events, "the end event").(subagent.RunEnded)
+	started := testkit.Recv(t, events, "the start event").(subagent.RunStarted)
+	ended := testkit.Recv(t, events, "the end event").(subagent.RunEnded)
 	// One run, one id: the tool's answer and the events agree.
 	if started.RunID != runID || started.SessionID != runID || !started.Local || ended.RunID != runID || ended.StopReason != subagent.Completed {
 		t.Fatalf("events %+v %+v", started, ended)
@@ -310,8 +309,8 @@ func TestT1_NonCompletedChildIsAnError(t *testing.T) {
 		`{"description":"d","prompt":"refuse"}`:                                   {"refusal", "I will not"},
 		`{"description":"d","prompt":"schema","output_schema":{"type":"object"}}`: {"error", "not JSON"},
 	} {
-		live := actorstest.LiveActors(e.sys)
-		out, err := tool.Call(await.Ctx(t), parent, json.RawMessage(args))
+		live := testkit.LiveActors(e.sys)
+		out, err := tool.Call(testkit.Ctx(t), parent, json.RawMessage(args))
 		if err == nil || out != "" {
 			t.Fatalf("%s: got %q, %v; want an error", args, out, err)
 		}
@@ -320,13 +319,13 @@ func TestT1_NonCompletedChildIsAnError(t *testing.T) {
 				t.Errorf("%s: error %q does not mention %q", args, err, w)
 			}
 		}
-		if got := actorstest.LiveActors(e.sys); got != live {
+		if got := testkit.LiveActors(e.sys); got != live {
 			t.Fatalf("%s: live actors %d, want %d: the child was not disposed", args, got, live)
 		}
 	}
 
 	// The agent loop turns the error into an error tool result.
-	if res := parent.Run(await.Ctx(t), text("delegate"), nil); res.StopReason != subagent.Completed {
+	if res := parent.Run(testkit.Ctx(t), text("delegate"), nil); res.StopReason != subagent.Completed {
 		t.Fatalf("parent: %+v", res)
 	}
 	reqs := parentModel.Requests("delegate")
@@ -348,7 +347,7 @@ func TestE4_ToolsFollowRegistrationWhateverTheOrder(t *testing.T) {
 	if before.Available(caller) {
 		t.Fatal("available before its provider is registered")
 	}
-	if _, err := before.Call(await.Ctx(t), caller, json.RawMessage(`{"description":"d","prompt":"p"}`)); !errors.Is(err, subagent.ErrNoProvider) {
+	if _, err := before.Call(testkit.Ctx(t), caller, json.RawMessage(`{"description":"d","prompt":"p"}`)); !errors.Is(err, subagent.ErrNoProvider) {
 		t.Fatalf("Call without provider: %v", err)
 	}
 	release := e.register(t, p)
@@ -389,7 +388,7 @@ func TestK3_HostileArgumentsStartNoChild(t *testing.T) {
 	limited := newTool(t, e.svc, delegate.Config{Provider: "bare"}, true)
 	parent := e.agentAt(t, "parent", 0, subagent.AgentOptions{}, nil)
 	events := e.events(t, parent)
-	live, created := actorstest.LiveActors(e.sys), e.store.creates()
+	live, created := testkit.LiveActors(e.sys), e.store.creates()
 
 	for _, c := range []struct {
 		tool *delegate.Tool
@@ -423,18 +422,18 @@ func TestK3_HostileArgumentsStartNoChild(t *testing.T) {
 		{limited, `{"description":"d","prompt":"echo x","delegation_levels":1}`, delegate.ErrArgs},
 		{limited, `{"description":"d","prompt":"echo x","tools":{"deny":["list"]}}`, delegate.ErrArgs},
 	} {
-		out, err := c.tool.Call(await.Ctx(t), parent, json.RawMessage(c.args))
+		out, err := c.tool.Call(testkit.Ctx(t), parent, json.RawMessage(c.args))
 		if !errors.Is(err, c.want) || out != "" {
 			t.Errorf("%s: got %q, %v; want %v", c.args, out, err, c.want)
 		}
 	}
-	if len(bare.starts) != 0 || actorstest.LiveActors(e.sys) != live || e.store.creates() != created {
+	if len(bare.starts) != 0 || testkit.LiveActors(e.sys) != live || e.store.creates() != created {
 		t.Fatalf("a hostile call reached a provider: stub starts %d, live actors %d→%d, sessions %d→%d",
-			len(bare.starts), live, actorstest.LiveActors(e.sys), created, e.store.creates())
+			len(bare.starts), live, testkit.LiveActors(e.sys), created, e.store.creates())
 	}
 	// The parent actor emits in order: the first start it reports is the
 	// valid call's, so no hostile call published a run.
-	out, err := full.Call(await.Ctx(t), parent, json.RawMessage(`{"description":"d","prompt":"echo fine"}`))
+	out, err := full.Call(testkit.Ctx(t), parent, json.RawMessage(`{"description":"d","prompt":"echo fine"}`))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -442,7 +441,7 @@ func TestK3_HostileArgumentsStartNoChild(t *testing.T) {
 	if err := json.Unmarshal([]byte(out), &answer); err != nil {
 		t.Fatal(err)
 	}
-	if ev, ok := await.Recv(t, events, "the first start event").(subagent.RunStarted); !ok || ev.RunID != answer.RunID {
+	if ev, ok := testkit.Recv(t, events, "the first start event").(subagent.RunStarted); !ok || ev.RunID != answer.RunID {
 		t.Fatalf("first event %+v, want the start of run %s", ev, answer.RunID)
 	}
 }
@@ -477,7 +476,7 @@ func TestD6_DelegationLevelsArgumentTightensTheCap(t *testing.T) {
 		{capped, "loosen", `,"delegation_levels":5`, false},
 	} {
 		args := fmt.Sprintf(`{"description":"d","prompt":%q%s}`, c.task, c.extra)
-		if _, err := tool.Call(await.Ctx(t), c.caller, json.RawMessage(args)); err != nil {
+		if _, err := tool.Call(testkit.Ctx(t), c.caller, json.RawMessage(args)); err != nil {
 			t.Fatalf("%s: %v", args, err)
 		}
 		reqs := child.Requests(c.task)
@@ -527,7 +526,7 @@ func FuzzK3_ArgumentsNeverPanicAndStartOnlyValidChildren(f *testing.F) {
 	f.Cleanup(tool.Close)
 	caller := e.agentAt(f, "parent", 0, subagent.AgentOptions{}, nil)
 	f.Fuzz(func(t *testing.T, args []byte) {
-		out, err := tool.Call(await.Ctx(t), caller, args)
+		out, err := tool.Call(testkit.Ctx(t), caller, args)
 		if err == nil || out != "" {
 			// The stub starts no child, so every call must end in an error.
 			t.Fatalf("Call(%q) = %q, %v", args, out, err)

@@ -9,8 +9,8 @@ import (
 
 	"github.com/subactor/subactor/actors/providers/spawn"
 	"github.com/subactor/subactor/agent"
-	"github.com/subactor/subactor/internal/agenttest"
-	"github.com/subactor/subactor/internal/await"
+	"github.com/subactor/subactor/internal/testkit"
+	"github.com/subactor/subactor/internal/testkit/agenttest"
 	"github.com/subactor/subactor/subagent"
 	"github.com/subactor/subactor/tools/delegate"
 )
@@ -142,7 +142,7 @@ func TestK3_ArgumentLimitsAreEnforcedBeforeAnyStart(t *testing.T) {
 		{defaults, map[string]any{"tools": map[string]any{"allow": names("t", 65, 3)}}, "tools.allow", 65, 64},
 		{defaults, map[string]any{"tools": map[string]any{"allow": names("t", 1, 129)}}, "tools.allow[0]", 129, 128},
 	} {
-		out, err := c.tool.Call(await.Ctx(t), caller, args(c.fields))
+		out, err := c.tool.Call(testkit.Ctx(t), caller, args(c.fields))
 		var lerr *delegate.LimitError
 		if out != "" || !errors.Is(err, delegate.ErrArgs) || !errors.As(err, &lerr) {
 			t.Errorf("%s of %d: got %q, %v; want a *LimitError", c.argument, c.size, out, err)
@@ -179,7 +179,7 @@ func TestK3_ArgumentLimitsAreEnforcedBeforeAnyStart(t *testing.T) {
 			"tools":         map[string]any{"allow": names("a", 64, 128), "deny": names("d", 64, 128)},
 		}},
 	} {
-		_, err := c.tool.Call(await.Ctx(t), caller, args(c.fields))
+		_, err := c.tool.Call(testkit.Ctx(t), caller, args(c.fields))
 		if err == nil || errors.Is(err, delegate.ErrArgs) || errors.Is(err, subagent.ErrInvalidRequest) {
 			t.Fatalf("arguments at their limits: %v; want them passed to the provider", err)
 		}
@@ -199,7 +199,7 @@ func TestS4_NilCallerIsAnInvalidRequest(t *testing.T) {
 	e.register(t, stub)
 	tool := newTool(t, e.svc, delegate.Config{Provider: "all"}, true)
 	for _, raw := range []string{`{"description":"d","prompt":"p"}`, `{"description":"d","prompt":"p","delegation_levels":1}`, `garbage`} {
-		out, err := tool.Call(await.Ctx(t), nil, json.RawMessage(raw))
+		out, err := tool.Call(testkit.Ctx(t), nil, json.RawMessage(raw))
 		var ierr *subagent.InvalidRequestError
 		if out != "" || !errors.As(err, &ierr) || ierr.Field != "parent" ||
 			ierr.Reason != "a delegating parent agent is required" || !errors.Is(err, subagent.ErrInvalidRequest) {
@@ -240,7 +240,7 @@ func TestT1_EveryNonCompletedStopReasonIsAnErrorResult(t *testing.T) {
 
 	for _, reason := range reasons {
 		t.Run(string(reason), func(t *testing.T) {
-			out, err := tool.Call(await.Ctx(t), parent, json.RawMessage(fmt.Sprintf(`{"description":"d","prompt":"stop %s"}`, reason)))
+			out, err := tool.Call(testkit.Ctx(t), parent, json.RawMessage(fmt.Sprintf(`{"description":"d","prompt":"stop %s"}`, reason)))
 			if err == nil || out != "" {
 				t.Fatalf("got %q, %v; want an error", out, err)
 			}
@@ -251,7 +251,7 @@ func TestT1_EveryNonCompletedStopReasonIsAnErrorResult(t *testing.T) {
 	}
 
 	// Through the agent loop each one is an error tool result, not an answer.
-	if res := parent.Run(await.Ctx(t), text("delegate"), nil); res.StopReason != subagent.Completed {
+	if res := parent.Run(testkit.Ctx(t), text("delegate"), nil); res.StopReason != subagent.Completed {
 		t.Fatalf("parent: %+v", res)
 	}
 	reqs := parentModel.Requests("delegate")

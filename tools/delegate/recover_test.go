@@ -13,9 +13,9 @@ import (
 	"github.com/subactor/subactor/actors/providers/spawn"
 	"github.com/subactor/subactor/agent"
 	"github.com/subactor/subactor/internal/agentlog"
-	"github.com/subactor/subactor/internal/agenttest"
-	"github.com/subactor/subactor/internal/await"
 	"github.com/subactor/subactor/internal/depth"
+	"github.com/subactor/subactor/internal/testkit"
+	"github.com/subactor/subactor/internal/testkit/agenttest"
 	"github.com/subactor/subactor/persistence"
 	"github.com/subactor/subactor/subagent"
 	"github.com/subactor/subactor/tools/delegate"
@@ -132,7 +132,7 @@ func crashAt(t *testing.T, depth int, child *agenttest.Recorder, model agent.Mod
 	r.tool = newTool(t, e.svc, delegate.Config{Provider: spawn.DefaultName, Store: r.store}, true)
 	r.store.armed.Store(true)
 	a := r.newParent(t, false)
-	res := a.Run(await.Ctx(t), text("delegate it"), nil)
+	res := a.Run(testkit.Ctx(t), text("delegate it"), nil)
 	if res.StopReason != subagent.Error || !errors.Is(res.Cause, errCrash) {
 		t.Fatalf("the crashed run stopped %s (%v): %s", res.StopReason, res.Cause, res.Detail)
 	}
@@ -144,7 +144,7 @@ func crashAt(t *testing.T, depth int, child *agenttest.Recorder, model agent.Mod
 // newParent creates the parent agent, or loads it with resume.
 func (r *recovery) newParent(t *testing.T, resume bool) *agent.Agent {
 	t.Helper()
-	a, err := agent.New(await.Ctx(t), agent.Config{
+	a, err := agent.New(testkit.Ctx(t), agent.Config{
 		Store: r.store, Model: r.parent, Tools: []agent.Tool{r.tool}, Resume: resume, Options: r.opts,
 		Header: subagent.SessionHeader{SessionID: parentID, DelegationDepth: r.depth},
 	})
@@ -166,7 +166,7 @@ func (r *recovery) childID(t *testing.T) string {
 // names.
 func childOf(t *testing.T, store persistence.Store, parent string) string {
 	t.Helper()
-	_, log, err := store.LoadFrom(await.Ctx(t), parent, 0)
+	_, log, err := store.LoadFrom(testkit.Ctx(t), parent, 0)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -183,7 +183,7 @@ func childOf(t *testing.T, store persistence.Store, parent string) string {
 // childLog is the child's log.
 func (r *recovery) childLog(t *testing.T) []persistence.Entry {
 	t.Helper()
-	_, log, err := r.store.LoadFrom(await.Ctx(t), r.childID(t), 0)
+	_, log, err := r.store.LoadFrom(testkit.Ctx(t), r.childID(t), 0)
 	if err != nil {
 		t.Fatalf("the child's log: %v", err)
 	}
@@ -194,7 +194,7 @@ func (r *recovery) childLog(t *testing.T) []persistence.Entry {
 // result is the child's answer, from the child the call named.
 func (r *recovery) resume(t *testing.T, want string) {
 	t.Helper()
-	res := r.newParent(t, true).Run(await.Ctx(t), nil, nil)
+	res := r.newParent(t, true).Run(testkit.Ctx(t), nil, nil)
 	if res.StopReason != subagent.Completed {
 		t.Fatalf("the resumed parent stopped %s: %s", res.StopReason, res.Detail)
 	}
@@ -270,7 +270,7 @@ func TestS9_ACallWhoseChildNeverStartedRunsAnew(t *testing.T) {
 		func(_ string, h *subagent.SessionHeader, _ []persistence.Record) bool {
 			return h != nil && h.ParentSessionID == parentID
 		})
-	if _, _, err := r.store.LoadFrom(await.Ctx(t), r.childID(t), 0); !errors.Is(err, persistence.ErrNotFound) {
+	if _, _, err := r.store.LoadFrom(testkit.Ctx(t), r.childID(t), 0); !errors.Is(err, persistence.ErrNotFound) {
 		t.Fatalf("the child's session exists before the resume: %v", err)
 	}
 	if n := len(r.child.Requests(childTask)); n != 0 {
@@ -336,19 +336,19 @@ func TestS9_D6_ARecoveredCallAtTheDepthCapIsRefusedAsAFreshOne(t *testing.T) {
 				// What a fresh delegation of a parent like this one gets.
 				fresh := r.env.agentAt(t, "fresh", 1, r.opts, nil)
 				t.Cleanup(fresh.Close)
-				_, want := r.tool.Call(await.Ctx(t), fresh, json.RawMessage(`{"description":"a task","prompt":"`+childTask+`"}`))
+				_, want := r.tool.Call(testkit.Ctx(t), fresh, json.RawMessage(`{"description":"a task","prompt":"`+childTask+`"}`))
 				var d *depth.Error
 				if !errors.As(want, &d) || d.Depth != 1 || d.Max != 1 || !errors.Is(want, subagent.ErrDepthExceeded) {
 					t.Fatalf("a fresh delegation at the cap answered %v, want a depth error", want)
 				}
 
 				id := r.childID(t)
-				_, before, err := r.store.LoadFrom(await.Ctx(t), id, 0)
+				_, before, err := r.store.LoadFrom(testkit.Ctx(t), id, 0)
 				if started := err == nil; started != (c.name == "running") || (!started && !errors.Is(err, persistence.ErrNotFound)) {
 					t.Fatalf("the child's log before the resume: %v", err)
 				}
 				calls, creates := len(rec.Requests(childTask)), r.env.store.creates()
-				res := r.newParent(t, true).Run(await.Ctx(t), nil, nil)
+				res := r.newParent(t, true).Run(testkit.Ctx(t), nil, nil)
 				if res.StopReason != subagent.Completed {
 					t.Fatalf("the resumed parent stopped %s: %s", res.StopReason, res.Detail)
 				}
@@ -362,7 +362,7 @@ func TestS9_D6_ARecoveredCallAtTheDepthCapIsRefusedAsAFreshOne(t *testing.T) {
 				if n := r.env.store.creates(); n != creates {
 					t.Fatalf("%d sessions were created on recovery: a child beyond the cap started", n-creates)
 				}
-				if _, after, err := r.store.LoadFrom(await.Ctx(t), id, 0); len(after) != len(before) || (err != nil) != (len(before) == 0) {
+				if _, after, err := r.store.LoadFrom(testkit.Ctx(t), id, 0); len(after) != len(before) || (err != nil) != (len(before) == 0) {
 					t.Fatalf("the child's log went from %d records to %d (%v): a child beyond the cap ran", len(before), len(after), err)
 				}
 			})
@@ -396,7 +396,7 @@ func (m *parking) Generate(ctx context.Context, req agent.Request) (agent.Respon
 // log, "" when it has none.
 func lastStop(t *testing.T, store persistence.Store, id string) subagent.StopReason {
 	t.Helper()
-	_, log, err := store.LoadFrom(await.Ctx(t), id, 0)
+	_, log, err := store.LoadFrom(testkit.Ctx(t), id, 0)
 	if err != nil {
 		t.Fatalf("the log of %s: %v", id, err)
 	}
@@ -450,7 +450,7 @@ func cutAtBudget(t *testing.T, refuse func(string, *subagent.SessionHeader, []pe
 
 	// run runs a under the budget: its result, and how long it took.
 	run := func(a *agent.Agent, prompt []subagent.ContentBlock) (subagent.Result, time.Duration) {
-		ctx, cancel := context.WithTimeout(await.Ctx(t), budget)
+		ctx, cancel := context.WithTimeout(testkit.Ctx(t), budget)
 		defer cancel()
 		start := time.Now()
 		res := a.Run(ctx, prompt, nil)

@@ -9,7 +9,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/subactor/subactor/internal/await"
+	"github.com/subactor/subactor/internal/testkit"
 )
 
 // TestFIFOIsRefusedWithoutWaitingForAWriter: read and count open a named
@@ -32,7 +32,7 @@ func TestFIFOIsRefusedWithoutWaitingForAWriter(t *testing.T) {
 			if err == nil || !strings.Contains(err.Error(), "not a regular file") {
 				t.Errorf("%s of a FIFO: %v", name, err)
 			}
-		case <-time.After(await.Deadline):
+		case <-time.After(testkit.Deadline):
 			t.Fatalf("%s of a FIFO is still waiting for a writer", name)
 		}
 	}

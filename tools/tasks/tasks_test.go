@@ -5,25 +5,25 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"github.com/subactor/subactor/internal/jsonv2"
 	"strings"
 	"sync"
 	"testing"
+
+	"github.com/subactor/subactor/internal/jsonv2"
 
 	"go.uber.org/goleak"
 
 	"github.com/subactor/subactor"
 	mgrpkg "github.com/subactor/subactor/actors/tasks"
 	"github.com/subactor/subactor/agent"
-	"github.com/subactor/subactor/internal/await"
-	"github.com/subactor/subactor/internal/leaktest"
+	"github.com/subactor/subactor/internal/testkit"
 	"github.com/subactor/subactor/persistence"
 	"github.com/subactor/subactor/subagent"
 	"github.com/subactor/subactor/tools/delegate"
 	"github.com/subactor/subactor/tools/tasks"
 )
 
-func TestMain(m *testing.M) { goleak.VerifyTestMain(m, leaktest.DeadLetters) }
+func TestMain(m *testing.M) { goleak.VerifyTestMain(m, testkit.DeadLetters) }
 
 // children answer "fast" at once and wait on "slow" until cancelled.
 type children struct{}
@@ -100,12 +100,12 @@ func TestT1T3_BackgroundDelegationWithTaskTools(t *testing.T) {
 		t.Fatalf("the tool's schema offers no background mode: %s", tool.Spec().Parameters)
 	}
 	model := &parentModel{}
-	parent, err := agent.New(await.Ctx(t), agent.Config{Store: rt.Store, Model: model,
+	parent, err := agent.New(testkit.Ctx(t), agent.Config{Store: rt.Store, Model: model,
 		Tools: append([]agent.Tool{tool}, tasks.Tools(mgr)...), Header: subagent.SessionHeader{SessionID: "parent"}})
 	if err != nil {
 		t.Fatal(err)
 	}
-	res := parent.Run(await.Ctx(t), []subagent.ContentBlock{subagent.Text("go")}, nil)
+	res := parent.Run(testkit.Ctx(t), []subagent.ContentBlock{subagent.Text("go")}, nil)
 	if res.StopReason != subagent.Completed {
 		t.Fatalf("parent %+v", res)
 	}
@@ -137,7 +137,7 @@ func TestK3_TaskToolArgumentsAreStrictAndBounded(t *testing.T) {
 	defer rt.Close()
 	mgr := mgrpkg.New(rt.System, nil)
 	defer mgr.Close(context.Background())
-	parent, err := rt.NewAgent(await.Ctx(t), "p")
+	parent, err := rt.NewAgent(testkit.Ctx(t), "p")
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -151,11 +151,11 @@ func TestK3_TaskToolArgumentsAreStrictAndBounded(t *testing.T) {
 		`{}`, `{"task_id":""}`, `{"task_id":"x","extra":1}`, `{"task_id":"x"} {}`,
 		`{"task_id":"` + strings.Repeat("x", 65) + `"}`, `{"task_id":"x","wait_seconds":601}`, `{"task_id":"x","wait_seconds":-1}`, `{"task_id":"x","wait_seconds":0}`,
 	} {
-		if _, err := tools[0].Call(await.Ctx(t), parent, json.RawMessage(args)); !errors.Is(err, tasks.ErrArgs) {
+		if _, err := tools[0].Call(testkit.Ctx(t), parent, json.RawMessage(args)); !errors.Is(err, tasks.ErrArgs) {
 			t.Errorf("task_output %s: %v, want ErrArgs", args, err)
 		}
 	}
-	if _, err := tools[1].Call(await.Ctx(t), parent, json.RawMessage(`{"task_id":"nobody"}`)); !errors.Is(err, mgrpkg.ErrNoTask) {
+	if _, err := tools[1].Call(testkit.Ctx(t), parent, json.RawMessage(`{"task_id":"nobody"}`)); !errors.Is(err, mgrpkg.ErrNoTask) {
 		t.Errorf("task_kill of an unknown task: %v", err)
 	}
 }
@@ -172,7 +172,7 @@ func TestT3_TaskToolArgumentsAreStrict(t *testing.T) {
 			`{"task_id":null}`:              jsonv2.Null,
 			`{"task_id":["a"]}`:             jsonv2.Type,
 		} {
-			_, err := tool.Call(await.Ctx(t), &agent.Agent{}, json.RawMessage(args))
+			_, err := tool.Call(testkit.Ctx(t), &agent.Agent{}, json.RawMessage(args))
 			var jerr *jsonv2.Error
 			if !errors.Is(err, tasks.ErrArgs) || !errors.As(err, &jerr) || jerr.Problem != problem {
 				t.Errorf("%s %s: %v, want ErrArgs with problem %d", tool.Spec().Name, args, err, problem)

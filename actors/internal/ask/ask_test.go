@@ -9,12 +9,11 @@ import (
 	"go.uber.org/goleak"
 
 	"github.com/subactor/subactor/actors/internal/ask"
-	"github.com/subactor/subactor/internal/await"
-	"github.com/subactor/subactor/internal/leaktest"
+	"github.com/subactor/subactor/internal/testkit"
 )
 
 func TestMain(m *testing.M) {
-	goleak.VerifyTestMain(m, leaktest.DeadLetters)
+	goleak.VerifyTestMain(m, testkit.DeadLetters)
 }
 
 func TestAskGetsTheReplyOrLearnsTheTargetIsGone(t *testing.T) {
@@ -27,7 +26,7 @@ func TestAskGetsTheReplyOrLearnsTheTargetIsGone(t *testing.T) {
 	}))
 	call := ask.Send(sys, echo, "hi")
 	defer call.Close()
-	if r, err := call.Wait(await.Ctx(t), nil); err != nil || r != "re: hi" {
+	if r, err := call.Wait(testkit.Ctx(t), nil); err != nil || r != "re: hi" {
 		t.Fatalf("reply = %v, %v", r, err)
 	}
 	if err := sys.Root.StopFuture(echo).Wait(); err != nil {
@@ -35,7 +34,7 @@ func TestAskGetsTheReplyOrLearnsTheTargetIsGone(t *testing.T) {
 	}
 	// The same address serves the next request.
 	call.Send(echo, "hi")
-	if _, err := call.Wait(await.Ctx(t), nil); !errors.Is(err, ask.ErrGone) {
+	if _, err := call.Wait(testkit.Ctx(t), nil); !errors.Is(err, ask.ErrGone) {
 		t.Fatalf("request to a stopped actor: %v", err)
 	}
 }
@@ -55,7 +54,7 @@ func TestWaitEndsWithTheContextOrTheGoneSignal(t *testing.T) {
 	}
 	gone := make(chan struct{})
 	close(gone)
-	if _, err := call.Wait(await.Ctx(t), gone); !errors.Is(err, ask.ErrGone) {
+	if _, err := call.Wait(testkit.Ctx(t), gone); !errors.Is(err, ask.ErrGone) {
 		t.Fatalf("Wait after gone: %v", err)
 	}
 }
@@ -70,14 +69,14 @@ func TestADeadLetterIsGoneEvenWhenTheGoneSignalWins(t *testing.T) {
 	call := ask.Send(sys, dead, "anyone?")
 	defer call.Close()
 	// Wait for the dead letter's answer first, then let gone win the select.
-	if _, err := call.Wait(await.Ctx(t), nil); !errors.Is(err, ask.ErrGone) {
+	if _, err := call.Wait(testkit.Ctx(t), nil); !errors.Is(err, ask.ErrGone) {
 		t.Fatalf("first wait: %v", err)
 	}
 	again := ask.Send(sys, dead, "anyone?")
 	defer again.Close()
 	gone := make(chan struct{})
 	close(gone)
-	ctx := await.Ctx(t)
+	ctx := testkit.Ctx(t)
 	for range 100 {
 		if r, err := again.Wait(ctx, gone); !errors.Is(err, ask.ErrGone) || r != nil {
 			t.Fatalf("wait with gone closed: %v, %v", r, err)

@@ -14,11 +14,10 @@ import (
 	"github.com/asynkron/protoactor-go/actor"
 	"go.uber.org/goleak"
 
-	"github.com/subactor/subactor/internal/await"
-	"github.com/subactor/subactor/internal/leaktest"
+	"github.com/subactor/subactor/internal/testkit"
 )
 
-func TestMain(m *testing.M) { goleak.VerifyTestMain(m, leaktest.DeadLetters) }
+func TestMain(m *testing.M) { goleak.VerifyTestMain(m, testkit.DeadLetters) }
 
 // goid is the calling goroutine's id, read from its stack header
 // ("goroutine 17 [running]:"), so a test can tell which goroutine handled
@@ -165,8 +164,8 @@ func TestAnIdleMailboxHandlesOnThePostingGoroutine(t *testing.T) {
 		poster <- goid()
 		f.mb.PostUserMessage("from-other")
 	}()
-	other := await.Recv(t, poster, "the other poster's goroutine id")
-	await.Recv(t, done, "the other poster to return")
+	other := testkit.Recv(t, poster, "the other poster's goroutine id")
+	testkit.Recv(t, done, "the other poster to return")
 	log := f.log()
 	if last := log[len(log)-1]; last.msg != "from-other" || last.g != other {
 		t.Fatalf("last invocation %v on goroutine %s, want from-other on %s", last.msg, last.g, other)
@@ -191,8 +190,8 @@ func TestAMessagePostedWhileBusyIsHandledByTheBusyGoroutine(t *testing.T) {
 		handler <- goid()
 		f.mb.PostUserMessage("block")
 	}()
-	busy := await.Recv(t, handler, "the handling goroutine's id")
-	await.Recv(t, entered, "the handler to start on block")
+	busy := testkit.Recv(t, handler, "the handling goroutine's id")
+	testkit.Recv(t, entered, "the handler to start on block")
 
 	// These return at once, queued for the busy goroutine.
 	f.mb.PostUserMessage("queued-1")
@@ -202,7 +201,7 @@ func TestAMessagePostedWhileBusyIsHandledByTheBusyGoroutine(t *testing.T) {
 	wantCount(t, f.mb, 2)
 
 	close(release)
-	await.Recv(t, done, "the busy goroutine to drain the mailbox")
+	testkit.Recv(t, done, "the busy goroutine to drain the mailbox")
 	wantTrace(t, f, "user:block", "system:sys", "user:queued-1", "user:queued-2")
 	for _, e := range f.log() {
 		if e.g != busy {
@@ -455,8 +454,8 @@ func TestSuspendPostedFromAHandlerStopsTheRemainingUserMessages(t *testing.T) {
 		poster <- goid()
 		f.mb.PostSystemMessage(&actor.ResumeMailbox{})
 	}()
-	other := await.Recv(t, poster, "the resuming goroutine's id")
-	await.Recv(t, done, "the resume to return")
+	other := testkit.Recv(t, poster, "the resuming goroutine's id")
+	testkit.Recv(t, done, "the resume to return")
 	wantTrace(t, f, "user:start", "user:u1", "user:u2")
 	if log := f.log(); log[2].g != other {
 		t.Fatalf("u2 handled on goroutine %s, want the resuming one %s", log[2].g, other)
@@ -577,7 +576,7 @@ func TestConcurrentPostersLoseNothingAndKeepTheirOrder(t *testing.T) {
 	close(start)
 	done := make(chan struct{})
 	go func() { wg.Wait(); close(done) }()
-	await.Recv(t, done, "every poster to return")
+	testkit.Recv(t, done, "every poster to return")
 
 	// Every Post has returned, so every message has been handled: whoever
 	// was handling drained the mailbox before returning.
@@ -643,7 +642,7 @@ func (a recorder) Receive(c actor.Context) {
 
 func ask(t *testing.T, sys *actor.ActorSystem, pid *actor.PID) []any {
 	t.Helper()
-	res, err := sys.Root.RequestFuture(pid, get{}, await.Deadline).Result()
+	res, err := sys.Root.RequestFuture(pid, get{}, testkit.Deadline).Result()
 	if err != nil {
 		t.Fatalf("get: %v", err)
 	}
@@ -705,7 +704,7 @@ func TestPropsRunsAnActorInlineThroughProtoactor(t *testing.T) {
 	close(start)
 	done := make(chan struct{})
 	go func() { wg.Wait(); close(done) }()
-	await.Recv(t, done, "every sender to return")
+	testkit.Recv(t, done, "every sender to return")
 	var next [senders]int
 	for _, m := range ask(t, sys, pid)[n+1:] {
 		p := m.(posted)
@@ -738,7 +737,7 @@ func TestPropsRunsAnActorInlineThroughProtoactor(t *testing.T) {
 	if err := sys.Root.PoisonFuture(pid).Wait(); err != nil {
 		t.Fatalf("poison: %v", err)
 	}
-	await.Recv(t, rec.stopped, "the actor's Stopped")
+	testkit.Recv(t, rec.stopped, "the actor's Stopped")
 	rec.mu.Lock()
 	last := rec.seen[len(rec.seen)-3:]
 	rec.mu.Unlock()
@@ -751,7 +750,7 @@ func TestPropsRunsAnActorInlineThroughProtoactor(t *testing.T) {
 	if _, ok := last[2].(*actor.Stopped); !ok {
 		t.Fatalf("then %T, want *actor.Stopped", last[2])
 	}
-	if _, err := sys.Root.RequestFuture(pid, get{}, await.Deadline).Result(); err == nil {
+	if _, err := sys.Root.RequestFuture(pid, get{}, testkit.Deadline).Result(); err == nil {
 		t.Fatal("a stopped actor answered")
 	}
 }
@@ -767,8 +766,8 @@ func TestStopThroughProtoactorEndsTheActor(t *testing.T) {
 	if err := sys.Root.StopFuture(pid).Wait(); err != nil {
 		t.Fatalf("stop: %v", err)
 	}
-	await.Recv(t, rec.stopped, "the actor's Stopped")
-	if _, err := sys.Root.RequestFuture(pid, get{}, await.Deadline).Result(); err == nil {
+	testkit.Recv(t, rec.stopped, "the actor's Stopped")
+	if _, err := sys.Root.RequestFuture(pid, get{}, testkit.Deadline).Result(); err == nil {
 		t.Fatal("a stopped actor answered")
 	}
 }
@@ -794,7 +793,7 @@ func TestTheLastMessageOfABurstIsNeverStranded(t *testing.T) {
 		close(start)
 		done := make(chan struct{})
 		go func() { wg.Wait(); close(done) }()
-		await.Recv(t, done, "the burst's posters to return")
+		testkit.Recv(t, done, "the burst's posters to return")
 		if got, want := handled.Load(), int64((round+1)*posters); got != want {
 			t.Fatalf("round %d: %d messages handled once every poster returned, want %d (queued: %d)",
 				round, got, want, f.mb.UserMessageCount())

@@ -9,7 +9,7 @@ import (
 
 	"go.uber.org/goleak"
 
-	"github.com/subactor/subactor/internal/await"
+	"github.com/subactor/subactor/internal/testkit"
 )
 
 func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
@@ -32,7 +32,7 @@ func TestAnsweredBeforeWaitNeedsNoChannel(t *testing.T) {
 
 // waitingNow returns once a waiter waits on c's channel.
 func waitingNow(t *testing.T, c *cmd) {
-	deadline := time.Now().Add(await.Deadline)
+	deadline := time.Now().Add(testkit.Deadline)
 	for c.state.Load() != waiting {
 		if time.Now().After(deadline) {
 			t.Error("the waiter never waited")
@@ -103,7 +103,7 @@ func TestWaitAgainAfterContextEnded(t *testing.T) {
 		t.Fatalf("err %v, want context.Canceled", err)
 	}
 	c.Answer("after")
-	ctx, cancel = context.WithTimeout(context.Background(), await.Deadline)
+	ctx, cancel = context.WithTimeout(context.Background(), testkit.Deadline)
 	defer cancel()
 	if v, err := c.Wait(ctx, nil); err != nil || v != "after" {
 		t.Fatalf("second wait: %v, %v; want the answer given after the first gave up", v, err)

@@ -13,7 +13,7 @@ import (
 	sdk "github.com/coder/acp-go-sdk"
 
 	"github.com/subactor/subactor/internal/acpdata"
-	"github.com/subactor/subactor/internal/await"
+	"github.com/subactor/subactor/internal/testkit"
 	"github.com/subactor/subactor/subagent"
 )
 
@@ -97,23 +97,23 @@ func TestK3_ServerBoundsRequestsInFlight(t *testing.T) {
 		ask(strconv.Itoa(i))
 	}
 	for range MaxRequests {
-		await.Recv(t, asked, "the policy to be asked")
+		testkit.Recv(t, asked, "the policy to be asked")
 	}
 	for _, c := range []struct{ id, why string }{
 		{"99", "requests of the agent were in flight already"},
 		{"7", "a request with this id is in flight already"},
 	} {
 		ask(c.id)
-		got := await.Recv(t, answers, "the refusal")
+		got := testkit.Recv(t, answers, "the refusal")
 		if !strings.HasPrefix(got, `{"jsonrpc":"2.0","id":`+c.id+`,"error":{"code":-32603`) || !strings.Contains(got, c.why) || !strings.Contains(got, "retry") {
 			t.Fatalf("answer to %s: %s", c.id, got)
 		}
 	}
-	if ev := await.Recv(t, events, "the limit event"); ev.Kind != acpdata.LimitReached || !ev.IsError {
+	if ev := testkit.Recv(t, events, "the limit event"); ev.Kind != acpdata.LimitReached || !ev.IsError {
 		t.Fatalf("event %+v", ev)
 	}
 	srv.cancelRequest(json.RawMessage(`{"requestId":3}`))
-	if got := await.Recv(t, answers, "the cancelled request's answer"); got != `{"jsonrpc":"2.0","id":3,"result":{"outcome":{"outcome":"cancelled"}}}`+"\n" {
+	if got := testkit.Recv(t, answers, "the cancelled request's answer"); got != `{"jsonrpc":"2.0","id":3,"result":{"outcome":{"outcome":"cancelled"}}}`+"\n" {
 		t.Fatalf("answer to the cancelled request: %s", got)
 	}
 	cl.close()

@@ -17,8 +17,7 @@ import (
 
 	"github.com/subactor/subactor/actors/providers/acp"
 	"github.com/subactor/subactor/internal/acpdata"
-	"github.com/subactor/subactor/internal/await"
-	"github.com/subactor/subactor/internal/memtest"
+	"github.com/subactor/subactor/internal/testkit"
 	"github.com/subactor/subactor/subagent"
 )
 
@@ -43,7 +42,7 @@ func TestK3_ACPOpenToolCallsKeepBoundedTitles(t *testing.T) {
 	sys := newSystem(t)
 	rec := newRecorder()
 	base := liveHeap()
-	r := start(t, scoped(await.Ctx(t), rec), newProvider(t, fakeConfig(t, sys, modeNormal)), request("bigtools 150 65536", "wait"))
+	r := start(t, scoped(testkit.Ctx(t), rec), newProvider(t, fakeConfig(t, sys, modeNormal)), request("bigtools 150 65536", "wait"))
 	waitCount(t, rec, subagent.ToolCallStarted, 150)
 	grown := int64(liveHeap()) - int64(base)
 	t.Logf("live heap with 150 open tool calls of 64 KB titles: %+.1f MiB", float64(grown)/mib)
@@ -55,7 +54,7 @@ func TestK3_ACPOpenToolCallsKeepBoundedTitles(t *testing.T) {
 			t.Fatalf("an event of %d bytes", len(ev.Text))
 		}
 	}
-	_ = r.Dispose(await.Ctx(t))
+	_ = r.Dispose(testkit.Ctx(t))
 }
 
 // waitCount waits until rec has n events of kind, and fails saying how
@@ -71,13 +70,13 @@ func waitCount(t *testing.T, rec *recorder, kind subagent.ProgressKind, n int) {
 		}
 		return c
 	}
-	deadline := time.NewTimer(await.Deadline)
+	deadline := time.NewTimer(testkit.Deadline)
 	defer deadline.Stop()
 	for count() < n {
 		select {
 		case <-rec.changed:
 		case <-deadline.C:
-			t.Fatalf("waited %s for %d %s events; %d came", await.Deadline, n, kind, count())
+			t.Fatalf("waited %s for %d %s events; %d came", testkit.Deadline, n, kind, count())
 		}
 	}
 }
@@ -129,8 +128,8 @@ func TestK3_ACPPermissionFloodFromAnAgentNotReading(t *testing.T) {
 	rec := newRecorder()
 	base, goroutines := liveHeap(), runtime.NumGoroutine()
 	const flood = 100000
-	r := start(t, scoped(await.Ctx(t), rec), newProvider(t, cfg), request(fmt.Sprintf("floodask %d", flood)))
-	report := await.Recv(t, lines, "the agent's report")
+	r := start(t, scoped(testkit.Ctx(t), rec), newProvider(t, cfg), request(fmt.Sprintf("floodask %d", flood)))
+	report := testkit.Recv(t, lines, "the agent's report")
 	m := regexp.MustCompile(`^blocked (\d+)$`).FindStringSubmatch(report)
 	if m == nil {
 		t.Fatalf("the agent reported %q: the node read everything it wrote", report)
@@ -147,7 +146,7 @@ func TestK3_ACPPermissionFloodFromAnAgentNotReading(t *testing.T) {
 			t.Fatalf("limit event %+v", ev)
 		}
 	}
-	if err := r.Dispose(await.Ctx(t)); err != nil {
+	if err := r.Dispose(testkit.Ctx(t)); err != nil {
 		t.Fatal(err)
 	}
 	if res := wait(t, r); res.StopReason != subagent.Aborted {
@@ -168,8 +167,8 @@ func TestK3_ACPReadFloodHoldsBoundedBytes(t *testing.T) {
 	must(t, os.WriteFile(big, []byte(strings.Repeat("0123456789abcde\n", 8*mib/16)), 0o644))
 	rec := newRecorder()
 	base := liveHeap()
-	peak := memtest.HeapPeak()
-	res := wait(t, start(t, scoped(await.Ctx(t), rec), newProvider(t, cfg), request("readflood 150 "+big)))
+	peak := testkit.HeapPeak()
+	res := wait(t, start(t, scoped(testkit.Ctx(t), rec), newProvider(t, cfg), request("readflood 150 "+big)))
 	grown := int64(peak()) - int64(base)
 	out := subagent.TextOf(res.Output)
 	m := regexp.MustCompile(`^readflood:(\d+) ok 0 refused (\d+) bounded 0 other;$`).FindStringSubmatch(out)
@@ -196,14 +195,14 @@ func TestK4_ACPTurnOfAnAgentThatStopsReadingEnds(t *testing.T) {
 	path, _ := reports(t)
 	cfg.Env[envReport] = path
 	base := liveHeap()
-	r := start(t, await.Ctx(t), newProvider(t, cfg), request("floodask 100000"))
+	r := start(t, testkit.Ctx(t), newProvider(t, cfg), request("floodask 100000"))
 	pgid := r.ProcessID()
 	res := wait(t, r)
 	if res.StopReason != subagent.Error || !errors.Is(res.Cause, acp.ErrAgentNotReading) ||
 		!strings.Contains(res.Detail, fmt.Sprintf("agent server %q stopped reading its input", cmp.Or(cfg.Name, acp.DefaultName))) {
 		t.Fatalf("result %+v", res)
 	}
-	must(t, r.Dispose(await.Ctx(t)))
+	must(t, r.Dispose(testkit.Ctx(t)))
 	if !groupGone(pgid) {
 		t.Fatalf("the agent's process group %d outlived its run", pgid)
 	}

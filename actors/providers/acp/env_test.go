@@ -5,7 +5,7 @@ import (
 	"testing"
 
 	"github.com/subactor/subactor/actors/providers/acp"
-	"github.com/subactor/subactor/internal/await"
+	"github.com/subactor/subactor/internal/testkit"
 	"github.com/subactor/subactor/subagent"
 )
 
@@ -57,7 +57,7 @@ func TestK3_CredentialsStayOutOfTheAgentsEnvironment(t *testing.T) {
 	// name; the agent gets its tag.
 	t.Setenv("ACPTEST_UPSTREAM", "http://user:pass@proxy.internal:3128")
 	sys := newSystem(t)
-	res := wait(t, start(t, await.Ctx(t), newProvider(t, fakeConfig(t, sys, modeNormal)), request(
+	res := wait(t, start(t, testkit.Ctx(t), newProvider(t, fakeConfig(t, sys, modeNormal)), request(
 		"env ACPTEST_UPSTREAM", "env "+acp.EnvAgentTag)))
 	want := regexp.MustCompile(`^env:ACPTEST_UPSTREAM=<unset>;env:` + acp.EnvAgentTag + `=[0-9a-f-]{36};$`)
 	if got := subagent.TextOf(res.Output); !want.MatchString(got) {

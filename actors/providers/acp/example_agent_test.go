@@ -13,8 +13,8 @@ import (
 
 	"github.com/subactor/subactor/actors/providers/acp"
 	"github.com/subactor/subactor/internal/acpdata"
-	"github.com/subactor/subactor/internal/acptest"
-	"github.com/subactor/subactor/internal/await"
+	"github.com/subactor/subactor/internal/testkit"
+	"github.com/subactor/subactor/internal/testkit/acptest"
 	"github.com/subactor/subactor/subagent"
 )
 
@@ -45,14 +45,14 @@ func TestP3_ExampleAgentFullTurnAnswersItsPermissionRequest(t *testing.T) {
 			rec := newRecorder()
 			p := newProvider(t, cfg)
 			began := time.Now()
-			r, err := p.Start(scoped(await.Ctx(t), rec), request("Please improve the project"))
+			r, err := p.Start(scoped(testkit.Ctx(t), rec), request("Please improve the project"))
 			if err != nil {
 				t.Fatal(err)
 			}
 			started := time.Now()
 			res := wait(t, r)
 			settled := time.Now()
-			must(t, r.Dispose(await.Ctx(t)))
+			must(t, r.Dispose(testkit.Ctx(t)))
 			t.Logf("example agent: start %s, turn %s, dispose %s", started.Sub(began), settled.Sub(started), time.Since(settled))
 			if res.StopReason != subagent.Completed {
 				t.Fatalf("result %+v", res)
@@ -89,7 +89,7 @@ func TestP3_ExampleAgentCancelMidTurnSettlesAborted(t *testing.T) {
 	t.Parallel()
 	rec := newRecorder()
 	p := newProvider(t, exampleConfig(t))
-	ctx, cancel := context.WithCancel(await.Ctx(t))
+	ctx, cancel := context.WithCancel(testkit.Ctx(t))
 	r := start(t, scoped(ctx, rec), p, request("Please improve the project"))
 	rec.waitFor(t, "the agent's first text", kindIs(subagent.TextDelta))
 	began := time.Now()
@@ -110,14 +110,14 @@ func TestP3_ExampleAgentDisposeMidTurnLeavesNoProcess(t *testing.T) {
 	t.Parallel()
 	rec := newRecorder()
 	p := newProvider(t, exampleConfig(t))
-	r := start(t, scoped(await.Ctx(t), rec), p, request("Please improve the project"))
+	r := start(t, scoped(testkit.Ctx(t), rec), p, request("Please improve the project"))
 	rec.waitFor(t, "the first tool call", kindIs(subagent.ToolCallStarted))
 	pgid := r.ProcessID()
 	if groupGone(pgid) {
 		t.Fatal("the agent is not running mid-turn")
 	}
 	began := time.Now()
-	must(t, r.Dispose(await.Ctx(t)))
+	must(t, r.Dispose(testkit.Ctx(t)))
 	t.Logf("example agent: dispose mid-turn %s", time.Since(began))
 	if !groupGone(pgid) {
 		t.Fatalf("process group %d outlived Dispose", pgid)

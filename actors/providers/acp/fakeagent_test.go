@@ -25,7 +25,7 @@ import (
 	sdk "github.com/coder/acp-go-sdk"
 
 	"github.com/subactor/subactor/actors/providers/acp"
-	"github.com/subactor/subactor/internal/acptest"
+	"github.com/subactor/subactor/internal/testkit/acptest"
 )
 
 // Environment of the fake agent.

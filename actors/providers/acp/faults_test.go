@@ -11,7 +11,7 @@ import (
 
 	"github.com/subactor/subactor/actors/providers/acp"
 	"github.com/subactor/subactor/actors/registry"
-	"github.com/subactor/subactor/internal/await"
+	"github.com/subactor/subactor/internal/testkit"
 	"github.com/subactor/subactor/persistence"
 	"github.com/subactor/subactor/subagent"
 )
@@ -24,7 +24,7 @@ func TestK3_AgentExitingBeforeInitializeFailsStart(t *testing.T) {
 	cfg := fakeConfig(t, sys, modeExitEarly)
 	store := persistence.NewMemory()
 	cfg.Store = store
-	_, err := newProvider(t, cfg).Start(await.Ctx(t), request("say x"))
+	_, err := newProvider(t, cfg).Start(testkit.Ctx(t), request("say x"))
 	var se *acp.StartError
 	if !errors.As(err, &se) || !errors.Is(err, acp.ErrStart) || se.Step != "initialize" {
 		t.Fatalf("err %v", err)
@@ -40,7 +40,7 @@ func TestK3_AgentExitingBeforeInitializeFailsStart(t *testing.T) {
 func TestK3_UnsupportedProtocolVersionFailsStart(t *testing.T) {
 	sys := newSystem(t)
 	cfg := fakeConfig(t, sys, modeBadVersion)
-	_, err := newProvider(t, cfg).Start(await.Ctx(t), request("say x"))
+	_, err := newProvider(t, cfg).Start(testkit.Ctx(t), request("say x"))
 	if !errors.Is(err, acp.ErrProtocolVersion) || !errors.Is(err, acp.ErrStart) || !strings.Contains(err.Error(), "version 99") {
 		t.Fatalf("err %v", err)
 	}
@@ -54,7 +54,7 @@ func TestK3_UnsupportedProtocolVersionFailsStart(t *testing.T) {
 func TestR6_StartThatNeverGetsASessionLeavesNothing(t *testing.T) {
 	sys := newSystem(t)
 	cfg := fakeConfig(t, sys, modeHangInit)
-	ctx, cancel := context.WithCancel(await.Ctx(t))
+	ctx, cancel := context.WithCancel(testkit.Ctx(t))
 	p := newProvider(t, cfg)
 	errc := make(chan error, 1)
 	go func() {
@@ -63,7 +63,7 @@ func TestR6_StartThatNeverGetsASessionLeavesNothing(t *testing.T) {
 	}()
 	waitForStarts(t, cfg, 1)
 	cancel()
-	if err := await.Recv(t, errc, "Start to return"); !errors.Is(err, subagent.ErrCancelled) || !errors.Is(err, context.Canceled) {
+	if err := testkit.Recv(t, errc, "Start to return"); !errors.Is(err, subagent.ErrCancelled) || !errors.Is(err, context.Canceled) {
 		t.Fatalf("cancelled start: %v", err)
 	}
 	assertNothingLeft(t, cfg, nil)
@@ -71,8 +71,8 @@ func TestR6_StartThatNeverGetsASessionLeavesNothing(t *testing.T) {
 	// Long enough for the agent to start and record itself on a loaded
 	// machine, so that what it left can be checked.
 	cfg = fakeConfig(t, sys, modeHangInit)
-	cfg.StartTimeout = await.Scale(time.Second)
-	_, err := newProvider(t, cfg).Start(await.Ctx(t), request("say x"))
+	cfg.StartTimeout = testkit.Scale(time.Second)
+	_, err := newProvider(t, cfg).Start(testkit.Ctx(t), request("say x"))
 	var se *acp.StartError
 	if !errors.As(err, &se) || se.Step != "initialize" || !strings.Contains(err.Error(), fmt.Sprintf("no answer within %s", cfg.StartTimeout)) {
 		t.Fatalf("timed-out start: %v", err)
@@ -84,7 +84,7 @@ func TestR6_StartThatNeverGetsASessionLeavesNothing(t *testing.T) {
 // keeping what it said, its exit status and its last words on stderr.
 func TestK3_CrashMidTurnSettlesError(t *testing.T) {
 	sys := newSystem(t)
-	r := start(t, await.Ctx(t), newProvider(t, fakeConfig(t, sys, modeNormal)), request("say partial", "crash 7"))
+	r := start(t, testkit.Ctx(t), newProvider(t, fakeConfig(t, sys, modeNormal)), request("say partial", "crash 7"))
 	res := wait(t, r)
 	if res.StopReason != subagent.Error || !errors.Is(res.Cause, acp.ErrAgentExited) {
 		t.Fatalf("result %+v", res)
@@ -103,7 +103,7 @@ func TestK3_CrashMidTurnSettlesError(t *testing.T) {
 func TestK3_GarbageAndUnknownFramesAreIgnored(t *testing.T) {
 	sys := newSystem(t)
 	rec := newRecorder()
-	r := start(t, scoped(await.Ctx(t), rec), newProvider(t, fakeConfig(t, sys, modeNormal)),
+	r := start(t, scoped(testkit.Ctx(t), rec), newProvider(t, fakeConfig(t, sys, modeNormal)),
 		request("say a", "garbage", "unknown", "orphan", "say b"))
 	res := wait(t, r)
 	if res.StopReason != subagent.Completed || subagent.TextOf(res.Output) != "ab" {
@@ -120,7 +120,7 @@ func TestK3_GarbageAndUnknownFramesAreIgnored(t *testing.T) {
 // settles error saying so, without waiting for the agent.
 func TestK3_OverlongLineSettlesError(t *testing.T) {
 	sys := newSystem(t)
-	r := start(t, await.Ctx(t), newProvider(t, fakeConfig(t, sys, modeNormal)), request("say a", "overlong", "wait"))
+	r := start(t, testkit.Ctx(t), newProvider(t, fakeConfig(t, sys, modeNormal)), request("say a", "overlong", "wait"))
 	res := wait(t, r)
 	if res.StopReason != subagent.Error || !errors.Is(res.Cause, acp.ErrLineTooLong) || !strings.Contains(res.Detail, "longer than") {
 		t.Fatalf("result %+v (cause %v)", res, res.Cause)
@@ -158,7 +158,7 @@ func TestK3_FloodingAgentCostsBoundedMemory(t *testing.T) {
 	t.Cleanup(release2)
 
 	const chunks = 20000 // 2 MB of text in 100-byte chunks
-	r, err := svc.Start(await.Ctx(t), acp.DefaultName, request("flood 20000", "say end"))
+	r, err := svc.Start(testkit.Ctx(t), acp.DefaultName, request("flood 20000", "say end"))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -172,7 +172,7 @@ func TestK3_FloodingAgentCostsBoundedMemory(t *testing.T) {
 		t.Fatalf("output: %d blocks, first %d bytes, note %q", len(res.Output), len(res.Output[0].Text), res.Output[len(res.Output)-1].Text)
 	}
 	release2() // now the listener catches up with its queue and learns it fell behind
-	if o := await.Recv(t, overflow, "the slow listener's overflow notice"); o.Bound != 16 {
+	if o := testkit.Recv(t, overflow, "the slow listener's overflow notice"); o.Bound != 16 {
 		t.Fatalf("overflow %+v", o)
 	}
 }
@@ -194,7 +194,7 @@ func TestK3_StartLimitNamesTheStep(t *testing.T) {
 	} {
 		cfg := fakeConfig(t, sys, c.mode)
 		cfg.StartTimeout = c.limit
-		_, err := newProvider(t, cfg).Start(await.Ctx(t), request("say x"))
+		_, err := newProvider(t, cfg).Start(testkit.Ctx(t), request("say x"))
 		var se *acp.StartError
 		if !errors.As(err, &se) || se.Step != c.step || !errors.Is(err, acp.ErrStartTimeout) || !strings.Contains(err.Error(), c.says) {
 			t.Fatalf("%s: %v", c.mode, err)
@@ -226,12 +226,12 @@ func assertNothingLeft(t *testing.T, cfg acp.Config, store persistence.Store) {
 // waitForStarts waits until n fake agents have started under cfg.
 func waitForStarts(t *testing.T, cfg acp.Config, n int) {
 	t.Helper()
-	deadline := time.Now().Add(await.Deadline)
+	deadline := time.Now().Add(testkit.Deadline)
 	tick := time.NewTicker(5 * time.Millisecond)
 	defer tick.Stop()
 	for starts(t, cfg) < n {
 		if time.Now().After(deadline) {
-			t.Fatalf("waited %s for %d agents to start", await.Deadline, n)
+			t.Fatalf("waited %s for %d agents to start", testkit.Deadline, n)
 		}
 		<-tick.C
 	}

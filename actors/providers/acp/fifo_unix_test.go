@@ -9,7 +9,7 @@ import (
 	"syscall"
 	"testing"
 
-	"github.com/subactor/subactor/internal/await"
+	"github.com/subactor/subactor/internal/testkit"
 	"github.com/subactor/subactor/subagent"
 )
 
@@ -29,7 +29,7 @@ func TestK3_ACPReadOfFIFOIsRefused(t *testing.T) {
 	threads := pprof.Lookup("threadcreate")
 	before := threads.Count()
 	const reads = 500
-	res := wait(t, start(t, await.Ctx(t), newProvider(t, cfg), request(
+	res := wait(t, start(t, testkit.Ctx(t), newProvider(t, cfg), request(
 		fmt.Sprintf("readmany %d %s", reads, pipe),
 		"read "+filepath.Join(cfg.Dir, "link"),
 		"write "+pipe+" x",

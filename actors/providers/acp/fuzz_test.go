@@ -19,7 +19,7 @@ import (
 
 	sdk "github.com/coder/acp-go-sdk"
 
-	"github.com/subactor/subactor/internal/syncbuf"
+	"github.com/subactor/subactor/internal/testkit"
 	"github.com/subactor/subactor/subagent"
 )
 
@@ -209,7 +209,7 @@ func FuzzAgentOutput(f *testing.F) {
 		}
 		defer cl.close()
 		cl.listen("s", false)
-		var answers syncbuf.Buffer
+		var answers testkit.Buffer
 		srv := newServer(cl, &answers, time.Minute, slog.New(slog.DiscardHandler))
 		in := &counting{next: srv}
 		fr := newFrames(bytes.NewReader(data), in, slog.New(slog.DiscardHandler))

@@ -15,9 +15,8 @@ import (
 
 	"github.com/subactor/subactor/actors"
 	"github.com/subactor/subactor/actors/providers/acp"
-	"github.com/subactor/subactor/internal/await"
-	"github.com/subactor/subactor/internal/leaktest"
 	"github.com/subactor/subactor/internal/runscope"
+	"github.com/subactor/subactor/internal/testkit"
 	"github.com/subactor/subactor/subagent"
 )
 
@@ -25,7 +24,7 @@ func TestMain(m *testing.M) {
 	if mode := os.Getenv(envMode); mode != "" {
 		os.Exit(runFakeAgent(mode))
 	}
-	goleak.VerifyTestMain(m, leaktest.DeadLetters)
+	goleak.VerifyTestMain(m, testkit.DeadLetters)
 }
 
 // parentAgent is a delegating agent as the seam sees it.
@@ -65,11 +64,11 @@ func fakeConfig(t *testing.T, sys *actors.System, mode string) acp.Config {
 			"GORACE": strings.TrimSpace(os.Getenv("GORACE") + " atexit_sleep_ms=0"),
 		},
 		Dir:          t.TempDir(),
-		StartTimeout: await.Deadline / 2,
+		StartTimeout: testkit.Deadline / 2,
 		// Short, so that the ladders' tests are quick; scaled on a
 		// loaded machine (SUBACTOR_TEST_DEADLINE_SCALE).
-		CancelWait: await.Scale(300 * time.Millisecond),
-		StopWait:   await.Scale(300 * time.Millisecond),
+		CancelWait: testkit.Scale(300 * time.Millisecond),
+		StopWait:   testkit.Scale(300 * time.Millisecond),
 	}
 }
 
@@ -148,7 +147,7 @@ func (r *recorder) all() []subagent.RunProgress {
 // waitFor waits until an event satisfies pred.
 func (r *recorder) waitFor(t *testing.T, what string, pred func(subagent.RunProgress) bool) {
 	t.Helper()
-	deadline := time.NewTimer(await.Deadline)
+	deadline := time.NewTimer(testkit.Deadline)
 	defer deadline.Stop()
 	for {
 		for _, ev := range r.all() {
@@ -159,7 +158,7 @@ func (r *recorder) waitFor(t *testing.T, what string, pred func(subagent.RunProg
 		select {
 		case <-r.changed:
 		case <-deadline.C:
-			t.Fatalf("waited %s for %s; events: %+v", await.Deadline, what, r.all())
+			t.Fatalf("waited %s for %s; events: %+v", testkit.Deadline, what, r.all())
 		}
 	}
 }
@@ -200,7 +199,7 @@ func start(t *testing.T, ctx context.Context, p subagent.Provider, req subagent.
 // wait waits for a run's result.
 func wait(t *testing.T, r subagent.Run) subagent.Result {
 	t.Helper()
-	res, err := r.Wait(await.Ctx(t))
+	res, err := r.Wait(testkit.Ctx(t))
 	if err != nil {
 		t.Fatalf("Wait: %v", err)
 	}
@@ -216,7 +215,7 @@ func startWithPid(t *testing.T, mode string) (*acp.Run, int, []byte, acp.Config)
 	cfg := fakeConfig(t, newSystem(t), mode)
 	pidFile := filepath.Join(t.TempDir(), "pid")
 	cfg.Env[envPidFile] = pidFile
-	r := start(t, scoped(await.Ctx(t), rec), newProvider(t, cfg), request("say ready", "wait"))
+	r := start(t, scoped(testkit.Ctx(t), rec), newProvider(t, cfg), request("say ready", "wait"))
 	rec.waitFor(t, "the first chunk", kindIs(subagent.TextDelta))
 	data, err := os.ReadFile(pidFile)
 	if err != nil {

@@ -9,7 +9,7 @@ import (
 	"time"
 
 	"github.com/subactor/subactor/actors/providers/acp"
-	"github.com/subactor/subactor/internal/await"
+	"github.com/subactor/subactor/internal/testkit"
 	"github.com/subactor/subactor/subagent"
 )
 
@@ -19,7 +19,7 @@ import (
 func TestS5_CancelMidTurnSettlesAbortedOnTheAgentsAnswer(t *testing.T) {
 	sys := newSystem(t)
 	rec := newRecorder()
-	ctx, cancel := context.WithCancel(await.Ctx(t))
+	ctx, cancel := context.WithCancel(testkit.Ctx(t))
 	r := start(t, scoped(ctx, rec), newProvider(t, fakeConfig(t, sys, modeNormal)), request("say before", "wait", "say after"))
 	rec.waitFor(t, "the first chunk", kindIs(subagent.TextDelta))
 	cancel()
@@ -46,9 +46,9 @@ func TestP3_PendingPermissionIsCancelledWithTheTurn(t *testing.T) {
 		<-ctx.Done() // a person who never answers
 		return true
 	}
-	ctx, cancel := context.WithCancel(await.Ctx(t))
+	ctx, cancel := context.WithCancel(testkit.Ctx(t))
 	r := start(t, ctx, newProvider(t, cfg), request("ask edit Change a file", "wait"))
-	await.Recv(t, asked, "the permission request")
+	testkit.Recv(t, asked, "the permission request")
 	cancel()
 	res := wait(t, r)
 	if res.StopReason != subagent.Aborted || subagent.TextOf(res.Output) != "perm:cancelled;" {
@@ -62,7 +62,7 @@ func TestP3_PendingPermissionIsCancelledWithTheTurn(t *testing.T) {
 func TestR3_DisposeIsIdempotentConcurrentAndEndsTheGroup(t *testing.T) {
 	sys := newSystem(t)
 	rec := newRecorder()
-	r := start(t, scoped(await.Ctx(t), rec), newProvider(t, fakeConfig(t, sys, modeNormal)), request("say a", "wait"))
+	r := start(t, scoped(testkit.Ctx(t), rec), newProvider(t, fakeConfig(t, sys, modeNormal)), request("say a", "wait"))
 	rec.waitFor(t, "the first chunk", kindIs(subagent.TextDelta))
 	pgid := r.ProcessID()
 	if pgid <= 0 || groupGone(pgid) {
@@ -71,7 +71,7 @@ func TestR3_DisposeIsIdempotentConcurrentAndEndsTheGroup(t *testing.T) {
 	var wg sync.WaitGroup
 	errs := make(chan error, 4)
 	for range 4 {
-		wg.Go(func() { errs <- r.Dispose(await.Ctx(t)) })
+		wg.Go(func() { errs <- r.Dispose(testkit.Ctx(t)) })
 	}
 	wg.Wait()
 	close(errs)
@@ -83,7 +83,7 @@ func TestR3_DisposeIsIdempotentConcurrentAndEndsTheGroup(t *testing.T) {
 	if !groupGone(pgid) {
 		t.Fatalf("process group %d outlived Dispose", pgid)
 	}
-	if err := r.Dispose(await.Ctx(t)); err != nil {
+	if err := r.Dispose(testkit.Ctx(t)); err != nil {
 		t.Fatal(err)
 	}
 	if res := wait(t, r); res.StopReason != subagent.Aborted {
@@ -100,7 +100,7 @@ func TestR3_DisposeEndsGrandchildren(t *testing.T) {
 		t.Fatalf("grandchild %q not running before dispose", data)
 	}
 	began := time.Now()
-	if err := r.Dispose(await.Ctx(t)); err != nil {
+	if err := r.Dispose(testkit.Ctx(t)); err != nil {
 		t.Fatal(err)
 	}
 	if !processGone(grandchild) || !groupGone(r.ProcessID()) {
@@ -118,7 +118,7 @@ func TestR3_DisposeEndsGrandchildren(t *testing.T) {
 // one turn): once the result has settled, no process of the child is left.
 func TestR3_ProcessEndsWithTheTurn(t *testing.T) {
 	sys := newSystem(t)
-	r := start(t, await.Ctx(t), newProvider(t, fakeConfig(t, sys, modeNormal)), request("say done"))
+	r := start(t, testkit.Ctx(t), newProvider(t, fakeConfig(t, sys, modeNormal)), request("say done"))
 	if res := wait(t, r); res.StopReason != subagent.Completed {
 		t.Fatalf("result %+v", res)
 	}
@@ -134,7 +134,7 @@ func TestK3_AgentIgnoringCancelIsEndedByTheLadder(t *testing.T) {
 	sys := newSystem(t)
 	rec := newRecorder()
 	cfg := fakeConfig(t, sys, modeStubborn)
-	ctx, cancel := context.WithCancel(await.Ctx(t))
+	ctx, cancel := context.WithCancel(testkit.Ctx(t))
 	r := start(t, scoped(ctx, rec), newProvider(t, cfg), request("say a", "hang"))
 	rec.waitFor(t, "the first chunk", kindIs(subagent.TextDelta))
 	began := time.Now()
@@ -143,7 +143,7 @@ func TestK3_AgentIgnoringCancelIsEndedByTheLadder(t *testing.T) {
 	if res.StopReason != subagent.Aborted || !errors.Is(res.Cause, acp.ErrCancelUnanswered) {
 		t.Fatalf("result %+v (cause %v)", res, res.Cause)
 	}
-	if err := r.Dispose(await.Ctx(t)); err != nil {
+	if err := r.Dispose(testkit.Ctx(t)); err != nil {
 		t.Fatal(err)
 	}
 	if !groupGone(r.ProcessID()) {

@@ -7,7 +7,7 @@ import (
 	"syscall"
 	"testing"
 
-	"github.com/subactor/subactor/internal/await"
+	"github.com/subactor/subactor/internal/testkit"
 	"github.com/subactor/subactor/subagent"
 )
 
@@ -24,7 +24,7 @@ func TestR3_DisposeEndsAProcessThatLeftTheGroup(t *testing.T) {
 	if _, group, ok := procStat(string(data)); !ok || group == r.ProcessID() || processGone(runaway) {
 		t.Fatalf("runaway %d not running outside the agent's group %d before dispose", runaway, r.ProcessID())
 	}
-	if err := r.Dispose(await.Ctx(t)); err != nil {
+	if err := r.Dispose(testkit.Ctx(t)); err != nil {
 		t.Fatal(err)
 	}
 	if !processGone(runaway) {
@@ -39,14 +39,14 @@ func TestR3_DisposeEndsAProcessThatLeftTheGroup(t *testing.T) {
 func TestR3_AgentOutlivesTheThreadsOfItsNode(t *testing.T) {
 	sys := newSystem(t)
 	rec := newRecorder()
-	r := start(t, scoped(await.Ctx(t), rec), newProvider(t, fakeConfig(t, sys, modeNormal)), request("say ready", "wait"))
+	r := start(t, scoped(testkit.Ctx(t), rec), newProvider(t, fakeConfig(t, sys, modeNormal)), request("say ready", "wait"))
 	rec.waitFor(t, "the first chunk", kindIs(subagent.TextDelta))
 	var wg sync.WaitGroup
 	for range 64 {
 		wg.Go(func() { runtime.LockOSThread() })
 	}
 	wg.Wait()
-	if err := r.Dispose(await.Ctx(t)); err != nil {
+	if err := r.Dispose(testkit.Ctx(t)); err != nil {
 		t.Fatal(err)
 	}
 	if res := wait(t, r); res.StopReason != subagent.Aborted || !strings.Contains(res.Detail, "the agent stopped its turn") {

@@ -7,14 +7,14 @@ import (
 	"testing"
 
 	"github.com/subactor/subactor/actors/providers/acp"
-	"github.com/subactor/subactor/internal/await"
+	"github.com/subactor/subactor/internal/testkit"
 )
 
 // Contract P3: where there are no Unix process groups for the ladder to
 // signal, Start says so with a typed error, before any process runs.
 func TestP3_StartWithoutProcessGroupsIsATypedError(t *testing.T) {
 	sys := newSystem(t)
-	_, err := newProvider(t, fakeConfig(t, sys, modeNormal)).Start(await.Ctx(t), request("say hi"))
+	_, err := newProvider(t, fakeConfig(t, sys, modeNormal)).Start(testkit.Ctx(t), request("say hi"))
 	var se *acp.StartError
 	if !errors.Is(err, acp.ErrUnsupportedPlatform) || !errors.As(err, &se) || se.Step != "launch" {
 		t.Fatalf("Start: %v, want a launch *StartError wrapping ErrUnsupportedPlatform", err)

@@ -17,7 +17,7 @@ import (
 
 	sdk "github.com/coder/acp-go-sdk"
 
-	"github.com/subactor/subactor/actors/internal/run"
+	"github.com/subactor/subactor/actors/run"
 	"github.com/subactor/subactor/agent"
 	"github.com/subactor/subactor/internal/acpdata"
 	"github.com/subactor/subactor/internal/agentlog"
@@ -251,7 +251,7 @@ func (p *provider) launch(ctx context.Context, c *child) (subagent.Run, error) {
 // so the Service offers no Steer for it and send_message to a live ACP
 // child is refused rather than queued (R4).
 type childRun struct {
-	h *run.Handle
+	h run.Run
 	c *child
 }
 
@@ -321,7 +321,7 @@ type child struct {
 }
 
 // body is the run's goroutine: setup, then one prompt turn.
-func (c *child) body(ctx context.Context, _ *run.Gate) (subagent.Result, error) {
+func (c *child) body(ctx context.Context, _ run.Gate) (subagent.Result, error) {
 	signalled := false
 	defer func() {
 		if !signalled { // a panic during setup: Start must not wait forever

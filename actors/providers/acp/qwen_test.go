@@ -15,8 +15,8 @@ import (
 	"time"
 
 	"github.com/subactor/subactor/actors/providers/acp"
-	"github.com/subactor/subactor/internal/await"
-	"github.com/subactor/subactor/internal/openaitest"
+	"github.com/subactor/subactor/internal/testkit"
+	"github.com/subactor/subactor/internal/testkit/openaitest"
 	"github.com/subactor/subactor/persistence"
 	"github.com/subactor/subactor/subagent"
 )
@@ -56,13 +56,13 @@ func qwenConfig(t *testing.T, srv *openaitest.Server) acp.Config {
 }
 
 // qwenStart is qwen's start limit in the tests.
-var qwenStart = await.Scale(2 * time.Minute)
+var qwenStart = testkit.Scale(2 * time.Minute)
 
 // qwenCtx is the context a qwen run starts under: its start limit and
 // then a test deadline for the turn. The run lives as long as its start
-// context, so await.Ctx alone would end a turn that follows a slow start.
+// context, so testkit.Ctx alone would end a turn that follows a slow start.
 func qwenCtx(t *testing.T) context.Context {
-	ctx, cancel := context.WithTimeout(t.Context(), qwenStart+await.Deadline)
+	ctx, cancel := context.WithTimeout(t.Context(), qwenStart+testkit.Deadline)
 	t.Cleanup(cancel)
 	return ctx
 }
@@ -100,7 +100,7 @@ func TestP3_QwenTurn(t *testing.T) {
 	if deltas < 2 {
 		t.Fatalf("%d text deltas for a streamed answer", deltas)
 	}
-	must(t, r.Dispose(await.Ctx(t)))
+	must(t, r.Dispose(testkit.Ctx(t)))
 	if !groupGone(r.ProcessID()) {
 		t.Fatal("qwen outlived Dispose")
 	}
@@ -137,7 +137,7 @@ func TestP3_QwenDisposeMidTurn(t *testing.T) {
 	rec.waitFor(t, "qwen's first text", kindIs(subagent.TextDelta))
 	pgid := r.ProcessID()
 	began := time.Now()
-	must(t, r.Dispose(await.Ctx(t)))
+	must(t, r.Dispose(testkit.Ctx(t)))
 	t.Logf("qwen: dispose mid-turn %s", time.Since(began))
 	if !groupGone(pgid) {
 		t.Fatalf("qwen's process group %d outlived Dispose", pgid)
@@ -163,7 +163,7 @@ func TestS6_QwenResumeContinuesTheEarlierTurn(t *testing.T) {
 	if res := wait(t, first); res.StopReason != subagent.Completed {
 		t.Fatalf("first turn %+v", res)
 	}
-	must(t, first.Dispose(await.Ctx(t)))
+	must(t, first.Dispose(testkit.Ctx(t)))
 
 	req := request("Which word did I ask you to remember?")
 	req.Continuation = &subagent.Continuation{SessionID: first.SessionID()}

@@ -12,8 +12,8 @@ import (
 	"github.com/subactor/subactor/agent"
 	"github.com/subactor/subactor/internal/acpdata"
 	"github.com/subactor/subactor/internal/agentlog"
-	"github.com/subactor/subactor/internal/await"
 	"github.com/subactor/subactor/internal/descriptor"
+	"github.com/subactor/subactor/internal/testkit"
 	"github.com/subactor/subactor/persistence"
 	"github.com/subactor/subactor/subagent"
 )
@@ -27,12 +27,12 @@ func TestP3_DescriptorKeepsTheAgentSession(t *testing.T) {
 	store := persistence.NewMemory()
 	cfg := fakeConfig(t, sys, modeLoadable)
 	cfg.Store = store
-	r := start(t, await.Ctx(t), newProvider(t, cfg), request("say hi"))
+	r := start(t, testkit.Ctx(t), newProvider(t, cfg), request("say hi"))
 	wait(t, r)
 	if r.SessionID() != r.ID() || r.AgentSessionID() == "" {
 		t.Fatalf("session %q, run %q, agent session %q", r.SessionID(), r.ID(), r.AgentSessionID())
 	}
-	h, recs, err := store.Load(await.Ctx(t), r.SessionID())
+	h, recs, err := store.Load(testkit.Ctx(t), r.SessionID())
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -74,12 +74,12 @@ func firstTurn(t *testing.T, script string) (svc *registry.Service, store persis
 		t.Fatal(err)
 	}
 	t.Cleanup(release)
-	first, err = svc.Start(await.Ctx(t), acp.DefaultName, request(script))
+	first, err = svc.Start(testkit.Ctx(t), acp.DefaultName, request(script))
 	if err != nil {
 		t.Fatal(err)
 	}
 	res = wait(t, first)
-	must(t, first.Dispose(await.Ctx(t)))
+	must(t, first.Dispose(testkit.Ctx(t)))
 	return svc, store, first, res
 }
 
@@ -96,7 +96,7 @@ func TestS6_ResumeLoadsTheAgentSessionWithoutItsReplay(t *testing.T) {
 	t.Cleanup(sub.Release)
 	req := request("session", "say continued")
 	req.Continuation = &subagent.Continuation{SessionID: first.SessionID()}
-	second, err := svc.Resume(await.Ctx(t), acp.DefaultName, req)
+	second, err := svc.Resume(testkit.Ctx(t), acp.DefaultName, req)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -109,7 +109,7 @@ func TestS6_ResumeLoadsTheAgentSessionWithoutItsReplay(t *testing.T) {
 	if second.SessionID() != first.SessionID() {
 		t.Fatalf("resumed session %q, want %q", second.SessionID(), first.SessionID())
 	}
-	must(t, sub.Flush(await.Ctx(t)))
+	must(t, sub.Flush(testkit.Ctx(t)))
 	close(events)
 	for ev := range events {
 		if p, ok := ev.(subagent.RunProgress); ok && strings.Contains(p.Text, "OLD") {
@@ -126,12 +126,12 @@ func TestS6_ResumeWithoutLoadSessionIsNotResumable(t *testing.T) {
 	cfg := fakeConfig(t, sys, modeNormal)
 	cfg.Store = store
 	p := newProvider(t, cfg)
-	r := start(t, await.Ctx(t), p, request("say hi"))
+	r := start(t, testkit.Ctx(t), p, request("say hi"))
 	wait(t, r)
 	before := starts(t, cfg)
 	req := request("say again")
 	req.Continuation = &subagent.Continuation{SessionID: r.SessionID()}
-	_, err := p.Resume(await.Ctx(t), req)
+	_, err := p.Resume(testkit.Ctx(t), req)
 	var nr *acpdata.NotResumableError
 	if !errors.As(err, &nr) || !errors.Is(err, subagent.ErrNotResumable) || !strings.Contains(err.Error(), "loadSession") {
 		t.Fatalf("err %v", err)
@@ -173,13 +173,13 @@ func TestK3_ResumeValidatesProviderData(t *testing.T) {
 	} {
 		req := request("say x")
 		req.Continuation = &subagent.Continuation{SessionID: "child", Descriptor: c.desc}
-		if _, err := p.Resume(await.Ctx(t), req); !errors.Is(err, c.want) {
+		if _, err := p.Resume(testkit.Ctx(t), req); !errors.Is(err, c.want) {
 			t.Errorf("%s: %v, want %v", c.name, err, c.want)
 		}
 	}
 	req := request("say x")
 	req.Continuation = &subagent.Continuation{SessionID: "child"}
-	if _, err := p.Resume(await.Ctx(t), req); !errors.Is(err, subagent.ErrInvalidRequest) {
+	if _, err := p.Resume(testkit.Ctx(t), req); !errors.Is(err, subagent.ErrInvalidRequest) {
 		t.Errorf("no descriptor and no store: %v", err)
 	}
 	if n := starts(t, cfg); n != 0 {
@@ -196,7 +196,7 @@ func TestS8_AStaleACPActivationRecordsNothingAfterTheNextTookTheSession(t *testi
 	cfg := fakeConfig(t, sys, modeLoadable)
 	cfg.Store = store
 	p := newProvider(t, cfg)
-	first := start(t, await.Ctx(t), p, request("session"))
+	first := start(t, testkit.Ctx(t), p, request("session"))
 	wait(t, first)
 	resume := func(ctx context.Context, lines ...string) *acp.Run {
 		req := request(append([]string{"session"}, lines...)...)
@@ -211,16 +211,16 @@ func TestS8_AStaleACPActivationRecordsNothingAfterTheNextTookTheSession(t *testi
 	// The stale activation is mid-turn, and stays so until it is
 	// cancelled, while the next one takes the session and ends.
 	rec := newRecorder()
-	ctx, cancel := context.WithCancel(await.Ctx(t))
+	ctx, cancel := context.WithCancel(testkit.Ctx(t))
 	stale := resume(scoped(ctx, rec), "say stale", "wait")
 	rec.waitFor(t, "the stale activation's first chunk", kindIs(subagent.TextDelta))
-	next := resume(await.Ctx(t), "say continued")
+	next := resume(testkit.Ctx(t), "say continued")
 	wait(t, next)
 	cancel()
 	if res := wait(t, stale); res.StopReason != subagent.Aborted {
 		t.Fatalf("the stale activation ended %+v, want aborted", res)
 	}
-	_, recs, err := store.Load(await.Ctx(t), first.SessionID())
+	_, recs, err := store.Load(testkit.Ctx(t), first.SessionID())
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -242,7 +242,7 @@ func TestS8_AStaleACPActivationRecordsNothingAfterTheNextTookTheSession(t *testi
 // acp.ContinuePrompt, as an ACP turn needs a prompt.
 func TestS9_TheStopKeepsTheAnswerAndAResumeWithoutAPromptContinues(t *testing.T) {
 	svc, store, first, _ := firstTurn(t, "say the answer")
-	_, recs, err := store.Load(await.Ctx(t), first.SessionID())
+	_, recs, err := store.Load(testkit.Ctx(t), first.SessionID())
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -251,7 +251,7 @@ func TestS9_TheStopKeepsTheAnswerAndAResumeWithoutAPromptContinues(t *testing.T)
 		t.Fatalf("the stop record %s %s does not keep the answer", last.Kind, last.Data)
 	}
 
-	second, err := svc.Resume(await.Ctx(t), acp.DefaultName, subagent.StartRequest{Parent: top, Continuation: &subagent.Continuation{SessionID: first.SessionID()}})
+	second, err := svc.Resume(testkit.Ctx(t), acp.DefaultName, subagent.StartRequest{Parent: top, Continuation: &subagent.Continuation{SessionID: first.SessionID()}})
 	if err != nil {
 		t.Fatal(err)
 	}

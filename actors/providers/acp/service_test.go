@@ -7,7 +7,7 @@ import (
 
 	"github.com/subactor/subactor/actors/providers/acp"
 	"github.com/subactor/subactor/actors/registry"
-	"github.com/subactor/subactor/internal/await"
+	"github.com/subactor/subactor/internal/testkit"
 	"github.com/subactor/subactor/subagent"
 )
 
@@ -30,7 +30,7 @@ func TestP3_ThroughTheService(t *testing.T) {
 	sub := svc.ListenParent(top.SessionID(), func(ev subagent.Event) error { events <- ev; return nil })
 	t.Cleanup(sub.Release)
 
-	r, err := svc.Start(await.Ctx(t), acp.DefaultName, request("say Hello", "tool t1 search Look around", "done t1", "say !"))
+	r, err := svc.Start(testkit.Ctx(t), acp.DefaultName, request("say Hello", "tool t1 search Look around", "done t1", "say !"))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -38,12 +38,12 @@ func TestP3_ThroughTheService(t *testing.T) {
 		t.Fatal("the Service offers Steer on an ACP run")
 	}
 	res := wait(t, r)
-	must(t, r.Dispose(await.Ctx(t)))
-	must(t, r.Dispose(await.Ctx(t)))
+	must(t, r.Dispose(testkit.Ctx(t)))
+	must(t, r.Dispose(testkit.Ctx(t)))
 	if res.StopReason != subagent.Completed || subagent.TextOf(res.Output) != "Hello!" {
 		t.Fatalf("result %+v", res)
 	}
-	must(t, sub.Flush(await.Ctx(t)))
+	must(t, sub.Flush(testkit.Ctx(t)))
 	close(events)
 	var kinds []string
 	for ev := range events {
@@ -78,7 +78,7 @@ func TestP3_ThroughTheService(t *testing.T) {
 	persona := "a pirate"
 	req := request("say x")
 	req.Persona = &persona
-	if _, err := svc.Start(await.Ctx(t), acp.DefaultName, req); !errors.Is(err, subagent.ErrUnsupported) {
+	if _, err := svc.Start(testkit.Ctx(t), acp.DefaultName, req); !errors.Is(err, subagent.ErrUnsupported) {
 		t.Fatalf("persona: %v", err)
 	}
 	if starts(t, cfg) != 1 {
@@ -112,18 +112,18 @@ func TestS5_CancelThroughTheService(t *testing.T) {
 		return nil
 	})
 	t.Cleanup(sub.Release)
-	ctx, cancel := context.WithCancel(await.Ctx(t))
+	ctx, cancel := context.WithCancel(testkit.Ctx(t))
 	r, err := svc.Start(ctx, acp.DefaultName, request("say working", "wait"))
 	if err != nil {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { _ = r.Dispose(context.Background()) })
-	await.Recv(t, progressed, "the run's first progress")
+	testkit.Recv(t, progressed, "the run's first progress")
 	cancel()
 	if res := wait(t, r); res.StopReason != subagent.Aborted {
 		t.Fatalf("result %+v", res)
 	}
-	if ev := await.Recv(t, ended, "the end event"); ev.StopReason != subagent.Aborted {
+	if ev := testkit.Recv(t, ended, "the end event"); ev.StopReason != subagent.Aborted {
 		t.Fatalf("end %+v", ev)
 	}
 }

@@ -12,7 +12,7 @@ import (
 
 	"github.com/subactor/subactor/actors/providers/acp"
 	"github.com/subactor/subactor/internal/acpdata"
-	"github.com/subactor/subactor/internal/await"
+	"github.com/subactor/subactor/internal/testkit"
 	"github.com/subactor/subactor/subagent"
 )
 
@@ -23,7 +23,7 @@ func TestP3_TurnMapsUpdatesToOutputAndProgress(t *testing.T) {
 	sys := newSystem(t)
 	rec := newRecorder()
 	p := newProvider(t, fakeConfig(t, sys, modeNormal))
-	r := start(t, scoped(await.Ctx(t), rec), p, request(
+	r := start(t, scoped(testkit.Ctx(t), rec), p, request(
 		"say Hello",
 		"think pondering",
 		"tool t1 read Read the file",
@@ -90,7 +90,7 @@ func TestP3_StopReasonsMapOntoOurs(t *testing.T) {
 	} {
 		t.Run(c.script, func(t *testing.T) {
 			t.Parallel()
-			res := wait(t, start(t, await.Ctx(t), p, request("say partial", c.script)))
+			res := wait(t, start(t, testkit.Ctx(t), p, request("say partial", c.script)))
 			if res.StopReason != c.want || !strings.Contains(res.Detail, c.detail) {
 				t.Fatalf("%s: got %s %q, want %s with %q", c.script, res.StopReason, res.Detail, c.want, c.detail)
 			}
@@ -100,7 +100,7 @@ func TestP3_StopReasonsMapOntoOurs(t *testing.T) {
 		})
 	}
 	t.Run("json-rpc error keeps its code", func(t *testing.T) {
-		res := wait(t, start(t, await.Ctx(t), p, request("error boom")))
+		res := wait(t, start(t, testkit.Ctx(t), p, request("error boom")))
 		if !strings.Contains(res.Detail, "-32042") || !strings.Contains(res.Detail, "scripted") {
 			t.Fatalf("detail %q", res.Detail)
 		}
@@ -123,11 +123,11 @@ func TestP3_DeclaresNoCapabilities(t *testing.T) {
 		{OutputSchema: []byte(`{"type":"object"}`)},
 	} {
 		req.Prompt, req.Parent = []subagent.ContentBlock{subagent.Text("say x")}, top
-		if _, err := p.Start(await.Ctx(t), req); !errors.Is(err, subagent.ErrUnsupported) {
+		if _, err := p.Start(testkit.Ctx(t), req); !errors.Is(err, subagent.ErrUnsupported) {
 			t.Fatalf("%+v: %v", req, err)
 		}
 	}
-	if _, err := p.Start(await.Ctx(t), subagent.StartRequest{Parent: top}); !errors.Is(err, subagent.ErrInvalidRequest) {
+	if _, err := p.Start(testkit.Ctx(t), subagent.StartRequest{Parent: top}); !errors.Is(err, subagent.ErrInvalidRequest) {
 		t.Fatalf("empty prompt: %v", err)
 	}
 	if n := starts(t, cfg); n != 0 {
@@ -162,7 +162,7 @@ func TestP3_WorkingDirectory(t *testing.T) {
 		}
 		c := cfg
 		c.Dir = dir
-		_, err := newProvider(t, c).Start(await.Ctx(t), request("say x"))
+		_, err := newProvider(t, c).Start(testkit.Ctx(t), request("say x"))
 		var de *acp.DirError
 		if !errors.As(err, &de) || !errors.Is(err, acp.ErrDir) || de.Dir != dir {
 			t.Fatalf("%s: %v", name, err)
@@ -177,14 +177,14 @@ func TestP3_WorkingDirectory(t *testing.T) {
 		t.Fatalf("%d agents started in unusable directories", n)
 	}
 
-	res := wait(t, start(t, await.Ctx(t), newProvider(t, cfg), request("cwd")))
+	res := wait(t, start(t, testkit.Ctx(t), newProvider(t, cfg), request("cwd")))
 	if want := "cwd:" + cfg.Dir + ";"; subagent.TextOf(res.Output) != want {
 		t.Fatalf("configured dir: %q, want %q", subagent.TextOf(res.Output), want)
 	}
 	c = cfg
 	c.Dir = ""
 	wd, _ := os.Getwd()
-	res = wait(t, start(t, await.Ctx(t), newProvider(t, c), request("cwd")))
+	res = wait(t, start(t, testkit.Ctx(t), newProvider(t, c), request("cwd")))
 	if want := "cwd:" + wd + ";"; subagent.TextOf(res.Output) != want {
 		t.Fatalf("node's dir: %q, want %q", subagent.TextOf(res.Output), want)
 	}
@@ -200,7 +200,7 @@ func TestP3_EnvironmentWithholdsCredentials(t *testing.T) {
 	sys := newSystem(t)
 	cfg := fakeConfig(t, sys, modeNormal)
 	cfg.Env["ACPTEST_GIVEN_TOKEN"] = "given"
-	res := wait(t, start(t, await.Ctx(t), newProvider(t, cfg), request(
+	res := wait(t, start(t, testkit.Ctx(t), newProvider(t, cfg), request(
 		"env ACPTEST_SERVICE_API_KEY", "env ACPTEST_session_token", "env ACPTEST_DB_PASSWORD",
 		"env ACPTEST_PLAIN", "env ACPTEST_GIVEN_TOKEN")))
 	want := "env:ACPTEST_SERVICE_API_KEY=<unset>;env:ACPTEST_session_token=<unset>;env:ACPTEST_DB_PASSWORD=<unset>;" +
@@ -227,7 +227,7 @@ func TestP3_PermissionRequestsFollowThePolicy(t *testing.T) {
 		"ask-noallow read Read without allow", "ask-noreject edit Edit without reject",
 	}
 	rec := newRecorder()
-	res := wait(t, start(t, scoped(await.Ctx(t), rec), newProvider(t, fakeConfig(t, sys, modeNormal)), request(script...)))
+	res := wait(t, start(t, scoped(testkit.Ctx(t), rec), newProvider(t, fakeConfig(t, sys, modeNormal)), request(script...)))
 	want := "perm:selected:allow-once;perm:selected:allow-once;perm:selected:allow-once;perm:selected:allow-once;" +
 		"perm:selected:reject-once;perm:selected:reject-once;perm:selected:reject-once;" +
 		"perm:cancelled;perm:cancelled;"
@@ -255,7 +255,7 @@ func TestP3_PermissionRequestsFollowThePolicy(t *testing.T) {
 		seen = append(seen, c)
 		return true
 	}
-	res = wait(t, start(t, await.Ctx(t), newProvider(t, cfg), request("ask edit Change a file", "ask-noallow read R")))
+	res = wait(t, start(t, testkit.Ctx(t), newProvider(t, cfg), request("ask edit Change a file", "ask-noallow read R")))
 	if got := subagent.TextOf(res.Output); got != "perm:selected:allow-once;perm:cancelled;" {
 		t.Fatalf("allowing policy: %s", got)
 	}
@@ -280,7 +280,7 @@ func TestP3_FilesServedOnlyInsideTheWorkingDirectory(t *testing.T) {
 	must(t, os.Symlink(outside, filepath.Join(dir, "escape")))
 	must(t, os.Symlink("a.txt", filepath.Join(dir, "inlink")))
 	in := func(p string) string { return filepath.Join(dir, p) }
-	res := wait(t, start(t, await.Ctx(t), newProvider(t, cfg), request(
+	res := wait(t, start(t, testkit.Ctx(t), newProvider(t, cfg), request(
 		"read "+in("a.txt"),
 		"readl "+in("a.txt")+" 2 1",
 		"read "+in("inlink"),
@@ -314,7 +314,7 @@ func TestP3_OtherRequestsAreMethodNotFound(t *testing.T) {
 	sys := newSystem(t)
 	cfg := fakeConfig(t, sys, modeNormal)
 	must(t, os.WriteFile(filepath.Join(cfg.Dir, "a.txt"), []byte("one"), 0o644))
-	res := wait(t, start(t, await.Ctx(t), newProvider(t, cfg), request(
+	res := wait(t, start(t, testkit.Ctx(t), newProvider(t, cfg), request(
 		"read "+filepath.Join(cfg.Dir, "a.txt"), "write "+filepath.Join(cfg.Dir, "b.txt")+" x", "terminal", "ext")))
 	want := "read-error:-32601;write:-32601;terminal:-32601;ext:-32601;"
 	if got := subagent.TextOf(res.Output); got != want {
@@ -326,7 +326,7 @@ func TestP3_OtherRequestsAreMethodNotFound(t *testing.T) {
 // Steerer.
 func TestR4_ACPRunOffersNoSteer(t *testing.T) {
 	sys := newSystem(t)
-	r := start(t, await.Ctx(t), newProvider(t, fakeConfig(t, sys, modeNormal)), request("say x"))
+	r := start(t, testkit.Ctx(t), newProvider(t, fakeConfig(t, sys, modeNormal)), request("say x"))
 	if _, ok := any(r).(subagent.Steerer); ok {
 		t.Fatal("an ACP run offers Steer")
 	}

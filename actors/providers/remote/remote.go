@@ -29,7 +29,6 @@ import (
 
 	"github.com/subactor/subactor/actors/internal/ask"
 	"github.com/subactor/subactor/cluster"
-	"github.com/subactor/subactor/internal/actorsraw"
 	"github.com/subactor/subactor/internal/clusterwire"
 	"github.com/subactor/subactor/internal/ids"
 	"github.com/subactor/subactor/internal/wire"
@@ -179,7 +178,7 @@ func Status(ctx context.Context, n *cluster.Node, timeout time.Duration) []Load 
 
 func loads(ctx context.Context, n *cluster.Node, ms []cluster.Member, timeout time.Duration) []Load {
 	out := make([]Load, len(ms))
-	sys := actorsraw.Of(n.System())
+	sys := n.System().ActorSystem()
 	var wg sync.WaitGroup
 	for i, m := range ms {
 		wg.Go(func() {
@@ -387,7 +386,7 @@ func (p *provider) startOn(ctx context.Context, m cluster.Member, wire *messages
 		settledCh: make(chan struct{}), quiesced: make(chan struct{}),
 	}
 	started := make(chan error, 1)
-	sys := actorsraw.Of(p.cfg.Node.System())
+	sys := p.cfg.Node.System().ActorSystem()
 	r.sys = sys
 	r.proxy = sys.Root.Spawn(actor.PropsFromProducer(func() actor.Actor {
 		return &proxy{p: p, run: r, host: clusterwire.Host(m.Address), start: wire, started: started, steers: map[uint64]chan error{}}

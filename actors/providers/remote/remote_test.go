@@ -17,15 +17,14 @@ import (
 	"github.com/subactor/subactor/actors/providers/remote"
 	"github.com/subactor/subactor/actors/registry"
 	"github.com/subactor/subactor/cluster"
-	"github.com/subactor/subactor/internal/await"
-	"github.com/subactor/subactor/internal/clustertest"
 	"github.com/subactor/subactor/internal/clusterwire"
-	"github.com/subactor/subactor/internal/leaktest"
+	"github.com/subactor/subactor/internal/testkit"
+	"github.com/subactor/subactor/internal/testkit/clustertest"
 	"github.com/subactor/subactor/subagent"
 )
 
 func TestMain(m *testing.M) {
-	goleak.VerifyTestMain(m, append(clustertest.Leftovers, leaktest.DeadLetters)...)
+	goleak.VerifyTestMain(m, append(clustertest.Leftovers, testkit.DeadLetters)...)
 }
 
 type parent struct{}
@@ -62,7 +61,7 @@ func service(t *testing.T, name string, capacity int) (*registry.Service, *clust
 	if _, err := svc.RegisterProvider(p); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := n.WaitMembers(await.Ctx(t), func(ms []cluster.Member) bool { return len(ms) == 1 }); err != nil {
+	if _, err := n.WaitMembers(testkit.Ctx(t), func(ms []cluster.Member) bool { return len(ms) == 1 }); err != nil {
 		t.Fatal(err)
 	}
 	return svc, n
@@ -87,18 +86,18 @@ func TestP4_R1_RemoteRunKeepsTheRunContract(t *testing.T) {
 	var ev events
 	sub := svc.ListenParent("parent", ev.listen)
 	defer sub.Release()
-	r := start(t, svc, await.Ctx(t), "hello")
+	r := start(t, svc, testkit.Ctx(t), "hello")
 	if r.LocalAgent() != nil || r.SessionID() != "" || r.ID() == "" {
 		t.Fatalf("run id %q session %q agent %v", r.ID(), r.SessionID(), r.LocalAgent())
 	}
-	res, err := r.Wait(await.Ctx(t))
+	res, err := r.Wait(testkit.Ctx(t))
 	if err != nil || res.StopReason != subagent.Completed || subagent.TextOf(res.Output) != "echo: hello" {
 		t.Fatalf("result %+v, %v", res, err)
 	}
-	if err := r.Dispose(await.Ctx(t)); err != nil {
+	if err := r.Dispose(testkit.Ctx(t)); err != nil {
 		t.Fatal(err)
 	}
-	if err := sub.Flush(await.Ctx(t)); err != nil {
+	if err := sub.Flush(testkit.Ctx(t)); err != nil {
 		t.Fatal(err)
 	}
 	ev.mu.Lock()
@@ -122,19 +121,19 @@ func TestP4_R1_RemoteRunKeepsTheRunContract(t *testing.T) {
 // child admitted it; after the run ended a steer fails ErrNotDelivered.
 func TestR4_RemoteSteerIsAdmittedOrRefused(t *testing.T) {
 	svc, _ := service(t, "echo", 2)
-	r := start(t, svc, await.Ctx(t), "wait for a steer")
+	r := start(t, svc, testkit.Ctx(t), "wait for a steer")
 	st, ok := r.(subagent.Steerer)
 	if !ok {
 		t.Fatal("the remote run of a steerable child is no Steerer")
 	}
-	if err := st.Steer(await.Ctx(t), []subagent.ContentBlock{subagent.Text("go on")}); err != nil {
+	if err := st.Steer(testkit.Ctx(t), []subagent.ContentBlock{subagent.Text("go on")}); err != nil {
 		t.Fatal(err)
 	}
-	res, err := r.Wait(await.Ctx(t))
+	res, err := r.Wait(testkit.Ctx(t))
 	if err != nil || subagent.TextOf(res.Output) != "echo: go on" {
 		t.Fatalf("result %+v, %v", res, err)
 	}
-	if err := st.Steer(await.Ctx(t), []subagent.ContentBlock{subagent.Text("late")}); !errors.Is(err, subagent.ErrNotDelivered) {
+	if err := st.Steer(testkit.Ctx(t), []subagent.ContentBlock{subagent.Text("late")}); !errors.Is(err, subagent.ErrNotDelivered) {
 		t.Fatalf("steer after the end: %v", err)
 	}
 }
@@ -145,23 +144,23 @@ func TestR4_RemoteSteerIsAdmittedOrRefused(t *testing.T) {
 // host's load is back to zero.
 func TestR3_RemoteCancelAndConcurrentDispose(t *testing.T) {
 	svc, n := service(t, "echo", 2)
-	ctx, cancel := context.WithCancel(await.Ctx(t))
+	ctx, cancel := context.WithCancel(testkit.Ctx(t))
 	r := start(t, svc, ctx, "wait")
 	cancel()
-	res, err := r.Wait(await.Ctx(t))
+	res, err := r.Wait(testkit.Ctx(t))
 	if err != nil || res.StopReason != subagent.Aborted {
 		t.Fatalf("result %+v, %v", res, err)
 	}
 	var wg sync.WaitGroup
 	for range 4 {
 		wg.Go(func() {
-			if err := r.Dispose(await.Ctx(t)); err != nil {
+			if err := r.Dispose(testkit.Ctx(t)); err != nil {
 				t.Error(err)
 			}
 		})
 	}
 	wg.Wait()
-	for _, l := range remote.Status(await.Ctx(t), n, await.Deadline) {
+	for _, l := range remote.Status(testkit.Ctx(t), n, testkit.Deadline) {
 		for _, id := range l.RunIDs {
 			if id == r.ID() {
 				t.Fatalf("the disposed run is still hosted: %+v", l)
@@ -174,17 +173,17 @@ func TestR3_RemoteCancelAndConcurrentDispose(t *testing.T) {
 // member full is ErrNoRoom, with nothing started.
 func TestP4_PlacementErrors(t *testing.T) {
 	svc, n := service(t, "echo", 1)
-	first := start(t, svc, await.Ctx(t), "wait")
-	_, err := svc.Start(await.Ctx(t), "echo", subagent.StartRequest{Parent: parent{}, Prompt: []subagent.ContentBlock{subagent.Text("second")}})
+	first := start(t, svc, testkit.Ctx(t), "wait")
+	_, err := svc.Start(testkit.Ctx(t), "echo", subagent.StartRequest{Parent: parent{}, Prompt: []subagent.ContentBlock{subagent.Text("second")}})
 	if !errors.Is(err, remote.ErrNoRoom) || !strings.Contains(err.Error(), "full (1 of 1)") {
 		t.Fatalf("start on a full cluster: %v", err)
 	}
-	if err := first.Dispose(await.Ctx(t)); err != nil {
+	if err := first.Dispose(testkit.Ctx(t)); err != nil {
 		t.Fatal(err)
 	}
 
 	other, _ := remote.New(remote.Config{Name: "qwen", Node: n})
-	if _, err := other.Start(await.Ctx(t), subagent.StartRequest{Parent: parent{}, Prompt: []subagent.ContentBlock{subagent.Text("x")}}); !errors.Is(err, remote.ErrNoMember) {
+	if _, err := other.Start(testkit.Ctx(t), subagent.StartRequest{Parent: parent{}, Prompt: []subagent.ContentBlock{subagent.Text("x")}}); !errors.Is(err, remote.ErrNoMember) {
 		t.Fatalf("start of a provider nobody offers: %v", err)
 	}
 }

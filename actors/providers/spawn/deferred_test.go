@@ -9,9 +9,9 @@ import (
 	"github.com/subactor/subactor/actors/providers/spawn"
 	"github.com/subactor/subactor/agent"
 	"github.com/subactor/subactor/internal/agentlog"
-	"github.com/subactor/subactor/internal/await"
 	"github.com/subactor/subactor/internal/descriptor"
 	"github.com/subactor/subactor/internal/runscope"
+	"github.com/subactor/subactor/internal/testkit"
 	"github.com/subactor/subactor/persistence"
 	"github.com/subactor/subactor/subagent"
 )
@@ -132,7 +132,7 @@ func TestR1_S9_S7_ASpawnedChildIsStoredWithItsFirstTurn(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	ctx := runscope.With(await.Ctx(t), subagent.Scope{RunID: "continuable", Continuable: true})
+	ctx := runscope.With(testkit.Ctx(t), subagent.Scope{RunID: "continuable", Continuable: true})
 	run, err = p.Start(ctx, subagent.StartRequest{Prompt: prompt("go"), Parent: parent})
 	if err != nil {
 		t.Fatal(err)
@@ -140,7 +140,7 @@ func TestR1_S9_S7_ASpawnedChildIsStoredWithItsFirstTurn(t *testing.T) {
 	if writes, defers := store.counts(); writes != before+2 || defers != 1 {
 		t.Fatalf("a continuable start made %d durable writes and %d deferred creates, want one and none", writes-before-1, defers-1)
 	}
-	if err := run.Dispose(await.Ctx(t)); err != nil {
+	if err := run.Dispose(testkit.Ctx(t)); err != nil {
 		t.Fatal(err)
 	}
 }

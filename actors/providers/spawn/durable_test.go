@@ -17,9 +17,9 @@ import (
 	"github.com/subactor/subactor/actors/providers/spawn"
 	"github.com/subactor/subactor/actors/registry"
 	"github.com/subactor/subactor/agent"
-	"github.com/subactor/subactor/internal/agenttest"
-	"github.com/subactor/subactor/internal/await"
 	"github.com/subactor/subactor/internal/descriptor"
+	"github.com/subactor/subactor/internal/testkit"
+	"github.com/subactor/subactor/internal/testkit/agenttest"
 	"github.com/subactor/subactor/persistence"
 	"github.com/subactor/subactor/subagent"
 )
@@ -27,7 +27,7 @@ import (
 // startOn is env.start on the provider named name.
 func (e *env) startOn(t *testing.T, name string, req subagent.StartRequest) (subagent.Run, subagent.Result) {
 	t.Helper()
-	run, err := e.svc.Start(await.Ctx(t), name, req)
+	run, err := e.svc.Start(testkit.Ctx(t), name, req)
 	if err != nil {
 		t.Fatalf("Start on %s: %v", name, err)
 	}
@@ -73,7 +73,7 @@ func TestS6D1_ResumeContinuesAChildWithItsEarlierTurns(t *testing.T) {
 	if err != nil || d.Provider != spawn.DefaultName || d.Persona == nil || *d.Persona != "terse" {
 		t.Fatalf("descriptor %+v, %v", d, err)
 	}
-	again, err := e.svc.Resume(await.Ctx(t), spawn.DefaultName, subagent.StartRequest{
+	again, err := e.svc.Resume(testkit.Ctx(t), spawn.DefaultName, subagent.StartRequest{
 		Prompt: prompt("two"), Parent: parent,
 		Continuation: &subagent.Continuation{SessionID: first.SessionID()},
 	})
@@ -108,7 +108,7 @@ func TestS6_ResumeAfterDyingMidTurn(t *testing.T) {
 	if err := e.store.Append(t.Context(), first.SessionID(), persistence.Record{Kind: persistence.KindMessage, Data: call}); err != nil {
 		t.Fatal(err)
 	}
-	again, err := e.svc.Resume(await.Ctx(t), spawn.DefaultName, subagent.StartRequest{Parent: parent, Continuation: &subagent.Continuation{SessionID: first.SessionID()}})
+	again, err := e.svc.Resume(testkit.Ctx(t), spawn.DefaultName, subagent.StartRequest{Parent: parent, Continuation: &subagent.Continuation{SessionID: first.SessionID()}})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -135,7 +135,7 @@ func TestD5_AResumedChildKeepsItsDepth(t *testing.T) {
 		parentDepth, want int
 	}{{0, 3}, {5, 6}} {
 		p := e.parent(t, fmt.Sprint("at-", c.parentDepth), c.parentDepth, subagent.AgentOptions{})
-		r, err := e.svc.Resume(await.Ctx(t), spawn.DefaultName, subagent.StartRequest{Prompt: prompt("y"), Parent: p, Continuation: &subagent.Continuation{SessionID: first.SessionID()}})
+		r, err := e.svc.Resume(testkit.Ctx(t), spawn.DefaultName, subagent.StartRequest{Prompt: prompt("y"), Parent: p, Continuation: &subagent.Continuation{SessionID: first.SessionID()}})
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -159,13 +159,13 @@ func TestS6_ResumeOfAnUnknownOrForeignSessionIsATypedError(t *testing.T) {
 	defer release()
 	parent := e.parent(t, "p", 0, subagent.AgentOptions{})
 	var invalid *subagent.InvalidRequestError
-	_, err = e.svc.Resume(await.Ctx(t), spawn.DefaultName, subagent.StartRequest{Parent: parent, Continuation: &subagent.Continuation{SessionID: "nobody"}})
+	_, err = e.svc.Resume(testkit.Ctx(t), spawn.DefaultName, subagent.StartRequest{Parent: parent, Continuation: &subagent.Continuation{SessionID: "nobody"}})
 	if !errors.As(err, &invalid) || !errors.Is(err, persistence.ErrNotFound) {
 		t.Fatalf("resume of an unknown session: %v", err)
 	}
 	first, _ := e.start(t, subagent.StartRequest{Prompt: prompt("x"), Parent: parent})
 	_, before, _ := e.store.Load(t.Context(), first.SessionID())
-	if _, err := e.svc.Resume(await.Ctx(t), fork.DefaultName, subagent.StartRequest{Parent: parent, Continuation: &subagent.Continuation{SessionID: first.SessionID()}}); !errors.As(err, &invalid) {
+	if _, err := e.svc.Resume(testkit.Ctx(t), fork.DefaultName, subagent.StartRequest{Parent: parent, Continuation: &subagent.Continuation{SessionID: first.SessionID()}}); !errors.As(err, &invalid) {
 		t.Fatalf("a fork provider resuming a spawned child: %v", err)
 	}
 	if _, after, _ := e.store.Load(t.Context(), first.SessionID()); len(after) != len(before) {
@@ -196,7 +196,7 @@ func TestP2P5_AForkSeesTheParentsCompletedTurnsOnly(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if res := parent.Run(await.Ctx(t), prompt("hello"), nil); res.StopReason != subagent.Completed {
+	if res := parent.Run(testkit.Ctx(t), prompt("hello"), nil); res.StopReason != subagent.Completed {
 		t.Fatalf("parent's first turn %+v", res)
 	}
 	// Turns() stops short of an assistant turn whose calls have no
@@ -220,10 +220,10 @@ func TestP2P5_AForkSeesTheParentsCompletedTurnsOnly(t *testing.T) {
 		t.Fatalf("the fork saw %v, want the completed turns and its prompt", seen)
 	}
 	// The parent goes on; a resumed fork continues from its own log.
-	if res := parent.Run(await.Ctx(t), prompt("newer"), nil); res.StopReason != subagent.Completed {
+	if res := parent.Run(testkit.Ctx(t), prompt("newer"), nil); res.StopReason != subagent.Completed {
 		t.Fatalf("parent's next turn %+v", res)
 	}
-	again, err := e.svc.Resume(await.Ctx(t), fork.DefaultName, subagent.StartRequest{Prompt: prompt("more"), Parent: parent, Continuation: &subagent.Continuation{SessionID: child.SessionID()}})
+	again, err := e.svc.Resume(testkit.Ctx(t), fork.DefaultName, subagent.StartRequest{Prompt: prompt("more"), Parent: parent, Continuation: &subagent.Continuation{SessionID: child.SessionID()}})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -292,12 +292,12 @@ func TestR5_AnUnconfirmedFinalTurnIsAnInfrastructureError(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	r, err := e.svc.Start(await.Ctx(t), "fragile", subagent.StartRequest{Prompt: prompt("hello"), Parent: parent})
+	r, err := e.svc.Start(testkit.Ctx(t), "fragile", subagent.StartRequest{Prompt: prompt("hello"), Parent: parent})
 	if err != nil {
 		t.Fatal(err)
 	}
-	res, err := r.Wait(await.Ctx(t))
-	if derr := r.Dispose(await.Ctx(t)); derr != nil {
+	res, err := r.Wait(testkit.Ctx(t))
+	if derr := r.Dispose(testkit.Ctx(t)); derr != nil {
 		t.Fatal(derr)
 	}
 	if !errors.Is(err, agent.ErrCheckpoint) || len(res.Output) != 0 || res.StopReason == subagent.Completed {

@@ -11,7 +11,7 @@ import (
 
 	"github.com/subactor/subactor/actors/providers/spawn"
 	"github.com/subactor/subactor/agent"
-	"github.com/subactor/subactor/internal/await"
+	"github.com/subactor/subactor/internal/testkit"
 	"github.com/subactor/subactor/model/scripted"
 	"github.com/subactor/subactor/subagent"
 )
@@ -33,7 +33,7 @@ var modes = []mode{
 	{"background", func(t *testing.T, f func()) {
 		done := make(chan struct{}, 1)
 		go func() { defer func() { done <- struct{}{} }(); f() }()
-		await.Recv(t, done, "the background caller")
+		testkit.Recv(t, done, "the background caller")
 	}},
 }
 
@@ -64,7 +64,7 @@ func TestR2_WaitHonoursItsContextInEveryMode(t *testing.T) {
 					t.Errorf("Wait under an ended context: %+v, %v; want the context's error", res, err)
 				}
 			})
-			if err := run.Dispose(await.Ctx(t)); err != nil {
+			if err := run.Dispose(testkit.Ctx(t)); err != nil {
 				t.Fatal(err)
 			}
 		})
@@ -84,14 +84,14 @@ func TestR4_SteerBeforeWaitIsAdmittedInEveryMode(t *testing.T) {
 				t.Fatal(err)
 			}
 			m.call(t, func() {
-				if err := run.(subagent.Steerer).Steer(await.Ctx(t), prompt("wrap up")); err != nil {
+				if err := run.(subagent.Steerer).Steer(testkit.Ctx(t), prompt("wrap up")); err != nil {
 					t.Errorf("Steer before Wait: %v", err)
 				}
-				if res, err := run.Wait(await.Ctx(t)); err != nil || res.StopReason != subagent.Completed {
+				if res, err := run.Wait(testkit.Ctx(t)); err != nil || res.StopReason != subagent.Completed {
 					t.Errorf("the steered child ended %+v, %v", res, err)
 				}
 			})
-			if err := run.Dispose(await.Ctx(t)); err != nil {
+			if err := run.Dispose(testkit.Ctx(t)); err != nil {
 				t.Fatal(err)
 			}
 		})
@@ -112,7 +112,7 @@ func TestS5_CancellationReportsTheSameInEveryMode(t *testing.T) {
 				if res, err := run.Wait(ctx); !errors.Is(err, context.Canceled) || res.StopReason != "" {
 					t.Errorf("Wait under the cancelled start context: %+v, %v; want the context's error", res, err)
 				}
-				res, err := run.Wait(await.Ctx(t))
+				res, err := run.Wait(testkit.Ctx(t))
 				if err != nil || res.StopReason != subagent.Aborted || !errors.Is(res.Cause, context.Canceled) {
 					t.Errorf("the cancelled run settled %+v, %v; want aborted by the cancellation", res, err)
 				}
@@ -129,13 +129,13 @@ func TestR3_DisposeReleasesABlockedWaitInEveryMode(t *testing.T) {
 			calls := make(chan struct{}, 1)
 			run := startIn(t, blockingModel{calls}, t.Context())
 			disposed := make(chan error, 1)
-			go func() { <-calls; disposed <- run.Dispose(await.Ctx(t)) }()
+			go func() { <-calls; disposed <- run.Dispose(testkit.Ctx(t)) }()
 			m.call(t, func() {
-				if res, err := run.Wait(await.Ctx(t)); err != nil || res.StopReason != subagent.Aborted {
+				if res, err := run.Wait(testkit.Ctx(t)); err != nil || res.StopReason != subagent.Aborted {
 					t.Errorf("Wait on a disposed run: %+v, %v; want aborted", res, err)
 				}
 			})
-			if err := await.Recv(t, disposed, "Dispose"); err != nil {
+			if err := testkit.Recv(t, disposed, "Dispose"); err != nil {
 				t.Fatal(err)
 			}
 		})
@@ -172,7 +172,7 @@ func testCrash(t *testing.T, model crashing, detail string) {
 			run := startIn(t, model, t.Context())
 			returned := false
 			m.call(t, func() {
-				res, err := run.Wait(await.Ctx(t))
+				res, err := run.Wait(testkit.Ctx(t))
 				if err != nil || res.StopReason != subagent.Error || !strings.Contains(res.Detail, detail) {
 					t.Errorf("the crashed child settled %+v, %v; want error with %q", res, err, detail)
 				}
@@ -181,7 +181,7 @@ func testCrash(t *testing.T, model crashing, detail string) {
 			if !returned {
 				t.Fatal("the child's crash unwound its waiter")
 			}
-			if err := run.Dispose(await.Ctx(t)); err != nil {
+			if err := run.Dispose(testkit.Ctx(t)); err != nil {
 				t.Fatal(err)
 			}
 		})
@@ -194,7 +194,7 @@ func TestR2_OnSettledAloneLetsARunSettle(t *testing.T) {
 	run := startIn(t, scripted.New(), t.Context())
 	got := make(chan subagent.Result, 1)
 	run.OnSettled(func(res subagent.Result, _ error) { got <- res })
-	if res := await.Recv(t, got, "the observer"); res.StopReason != subagent.Completed {
+	if res := testkit.Recv(t, got, "the observer"); res.StopReason != subagent.Completed {
 		t.Fatalf("the observed run settled %+v", res)
 	}
 }
@@ -248,13 +248,13 @@ func TestR2_TwoChildrenWaitedInTurnBothProgress(t *testing.T) {
 func TestE2_R3_ClosingAChildsAgentEndsItsRun(t *testing.T) {
 	calls := make(chan struct{}, 1)
 	run := startIn(t, blockingModel{calls}, t.Context())
-	await.Recv(t, calls, "the child's model call")
+	testkit.Recv(t, calls, "the child's model call")
 	a, ok := run.LocalAgent().(*agent.Agent)
 	if !ok {
 		t.Fatalf("LocalAgent is %T, want *agent.Agent", run.LocalAgent())
 	}
 	a.Close()
-	res, err := run.Wait(await.Ctx(t))
+	res, err := run.Wait(testkit.Ctx(t))
 	if err != nil || res.StopReason != subagent.Aborted || !errors.Is(res.Cause, agent.ErrClosed) {
 		t.Fatalf("after Close: %+v, %v; want aborted with agent.ErrClosed", res, err)
 	}

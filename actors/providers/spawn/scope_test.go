@@ -9,8 +9,7 @@ import (
 
 	"github.com/subactor/subactor/actors/providers/spawn"
 	"github.com/subactor/subactor/agent"
-	"github.com/subactor/subactor/internal/actorstest"
-	"github.com/subactor/subactor/internal/await"
+	"github.com/subactor/subactor/internal/testkit"
 	"github.com/subactor/subactor/model/scripted"
 	"github.com/subactor/subactor/persistence"
 	"github.com/subactor/subactor/subagent"
@@ -35,7 +34,7 @@ func TestS4_AToolFilterNamingAMissingToolFailsBeforeAnyChild(t *testing.T) {
 		{subagent.ToolFilter{Allow: []string{"read", "raed"}}, "raed"},
 		{subagent.ToolFilter{Deny: []string{"shell"}}, "shell"},
 	} {
-		_, err := e.svc.Start(await.Ctx(t), spawn.DefaultName, subagent.StartRequest{Prompt: prompt("x"), Parent: parent, ToolFilter: &c.filter})
+		_, err := e.svc.Start(testkit.Ctx(t), spawn.DefaultName, subagent.StartRequest{Prompt: prompt("x"), Parent: parent, ToolFilter: &c.filter})
 		if !errors.Is(err, subagent.ErrUnknownTool) || !strings.HasSuffix(err.Error(), "the child does not have: "+c.unknown) {
 			t.Fatalf("filter %+v: %v", c.filter, err)
 		}
@@ -60,7 +59,7 @@ func TestR1E6_OneIdAndProgressBetweenStartAndEnd(t *testing.T) {
 	}
 	var kinds []string
 	for {
-		ev := await.Recv(t, events, "the run's events")
+		ev := testkit.Recv(t, events, "the run's events")
 		switch ev := ev.(type) {
 		case subagent.RunStarted:
 			kinds = append(kinds, "start")
@@ -110,7 +109,7 @@ func TestS4_AClosedParentStartsNoChild(t *testing.T) {
 	defer e.svc.ListenParent(closed.SessionID(), func(ev subagent.Event) error { events <- ev; return nil }).Release()
 	closed.Close()
 	created := e.store.creates()
-	if _, err := e.svc.Start(await.Ctx(t), spawn.DefaultName, subagent.StartRequest{Prompt: prompt("echo x"), Parent: closed}); !errors.Is(err, subagent.ErrParentClosed) {
+	if _, err := e.svc.Start(testkit.Ctx(t), spawn.DefaultName, subagent.StartRequest{Prompt: prompt("echo x"), Parent: closed}); !errors.Is(err, subagent.ErrParentClosed) {
 		t.Fatalf("Start from a closed parent: %v", err)
 	}
 	if e.store.creates() != created {
@@ -135,12 +134,12 @@ func TestS4_AClosedParentStartsNoChild(t *testing.T) {
 	}
 	defer release()
 	defer e.svc.ListenParent(closing.SessionID(), func(ev subagent.Event) error { events <- ev; return nil }).Release()
-	live := actorstest.LiveActors(e.sys)
-	if _, err := e.svc.Start(await.Ctx(t), "closing", subagent.StartRequest{Prompt: prompt("echo x"), Parent: closing}); !errors.Is(err, subagent.ErrParentClosed) {
+	live := testkit.LiveActors(e.sys)
+	if _, err := e.svc.Start(testkit.Ctx(t), "closing", subagent.StartRequest{Prompt: prompt("echo x"), Parent: closing}); !errors.Is(err, subagent.ErrParentClosed) {
 		t.Fatalf("Start whose parent closed during setup: %v", err)
 	}
-	if sessions, _ := store.Sessions(t.Context()); len(sessions) != 1 || actorstest.LiveActors(e.sys) != live {
-		t.Fatalf("after the rollback: %d sessions (want the parent's only), live actors %d→%d", len(sessions), live, actorstest.LiveActors(e.sys))
+	if sessions, _ := store.Sessions(t.Context()); len(sessions) != 1 || testkit.LiveActors(e.sys) != live {
+		t.Fatalf("after the rollback: %d sessions (want the parent's only), live actors %d→%d", len(sessions), live, testkit.LiveActors(e.sys))
 	}
 	select {
 	case ev := <-events:
@@ -152,11 +151,11 @@ func TestS4_AClosedParentStartsNoChild(t *testing.T) {
 	running := e.parent(t, "running", 0, subagent.AgentOptions{})
 	steps := make(chan struct{}, 64)
 	e.register(t, spawn.Config{Name: "slow", Model: blockingModel{steps}})
-	r, err := e.svc.Start(await.Ctx(t), "slow", subagent.StartRequest{Prompt: prompt("x"), Parent: running})
+	r, err := e.svc.Start(testkit.Ctx(t), "slow", subagent.StartRequest{Prompt: prompt("x"), Parent: running})
 	if err != nil {
 		t.Fatal(err)
 	}
-	await.Recv(t, steps, "the child's model call")
+	testkit.Recv(t, steps, "the child's model call")
 	running.Close()
 	res := finish(t, r)
 	if res.StopReason != subagent.Aborted || !errors.Is(res.Cause, subagent.ErrParentClosed) {
@@ -193,5 +192,5 @@ func TestE6_ABlockedProgressListenerDoesNotSlowTheChild(t *testing.T) {
 	if res.StopReason != subagent.Completed {
 		t.Fatalf("child %+v", res)
 	}
-	await.Recv(t, entered, "the listener to hold an event")
+	testkit.Recv(t, entered, "the listener to hold an event")
 }

@@ -18,7 +18,7 @@ import (
 	"sync/atomic"
 
 	"github.com/subactor/subactor/actors"
-	"github.com/subactor/subactor/actors/internal/run"
+	"github.com/subactor/subactor/actors/run"
 	"github.com/subactor/subactor/agent"
 	"github.com/subactor/subactor/internal/agentrun"
 	"github.com/subactor/subactor/internal/depth"
@@ -411,7 +411,7 @@ type child struct {
 // and relaunched after a crash its history holds exactly what the log
 // acknowledged, so the same agent continues there. The result goes
 // straight to the Gate's Exit, not up the child's stack (issue 11).
-func (c *child) Run(g *run.Gate) {
+func (c *child) Run(g run.Gate) {
 	exit := g.Exit()
 	agentrun.Under(c.agent, g.Context(), g.Cancel(), g, &exit.Result)
 	confirm(exit)

@@ -5,7 +5,6 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"github.com/subactor/subactor/internal/actorstest"
 	"math"
 	"os"
 	"path/filepath"
@@ -15,17 +14,17 @@ import (
 	"sync"
 	"testing"
 
+	"github.com/subactor/subactor/internal/testkit"
+
 	"go.uber.org/goleak"
 
 	"github.com/subactor/subactor/actors"
 	"github.com/subactor/subactor/actors/providers/spawn"
 	"github.com/subactor/subactor/actors/registry"
 	"github.com/subactor/subactor/agent"
-	"github.com/subactor/subactor/internal/agenttest"
-	"github.com/subactor/subactor/internal/await"
-	"github.com/subactor/subactor/internal/delegatetest"
 	"github.com/subactor/subactor/internal/depth"
-	"github.com/subactor/subactor/internal/leaktest"
+	"github.com/subactor/subactor/internal/testkit/agenttest"
+	"github.com/subactor/subactor/internal/testkit/delegatetest"
 	"github.com/subactor/subactor/model/scripted"
 	"github.com/subactor/subactor/persistence"
 	"github.com/subactor/subactor/subagent"
@@ -33,7 +32,7 @@ import (
 	"github.com/subactor/subactor/tools/fstools"
 )
 
-func TestMain(m *testing.M) { goleak.VerifyTestMain(m, leaktest.DeadLetters) }
+func TestMain(m *testing.M) { goleak.VerifyTestMain(m, testkit.DeadLetters) }
 
 // spyStore records the sessions created through it and may run a hook
 // after each successful CreateWith (how agents create their sessions).
@@ -119,8 +118,8 @@ func (e *env) parent(t *testing.T, id string, depth int, opts subagent.AgentOpti
 // finish waits for run's result and disposes it.
 func finish(t *testing.T, run subagent.Run) subagent.Result {
 	t.Helper()
-	res, err := run.Wait(await.Ctx(t))
-	if derr := run.Dispose(await.Ctx(t)); derr != nil {
+	res, err := run.Wait(testkit.Ctx(t))
+	if derr := run.Dispose(testkit.Ctx(t)); derr != nil {
 		t.Fatalf("Dispose: %v", derr)
 	}
 	if err != nil {
@@ -274,7 +273,7 @@ func TestR1_LocalRunPublishesTheChildAgentAndSession(t *testing.T) {
 	if run.ID() != child.SessionID() || run.ID() == parent.SessionID() {
 		t.Fatalf("run id %q, child session %q, parent %q", run.ID(), child.SessionID(), parent.SessionID())
 	}
-	if got := await.Recv(t, pr.callers, "the probe's caller"); got != child {
+	if got := testkit.Recv(t, pr.callers, "the probe's caller"); got != child {
 		t.Fatal("the agent that ran is not the exact LocalAgent")
 	}
 	want := subagent.SessionHeader{SessionID: run.ID(), ParentSessionID: "parent", DelegationDepth: 2}
@@ -415,7 +414,7 @@ func TestR6_S5_CancelDuringSetupRollsBackEverything(t *testing.T) {
 	parent := e.parent(t, "parent", 0, subagent.AgentOptions{})
 	// Warm up: the parent actor exists from the first start on.
 	e.start(t, subagent.StartRequest{Prompt: prompt("echo warm"), Parent: parent})
-	actorsBefore := actorstest.LiveActors(e.sys)
+	actorsBefore := testkit.LiveActors(e.sys)
 	ignore := goleak.IgnoreCurrent()
 
 	ctx, cancel := context.WithCancel(t.Context())
@@ -438,10 +437,10 @@ func TestR6_S5_CancelDuringSetupRollsBackEverything(t *testing.T) {
 	if _, _, err := e.store.Load(t.Context(), childID); !errors.Is(err, persistence.ErrNotFound) {
 		t.Fatalf("child session after rollback: %v, want ErrNotFound", err)
 	}
-	if got := actorstest.LiveActors(e.sys); got != actorsBefore {
+	if got := testkit.LiveActors(e.sys); got != actorsBefore {
 		t.Fatalf("live actors %d after rollback, want %d", got, actorsBefore)
 	}
-	if err := goleak.Find(ignore, leaktest.DeadLetters); err != nil {
+	if err := goleak.Find(ignore, testkit.DeadLetters); err != nil {
 		t.Fatal(err)
 	}
 }
@@ -457,13 +456,13 @@ func TestR6_SetupFailureLeavesNothing(t *testing.T) {
 	parent := e.parent(t, "parent", 0, subagent.AgentOptions{})
 	// Subscribing spawns the parent actor before the count is taken.
 	defer e.svc.ListenParent(parent.SessionID(), func(subagent.Event) error { return nil }).Release()
-	created, live := e.store.creates(), actorstest.LiveActors(e.sys)
+	created, live := e.store.creates(), testkit.LiveActors(e.sys)
 	_, err := e.svc.Start(t.Context(), spawn.DefaultName, subagent.StartRequest{Prompt: prompt("echo no"), Parent: parent})
 	if !errors.Is(err, agent.ErrConfig) {
 		t.Fatalf("Start: %v, want agent.ErrConfig", err)
 	}
-	if e.store.creates() != created || actorstest.LiveActors(e.sys) != live {
-		t.Fatalf("sessions %d→%d, live actors %d→%d", created, e.store.creates(), live, actorstest.LiveActors(e.sys))
+	if e.store.creates() != created || testkit.LiveActors(e.sys) != live {
+		t.Fatalf("sessions %d→%d, live actors %d→%d", created, e.store.creates(), live, testkit.LiveActors(e.sys))
 	}
 }
 
@@ -511,14 +510,14 @@ func TestR4_SteerReachesTheSpawnedChildsNextModelRequest(t *testing.T) {
 	if !ok {
 		t.Fatal("a spawned run is not steerable")
 	}
-	if err := steerer.Steer(await.Ctx(t), prompt("wrap up")); err != nil {
+	if err := steerer.Steer(testkit.Ctx(t), prompt("wrap up")); err != nil {
 		t.Fatalf("Steer: %v", err)
 	}
 	res := finish(t, run)
 	if res.StopReason != subagent.Completed || subagent.TextOf(res.Output) != "done" {
 		t.Fatalf("the steered child ended %+v", res)
 	}
-	if err := steerer.Steer(await.Ctx(t), prompt("too late")); !errors.Is(err, subagent.ErrNotDelivered) {
+	if err := steerer.Steer(testkit.Ctx(t), prompt("too late")); !errors.Is(err, subagent.ErrNotDelivered) {
 		t.Fatalf("steer after dispose: %v", err)
 	}
 }

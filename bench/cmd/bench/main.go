@@ -32,7 +32,7 @@ import (
 	"time"
 
 	"github.com/subactor/subactor/bench"
-	"github.com/subactor/subactor/internal/pgtest"
+	"github.com/subactor/subactor/internal/testkit/pgtest"
 	"github.com/subactor/subactor/persistence"
 	"github.com/subactor/subactor/persistence/postgres"
 )

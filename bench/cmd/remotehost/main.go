@@ -13,7 +13,7 @@ import (
 	"strings"
 
 	"github.com/subactor/subactor/cluster"
-	"github.com/subactor/subactor/internal/clustertest"
+	"github.com/subactor/subactor/internal/testkit/clustertest"
 	"github.com/subactor/subactor/subagent"
 )
 

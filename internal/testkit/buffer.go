@@ -1,7 +1,4 @@
-// Package syncbuf is a bytes.Buffer that several goroutines may write:
-// a log sink for tests whose writers (listeners, agents, servers) run
-// concurrently with the test reading it.
-package syncbuf
+package testkit
 
 import (
 	"bytes"

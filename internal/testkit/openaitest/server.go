@@ -12,7 +12,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/subactor/subactor/internal/await"
+	"github.com/subactor/subactor/internal/testkit"
 )
 
 // Server is a running scripted server. It is safe for concurrent use.
@@ -185,7 +185,7 @@ func (s *Server) WaitInFlight(t testing.TB, n int) {
 
 func (s *Server) wait(t testing.TB, what string, cond func() bool) {
 	t.Helper()
-	deadline := time.NewTimer(await.Deadline)
+	deadline := time.NewTimer(testkit.Deadline)
 	defer deadline.Stop()
 	for {
 		s.mu.Lock()
@@ -197,7 +197,7 @@ func (s *Server) wait(t testing.TB, what string, cond func() bool) {
 		select {
 		case <-changed:
 		case <-deadline.C:
-			t.Fatalf("openaitest: waited %s for %s", await.Deadline, what)
+			t.Fatalf("openaitest: waited %s for %s", testkit.Deadline, what)
 		}
 	}
 }

@@ -31,53 +31,17 @@ package parent
 
 import (
 	"fmt"
-	"github.com/subactor/subactor/actors/internal/inline"
 	"log/slog"
 	"sync/atomic"
+
+	"github.com/subactor/subactor/actors/internal/inline"
 
 	"github.com/asynkron/protoactor-go/actor"
 
 	"github.com/subactor/subactor/actors/internal/fanout"
 	"github.com/subactor/subactor/actors/internal/guard"
+	"github.com/subactor/subactor/actors/internal/local"
 	"github.com/subactor/subactor/subagent"
-)
-
-// Messages to a parent actor. They are local Go values: the Service and
-// the sinks it hands out live in this process.
-type (
-	// Subscribe adds a listener.
-	Subscribe struct{ Sub *fanout.Sub }
-	// Expect announces a run whose provider is about to start with a
-	// sink to this actor while someone listens: its progress is held
-	// until Published, and dropped on Discarded.
-	Expect struct{ RunID string }
-	// Published: Start returned the run to its caller.
-	Published struct {
-		RunID, Provider, SessionID, Task string
-		Local                            bool
-	}
-	// Discarded: the expected start failed.
-	Discarded struct{ RunID string }
-	// Progress is a run's progress from its sink.
-	Progress struct{ Event subagent.RunProgress }
-	// Settled: the run's result is final.
-	Settled struct {
-		RunID  string
-		Result subagent.Result
-		Err    error
-	}
-	// Rebind hands an idle actor over to another parent session: the
-	// registry sends it instead of retiring the actor and spawning a new
-	// one. Nothing is in flight to an idle actor, so it starts afresh.
-	Rebind struct{ ParentID string }
-	// Idle tells the registry (the actor's parent) that nothing is left.
-	// Uses counts the references the registry handed out that reached it
-	// (Published, Discarded, Subscribe).
-	Idle struct {
-		ParentID string
-		Uses     int64
-		PID      *actor.PID
-	}
 )
 
 // Props builds the parent actor of the agent whose session is parentID.
@@ -85,7 +49,7 @@ type (
 // progress nobody would receive.
 func Props(log *slog.Logger, parentID string, listening *atomic.Int32) *actor.Props {
 	return inline.Props(func() actor.Actor {
-		return &parentActor{id: parentID, log: log, listening: listening, live: map[string]*Published{}}
+		return &parentActor{id: parentID, log: log, listening: listening, live: map[string]*local.Published{}}
 	})
 }
 
@@ -94,7 +58,7 @@ type parentActor struct {
 	log       *slog.Logger
 	listening *atomic.Int32
 	listeners fanout.Fanout
-	live      map[string]*Published             // started, not yet ended
+	live      map[string]*local.Published       // started, not yet ended
 	held      map[string][]subagent.RunProgress // expected runs' progress before Published; made on first use
 	uses      int64
 }
@@ -126,18 +90,18 @@ func (a *parentActor) receive(c actor.Context, msg any) {
 		return
 	}
 	switch m := msg.(type) {
-	case *Subscribe:
+	case *local.Subscribe:
 		a.uses++
 		a.listeners.Add(m.Sub)
 		a.listening.Store(int32(a.listeners.Len()))
-	case *Rebind:
+	case *local.Rebind:
 		a.id, a.uses = m.ParentID, 0
-	case *Expect:
+	case *local.Expect:
 		if a.held == nil {
 			a.held = map[string][]subagent.RunProgress{}
 		}
 		a.held[m.RunID] = nil
-	case *Published:
+	case *local.Published:
 		a.uses++
 		a.live[m.RunID] = m
 		if a.listeners.Len() > 0 {
@@ -147,11 +111,11 @@ func (a *parentActor) receive(c actor.Context, msg any) {
 			a.listeners.Emit(p)
 		}
 		delete(a.held, m.RunID)
-	case *Discarded:
+	case *local.Discarded:
 		a.uses++
 		delete(a.held, m.RunID)
 		a.idle(c)
-	case *Progress:
+	case *local.Progress:
 		id := m.Event.RunID
 		if a.live[id] != nil {
 			a.listeners.Emit(m.Event)
@@ -160,7 +124,7 @@ func (a *parentActor) receive(c actor.Context, msg any) {
 		}
 		// Otherwise the run has ended or was discarded: its stream is
 		// closed, and a late event from a misbehaving provider is dropped.
-	case *Settled:
+	case *local.Settled:
 		a.end(m)
 		a.idle(c)
 	case *actor.Stopping:
@@ -168,7 +132,7 @@ func (a *parentActor) receive(c actor.Context, msg any) {
 	}
 }
 
-func (a *parentActor) end(s *Settled) {
+func (a *parentActor) end(s *local.Settled) {
 	p, ok := a.live[s.RunID]
 	if !ok {
 		return // Published always comes first; nothing else sends Settled
@@ -193,6 +157,6 @@ func (a *parentActor) end(s *Settled) {
 // idle offers the registry to retire this actor once nothing is left.
 func (a *parentActor) idle(c actor.Context) {
 	if len(a.live) == 0 && len(a.held) == 0 && a.listeners.Len() == 0 {
-		c.Send(c.Parent(), &Idle{ParentID: a.id, Uses: a.uses, PID: c.Self()})
+		c.Send(c.Parent(), &local.Idle{ParentID: a.id, Uses: a.uses, PID: c.Self()})
 	}
 }

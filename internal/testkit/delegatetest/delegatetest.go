@@ -7,7 +7,7 @@ import (
 	"time"
 
 	"github.com/subactor/subactor/actors/registry"
-	"github.com/subactor/subactor/internal/await"
+	"github.com/subactor/subactor/internal/testkit"
 	"github.com/subactor/subactor/subagent"
 )
 
@@ -38,7 +38,7 @@ func (f *Following) Listen(l subagent.Listener, opts ...subagent.ListenOption) s
 // a deadline.
 func (f *Following) Await(t testing.TB, want subagent.Event) {
 	t.Helper()
-	deadline := time.After(await.Deadline)
+	deadline := time.After(testkit.Deadline)
 	for {
 		select {
 		case ev := <-f.handled:
@@ -46,7 +46,7 @@ func (f *Following) Await(t testing.TB, want subagent.Event) {
 				return
 			}
 		case <-deadline:
-			t.Fatalf("waited %s: the tool never handled %#v", await.Deadline, want)
+			t.Fatalf("waited %s: the tool never handled %#v", testkit.Deadline, want)
 		}
 	}
 }

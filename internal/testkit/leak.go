@@ -1,5 +1,4 @@
-// Package leaktest holds the one goroutine our leak checks may ignore.
-package leaktest
+package testkit
 
 import "go.uber.org/goleak"
 

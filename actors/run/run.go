@@ -4,10 +4,10 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"github.com/subactor/subactor/actors/internal/inline"
-	"github.com/subactor/subactor/internal/actorsraw"
 	"sync"
 	"sync/atomic"
+
+	"github.com/subactor/subactor/actors/internal/inline"
 
 	"github.com/asynkron/protoactor-go/actor"
 
@@ -23,7 +23,7 @@ import (
 // when ctx ends, and calls steer.Take before every model request. A panic is
 // recovered: the run relaunches (see Spec.Relaunch) or settles with stop
 // reason error.
-type Body func(ctx context.Context, steer *Gate) (subagent.Result, error)
+type Body func(ctx context.Context, steer Gate) (subagent.Result, error)
 
 // Child is the child's work in the form that keeps its result off the
 // child's stack: Run writes how the child ended to g.Exit() rather than
@@ -35,7 +35,7 @@ type Body func(ctx context.Context, steer *Gate) (subagent.Result, error)
 type Child interface {
 	// Run runs the child: its first activation, or, when g.Relaunched(),
 	// a continuation from its last checkpoint after a crash.
-	Run(g *Gate)
+	Run(g Gate)
 }
 
 // Exit is how a child ended: its result, or the error that kept it from
@@ -80,9 +80,9 @@ type Spec struct {
 	Cancel context.CancelCauseFunc
 }
 
-// Handle is the caller's side of a run. It lives in its run actor's
+// handle is the caller's side of a run (Run). It lives in its run actor's
 // allocation (see runActor).
-type Handle struct {
+type handle struct {
 	sys *actor.ActorSystem
 	// pid is stored by Start once the actor is spawned, and by the actor
 	// as it starts, which may be first: the actor may start (and launch
@@ -119,7 +119,7 @@ type latches struct {
 	// observers are OnSettled's until the settled latch closes.
 	observers []func(subagent.Result, error)
 	mu        sync.Mutex
-	live      atomic.Int32 // the Handle's (here, it fills what closed leaves of a word)
+	live      atomic.Int32 // the handle's (here, it fills what closed leaves of a word)
 	closed    [3]bool
 }
 
@@ -164,9 +164,16 @@ func (l *latches) closeLocked(i int) {
 	}
 }
 
+// Run is the caller's side of a run: subagent.Run, and Steerer for a live
+// child.
+type Run interface {
+	subagent.Run
+	subagent.Steerer
+}
+
 // Start spawns the run actor, which starts the body at once. The provider
-// returns the handle to its caller, or disposes it to roll back.
-func Start(sys *actors.System, spec Spec) *Handle {
+// returns the run to its caller, or disposes it to roll back.
+func Start(sys *actors.System, spec Spec) Run {
 	if spec.Ctx == nil {
 		spec.Ctx = context.Background()
 	}
@@ -185,7 +192,7 @@ func Start(sys *actors.System, spec Spec) *Handle {
 		a.child = &bodies{body: spec.Body, again: spec.Relaunch, free: spec.Release}
 	}
 	h := &a.h
-	h.sys, h.id, h.sessionID, h.agent = actorsraw.Of(sys), id, spec.SessionID, spec.Agent
+	h.sys, h.id, h.sessionID, h.agent = sys.ActorSystem(), id, spec.SessionID, spec.Agent
 	h.result = &a.life.result
 	h.latches.live.Store(1) // the actor itself
 	relaunchable := spec.Relaunch != nil
@@ -202,18 +209,18 @@ func Start(sys *actors.System, spec Spec) *Handle {
 }
 
 // ID implements subagent.Run.
-func (h *Handle) ID() string { return h.id }
+func (h *handle) ID() string { return h.id }
 
 // SessionID implements subagent.Run.
-func (h *Handle) SessionID() string { return h.sessionID }
+func (h *handle) SessionID() string { return h.sessionID }
 
 // LocalAgent implements subagent.Run.
-func (h *Handle) LocalAgent() subagent.Agent { return h.agent }
+func (h *handle) LocalAgent() subagent.Agent { return h.agent }
 
 // Wait implements subagent.Run. Once ctx has ended it returns ctx's
 // error, settled or not, so that what a cancellation reports never
 // depends on which of the two a waiter saw first.
-func (h *Handle) Wait(ctx context.Context) (subagent.Result, error) {
+func (h *handle) Wait(ctx context.Context) (subagent.Result, error) {
 	select {
 	case <-h.latches.wait(settled):
 	case <-ctx.Done():
@@ -228,7 +235,7 @@ func (h *Handle) Wait(ctx context.Context) (subagent.Result, error) {
 // before Wait returns, so what f sends is ordered before anything the
 // waiter does next; f must not block. Registering takes no message, so an
 // observer can never arrive after the actor stopped.
-func (h *Handle) OnSettled(f func(subagent.Result, error)) {
+func (h *handle) OnSettled(f func(subagent.Result, error)) {
 	l := &h.latches
 	l.mu.Lock()
 	if !l.closed[settled] {
@@ -242,7 +249,7 @@ func (h *Handle) OnSettled(f func(subagent.Result, error)) {
 
 // Dispose implements subagent.Run. Every caller waits for the same signal,
 // so concurrent and repeated calls all return once the run has quiesced.
-func (h *Handle) Dispose(ctx context.Context) error {
+func (h *handle) Dispose(ctx context.Context) error {
 	if h.latches.isClosed(quiesced) {
 		return nil
 	}
@@ -258,7 +265,7 @@ func (h *Handle) Dispose(ctx context.Context) error {
 // Steer implements subagent.Steerer. When ctx ends first the steer is
 // withdrawn; the call then reports what became of it: admitted after all
 // (nil) or ctx's error.
-func (h *Handle) Steer(ctx context.Context, message []subagent.ContentBlock) error {
+func (h *handle) Steer(ctx context.Context, message []subagent.ContentBlock) error {
 	if len(message) == 0 {
 		return &subagent.InvalidRequestError{Field: "message", Reason: "must not be empty"}
 	}
@@ -283,10 +290,29 @@ func (h *Handle) Steer(ctx context.Context, message []subagent.ContentBlock) err
 	return nil
 }
 
-// Gate is the child's side of steering: Take is asked before every model
-// request and returns the steers admitted into it. It also carries what
-// the child's goroutine runs and how the child ended.
-type Gate struct {
+// Gate is the child's side of its run: Take is asked before every model
+// request and returns the steers admitted into it; the rest is what the
+// child's goroutine runs under and where it writes how it ended.
+type Gate interface {
+	// Take implements agent.SteerSource.
+	Take(ctx context.Context) ([][]subagent.ContentBlock, error)
+	// Context is the child's context: it ends when the run cancels the
+	// child.
+	Context() context.Context
+	// Cancel is the cancel of the child's context, with which the run
+	// cancels the child: a child whose loop something else may also end
+	// (an agent's Close) hands it on, so that the loop runs under the
+	// context as it is.
+	Cancel() context.CancelCauseFunc
+	// Relaunched reports whether the child is a relaunch after a crash.
+	Relaunched() bool
+	// Exit is where a Child writes how it ended.
+	Exit() *Exit
+}
+
+// gate is the run's Gate. It also carries what the child's goroutine
+// runs and how the child ended.
+type gate struct {
 	run *runActor // whose actor answers every Take
 	// waiting is the reply channel of the Take in progress, nil when
 	// none; under the run's latches.mu, with which the actor closes the
@@ -299,20 +325,17 @@ type Gate struct {
 	exited childExited
 }
 
-// Context is the child's context: it ends when the run cancels the child.
-func (g *Gate) Context() context.Context { return g.ctx }
+// Context implements Gate.
+func (g *gate) Context() context.Context { return g.ctx }
 
-// Cancel is the cancel of the child's context, with which the run
-// cancels the child: a child whose loop something else may also end (an
-// agent's Close) hands it on, so that the loop runs under the context as
-// it is (package agentrun).
-func (g *Gate) Cancel() context.CancelCauseFunc { return g.cancel }
+// Cancel implements Gate.
+func (g *gate) Cancel() context.CancelCauseFunc { return g.cancel }
 
-// Relaunched reports whether the child is a relaunch after a crash.
-func (g *Gate) Relaunched() bool { return g != &g.run.gate } // the first child's is the run's own
+// Relaunched implements Gate.
+func (g *gate) Relaunched() bool { return g != &g.run.first } // the first child's is the run's own
 
-// Exit is where a Child writes how it ended.
-func (g *Gate) Exit() *Exit { return &g.exited.Exit }
+// Exit implements Gate.
+func (g *gate) Exit() *Exit { return &g.exited.Exit }
 
 // errClosed tells the loop it may make no further model request.
 var errClosed = errors.New("run: closed for new requests")
@@ -325,7 +348,7 @@ var replies = sync.Pool{New: func() any { return make(chan snapshot, 1) }}
 // open (quiet), the actor's answer is known: nothing to hand over, go on.
 // Take then does not ask, as if it had asked just before the actor took
 // the next steer or began to close; those make it ask again.
-func (g *Gate) Take(ctx context.Context) ([][]subagent.ContentBlock, error) {
+func (g *gate) Take(ctx context.Context) ([][]subagent.ContentBlock, error) {
 	if g.run.quiet.Load() && ctx.Err() == nil {
 		return nil, nil
 	}
@@ -376,7 +399,7 @@ func (g *Gate) Take(ctx context.Context) ([][]subagent.ContentBlock, error) {
 // Gate is g (nil when the actor never started one): a Take waiting for an
 // answer that will never come gets a closed snapshot, and every later
 // Take returns at once.
-func (l *latches) actorStopped(g *Gate) {
+func (l *latches) actorStopped(g *gate) {
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	l.closeLocked(stopped)

@@ -1,8 +1,4 @@
-// Package memtest measures the memory a test's code holds, for the tests
-// that bound it (K3).
-//
-// Codes such as (R4) name contracts: https://github.com/subactor/subactor/blob/main/docs/contracts.md
-package memtest
+package testkit
 
 import (
 	"runtime"

@@ -3,23 +3,22 @@ package run_test
 import (
 	"context"
 	"errors"
-	"github.com/subactor/subactor/internal/actorstest"
 	"strings"
 	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
 
+	"github.com/subactor/subactor/internal/testkit"
+
 	"go.uber.org/goleak"
 
 	"github.com/subactor/subactor/actors"
-	"github.com/subactor/subactor/actors/internal/run"
-	"github.com/subactor/subactor/internal/await"
-	"github.com/subactor/subactor/internal/leaktest"
+	"github.com/subactor/subactor/actors/run"
 	"github.com/subactor/subactor/subagent"
 )
 
-func TestMain(m *testing.M) { goleak.VerifyTestMain(m, leaktest.DeadLetters) }
+func TestMain(m *testing.M) { goleak.VerifyTestMain(m, testkit.DeadLetters) }
 
 func newSystem(t *testing.T) *actors.System {
 	sys := actors.NewSystem()
@@ -41,7 +40,7 @@ func newParked() *parked {
 	return &parked{took: make(chan [][]subagent.ContentBlock, 2), release: make(chan struct{})}
 }
 
-func (p *parked) body(ctx context.Context, g *run.Gate) (subagent.Result, error) {
+func (p *parked) body(ctx context.Context, g run.Gate) (subagent.Result, error) {
 	steers, err := g.Take(ctx)
 	if err != nil {
 		return subagent.Result{StopReason: subagent.Aborted, Detail: err.Error()}, nil
@@ -68,27 +67,27 @@ func (p *parked) body(ctx context.Context, g *run.Gate) (subagent.Result, error)
 func TestR2_SettlesExactlyOnceToTheBodyResult(t *testing.T) {
 	sys := newSystem(t)
 	want := subagent.Result{Output: text("done"), StopReason: subagent.Completed}
-	h := run.Start(sys, run.Spec{Scope: subagent.Scope{RunID: "r1"}, Ctx: context.Background(), Body: func(context.Context, *run.Gate) (subagent.Result, error) {
+	h := run.Start(sys, run.Spec{Scope: subagent.Scope{RunID: "r1"}, Ctx: context.Background(), Body: func(context.Context, run.Gate) (subagent.Result, error) {
 		return want, nil
 	}})
-	defer h.Dispose(await.Ctx(t))
+	defer h.Dispose(testkit.Ctx(t))
 	var calls atomic.Int32
 	got := make(chan subagent.Result, 2)
 	for range 2 {
 		h.OnSettled(func(r subagent.Result, err error) { calls.Add(1); got <- r })
 	}
 	for range 2 {
-		r, err := h.Wait(await.Ctx(t))
+		r, err := h.Wait(testkit.Ctx(t))
 		if err != nil || subagent.TextOf(r.Output) != "done" || r.StopReason != subagent.Completed {
 			t.Fatalf("Wait = %+v, %v", r, err)
 		}
 	}
 	for range 2 {
-		if r := await.Recv(t, got, "an observer"); subagent.TextOf(r.Output) != "done" {
+		if r := testkit.Recv(t, got, "an observer"); subagent.TextOf(r.Output) != "done" {
 			t.Fatalf("observer got %+v", r)
 		}
 	}
-	if err := h.Dispose(await.Ctx(t)); err != nil {
+	if err := h.Dispose(testkit.Ctx(t)); err != nil {
 		t.Fatal(err)
 	}
 	if calls.Load() != 2 {
@@ -101,23 +100,23 @@ func TestR4_SteerReturnsOnlyOnceAdmittedIntoNextRequest(t *testing.T) {
 	sys := newSystem(t)
 	p := newParked()
 	h := run.Start(sys, run.Spec{Scope: subagent.Scope{RunID: "r"}, Ctx: context.Background(), Body: p.body})
-	defer h.Dispose(await.Ctx(t))
-	if first := await.Recv(t, p.took, "the first snapshot"); len(first) != 0 {
+	defer h.Dispose(testkit.Ctx(t))
+	if first := testkit.Recv(t, p.took, "the first snapshot"); len(first) != 0 {
 		t.Fatalf("first snapshot should be empty: %v", first)
 	}
 	steered := make(chan error, 1)
-	go func() { steered <- h.Steer(await.Ctx(t), text("look left")) }()
+	go func() { steered <- h.Steer(testkit.Ctx(t), text("look left")) }()
 	// The child is parked between requests: the steer can be admitted only
 	// into a snapshot it asks for after release.
 	close(p.release)
-	second := await.Recv(t, p.took, "the snapshot after release")
-	if err := await.Recv(t, steered, "Steer to return"); err != nil {
+	second := testkit.Recv(t, p.took, "the snapshot after release")
+	if err := testkit.Recv(t, steered, "Steer to return"); err != nil {
 		t.Fatalf("Steer: %v", err)
 	}
 	if len(second) != 1 || subagent.TextOf(second[0]) != "look left" {
 		t.Fatalf("next request did not carry the steer: %v", second)
 	}
-	res, _ := h.Wait(await.Ctx(t))
+	res, _ := h.Wait(testkit.Ctx(t))
 	if subagent.TextOf(res.Output) != "look left" {
 		t.Fatalf("result %q", subagent.TextOf(res.Output))
 	}
@@ -126,15 +125,15 @@ func TestR4_SteerReturnsOnlyOnceAdmittedIntoNextRequest(t *testing.T) {
 // Contract R4.
 func TestR4_SteerRefusedAfterSettleIsNotQueued(t *testing.T) {
 	sys := newSystem(t)
-	h := run.Start(sys, run.Spec{Scope: subagent.Scope{RunID: "r"}, Ctx: context.Background(), Body: func(context.Context, *run.Gate) (subagent.Result, error) {
+	h := run.Start(sys, run.Spec{Scope: subagent.Scope{RunID: "r"}, Ctx: context.Background(), Body: func(context.Context, run.Gate) (subagent.Result, error) {
 		return subagent.Result{StopReason: subagent.Completed}, nil
 	}})
-	defer h.Dispose(await.Ctx(t))
-	h.Wait(await.Ctx(t))
-	if err := h.Steer(await.Ctx(t), text("late")); !errors.Is(err, subagent.ErrNotDelivered) {
+	defer h.Dispose(testkit.Ctx(t))
+	h.Wait(testkit.Ctx(t))
+	if err := h.Steer(testkit.Ctx(t), text("late")); !errors.Is(err, subagent.ErrNotDelivered) {
 		t.Fatalf("steer after settle: %v", err)
 	}
-	if err := h.Steer(await.Ctx(t), nil); !errors.Is(err, subagent.ErrInvalidRequest) {
+	if err := h.Steer(testkit.Ctx(t), nil); !errors.Is(err, subagent.ErrInvalidRequest) {
 		t.Fatalf("empty steer: %v", err)
 	}
 }
@@ -144,20 +143,20 @@ func TestR4_SteerWithdrawnWhenItsContextEnds(t *testing.T) {
 	sys := newSystem(t)
 	p := newParked()
 	h := run.Start(sys, run.Spec{Scope: subagent.Scope{RunID: "r"}, Ctx: context.Background(), Body: p.body})
-	defer h.Dispose(await.Ctx(t))
-	await.Recv(t, p.took, "the first snapshot")
+	defer h.Dispose(testkit.Ctx(t))
+	testkit.Recv(t, p.took, "the first snapshot")
 	ctx, cancel := context.WithCancel(context.Background())
 	steered := make(chan error, 1)
 	go func() { steered <- h.Steer(ctx, text("never mind")) }()
 	cancel()
-	if err := await.Recv(t, steered, "the withdrawn Steer to return"); !errors.Is(err, context.Canceled) {
+	if err := testkit.Recv(t, steered, "the withdrawn Steer to return"); !errors.Is(err, context.Canceled) {
 		t.Fatalf("withdrawn steer: %v", err)
 	}
 	close(p.release)
-	if err := h.Steer(await.Ctx(t), text("this one")); err != nil {
+	if err := h.Steer(testkit.Ctx(t), text("this one")); err != nil {
 		t.Fatalf("Steer: %v", err)
 	}
-	if next := await.Recv(t, p.took, "the next snapshot"); len(next) != 1 || subagent.TextOf(next[0]) != "this one" {
+	if next := testkit.Recv(t, p.took, "the next snapshot"); len(next) != 1 || subagent.TextOf(next[0]) != "this one" {
 		t.Fatalf("withdrawn steer reached the model: %v", next)
 	}
 }
@@ -168,14 +167,14 @@ func TestS5_StartContextEndingCancelsTheLiveChild(t *testing.T) {
 	p := newParked()
 	ctx, cancel := context.WithCancel(context.Background())
 	h := run.Start(sys, run.Spec{Scope: subagent.Scope{RunID: "r"}, Ctx: ctx, Body: p.body})
-	defer h.Dispose(await.Ctx(t))
-	await.Recv(t, p.took, "the first snapshot")
+	defer h.Dispose(testkit.Ctx(t))
+	testkit.Recv(t, p.took, "the first snapshot")
 	cancel()
-	res, err := h.Wait(await.Ctx(t))
+	res, err := h.Wait(testkit.Ctx(t))
 	if err != nil || res.StopReason != subagent.Aborted {
 		t.Fatalf("cancelled run settled %+v, %v", res, err)
 	}
-	if err := h.Steer(await.Ctx(t), text("x")); !errors.Is(err, subagent.ErrNotDelivered) {
+	if err := h.Steer(testkit.Ctx(t), text("x")); !errors.Is(err, subagent.ErrNotDelivered) {
 		t.Fatalf("steer into a cancelled run: %v", err)
 	}
 }
@@ -183,20 +182,20 @@ func TestS5_StartContextEndingCancelsTheLiveChild(t *testing.T) {
 // Contract R3.
 func TestR3_DisposeIsIdempotentConcurrentAndQuiescent(t *testing.T) {
 	sys := newSystem(t)
-	actorsBefore := actorstest.LiveActors(sys)
+	actorsBefore := testkit.LiveActors(sys)
 	goroutinesBefore := goleak.IgnoreCurrent()
 	p := newParked()
 	var released atomic.Bool
 	h := run.Start(sys, run.Spec{Scope: subagent.Scope{RunID: "r"}, Ctx: context.Background(), Body: p.body, Release: func() { released.Store(true) }})
-	await.Recv(t, p.took, "the first snapshot")
+	testkit.Recv(t, p.took, "the first snapshot")
 	// The run actor; its child asks on a channel, not a reply actor.
-	if actorstest.LiveActors(sys) != actorsBefore+1 {
-		t.Fatalf("run not counted: %d vs %d", actorstest.LiveActors(sys), actorsBefore)
+	if testkit.LiveActors(sys) != actorsBefore+1 {
+		t.Fatalf("run not counted: %d vs %d", testkit.LiveActors(sys), actorsBefore)
 	}
 	var wg sync.WaitGroup
 	errs := make(chan error, 64)
 	for range 64 {
-		wg.Go(func() { errs <- h.Dispose(await.Ctx(t)) })
+		wg.Go(func() { errs <- h.Dispose(testkit.Ctx(t)) })
 	}
 	wg.Wait()
 	close(errs)
@@ -208,17 +207,17 @@ func TestR3_DisposeIsIdempotentConcurrentAndQuiescent(t *testing.T) {
 	if !released.Load() {
 		t.Fatal("Dispose returned before the child's resources were released")
 	}
-	if n := actorstest.LiveActors(sys); n != actorsBefore {
+	if n := testkit.LiveActors(sys); n != actorsBefore {
 		t.Fatalf("live actors after dispose: %d, before: %d", n, actorsBefore)
 	}
-	if err := goleak.Find(goroutinesBefore, leaktest.DeadLetters); err != nil {
+	if err := goleak.Find(goroutinesBefore, testkit.DeadLetters); err != nil {
 		t.Fatalf("goroutines left after dispose: %v", err)
 	}
-	res, _ := h.Wait(await.Ctx(t))
+	res, _ := h.Wait(testkit.Ctx(t))
 	if res.StopReason != subagent.Aborted {
 		t.Fatalf("disposed live child settled %v", res.StopReason)
 	}
-	if err := h.Dispose(await.Ctx(t)); err != nil {
+	if err := h.Dispose(testkit.Ctx(t)); err != nil {
 		t.Fatalf("Dispose after dispose: %v", err)
 	}
 }
@@ -226,14 +225,14 @@ func TestR3_DisposeIsIdempotentConcurrentAndQuiescent(t *testing.T) {
 // Contract A2.
 func TestA2_PanicInChildSettlesWithError(t *testing.T) {
 	sys := newSystem(t)
-	h := run.Start(sys, run.Spec{Scope: subagent.Scope{RunID: "r"}, Ctx: context.Background(), Body: func(context.Context, *run.Gate) (subagent.Result, error) {
+	h := run.Start(sys, run.Spec{Scope: subagent.Scope{RunID: "r"}, Ctx: context.Background(), Body: func(context.Context, run.Gate) (subagent.Result, error) {
 		panic("model exploded")
 	}})
-	res, err := h.Wait(await.Ctx(t))
+	res, err := h.Wait(testkit.Ctx(t))
 	if err != nil || res.StopReason != subagent.Error || !strings.Contains(res.Detail, "model exploded") {
 		t.Fatalf("panicking child settled %+v, %v", res, err)
 	}
-	if err := h.Dispose(await.Ctx(t)); err != nil {
+	if err := h.Dispose(testkit.Ctx(t)); err != nil {
 		t.Fatal(err)
 	}
 }
@@ -241,11 +240,11 @@ func TestA2_PanicInChildSettlesWithError(t *testing.T) {
 // Contract R2.
 func TestR2_InfrastructureErrorSettlesAsError(t *testing.T) {
 	sys := newSystem(t)
-	h := run.Start(sys, run.Spec{Scope: subagent.Scope{RunID: "r"}, Ctx: context.Background(), Body: func(context.Context, *run.Gate) (subagent.Result, error) {
+	h := run.Start(sys, run.Spec{Scope: subagent.Scope{RunID: "r"}, Ctx: context.Background(), Body: func(context.Context, run.Gate) (subagent.Result, error) {
 		return subagent.Result{}, errors.New("checkpoint failed")
 	}})
-	defer h.Dispose(await.Ctx(t))
-	if _, err := h.Wait(await.Ctx(t)); err == nil || !strings.Contains(err.Error(), "checkpoint failed") {
+	defer h.Dispose(testkit.Ctx(t))
+	if _, err := h.Wait(testkit.Ctx(t)); err == nil || !strings.Contains(err.Error(), "checkpoint failed") {
 		t.Fatalf("Wait error = %v", err)
 	}
 }
@@ -255,19 +254,19 @@ func TestA2_PanickingObserverNeitherCrashesTheRunNorStrandsWaiters(t *testing.T)
 	sys := newSystem(t)
 	p := newParked()
 	h := run.Start(sys, run.Spec{Scope: subagent.Scope{RunID: "r"}, Ctx: context.Background(), Body: p.body})
-	defer h.Dispose(await.Ctx(t))
+	defer h.Dispose(testkit.Ctx(t))
 	h.OnSettled(func(subagent.Result, error) { panic("observer bug") })
 	got := make(chan subagent.StopReason, 1)
 	h.OnSettled(func(r subagent.Result, _ error) { got <- r.StopReason })
-	await.Recv(t, p.took, "the first snapshot")
+	testkit.Recv(t, p.took, "the first snapshot")
 	close(p.release)
-	if err := h.Steer(await.Ctx(t), text("finish")); err != nil {
+	if err := h.Steer(testkit.Ctx(t), text("finish")); err != nil {
 		t.Fatal(err)
 	}
-	if res, err := h.Wait(await.Ctx(t)); err != nil || res.StopReason != subagent.Completed {
+	if res, err := h.Wait(testkit.Ctx(t)); err != nil || res.StopReason != subagent.Completed {
 		t.Fatalf("Wait = %+v, %v", res, err)
 	}
-	if r := await.Recv(t, got, "the second observer"); r != subagent.Completed {
+	if r := testkit.Recv(t, got, "the second observer"); r != subagent.Completed {
 		t.Fatalf("second observer got %v", r)
 	}
 }
@@ -280,7 +279,7 @@ func BenchmarkRun(b *testing.B) {
 	defer sys.Shutdown()
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
-	body := func(ctx context.Context, g *run.Gate) (subagent.Result, error) {
+	body := func(ctx context.Context, g run.Gate) (subagent.Result, error) {
 		if _, err := g.Take(ctx); err != nil {
 			return subagent.Result{}, err
 		}
@@ -311,15 +310,15 @@ func TestS5_R2_ABoundRunsChildRunsUnderTheStartContext(t *testing.T) {
 	ctx, cancel := context.WithCancelCause(context.Background())
 	defer cancel(nil)
 	var childCtx context.Context
-	h := run.Start(sys, run.Spec{Ctx: ctx, Cancel: cancel, Body: func(c context.Context, _ *run.Gate) (subagent.Result, error) {
+	h := run.Start(sys, run.Spec{Ctx: ctx, Cancel: cancel, Body: func(c context.Context, _ run.Gate) (subagent.Result, error) {
 		childCtx = c
 		return subagent.Result{Output: text("done"), StopReason: subagent.Completed}, nil
 	}})
-	res, err := h.Wait(await.Ctx(t))
+	res, err := h.Wait(testkit.Ctx(t))
 	if err != nil || res.StopReason != subagent.Completed {
 		t.Fatalf("bound run settled %+v, %v", res, err)
 	}
-	if err := h.Dispose(await.Ctx(t)); err != nil {
+	if err := h.Dispose(testkit.Ctx(t)); err != nil {
 		t.Fatal(err)
 	}
 	if childCtx != ctx || ctx.Err() != nil {
@@ -330,11 +329,11 @@ func TestS5_R2_ABoundRunsChildRunsUnderTheStartContext(t *testing.T) {
 	defer cancel(nil)
 	p := newParked()
 	h = run.Start(sys, run.Spec{Ctx: ctx, Cancel: cancel, Body: p.body})
-	await.Recv(t, p.took, "the first snapshot")
-	if err := h.Dispose(await.Ctx(t)); err != nil {
+	testkit.Recv(t, p.took, "the first snapshot")
+	if err := h.Dispose(testkit.Ctx(t)); err != nil {
 		t.Fatal(err)
 	}
-	if res, _ := h.Wait(await.Ctx(t)); res.StopReason != subagent.Aborted || ctx.Err() == nil {
+	if res, _ := h.Wait(testkit.Ctx(t)); res.StopReason != subagent.Aborted || ctx.Err() == nil {
 		t.Fatalf("disposed bound run settled %+v; start context ended: %v", res, ctx.Err())
 	}
 }
@@ -348,7 +347,7 @@ func TestA2_ARelaunchableRunKeepsAContextPerChild(t *testing.T) {
 	ctx, cancel := context.WithCancelCause(context.Background())
 	defer cancel(nil)
 	var launches atomic.Int32
-	body := func(c context.Context, _ *run.Gate) (subagent.Result, error) {
+	body := func(c context.Context, _ run.Gate) (subagent.Result, error) {
 		if launches.Add(1) == 1 {
 			panic("first bug")
 		}
@@ -358,8 +357,8 @@ func TestA2_ARelaunchableRunKeepsAContextPerChild(t *testing.T) {
 		return subagent.Result{Output: text("recovered"), StopReason: subagent.Completed}, nil
 	}
 	h := run.Start(sys, run.Spec{Ctx: ctx, Cancel: cancel, Body: body, Relaunch: body, Restarts: subagent.RestartPolicy{Max: 1, Window: time.Hour}})
-	defer h.Dispose(await.Ctx(t))
-	if res, err := h.Wait(await.Ctx(t)); err != nil || res.StopReason != subagent.Completed || ctx.Err() != nil {
+	defer h.Dispose(testkit.Ctx(t))
+	if res, err := h.Wait(testkit.Ctx(t)); err != nil || res.StopReason != subagent.Completed || ctx.Err() != nil {
 		t.Fatalf("relaunched run settled %+v, %v; start context ended: %v", res, err, ctx.Err())
 	}
 }

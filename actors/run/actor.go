@@ -17,7 +17,7 @@ import (
 
 // Local messages: Go values that only this process's code can send, so no
 // peer can forge them when nodes talk (K3). The child's goroutine, the
-// provider and the Handle send these; the wire messages a run answers are
+// provider and the handle send these; the wire messages a run answers are
 // the protobuf ones in package messages (Steer, SteerWithdraw, Cancel,
 // Dispose, Watch). The frequent ones are pointer-shaped or of size zero,
 // so sending them allocates nothing.
@@ -32,7 +32,7 @@ type (
 	childExited struct{ Exit }
 	// childPanic is the Err of a childExited whose child panicked.
 	childPanic struct{ value string }
-	// dispose is the Handle's Dispose: a wire Dispose without a sender.
+	// dispose is the handle's Dispose: a wire Dispose without a sender.
 	dispose struct{}
 )
 
@@ -44,10 +44,10 @@ type steerFrom struct {
 }
 
 // runActor feeds its mailbox to the lifecycle and carries out the effects.
-// Its Handle, its lifecycle and the first child's Gate live in it, since
+// Its handle, its lifecycle and the first child's Gate live in it, since
 // they live as long as the run does.
 type runActor struct {
-	h    Handle
+	h    handle
 	life lifecycle
 	// What the Spec gave the run, dropped once it has quiesced.
 	start context.Context
@@ -57,8 +57,8 @@ type runActor struct {
 	child Child         // the Spec's, or its Body, Relaunch and Release as one
 	take  chan snapshot // the child's Take awaiting its snapshot
 	more  *actorMore    // made on first use
-	live  *Gate         // the live child's; nil until the actor started
-	gate  Gate          // the first child's
+	live  *gate         // the live child's; nil until the actor started
+	first gate          // the first child's
 	// quiet is the lifecycle's quietTake as of its last Step: the child
 	// may take without asking (see Gate.Take).
 	quiet atomic.Bool
@@ -72,12 +72,13 @@ type bodies struct {
 }
 
 // Run implements Child.
-func (b *bodies) Run(g *Gate) {
+func (b *bodies) Run(g Gate) {
 	body := b.body
 	if g.Relaunched() {
 		body = b.again
 	}
-	g.exited.Result, g.exited.Err = body(g.ctx, g)
+	exit := g.Exit()
+	exit.Result, exit.Err = body(g.Context(), g)
 }
 
 // actorMore is what few runs need: pending steers, wire senders.
@@ -151,7 +152,7 @@ func (a *runActor) receive(c actor.Context, msg any) {
 	case *actor.Started:
 		if a.live == nil {
 			// For the start context's watch and the child, which may
-			// need it before Start has it: see Handle.pid.
+			// need it before Start has it: see handle.pid.
 			a.h.pid.Store(c.Self())
 			a.launch()
 		}
@@ -298,8 +299,8 @@ func (a *runActor) deliver(fx *deliver) {
 }
 
 // settle tells the observers of the settle, those registered meanwhile
-// too, and then the Handle's waiters; the result is the lifecycle's, which
-// the Handle reads (Handle.result).
+// too, and then the handle's waiters; the result is the lifecycle's, which
+// the handle reads (handle.result).
 func (a *runActor) settle(c actor.Context) {
 	l := &a.h.latches
 	for {
@@ -341,14 +342,14 @@ func (a *runActor) tellQuiesced(c actor.Context, id string) {
 }
 
 // done counts down one of the actor and the goroutines it launched; the
-// last one closes quiesced. The Handle holds the run's memory as long as
+// last one closes quiesced. The handle holds the run's memory as long as
 // its caller keeps it, so the last one also drops what the caller gave
 // the run (its closures, the start context): with nothing of the run
 // left running, nothing reads them any more.
 func (a *runActor) done() {
 	if a.h.latches.live.Add(-1) == 0 {
 		a.start, a.bound, a.child = nil, nil, nil
-		a.gate.ctx, a.gate.cancel = nil, nil
+		a.first.ctx, a.first.cancel = nil, nil
 		if g := a.live; g != nil {
 			g.ctx, g.cancel = nil, nil
 		}
@@ -378,9 +379,9 @@ func (a *runActor) notify(c actor.Context, f func(subagent.Result, error)) {
 // without a watch of its own; or it is the start context itself, when
 // the run has its cancel (bound).
 func (a *runActor) launch() {
-	g := &a.gate
+	g := &a.first
 	if g.run != nil {
-		g = new(Gate)
+		g = new(gate)
 	}
 	g.run = a
 	if a.bound != nil {
@@ -395,7 +396,7 @@ func (a *runActor) launch() {
 
 // child is the child's goroutine: it runs the child, then (see finish)
 // releases the child's resources and sends its exit to the actor.
-func (g *Gate) child() {
+func (g *gate) child() {
 	returned := false
 	defer g.finish(&returned)
 	g.run.child.Run(g)
@@ -407,7 +408,7 @@ func (g *Gate) child() {
 // records a crash, releases the child's resources, sends the child's exit
 // to the actor and counts the goroutine done, each step even if the one
 // before it panicked.
-func (g *Gate) finish(returned *bool) {
+func (g *gate) finish(returned *bool) {
 	p := recover()
 	if p == nil && !*returned {
 		p = "runtime.Goexit"
@@ -431,7 +432,7 @@ func (g *Gate) finish(returned *bool) {
 
 // exit sends the child's exit to the actor. It is the last the child's
 // goroutine does with g.exited.
-func (g *Gate) exit() {
+func (g *gate) exit() {
 	h := &g.run.h
 	h.sys.Root.Send(h.pid.Load(), &g.exited)
 }

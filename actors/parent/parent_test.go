@@ -6,15 +6,15 @@ import (
 	"sync/atomic"
 	"testing"
 
-	"github.com/subactor/subactor/internal/actorstest"
+	"github.com/subactor/subactor/internal/testkit"
 
 	"github.com/asynkron/protoactor-go/actor"
 	"go.uber.org/goleak"
 
 	"github.com/subactor/subactor/actors"
 	"github.com/subactor/subactor/actors/internal/fanout"
-	"github.com/subactor/subactor/actors/internal/parent"
-	"github.com/subactor/subactor/internal/await"
+	"github.com/subactor/subactor/actors/internal/local"
+	"github.com/subactor/subactor/actors/parent"
 	"github.com/subactor/subactor/subagent"
 )
 
@@ -36,18 +36,18 @@ func spawnListening(t *testing.T, sys *actor.ActorSystem, idle chan<- int64) (*a
 		switch m := c.Message().(type) {
 		case *actor.Started:
 			pids <- c.Spawn(parent.Props(slog.Default(), "agent", listening))
-		case *parent.Idle:
+		case *local.Idle:
 			idle <- m.Uses
 		}
 	}))
 	t.Cleanup(func() { _ = sys.Root.StopFuture(probe).Wait() })
-	return await.Recv(t, pids, "the parent actor"), listening
+	return testkit.Recv(t, pids, "the parent actor"), listening
 }
 
 func subscribe(t *testing.T, sys *actor.ActorSystem, pid *actor.PID) (*fanout.Sub, chan subagent.Event) {
 	got := make(chan subagent.Event, 16)
 	sub := fanout.NewSub(func(ev subagent.Event) error { got <- ev; return nil }, slog.Default(), 0, nil)
-	sys.Root.Send(pid, &parent.Subscribe{Sub: sub})
+	sys.Root.Send(pid, &local.Subscribe{Sub: sub})
 	return sub, got
 }
 
@@ -57,20 +57,20 @@ func subscribe(t *testing.T, sys *actor.ActorSystem, pid *actor.PID) (*fanout.Su
 func TestE1E6_StartProgressEndAndIdleOnceNothingIsLeft(t *testing.T) {
 	sys := actors.NewSystem()
 	defer sys.Shutdown()
-	raw := actorstest.Raw(sys)
+	raw := sys.ActorSystem()
 	idle := make(chan int64, 4)
 	pid, listening := spawnListening(t, raw, idle)
 	sub, got := subscribe(t, raw, pid)
 	step := subagent.RunProgress{RunID: "r1", Kind: subagent.ModelCallStarted, Step: 1}
-	raw.Root.Send(pid, &parent.Expect{RunID: "r1"})
-	raw.Root.Send(pid, &parent.Expect{RunID: "gone"})
-	raw.Root.Send(pid, &parent.Progress{Event: step})
-	raw.Root.Send(pid, &parent.Progress{Event: subagent.RunProgress{RunID: "gone", Kind: subagent.ModelCallStarted}})
-	raw.Root.Send(pid, &parent.Discarded{RunID: "gone"})
-	raw.Root.Send(pid, &parent.Published{RunID: "r1", Provider: "p", SessionID: "c1", Local: true})
-	raw.Root.Send(pid, &parent.Settled{RunID: "r1", Result: subagent.Result{
+	raw.Root.Send(pid, &local.Expect{RunID: "r1"})
+	raw.Root.Send(pid, &local.Expect{RunID: "gone"})
+	raw.Root.Send(pid, &local.Progress{Event: step})
+	raw.Root.Send(pid, &local.Progress{Event: subagent.RunProgress{RunID: "gone", Kind: subagent.ModelCallStarted}})
+	raw.Root.Send(pid, &local.Discarded{RunID: "gone"})
+	raw.Root.Send(pid, &local.Published{RunID: "r1", Provider: "p", SessionID: "c1", Local: true})
+	raw.Root.Send(pid, &local.Settled{RunID: "r1", Result: subagent.Result{
 		Output: []subagent.ContentBlock{subagent.Text("hi")}, StopReason: subagent.Completed}})
-	raw.Root.Send(pid, &parent.Progress{Event: subagent.RunProgress{RunID: "r1", Kind: subagent.MessageText}})
+	raw.Root.Send(pid, &local.Progress{Event: subagent.RunProgress{RunID: "r1", Kind: subagent.MessageText}})
 	want := []subagent.Event{
 		subagent.RunStarted{RunID: "r1", Provider: "p", SessionID: "c1", Local: true},
 		step,
@@ -78,7 +78,7 @@ func TestE1E6_StartProgressEndAndIdleOnceNothingIsLeft(t *testing.T) {
 			Result: subagent.Result{Output: []subagent.ContentBlock{subagent.Text("hi")}, StopReason: subagent.Completed}},
 	}
 	for i, w := range want {
-		if ev := await.Recv(t, got, "event "+subagent.TypeOf(w)); !reflect.DeepEqual(ev, w) {
+		if ev := testkit.Recv(t, got, "event "+subagent.TypeOf(w)); !reflect.DeepEqual(ev, w) {
 			t.Fatalf("event %d: %#v, want %#v", i, ev, w)
 		}
 	}
@@ -90,7 +90,7 @@ func TestE1E6_StartProgressEndAndIdleOnceNothingIsLeft(t *testing.T) {
 	// discard, one subscription.
 	sub.Release()
 	raw.Root.Send(pid, &fanout.Unsubscribe{Sub: sub})
-	if uses := await.Recv(t, idle, "the parent to report idle"); uses != 3 {
+	if uses := testkit.Recv(t, idle, "the parent to report idle"); uses != 3 {
 		t.Fatalf("idle after %d uses, want 3", uses)
 	}
 	if n := listening.Load(); n != 0 {

@@ -13,8 +13,8 @@ import (
 
 	"go.uber.org/goleak"
 
-	"github.com/subactor/subactor/internal/await"
-	"github.com/subactor/subactor/internal/openaitest"
+	"github.com/subactor/subactor/internal/testkit"
+	"github.com/subactor/subactor/internal/testkit/openaitest"
 )
 
 func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
@@ -26,7 +26,7 @@ func TestServesScriptOnLoopbackAndRecords(t *testing.T) {
 	if err := os.WriteFile(script, []byte(`{"models":["qwen3-coder"],"steps":[{"text":"hello","chunkSize":2}]}`), 0o644); err != nil {
 		t.Fatal(err)
 	}
-	ctx, cancel := context.WithCancel(await.Ctx(t))
+	ctx, cancel := context.WithCancel(testkit.Ctx(t))
 	defer cancel()
 	out, stdout := io.Pipe()
 	done := make(chan error, 1)
@@ -41,7 +41,7 @@ func TestServesScriptOnLoopbackAndRecords(t *testing.T) {
 		lines <- strings.TrimSpace(line)
 		_, _ = io.Copy(io.Discard, out)
 	}()
-	base := await.Recv(t, lines, "the printed URL")
+	base := testkit.Recv(t, lines, "the printed URL")
 	if !strings.HasPrefix(base, "http://127.0.0.1:") || !strings.HasSuffix(base, "/v1") {
 		t.Fatalf("printed %q", base)
 	}
@@ -71,7 +71,7 @@ func TestServesScriptOnLoopbackAndRecords(t *testing.T) {
 	client.CloseIdleConnections()
 
 	cancel()
-	if err := await.Recv(t, done, "run to return"); err != nil {
+	if err := testkit.Recv(t, done, "run to return"); err != nil {
 		t.Fatal(err)
 	}
 	data, err := os.ReadFile(record)

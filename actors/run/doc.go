@@ -12,7 +12,7 @@
 // Dispose answers only after every goroutine the run launched has returned
 // and the actor has stopped.
 //
-// The returned *Handle implements subagent.Run and subagent.Steerer. Other
+// The returned *handle implements subagent.Run and subagent.Steerer. Other
 // actors (a remote proxy, a router, a task manager) watch a run through the
 // wire protocol instead: Watch, Steer with a correlation id, Dispose with
 // an acknowledgement.

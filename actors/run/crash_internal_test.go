@@ -6,11 +6,12 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"github.com/subactor/subactor/internal/actorstest"
 	"strings"
 	"sync/atomic"
 	"testing"
 	"time"
+
+	"github.com/subactor/subactor/internal/testkit"
 
 	"github.com/asynkron/protoactor-go/actor"
 	"google.golang.org/protobuf/reflect/protoreflect"
@@ -18,7 +19,6 @@ import (
 
 	"github.com/subactor/subactor/actors"
 	"github.com/subactor/subactor/actors/internal/guard"
-	"github.com/subactor/subactor/internal/await"
 	"github.com/subactor/subactor/internal/wire"
 	"github.com/subactor/subactor/messages"
 	"github.com/subactor/subactor/subagent"
@@ -47,22 +47,22 @@ func watch(t *testing.T, onMsg func(msg any)) {
 }
 
 // handled returns once every message sent to h before the call was handled.
-func handled(t *testing.T, h *Handle) {
+func handled(t *testing.T, h *handle) {
 	t.Helper()
 	p := probe{seen: make(chan struct{})}
 	h.sys.Root.Send(h.pid.Load(), p)
-	await.Recv(t, p.seen, "the probe to pass the run's mailbox")
+	testkit.Recv(t, p.seen, "the probe to pass the run's mailbox")
 }
 
 // parkedRun starts a run on sys whose child parks after its first
 // snapshot, and returns once the child took it. The caller disposes the
 // run before it shuts sys down.
-func parkedRun(t *testing.T, sys *actors.System) *Handle {
+func parkedRun(t *testing.T, sys *actors.System) *handle {
 	t.Helper()
 	took := make(chan struct{}, 4)
 	h := Start(sys, Spec{Scope: subagent.Scope{RunID: "r"}, Ctx: context.Background(), Body: parkedBody(took)})
-	await.Recv(t, took, "the first snapshot")
-	return h
+	testkit.Recv(t, took, "the first snapshot")
+	return h.(*handle)
 }
 
 // steersArriving reports each steer as it reaches a run's mailbox.
@@ -77,7 +77,7 @@ func steersArriving(t *testing.T) <-chan struct{} {
 }
 
 func parkedBody(took chan<- struct{}) Body {
-	return func(ctx context.Context, g *Gate) (subagent.Result, error) {
+	return func(ctx context.Context, g Gate) (subagent.Result, error) {
 		steers, err := g.Take(ctx)
 		if err != nil {
 			return subagent.Result{StopReason: subagent.Aborted, Detail: err.Error()}, nil
@@ -109,17 +109,17 @@ func TestA2_ARealPanicInReceiveSettlesErrorAndStillDisposes(t *testing.T) {
 	panicOn.Store("*messages.SteerWithdraw") // never sent: nothing crashes yet
 	handled(t, h)
 	panicOn.Store("*messages.Steer")
-	err := h.Steer(await.Ctx(t), []subagent.ContentBlock{subagent.Text("x")})
+	err := h.Steer(testkit.Ctx(t), []subagent.ContentBlock{subagent.Text("x")})
 	if !errors.Is(err, subagent.ErrNotDelivered) {
 		t.Fatalf("a steer whose handling crashed the run: %v", err)
 	}
-	res, werr := h.Wait(await.Ctx(t))
+	res, werr := h.Wait(testkit.Ctx(t))
 	var crash *CrashError
 	if werr != nil || res.StopReason != subagent.Error || !errors.As(res.Cause, &crash) || !strings.Contains(res.Detail, "injected in *messages.Steer") {
 		t.Fatalf("crashed run settled %+v, %v", res, werr)
 	}
-	panicOn.Store("run.dispose") // the Handle's
-	if err := h.Dispose(await.Ctx(t)); err != nil {
+	panicOn.Store("run.dispose") // the handle's
+	if err := h.Dispose(testkit.Ctx(t)); err != nil {
 		t.Fatalf("Dispose whose handling panicked: %v", err)
 	}
 }
@@ -134,7 +134,7 @@ func TestR4_TwoSteersFromOneSenderAreBothAnswered(t *testing.T) {
 	h := parkedRun(t, sys)
 	defer h.Dispose(context.Background())
 	answers := make(chan *messages.SteerAnswer, 2)
-	root := actorstest.Raw(sys).Root
+	root := sys.ActorSystem().Root
 	router := root.Spawn(actor.PropsFromFunc(func(c actor.Context) {
 		switch m := c.Message().(type) {
 		case *messages.Steer:
@@ -148,17 +148,17 @@ func TestR4_TwoSteersFromOneSenderAreBothAnswered(t *testing.T) {
 	root.Send(router, &messages.Steer{SteerId: 2, Content: wire.FromContent([]subagent.ContentBlock{subagent.Text("two")})})
 	// The parked child asks again only once cancelled; a Take from here
 	// admits both steers into one snapshot.
-	await.Recv(t, arrived, "the first steer to reach the run")
-	await.Recv(t, arrived, "the second steer to reach the run")
+	testkit.Recv(t, arrived, "the first steer to reach the run")
+	testkit.Recv(t, arrived, "the second steer to reach the run")
 	reply := make(chan snapshot, 1)
 	root.Send(h.pid.Load(), takeSnapshot{reply: reply})
-	snap := await.Recv(t, reply, "a snapshot with both steers")
+	snap := testkit.Recv(t, reply, "a snapshot with both steers")
 	if len(snap.steers) != 2 {
 		t.Fatalf("snapshot carried %d steers, want 2", len(snap.steers))
 	}
 	got := map[uint64]bool{}
 	for range 2 {
-		a := await.Recv(t, answers, "an answer per steer")
+		a := testkit.Recv(t, answers, "an answer per steer")
 		if !a.Admitted {
 			t.Fatalf("steer %d refused: %s", a.SteerId, a.Reason)
 		}
@@ -179,8 +179,8 @@ func TestR4_SteerStaysBlockedUntilTheChildTakesItsNextSnapshot(t *testing.T) {
 	h := parkedRun(t, sys)
 	defer h.Dispose(context.Background())
 	steered := make(chan error, 1)
-	go func() { steered <- h.Steer(await.Ctx(t), []subagent.ContentBlock{subagent.Text("left")}) }()
-	await.Recv(t, arrived, "the steer to reach the run")
+	go func() { steered <- h.Steer(testkit.Ctx(t), []subagent.ContentBlock{subagent.Text("left")}) }()
+	testkit.Recv(t, arrived, "the steer to reach the run")
 	handled(t, h)
 	select {
 	case err := <-steered:
@@ -189,10 +189,10 @@ func TestR4_SteerStaysBlockedUntilTheChildTakesItsNextSnapshot(t *testing.T) {
 	}
 	reply := make(chan snapshot, 1)
 	h.sys.Root.Send(h.pid.Load(), takeSnapshot{reply: reply})
-	if snap := await.Recv(t, reply, "the next snapshot"); len(snap.steers) != 1 {
+	if snap := testkit.Recv(t, reply, "the next snapshot"); len(snap.steers) != 1 {
 		t.Fatalf("next snapshot carried %d steers", len(snap.steers))
 	}
-	if err := await.Recv(t, steered, "Steer to return once admitted"); err != nil {
+	if err := testkit.Recv(t, steered, "Steer to return once admitted"); err != nil {
 		t.Fatalf("admitted steer: %v", err)
 	}
 }
@@ -226,10 +226,10 @@ func TestK3_NoWireMessageCanSettleOrFeedARun(t *testing.T) {
 	if h.latches.isClosed(settled) {
 		t.Fatalf("a wire message settled the run: %+v", h.result.Result)
 	}
-	if err := h.Dispose(await.Ctx(t)); err != nil {
+	if err := h.Dispose(testkit.Ctx(t)); err != nil {
 		t.Fatal(err)
 	}
-	if res, _ := h.Wait(await.Ctx(t)); res.StopReason != subagent.Aborted {
+	if res, _ := h.Wait(testkit.Ctx(t)); res.StopReason != subagent.Aborted {
 		t.Fatalf("disposed run settled %v", res.StopReason)
 	}
 }
@@ -252,11 +252,11 @@ func TestR3_DisposeWaitsForABlockedRelease(t *testing.T) {
 		close(releasing)
 		<-unblock
 	}})
-	await.Recv(t, took, "the first snapshot")
+	testkit.Recv(t, took, "the first snapshot")
 	disposed := make(chan error, 1)
 	go func() { disposed <- h.Dispose(context.Background()) }()
-	await.Recv(t, releasing, "the release to begin")
-	handled(t, h)
+	testkit.Recv(t, releasing, "the release to begin")
+	handled(t, h.(*handle))
 	select {
 	case <-exitSeen:
 		t.Fatal("the child's exit reached the run while its release was still blocked")
@@ -265,7 +265,7 @@ func TestR3_DisposeWaitsForABlockedRelease(t *testing.T) {
 	default:
 	}
 	close(unblock)
-	if err := await.Recv(t, disposed, "Dispose after the release"); err != nil {
+	if err := testkit.Recv(t, disposed, "Dispose after the release"); err != nil {
 		t.Fatal(err)
 	}
 }
@@ -281,11 +281,11 @@ func TestR2E1_EveryObserverHasRunWhenWaitReturns(t *testing.T) {
 	for range 2 {
 		h.OnSettled(func(subagent.Result, error) { settledEarly <- h.latches.isClosed(settled) })
 	}
-	if err := h.Dispose(await.Ctx(t)); err != nil {
+	if err := h.Dispose(testkit.Ctx(t)); err != nil {
 		t.Fatal(err)
 	}
 	for range 2 {
-		if await.Recv(t, settledEarly, "an observer") {
+		if testkit.Recv(t, settledEarly, "an observer") {
 			t.Fatal("Wait could return before an observer registered earlier had run")
 		}
 	}
@@ -299,33 +299,33 @@ func TestA2_AContinuableRunRelaunchesWithinItsBudget(t *testing.T) {
 	sys := actors.NewSystem()
 	defer sys.Shutdown()
 	var launches atomic.Int32
-	relaunch := func(ctx context.Context, g *Gate) (subagent.Result, error) {
+	relaunch := func(ctx context.Context, g Gate) (subagent.Result, error) {
 		if launches.Add(1) < 3 {
 			panic("child bug")
 		}
 		return subagent.Result{Output: []subagent.ContentBlock{subagent.Text("recovered")}, StopReason: subagent.Completed}, nil
 	}
-	h := Start(sys, Spec{Scope: subagent.Scope{RunID: "r"}, Ctx: context.Background(), Body: func(context.Context, *Gate) (subagent.Result, error) {
+	h := Start(sys, Spec{Scope: subagent.Scope{RunID: "r"}, Ctx: context.Background(), Body: func(context.Context, Gate) (subagent.Result, error) {
 		panic("first bug")
 	}, Relaunch: relaunch, Restarts: subagent.RestartPolicy{Max: 3, Window: time.Hour}})
-	res, err := h.Wait(await.Ctx(t))
+	res, err := h.Wait(testkit.Ctx(t))
 	if err != nil || res.StopReason != subagent.Completed || subagent.TextOf(res.Output) != "recovered" || launches.Load() != 3 {
 		t.Fatalf("relaunched run settled %+v, %v after %d relaunches", res, err, launches.Load())
 	}
-	if err := h.Dispose(await.Ctx(t)); err != nil {
+	if err := h.Dispose(testkit.Ctx(t)); err != nil {
 		t.Fatal(err)
 	}
 
 	// Past the budget: the third crash within the window settles error.
 	var crashes atomic.Int32
-	always := func(context.Context, *Gate) (subagent.Result, error) { crashes.Add(1); panic("always") }
+	always := func(context.Context, Gate) (subagent.Result, error) { crashes.Add(1); panic("always") }
 	h = Start(sys, Spec{Ctx: context.Background(), Body: always, Relaunch: always, Restarts: subagent.RestartPolicy{Max: 2, Window: time.Hour}})
-	res, _ = h.Wait(await.Ctx(t))
+	res, _ = h.Wait(testkit.Ctx(t))
 	var crash *CrashError
 	if res.StopReason != subagent.Error || !errors.As(res.Cause, &crash) || crashes.Load() != 3 {
 		t.Fatalf("run past its budget settled %+v after %d launches", res, crashes.Load())
 	}
-	if err := h.Dispose(await.Ctx(t)); err != nil {
+	if err := h.Dispose(testkit.Ctx(t)); err != nil {
 		t.Fatal(err)
 	}
 }
@@ -342,17 +342,17 @@ func TestA2_ARunActorCrashRelaunchesTheChild(t *testing.T) {
 		}
 	})
 	took := make(chan struct{}, 4)
-	relaunched := func(ctx context.Context, g *Gate) (subagent.Result, error) {
+	relaunched := func(ctx context.Context, g Gate) (subagent.Result, error) {
 		return subagent.Result{Output: []subagent.ContentBlock{subagent.Text("again")}, StopReason: subagent.Completed}, nil
 	}
 	h := Start(sys, Spec{Ctx: context.Background(), Body: parkedBody(took), Relaunch: relaunched, Restarts: subagent.RestartPolicy{Max: 1, Window: time.Hour}})
-	await.Recv(t, took, "the first snapshot")
-	h.sys.Root.Send(h.pid.Load(), &messages.Cancel{Reason: "crash the actor"})
-	res, err := h.Wait(await.Ctx(t))
+	testkit.Recv(t, took, "the first snapshot")
+	h.(*handle).sys.Root.Send(h.(*handle).pid.Load(), &messages.Cancel{Reason: "crash the actor"})
+	res, err := h.Wait(testkit.Ctx(t))
 	if err != nil || res.StopReason != subagent.Completed || subagent.TextOf(res.Output) != "again" {
 		t.Fatalf("run after an actor crash settled %+v, %v", res, err)
 	}
-	if err := h.Dispose(await.Ctx(t)); err != nil {
+	if err := h.Dispose(testkit.Ctx(t)); err != nil {
 		t.Fatal(err)
 	}
 }
@@ -365,7 +365,7 @@ func TestK1_AWatcherIsToldOfTheSettleAndQuiescenceOverTheWireProtocol(t *testing
 	defer sys.Shutdown()
 	h := parkedRun(t, sys)
 	heard := make(chan any, 8)
-	root := actorstest.Raw(sys).Root
+	root := sys.ActorSystem().Root
 	watcher := root.Spawn(actor.PropsFromFunc(func(c actor.Context) {
 		switch m := c.Message().(type) {
 		case string:
@@ -381,14 +381,14 @@ func TestK1_AWatcherIsToldOfTheSettleAndQuiescenceOverTheWireProtocol(t *testing
 	defer root.Stop(watcher)
 	root.Send(watcher, "watch")
 	root.Send(watcher, "dispose")
-	settled, ok := await.Recv(t, heard, "RunSettled").(*messages.RunSettled)
+	settled, ok := testkit.Recv(t, heard, "RunSettled").(*messages.RunSettled)
 	if !ok || settled.RunId != "r" || settled.Result.GetStopReason() != string(subagent.Aborted) {
 		t.Fatalf("first message %+v, want RunSettled aborted", settled)
 	}
 	for range 2 { // once as a watcher, once as the disposer
-		if q, ok := await.Recv(t, heard, "RunQuiesced").(*messages.RunQuiesced); !ok || q.RunId != "r" {
+		if q, ok := testkit.Recv(t, heard, "RunQuiesced").(*messages.RunQuiesced); !ok || q.RunId != "r" {
 			t.Fatalf("got %+v, want RunQuiesced", q)
 		}
 	}
-	await.Recv(t, h.latches.wait(quiesced), "the local handle to see quiescence too")
+	testkit.Recv(t, h.latches.wait(quiesced), "the local handle to see quiescence too")
 }

@@ -1,6 +1,4 @@
-// Package await is how tests wait: every wait has a deadline and fails the
-// test by name, so a regression never shows up only as a package timeout.
-package await
+package testkit
 
 import (
 	"context"

@@ -14,8 +14,8 @@ import (
 
 	"go.uber.org/goleak"
 
-	"github.com/subactor/subactor/internal/await"
-	"github.com/subactor/subactor/internal/openaitest"
+	"github.com/subactor/subactor/internal/testkit"
+	"github.com/subactor/subactor/internal/testkit/openaitest"
 )
 
 func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
@@ -76,7 +76,7 @@ type wireChunk struct {
 
 func streamed(t *testing.T, s *openaitest.Server, body string) []wireChunk {
 	t.Helper()
-	resp, err := post(t, await.Ctx(t), s, body)
+	resp, err := post(t, testkit.Ctx(t), s, body)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -204,7 +204,7 @@ func TestNonStreamedReply(t *testing.T) {
 		ToolCalls: []openaitest.ToolCall{{ID: "c1", Name: "f", Pieces: []string{`{"a"`, `:2}`}}},
 		Usage:     &openaitest.Usage{PromptTokens: 7, CompletionTokens: 2, CachedTokens: 1},
 	})
-	resp, err := post(t, await.Ctx(t), s, `{"model":"m","messages":[{"role":"user","content":"hi"}]}`)
+	resp, err := post(t, testkit.Ctx(t), s, `{"model":"m","messages":[{"role":"user","content":"hi"}]}`)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -262,7 +262,7 @@ func TestFinishReasons(t *testing.T) {
 
 func TestStatusFaultWithRetryAfter(t *testing.T) {
 	s := openaitest.NewServer(t, openaitest.Status(429, "3"), openaitest.Step{Status: 503, Body: "overloaded"})
-	resp, err := post(t, await.Ctx(t), s, streamReq)
+	resp, err := post(t, testkit.Ctx(t), s, streamReq)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -271,7 +271,7 @@ func TestStatusFaultWithRetryAfter(t *testing.T) {
 	if resp.StatusCode != 429 || resp.Header.Get("Retry-After") != "3" || !strings.Contains(string(body), `"error"`) {
 		t.Errorf("got %d %q %s", resp.StatusCode, resp.Header.Get("Retry-After"), body)
 	}
-	resp, err = post(t, await.Ctx(t), s, streamReq)
+	resp, err = post(t, testkit.Ctx(t), s, streamReq)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -285,7 +285,7 @@ func TestStatusFaultWithRetryAfter(t *testing.T) {
 func TestMalformedBody(t *testing.T) {
 	s := openaitest.NewServer(t, openaitest.Malformed(), openaitest.Malformed())
 	for _, body := range []string{streamReq, `{"model":"m","messages":[]}`} {
-		resp, err := post(t, await.Ctx(t), s, body)
+		resp, err := post(t, testkit.Ctx(t), s, body)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -300,7 +300,7 @@ func TestMalformedBody(t *testing.T) {
 
 func TestDropMidStream(t *testing.T) {
 	s := openaitest.NewServer(t, openaitest.Drop(openaitest.Step{Text: "abcdef", ChunkSize: 1}, 3))
-	resp, err := post(t, await.Ctx(t), s, streamReq)
+	resp, err := post(t, testkit.Ctx(t), s, streamReq)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -316,7 +316,7 @@ func TestDropMidStream(t *testing.T) {
 
 func TestStallRecordsClientCancellation(t *testing.T) {
 	s := openaitest.NewServer(t, openaitest.Stall(openaitest.Reply("abc"), 1))
-	ctx, cancel := context.WithCancel(await.Ctx(t))
+	ctx, cancel := context.WithCancel(testkit.Ctx(t))
 	resp, err := post(t, ctx, s, streamReq)
 	if err != nil {
 		t.Fatal(err)
@@ -344,7 +344,7 @@ func TestRecordsRequests(t *testing.T) {
 		"tools":[{"type":"function","function":{"name":"f","description":"d","parameters":{"type":"object"}}}],
 		"response_format":{"type":"json_schema","json_schema":{"name":"out","schema":{"type":"object"},"strict":false}}}`
 	streamed(t, s, body)
-	resp, err := post(t, await.Ctx(t), s, `{"model":"m","max_completion_tokens":5,"messages":[]}`)
+	resp, err := post(t, testkit.Ctx(t), s, `{"model":"m","max_completion_tokens":5,"messages":[]}`)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -376,7 +376,7 @@ func TestRecordsRequests(t *testing.T) {
 
 func TestBadRequestBodyIs400(t *testing.T) {
 	s := openaitest.NewServer(t, openaitest.Reply("not taken"))
-	resp, err := post(t, await.Ctx(t), s, `{"model":`)
+	resp, err := post(t, testkit.Ctx(t), s, `{"model":`)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -395,7 +395,7 @@ func TestPeakInFlight(t *testing.T) {
 	var wg sync.WaitGroup
 	for range 3 {
 		wg.Go(func() {
-			resp, err := post(t, await.Ctx(t), s, streamReq)
+			resp, err := post(t, testkit.Ctx(t), s, streamReq)
 			if err != nil {
 				t.Error(err)
 				return
