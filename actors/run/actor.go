@@ -34,6 +34,9 @@ type (
 	childPanic struct{ value string }
 	// dispose is the handle's Dispose: a wire Dispose without a sender.
 	dispose struct{}
+	// resumed is what an actor that escalated a crash sends itself: its
+	// mailbox handles it once the supervisor's directive was carried out.
+	resumed struct{}
 )
 
 // steerFrom is where a steer's answer goes: the sender and its own id for
@@ -155,7 +158,11 @@ func (a *runActor) receive(c actor.Context, msg any) {
 			// need it before Start has it: see handle.pid.
 			a.h.pid.Store(c.Self())
 			a.launch()
+			return
 		}
+		a.step(c, inRestart{}) // started again: the supervisor's Restart
+	case resumed:
+		a.step(c, inResume{})
 	case *actor.Stopped:
 		a.step(c, inStopped{})
 	case takeSnapshot:
@@ -277,6 +284,10 @@ func (a *runActor) apply(c actor.Context, in input) {
 			a.done()
 		case *tellQuiesced:
 			a.tellQuiesced(c, fx.ID)
+		case *escalate:
+			c.Logger().Warn("subagent: run crashed; its supervisor decides", "run", a.h.id, "reason", fx.Cause.Reason)
+			c.(actor.Supervisor).EscalateFailure(fx.Cause, c.Message())
+			c.Send(c.Self(), resumed{})
 		}
 	}
 }
@@ -331,7 +342,7 @@ func (a *runActor) tellSettled(c actor.Context, id string) {
 }
 
 func (a *runActor) relaunch(c actor.Context, attempt int) {
-	c.Logger().Warn("subagent: relaunching a crashed run from its last checkpoint", "run", a.h.id, "attempt", attempt)
+	c.Logger().Warn("subagent: restarting a crashed run from its last checkpoint", "run", a.h.id, "attempt", attempt)
 	a.launch()
 }
 

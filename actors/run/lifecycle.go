@@ -40,6 +40,12 @@ type (
 		At     time.Time
 	}
 	inStopped struct{}
+	// inRestart: the supervisor's Restart directive after an escalated
+	// crash (the actor started again).
+	inRestart struct{}
+	// inResume: the actor handles messages again after an escalated
+	// crash; unless a restart came first, the directive was Resume.
+	inResume struct{}
 )
 
 func (inSteer) input()    {}
@@ -51,6 +57,8 @@ func (inDispose) input()  {}
 func (inWatch) input()    {}
 func (inCrash) input()    {}
 func (inStopped) input()  {}
+func (inRestart) input()  {}
+func (inResume) input()   {}
 
 // effects the actor carries out, in order. Step returns those that carry
 // data as pointers (*settle, *deliver, ...), and the zero-size ones
@@ -92,6 +100,10 @@ type (
 	// tellQuiesced tells a watcher, or acknowledges a Dispose, once
 	// quiesced.
 	tellQuiesced struct{ ID string }
+	// escalate hands a crash to the run actor's supervisor (its parent
+	// actor's SupervisorStrategy), whose directive comes back as
+	// inRestart, inResume or inStopped.
+	escalate struct{ Cause *CrashError }
 )
 
 func (*cancelChild) effect()   {}
@@ -103,6 +115,7 @@ func (*relaunchChild) effect() {}
 func (stopSelf) effect()       {}
 func (quiesce) effect()        {}
 func (*tellQuiesced) effect()  {}
+func (*escalate) effect()      {}
 
 func (l *lifecycle) emit(f effect) { l.out = append(l.out, f) }
 
@@ -126,10 +139,9 @@ type lifecycle struct {
 	restarting                   bool  // the child is being stopped to relaunch
 	cause                        error // why the child was cancelled
 	steers                       []pendingSteer
-	policy                       subagent.RestartPolicy
 	// more is what few runs need, made on first use: wire watchers and
-	// disposers, and the crashes that count against the restart budget.
-	// Every parked child has a lifecycle (issue 11).
+	// disposers, and a crash awaiting its supervisor's directive. Every
+	// parked child has a lifecycle (issue 11).
 	more *lifeMore
 
 	// out is the effects of the Step in progress. outBuf backs it: a step
@@ -143,7 +155,7 @@ type lifecycle struct {
 type lifeMore struct {
 	watchers []string    // told of the settle and of quiescence
 	acks     []string    // disposers told of quiescence
-	crashes  []time.Time // the relaunches within the policy's window
+	failed   *CrashError // escalated, awaiting the supervisor's directive
 	attempts int
 }
 
@@ -161,24 +173,26 @@ var (
 	errRelaunch  = errors.New("run: relaunching after a crash")
 )
 
-// CrashError is the cause of a run whose actor or child crashed beyond its
-// restart budget.
+// CrashError is the failure a run actor escalates to its supervisor when
+// its child or the actor itself crashed, and the cause of the run's
+// error settle when the supervisor stops it or has no checkpoint to
+// restart it from.
 type CrashError struct{ Reason string }
 
 func (e *CrashError) Error() string { return "run crashed: " + e.Reason }
 
 // newLifecycle starts with the child's goroutine running. A
-// relaunchable run (one with a relaunch body) relaunches its child after a
-// crash within policy.
-func newLifecycle(relaunchable bool, policy subagent.RestartPolicy) *lifecycle {
+// relaunchable run (one with a relaunch body) relaunches its child when
+// its supervisor restarts it after a crash.
+func newLifecycle(relaunchable bool) *lifecycle {
 	l := new(lifecycle)
-	l.init(relaunchable, policy)
+	l.init(relaunchable)
 	return l
 }
 
 // init is newLifecycle for a lifecycle allocated with the run it belongs to.
-func (l *lifecycle) init(relaunchable bool, policy subagent.RestartPolicy) {
-	l.childLive, l.relaunchable, l.policy = true, relaunchable, policy
+func (l *lifecycle) init(relaunchable bool) {
+	l.childLive, l.relaunchable = true, relaunchable
 }
 
 // Step applies one input and returns the effects to carry out, in order,
@@ -212,9 +226,13 @@ func (l *lifecycle) step(in input) []effect {
 			l.emit(&tellSettled{ID: m.ID})
 		}
 	case inCrash:
-		l.crash(m.Reason, m.At)
+		l.crash(&CrashError{Reason: m.Reason})
 	case inStopped:
 		l.stopped()
+	case inRestart:
+		l.restart()
+	case inResume:
+		l.resume()
 	}
 	return l.out
 }
@@ -273,20 +291,68 @@ func (l *lifecycle) dispose(id string) {
 	l.emit(stopSelf{})
 }
 
-func (l *lifecycle) crash(reason string, at time.Time) {
-	if l.mayRelaunch(at) {
-		// Stop the child; its exit relaunches it. Pending steers
-		// wait for the relaunched child's first snapshot.
-		l.restarting = true
-		l.emit(&cancelChild{Cause: errRelaunch})
+// crash escalates a crash of the child or of the actor to the run's
+// supervisor, unless the run is already ending: then it settles error.
+// Pending steers wait for the directive.
+func (l *lifecycle) crash(crash *CrashError) {
+	if l.settled || l.cancelled || l.disposing {
+		l.cancel("run crashed", crash)
+		if !l.settled {
+			l.settleStopped(subagent.Error, crash)
+		}
 		return
 	}
-	crash := &CrashError{Reason: reason}
-	l.restarting = false // a crash beyond the budget gives up a pending relaunch
-	l.cancel("run crashed", crash)
-	if !l.settled {
-		l.settleStopped(subagent.Error, crash)
+	l.extra().failed = crash
+	l.emit(&escalate{Cause: crash})
+}
+
+// failed returns the crash awaiting a directive and forgets it, or nil.
+func (l *lifecycle) takeFailed() *CrashError {
+	if l.more == nil {
+		return nil
 	}
+	f := l.more.failed
+	l.more.failed = nil
+	return f
+}
+
+// restart carries out the supervisor's Restart: the child continues from
+// its last checkpoint (a live one is stopped first; its exit relaunches
+// it). A run without a checkpoint to relaunch from settles error.
+func (l *lifecycle) restart() {
+	crash := l.takeFailed()
+	if crash == nil {
+		return
+	}
+	switch {
+	case !l.relaunchable:
+		l.cancel("run crashed", crash)
+		l.refuseSteers("run crashed")
+		l.settleStopped(subagent.Error, &CrashError{Reason: crash.Reason + "; no checkpoint to restart from"})
+	case l.childLive:
+		l.restarting = true
+		l.emit(&cancelChild{Cause: errRelaunch})
+	default:
+		l.relaunch()
+	}
+}
+
+// resume carries out the supervisor's Resume: a live child goes on; a
+// dead one cannot, and the run settles error.
+func (l *lifecycle) resume() {
+	crash := l.takeFailed()
+	if crash == nil || l.childLive {
+		return
+	}
+	l.refuseSteers("run crashed")
+	l.settleStopped(subagent.Error, crash)
+}
+
+func (l *lifecycle) relaunch() {
+	l.childLive = true
+	m := l.extra()
+	m.attempts++
+	l.emit(&relaunchChild{Attempt: m.attempts})
 }
 
 // stopped handles the actor's stop: whatever is still open is closed, and
@@ -296,6 +362,9 @@ func (l *lifecycle) stopped() {
 	if l.childLive && !l.cancelled {
 		l.cancelled, l.cause = true, errStopped
 		l.emit(&cancelChild{Cause: errStopped})
+	}
+	if crash := l.takeFailed(); crash != nil && !l.settled {
+		l.settleStopped(subagent.Error, crash) // the supervisor's Stop
 	}
 	if !l.settled {
 		l.settleStopped(subagent.Aborted, errStopped)
@@ -312,20 +381,23 @@ func (l *lifecycle) stopped() {
 	}
 }
 
-// exited handles the end of the child's goroutine: a relaunch, a settle,
-// or nothing more than a stop under Dispose.
+// exited handles the end of the child's goroutine: a relaunch the
+// supervisor ordered, an escalated crash, a settle, or nothing more than a
+// stop under Dispose.
 func (l *lifecycle) exited(e inExited) {
 	l.childLive = false
 	// A child stopped for a relaunch that still finished its work keeps
-	// its answer; one that aborted, or panicked within budget, relaunches.
+	// its answer; one that aborted relaunches.
 	finished := e.Panic == "" && e.Err == nil && e.Result.StopReason != subagent.Aborted
 	restarting := l.restarting
 	l.restarting = false
-	if (restarting && !finished || e.Panic != "" && l.mayRelaunch(e.At)) && !l.cancelled && !l.disposing {
-		l.childLive = true
-		m := l.extra()
-		m.attempts++
-		l.emit(&relaunchChild{Attempt: m.attempts})
+	ending := l.settled || l.cancelled || l.disposing
+	switch {
+	case restarting && !finished && !ending:
+		l.relaunch()
+		return
+	case e.Panic != "" && !ending:
+		l.crash(&CrashError{Reason: "child panicked: " + e.Panic})
 		return
 	}
 	l.refuseSteers("child exited")
@@ -335,21 +407,6 @@ func (l *lifecycle) exited(e inExited) {
 	if l.disposing {
 		l.emit(stopSelf{})
 	}
-}
-
-// mayRelaunch reports whether a crash at now is within the restart budget,
-// and if so counts it.
-func (l *lifecycle) mayRelaunch(now time.Time) bool {
-	if !l.relaunchable || l.settled || l.cancelled || l.disposing || l.restarting || l.policy.Max <= 0 {
-		return false
-	}
-	m := l.extra()
-	m.crashes = slices.DeleteFunc(m.crashes, func(t time.Time) bool { return now.Sub(t) >= l.policy.Window })
-	if len(m.crashes) >= l.policy.Max {
-		return false
-	}
-	m.crashes = append(m.crashes, now)
-	return true
 }
 
 // settle emits the settle its caller filled in, then tells every watcher.

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"reflect"
 	"slices"
+	"strings"
 	"testing"
 	"time"
 
@@ -23,7 +24,7 @@ import (
 // child reports after it (S5).
 func TestR2R4R3_LifecycleProperties(t *testing.T) {
 	rapid.Check(t, func(t *rapid.T) {
-		l := newLifecycle(false, subagent.RestartPolicy{})
+		l := newLifecycle(false)
 		var (
 			next              int
 			pendingSteers     []string // sent, not yet answered
@@ -183,7 +184,7 @@ func values(fx []effect) []any {
 
 // Contract R4.
 func TestR4_LifecycleAdmitsSteerIntoNextSnapshotOnly(t *testing.T) {
-	l := newLifecycle(false, subagent.RestartPolicy{})
+	l := newLifecycle(false)
 	if fx := l.step(inSteer{ID: "s1", Content: []subagent.ContentBlock{subagent.Text("hi")}}); len(fx) != 0 {
 		t.Fatalf("steer answered before a snapshot: %v", fx)
 	}
@@ -210,7 +211,7 @@ func TestR4_LifecycleAdmitsSteerIntoNextSnapshotOnly(t *testing.T) {
 
 // Contract R3.
 func TestR3_LifecyclePhases(t *testing.T) {
-	l := newLifecycle(false, subagent.RestartPolicy{})
+	l := newLifecycle(false)
 	if fx := l.step(inDispose{}); fmt.Sprint(values(fx)) != fmt.Sprint([]any{cancelChild{Cause: errDisposing}}) {
 		t.Fatalf("dispose of a live child: %v", fx)
 	}
@@ -229,19 +230,54 @@ func TestR3_LifecyclePhases(t *testing.T) {
 	}
 }
 
-// Contract A2.
-func TestA2_LifecycleCrashSettlesErrorOnce(t *testing.T) {
-	l := newLifecycle(false, subagent.RestartPolicy{})
+// Contracts A2, A3: a crash is escalated to the supervisor, not settled
+// in place; its Stop settles error with the crash as the cause, once.
+func TestA3_LifecycleCrashEscalatesAndStopSettlesErrorOnce(t *testing.T) {
+	l := newLifecycle(false)
 	fx := l.step(inCrash{Reason: "boom"})
-	var crash *CrashError
-	if len(fx) != 2 || !errors.As(fx[0].(*cancelChild).Cause, &crash) || crash.Reason != "boom" {
+	if len(fx) != 1 || fx[0].(*escalate).Cause.Reason != "boom" {
 		t.Fatalf("crash: %v", fx)
 	}
-	if s, ok := fx[1].(*settle); !ok || s.Result.StopReason != subagent.Error {
-		t.Fatalf("crash must settle with error: %v", fx[1])
+	fx = l.step(inStopped{})
+	var crash *CrashError
+	if s, ok := fx[1].(*settle); !ok || s.Result.StopReason != subagent.Error || !errors.As(s.Result.Cause, &crash) || crash.Reason != "boom" {
+		t.Fatalf("the supervisor's Stop must settle error with the crash: %v", fx)
 	}
 	if fx := l.step(inExited{Result: subagent.Result{StopReason: subagent.Completed}}); len(fx) != 0 {
-		t.Fatalf("exit after crash settled again: %v", fx)
+		t.Fatalf("exit after the stop settled again: %v", fx)
+	}
+}
+
+// Contract A3: a Restart of a run without a checkpoint settles error; of
+// one with a checkpoint relaunches its child (a live one once it exits);
+// a Resume lets a live child go on and settles a dead one's run error.
+func TestA3_LifecycleDirectives(t *testing.T) {
+	l := newLifecycle(false)
+	l.step(inExited{Panic: "bug"})
+	fx := l.step(inRestart{})
+	if s, ok := fx[len(fx)-1].(*settle); !ok || s.Result.StopReason != subagent.Error || !strings.Contains(s.Result.Detail, "no checkpoint") {
+		t.Fatalf("restart without a checkpoint: %v", fx)
+	}
+	l = newLifecycle(true)
+	l.step(inExited{Panic: "bug"})
+	if fx := l.step(inRestart{}); len(fx) != 1 || fx[0].(*relaunchChild).Attempt != 1 {
+		t.Fatalf("restart of a dead child: %v", fx)
+	}
+	l.step(inCrash{Reason: "actor bug"})
+	if fx := l.step(inRestart{}); len(fx) != 1 || !errors.Is(fx[0].(*cancelChild).Cause, errRelaunch) {
+		t.Fatalf("restart of a live child must stop it first: %v", fx)
+	}
+	if fx := l.step(inExited{Result: subagent.Result{StopReason: subagent.Aborted}}); len(fx) != 1 || fx[0].(*relaunchChild).Attempt != 2 {
+		t.Fatalf("the stopped child's exit must relaunch it: %v", fx)
+	}
+	l.step(inCrash{Reason: "actor bug"})
+	if fx := l.step(inResume{}); len(fx) != 0 {
+		t.Fatalf("resume with a live child: %v", fx)
+	}
+	l.step(inExited{Panic: "bug"})
+	fx = l.step(inResume{})
+	if s, ok := fx[len(fx)-1].(*settle); !ok || s.Result.StopReason != subagent.Error {
+		t.Fatalf("resume of a dead child: %v", fx)
 	}
 }
 
@@ -255,7 +291,7 @@ func TestS5_LifecycleCancelWinsOverALateCompletionOrFault(t *testing.T) {
 		{Result: subagent.Result{StopReason: subagent.Error, Detail: "transport closed"}},
 		{Err: errors.New("connection reset")},
 	} {
-		l := newLifecycle(false, subagent.RestartPolicy{})
+		l := newLifecycle(false)
 		l.step(inCancel{Cause: context.DeadlineExceeded})
 		fx := l.step(exit)
 		s, ok := fx[len(fx)-1].(*settle)
@@ -263,7 +299,7 @@ func TestS5_LifecycleCancelWinsOverALateCompletionOrFault(t *testing.T) {
 			t.Fatalf("exit %+v after a cancel settled %+v", exit, fx)
 		}
 	}
-	l := newLifecycle(false, subagent.RestartPolicy{})
+	l := newLifecycle(false)
 	fx := l.step(inExited{Result: subagent.Result{StopReason: subagent.Completed}})
 	s := *fx[0].(*settle) // the effects are valid until the next Step
 	l.step(inCancel{Cause: context.Canceled})
@@ -272,25 +308,27 @@ func TestS5_LifecycleCancelWinsOverALateCompletionOrFault(t *testing.T) {
 	}
 }
 
-// TestA2_LifecycleRelaunchWatchAndAckProperties drives a relaunchable
-// lifecycle with random crashes, child exits (some panicking), watchers,
-// dispose requests and cancels over advancing time, and checks: a relaunch
-// consumes the restart budget, never more than Max within any Window; the
-// run settles at most once and never relaunches after it; every
-// watcher is told of the settle exactly once and only after it; every
-// watcher and every disposer that asked for an acknowledgement is told of
-// quiescence exactly once, and only at it.
-func TestA2_LifecycleRelaunchWatchAndAckProperties(t *testing.T) {
+// TestA3_LifecycleSupervisionWatchAndAckProperties drives a lifecycle with
+// random crashes, child exits (some panicking), watchers, dispose
+// requests and cancels, answering each escalated crash with a random
+// supervisor directive (Restart, Resume, Stop) as protoactor would, and
+// checks: a crash is escalated only while the run is open, and the child
+// relaunches only after a Restart; the run settles at most once and
+// never relaunches after it; every watcher is told of the settle exactly
+// once and only after it; every watcher and every disposer that asked for
+// an acknowledgement is told of quiescence exactly once, and only at it.
+func TestA3_LifecycleSupervisionWatchAndAckProperties(t *testing.T) {
 	rapid.Check(t, func(t *rapid.T) {
-		policy := subagent.RestartPolicy{Max: rapid.IntRange(0, 3).Draw(t, "max"), Window: time.Duration(rapid.IntRange(1, 10).Draw(t, "window")) * time.Second}
-		l := newLifecycle(true, policy)
+		relaunchable := rapid.Bool().Draw(t, "relaunchable")
+		l := newLifecycle(relaunchable)
 		now := time.Unix(0, 0)
 		var (
-			budget           []time.Time // when a relaunch was granted
 			settled          bool
 			quiesced         bool
 			childLive        = true
 			relaunchPending  bool
+			restartOrdered   bool
+			escalated        bool
 			stopRequested    bool
 			watchers, ackers []string
 			toldSettled      = map[string]int{}
@@ -302,17 +340,21 @@ func TestA2_LifecycleRelaunchWatchAndAckProperties(t *testing.T) {
 				switch f := f.(type) {
 				case *cancelChild:
 					if errors.Is(f.Cause, errRelaunch) {
-						budget = append(budget, now)
+						if !restartOrdered {
+							t.Fatalf("the child was stopped to relaunch without a Restart")
+						}
 						relaunchPending = true
 					}
-				case *relaunchChild:
+				case *escalate:
 					if settled {
-						t.Fatalf("relaunched after the settle")
+						t.Fatalf("escalated a crash after the settle")
 					}
-					if !relaunchPending {
-						budget = append(budget, now) // a panicking exit relaunches at once
+					escalated = true
+				case *relaunchChild:
+					if settled || !restartOrdered {
+						t.Fatalf("relaunched (settled %v, restart ordered %v)", settled, restartOrdered)
 					}
-					relaunchPending = false
+					restartOrdered, relaunchPending = false, false
 					childLive = true
 				case *settle:
 					if settled {
@@ -343,6 +385,23 @@ func TestA2_LifecycleRelaunchWatchAndAckProperties(t *testing.T) {
 				apply(inStopped{})
 				continue
 			}
+			if escalated { // the mailbox is suspended until the directive
+				escalated = false
+				switch rapid.IntRange(0, 2).Draw(t, "directive") {
+				case 0:
+					restartOrdered = true
+					apply(inRestart{})
+					if !relaunchPending && !childLive {
+						restartOrdered = false // no checkpoint: settled instead
+					}
+					apply(inResume{})
+				case 1:
+					apply(inResume{})
+				case 2:
+					apply(inStopped{})
+				}
+				continue
+			}
 			switch rapid.IntRange(0, 6).Draw(t, "input") {
 			case 0:
 				apply(inCrash{Reason: "boom", At: now})
@@ -360,7 +419,7 @@ func TestA2_LifecycleRelaunchWatchAndAckProperties(t *testing.T) {
 					}
 					apply(exit)
 					if relaunchPending && !childLive {
-						relaunchPending = false // cancelled or disposed meanwhile
+						relaunchPending, restartOrdered = false, false // cancelled or disposed meanwhile
 					}
 				}
 			case 2:
@@ -385,17 +444,6 @@ func TestA2_LifecycleRelaunchWatchAndAckProperties(t *testing.T) {
 				apply(inDispose{})
 			case 6:
 				apply(inTake{ID: "take"})
-			}
-		}
-		for i, at := range budget {
-			n := 0
-			for _, other := range budget[:i+1] {
-				if at.Sub(other) < policy.Window {
-					n++
-				}
-			}
-			if n > policy.Max {
-				t.Fatalf("%d relaunches within %v (max %d): %v", n, policy.Window, policy.Max, budget)
 			}
 		}
 		for _, w := range watchers {

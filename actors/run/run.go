@@ -199,12 +199,21 @@ func Start(sys *actors.System, spec Spec) Run {
 	if spec.Child != nil {
 		relaunchable = spec.Relaunchable
 	}
-	a.life.init(relaunchable, spec.Restarts)
-	if !relaunchable || spec.Restarts.Max <= 0 {
+	a.life.init(relaunchable)
+	if !relaunchable {
 		a.bound = spec.Cancel
 	}
 	a.quiet.Store(a.life.quietTake())
-	h.pid.Store(h.sys.Root.SpawnPrefix(inline.Props(func() actor.Actor { return a }), "run-"))
+	// The producer hands protoactor the same actor on a restart, which
+	// keeps the run's state: the restart relaunches its child.
+	props := inline.Props(func() actor.Actor { return a })
+	parent, _ := spec.Ctx.Value(spawnerKey{}).(*spawner)
+	if parent != nil {
+		parent.pid = parent.in.SpawnPrefix(props, "run-")
+		h.pid.Store(parent.pid)
+	} else {
+		h.pid.Store(supervised(h.sys, spec.Restarts).SpawnPrefix(props, "run-"))
+	}
 	return h
 }
 

@@ -1,0 +1,110 @@
+package run
+
+import (
+	"context"
+	"errors"
+	"sync"
+
+	"github.com/asynkron/protoactor-go/actor"
+	"github.com/asynkron/protoactor-go/extensions"
+
+	"github.com/subactor/subactor/subagent"
+)
+
+// A run actor is supervised with protoactor's own machinery: when its
+// child or the actor itself crashes, the actor escalates the failure
+// (*CrashError) to its parent actor, whose SupervisorStrategy decides.
+// Restart relaunches the child from its last checkpoint (a run without
+// one settles error), Stop settles the run error with the crash as its
+// cause, Resume goes on with a live child (a dead one settles error), and
+// Escalate hands the failure up, whose restart stops the run. A run that
+// Start spawns at the root has a guardian whose strategy is its restart
+// policy's (Strategy); one that Spawn puts under an actor has that
+// actor's.
+
+// Strategy is the supervisor strategy a restart policy stands for: at
+// most p.Max restarts within any p.Window, each a relaunch from the last
+// checkpoint; past it, or with the zero policy, a crash stops the run,
+// which settles error. It is the strategy the Service supervises its runs
+// with (registry.WithRunRestarts).
+func Strategy(p subagent.RestartPolicy) actor.SupervisorStrategy {
+	return actor.NewOneForOneStrategy(max(p.Max, 0), p.Window, actor.DefaultDecider)
+}
+
+// guardians are the root contexts a system's runs are spawned from, one
+// per restart policy, each with a guardian that supervises with the
+// policy's Strategy: protoactor makes one guardian per strategy value, so
+// the strategies are kept, not made per run.
+type guardians struct {
+	mu    sync.Mutex
+	roots map[subagent.RestartPolicy]*actor.RootContext
+}
+
+var guardiansID = extensions.NextExtensionID()
+
+// ExtensionID implements extensions.Extension.
+func (*guardians) ExtensionID() extensions.ExtensionID { return guardiansID }
+
+// registering serialises the first registration of a system's guardians.
+var registering sync.Mutex
+
+// supervised returns the root context that spawns sys's runs under the
+// guardian of policy p.
+func supervised(sys *actor.ActorSystem, p subagent.RestartPolicy) *actor.RootContext {
+	g, _ := sys.Extensions.Get(guardiansID).(*guardians)
+	if g == nil {
+		registering.Lock()
+		if g, _ = sys.Extensions.Get(guardiansID).(*guardians); g == nil {
+			g = &guardians{roots: map[subagent.RestartPolicy]*actor.RootContext{}}
+			sys.Extensions.Register(g)
+		}
+		registering.Unlock()
+	}
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	r := g.roots[p]
+	if r == nil {
+		r = actor.NewRootContext(sys, nil).WithGuardian(Strategy(p))
+		g.roots[p] = r
+	}
+	return r
+}
+
+// spawner is where Spawn asks a provider's run to be spawned, and the
+// run actor's PID once it is.
+type spawner struct {
+	in  actor.SpawnerContext
+	pid *actor.PID
+}
+
+type spawnerKey struct{}
+
+// ErrNotActor means a provider's run is no run actor of this process, so
+// it cannot be spawned under an actor (a remote run lives on its host).
+var ErrNotActor = errors.New("run: the provider's run is not a local run actor")
+
+// Spawn starts a child through provider p as a run actor spawned under
+// parent (an actor's Context, a RootContext, or a cluster member's), and
+// returns its PID: parent's SupervisorStrategy supervises it, parent may
+// Watch it (Terminated once it has quiesced after a Dispose), and every
+// command is a message in package messages: Steer (answered by a
+// SteerAnswer), SteerWithdraw, Cancel, Dispose (RunQuiesced) and Watch
+// (RunSettled, then RunQuiesced). Stopping parent cancels the run.
+//
+// p.Start runs on the caller's goroutine, so an actor calling Spawn from
+// its Receive waits for the provider's setup (an ACP agent's handshake,
+// say). ctx bounds that setup only: the run lives until it is disposed
+// or parent stops. The run gets a fresh id unless ctx carries the
+// Service's scope.
+func Spawn(ctx context.Context, parent actor.SpawnerContext, p subagent.Provider, req subagent.StartRequest) (*actor.PID, error) {
+	sp := &spawner{in: parent}
+	r, err := p.Start(context.WithValue(context.WithoutCancel(ctx), spawnerKey{}, sp), req)
+	if err != nil {
+		return nil, err
+	}
+	if sp.pid == nil {
+		_ = r.Dispose(ctx)
+		return nil, ErrNotActor
+	}
+	return sp.pid, nil
+}
