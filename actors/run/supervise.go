@@ -35,37 +35,31 @@ func Strategy(p subagent.RestartPolicy) actor.SupervisorStrategy {
 // per restart policy, each with a guardian that supervises with the
 // policy's Strategy: protoactor makes one guardian per strategy value, so
 // the strategies are kept, not made per run.
-type guardians struct {
-	mu    sync.Mutex
-	roots map[subagent.RestartPolicy]*actor.RootContext
-}
+type guardians map[subagent.RestartPolicy]*actor.RootContext
 
 var guardiansID = extensions.NextExtensionID()
 
 // ExtensionID implements extensions.Extension.
-func (*guardians) ExtensionID() extensions.ExtensionID { return guardiansID }
+func (guardians) ExtensionID() extensions.ExtensionID { return guardiansID }
 
-// registering serialises the first registration of a system's guardians.
-var registering sync.Mutex
+// guarding serialises every use of the guardians: protoactor's
+// extensions are a plain array, so a Get beside a Register is a race.
+var guarding sync.Mutex
 
 // supervised returns the root context that spawns sys's runs under the
 // guardian of policy p.
 func supervised(sys *actor.ActorSystem, p subagent.RestartPolicy) *actor.RootContext {
-	g, _ := sys.Extensions.Get(guardiansID).(*guardians)
+	guarding.Lock()
+	defer guarding.Unlock()
+	g, _ := sys.Extensions.Get(guardiansID).(guardians)
 	if g == nil {
-		registering.Lock()
-		if g, _ = sys.Extensions.Get(guardiansID).(*guardians); g == nil {
-			g = &guardians{roots: map[subagent.RestartPolicy]*actor.RootContext{}}
-			sys.Extensions.Register(g)
-		}
-		registering.Unlock()
+		g = guardians{}
+		sys.Extensions.Register(g)
 	}
-	g.mu.Lock()
-	defer g.mu.Unlock()
-	r := g.roots[p]
+	r := g[p]
 	if r == nil {
 		r = actor.NewRootContext(sys, nil).WithGuardian(Strategy(p))
-		g.roots[p] = r
+		g[p] = r
 	}
 	return r
 }
