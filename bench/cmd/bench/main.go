@@ -434,7 +434,9 @@ var perOp = []struct {
 // onePDelegations measures the two CPU goals' sides again with one P
 // (GOMAXPROCS=1), where handing a goroutine to another P, and waking an
 // idle thread to take it, cannot happen: what is left is the work itself.
-// Informational; the goals are judged at the machine's P count.
+// Like with like: every side runs onePCount operations a round, in the
+// same interleaved rounds of one process. floor-lean-1p is judged from
+// these figures; the other ratio is informational.
 func onePDelegations(ctx context.Context, count int) ([]Delegation, error) {
 	var ops []struct {
 		name  string
@@ -444,6 +446,7 @@ func onePDelegations(ctx context.Context, count int) ([]Delegation, error) {
 	for _, o := range perOp {
 		switch o.name {
 		case "LeanFloor", "SubactorSpawn", "SubactorParentRun", "EinoCompiled":
+			o.count = onePCount
 			ops = append(ops, o)
 		}
 	}
@@ -451,6 +454,9 @@ func onePDelegations(ctx context.Context, count int) ([]Delegation, error) {
 	logf("per operation at one P (GOMAXPROCS=1)")
 	return delegations(ctx, count, ops)
 }
+
+// onePCount is the operations of each one-P round, alike for every side.
+const onePCount = 10000
 
 // delegations runs every benchmark once per round, count rounds, and keeps
 // the median of each figure. Interleaving the rounds lets whatever else the
