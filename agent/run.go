@@ -13,7 +13,6 @@ import (
 	"time"
 	"unicode/utf8"
 
-	"github.com/subactor/subactor/internal/agentrun"
 	"github.com/subactor/subactor/internal/lifetime"
 	"github.com/subactor/subactor/internal/schema"
 	"github.com/subactor/subactor/persistence"
@@ -32,28 +31,33 @@ import (
 // nil. A panic in the Model is not recovered: the caller above the loop (the
 // run actor) owns that failure, while a panicking Tool becomes an error
 // result.
-func (a *Agent) Run(ctx context.Context, prompt []subagent.ContentBlock, steer SteerSource) subagent.Result {
+//
+// A steer source that owns ctx (a run actor's Gate: its Context method
+// returns ctx and its Cancel method ctx's cancel) has the loop run under
+// ctx as it is, and Close cancels ctx through that cancel; the owner
+// cancels ctx once Run has returned. Any other ctx gets a cancellable
+// context of Run's own for Close.
+func (a *Agent) Run(ctx context.Context, prompt []subagent.ContentBlock, steer SteerSource) (res subagent.Result) {
+	if o, ok := steer.(interface {
+		Context() context.Context
+		Cancel() context.CancelCauseFunc
+	}); ok && o.Context() == ctx {
+		if cancel := o.Cancel(); cancel != nil {
+			a.runUnder(ctx, cancel, prompt, steer, &res)
+			return res
+		}
+	}
 	ctx, cancel := context.WithCancelCause(ctx)
 	defer cancel(nil)
-	var res subagent.Result
 	a.runUnder(ctx, cancel, prompt, steer, &res)
 	return res
 }
 
-func init() {
-	agentrun.Under = func(a subagent.Agent, ctx context.Context, cancel context.CancelCauseFunc, steer agentrun.SteerSource, res *subagent.Result) {
-		a.(*Agent).runUnder(ctx, cancel, nil, steer, res)
-	}
-}
-
-// runUnder is Run for a caller that made the activation's context itself
-// (a run actor, through package agentrun): the loop runs under ctx as it
-// is, without a context of its own, and Close cancels it through cancel
-// (with ErrClosed), which must be ctx's. The caller cancels ctx once
-// runUnder has returned. The result is written
-// to *res, not returned: a parked child's stack is most of what it costs
-// (issue 11), and a result passed up by value takes room in every frame
-// under the model call.
+// runUnder is Run under ctx as it is, without a context of its own:
+// Close cancels ctx through cancel (with ErrClosed), which must be ctx's.
+// The result is written to *res, not returned: a parked child's stack is
+// most of what it costs (issue 11), and a result passed up by value takes
+// room in every frame under the model call.
 func (a *Agent) runUnder(ctx context.Context, cancel context.CancelCauseFunc, prompt []subagent.ContentBlock, steer SteerSource, res *subagent.Result) {
 	if !a.running.CompareAndSwap(false, true) {
 		inProgress(res)

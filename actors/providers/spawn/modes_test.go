@@ -242,8 +242,8 @@ func TestR2_TwoChildrenWaitedInTurnBothProgress(t *testing.T) {
 }
 
 // Contract E2 with R3: a child's published agent can be closed by whoever
-// holds it. The child's loop runs under its run's own context (package
-// agentrun), so Close cancels that context: the model call in progress
+// holds it. The child's loop runs under its run's own context (its Gate
+// owns it), so Close cancels that context: the model call in progress
 // ends, and the run settles aborted with the agent's ErrClosed as cause.
 func TestE2_R3_ClosingAChildsAgentEndsItsRun(t *testing.T) {
 	calls := make(chan struct{}, 1)

@@ -20,7 +20,6 @@ import (
 	"github.com/subactor/subactor/actors"
 	"github.com/subactor/subactor/actors/run"
 	"github.com/subactor/subactor/agent"
-	"github.com/subactor/subactor/internal/agentrun"
 	"github.com/subactor/subactor/internal/depth"
 	"github.com/subactor/subactor/internal/descriptor"
 	"github.com/subactor/subactor/internal/ids"
@@ -406,14 +405,13 @@ type child struct {
 }
 
 // Run implements run.Child: the agent's loop under the run's context
-// itself (package agentrun), from where the log ends: its prompt is
-// logged already (with the session, or as a resumed child took its log),
-// and relaunched after a crash its history holds exactly what the log
-// acknowledged, so the same agent continues there. The result goes
-// straight to the Gate's Exit, not up the child's stack (issue 11).
+// itself (the Gate owns it: see agent.Agent.Run), from where the log
+// ends: its prompt is logged already (with the session, or as a resumed
+// child took its log), and relaunched after a crash its history holds
+// exactly what the log acknowledged, so the same agent continues there.
 func (c *child) Run(g run.Gate) {
 	exit := g.Exit()
-	agentrun.Under(c.agent, g.Context(), g.Cancel(), g, &exit.Result)
+	exit.Result = c.agent.Run(g.Context(), nil, g)
 	confirm(exit)
 }
 
