@@ -60,12 +60,12 @@ func (a *Agent) Run(ctx context.Context, prompt []subagent.ContentBlock, steer S
 // room in every frame under the model call.
 func (a *Agent) runUnder(ctx context.Context, cancel context.CancelCauseFunc, prompt []subagent.ContentBlock, steer SteerSource, res *subagent.Result) {
 	if !a.running.CompareAndSwap(false, true) {
-		inProgress(res)
+		*res = subagent.Result{StopReason: subagent.Error, Detail: "agent: Run is already in progress"}
 		return
 	}
 	defer a.leave()
 	if !a.enter(cancel) {
-		closedTo(res)
+		*res = subagent.Result{StopReason: subagent.Aborted, Detail: ErrClosed.Error(), Cause: ErrClosed}
 		return
 	}
 	l := loop{a: a, ctx: ctx}
@@ -75,13 +75,13 @@ func (a *Agent) runUnder(ctx context.Context, cancel context.CancelCauseFunc, pr
 		// less under the model call (see loop).
 		for l.step = 1; ; l.step++ {
 			if l.ctx.Err() != nil {
-				abortedTo(l.ctx, res)
+				*res = aborted(l.ctx)
 				break
 			}
 			// Check the budget before Take so that no steer message is
 			// taken that no request will carry.
 			if l.step > int(a.maxSteps) {
-				a.stepLimit(res)
+				*res = subagent.Result{StopReason: subagent.Error, Detail: fmt.Sprintf("agent: step limit of %d model calls reached", a.maxSteps)}
 				break
 			}
 			if steer != nil && !l.admit(steer, res) {
@@ -147,24 +147,8 @@ func (a *Agent) leave() {
 	a.running.Store(false)
 }
 
-// inProgress is how a Run settles while another is in progress.
-//
-//go:noinline
-func inProgress(res *subagent.Result) {
-	*res = subagent.Result{StopReason: subagent.Error, Detail: "agent: Run is already in progress"}
-}
-
-// closedTo is how a Run of a closed agent settles.
-//
-//go:noinline
-func closedTo(res *subagent.Result) {
-	*res = subagent.Result{StopReason: subagent.Aborted, Detail: ErrClosed.Error(), Cause: ErrClosed}
-}
-
 // end completes the result with the run's usage and, unless the final
 // turn carried it, records how the run stopped.
-//
-//go:noinline
 func (l *loop) end(res *subagent.Result, recorded bool) {
 	a, ctx := l.a, l.ctx
 	if res.Usage == nil {
@@ -186,11 +170,7 @@ func (a *Agent) usageSoFar() *subagent.Usage {
 // recordStop appends how an activation that ended without a final turn
 // stopped, also after a cancel (a final turn carries it in its own
 // append). It is informational: a failure is the store's to report on the
-// next append, and the result already says how the run ended. Not inlined:
-// its locals in Run's frame would sit under every call of the loop, and a
-// parked child's stack is most of what it costs (issue 11).
-//
-//go:noinline
+// next append, and the result already says how the run ended.
 func (a *Agent) recordStop(ctx context.Context, res subagent.Result) {
 	_ = a.commit(context.WithoutCancel(ctx), &res, ownNothing)
 }
@@ -223,18 +203,9 @@ func (a *Agent) retrySink() func(int, error, time.Duration) {
 	return a.onRetry
 }
 
-// stepLimit settles a run out of model calls.
-//
-//go:noinline
-func (a *Agent) stepLimit(res *subagent.Result) {
-	*res = subagent.Result{StopReason: subagent.Error, Detail: fmt.Sprintf("agent: step limit of %d model calls reached", a.maxSteps)}
-}
-
 // begin answers the calls an earlier run left without results (see
 // recoverCalls) and appends prompt as a user turn; false when the run must
 // end at once, with *res.
-//
-//go:noinline
 func (l *loop) begin(prompt []subagent.ContentBlock, res *subagent.Result) bool {
 	a, ctx := l.a, l.ctx
 	if calls := a.unanswered(); len(calls) > 0 {
@@ -328,8 +299,6 @@ func (l *loop) generate(res *subagent.Result) (done, recorded bool) {
 }
 
 // modelFailed settles a run whose model call failed.
-//
-//go:noinline
 func (a *Agent) modelFailed(ctx context.Context, step int, err error, res *subagent.Result) {
 	a.notify(step, subagent.ModelCallFinished, err.Error(), true, nil)
 	if ctx.Err() != nil {
@@ -343,8 +312,6 @@ func (a *Agent) modelFailed(ctx context.Context, step int, err error, res *subag
 // and runs its tool calls, or settles the run with *res. done says
 // whether the run ends, recorded is as for loop. The tools offered are
 // those of the step's request (a.offers).
-//
-//go:noinline
 func (a *Agent) turn(l *loop, resp Response, res *subagent.Result) (done, recorded bool) {
 	ctx, step, corrected := l.ctx, l.step, &l.corrected
 	if a.onStep != nil {
@@ -381,7 +348,7 @@ func (a *Agent) turn(l *loop, resp Response, res *subagent.Result) (done, record
 		own |= ownContent
 	}
 	if err := a.commit(ctx, end, own, *msg); err != nil {
-		a.storeFailedTo(ctx, err, res)
+		*res = a.storeFailed(ctx, err)
 		return true, false
 	}
 	if end != nil {
@@ -396,7 +363,7 @@ func (a *Agent) turn(l *loop, resp Response, res *subagent.Result) (done, record
 	a.callsAt = a.seq // the turn's own record: its calls have not started
 	a.appendMu.Unlock()
 	if err := a.runTools(l.toolCtx(), step, msg.ToolCalls, a.offers, malformed); err != nil {
-		a.storeFailedTo(ctx, err, res)
+		*res = a.storeFailed(ctx, err)
 		return true, false
 	}
 	return false, false
@@ -476,8 +443,6 @@ func orderAfter(msgs []Message, i int) {
 // admit takes the pending steer messages and appends them as user turns,
 // so that the next request carries them. It is false when the run must end,
 // with *res.
-//
-//go:noinline
 func (l *loop) admit(steer SteerSource, res *subagent.Result) bool {
 	a, ctx, step := l.a, l.ctx, l.step
 	taken, err := steer.Take(ctx)
@@ -504,11 +469,6 @@ func (l *loop) admit(steer SteerSource, res *subagent.Result) bool {
 	return true
 }
 
-// abortedTo settles a run whose context ended (see aborted).
-//
-//go:noinline
-func abortedTo(ctx context.Context, res *subagent.Result) { *res = aborted(ctx) }
-
 // aborted settles a run whose context ended, keeping why (a deadline, a
 // cancel) as the Cause.
 func aborted(ctx context.Context) subagent.Result {
@@ -527,24 +487,15 @@ func (a *Agent) storeFailed(ctx context.Context, err error) subagent.Result {
 	return res
 }
 
-// storeFailedTo writes storeFailed to res, out of its caller's frame.
-//
-//go:noinline
-func (a *Agent) storeFailedTo(ctx context.Context, err error, res *subagent.Result) {
-	*res = a.storeFailed(ctx, err)
-}
-
 // correct is the one corrective turn of a final answer that missed the
 // output schema (invalid says how): the model sees why and answers again.
 // It is true when the run must end, with *res.
-//
-//go:noinline
 func (a *Agent) correct(ctx context.Context, msg *Message, invalid error, res *subagent.Result) bool {
 	fix := Message{Role: User, Content: []subagent.ContentBlock{subagent.Text(
 		"Your final answer does not match the required JSON schema: " + invalid.Error() +
 			". Answer again with only a JSON value that matches it.")}}
 	if err := a.commit(ctx, nil, ownNothing, *msg, fix); err != nil {
-		a.storeFailedTo(ctx, err, res)
+		*res = a.storeFailed(ctx, err)
 		return true
 	}
 	return false
@@ -709,7 +660,8 @@ func decoded(m *Message, data []byte, own ownership) error {
 		valid = valid && utf8.ValidString(c.ID) && utf8.ValidString(c.Name)
 	}
 	if !valid {
-		return decode(data, m)
+		*m = Message{}
+		return json.Unmarshal(data, m)
 	}
 	switch {
 	case len(m.Content) == 0:
@@ -727,14 +679,6 @@ func decoded(m *Message, data []byte, own ownership) error {
 		}
 	}
 	return nil
-}
-
-// decode is decoded's rare case, out of the frame of every commit.
-//
-//go:noinline
-func decode(data []byte, m *Message) error {
-	*m = Message{}
-	return json.Unmarshal(data, m)
 }
 
 // sanitizeArgs makes the arguments of every tool call of msg compact JSON,
@@ -778,8 +722,6 @@ type offer struct {
 // OnStep the model call starts. The tools and their specs are asked
 // afresh every step; when they are what the last request offered, the two
 // share the slices (which are never changed once made).
-//
-//go:noinline
 func (a *Agent) request(step int) (req Request) {
 	req = Request{
 		MaxTokens: a.opts.MaxTokens,
