@@ -3,6 +3,7 @@ package bench
 import (
 	"bytes"
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"math"
@@ -16,6 +17,8 @@ import (
 	"strings"
 	"syscall"
 	"time"
+
+	"github.com/dustin/go-humanize"
 )
 
 // TreeTotals are the figures of a generated tree, known from generating it.
@@ -180,7 +183,35 @@ type MainJobResult struct {
 	Error                           string `json:"error,omitempty"`
 }
 
-var surveyLine = regexp.MustCompile(`survey [^:]*: (\d+) files, (\d+) lines, (\d+) bytes in (\d+) folders`)
+// surveyLine is the first line of the survey's answer: files, lines,
+// the size in binary units (as du -h says it) and the folders, counts
+// with thousands separators.
+var surveyLine = regexp.MustCompile(`survey [^:]*: ([\d,]+) files?, ([\d,]+) lines?, ([0-9.]+ [KMGTPE]?i?B) in ([\d,]+) folders?`)
+
+// surveyAnswer is the answer of `node run -json`'s result line (its last
+// line of type node/result), or why there is none.
+func surveyAnswer(out []byte) (string, error) {
+	var answer string
+	found := false
+	for _, line := range bytes.Split(out, []byte("\n")) {
+		var v struct {
+			Type       string `json:"type"`
+			StopReason string `json:"stopReason"`
+			Answer     string `json:"answer"`
+		}
+		if len(bytes.TrimSpace(line)) == 0 || json.Unmarshal(line, &v) != nil || v.Type != "node/result" {
+			continue
+		}
+		if v.StopReason != "completed" {
+			return "", fmt.Errorf("node run stopped %s: %q", v.StopReason, v.Answer)
+		}
+		answer, found = v.Answer, true
+	}
+	if !found {
+		return "", fmt.Errorf("node run -json printed no result: %q", out)
+	}
+	return answer, nil
+}
 
 // PipelineScript is the main job's baseline: GNU wc counting the lines
 // and bytes of every file find lists (wc reads each file once, in bulk,
@@ -229,7 +260,7 @@ func MainJob(ctx context.Context, node, dir string, size int64, rounds int) (Mai
 		if memory {
 			data = ":memory:"
 		}
-		cmd := exec.CommandContext(ctx, node, "run", "-quiet", "-data", data, "-dir", tree)
+		cmd := exec.CommandContext(ctx, node, "run", "-json", "-quiet", "-data", data, "-dir", tree)
 		var stderr bytes.Buffer
 		cmd.Stderr = &stderr
 		out, wall, cpu, err := timed(cmd)
@@ -239,14 +270,23 @@ func MainJob(ctx context.Context, node, dir string, size int64, rounds int) (Mai
 		if err != nil {
 			return times{}, fmt.Errorf("node run: %w: %s", err, stderr.Bytes())
 		}
-		m := surveyLine.FindStringSubmatch(string(out))
+		answer, err := surveyAnswer(out)
+		if err != nil {
+			return times{}, err
+		}
+		m := surveyLine.FindStringSubmatch(answer)
 		if m == nil {
-			return times{}, fmt.Errorf("node run printed no survey line: %q", out)
+			return times{}, fmt.Errorf("node run answered no survey line: %q", answer)
 		}
 		r.Answer = m[0]
-		r.NodeFiles, _ = strconv.ParseInt(m[1], 10, 64)
-		r.NodeLines, _ = strconv.ParseInt(m[2], 10, 64)
-		r.NodeBytes, _ = strconv.ParseInt(m[3], 10, 64)
+		r.NodeFiles, _ = strconv.ParseInt(strings.ReplaceAll(m[1], ",", ""), 10, 64)
+		r.NodeLines, _ = strconv.ParseInt(strings.ReplaceAll(m[2], ",", ""), 10, 64)
+		// The answer gives the size in binary units: it is the tree's
+		// when it reads as the tree's does.
+		r.NodeBytes = -1
+		if m[3] == humanize.IBytes(uint64(r.Tree.Bytes)) {
+			r.NodeBytes = r.Tree.Bytes
+		}
 		return times{wall, cpu}, nil
 	}
 	// Warm the page cache and check that both work.

@@ -3,12 +3,15 @@ package bench
 import (
 	"bytes"
 	"context"
+	"encoding/json"
 	"fmt"
 	"io/fs"
 	"os"
 	"path/filepath"
 	"strings"
 	"testing"
+
+	"github.com/dustin/go-humanize"
 )
 
 // fakeNode, when set in the environment, makes the test binary act as the
@@ -39,7 +42,9 @@ func init() {
 		fmt.Fprintln(os.Stderr, err)
 		os.Exit(1)
 	}
-	fmt.Printf("session x\nsurvey %s: %d files, %d lines, %d bytes in 1 folders (0 delegated)\n", tree, files, lines, size)
+	// As node run -json prints it: the session, then the result.
+	answer, _ := json.Marshal(fmt.Sprintf("survey %s: %s files, %s lines, %s in 1 folder (0 delegated)\n- (top level): ...", tree, humanize.Comma(files), humanize.Comma(lines), humanize.IBytes(uint64(size))))
+	fmt.Printf("{\"type\":\"node/session\",\"sessionId\":\"x\"}\n{\"type\":\"node/result\",\"sessionId\":\"x\",\"stopReason\":\"completed\",\"answer\":%s}\n", answer)
 	os.Exit(0)
 }
 
