@@ -340,7 +340,9 @@ func TestX1_ClientDisconnectingMidTurnLeavesNothingRunning(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	go func() { _, _ = c.conn.Prompt(ctx, sdk.PromptRequest{SessionId: s.SessionId, Prompt: prompt("survey .")}) }()
+	go func() {
+		_, _ = c.conn.Prompt(ctx, sdk.PromptRequest{SessionId: s.SessionId, Prompt: prompt("survey .")})
+	}()
 	c.waitFor(t, s.SessionId, "the example child to run", exampleRunning)
 	if len(records(t, data)) == 0 {
 		t.Fatal("the example agent is not recorded running")
