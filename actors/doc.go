@@ -1,10 +1,13 @@
 // Package actors hosts the actor runtime the seam runs on. A System wraps one
-// protoactor actor system with our logger; the registry, parent and run
-// actors live in the subpackages, and the providers in actors/providers.
+// protoactor actor system; the registry, parent and run actors live in the
+// subpackages, and the providers in actors/providers.
 //
-// Callers embedding subactor create one System (or wrap the protoactor
-// system they already run), build a registry.Service on it, register
-// providers and never need to import protoactor themselves.
+// Callers embedding subactor create one System (or Wrap the protoactor
+// system they already run), build a registry.Service on it and register
+// providers; that needs no protoactor of their own. A platform built on
+// protoactor goes further: run.Spawn starts a provider's run as a child
+// of any of its actors, which may Watch it, command it by message (package
+// messages) and supervise it with its own SupervisorStrategy.
 //
 // # The actor tree
 //
@@ -38,19 +41,22 @@
 //
 // # What a crash does
 //
-// protoactor's restart machinery is not used: each seam actor recovers a
-// panic in its Receive in place (package internal/guard).
+// The registry and parent actors recover a panic in their Receive in
+// place (package internal/guard):
 //   - registry: the command being handled is answered with
 //     subagent.ErrServiceCrashed; providers, parents and listeners stay;
 //     its listeners get subagent.ListenerFailed.
 //   - parent: its listeners get subagent.ListenerFailed (an event may be
 //     missing) and stay subscribed; its runs are untouched.
-//   - run: a one-shot run settles with stop reason error and cancels its
-//     child; a continuable one (a provider gave it a relaunch body)
-//     relaunches its child from the last checkpoint within the embedder's
-//     subagent.RestartPolicy. A steer being handled is answered; a Dispose
-//     being handled is carried out. A child's panic is the same kind of
-//     crash.
+//
+// A run actor is supervised with protoactor's own machinery (A3): its
+// crash, or its child's panic, is escalated to its parent actor, whose
+// SupervisorStrategy decides. Restart relaunches the child from its last
+// checkpoint (a run without one settles error), Stop settles it error with
+// the crash, Resume goes on. The Service's runs sit under a guardian whose
+// strategy is its subagent.RestartPolicy (registry.WithRunRestarts); a
+// steer being handled is answered and a Dispose being handled is carried
+// out.
 //
 // Either way every waiter is answered and no call blocks forever.
 //

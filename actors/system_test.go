@@ -2,11 +2,16 @@ package actors_test
 
 import (
 	"bytes"
+	"context"
+	"errors"
 	"log/slog"
 	"strings"
+	"sync"
 	"testing"
 
+	"github.com/subactor/subactor/actors/registry"
 	"github.com/subactor/subactor/internal/testkit"
+	"github.com/subactor/subactor/subagent"
 
 	"github.com/asynkron/protoactor-go/actor"
 	"go.uber.org/goleak"
@@ -85,16 +90,47 @@ func TestNewSystemShutdownStopsItsOwn(t *testing.T) {
 	sys.Shutdown() // idempotent: protoactor's own would panic here
 }
 
-func TestWrapLogsThroughTheEmbeddersLoggerUnlessGivenOne(t *testing.T) {
-	var theirs, ours bytes.Buffer
-	raw := embedderSystem(&theirs)
+// A Service on a wrapped system logs through the embedder's logger: a
+// failing listener is logged there.
+func TestWrapLogsThroughTheEmbeddersLogger(t *testing.T) {
+	theirs := &signalWriter{want: "listener failed", seen: make(chan struct{})}
+	log := slog.New(slog.NewTextHandler(theirs, nil))
+	raw := actor.NewActorSystem(actor.WithLoggerFactory(func(*actor.ActorSystem) *slog.Logger { return log }))
 	defer raw.Shutdown()
-	actors.Wrap(raw).Logger().Warn("to theirs")
-	if !strings.Contains(theirs.String(), "to theirs") {
-		t.Fatalf("the embedder's logger missed our log: %q", theirs.String())
+	svc := registry.New(actors.Wrap(raw))
+	defer svc.Close()
+	defer svc.Listen(func(subagent.Event) error { return errors.New("refused") }).Release()
+	if _, err := svc.RegisterProvider(named("p")); err != nil { // publishes ProviderAdded
+		t.Fatal(err)
 	}
-	actors.Wrap(raw, actors.WithLogger(slog.New(slog.NewTextHandler(&ours, nil)))).Logger().Warn("to ours")
-	if !strings.Contains(ours.String(), "to ours") || strings.Contains(theirs.String(), "to ours") {
-		t.Fatalf("WithLogger not honoured: ours %q, theirs %q", ours.String(), theirs.String())
+	testkit.Recv(t, theirs.seen, "the listener's failure in the embedder's log")
+}
+
+// named is a provider that is only a name.
+type named string
+
+func (n named) Name() string                      { return string(n) }
+func (named) Capabilities() subagent.Capabilities { return subagent.Capabilities{} }
+func (named) InheritsParentContext() bool         { return false }
+func (named) Start(context.Context, subagent.StartRequest) (subagent.Run, error) {
+	return nil, errors.ErrUnsupported
+}
+
+// signalWriter closes seen once what it was written holds want.
+type signalWriter struct {
+	mu   sync.Mutex
+	buf  bytes.Buffer
+	want string
+	seen chan struct{}
+}
+
+func (w *signalWriter) Write(p []byte) (int, error) {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	had := strings.Contains(w.buf.String(), w.want)
+	w.buf.Write(p)
+	if !had && strings.Contains(w.buf.String(), w.want) {
+		close(w.seen)
 	}
+	return len(p), nil
 }

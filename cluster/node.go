@@ -209,7 +209,7 @@ func (n *Node) LossBound() time.Duration { return lossBound(len(n.cfg.Etcd) > 0)
 // on it, since only it is reachable from peers.
 func (n *Node) System() *actors.System { return n.sys }
 
-func (n *Node) logger() *slog.Logger { return n.sys.Logger() }
+func (n *Node) logger() *slog.Logger { return n.sys.ActorSystem().Logger() }
 
 func (n *Node) setMembers(live []*cluster.Member) {
 	var ms []Member

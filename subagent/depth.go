@@ -5,11 +5,3 @@ package subagent
 func DelegationDepthOf(a Agent) int {
 	return max(a.Header().DelegationDepth, a.Options().SubagentDepth)
 }
-
-// AssertMaxDepth checks that m is a valid max depth.
-func AssertMaxDepth(m int) error {
-	if m < 0 {
-		return &InvalidRequestError{Field: "maxDepth", Reason: "must not be negative"}
-	}
-	return nil
-}

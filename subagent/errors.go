@@ -25,8 +25,8 @@ var (
 )
 
 // InvalidRequestError names the field whose value is invalid.
-// Where a field can be wrong in more than one way, Fault tells which (one
-// of the ErrToolFilter… sentinels, matched with errors.Is).
+// Where a field can be wrong in more than one way, Fault is the
+// underlying error (Unwrap returns it beside ErrInvalidRequest).
 type InvalidRequestError struct {
 	Field  string
 	Reason string
@@ -44,13 +44,6 @@ func (e *InvalidRequestError) Unwrap() []error {
 	}
 	return []error{ErrInvalidRequest, e.Fault}
 }
-
-// The distinct ways a tool filter can be invalid (InvalidRequestError.Fault).
-var (
-	ErrToolFilterEmpty     = errors.New("subagent: tool filter allows and denies nothing")
-	ErrToolFilterBlankName = errors.New("subagent: tool filter names an empty tool")
-	ErrToolFilterDuplicate = errors.New("subagent: tool filter names a tool twice")
-)
 
 // cancelledError carries the context's cause and matches both ErrCancelled
 // and the context error.

@@ -35,16 +35,6 @@ func TestD6_DelegationDepthIsTheLargerOfHeaderAndOption(t *testing.T) {
 	}
 }
 
-// Contract D6.
-func TestD6_AssertMaxDepthRefusesANegativeCap(t *testing.T) {
-	if err := subagent.AssertMaxDepth(-1); !errors.Is(err, subagent.ErrInvalidRequest) {
-		t.Fatalf("negative max depth: %v", err)
-	}
-	if err := subagent.AssertMaxDepth(0); err != nil {
-		t.Fatalf("max depth 0: %v", err)
-	}
-}
-
 func TestToolFilterAllowAndDeny(t *testing.T) {
 	var none *subagent.ToolFilter
 	f := &subagent.ToolFilter{Allow: []string{"read", "list"}, Deny: []string{"list"}}

@@ -151,7 +151,7 @@ func New(sys *actors.System, opts ...Option) *Service {
 		f(&o)
 	}
 	a := &registryActor{
-		log:       sys.Logger(),
+		log:       sys.ActorSystem().Logger(),
 		providers: map[string]entry{},
 		parents:   map[string]*parentRef{},
 		maxIdle:   o.IdleParents,
@@ -160,7 +160,7 @@ func New(sys *actors.System, opts ...Option) *Service {
 	pid := raw.Root.SpawnPrefix(inline.Props(func() actor.Actor { return a }), "subagent-registry-")
 	router := &routerActor{routes: map[string]*childRoute{}, waiters: map[waiterID]*reply.To{}}
 	rpid := raw.Root.SpawnPrefix(inline.Props(func() actor.Actor { return router }), "subagent-router-")
-	return &Service{sys: raw, log: sys.Logger(), pid: pid, opts: o, closed: make(chan struct{}), router: rpid}
+	return &Service{sys: raw, log: sys.ActorSystem().Logger(), pid: pid, opts: o, closed: make(chan struct{}), router: rpid}
 }
 
 // Close kills every live activation of a continuable child (its task

@@ -20,6 +20,7 @@ import (
 	"github.com/subactor/subactor/actors/tasks"
 	"github.com/subactor/subactor/internal/capability"
 	"github.com/subactor/subactor/internal/depth"
+	"github.com/subactor/subactor/internal/descriptor"
 	"github.com/subactor/subactor/internal/testkit"
 	"github.com/subactor/subactor/persistence"
 	"github.com/subactor/subactor/subagent"
@@ -291,11 +292,11 @@ func TestS4_InvalidRequestsFailTypedBeforeAnyProviderCode(t *testing.T) {
 		{"schema is not JSON", context.Background(), "all", with(func(r *subagent.StartRequest) { r.OutputSchema = json.RawMessage(`{`) }), invalid("outputSchema")},
 		{"schema root not an object", context.Background(), "all", with(func(r *subagent.StartRequest) { r.OutputSchema = json.RawMessage(`{"type":"array"}`) }), invalid("outputSchema")},
 		{"negative max depth", context.Background(), "all", with(func(r *subagent.StartRequest) { r.MaxDepth = &neg }), invalid("maxDepth")},
-		{"empty tool filter", context.Background(), "all", with(func(r *subagent.StartRequest) { r.ToolFilter = &subagent.ToolFilter{} }), both(invalid("toolFilter"), is(subagent.ErrToolFilterEmpty))},
-		{"blank tool name", context.Background(), "all", with(func(r *subagent.StartRequest) { r.ToolFilter = &subagent.ToolFilter{Deny: []string{""}} }), both(invalid("toolFilter"), is(subagent.ErrToolFilterBlankName))},
+		{"empty tool filter", context.Background(), "all", with(func(r *subagent.StartRequest) { r.ToolFilter = &subagent.ToolFilter{} }), both(invalid("toolFilter"), is(descriptor.ErrFilterEmpty))},
+		{"blank tool name", context.Background(), "all", with(func(r *subagent.StartRequest) { r.ToolFilter = &subagent.ToolFilter{Deny: []string{""}} }), both(invalid("toolFilter"), is(descriptor.ErrFilterBlankName))},
 		{"duplicate tool names", context.Background(), "all", with(func(r *subagent.StartRequest) {
 			r.ToolFilter = &subagent.ToolFilter{Allow: []string{"read", "list"}, Deny: []string{"read"}}
-		}), both(invalid("toolFilter"), is(subagent.ErrToolFilterDuplicate))},
+		}), both(invalid("toolFilter"), is(descriptor.ErrFilterDuplicate))},
 		{"empty persona", context.Background(), "all", with(func(r *subagent.StartRequest) { r.Persona = &empty }), invalid("persona")},
 		{"blank persona", context.Background(), "all", with(func(r *subagent.StartRequest) { r.Persona = &blank }), invalid("persona")},
 		{"missing parent", context.Background(), "all", with(func(r *subagent.StartRequest) { r.Parent = nil }), invalid("parent")},

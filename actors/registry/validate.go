@@ -2,7 +2,6 @@ package registry
 
 import (
 	"fmt"
-	"slices"
 	"strings"
 
 	"github.com/subactor/subactor/internal/capability"
@@ -44,10 +43,8 @@ func validate(p subagent.Provider, req subagent.StartRequest, resume bool) error
 			return invalid("outputSchema", err.Error())
 		}
 	}
-	if req.MaxDepth != nil {
-		if err := subagent.AssertMaxDepth(*req.MaxDepth); err != nil {
-			return err
-		}
+	if req.MaxDepth != nil && *req.MaxDepth < 0 {
+		return invalid("maxDepth", "must not be negative") // D6
 	}
 	if f := req.ToolFilter; f != nil {
 		if err := validateFilter(f); err != nil {
@@ -69,24 +66,10 @@ func validate(p subagent.Provider, req subagent.StartRequest, resume bool) error
 }
 
 func validateFilter(f *subagent.ToolFilter) error {
-	if len(f.Allow) == 0 && len(f.Deny) == 0 {
-		return filterFault(subagent.ErrToolFilterEmpty, "must allow or deny at least one tool")
-	}
-	seen := map[string]bool{}
-	for _, n := range slices.Concat(f.Allow, f.Deny) {
-		if n == "" {
-			return filterFault(subagent.ErrToolFilterBlankName, "tool names must not be empty")
-		}
-		if seen[n] {
-			return filterFault(subagent.ErrToolFilterDuplicate, "duplicate tool name "+n)
-		}
-		seen[n] = true
+	if err := descriptor.CheckFilter(f); err != nil {
+		return &subagent.InvalidRequestError{Field: "toolFilter", Reason: err.Error(), Fault: err}
 	}
 	return nil
-}
-
-func filterFault(fault error, reason string) error {
-	return &subagent.InvalidRequestError{Field: "toolFilter", Reason: reason, Fault: fault}
 }
 
 func invalid(field, reason string) error {

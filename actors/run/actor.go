@@ -141,7 +141,7 @@ func (a *runActor) crashed(c actor.Context, msg any) {
 	switch msg.(type) {
 	case *messages.Steer:
 		if unrecorded {
-			c.Send(c.Sender(), &messages.SteerAnswer{SteerId: steer.SteerId, Reason: "run crashed"})
+			c.Request(c.Sender(), &messages.SteerAnswer{SteerId: steer.SteerId, Reason: "run crashed"})
 		}
 	case *messages.Dispose, dispose:
 		// The crash must not drop a Dispose: its callers wait for it.
@@ -295,7 +295,7 @@ func (a *runActor) apply(c actor.Context, in input) {
 func (a *runActor) answerSteer(c actor.Context, fx *answerSteer) {
 	if to, ok := a.replies()[fx.ID]; ok {
 		delete(a.more.replies, fx.ID)
-		c.Send(to.pid, &messages.SteerAnswer{SteerId: to.id, Admitted: fx.Admitted, Reason: fx.Reason})
+		c.Request(to.pid, &messages.SteerAnswer{SteerId: to.id, Admitted: fx.Admitted, Reason: fx.Reason})
 	}
 }
 
@@ -337,7 +337,7 @@ func (a *runActor) tellSettled(c actor.Context, id string) {
 		if res.Err != nil {
 			settled.Error = res.Err.Error()
 		}
-		c.Send(to, settled)
+		c.Request(to, settled)
 	}
 }
 
@@ -348,7 +348,7 @@ func (a *runActor) relaunch(c actor.Context, attempt int) {
 
 func (a *runActor) tellQuiesced(c actor.Context, id string) {
 	if to := a.senders()[id]; to != nil {
-		c.Send(to, &messages.RunQuiesced{RunId: a.h.id})
+		c.Request(to, &messages.RunQuiesced{RunId: a.h.id})
 	}
 }
 

@@ -2,7 +2,7 @@ package run
 
 import (
 	"context"
-	"errors"
+	"fmt"
 	"sync"
 
 	"github.com/asynkron/protoactor-go/actor"
@@ -18,22 +18,22 @@ import (
 // one settles error), Stop settles the run error with the crash as its
 // cause, Resume goes on with a live child (a dead one settles error), and
 // Escalate hands the failure up, whose restart stops the run. A run that
-// Start spawns at the root has a guardian whose strategy is its restart
-// policy's (Strategy); one that Spawn puts under an actor has that
-// actor's.
+// Start spawns at the root has a guardian that supervises it with its
+// restart policy; one that Spawn puts under an actor has that actor's
+// strategy.
 
-// Strategy is the supervisor strategy a restart policy stands for: at
+// strategy is the supervisor strategy a restart policy stands for: at
 // most p.Max restarts within any p.Window, each a relaunch from the last
 // checkpoint; past it, or with the zero policy, a crash stops the run,
 // which settles error. It is the strategy the Service supervises its runs
 // with (registry.WithRunRestarts).
-func Strategy(p subagent.RestartPolicy) actor.SupervisorStrategy {
+func strategy(p subagent.RestartPolicy) actor.SupervisorStrategy {
 	return actor.NewOneForOneStrategy(max(p.Max, 0), p.Window, actor.DefaultDecider)
 }
 
 // guardians are the root contexts a system's runs are spawned from, one
 // per restart policy, each with a guardian that supervises with the
-// policy's Strategy: protoactor makes one guardian per strategy value, so
+// policy's strategy: protoactor makes one guardian per strategy value, so
 // the strategies are kept, not made per run.
 type guardians map[subagent.RestartPolicy]*actor.RootContext
 
@@ -58,7 +58,7 @@ func supervised(sys *actor.ActorSystem, p subagent.RestartPolicy) *actor.RootCon
 	}
 	r := g[p]
 	if r == nil {
-		r = actor.NewRootContext(sys, nil).WithGuardian(Strategy(p))
+		r = actor.NewRootContext(sys, nil).WithGuardian(strategy(p))
 		g[p] = r
 	}
 	return r
@@ -73,17 +73,14 @@ type spawner struct {
 
 type spawnerKey struct{}
 
-// ErrNotActor means a provider's run is no run actor of this process, so
-// it cannot be spawned under an actor (a remote run lives on its host).
-var ErrNotActor = errors.New("run: the provider's run is not a local run actor")
-
 // Spawn starts a child through provider p as a run actor spawned under
 // parent (an actor's Context, a RootContext, or a cluster member's), and
 // returns its PID: parent's SupervisorStrategy supervises it, parent may
 // Watch it (Terminated once it has quiesced after a Dispose), and every
 // command is a message in package messages: Steer (answered by a
 // SteerAnswer), SteerWithdraw, Cancel, Dispose (RunQuiesced) and Watch
-// (RunSettled, then RunQuiesced). Stopping parent cancels the run.
+// (RunSettled, then RunQuiesced); every answer's Sender is the run's PID.
+// Stopping parent cancels the run.
 //
 // p.Start runs on the caller's goroutine, so an actor calling Spawn from
 // its Receive waits for the provider's setup (an ACP agent's handshake,
@@ -98,7 +95,7 @@ func Spawn(ctx context.Context, parent actor.SpawnerContext, p subagent.Provider
 	}
 	if sp.pid == nil {
 		_ = r.Dispose(ctx)
-		return nil, ErrNotActor
+		return nil, fmt.Errorf("%w: the provider's run is not a run actor of this process (a remote run lives on its host)", subagent.ErrUnsupported)
 	}
 	return sp.pid, nil
 }

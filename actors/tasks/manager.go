@@ -104,7 +104,7 @@ type Manager struct {
 
 // New starts a manager on sys; store may be nil.
 func New(sys *actors.System, store persistence.TaskStore) *Manager {
-	m := &Manager{sys: sys.ActorSystem(), log: sys.Logger(), store: store, closed: make(chan struct{})}
+	m := &Manager{sys: sys.ActorSystem(), log: sys.ActorSystem().Logger(), store: store, closed: make(chan struct{})}
 	a := &managerActor{log: m.log, tasks: map[string]*entry{}, waits: map[string]*reply.To{}}
 	m.pid = m.sys.Root.SpawnPrefix(inline.Props(func() actor.Actor { return a }), "subagent-tasks-")
 	return m

@@ -8,6 +8,7 @@ package agentproc
 
 import (
 	"errors"
+	"fmt"
 	"io"
 	"log/slog"
 	"maps"
@@ -25,7 +26,8 @@ import (
 // provider cannot run an agent as it must: in a process group of its own
 // that the shutdown ladder can signal as a whole (Windows and other
 // systems without Unix process groups).
-var ErrUnsupportedPlatform = errors.New("acp: agent processes need Unix process groups, which this operating system does not have")
+// It matches errors.ErrUnsupported.
+var ErrUnsupportedPlatform = fmt.Errorf("acp: agent processes need Unix process groups, which this operating system does not have (%w)", errors.ErrUnsupported)
 
 // stderrTail is how much of the end of an agent's standard error is kept
 // for error messages.

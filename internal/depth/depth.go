@@ -1,6 +1,6 @@
 // Package depth holds the delegation-depth checks the Service, the
 // providers and the delegate tool share (D6); subagent keeps the
-// vocabulary callers use (DelegationDepthOf, AssertMaxDepth,
+// vocabulary callers use (DelegationDepthOf,
 // ErrDepthExceeded).
 //
 // Codes such as (R4) name contracts: https://github.com/subactor/subactor/blob/main/docs/contracts.md

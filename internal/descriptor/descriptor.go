@@ -13,6 +13,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"slices"
 	"strings"
 	"unicode/utf8"
 
@@ -72,7 +73,7 @@ var (
 
 // descriptorError reports a malformed current-version descriptor: why,
 // and the underlying error when there is one (a JSON error, or one of
-// subagent's ErrToolFilter… sentinels). It wraps ErrMalformed.
+// one of the ErrFilter… faults). It wraps ErrMalformed.
 type descriptorError struct {
 	Reason string
 	Err    error
@@ -169,28 +170,52 @@ func Snapshot(d Descriptor) (Descriptor, error) {
 // that a filter Start accepted can always be resumed and one it would
 // refuse never is.
 func snapshotFilter(f *subagent.ToolFilter) (*subagent.ToolFilter, error) {
-	if len(f.Allow) == 0 && len(f.Deny) == 0 {
-		return nil, malformed("tool filter names no tool", subagent.ErrToolFilterEmpty)
-	}
-	seen := make(map[string]bool, len(f.Allow)+len(f.Deny))
-	for _, names := range [][]string{f.Allow, f.Deny} {
-		for _, n := range names {
-			switch {
-			case n == "":
-				return nil, malformed("tool filter names an empty tool", subagent.ErrToolFilterBlankName)
-			case !utf8.ValidString(n):
-				return nil, malformed("tool filter name is not UTF-8", nil)
-			case seen[n]:
-				return nil, malformed(fmt.Sprintf("tool filter names %q twice", n), subagent.ErrToolFilterDuplicate)
-			}
-			seen[n] = true
-		}
+	if err := CheckFilter(f); err != nil {
+		return nil, malformed(err.Error(), err)
 	}
 	// Empty lists become nil (appending nothing to nil is nil): that is
 	// what omitempty writes and JSON reads back, so the snapshot equals
 	// its own fold.
 	return &subagent.ToolFilter{Allow: append([]string(nil), f.Allow...), Deny: append([]string(nil), f.Deny...)}, nil
 }
+
+// The distinct ways a tool filter is invalid, matched with errors.Is on
+// Start's InvalidRequestError (its Fault) and on a malformed descriptor.
+var (
+	ErrFilterEmpty     = errors.New("tool filter allows and denies nothing")
+	ErrFilterBlankName = errors.New("tool filter names an empty tool")
+	ErrFilterDuplicate = errors.New("tool filter names a tool twice")
+)
+
+// CheckFilter says why f is invalid, or nil: one rule for Start (S4) and
+// for the descriptor that resumes its run.
+func CheckFilter(f *subagent.ToolFilter) error {
+	if len(f.Allow) == 0 && len(f.Deny) == 0 {
+		return &filterFault{"must allow or deny at least one tool", ErrFilterEmpty}
+	}
+	seen := make(map[string]bool, len(f.Allow)+len(f.Deny))
+	for _, n := range slices.Concat(f.Allow, f.Deny) {
+		switch {
+		case n == "":
+			return &filterFault{"tool names must not be empty", ErrFilterBlankName}
+		case !utf8.ValidString(n):
+			return &filterFault{"tool name is not UTF-8", nil}
+		case seen[n]:
+			return &filterFault{fmt.Sprintf("duplicate tool name %q", n), ErrFilterDuplicate}
+		}
+		seen[n] = true
+	}
+	return nil
+}
+
+// filterFault is CheckFilter's answer: the reason, and which fault it is.
+type filterFault struct {
+	reason string
+	fault  error
+}
+
+func (e *filterFault) Error() string { return e.reason }
+func (e *filterFault) Unwrap() error { return e.fault }
 
 // canonicalProviderData checks that raw is a JSON object with a positive
 // integer "version" and returns a compacted copy of it.

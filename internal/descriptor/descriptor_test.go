@@ -175,19 +175,19 @@ func TestD2_SnapshotValidatesAndDeepCopies(t *testing.T) {
 		{"model not UTF-8", func(d *descriptor.Descriptor) { d.AgentModel = "\xc3" }, nil},
 		{"empty persona", func(d *descriptor.Descriptor) { d.Persona = &empty }, nil},
 		{"blank persona", func(d *descriptor.Descriptor) { d.Persona = &blank }, nil},
-		{"filter with no names", func(d *descriptor.Descriptor) { d.ToolFilter = &subagent.ToolFilter{} }, subagent.ErrToolFilterEmpty},
+		{"filter with no names", func(d *descriptor.Descriptor) { d.ToolFilter = &subagent.ToolFilter{} }, descriptor.ErrFilterEmpty},
 		{"filter with empty lists", func(d *descriptor.Descriptor) {
 			d.ToolFilter = &subagent.ToolFilter{Allow: []string{}, Deny: []string{}}
-		}, subagent.ErrToolFilterEmpty},
+		}, descriptor.ErrFilterEmpty},
 		{"filter with an empty name", func(d *descriptor.Descriptor) {
 			d.ToolFilter = &subagent.ToolFilter{Allow: []string{"a", ""}}
-		}, subagent.ErrToolFilterBlankName},
+		}, descriptor.ErrFilterBlankName},
 		{"filter with a duplicate", func(d *descriptor.Descriptor) {
 			d.ToolFilter = &subagent.ToolFilter{Allow: []string{"a", "b", "a"}}
-		}, subagent.ErrToolFilterDuplicate},
+		}, descriptor.ErrFilterDuplicate},
 		{"filter allowing and denying one tool", func(d *descriptor.Descriptor) {
 			d.ToolFilter = &subagent.ToolFilter{Allow: []string{"a"}, Deny: []string{"a"}}
-		}, subagent.ErrToolFilterDuplicate},
+		}, descriptor.ErrFilterDuplicate},
 		{"provider data not JSON", func(d *descriptor.Descriptor) { d.ProviderData = json.RawMessage(`{"version":`) }, nil},
 		{"provider data null", func(d *descriptor.Descriptor) { d.ProviderData = json.RawMessage(`null`) }, nil},
 		{"provider data an array", func(d *descriptor.Descriptor) { d.ProviderData = json.RawMessage(`[1]`) }, nil},

@@ -41,6 +41,9 @@ func New(cfg Config) (*Client, error) {
 	if u, err := url.Parse(cfg.BaseURL); err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
 		return nil, fmt.Errorf("openai: base URL %q is not an http(s) URL", cfg.BaseURL)
 	}
+	if !validSchemaMode(cfg.OutputSchema) {
+		return nil, fmt.Errorf("openai: OutputSchema %q is none of json_schema, json_object, prompt", cfg.OutputSchema)
+	}
 	if cfg.HTTPClient == nil {
 		cfg.HTTPClient = http.DefaultClient
 	}

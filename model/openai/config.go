@@ -23,21 +23,6 @@ const (
 	defaultDeepSeekModel = "deepseek-chat"
 )
 
-// SchemaMode says how a request's OutputSchema reaches the model.
-type SchemaMode int
-
-const (
-	// SchemaJSONSchema sends response_format {type: json_schema} with the
-	// schema: OpenAI, vLLM and llama.cpp server understand it.
-	SchemaJSONSchema SchemaMode = iota
-	// SchemaJSONObject sends response_format {type: json_object} and puts
-	// the schema in the system prompt, for servers that only know JSON
-	// mode (DeepSeek).
-	SchemaJSONObject
-	// SchemaPrompt only puts the schema in the system prompt.
-	SchemaPrompt
-)
-
 // Config is one endpoint. The zero values of the optional fields are
 // sensible defaults.
 type Config struct {
@@ -48,11 +33,16 @@ type Config struct {
 	// endpoint; Model need not be among them.
 	Models []string
 
-	// OutputSchema says how structured output is asked for; StrictSchema
-	// sets json_schema's strict flag (OpenAI then insists that every
-	// property be required and additionalProperties false, which not every
-	// schema satisfies, so it is off by default).
-	OutputSchema SchemaMode
+	// OutputSchema says how structured output is asked for:
+	// "json_schema" (the default when empty) sends response_format
+	// json_schema with the schema, as OpenAI, vLLM and llama.cpp server
+	// understand it; "json_object" sends JSON mode and puts the schema in
+	// the system prompt, for servers that only know JSON mode (DeepSeek);
+	// "prompt" only puts it in the system prompt. StrictSchema sets
+	// json_schema's strict flag (OpenAI then insists that every property
+	// be required and additionalProperties false, which not every schema
+	// satisfies, so it is off by default).
+	OutputSchema string
 	StrictSchema bool
 
 	// HTTPClient makes the requests; http.DefaultClient when nil. Give it
@@ -128,7 +118,7 @@ func fromEnv(getenv func(string) string) (cfg Config, ok bool) {
 		}
 		return cfg, true
 	case getenv(envDeepSeekKey) != "":
-		cfg = Config{BaseURL: deepSeekBaseURL, APIKey: getenv(envDeepSeekKey), Model: model, OutputSchema: SchemaJSONObject}
+		cfg = Config{BaseURL: deepSeekBaseURL, APIKey: getenv(envDeepSeekKey), Model: model, OutputSchema: schemaJSONObject}
 		if model == "" {
 			cfg.Model = defaultDeepSeekModel
 		}

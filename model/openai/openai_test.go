@@ -185,7 +185,7 @@ func TestM1_SendsResponseFormatWithSchema(t *testing.T) {
 	}
 
 	// JSON mode (DeepSeek): json_object, and the schema goes in the prompt.
-	c, _ = client(t, s, func(cfg *openai.Config) { cfg.OutputSchema = openai.SchemaJSONObject })
+	c, _ = client(t, s, func(cfg *openai.Config) { cfg.OutputSchema = "json_object" })
 	if _, err := c.Generate(testkit.Ctx(t), req); err != nil {
 		t.Fatal(err)
 	}
@@ -491,6 +491,9 @@ func TestM1_NewValidatesConfig(t *testing.T) {
 			t.Errorf("base URL %q accepted", u)
 		}
 	}
+	if _, err := openai.New(openai.Config{Model: "m", OutputSchema: "xml"}); err == nil || !strings.Contains(err.Error(), `"xml"`) {
+		t.Errorf("OutputSchema xml: %v", err)
+	}
 	c, err := openai.New(openai.Config{Model: "m"})
 	if err != nil || c.Model() != "m" {
 		t.Errorf("defaults: %v", err)
@@ -520,9 +523,9 @@ func TestM1_FromEnv(t *testing.T) {
 		{"local server without key", env("OPENAI_BASE_URL", "http://127.0.0.1:8080/v1", "OPENAI_MODEL", "qwen3"), true,
 			openai.Config{BaseURL: "http://127.0.0.1:8080/v1", Model: "qwen3"}},
 		{"deepseek alone", env("DEEPSEEK_API_KEY", "ds-1"), true,
-			openai.Config{BaseURL: openai.DeepSeekBaseURL, APIKey: "ds-1", Model: openai.DefaultDeepSeekModel, OutputSchema: openai.SchemaJSONObject}},
+			openai.Config{BaseURL: openai.DeepSeekBaseURL, APIKey: "ds-1", Model: openai.DefaultDeepSeekModel, OutputSchema: "json_object"}},
 		{"deepseek with model", env("DEEPSEEK_API_KEY", "ds-1", "OPENAI_MODEL", "deepseek-reasoner"), true,
-			openai.Config{BaseURL: openai.DeepSeekBaseURL, APIKey: "ds-1", Model: "deepseek-reasoner", OutputSchema: openai.SchemaJSONObject}},
+			openai.Config{BaseURL: openai.DeepSeekBaseURL, APIKey: "ds-1", Model: "deepseek-reasoner", OutputSchema: "json_object"}},
 		{"openai wins over deepseek", env("DEEPSEEK_API_KEY", "ds-1", "OPENAI_API_KEY", "sk-1"), true,
 			openai.Config{BaseURL: openai.OpenAIBaseURL, APIKey: "sk-1", Model: openai.DefaultOpenAIModel}},
 		{"base URL wins over deepseek", env("DEEPSEEK_API_KEY", "ds-1", "OPENAI_BASE_URL", "http://h/v1", "OPENAI_MODEL", "m"), true,

@@ -36,7 +36,7 @@ func (c *Client) params(req agent.Request) (sdk.ChatCompletionNewParams, error) 
 			return p, fmt.Errorf("openai: output schema: %w", err)
 		}
 		switch c.cfg.OutputSchema {
-		case SchemaJSONSchema:
+		case "", schemaJSONSchema:
 			p.ResponseFormat.OfJSONSchema = &shared.ResponseFormatJSONSchemaParam{
 				JSONSchema: shared.ResponseFormatJSONSchemaJSONSchemaParam{
 					Name:   schemaName,
@@ -44,7 +44,7 @@ func (c *Client) params(req agent.Request) (sdk.ChatCompletionNewParams, error) 
 					Strict: param.NewOpt(c.cfg.StrictSchema),
 				},
 			}
-		case SchemaJSONObject:
+		case schemaJSONObject:
 			p.ResponseFormat.OfJSONObject = &shared.ResponseFormatJSONObjectParam{}
 			system = withSchema(system, req.OutputSchema)
 		default:
@@ -122,4 +122,19 @@ func tool(t agent.ToolSpec) (sdk.ChatCompletionToolUnionParam, error) {
 		def.Description = param.NewOpt(t.Description)
 	}
 	return sdk.ChatCompletionFunctionTool(def), nil
+}
+
+// The ways Config.OutputSchema may ask for structured output.
+const (
+	schemaJSONSchema = "json_schema"
+	schemaJSONObject = "json_object"
+	schemaPrompt     = "prompt"
+)
+
+func validSchemaMode(m string) bool {
+	switch m {
+	case "", schemaJSONSchema, schemaJSONObject, schemaPrompt:
+		return true
+	}
+	return false
 }

@@ -198,13 +198,6 @@ type endpointJSON struct {
 // knownKeys is said with an unknown-key error.
 const knownKeys = `top-level keys: endpoints, default; endpoint keys: baseURL, model, models, apiKeyEnv, schemaMode, headerTimeout, idleTimeout, callTimeout`
 
-var schemaModes = map[string]SchemaMode{
-	"":            SchemaJSONSchema,
-	"json_schema": SchemaJSONSchema,
-	"json_object": SchemaJSONObject,
-	"prompt":      SchemaPrompt,
-}
-
 // parseModels makes the Selection of c's models file.
 func (c Choice) parseModels() (Selection, error) {
 	bad := func(format string, args ...any) error {
@@ -224,11 +217,10 @@ func (c Choice) parseModels() (Selection, error) {
 		if strings.TrimSpace(name) == "" {
 			return Selection{}, bad("an endpoint has an empty name")
 		}
-		mode, ok := schemaModes[ec.SchemaMode]
-		if !ok {
+		if !validSchemaMode(ec.SchemaMode) {
 			return Selection{}, bad("endpoint %q: schemaMode %q is none of json_schema, json_object, prompt", name, ec.SchemaMode)
 		}
-		cfg := Config{BaseURL: ec.BaseURL, Model: ec.Model, Models: slices.Clone(ec.Models), OutputSchema: mode}
+		cfg := Config{BaseURL: ec.BaseURL, Model: ec.Model, Models: slices.Clone(ec.Models), OutputSchema: ec.SchemaMode}
 		c.limits(&cfg)
 		for _, l := range []struct {
 			key, value string

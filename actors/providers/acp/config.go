@@ -68,7 +68,7 @@ type Config struct {
 	Store persistence.Store
 	// StartTimeout bounds the whole start, initialize plus session/new
 	// or session/load: past it Start fails with an error naming the
-	// step it waited for (ErrStart and ErrStartTimeout). 60s when 0;
+	// step it waited for (ErrStart, matching context.DeadlineExceeded). 60s when 0;
 	// "start_timeout" in a config file.
 	StartTimeout time.Duration
 	// WriteTimeout bounds each write to the agent's input: an agent that

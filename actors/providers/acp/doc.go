@@ -33,7 +33,7 @@
 // dies, and a journal in the node's data directory (Config.Journal) lets
 // the next node end what the dead one's agents left. The process layer is
 // internal/agentproc. Where there are no Unix process groups
-// (Windows), Start fails with ErrUnsupportedPlatform.
+// (Windows), Start fails with an ErrStart error matching errors.ErrUnsupported.
 //
 // The agent's requests are answered by us: session/request_permission by
 // a PermissionPolicy (ReadOnly by default), fs/read_text_file and

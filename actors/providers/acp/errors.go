@@ -1,11 +1,10 @@
 package acp
 
 import (
+	"context"
 	"errors"
 	"fmt"
 	"strings"
-
-	"github.com/subactor/subactor/internal/agentproc"
 )
 
 // Errors of this package, matched with errors.Is. The errors below wrap
@@ -19,13 +18,6 @@ var (
 	// error names the step, the cause, and how the agent ended and what
 	// it wrote on stderr when it did.
 	ErrStart = errors.New("acp: agent did not start")
-	// ErrStartTimeout is in the ErrStart error of an agent that did not
-	// answer within its start limit (Config.StartTimeout, "start_timeout"
-	// in a config file); the error names the step it was waiting for.
-	ErrStartTimeout = errors.New("acp: start limit reached")
-	// ErrProtocolVersion is an agent answering initialize with a protocol
-	// version other than the one we speak.
-	ErrProtocolVersion = errors.New("acp: unsupported protocol version")
 	// ErrCancelUnanswered is in the Cause of an aborted result when the
 	// agent did not answer session/cancel within Config.CancelWait and
 	// the turn was abandoned.
@@ -92,8 +84,17 @@ func (e *startError) Error() string {
 // Unwrap returns ErrStart and the cause.
 func (e *startError) Unwrap() []error { return []error{ErrStart, e.Err} }
 
-// ErrUnsupportedPlatform is in the ErrStart error of a Start on an operating
-// system where the provider cannot run agents: one without Unix process
-// groups (Windows), with which the ladder stops an agent and what it
-// started.
-var ErrUnsupportedPlatform = agentproc.ErrUnsupportedPlatform
+// An agent that does not answer within its start limit
+// (Config.StartTimeout, "start_timeout" in a config file) fails Start
+// with an ErrStart error that also matches context.DeadlineExceeded and
+// names the step it was waiting for; one answering initialize with
+// another protocol version fails it naming both versions.
+var (
+	errStartTimeout    error = startLimit{}
+	errProtocolVersion       = errors.New("acp: unsupported protocol version")
+)
+
+type startLimit struct{}
+
+func (startLimit) Error() string        { return "acp: start limit reached" }
+func (startLimit) Is(target error) bool { return target == context.DeadlineExceeded }

@@ -4,7 +4,7 @@ package acp_test
 
 import "syscall"
 
-// Without Unix process groups no agent starts (ErrUnsupportedPlatform):
+// Without Unix process groups no agent starts (errors.ErrUnsupported):
 // the tests that call these never get as far.
 
 func groupGone(int) bool { return true }

@@ -16,7 +16,7 @@ func TestP3_StartWithoutProcessGroupsIsATypedError(t *testing.T) {
 	sys := newSystem(t)
 	_, err := newProvider(t, fakeConfig(t, sys, modeNormal)).Start(testkit.Ctx(t), request("say hi"))
 	var se *acp.StartError
-	if !errors.Is(err, acp.ErrUnsupportedPlatform) || !errors.As(err, &se) || se.Step != "launch" {
-		t.Fatalf("Start: %v, want a launch *StartError wrapping ErrUnsupportedPlatform", err)
+	if !errors.Is(err, errors.ErrUnsupported) || !errors.As(err, &se) || se.Step != "launch" {
+		t.Fatalf("Start: %v, want a launch *StartError wrapping errors.ErrUnsupported", err)
 	}
 }

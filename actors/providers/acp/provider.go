@@ -53,7 +53,7 @@ func New(cfg Config) (subagent.Provider, error) {
 	}
 	cfg = cfg.withDefaults()
 	cfg.Args, cfg.Env = slices.Clone(cfg.Args), maps.Clone(cfg.Env)
-	return &provider{cfg: cfg, log: cfg.System.Logger().With("provider", cfg.Name)}, nil
+	return &provider{cfg: cfg, log: cfg.System.ActorSystem().Logger().With("provider", cfg.Name)}, nil
 }
 
 // Name implements subagent.Provider.
@@ -380,7 +380,7 @@ func (c *child) setup(ctx context.Context) error {
 	c.conn.SetLogger(c.log)
 	c.frames.open()
 
-	sctx, cancel := context.WithTimeoutCause(ctx, cfg.StartTimeout, fmt.Errorf("%w: no answer within %s", ErrStartTimeout, cfg.StartTimeout))
+	sctx, cancel := context.WithTimeoutCause(ctx, cfg.StartTimeout, fmt.Errorf("%w: no answer within %s", errStartTimeout, cfg.StartTimeout))
 	defer cancel()
 	sctx, stop := c.untilExit(sctx)
 	defer stop()
@@ -398,7 +398,7 @@ func (c *child) setup(ctx context.Context) error {
 	}
 	if init.ProtocolVersion != sdk.ProtocolVersionNumber {
 		return c.startError("initialize", fmt.Errorf("%w: the agent answered version %d, we speak %d",
-			ErrProtocolVersion, init.ProtocolVersion, sdk.ProtocolVersionNumber), sctx)
+			errProtocolVersion, init.ProtocolVersion, sdk.ProtocolVersionNumber), sctx)
 	}
 	// Said when the next step runs out of time: the limit is the whole
 	// start's, and the step that used it up is not always the one named.
@@ -501,7 +501,7 @@ func (c *child) startError(step string, err error, ctx context.Context) error {
 	if bad := c.frames.failure(); bad != nil {
 		err = bad
 	}
-	if step != "initialize" && errors.Is(err, ErrStartTimeout) {
+	if step != "initialize" && errors.Is(err, errStartTimeout) {
 		err = fmt.Errorf("%w (initialize answered after %s)", err, c.initTook.Round(time.Millisecond))
 	}
 	// A write that failed (a broken pipe, say) usually means the agent is
