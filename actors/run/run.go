@@ -200,14 +200,17 @@ func Start(sys *actors.System, spec Spec) Run {
 		relaunchable = spec.Relaunchable
 	}
 	a.life.init(relaunchable)
-	if !relaunchable {
+	parent, _ := spec.Ctx.Value(spawnerKey{}).(*spawner)
+	// A child that is never relaunched may run under the start context
+	// itself, one context fewer per run: so may one whose only
+	// supervisor is a guardian that never restarts (a zero policy).
+	if !relaunchable || (parent == nil && spec.Restarts.Max <= 0) {
 		a.bound = spec.Cancel
 	}
 	a.quiet.Store(a.life.quietTake())
 	// The producer hands protoactor the same actor on a restart, which
 	// keeps the run's state: the restart relaunches its child.
 	props := inline.Props(func() actor.Actor { return a })
-	parent, _ := spec.Ctx.Value(spawnerKey{}).(*spawner)
 	if parent != nil {
 		parent.pid = parent.in.SpawnPrefix(props, "run-")
 		h.pid.Store(parent.pid)

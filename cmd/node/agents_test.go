@@ -567,7 +567,7 @@ func TestP3_NpmAgentStartsFromANodeBuiltUnderAnotherName(t *testing.T) {
 	subactor := copyBinary(t, goBin, "subactor")
 	shadow := copyBinary(t, shadowing, "node")
 	run := func(exe, pathFirst string, args ...string) (stdout, stderr string, code int) {
-		cmd := exec.CommandContext(testkit.Ctx(t), exe, args...)
+		cmd := exec.CommandContext(nodeCtx(t), exe, args...)
 		cmd.Dir = t.TempDir()
 		cmd.Env = append(os.Environ(), withData(t.TempDir())[0], "PATH="+pathFirst+string(os.PathListSeparator)+os.Getenv("PATH"))
 		var out, errOut bytes.Buffer

@@ -18,6 +18,7 @@ import (
 	"github.com/subactor/subactor/actors"
 	"github.com/subactor/subactor/actors/providers/spawn"
 	"github.com/subactor/subactor/actors/registry"
+	"github.com/subactor/subactor/actors/tasks"
 	"github.com/subactor/subactor/agent"
 	"github.com/subactor/subactor/cluster"
 	"github.com/subactor/subactor/model/openai"
@@ -161,17 +162,23 @@ func runFlags(o *options) *flag.FlagSet {
 	dataFlag(fs, &o.data)
 	fs.StringVar(&o.cont, "continue", "", "continue the top-level `SESSION` (its id); arguments after the flags are the prompt")
 	fs.BoolVar(&o.json, "json", false, "print one JSON object per line: the session, every child event, then the result")
+	modelFlags(fs, o)
+	configFlag(fs, &o.config, "the top agent gets a delegate tool per server")
+	fs.BoolVar(&o.cluster, "cluster", false, "join the cluster (-peers or -etcd) and give the top agent a delegate tool per -provider, its children placed on members offering it")
+	fs.StringVar(&o.providers, "provider", "", "with -cluster, the agent servers `NAME,...` members offer that the top agent may delegate to: named, like -config's, so that its tools do not depend on which members answered first")
+	clusterFlags(fs, &o.clusterOpts, "127.0.0.1:0")
+	return fs
+}
+
+// modelFlags defines the model flags on fs: -base-url, -model, -models
+// and the three time limits.
+func modelFlags(fs *flag.FlagSet, o *options) {
 	fs.StringVar(&o.baseURL, "base-url", "", "the OpenAI-compatible endpoint's base `URL`, ending in /v1 (default $"+envBaseURL+"); its key comes from $"+envAPIKey+" only")
 	fs.StringVar(&o.model, "model", "", "the `MODEL` to ask for (default $"+envModel+"); with -models, one of the default endpoint's")
 	fs.StringVar(&o.modelsFile, "models", "", "a JSON `FILE` naming several model endpoints (see above); replaces the environment's endpoint")
 	fs.DurationVar(&o.limits.header, "header-timeout", 0, "how long a model endpoint may take to send its response headers before the request is retried (default "+openai.DefaultHeaderTimeout.String()+"); a -models endpoint's headerTimeout wins")
 	fs.DurationVar(&o.limits.idle, "idle-timeout", 0, "how long a model's answer stream may send no chunk (keep-alives do not count) before the request is retried (default "+openai.DefaultIdleTimeout.String()+"); a -models endpoint's idleTimeout wins")
 	fs.DurationVar(&o.limits.call, "call-timeout", 0, "how long one model request may take in all before it is retried (default "+openai.DefaultCallTimeout.String()+"); a -models endpoint's callTimeout wins")
-	configFlag(fs, &o.config, "the top agent gets a delegate tool per server")
-	fs.BoolVar(&o.cluster, "cluster", false, "join the cluster (-peers or -etcd) and give the top agent a delegate tool per -provider, its children placed on members offering it")
-	fs.StringVar(&o.providers, "provider", "", "with -cluster, the agent servers `NAME,...` members offer that the top agent may delegate to: named, like -config's, so that its tools do not depend on which members answered first")
-	clusterFlags(fs, &o.clusterOpts, "127.0.0.1:0")
-	return fs
 }
 
 // dataFlag defines -data and -store on fs.
@@ -342,30 +349,11 @@ func survey(ctx context.Context, o options, m models, out io.Writer, rep reporte
 	svc := registry.New(sys)
 	defer svc.Close()
 
-	tool := delegate.New(delegate.Config{Service: svc, Provider: spawn.DefaultName, MaxDepth: o.maxDepth, Store: store})
-	defer tool.Close()
-	tools := append(fsTools, tool)
-
-	provider, err := spawn.New(spawn.Config{System: sys, Store: store, Model: m.top, Models: m.spawnModels(), Tools: tools})
+	topTools, closeTree, err := delegationTools(svc, nil, sys, store, m, fsTools, o.servers, target.Dir, rep, o.maxDepth)
 	if err != nil {
 		return outcome{}, err
 	}
-	release, err := svc.RegisterProvider(provider)
-	if err != nil {
-		return outcome{}, err
-	}
-	defer release()
-	// The ACP agents are the top agent's alone: its in-process children
-	// keep the survey's tools.
-	topTools := tools
-	if len(o.servers.names) > 0 {
-		agentTools, closeAgents, err := o.servers.register(svc, sys, store, target.Dir, rep, toolNamesOf(tools), o.maxDepth)
-		if err != nil {
-			return outcome{}, err
-		}
-		defer closeAgents()
-		topTools = slices.Concat(tools, agentTools)
-	}
+	defer closeTree()
 	if o.cluster {
 		remoteTools, closeRemote, err := registerRemote(svc, member, o.remote, store, toolNamesOf(topTools), o.maxDepth)
 		if err != nil {
@@ -427,6 +415,37 @@ func survey(ctx context.Context, o options, m models, out io.Writer, rep reporte
 		return outcome{}, err
 	}
 	return outcome{session: top.SessionID(), res: res}, nil
+}
+
+// delegationTools registers on svc the spawn provider, whose children
+// run on m's models with fsTools and the subagent tool, and a provider
+// per agent server of servers, working in dir (their starts shown on
+// rep); it returns the top agent's tools: fsTools, the subagent tool and
+// a delegate tool per agent server (the ACP agents are the top agent's
+// alone). With mgr, the subagent tool can delegate in the background.
+// The returned func closes the tools and unregisters the providers.
+func delegationTools(svc *registry.Service, mgr *tasks.Manager, sys *actors.System, store persistence.Store, m models, fsTools []agent.Tool, servers agentServers, dir string, rep reporter, maxDepth int) ([]agent.Tool, func(), error) {
+	tool := delegate.New(delegate.Config{Service: svc, Provider: spawn.DefaultName, MaxDepth: maxDepth, Store: store, Tasks: mgr})
+	tools := append(slices.Clip(fsTools), tool)
+	provider, err := spawn.New(spawn.Config{System: sys, Store: store, Model: m.top, Models: m.spawnModels(), Tools: tools})
+	var release func()
+	if err == nil {
+		release, err = svc.RegisterProvider(provider)
+	}
+	if err != nil {
+		tool.Close()
+		return nil, nil, err
+	}
+	closeAll := func() { release(); tool.Close() }
+	if len(servers.names) == 0 {
+		return tools, closeAll, nil
+	}
+	agentTools, closeAgents, err := servers.register(svc, sys, store, dir, rep, toolNamesOf(tools), maxDepth)
+	if err != nil {
+		closeAll()
+		return nil, nil, err
+	}
+	return slices.Concat(tools, agentTools), func() { closeAgents(); closeAll() }, nil
 }
 
 // readableDir returns dir's absolute path, or an error naming dir if it

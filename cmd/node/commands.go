@@ -106,6 +106,30 @@ cluster flags not given are read from the "cluster" object of -config FILE.`,
 			long: `One line per member (this command's own client is not one):
 "<id> <address> providers=[...] capacity=<n> runs=<n>".`,
 			flags: func() *flag.FlagSet { return statusFlags(&clusterOptions{}, new(string), new(bool)) }, run: statusCommand},
+		{name: "acp", uses: []string{"acp [-config FILE] [-data DIR] [flags]"},
+			short: "be an ACP agent on stdin and stdout, for editors (Zed, JetBrains, Neovim)",
+			long: `Speak the Agent Client Protocol (v1) as an agent on stdin and stdout until
+stdin ends. Each session is a top-level session in the data directory,
+working in the client's cwd; its prompts run a top agent on the node's
+model that delegates to children (the subagent tool, and a tool per agent
+server of -config FILE). Each child is shown as a tool call updated with
+its progress and result; session/cancel cancels the turn and every child;
+session/load replays a session and continues it. Only ACP frames go to
+stdout; logs go to stderr.`,
+			flags: func() *flag.FlagSet { return faceFlags("acp", &options{}) }, run: acpCommand},
+		{name: "mcp", uses: []string{"mcp [-config FILE] [-data DIR] [flags]"},
+			short: "be an MCP server on stdin and stdout, for MCP hosts (Claude Code, Codex)",
+			long: `Serve the Model Context Protocol over stdin and stdout until stdin ends.
+Its tools delegate to the node's providers (spawn, children on the node's
+model working in the current directory, and each agent server of -config
+FILE): delegate (the child's answer, structured with an output_schema; or
+in the background), send (a follow-up to a background child), tasks,
+task_result, kill and providers. A delegation's events go out as progress
+notifications when the client gives a progress token, and
+notifications/cancelled cancels it. The children are those of a top-level
+session in the data directory. Only MCP frames go to stdout; logs go to
+stderr.`,
+			flags: func() *flag.FlagSet { return faceFlags("mcp", &options{}) }, run: mcpCommand},
 		{name: "version", uses: []string{"version"},
 			short: "print the module version and the commit it was built from",
 			long:  `Print the module path and version, and the commit it was built from.`,

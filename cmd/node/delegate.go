@@ -13,13 +13,10 @@ import (
 	"sync"
 
 	"github.com/subactor/subactor/internal/agentlog"
-	"github.com/subactor/subactor/internal/ids"
 
 	"github.com/subactor/subactor/actors"
 	"github.com/subactor/subactor/actors/registry"
 	"github.com/subactor/subactor/actors/tasks"
-	"github.com/subactor/subactor/agent"
-	"github.com/subactor/subactor/model/scripted"
 	"github.com/subactor/subactor/persistence"
 	"github.com/subactor/subactor/subagent"
 )
@@ -221,17 +218,7 @@ func delegateOnce(ctx context.Context, o delegateOptions, servers agentServers, 
 	}
 	defer closeAll()
 
-	rec, err := json.Marshal(delegated{Provider: name, Dir: dir, Prompt: o.prompt})
-	if err != nil {
-		return outcome{}, err
-	}
-	// The parent never runs a turn of its own: its model is a stand-in.
-	parent, err := agent.New(ctx, agent.Config{
-		Store:   store,
-		Model:   scripted.New(),
-		Header:  subagent.SessionHeader{SessionID: ids.New()},
-		LogOnly: []persistence.Record{{Kind: kindDelegate, Data: rec}},
-	})
+	parent, err := standInParent(ctx, store, kindDelegate, delegated{Provider: name, Dir: dir, Prompt: o.prompt}, subagent.AgentOptions{})
 	if err != nil {
 		return outcome{}, err
 	}

@@ -229,10 +229,23 @@ func nodeEnv(t *testing.T, dir string, env []string, args ...string) (stdout, st
 	return nodeBin(t, bin, dir, env, args...)
 }
 
+// nodeDeadline bounds one whole node command: a command that starts a
+// real npm agent (qwen-code: a Node.js start of 10 s and more on a loaded
+// two-core machine) and runs turns through it takes a few of the waits
+// testkit.Deadline bounds.
+var nodeDeadline = 3 * testkit.Deadline
+
+// nodeCtx is a context that ends after nodeDeadline, for a node command.
+func nodeCtx(t *testing.T) context.Context {
+	ctx, cancel := context.WithTimeout(t.Context(), nodeDeadline)
+	t.Cleanup(cancel)
+	return ctx
+}
+
 // nodeBin is nodeEnv running binary.
 func nodeBin(t *testing.T, binary, dir string, env []string, args ...string) (stdout, stderr string, code int) {
 	t.Helper()
-	ctx := testkit.Ctx(t)
+	ctx := nodeCtx(t)
 	cmd := exec.CommandContext(ctx, binary, args...)
 	cmd.Dir = dir
 	cmd.Env = append(os.Environ(), env...)
@@ -240,7 +253,7 @@ func nodeBin(t *testing.T, binary, dir string, env []string, args ...string) (st
 	cmd.Stdout, cmd.Stderr = &out, &errOut
 	err := cmd.Run()
 	if ctx.Err() != nil {
-		t.Fatalf("waited %s for node %v to exit", testkit.Deadline, args)
+		t.Fatalf("waited %s for node %v to exit", nodeDeadline, args)
 	}
 	var exit *exec.ExitError
 	if err != nil && !errors.As(err, &exit) {
