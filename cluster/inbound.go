@@ -125,7 +125,8 @@ func (n *Node) inboundOptions() []grpc.ServerOption {
 	return []grpc.ServerOption{
 		// ListProcesses and GetProcessDiagnostics, the only unary RPCs,
 		// panic in the pinned version.
-		grpc.UnaryInterceptor(func(context.Context, any, *grpc.UnaryServerInfo, grpc.UnaryHandler) (any, error) {
+		grpc.UnaryInterceptor(func(ctx context.Context, _ any, info *grpc.UnaryServerInfo, _ grpc.UnaryHandler) (any, error) {
+			n.logger().Warn("cluster: refused a peer's call", "peer", peerAddr(ctx), "method", info.FullMethod, "reason", "the node serves only protoactor's message stream")
 			return nil, errUnaryRefused
 		}),
 		grpc.StreamInterceptor(func(srv any, ss grpc.ServerStream, _ *grpc.StreamServerInfo, handler grpc.StreamHandler) (err error) {
@@ -165,8 +166,10 @@ func (s checkedStream) RecvMsg(m any) error {
 	return nil
 }
 
-func peerOf(ss grpc.ServerStream) string {
-	if p, ok := peer.FromContext(ss.Context()); ok {
+func peerOf(ss grpc.ServerStream) string { return peerAddr(ss.Context()) }
+
+func peerAddr(ctx context.Context) string {
+	if p, ok := peer.FromContext(ctx); ok {
 		return p.Addr.String()
 	}
 	return "unknown"

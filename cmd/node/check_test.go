@@ -329,6 +329,35 @@ func TestK4_MetaBitFlipIsNamedByCheckAndSessions(t *testing.T) {
 	}
 }
 
+// Contract K4: run on a data directory whose active meta page has one bit
+// flipped says so exactly once on stderr, with the transaction the store
+// reads back, and goes on: the run completes (exit 0) on the older
+// commit, and sessions then lists the earlier session and the new one.
+// (A run commits, so bbolt writes over the damaged meta page: this is a
+// test of its own, not a step of the one above.)
+func TestK4_MetaBitFlipIsNamedOnceByRun(t *testing.T) {
+	root := writeTree(t)
+	data := t.TempDir()
+	if _, stderr, code := nodeEnv(t, root, withData(data), "run", "-quiet"); code != 0 {
+		t.Fatalf("run: exit %d, stderr %s", code, stderr)
+	}
+	page, txid, err := boltdamage.FlipMetaBit(filepath.Join(data, storeFile))
+	if err != nil {
+		t.Fatal(err)
+	}
+	words := fmt.Sprintf("meta page %d is damaged (its checksum does not match): the store reads transaction %d, the last commit (transaction %d) is lost", page, txid-1, txid)
+	stdout, stderr, code := nodeEnv(t, root, withData(data), "run", "-quiet")
+	if n := strings.Count(stderr, words); code != 0 || n != 1 || !strings.Contains(stdout, "survey ") {
+		t.Fatalf("run on a flipped meta page: exit %d, the damage named %d times, stdout %q, stderr %q; want exit 0, the survey and the damage named once", code, n, stdout, stderr)
+	}
+	if n := strings.Count(stderr, "meta page"); n != 1 {
+		t.Fatalf("run's stderr names a meta page %d times, want once: %q", n, stderr)
+	}
+	if stdout, stderr, code = nodeEnv(t, root, withData(data), "sessions"); code != 0 || len(parseListing(t, stdout)) != 2 {
+		t.Fatalf("sessions after the run: exit %d, stdout %q, stderr %q; want both sessions", code, stdout, stderr)
+	}
+}
+
 // Contract K4: the "sessions" branch page of a real data directory points
 // two elements at one leaf (a listing through it gave two sessions twice,
 // and repair dropped the two on the other leaf without a word). sessions

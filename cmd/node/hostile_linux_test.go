@@ -4,17 +4,19 @@ package main
 // protoactor's remoting protocol never crashes nor disables a node. Each
 // case is a raw gRPC client (the test, holding a certificate of the
 // cluster's CA) that sends one malformed batch to a real `node serve`
-// over mutual TLS; the node closes that stream, and a good caller's
-// delegation then completes.
+// over mutual TLS; the node closes that stream, logs why on stderr, and a
+// good caller's delegation then completes.
 
 import (
 	"context"
 	"crypto/tls"
 	"crypto/x509"
+	"fmt"
 	"os"
 	"slices"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/asynkron/protoactor-go/actor"
 	"github.com/asynkron/protoactor-go/remote"
@@ -88,16 +90,26 @@ func TestK3_AMalformedRemotingMessageNeitherCrashesNorDisablesTheNode(t *testing
 	for _, c := range []struct {
 		name  string
 		batch *remote.MessageBatch
+		// reason is what serve's stderr says why it refused the batch.
+		reason string
 	}{
-		{"UnknownTypeName", batch("subactor.messages.NoSuchMessage", status, nil)},
-		{"TypeIDPastTheTypeNames", batch(hostStatus, status, func(e *remote.MessageEnvelope) { e.TypeId = 3 })},
-		{"TargetPastTheTargets", batch(hostStatus, status, func(e *remote.MessageEnvelope) { e.Target = 2 })},
-		{"SenderPastTheSenders", batch(hostStatus, status, func(e *remote.MessageEnvelope) { e.Sender = 5 })},
-		{"UnknownSerializerID", batch(hostStatus, status, func(e *remote.MessageEnvelope) { e.SerializerId = 7 })},
-		{"PoisonPillToTheHostActor", batch(string(proto.MessageName(&actor.PoisonPill{})), marshal(t, &actor.PoisonPill{}), func(e *remote.MessageEnvelope) { e.Sender = 0 })},
-		{"WatchWithoutAWatcher", batch(string(proto.MessageName(&actor.Watch{})), marshal(t, &actor.Watch{}), func(e *remote.MessageEnvelope) { e.Sender = 0 })},
+		{"UnknownTypeName", batch("subactor.messages.NoSuchMessage", status, nil), `subactor.messages.NoSuchMessage\" is not of the node's protocol`},
+		{"TypeIDPastTheTypeNames", batch(hostStatus, status, func(e *remote.MessageEnvelope) { e.TypeId = 3 }), "envelope 0: type id 3 outside the batch's 1 type names"},
+		{"TargetPastTheTargets", batch(hostStatus, status, func(e *remote.MessageEnvelope) { e.Target = 2 }), "envelope 0: target 2 outside the batch's 1 targets"},
+		{"SenderPastTheSenders", batch(hostStatus, status, func(e *remote.MessageEnvelope) { e.Sender = 5 }), "envelope 0: sender 5 outside the batch's 1 senders"},
+		{"UnknownSerializerID", batch(hostStatus, status, func(e *remote.MessageEnvelope) { e.SerializerId = 7 }), "envelope 0: serializer id 7, not protobuf's"},
+		{"PoisonPillToTheHostActor", batch(string(proto.MessageName(&actor.PoisonPill{})), marshal(t, &actor.PoisonPill{}), func(e *remote.MessageEnvelope) { e.Sender = 0 }), `actor.PoisonPill\" is not of the node's protocol`},
+		{"WatchWithoutAWatcher", batch(string(proto.MessageName(&actor.Watch{})), marshal(t, &actor.Watch{}), func(e *remote.MessageEnvelope) { e.Sender = 0 }), "envelope 0: actor.Watch names no actor"},
+		// The host actor of another node: relaying it would send a peer's
+		// message under this node's own connection.
+		{"TargetOnAnotherNode", func() *remote.MessageBatch {
+			b := batch(hostStatus, status, nil)
+			b.Targets = []*actor.PID{clusterwire.Host(a.listen)}
+			return b
+		}(), fmt.Sprintf("target %s/%s is not on this node (%s)", a.listen, clusterwire.Host(a.listen).GetId(), b.listen)},
 	} {
 		t.Run(c.name, func(t *testing.T) {
+			before := len(nodeB.stderr.String())
 			ctx, cancel := context.WithTimeout(context.Background(), testkit.Deadline)
 			defer cancel()
 			stream, err := peer.Receive(ctx)
@@ -111,20 +123,51 @@ func TestK3_AMalformedRemotingMessageNeitherCrashesNorDisablesTheNode(t *testing
 			if _, err := stream.Recv(); statusCode(err) != codes.InvalidArgument {
 				t.Fatalf("the stream after the batch: %v, want it closed InvalidArgument", err)
 			}
+			logsRefusal(t, nodeB, before, "refused a peer's message batch; closing its stream", c.reason)
 			delegatesOver(t, a, how, callerTLS, nodeB)
 		})
 	}
 	t.Run("ListProcesses", func(t *testing.T) {
+		before := len(nodeB.stderr.String())
 		ctx, cancel := context.WithTimeout(context.Background(), testkit.Deadline)
 		defer cancel()
 		if _, err := peer.ListProcesses(ctx, &remote.ListProcessesRequest{}); statusCode(err) != codes.Unimplemented {
 			t.Fatalf("ListProcesses: %v, want Unimplemented", err)
 		}
+		logsRefusal(t, nodeB, before, "refused a peer's call", "method=/remote.Remoting/ListProcesses")
+		before = len(nodeB.stderr.String())
 		if _, err := peer.GetProcessDiagnostics(ctx, &remote.GetProcessDiagnosticsRequest{Pid: host}); statusCode(err) != codes.Unimplemented {
 			t.Fatalf("GetProcessDiagnostics: %v, want Unimplemented", err)
 		}
+		logsRefusal(t, nodeB, before, "refused a peer's call", "method=/remote.Remoting/GetProcessDiagnostics")
 		delegatesOver(t, a, how, callerTLS, nodeB)
 	})
+}
+
+// logsRefusal waits until serve's stderr past offset has a line saying
+// what (the refusal) with why (its reason), and fails naming both at the
+// deadline.
+func logsRefusal(t *testing.T, serve *process, offset int, what, why string) {
+	t.Helper()
+	says := func() bool {
+		for _, l := range strings.Split(serve.stderr.String()[offset:], "\n") {
+			if strings.Contains(l, what) && strings.Contains(l, why) {
+				return true
+			}
+		}
+		return false
+	}
+	deadline := time.NewTimer(testkit.Deadline)
+	defer deadline.Stop()
+	tick := time.NewTicker(10 * time.Millisecond) // a pipe's reader: nothing to wait on
+	defer tick.Stop()
+	for !says() {
+		select {
+		case <-tick.C:
+		case <-deadline.C:
+			t.Fatalf("waited %s for serve's stderr to say %q with %q; it said:\n%s", testkit.Deadline, what, why, serve.stderr.String()[offset:])
+		}
+	}
 }
 
 func statusCode(err error) codes.Code {

@@ -8,6 +8,7 @@ package main
 import (
 	"bytes"
 	"encoding/json"
+	"errors"
 	"io"
 	"os"
 	"os/exec"
@@ -393,9 +394,16 @@ func TestK4_AFollowUpEndsWhatAKilledFollowUpLeft(t *testing.T) {
 // name, with their real start times, an unrelated process, the leader of
 // a process group with a member, and the node's own parent (a shell that
 // carries the forged tag, as the node itself then does); the user's own
-// files sit beside them, and a FIFO named like a record. Ten runs each
-// complete with exit 0, every process still runs and every file of the
-// user is there.
+// files sit beside them (notes.json, mine.json.tmp), and what would block
+// or exhaust a reader, each under a name like a record's and under a
+// record's very name (a tag and .json, which the journal reads): a FIFO,
+// a symlink to /dev/zero, a non-empty directory and a 100 MB regular
+// file. Ten runs each complete with exit 0, each such file costs one
+// warning on stderr (naming it once), every process still runs and every
+// file of the user is there. The one exception is the 100 MB file under a
+// record's name, which the journal takes for its own unreadable record
+// (over its read bound): one warning, then removed; it is put back for
+// each run.
 func TestK4_ForgedRecordsHarmNothingAndTheUsersFilesSurvive(t *testing.T) {
 	data := t.TempDir()
 	agents := filepath.Join(data, journalDir)
@@ -434,25 +442,58 @@ func TestK4_ForgedRecordsHarmNothingAndTheUsersFilesSurvive(t *testing.T) {
 	forge(ids.New(), unrelated)
 	forge(ids.New(), leader)
 	parentTag := ids.New()
-	mine := []string{"notes.json", "mine.json.tmp", "x.json"}
-	for _, name := range mine[:2] {
+	// big writes a 100 MB regular file (sparse: its size, not its blocks,
+	// is what a read without bound would pull in).
+	big := func(name string) error {
+		f, err := os.Create(filepath.Join(agents, name))
+		if err != nil {
+			return err
+		}
+		return errors.Join(f.Truncate(100<<20), f.Close())
+	}
+	mine := []string{"notes.json", "mine.json.tmp"} // left alone with a warning each
+	for _, name := range mine {
 		if err := os.WriteFile(filepath.Join(agents, name), []byte("mine"), 0o600); err != nil {
 			t.Fatal(err)
 		}
 	}
-	if err := syscall.Mkfifo(filepath.Join(agents, "x.json"), 0o600); err != nil {
-		t.Fatal(err)
+	for _, names := range [][2]string{{"x.json", ids.New() + ".json"}, {"zero.json", ids.New() + ".json"}, {"sub.json", ids.New() + ".json"}, {"big.json", ""}} {
+		for _, name := range names {
+			if name == "" {
+				continue
+			}
+			path := filepath.Join(agents, name)
+			var err error
+			switch names[0] {
+			case "x.json":
+				err = syscall.Mkfifo(path, 0o600)
+			case "zero.json":
+				err = os.Symlink("/dev/zero", path)
+			case "sub.json":
+				err = os.MkdirAll(filepath.Join(path, "inside"), 0o700)
+			case "big.json":
+				err = big(name)
+			}
+			if err != nil {
+				t.Fatal(err)
+			}
+			mine = append(mine, name)
+		}
 	}
+	bigRecord := ids.New() + ".json" // the journal's own name: read to its bound, removed
 
 	for i := range 10 {
+		if err := big(bigRecord); err != nil {
+			t.Fatal(err)
+		}
 		// The shell leads a job's group, as a shell's job does, and stays
 		// the node's parent (it has more to do after it). It starts the
 		// node once its record is forged.
 		shell := exec.CommandContext(testkit.Ctx(t), "sh", "-c", `read go; "$0" "$@"; exit $?`, bin, "run", "-quiet", "-max-depth", "0", "-dir", t.TempDir())
 		shell.Env = append(os.Environ(), append(withData(data), agentproc.EnvAgentTag+"="+parentTag)...)
 		shell.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
-		var out bytes.Buffer
-		shell.Stdout, shell.Stderr = &out, &out
+		var stdout, out bytes.Buffer // out: stderr, where the warnings go
+		shell.Stdout, shell.Stderr = &stdout, &out
 		start, err := shell.StdinPipe()
 		if err == nil {
 			err = shell.Start()
@@ -464,8 +505,8 @@ func TestK4_ForgedRecordsHarmNothingAndTheUsersFilesSurvive(t *testing.T) {
 		if _, err := io.WriteString(start, "go\n"); err != nil {
 			t.Fatal(err)
 		}
-		if err := shell.Wait(); err != nil {
-			t.Fatalf("run %d: %v\n%s", i, err, out.String())
+		if err := shell.Wait(); err != nil || !strings.Contains(stdout.String(), "session ") {
+			t.Fatalf("run %d: %v, stdout %q, stderr:\n%s", i, err, stdout.String(), out.String())
 		}
 		for name, p := range map[string]procID{"unrelated process": unrelated, "group leader": leader, "group member": member} {
 			if !p.running() {
@@ -479,6 +520,17 @@ func TestK4_ForgedRecordsHarmNothingAndTheUsersFilesSurvive(t *testing.T) {
 			if _, err := os.Lstat(filepath.Join(agents, name)); err != nil {
 				t.Fatalf("run %d: %s is gone: %v", i, name, err)
 			}
+		}
+		for _, name := range append(slices.Clone(mine), bigRecord) {
+			if n := strings.Count(out.String(), filepath.Join(agents, name)); n != 1 {
+				t.Errorf("run %d: %s named %d times on stderr, want once:\n%s", i, name, n, out.String())
+			}
+		}
+		if n := strings.Count(out.String(), "removing a record that cannot be read"); n != 1 {
+			t.Errorf("run %d: %d unreadable records removed, want 1 (the 100 MB one):\n%s", i, n, out.String())
+		}
+		if _, err := os.Lstat(filepath.Join(agents, bigRecord)); !errors.Is(err, os.ErrNotExist) {
+			t.Errorf("run %d: the 100 MB file under a record's name is left: %v", i, err)
 		}
 	}
 }

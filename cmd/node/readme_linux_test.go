@@ -83,10 +83,40 @@ func jsonBlockWith(t *testing.T, md string, subs ...string) string {
 	return ""
 }
 
+// childFailed is what a block's output says when a child or a tool of it
+// failed although the command exits 0: the scripted model answers a
+// tool's error as its survey ("survey .: failed: list: ...") and a task
+// or tool it lacks as "unknown task"/"unknown tool"; childEnded is a
+// child's end, whose stop reason must be completed.
+var (
+	childFailed = regexp.MustCompile(`failed:|unknown (?:task|tool)`)
+	childEnded  = regexp.MustCompile(`\] ended: (\S+)`)
+)
+
+// readmeOutputs splits the blocks' output at the lines the script echoes
+// before each block: block number to what it printed.
+func readmeOutputs(output string) map[int]string {
+	outs := map[int]string{}
+	marker := regexp.MustCompile(`(?m)^README test: block (\d+), line \d+$`)
+	ms := marker.FindAllStringSubmatchIndex(output, -1)
+	for i, m := range ms {
+		end := len(output)
+		if i+1 < len(ms) {
+			end = ms[i+1][0]
+		}
+		var n int
+		fmt.Sscan(output[m[2]:m[3]], &n)
+		outs[n] = output[m[1]:end]
+	}
+	return outs
+}
+
 // Every runnable sh block of the README runs as written and exits 0
 // (bash -e: every command of it), in the README's order, from a folder
-// holding the README's agents.json; the blocks marked not run are exactly
-// readmeNotRun.
+// holding the README's agents.json; no block's output says that a child
+// or its tool failed (a survey answering `failed: list: ...` exits 0),
+// the steer example's child admits the steer, and the blocks marked not
+// run are exactly readmeNotRun. Contract N1.
 func TestReadmeCommandBlocksRun(t *testing.T) {
 	example := acptest.ExampleAgent(t)
 	etcd := etcdBinary(t)
@@ -156,5 +186,34 @@ func TestReadmeCommandBlocksRun(t *testing.T) {
 	}
 	if err != nil {
 		t.Fatalf("the README's blocks: %v (the last block named in the log failed)", err)
+	}
+	outs := readmeOutputs(string(output))
+	steered := false
+	for i, b := range blocks {
+		if b.notRun {
+			continue
+		}
+		got, ok := outs[i+1]
+		if !ok {
+			t.Errorf("README block %d (line %d) printed no marker: it never ran", i+1, b.line)
+			continue
+		}
+		if bad := childFailed.FindString(got); bad != "" {
+			t.Errorf("README block %d (line %d) exits 0 but its output says %q: a child or its tool failed", i+1, b.line, bad)
+		}
+		for _, m := range childEnded.FindAllStringSubmatch(got, -1) {
+			if m[1] != "completed" {
+				t.Errorf("README block %d (line %d): a child %s", i+1, b.line, strings.TrimPrefix(m[0], "] "))
+			}
+		}
+		if strings.Contains(b.code, " -steer ") {
+			steered = true
+			if !strings.Contains(got, "steer admitted: ") {
+				t.Errorf("README block %d (line %d) steers a child, but its output has no `steer admitted`", i+1, b.line)
+			}
+		}
+	}
+	if !steered {
+		t.Error("no README block steers a child (delegate -steer): the steer example is gone")
 	}
 }

@@ -29,10 +29,12 @@ const maxReadBytes = 1 << 20
 // Options say how New's tools show the root.
 type Options struct {
 	// Name is what the model calls the root, as a user gave it
-	// ("/srv/data", "../src"): every path the model sends is Name or
-	// below it, so a task can say "survey /srv/data" and the tools
-	// follow. "" or "." names paths relative to the root. Either way the
-	// tools reach nothing outside root.
+	// ("/srv/data", "../src"): Name and paths below it reach the root,
+	// so a task can say "survey /srv/data" and the tools follow.
+	// Relative paths ("." among them) are relative to the root either
+	// way, since a model told the task by a peer cannot know Name; one
+	// that starts with Name is read as below Name. The tools reach
+	// nothing outside root.
 	Name string
 	// VCS lists version control folders (.git, .hg, .svn, .jj); list
 	// leaves them out by default, so that a survey counts the work, not
@@ -84,7 +86,7 @@ func spec(tool, description, name string, dir bool, more string) agent.ToolSpec 
 	case name == ".":
 		d = "relative slash-separated path"
 	default:
-		d = fmt.Sprintf("slash-separated path: %q (the root) or below it", name)
+		d = fmt.Sprintf("slash-separated path: %q (the root) or below it, or relative to the root (\".\" is the root)", name)
 	}
 	b, _ := json.Marshal(d) // a string always marshals
 	return agent.ToolSpec{
@@ -142,22 +144,28 @@ func decode(args json.RawMessage, v any) error {
 }
 
 // local checks a model-supplied path and turns it into one os.Root accepts.
-// os.Root refuses escapes through symbolic links; the lexical checks here
-// give a clearer message for the common cases.
+// A relative path is relative to the root, whatever Name says: a peer
+// that asks a cluster node to "survey ." cannot know the directory that
+// node serves. With a Name, the Name itself and paths below it (as the
+// user gave it, absolute or not) reach the root too; a relative path that
+// starts with the Name is read as below the Name. An absolute path
+// elsewhere and a path climbing out with ".." are refused. os.Root
+// refuses escapes through symbolic links; the lexical checks here give a
+// clearer message for the common cases.
 func (t *tool) local(p string) (string, error) {
 	if p == "" {
 		return "", errors.New(`missing "path"`)
 	}
 	if t.name != "." {
-		// Only name and what is below it: strip name to a relative path.
+		// Strip the name to a path relative to the root.
 		clean := path.Clean(p)
 		switch rel, below := strings.CutPrefix(clean, strings.TrimSuffix(t.name, "/")+"/"); {
 		case clean == t.name:
 			return ".", nil
-		case !below:
-			return "", fmt.Errorf("path %q is outside the root %q", p, t.name)
-		default:
+		case below:
 			p = rel
+		case path.IsAbs(p) || filepath.IsAbs(p):
+			return "", fmt.Errorf("path %q is outside the root %q", p, t.name)
 		}
 	}
 	if path.IsAbs(p) || filepath.IsAbs(p) {

@@ -369,11 +369,14 @@ func FuzzK3_ToolArgumentsStayInsideTheRoot(f *testing.F) {
 	})
 }
 
-// TestK3_NamedRootTakesPathsBelowItsNameOnly: with Options.Name the model names
-// the root as the user gave it; paths elsewhere, relative ones included, are
-// refused, and escapes still are. Contract K3 (and N1, whose survey names
-// the directory given by -dir).
-func TestK3_NamedRootTakesPathsBelowItsNameOnly(t *testing.T) {
+// TestK3_NamedRootTakesItsNameAndRelativePaths: with Options.Name the
+// model names the root as the user gave it, and relative paths ("." among
+// them) are still relative to the root, since a peer asking a cluster node
+// to "survey ." cannot know the directory that node serves (issue 27: a
+// node started with `serve -dir /some/root` answered `path "." is outside
+// the root`). Absolute paths elsewhere and ".." escapes are refused.
+// Contract K3 (and N1, whose survey names the directory given by -dir).
+func TestK3_NamedRootTakesItsNameAndRelativePaths(t *testing.T) {
 	root := tree(t, map[string]string{"a/x.go": "package a\n"})
 	for _, name := range []string{root, "../some dir", "data"} {
 		ts, err := fstools.New(root, fstools.Options{Name: name})
@@ -393,15 +396,25 @@ func TestK3_NamedRootTakesPathsBelowItsNameOnly(t *testing.T) {
 				t.Errorf("%s: parameters %s do not name the root %q (%v)", tool.Spec().Name, tool.Spec().Parameters, name, err)
 			}
 		}
-		if got := mustCall(t, byName["list"], fmt.Sprintf(`{"path":%q}`, name+"/")); got != `{"entries":[{"name":"a","type":"dir"}]}` {
-			t.Errorf("%s: list root: %s", name, got)
+		const rootListing = `{"entries":[{"name":"a","type":"dir"}]}`
+		for _, p := range []string{name, name + "/", ".", "./", "a/.."} {
+			if got, err := callTool(t, byName["list"], fmt.Sprintf(`{"path":%q}`, p)); err != nil || got != rootListing {
+				t.Errorf("%s: list %q = %s, %v; want the root", name, p, got, err)
+			}
 		}
-		if got := mustCall(t, byName["count"], fmt.Sprintf(`{"path":%q}`, name+"/a/x.go")); !strings.Contains(got, `"lines":1`) {
-			t.Errorf("%s: count: %s", name, got)
+		for _, p := range []string{name + "/a/x.go", "a/x.go", "./a/x.go"} {
+			if got, err := callTool(t, byName["count"], fmt.Sprintf(`{"path":%q}`, p)); err != nil || !strings.Contains(got, `"lines":1`) {
+				t.Errorf("%s: count %q = %s, %v", name, p, got, err)
+			}
 		}
-		for _, p := range []string{"a/x.go", ".", name + "x/a", name + "/../a", "/etc/passwd"} {
-			if out, err := callTool(t, byName["list"], fmt.Sprintf(`{"path":%q}`, p)); err == nil || !strings.Contains(err.Error(), "outside the root") {
-				t.Errorf("%s: list %q = %q, %v; want outside the root", name, p, out, err)
+		if got, err := callTool(t, byName["list"], `{"path":"a"}`); err != nil || got != `{"entries":[{"name":"x.go","type":"file","size":10}]}` {
+			t.Errorf("%s: list a = %s, %v", name, got, err)
+		}
+		for _, p := range []string{"..", "../a", "a/../../x", name + "/../../x", "/etc/passwd", filepath.Dir(root), filepath.Join(filepath.Dir(root), "a")} {
+			for tn, tool := range byName {
+				if out, err := callTool(t, tool, fmt.Sprintf(`{"path":%q}`, p)); err == nil || !strings.Contains(err.Error(), "outside the root") {
+					t.Errorf("%s: %s %q = %q, %v; want outside the root", name, tn, p, out, err)
+				}
 			}
 		}
 	}

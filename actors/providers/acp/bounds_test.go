@@ -3,6 +3,7 @@ package acp_test
 import (
 	"bufio"
 	"cmp"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"net"
@@ -16,8 +17,12 @@ import (
 	"time"
 
 	"github.com/subactor/subactor/actors/providers/acp"
+	"github.com/subactor/subactor/agent"
 	"github.com/subactor/subactor/internal/acpdata"
+	"github.com/subactor/subactor/internal/agentlog"
+	"github.com/subactor/subactor/internal/descriptor"
 	"github.com/subactor/subactor/internal/testkit"
+	"github.com/subactor/subactor/persistence"
 	"github.com/subactor/subactor/subagent"
 )
 
@@ -186,12 +191,17 @@ func TestK3_ACPReadFloodHoldsBoundedBytes(t *testing.T) {
 // Contract K4: an agent that stops reading its input while it floods
 // requests does not hold its turn forever. A write to it waits at most
 // WriteTimeout; then the turn ends by itself with an error naming the
-// agent and what it stopped doing, its process group is ended, and the
-// node's heap stays bounded.
+// agent and what it stopped doing; when it has ended (before any
+// Dispose) the agent's process group is gone, and the store holds the
+// turn's records (descriptor, prompt, and the stop with its error), still
+// after the Dispose: nothing stored is lost. The node's heap stays
+// bounded.
 func TestK4_ACPTurnOfAnAgentThatStopsReadingEnds(t *testing.T) {
 	sys := newSystem(t)
 	cfg := fakeConfig(t, sys, modeNormal)
 	cfg.WriteTimeout = 200 * time.Millisecond
+	store := persistence.NewMemory()
+	cfg.Store = store
 	path, _ := reports(t)
 	cfg.Env[envReport] = path
 	base := liveHeap()
@@ -202,10 +212,24 @@ func TestK4_ACPTurnOfAnAgentThatStopsReadingEnds(t *testing.T) {
 		!strings.Contains(res.Detail, fmt.Sprintf("agent server %q stopped reading its input", cmp.Or(cfg.Name, acp.DefaultName))) {
 		t.Fatalf("result %+v", res)
 	}
-	must(t, r.Dispose(testkit.Ctx(t)))
 	if !groupGone(pgid) {
-		t.Fatalf("the agent's process group %d outlived its run", pgid)
+		t.Fatalf("the turn ended with the agent's process group %d still running (before any Dispose)", pgid)
 	}
+	stored := func(when string) {
+		t.Helper()
+		_, recs, err := store.Load(testkit.Ctx(t), r.SessionID())
+		var stop agentlog.Stop
+		var prompt agent.Message
+		if err != nil || len(recs) != 3 || recs[0].Kind != descriptor.Kind ||
+			recs[1].Kind != persistence.KindMessage || json.Unmarshal(recs[1].Data, &prompt) != nil || subagent.TextOf(prompt.Content) != "floodask 100000" ||
+			recs[2].Kind != agentlog.KindStop || json.Unmarshal(recs[2].Data, &stop) != nil ||
+			stop.StopReason != subagent.Error || stop.Detail != res.Detail {
+			t.Fatalf("%s, the store holds %+v, %v; want the descriptor, the prompt and the stop %q", when, recs, err, res.Detail)
+		}
+	}
+	stored("once the turn ended")
+	must(t, r.Dispose(testkit.Ctx(t)))
+	stored("after Dispose")
 	if grown := int64(liveHeap()) - int64(base); grown > 16*mib {
 		t.Fatalf("live heap %+.1f MiB (ceiling 16)", float64(grown)/mib)
 	}

@@ -12,6 +12,12 @@
 // installed.
 //
 //	go run ./cmd/bench [-count 5] [-scale 1000,10000,100000,1000000] [-only delegation,mainjob] [-out .]
+//
+// With -merge, the run starts from -out's results.json and measures only
+// the sections of -only again: `go run ./cmd/bench -only remote-memory
+// -merge` adds a hosting node's memory figures to the results without
+// measuring the rest again (RESULTS.md says which sections were measured
+// when).
 package main
 
 import (
@@ -20,6 +26,7 @@ import (
 	"errors"
 	"flag"
 	"fmt"
+	"maps"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -38,7 +45,7 @@ import (
 )
 
 // sections are the parts of a run, in the order they run.
-var sections = []string{"delegation", "scale", "steps", "parallel", "resume", "appends", "fsyncs", "model", "latency", "mainjob", "acp", "remote"}
+var sections = []string{"delegation", "scale", "steps", "parallel", "resume", "appends", "fsyncs", "model", "latency", "mainjob", "acp", "remote", "remote-memory"}
 
 type config struct {
 	count          int
@@ -61,6 +68,7 @@ type config struct {
 	boltDur        time.Duration
 	remoteSamples  int
 	only           map[string]bool
+	merge          bool
 	out            string
 }
 
@@ -86,6 +94,7 @@ func main() {
 	flag.StringVar(&c.acpAgent, "acp-agent", "", "the ACP Go SDK's example agent (default: agent in the Go bin directory or on PATH; skipped when absent)")
 	flag.StringVar(&only, "only", "", "comma-separated sections to run ("+strings.Join(sections, ",")+"); the others' goals are then not met")
 	flag.StringVar(&c.out, "out", ".", "directory for RESULTS.md and results.json")
+	flag.BoolVar(&c.merge, "merge", false, "start from -out's results.json: the sections of -only are measured again, the others' figures and verdicts kept")
 	flag.IntVar(&c.fsyncOps, "fsync-ops", 200, "delegations (and a quarter as many parent runs) whose fsyncs are counted")
 	flag.DurationVar(&c.boltDur, "bolt-dur", time.Second, "duration of each parent count delegating at once on bbolt")
 	flag.IntVar(&c.remoteSamples, "remote-samples", 500, "remote start→result→dispose runs (and as many raw remote requests) between two node processes")
@@ -111,6 +120,9 @@ func main() {
 			}
 			c.only[s] = true
 		}
+	}
+	if err == nil && c.merge && c.only == nil {
+		err = errors.New("-merge needs -only: the sections to measure again")
 	}
 	if err == nil {
 		err = run(c)
@@ -144,6 +156,16 @@ func run(c config) error {
 	ctx := context.Background()
 	began := time.Now()
 	r := Results{Machine: machine(), Date: began.UTC().Format(time.RFC3339)}
+	var earlier, base []Goal
+	if c.merge {
+		var err error
+		if r, err = readResults(c.out); err != nil {
+			return err
+		}
+		earlier, base = r.Goals, goals(r)
+		only := slices.Sorted(maps.Keys(c.only))
+		r.Merged = append(r.Merged, Rerun{Date: began.UTC().Format(time.RFC3339), Machine: machine(), Sections: only})
+	}
 	on := func(s string) bool { return c.only == nil || c.only[s] }
 	dir, err := os.MkdirTemp("", "subactor-bench-")
 	if err != nil {
@@ -318,16 +340,41 @@ func run(c config) error {
 		}
 		r.ACP = &a
 	}
-	if on("remote") {
-		logf("remote runs over loopback: %d samples", c.remoteSamples)
-		m, err := remoteRuns(ctx, c, dir)
-		if err != nil {
-			return err
+	if on("remote") || on("remote-memory") {
+		host := filepath.Join(dir, "remotehost")
+		if out, err := exec.CommandContext(ctx, "go", "build", "-o", host, "./cmd/remotehost").CombinedOutput(); err != nil {
+			return fmt.Errorf("go build ./cmd/remotehost: %v: %s", err, out)
 		}
-		r.Remote = &m
+		if on("remote") {
+			logf("remote runs over loopback: %d samples", c.remoteSamples)
+			m, err := bench.Remote(ctx, host, c.remoteSamples, 8, 100)
+			if err != nil {
+				return err
+			}
+			if r.Remote != nil {
+				m.Memory = r.Remote.Memory // a merge's, unless measured below
+			}
+			r.Remote = &m
+		}
+		if on("remote-memory") {
+			logf("remote memory: %d runs in flight on one host", remoteInFlight)
+			m, err := bench.RemoteMemory(ctx, host, remoteInFlight)
+			if err != nil {
+				return err
+			}
+			if r.Remote == nil {
+				r.Remote = &bench.RemoteResult{}
+			}
+			r.Remote.Memory = &m
+		}
 	}
-	r.Seconds = time.Since(began).Seconds()
-	r.Goals = goals(r)
+	if c.merge {
+		r.Merged[len(r.Merged)-1].Seconds = time.Since(began).Seconds()
+		r.Goals = keepVerdicts(earlier, base, goals(r))
+	} else {
+		r.Seconds = time.Since(began).Seconds()
+		r.Goals = goals(r)
+	}
 	zeroNonFinite(reflect.ValueOf(&r))
 	js, err := json.MarshalIndent(r, "", "  ")
 	if err != nil {
@@ -375,21 +422,39 @@ func mainJob(ctx context.Context, c config, dir string) bench.MainJobResult {
 	return m
 }
 
-// remoteRuns builds the hosting node's program (cmd/remotehost) and
-// measures remote runs against raw remote requests between two processes,
-// and delegations per second through one and two hosts.
-func remoteRuns(ctx context.Context, c config, dir string) (bench.RemoteResult, error) {
-	host := filepath.Join(dir, "remotehost")
-	if out, err := exec.CommandContext(ctx, "go", "build", "-o", host, "./cmd/remotehost").CombinedOutput(); err != nil {
-		return bench.RemoteResult{}, fmt.Errorf("go build ./cmd/remotehost: %v: %s", err, out)
+// readResults reads the results.json of dir, for -merge.
+func readResults(dir string) (Results, error) {
+	var r Results
+	data, err := os.ReadFile(filepath.Join(dir, "results.json"))
+	if err == nil {
+		err = json.Unmarshal(data, &r)
 	}
-	r, err := bench.Remote(ctx, host, c.remoteSamples, 8, 100)
 	if err != nil {
-		return r, err
+		return r, fmt.Errorf("-merge: %w", err)
 	}
-	m, err := bench.RemoteMemory(ctx, host, remoteInFlight)
-	r.Memory = &m
-	return r, err
+	return r, nil
+}
+
+// keepVerdicts is now, judged after a merge, with each goal this run's
+// figures did not change (judged the same as base, from the merged file
+// before this run measured anything) taken from earlier as it was judged
+// then: a figure that was not a number reads 0 in results.json, and
+// judged again it would count as measured.
+func keepVerdicts(earlier, base, now []Goal) []Goal {
+	was, before := map[string]Goal{}, map[string]Goal{}
+	for _, g := range earlier {
+		was[g.ID] = g
+	}
+	for _, g := range base {
+		before[g.ID] = g
+	}
+	for i, g := range now {
+		e, ok := was[g.ID]
+		if b, same := before[g.ID]; ok && same && reflect.DeepEqual(b, g) {
+			now[i] = e
+		}
+	}
+	return now
 }
 
 // remoteInFlight is how many remote runs wait at once on one host for

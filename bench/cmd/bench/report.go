@@ -32,6 +32,18 @@ type Results struct {
 	ACP             *bench.ACPResult       `json:"acp,omitempty"`
 	Remote          *bench.RemoteResult    `json:"remote,omitempty"`
 	Goals           []Goal                 `json:"goals"`
+	// Merged are the later runs (-merge) that measured some sections
+	// again into these results.
+	Merged []Rerun `json:"merged,omitempty"`
+}
+
+// Rerun is a -merge run: when, where, which sections it measured again,
+// and how long it took.
+type Rerun struct {
+	Date     string   `json:"date"`
+	Machine  Machine  `json:"machine"`
+	Sections []string `json:"sections"`
+	Seconds  float64  `json:"seconds"`
 }
 
 // Machine is where the run happened.
@@ -343,6 +355,9 @@ func markdown(r Results) string {
 	w := func(format string, a ...any) { fmt.Fprintf(&b, format, a...) }
 	w("# subactor benchmarks\n\n")
 	w("%s · %d cores · %s · %s · %s · the whole run took %.0f s\n\n", r.Date, r.Machine.Cores, r.Machine.CPU, r.Machine.Go, r.Machine.OS, r.Seconds)
+	for _, m := range r.Merged {
+		w("Measured again %s · %d cores · %s · %s · %s · %.0f s: %s (`-only %s -merge`); the rest is from the run above.\n\n", m.Date, m.Machine.Cores, m.Machine.CPU, m.Machine.Go, m.Machine.OS, m.Seconds, "sections "+strings.Join(m.Sections, ", "), strings.Join(m.Sections, ","))
+	}
 	w("Produced by `bench/run.sh` (`go run ./cmd/bench`). Per-operation figures are medians over interleaved rounds; distributions are over many samples. Every goal is judged from figures measured in this run (results.json has each goal's checks).\n\n")
 	w("## Goals\n\n| id | goal | measured | target | met | detail |\n|---|---|---|---|---|---|\n")
 	for _, g := range r.Goals {
@@ -499,12 +514,19 @@ func markdown(r Results) string {
 			w("| %s | %d | %.1f | %.1f | %.1f |\n", row.name, row.d.Samples, row.d.P50, row.d.P99, row.d.Max)
 		}
 	}
-	if m := r.Remote; m != nil {
+	if m := r.Remote; m != nil && m.Samples > 0 {
 		w("\n## Remote runs\n\nTwo node processes on loopback (the caller here, the host a cmd/remotehost process with an in-process echo provider): a raw protoactor remote request (a load query to the host actor and its answer) beside a remote run through the caller's Service on the remote provider (placement, start, result, dispose with the host's quiescence report), alternating, wall time. Then %d callers delegating at once, 100 delegations each, on one node placing the runs on itself, through one host and through two.\n\n", m.Callers)
 		w("| what | samples | p50 | p99 | max |\n|---|---|---|---|---|\n")
 		w("| raw remote request | %d | %.0f µs | %.0f µs | %.0f µs |\n", m.Raw.Samples, m.Raw.P50, m.Raw.P99, m.Raw.Max)
 		w("| remote start→result→dispose | %d | %.0f µs | %.0f µs | %.0f µs |\n", m.Run.Samples, m.Run.P50, m.Run.P99, m.Run.Max)
 		w("\nDelegations per second: %.0f on one node hosting its own runs, %.0f through one host, %.0f through two (three nodes). CPU per delegation, summed over every node process (getrusage for the caller's, /proc/PID/stat for each host's): %.0f µs, %.0f µs and %.0f µs.\n", m.OneNode, m.OneHost, m.TwoHosts, m.OneNodeCPU/1e3, m.OneHostCPU/1e3, m.TwoHostsCPU/1e3)
+	}
+	if m := r.Remote; m != nil && m.Memory != nil {
+		mm := m.Memory
+		w("\n## Remote memory\n\nOne hosting node (a cmd/remotehost process, its runs in-process echo children: no agent process), warmed up by 50 remote runs, then %d remote runs waiting at once from a caller in this process, then all disposed. Resident memory of the host (/proc/PID/statm):\n\n", mm.Runs)
+		w("| what | RSS |\n|---|---|\n")
+		w("| before the load | %.1f MB |\n| %d runs in flight | %.1f MB |\n| %s after the last was disposed | %.1f MB |\n", mb(mm.BeforeBytes), mm.Runs, mb(mm.LoadedBytes), bench.RemoteSettle, mb(mm.AfterBytes))
+		w("\nPer run in flight: %.0f bytes (%.1f KB). After ÷ before: %.2f×.\n", mm.BytesPerRun, mm.BytesPerRun/1024, mm.AfterRatio)
 	}
 	if a := r.ACP; a != nil {
 		w("\n## ACP child\n\nThe ACP Go SDK's example agent (`%s`, scripted, no model) as a child through the Service on the acp provider, one at a time, start→result→dispose: Start until the run is published (the process launched in its own group, initialize, session/new, the descriptor stored); the agent's turn until its answer to session/prompt (its own scripted pauses, about 5 s); exit, from that answer until the result settles (the process ended on the shutdown ladder: stdin closed, its exit awaited, reaped); and Dispose of the settled run.\n\n", bench.ExampleAgentInstall)

@@ -41,7 +41,7 @@ func figures() Results {
 		PostgresAppends: []bench.AppendRate{{Writers: 64, GroupCommit: true, AppendsPerSecond: 9500}, {Writers: 64, AppendsPerSecond: 20000}},
 		Remote: &bench.RemoteResult{Samples: 500, Raw: bench.Distribution{P50: 400}, Run: bench.Distribution{P50: 700}, Ratio: 1.75, OneNode: 12_000, OneHost: 6_000, TwoHosts: 7_000,
 			OneNodeCPU: 80_000, OneHostCPU: 400_000, TwoHostsCPU: 480_000,
-			Memory: &bench.RemoteMemoryResult{Runs: 2000, BeforeBytes: 40 << 20, LoadedBytes: 60 << 20, AfterBytes: 44 << 20, AfterRatio: 1.1}},
+			Memory: &bench.RemoteMemoryResult{Runs: 2000, BeforeBytes: 40 << 20, LoadedBytes: 80 << 20, AfterBytes: 44 << 20, BytesPerRun: 20971.52, AfterRatio: 1.1}},
 		OneP: []Delegation{
 			{Name: "LeanFloor", Cost: bench.Cost{Ops: 10000, CPUNs: 6_000, Allocs: 18}},
 			{Name: "SubactorSpawn", Cost: bench.Cost{Ops: 10000, CPUNs: 13_000, Allocs: 39}},
@@ -193,5 +193,65 @@ func TestFloorLeanIsJudgedAtOnePOnly(t *testing.T) {
 	}
 	if strings.Contains(markdown(r), "The same at one P") {
 		t.Error("the report shows a one-P table without its figures")
+	}
+}
+
+// The remote memory figures have a section of their own, also when the
+// run measured nothing else of the remote section.
+func TestReportShowsTheRemoteMemory(t *testing.T) {
+	r := figures()
+	r.Goals = goals(r)
+	md := markdown(r)
+	for _, want := range []string{"## Remote runs", "## Remote memory", "| before the load | 40.0 MB |", "| 2000 runs in flight | 80.0 MB |", "| 10s after the last was disposed | 44.0 MB |", "Per run in flight: 20972 bytes (20.5 KB). After ÷ before: 1.10×."} {
+		if !strings.Contains(md, want) {
+			t.Errorf("report lacks %q", want)
+		}
+	}
+	r.Remote = &bench.RemoteResult{Memory: r.Remote.Memory}
+	if md := markdown(r); strings.Contains(md, "## Remote runs") || !strings.Contains(md, "## Remote memory") {
+		t.Errorf("memory alone: the report shows an empty remote runs table or no memory:\n%s", md)
+	}
+}
+
+// -merge: a goal whose figures the run did not change keeps its earlier
+// verdict (a figure missing then reads 0 in results.json and must not
+// count as measured now); a goal with new figures is judged again; the
+// report says what was measured again when.
+func TestMergeKeepsTheVerdictsOfFiguresItDidNotMeasure(t *testing.T) {
+	earlier := figures()
+	earlier.Latencies.Isolation.Ratio = math.NaN() // not measured then
+	earlier.Remote.Memory = nil
+	earlier.Goals = goals(earlier)
+	zeroNonFinite(reflect.ValueOf(&earlier))
+	data, err := json.Marshal(earlier)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var r Results
+	if err := json.Unmarshal(data, &r); err != nil {
+		t.Fatal(err)
+	}
+	if g := judged(r)["listener-isolation"]; !g.Met {
+		t.Fatalf("the test needs a 0 that meets its goal when judged again: %+v", g)
+	}
+	base := goals(r)
+	r.Remote.Memory = figures().Remote.Memory
+	r.Merged = []Rerun{{Date: "2026-12-05T00:00:00Z", Machine: Machine{Cores: 2, Go: "go1.26.8", OS: "linux/amd64"}, Sections: []string{"remote-memory"}, Seconds: 31}}
+	r.Goals = keepVerdicts(r.Goals, base, goals(r))
+	got := map[string]Goal{}
+	for _, g := range r.Goals {
+		got[g.ID] = g
+	}
+	if g := got["listener-isolation"]; g.Met || !g.Checks[0].Missing {
+		t.Errorf("listener-isolation after the merge: %+v, want not measured, as judged then", g)
+	}
+	if g := got["remote-memory"]; !g.Met || g.Checks[0].Missing {
+		t.Errorf("remote-memory after the merge: %+v, want met on the new figures", g)
+	}
+	if len(r.Goals) != len(allGoals) {
+		t.Errorf("%d goals, want %d", len(r.Goals), len(allGoals))
+	}
+	if md := markdown(r); !strings.Contains(md, "Measured again 2026-12-05T00:00:00Z · 2 cores ·  · go1.26.8 · linux/amd64 · 31 s: sections remote-memory (`-only remote-memory -merge`); the rest is from the run above.") {
+		t.Errorf("the report does not say what was measured again:\n%s", md[:min(len(md), 800)])
 	}
 }
