@@ -6,7 +6,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"io"
 	"net"
 	"os"
 	"os/exec"
@@ -125,6 +124,7 @@ type remoteCluster struct {
 	svc     *registry.Service
 	members []cluster.Member
 	pids    []int // the hosts'
+	asks    []func(line string) (string, error)
 	stops   []func()
 }
 
@@ -150,11 +150,11 @@ func startRemoteCluster(ctx context.Context, hostBin string, hosts int) (c *remo
 		peers = append(peers, net.JoinHostPort(host, strconv.Itoa(p+1)))
 	}
 	for _, listen := range members[1:] {
-		pid, stop, err := startHost(hostBin, listen, strings.Join(peers, ","))
+		pid, ask, stop, err := startHost(hostBin, listen, strings.Join(peers, ","))
 		if err != nil {
 			return nil, err
 		}
-		c.stops = append(c.stops, stop)
+		c.stops, c.asks = append(c.stops, stop), append(c.asks, ask)
 		c.pids = append(c.pids, pid)
 	}
 	cfg := cluster.Config{Listen: members[0], Peers: peers}
@@ -323,28 +323,37 @@ func procCPU(pid int) (time.Duration, error) {
 
 // startHost starts a remotehost on listen and returns its pid once it
 // joined; stop ends it (its stdin closes) and waits.
-func startHost(bin, listen, peers string) (pid int, stop func(), err error) {
+// startHost starts a remotehost; ask writes it a line and returns the
+// line it answers (see cmd/remotehost).
+func startHost(bin, listen, peers string) (pid int, ask func(string) (string, error), stop func(), err error) {
 	cmd := exec.Command(bin, "-listen", listen, "-peers", peers)
 	in, err := cmd.StdinPipe()
 	if err != nil {
-		return 0, nil, err
+		return 0, nil, nil, err
 	}
 	out, err := cmd.StdoutPipe()
 	if err != nil {
-		return 0, nil, err
+		return 0, nil, nil, err
 	}
 	if err := cmd.Start(); err != nil {
-		return 0, nil, err
+		return 0, nil, nil, err
 	}
 	stop = func() {
 		in.Close()
 		_ = cmd.Wait()
 	}
-	line, err := bufio.NewReader(out).ReadString('\n')
+	lines := bufio.NewReader(out)
+	line, err := lines.ReadString('\n')
 	if err != nil || !strings.HasPrefix(line, "ready") {
 		stop()
-		return 0, nil, fmt.Errorf("remotehost on %s did not start: %q %v", listen, line, err)
+		return 0, nil, nil, fmt.Errorf("remotehost on %s did not start: %q %v", listen, line, err)
 	}
-	go func() { _, _ = io.Copy(io.Discard, out) }()
-	return cmd.Process.Pid, stop, nil
+	ask = func(q string) (string, error) {
+		if _, err := fmt.Fprintln(in, q); err != nil {
+			return "", err
+		}
+		a, err := lines.ReadString('\n')
+		return strings.TrimSpace(a), err
+	}
+	return cmd.Process.Pid, ask, stop, nil
 }

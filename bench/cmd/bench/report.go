@@ -527,6 +527,10 @@ func markdown(r Results) string {
 		w("| what | RSS |\n|---|---|\n")
 		w("| before the load | %.1f MB |\n| %d runs in flight | %.1f MB |\n| %s after the last was disposed | %.1f MB |\n", mb(mm.BeforeBytes), mm.Runs, mb(mm.LoadedBytes), bench.RemoteSettle, mb(mm.AfterBytes))
 		w("\nPer run in flight: %.0f bytes (%.1f KB). After ÷ before: %.2f×.\n", mm.BytesPerRun, mm.BytesPerRun/1024, mm.AfterRatio)
+		if mm.FreedBytes > 0 {
+			w("\nWhat holds it: the host's Go heap in use after a collection was %.1f MB before the load and %.1f MB after it, its goroutines %d and %d; once it returned its freed memory to the system (debug.FreeOSMemory) its resident memory was %.1f MB (%.2f× before). The heap that stays is protoactor remote's endpoint writer queue grown to the burst (see bench.RemoteMemoryResult).\n",
+				mb(mm.BeforeHeap), mb(mm.AfterHeap), mm.BeforeGoroutines, mm.AfterGoroutines, mb(mm.FreedBytes), float64(mm.FreedBytes)/float64(mm.BeforeBytes))
+		}
 	}
 	if a := r.ACP; a != nil {
 		w("\n## ACP child\n\nThe ACP Go SDK's example agent (`%s`, scripted, no model) as a child through the Service on the acp provider, one at a time, start→result→dispose: Start until the run is published (the process launched in its own group, initialize, session/new, the descriptor stored); the agent's turn until its answer to session/prompt (its own scripted pauses, about 5 s); exit, from that answer until the result settles (the process ended on the shutdown ladder: stdin closed, its exit awaited, reaped); and Dispose of the settled run.\n\n", bench.ExampleAgentInstall)

@@ -1,15 +1,20 @@
 // Command remotehost is a cluster node for bench.Remote: it joins the
 // static member list given, offers the in-process echo provider (no agent
 // process, so the wire and the run machinery are what is measured),
-// prints "ready" and runs until its stdin closes.
+// prints "ready" and runs until its stdin closes. A line "heap" on stdin
+// is answered on stdout with the Go heap in use after a collection and the
+// goroutines running, and "free" by returning freed memory to the system
+// first (bench.RemoteMemory reads what holds a host's memory this way).
 package main
 
 import (
+	"bufio"
 	"context"
 	"flag"
 	"fmt"
-	"io"
 	"os"
+	"runtime"
+	"runtime/debug"
 	"strings"
 
 	"github.com/subactor/subactor/cluster"
@@ -31,6 +36,19 @@ func main() {
 		os.Exit(1)
 	}
 	fmt.Println("ready", n.ID())
-	_, _ = io.Copy(io.Discard, os.Stdin)
+	in := bufio.NewScanner(os.Stdin)
+	for in.Scan() {
+		switch in.Text() {
+		case "heap":
+			runtime.GC() // twice: a sync.Pool keeps its items one collection longer
+			runtime.GC()
+			var m runtime.MemStats
+			runtime.ReadMemStats(&m)
+			fmt.Println("heap", m.HeapInuse, runtime.NumGoroutine())
+		case "free":
+			debug.FreeOSMemory()
+			fmt.Println("freed")
+		}
+	}
 	n.Stop()
 }
