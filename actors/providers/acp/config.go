@@ -177,17 +177,17 @@ func ReadOnly(_ context.Context, call ToolCall) bool {
 	return false
 }
 
-// AllowAll allows every tool call.
-func AllowAll(context.Context, ToolCall) bool { return true }
+// allowAll allows every tool call (a config file's "allow-all").
+func allowAll(context.Context, ToolCall) bool { return true }
 
-// RejectAll rejects every tool call.
-func RejectAll(context.Context, ToolCall) bool { return false }
+// rejectAll rejects every tool call (a config file's "reject-all").
+func rejectAll(context.Context, ToolCall) bool { return false }
 
 // policies are the permission policies a config file may name.
 var policies = map[string]PermissionPolicy{
 	"read-only":  ReadOnly,
-	"allow-all":  AllowAll,
-	"reject-all": RejectAll,
+	"allow-all":  allowAll,
+	"reject-all": rejectAll,
 }
 
 // ParseConfigFile reads a config file in the shape editors use for ACP

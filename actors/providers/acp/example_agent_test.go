@@ -27,7 +27,7 @@ func exampleConfig(t *testing.T) acp.Config {
 
 // Contract P3: a full turn of a real agent: streamed text, a read tool
 // call, and a permission request for an edit answered by the policy
-// (rejected by the default one, allowed by AllowAll), ending completed.
+// (rejected by the default one, allowed by allow-all), ending completed.
 func TestP3_ExampleAgentFullTurnAnswersItsPermissionRequest(t *testing.T) {
 	for _, c := range []struct {
 		name   string
@@ -36,7 +36,7 @@ func TestP3_ExampleAgentFullTurnAnswersItsPermissionRequest(t *testing.T) {
 		says   string
 	}{
 		{"default policy rejects the edit", nil, "rejected: Modifying critical configuration file", "I understand you prefer not to make that change"},
-		{"allow-all allows it", acp.AllowAll, "allowed: Modifying critical configuration file", "I've successfully updated the configuration"},
+		{"allow-all allows it", func(context.Context, acp.ToolCall) bool { return true }, "allowed: Modifying critical configuration file", "I've successfully updated the configuration"},
 	} {
 		t.Run(c.name, func(t *testing.T) {
 			t.Parallel()
