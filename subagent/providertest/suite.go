@@ -236,28 +236,37 @@ func testSteer(t *testing.T, h *Harness) {
 // S5, R6: a Start whose ctx has already ended either fails with the
 // context's cancellation (and has rolled back everything) or returns a run
 // that settles not completed; either way, once disposed, no goroutine of
-// it remains.
+// it remains. Checked through the harness's Start (the Service refuses
+// before any provider code runs) and through the provider's own Start,
+// which must roll back what it began.
 func testStartEnded(t *testing.T, h *Harness) {
-	before := goleak.IgnoreCurrent()
-	ctx, cancel := context.WithCancel(testkit.Ctx(t))
-	cancel()
-	r, err := h.Start(ctx, h.Waiting)
-	switch {
-	case err != nil:
-		if r != nil {
-			t.Fatalf("Start failed (%v) and returned a run", err)
-		}
-		if !errors.Is(err, context.Canceled) && !errors.Is(err, subagent.ErrCancelled) {
-			t.Fatalf("Start under an ended ctx: %v, want its cancellation", err)
-		}
-	case r == nil:
-		t.Fatal("Start returned neither a run nor an error")
-	default:
-		res := wait(t, r)
-		if res.StopReason == subagent.Completed || !valid(res.StopReason) {
-			t.Fatalf("a run started under an ended ctx settled %q", res.StopReason)
-		}
-		dispose(t, r)
+	for _, c := range []struct {
+		name  string
+		start func(context.Context, subagent.StartRequest) (subagent.Run, error)
+	}{{"harness", h.Start}, {"provider", h.Provider.Start}} {
+		t.Run(c.name, func(t *testing.T) {
+			before := goleak.IgnoreCurrent()
+			ctx, cancel := context.WithCancel(testkit.Ctx(t))
+			cancel()
+			r, err := c.start(ctx, h.Waiting)
+			switch {
+			case err != nil:
+				if r != nil {
+					t.Fatalf("Start failed (%v) and returned a run", err)
+				}
+				if !errors.Is(err, context.Canceled) && !errors.Is(err, subagent.ErrCancelled) {
+					t.Fatalf("Start under an ended ctx: %v, want its cancellation", err)
+				}
+			case r == nil:
+				t.Fatal("Start returned neither a run nor an error")
+			default:
+				res := wait(t, r)
+				if res.StopReason == subagent.Completed || !valid(res.StopReason) {
+					t.Fatalf("a run started under an ended ctx settled %q", res.StopReason)
+				}
+				dispose(t, r)
+			}
+			goleak.VerifyNone(t, append([]goleak.Option{before, testkit.DeadLetters}, h.Ignore...)...)
+		})
 	}
-	goleak.VerifyNone(t, append([]goleak.Option{before, testkit.DeadLetters}, h.Ignore...)...)
 }

@@ -48,16 +48,19 @@ func (r *remoteRun) SessionID() string { return "" }
 // LocalAgent implements subagent.Run: nil, the child lives elsewhere.
 func (r *remoteRun) LocalAgent() subagent.Agent { return nil }
 
-// Wait implements subagent.Run.
+// Wait implements subagent.Run. Once ctx has ended it returns ctx's
+// error, settled or not (a select on both would pick either at random).
 func (r *remoteRun) Wait(ctx context.Context) (subagent.Result, error) {
 	select {
 	case <-r.settledCh:
-		r.mu.Lock()
-		defer r.mu.Unlock()
-		return r.res, r.err
 	case <-ctx.Done():
+	}
+	if ctx.Err() != nil {
 		return subagent.Result{}, subagent.Cancelled(context.Cause(ctx))
 	}
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return r.res, r.err
 }
 
 // OnSettled implements subagent.Run: f runs at once if the run has

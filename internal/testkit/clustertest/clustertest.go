@@ -145,10 +145,12 @@ func (r *echoRun) LocalAgent() subagent.Agent { return nil }
 func (r *echoRun) Wait(ctx context.Context) (subagent.Result, error) {
 	select {
 	case <-r.done:
-		return *r.res, nil
 	case <-ctx.Done():
-		return subagent.Result{}, ctx.Err()
 	}
+	if err := ctx.Err(); err != nil {
+		return subagent.Result{}, err // settled or not (R2's Wait)
+	}
+	return *r.res, nil
 }
 
 func (r *echoRun) OnSettled(f func(subagent.Result, error)) {
