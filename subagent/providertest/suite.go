@@ -211,9 +211,9 @@ func testWaitEnded(t *testing.T, h *Harness) {
 	dispose(t, done)
 }
 
-// R4: a run that is a Steerer answers a steer it cannot admit (its child
-// has ended) with ErrNotDelivered, and one whose ctx ends before the child
-// admits it with an error, never by queueing it silently. A run that is no
+// R4: a run that is a Steerer admits a steer to its live child (nil) or
+// refuses it typed, and answers a steer it cannot admit (its child has
+// ended, the run was disposed) with ErrNotDelivered. A run that is no
 // Steerer cannot be steered at all: steering is an optional interface
 // (the subagent package), not a method that fails.
 func testSteer(t *testing.T, h *Harness) {
@@ -222,6 +222,18 @@ func testSteer(t *testing.T, h *Harness) {
 	if !ok {
 		t.Skipf("%s's runs are no subagent.Steerer: nothing to steer", h.Provider.Name())
 	}
+	live := start(t, h, testkit.Ctx(t), h.Waiting)
+	// A live child admits the steer or refuses it typed; a steer whose ctx
+	// ends first (a child that asks its model nothing more until it is
+	// cancelled never admits one) returns that ctx's error.
+	short, stop := context.WithTimeout(testkit.Ctx(t), testkit.Scale(200*time.Millisecond))
+	defer stop()
+	err := live.(subagent.Steerer).Steer(short, []subagent.ContentBlock{subagent.Text("go on")})
+	if err != nil && !errors.Is(err, subagent.ErrNotDelivered) && !errors.Is(err, context.DeadlineExceeded) {
+		t.Fatalf("Steer of a live child: %v, want nil, ErrNotDelivered or the deadline", err)
+	}
+	t.Logf("Steer of a live child: %v", err)
+	dispose(t, live)
 	wait(t, r)
 	msg := []subagent.ContentBlock{subagent.Text("too late")}
 	if err := st.Steer(testkit.Ctx(t), msg); !errors.Is(err, subagent.ErrNotDelivered) {
