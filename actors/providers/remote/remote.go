@@ -267,11 +267,14 @@ func (p *provider) Start(ctx context.Context, req subagent.StartRequest) (subage
 	wire := p.startMessage(req, scope)
 	// A member in the membership that answers no load query may be
 	// reconnecting (its connection to a reused address is replaced only
-	// once it notices the old one broke), and one may not have heard of
-	// this node yet: placement is tried again, for up to placeRounds
-	// rounds (a silent one is a status timeout long, another waits
-	// placeRetry) while nothing else stood in the way.
+	// once it notices the old one broke) or still starting (a node is a
+	// member before its host actor is spawned, so a query may come back
+	// "gone" at once), and one may not have heard of this node yet:
+	// placement is tried again, for up to placeRounds rounds of at least
+	// placeRetry each (a silent one is often a status timeout long),
+	// while nothing else stood in the way.
 	for round := 1; ; round++ {
+		began := time.Now()
 		run, perr, err := p.place(ctx, wire, scope)
 		if run != nil || err != nil {
 			return run, err
@@ -279,9 +282,9 @@ func (p *provider) Start(ctx context.Context, req subagent.StartRequest) (subage
 		if !(perr.silent || perr.notYet) || round == placeRounds {
 			return nil, perr
 		}
-		if !perr.silent {
+		if wait := placeRetry - time.Since(began); wait > 0 {
 			select {
-			case <-time.After(placeRetry):
+			case <-time.After(wait):
 			case <-ctx.Done():
 				return nil, subagent.Cancelled(context.Cause(ctx))
 			}
@@ -289,8 +292,7 @@ func (p *provider) Start(ctx context.Context, req subagent.StartRequest) (subage
 	}
 }
 
-// placeRetry is the wait before another round of placement after a
-// member did not know this node yet.
+// placeRetry is the shortest round of placement when another follows.
 const placeRetry = 250 * time.Millisecond
 
 // placeRounds bounds Start's rounds of placement when members were listed
