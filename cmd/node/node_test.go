@@ -245,6 +245,14 @@ func nodeCtx(t *testing.T) context.Context {
 // nodeBin is nodeEnv running binary.
 func nodeBin(t *testing.T, binary, dir string, env []string, args ...string) (stdout, stderr string, code int) {
 	t.Helper()
+	stdout, stderr, code, _ = nodeUsage(t, binary, dir, env, args...)
+	return stdout, stderr, code
+}
+
+// nodeUsage is nodeBin that also returns what the command used of the
+// machine (its peak resident memory among it).
+func nodeUsage(t *testing.T, binary, dir string, env []string, args ...string) (stdout, stderr string, code int, usage any) {
+	t.Helper()
 	ctx := nodeCtx(t)
 	cmd := exec.CommandContext(ctx, binary, args...)
 	cmd.Dir = dir
@@ -259,7 +267,7 @@ func nodeBin(t *testing.T, binary, dir string, env []string, args ...string) (st
 	if err != nil && !errors.As(err, &exit) {
 		t.Fatalf("node %v: %v", args, err)
 	}
-	return out.String(), errOut.String(), cmd.ProcessState.ExitCode()
+	return out.String(), errOut.String(), cmd.ProcessState.ExitCode(), cmd.ProcessState.SysUsage()
 }
 
 var sessionLine = regexp.MustCompile(`^session ([0-9a-f-]{36})\n`)
