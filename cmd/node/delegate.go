@@ -238,21 +238,31 @@ func delegateOnce(ctx context.Context, o delegateOptions, servers agentServers, 
 		return outcome{}, err
 	}
 	closeParent()
+	if err := recordStop(ctx, store, parent.SessionID(), res, runErr); err != nil {
+		return outcome{}, err
+	}
+	return outcome{session: parent.SessionID(), res: res}, nil
+}
+
+// recordStop ends a stand-in parent's log with an agent/stop record of
+// its child's result res, or of runErr when no result came; it returns
+// runErr, or why the record was not stored.
+func recordStop(ctx context.Context, store persistence.Store, session string, res subagent.Result, runErr error) error {
 	stop := agentlog.Stop{StopReason: res.StopReason, Detail: res.Detail, Usage: res.Usage}
 	if runErr != nil {
 		stop = agentlog.Stop{StopReason: subagent.Error, Detail: runErr.Error()}
 	}
 	stopData, err := json.Marshal(stop)
 	if err == nil {
-		err = store.Append(context.WithoutCancel(ctx), parent.SessionID(), persistence.Record{Kind: agentlog.KindStop, Data: stopData})
+		err = store.Append(context.WithoutCancel(ctx), session, persistence.Record{Kind: agentlog.KindStop, Data: stopData})
 	}
 	if runErr != nil {
-		return outcome{}, runErr
+		return runErr
 	}
 	if err != nil {
-		return outcome{}, fmt.Errorf("the child ended %s, but its parent's stop record was not stored: %w", res.StopReason, err)
+		return fmt.Errorf("the child ended %s, but its parent's stop record was not stored: %w", res.StopReason, err)
 	}
-	return outcome{session: parent.SessionID(), res: res}, nil
+	return nil
 }
 
 // continuables is a Service that runs continuable children of the agent

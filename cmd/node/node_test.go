@@ -39,13 +39,17 @@ var bin, hooksBin string
 // (see node), and HOME and XDG_DATA_HOME are temporary in case one does not.
 //
 // Re-executed with envFakeAgent set, the test binary is the fake ACP agent
-// instead (fakeagent_test.go).
+// instead (fakeagent_test.go); with envPeakRSS, a launcher that measures
+// a command's peak resident memory (damage_linux_test.go).
 func TestMain(m *testing.M) {
 	if os.Getenv(envFakeAgent) != "" {
 		os.Exit(runFakeAgent())
 	}
 	if os.Getenv(envTestPeer) != "" {
 		os.Exit(runTestPeer())
+	}
+	if os.Getenv(envPeakRSS) != "" {
+		os.Exit(runPeakRSS())
 	}
 	// A fuzz worker (go test -fuzz starts them with -test.fuzzworker) runs
 	// only the fuzz target, which needs no binary; it inherits the
@@ -245,14 +249,6 @@ func nodeCtx(t *testing.T) context.Context {
 // nodeBin is nodeEnv running binary.
 func nodeBin(t *testing.T, binary, dir string, env []string, args ...string) (stdout, stderr string, code int) {
 	t.Helper()
-	stdout, stderr, code, _ = nodeUsage(t, binary, dir, env, args...)
-	return stdout, stderr, code
-}
-
-// nodeUsage is nodeBin that also returns what the command used of the
-// machine (its peak resident memory among it).
-func nodeUsage(t *testing.T, binary, dir string, env []string, args ...string) (stdout, stderr string, code int, usage any) {
-	t.Helper()
 	ctx := nodeCtx(t)
 	cmd := exec.CommandContext(ctx, binary, args...)
 	cmd.Dir = dir
@@ -267,7 +263,7 @@ func nodeUsage(t *testing.T, binary, dir string, env []string, args ...string) (
 	if err != nil && !errors.As(err, &exit) {
 		t.Fatalf("node %v: %v", args, err)
 	}
-	return out.String(), errOut.String(), cmd.ProcessState.ExitCode(), cmd.ProcessState.SysUsage()
+	return out.String(), errOut.String(), cmd.ProcessState.ExitCode()
 }
 
 var sessionLine = regexp.MustCompile(`^session ([0-9a-f-]{36})\n`)

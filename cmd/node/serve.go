@@ -28,9 +28,7 @@ import (
 	"github.com/subactor/subactor/agent"
 	"github.com/subactor/subactor/cluster"
 	"github.com/subactor/subactor/internal/clusterwire"
-	"github.com/subactor/subactor/internal/ids"
 	"github.com/subactor/subactor/internal/jsonv2"
-	"github.com/subactor/subactor/model/scripted"
 	"github.com/subactor/subactor/persistence"
 	"github.com/subactor/subactor/subagent"
 	"github.com/subactor/subactor/tools/fstools"
@@ -462,14 +460,24 @@ func clusterDelegate(ctx context.Context, o delegateOptions, stdout, stderr io.W
 		return failed(stderr, "delegate", err)
 	}
 	defer release()
-	parent, err := agent.New(ctx, agent.Config{
-		Store: persistence.NewMemory(), Model: scripted.New(),
-		Header: subagent.SessionHeader{SessionID: ids.New()},
-	})
+	// The caller's session is kept as a local delegate's is, so that
+	// sessions lists it with its child (on a shared store, wherever the
+	// child ran).
+	data, err := dataDir(o.data)
 	if err != nil {
 		return failed(stderr, "delegate", err)
 	}
-	defer parent.Close()
+	store, closeStore, err := openStore(ctx, data, true)
+	if err != nil {
+		return failed(stderr, "delegate", err)
+	}
+	defer closeStore()
+	parent, err := standInParent(ctx, store, kindDelegate, delegated{Provider: o.provider, Prompt: o.prompt}, subagent.AgentOptions{})
+	if err != nil {
+		return failed(stderr, "delegate", err)
+	}
+	closeParent := sync.OnceFunc(parent.Close)
+	defer closeParent()
 	rep := newReporter(o.quiet, o.json, stdout, stderr)
 	if err := printSession(stdout, o.json, parent.SessionID()); err != nil {
 		return failed(stderr, "delegate", err)
@@ -500,7 +508,8 @@ func clusterDelegate(ctx context.Context, o delegateOptions, stdout, stderr io.W
 	_ = events.Flush(end)
 	events.Release()
 	rep.close()
-	if err != nil {
+	closeParent()
+	if err := recordStop(end, store, parent.SessionID(), res, err); err != nil {
 		return failed(stderr, "delegate", err)
 	}
 	return reportChild("delegate", outcome{session: parent.SessionID(), res: res}, o.json, o.quiet, stdout, stderr)
