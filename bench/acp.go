@@ -115,7 +115,7 @@ func ACPChild(ctx context.Context, command string, args []string, env map[string
 			answered <- time.Now()
 		}
 		return nil
-	}, subagent.OnlyEvents(subagent.TypeOf(subagent.RunProgress{})))
+	}, registry.OnlyEvents(subagent.TypeOf(subagent.RunProgress{})))
 	defer sub.Release()
 
 	var starts, turns, exits, disposes, totals []time.Duration

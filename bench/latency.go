@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/subactor/subactor/actors/providers/spawn"
+	"github.com/subactor/subactor/actors/registry"
 	"github.com/subactor/subactor/agent"
 	"github.com/subactor/subactor/subagent"
 )
@@ -214,7 +215,7 @@ func newEventProbe(ctx context.Context, withBlocked bool) (*eventProbe, error) {
 	var blocked subagent.Subscription
 	if withBlocked {
 		blocked = s.svc.ListenParent(s.parent.SessionID(), func(subagent.Event) error { <-unblock; return nil },
-			subagent.ListenBound(math.MaxInt32))
+			registry.ListenBound(math.MaxInt32))
 	}
 	healthy := s.svc.ListenParent(s.parent.SessionID(), func(ev subagent.Event) error {
 		if _, ok := ev.(subagent.RunStarted); ok {

@@ -1,10 +1,6 @@
 package subagent
 
-import (
-	"context"
-
-	"github.com/subactor/subactor/internal/listenopt"
-)
+import "context"
 
 // Event is a notification to a listener: one of this package's event
 // types, which a listener tells apart with a type switch. TypeOf names it.
@@ -105,34 +101,6 @@ func (ListenerFailed) eventType() string   { return "subagent/listener-failed" }
 // listener delays only itself, and one that falls more than its bound
 // behind gets ListenerOverflow and no further events.
 type Listener func(Event) error
-
-// ListenOption configures one listener: ListenBound, OnlyEvents.
-type ListenOption struct{ apply func(*listenopt.Config) }
-
-func init() {
-	listenopt.Read = func(opts any) listenopt.Config {
-		var c listenopt.Config
-		for _, o := range opts.([]ListenOption) {
-			o.apply(&c)
-		}
-		return c
-	}
-}
-
-// ListenBound lets this listener have up to n events outstanding before
-// it is detached with ListenerOverflow (E5).
-func ListenBound(n int) ListenOption {
-	return ListenOption{func(c *listenopt.Config) { c.Bound = n }}
-}
-
-// OnlyEvents delivers only events of these types (their names, as
-// TypeOf(RunEnded{})); ListenerOverflow and ListenerFailed are always
-// delivered, since they say the stream itself broke.
-func OnlyEvents(types ...string) ListenOption {
-	return ListenOption{func(c *listenopt.Config) {
-		c.Types = append(append(c.Types, types...), TypeOf(ListenerOverflow{}), TypeOf(ListenerFailed{}))
-	}}
-}
 
 // Subscription is a listener's registration.
 type Subscription interface {

@@ -53,7 +53,7 @@ func ExampleService_ListenParent() {
 			fmt.Println(subagent.TypeOf(ev), ev.StopReason, subagent.TextOf(ev.Result.Output))
 		}
 		return nil
-	}, subagent.OnlyEvents(subagent.TypeOf(subagent.RunStarted{}), subagent.TypeOf(subagent.RunEnded{})))
+	}, registry.OnlyEvents(subagent.TypeOf(subagent.RunStarted{}), subagent.TypeOf(subagent.RunEnded{})))
 	defer sub.Release()
 
 	run, err := svc.Start(ctx, spawn.DefaultName, subagent.StartRequest{

@@ -40,9 +40,9 @@ func TestE3E5_FailingAndBlockedListenersNeitherStarvePeersNorChangeTheRun(t *tes
 		blocked <- ev
 		<-unblock
 		return nil
-	}, subagent.ListenBound(bound)).Release()
+	}, registry.ListenBound(bound)).Release()
 	healthy := make(recorder, 4096)
-	defer f.svc.ListenParent(top.SessionID(), healthy.listen, subagent.ListenBound(1<<20)).Release()
+	defer f.svc.ListenParent(top.SessionID(), healthy.listen, registry.ListenBound(1<<20)).Release()
 
 	const runs = 600 // far more events than the blocked listener may hold
 	for i := range runs {
@@ -118,7 +118,7 @@ func TestE5_ABurstLosesNothingForAListenerThatKeepsUp(t *testing.T) {
 		blockedCalls.Add(1)
 		<-unblock
 		return nil
-	}, subagent.ListenBound(bound))
+	}, registry.ListenBound(bound))
 	defer blocked.Release()
 
 	var wg sync.WaitGroup
@@ -254,7 +254,7 @@ func TestE6_AListenerReceivesOnlyTheTypesItAsksFor(t *testing.T) {
 	p := f.provider(t, "p", allCaps())
 	close(p.release)
 	ends := make(recorder, 8)
-	defer f.svc.ListenParent(top.SessionID(), ends.listen, subagent.OnlyEvents(subagent.TypeOf(subagent.RunEnded{}))).Release()
+	defer f.svc.ListenParent(top.SessionID(), ends.listen, registry.OnlyEvents(subagent.TypeOf(subagent.RunEnded{}))).Release()
 	r, err := f.svc.Start(context.Background(), "p", request("x"))
 	if err != nil {
 		t.Fatal(err)

@@ -35,7 +35,6 @@ import (
 	"github.com/subactor/subactor/actors/tasks"
 	"github.com/subactor/subactor/internal/ids"
 	"github.com/subactor/subactor/internal/lifetime"
-	"github.com/subactor/subactor/internal/listenopt"
 	"github.com/subactor/subactor/internal/runscope"
 	"github.com/subactor/subactor/subagent"
 )
@@ -116,10 +115,9 @@ const defaultIdleParents = 256
 // options configure a Service. New starts from the defaults and applies
 // each Option in turn.
 type options struct {
-	IdleParents   int
-	ListenerBound int
-	RunRestarts   subagent.RestartPolicy
-	Tasks         *tasks.Manager
+	IdleParents int
+	RunRestarts subagent.RestartPolicy
+	Tasks       *tasks.Manager
 }
 
 // Option configures a Service.
@@ -132,21 +130,16 @@ type Option func(*options)
 // with many short-lived listeners holds at most this many.
 func WithIdleParents(n int) Option { return func(o *options) { o.IdleParents = max(n, 0) } }
 
-// WithListenerBound sets how many events one listener may have queued and
-// not yet handled (default 16384; at least 1); past it the listener is
-// detached with a subagent.ListenerOverflow notice (E5).
-func WithListenerBound(n int) Option { return func(o *options) { o.ListenerBound = max(n, 1) } }
-
 // WithRunRestarts sets how often a continuable run's child is relaunched
 // from its last checkpoint after a crash (A2). Default: never.
 func WithRunRestarts(p subagent.RestartPolicy) Option { return func(o *options) { o.RunRestarts = p } }
 
 // New starts a Service's registry actor on sys with opts (WithTasks,
-// WithListenerBound, WithRunRestarts, ...). The Service has no provider
+// WithRunRestarts, ...). The Service has no provider
 // until RegisterProvider; Close stops it and every run actor under it,
 // while sys stays the caller's.
 func New(sys *actors.System, opts ...Option) *Service {
-	o := options{IdleParents: defaultIdleParents, ListenerBound: fanout.DefaultBound}
+	o := options{IdleParents: defaultIdleParents}
 	for _, f := range opts {
 		f(&o)
 	}
@@ -240,16 +233,16 @@ func (s *Service) List() []string {
 	return r.([]string)
 }
 
-func (s *Service) newSub(l subagent.Listener, opts []subagent.ListenOption) *fanout.Sub {
-	c := listenopt.Read(opts)
-	return fanout.NewSub(l, s.log, cmp.Or(c.Bound, s.opts.ListenerBound), c.Types)
+func (s *Service) newSub(l subagent.Listener, opts []ListenOption) *fanout.Sub {
+	c := readListen(opts)
+	return fanout.NewSub(l, s.log, c.bound, c.types)
 }
 
 // Listen subscribes l to provider-added and provider-removed events. It
 // returns once l has received provider-added for every provider already
 // registered, so a consumer follows registrations whatever order it and the
 // providers were set up in (E4).
-func (s *Service) Listen(l subagent.Listener, opts ...subagent.ListenOption) subagent.Subscription {
+func (s *Service) Listen(l subagent.Listener, opts ...ListenOption) subagent.Subscription {
 	sub := s.newSub(l, opts)
 	x := &subscription{s: s, owner: s.pid, sub: sub}
 	if _, err := s.call(context.Background(), s.pid, &listen{sub: sub}); err != nil {
@@ -266,7 +259,7 @@ func (s *Service) Listen(l subagent.Listener, opts ...subagent.ListenOption) sub
 // started before, not at all, so l never hears an end without its start.
 // Events of one run arrive in order; see subagent.Listener for what a
 // slow or failing listener costs.
-func (s *Service) ListenParent(parentSessionID string, l subagent.Listener, opts ...subagent.ListenOption) subagent.Subscription {
+func (s *Service) ListenParent(parentSessionID string, l subagent.Listener, opts ...ListenOption) subagent.Subscription {
 	sub := s.newSub(l, opts)
 	r, err := s.call(context.Background(), s.pid, &parentOf{parentID: parentSessionID, sub: sub})
 	if err != nil {

@@ -34,7 +34,7 @@ import (
 type Delegator interface {
 	Start(ctx context.Context, name string, req subagent.StartRequest) (subagent.Run, error)
 	GetProvider(name string) (subagent.Provider, bool)
-	Listen(l subagent.Listener, opts ...subagent.ListenOption) subagent.Subscription
+	Listen(l subagent.Listener, opts ...registry.ListenOption) subagent.Subscription
 }
 
 // Defaults.
@@ -144,7 +144,7 @@ func New(cfg Config) *Tool {
 	cfg.Limits = cfg.Limits.withDefaults()
 	t := &Tool{cfg: cfg}
 	t.absent = t.spec(subagent.Capabilities{}, false)
-	t.sub = cfg.Service.Listen(t.follow, subagent.OnlyEvents(subagent.TypeOf(subagent.ProviderAdded{}), subagent.TypeOf(subagent.ProviderRemoved{})))
+	t.sub = cfg.Service.Listen(t.follow, registry.OnlyEvents(subagent.TypeOf(subagent.ProviderAdded{}), subagent.TypeOf(subagent.ProviderRemoved{})))
 	return t
 }
 

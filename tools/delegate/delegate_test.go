@@ -116,7 +116,7 @@ func (e *env) events(t *testing.T, parent *agent.Agent) <-chan subagent.Event {
 	t.Helper()
 	ch := make(chan subagent.Event, 64)
 	t.Cleanup(e.svc.ListenParent(parent.SessionID(), func(ev subagent.Event) error { ch <- ev; return nil },
-		subagent.OnlyEvents(subagent.TypeOf(subagent.RunStarted{}), subagent.TypeOf(subagent.RunEnded{}))).Release)
+		registry.OnlyEvents(subagent.TypeOf(subagent.RunStarted{}), subagent.TypeOf(subagent.RunEnded{}))).Release)
 	return ch
 }
 

@@ -151,7 +151,7 @@ func TestK3_FloodingAgentCostsBoundedMemory(t *testing.T) {
 		}
 		<-unblock // a listener that does not keep up
 		return nil
-	}, subagent.ListenBound(16))
+	}, registry.ListenBound(16))
 	t.Cleanup(sub.Release)
 	var once sync.Once
 	release2 := func() { once.Do(func() { close(unblock) }) }

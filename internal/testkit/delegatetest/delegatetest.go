@@ -26,7 +26,7 @@ func Follow(svc *registry.Service) *Following {
 }
 
 // Listen wraps the tool's listener.
-func (f *Following) Listen(l subagent.Listener, opts ...subagent.ListenOption) subagent.Subscription {
+func (f *Following) Listen(l subagent.Listener, opts ...registry.ListenOption) subagent.Subscription {
 	return f.Service.Listen(func(ev subagent.Event) error {
 		err := l(ev)
 		f.handled <- ev
