@@ -12,7 +12,11 @@
 // end, even for a child that had already settled.
 //
 // Listener code never runs here: events are queued to each listener's own
-// goroutine (package fanout). A panic while handling a message is
+// goroutine (package fanout), or, for a subscriber actor (registry.SendTo),
+// sent from here to its PID as their protobuf messages (package messages),
+// in the order they happen: the subscriber's mailbox is its queue, so it is
+// isolated as a listener goroutine is. The actor watches each subscriber
+// and drops one that stops, as if it had been released. A panic while handling a message is
 // recovered in place; the listeners are told with subagent.ListenerFailed,
 // since an event may be missing.
 //
@@ -84,7 +88,7 @@ func (a *parentActor) crashed(msg any) {
 }
 
 func (a *parentActor) receive(c actor.Context, msg any) {
-	if a.listeners.Handle(msg) {
+	if a.listeners.Handle(c, msg) {
 		a.listening.Store(int32(a.listeners.Len()))
 		a.idle(c)
 		return
@@ -92,8 +96,16 @@ func (a *parentActor) receive(c actor.Context, msg any) {
 	switch m := msg.(type) {
 	case *local.Subscribe:
 		a.uses++
-		a.listeners.Add(m.Sub)
+		a.listeners.Add(c, m.Sub)
 		a.listening.Store(int32(a.listeners.Len()))
+	case *actor.Terminated:
+		// A subscriber actor stopped: its subscriptions end without a
+		// Release, so the registry is told, before any Idle.
+		for range a.listeners.Drop(m.Who) {
+			c.Send(c.Parent(), &local.Dropped{ParentID: a.id, PID: c.Self()})
+		}
+		a.listening.Store(int32(a.listeners.Len()))
+		a.idle(c)
 	case *local.Rebind:
 		a.id, a.uses = m.ParentID, 0
 	case *local.Expect:
@@ -128,7 +140,7 @@ func (a *parentActor) receive(c actor.Context, msg any) {
 		a.end(m)
 		a.idle(c)
 	case *actor.Stopping:
-		a.listeners.Close()
+		a.listeners.Close(c)
 	}
 }
 

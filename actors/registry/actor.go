@@ -174,7 +174,7 @@ func (a *registryActor) crashed(msg any) {
 }
 
 func (a *registryActor) receive(c actor.Context, msg any) {
-	if a.listeners.Handle(msg) {
+	if a.listeners.Handle(c, msg) {
 		return
 	}
 	switch m := msg.(type) {
@@ -215,6 +215,12 @@ func (a *registryActor) receive(c actor.Context, msg any) {
 		m.Answer(p)
 	case *unsubscribed:
 		m.ref.subscriptions--
+	case *local.Dropped:
+		if p, ok := a.parents[m.ParentID]; ok && p.pid.Equal(m.PID) {
+			p.subscriptions--
+		}
+	case *actor.Terminated:
+		a.listeners.Drop(m.Who) // a subscriber actor of Listen, or a retired parent
 	case *local.Idle:
 		// It is idle only if every reference handed out has reached it: a
 		// start or subscription in flight will find it still alive.
@@ -230,13 +236,13 @@ func (a *registryActor) receive(c actor.Context, msg any) {
 		// Replaying the current providers to the new listener, in order and
 		// before any later change, lets a consumer follow registrations
 		// whatever order it and the providers were loaded in (E4).
-		a.listeners.Add(m.sub)
+		a.listeners.Add(c, m.sub)
 		for _, name := range a.order {
 			a.listeners.EmitTo(m.sub, subagent.ProviderAdded{Provider: name})
 		}
 		m.Answer(struct{}{})
 	case *actor.Stopping:
-		a.listeners.Close()
+		a.listeners.Close(c)
 	}
 }
 

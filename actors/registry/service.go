@@ -235,6 +235,9 @@ func (s *Service) List() []string {
 
 func (s *Service) newSub(l subagent.Listener, opts []ListenOption) *fanout.Sub {
 	c := readListen(opts)
+	if c.to != nil {
+		return fanout.NewSubTo(c.to, s.log, c.types)
+	}
 	return fanout.NewSub(l, s.log, c.bound, c.types)
 }
 
@@ -282,8 +285,9 @@ type subscription struct {
 
 func (x *subscription) Release() {
 	x.once.Do(func() {
-		x.sub.Release()
-		if x.ref != nil {
+		// A parent actor that dropped its stopped subscriber has told
+		// the registry already.
+		if x.sub.Release() && x.ref != nil {
 			x.s.sys.Root.Send(x.s.pid, &unsubscribed{ref: x.ref})
 		}
 		if x.owner != nil {

@@ -42,6 +42,13 @@ type (
 	// registry sends it instead of retiring the actor and spawning a new
 	// one. Nothing is in flight to an idle actor, so it starts afresh.
 	Rebind struct{ ParentID string }
+	// Dropped tells the registry (the actor's parent) that a
+	// subscription ended because its subscriber actor stopped, as a
+	// Release would have: sent before any Idle that follows it.
+	Dropped struct {
+		ParentID string
+		PID      *actor.PID
+	}
 	// Idle tells the registry (the actor's parent) that nothing is left.
 	// Uses counts the references the registry handed out that reached it
 	// (Published, Discarded, Subscribe).
