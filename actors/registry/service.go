@@ -8,7 +8,8 @@
 // runs inside an actor: Start calls the provider on the caller's goroutine
 // and reports to the parent actor, if the run has one, by message.
 // Listener code runs on a goroutine of its own per listener, never on an
-// actor's.
+// actor's; a listener that is an actor (SendTo) is sent the events as
+// messages.
 //
 // Codes such as (R4) name contracts: https://github.com/subactor/subactor/blob/main/docs/contracts.md
 package registry
