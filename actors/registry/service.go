@@ -34,8 +34,8 @@ import (
 	"github.com/subactor/subactor/actors/internal/reply"
 	"github.com/subactor/subactor/actors/tasks"
 	"github.com/subactor/subactor/internal/ids"
-	"github.com/subactor/subactor/internal/lifetime"
 	"github.com/subactor/subactor/internal/listenopt"
+	"github.com/subactor/subactor/internal/rules"
 	"github.com/subactor/subactor/internal/runscope"
 	"github.com/subactor/subactor/subagent"
 )
@@ -375,7 +375,7 @@ func (s *Service) open(ctx context.Context, name string, req subagent.StartReque
 	if ref != nil {
 		st.owner, st.listening = ref.pid, &ref.listening
 	}
-	if err := cmp.Or(validate(p, req, resume), lifetime.ParentClosed(req.Parent)); err != nil {
+	if err := cmp.Or(validate(p, req, resume), rules.ParentClosed(req.Parent)); err != nil {
 		st.tell(&local.Discarded{}) // the reference, unused
 		return nil, err
 	}
@@ -419,10 +419,10 @@ func (s *Service) open(ctx context.Context, name string, req subagent.StartReque
 		// A resumed child that took its log carries the request's prompt
 		// in it: it is published, and an ended ctx or parent settles it
 		// aborted (it is tied to both).
-	case ctx.Err() != nil || lifetime.ParentClosed(req.Parent) != nil:
+	case ctx.Err() != nil || rules.ParentClosed(req.Parent) != nil:
 		// Ended before publication: no published child may escape.
 		_ = run.Dispose(context.Background())
-		return discard(cmp.Or(lifetime.ParentClosed(req.Parent), contextual(ctx, nil)))
+		return discard(cmp.Or(rules.ParentClosed(req.Parent), contextual(ctx, nil)))
 	case s.closing.Load():
 		_ = run.Dispose(context.Background())
 		return discard(subagent.ErrServiceClosed)
@@ -449,7 +449,7 @@ func (st *started) bind(ctx context.Context, p subagent.Agent) context.Context {
 	if !st.s.live.add(st) {
 		st.cancel(subagent.ErrServiceClosed)
 	}
-	if c, ok := p.(subagent.Closable); ok && !lifetime.IsWithin(ctx, c) {
+	if c, ok := p.(subagent.Closable); ok && !rules.IsWithin(ctx, c) {
 		life := c.Lifetime()
 		st.stopParent = context.AfterFunc(life, func() { st.cancel(context.Cause(life)) })
 	}

@@ -18,9 +18,8 @@ import (
 	"github.com/subactor/subactor/actors/registry"
 	"github.com/subactor/subactor/actors/run"
 	"github.com/subactor/subactor/actors/tasks"
-	"github.com/subactor/subactor/internal/capability"
-	"github.com/subactor/subactor/internal/depth"
 	"github.com/subactor/subactor/internal/descriptor"
+	"github.com/subactor/subactor/internal/rules"
 	"github.com/subactor/subactor/internal/testkit"
 	"github.com/subactor/subactor/persistence"
 	"github.com/subactor/subactor/subagent"
@@ -258,7 +257,7 @@ func TestS4_InvalidRequestsFailTypedBeforeAnyProviderCode(t *testing.T) {
 	}
 	unsupported := func(cap string) func(error) bool {
 		return func(err error) bool {
-			var u *capability.UnsupportedError
+			var u *rules.UnsupportedError
 			return errors.As(err, &u) && u.Capability == cap && errors.Is(err, subagent.ErrUnsupported)
 		}
 	}
@@ -304,7 +303,7 @@ func TestS4_InvalidRequestsFailTypedBeforeAnyProviderCode(t *testing.T) {
 		{"continuation without resume", context.Background(), "all", with(func(r *subagent.StartRequest) { r.Continuation = &subagent.Continuation{SessionID: "s"} }), invalid("continuation")},
 		{"typed nil parent", context.Background(), "all", with(func(r *subagent.StartRequest) { var p *parentPtr; r.Parent = p }), invalid("parent")},
 		{"depth at the cap", context.Background(), "all", with(func(r *subagent.StartRequest) { r.MaxDepth = &zero }), func(err error) bool {
-			var d *depth.Error
+			var d *rules.DepthError
 			return errors.As(err, &d) && d.Depth == 0 && d.Max == 0 && errors.Is(err, subagent.ErrDepthExceeded)
 		}},
 		{"inherited cap", context.Background(), "all", with(func(r *subagent.StartRequest) { r.Parent = parentAgent{id: "deep", depth: 2, max: &two} }), is(subagent.ErrDepthExceeded)},

@@ -22,10 +22,9 @@ import (
 	"github.com/subactor/subactor/internal/acpdata"
 	"github.com/subactor/subactor/internal/agentlog"
 	"github.com/subactor/subactor/internal/agentproc"
-	"github.com/subactor/subactor/internal/capability"
 	"github.com/subactor/subactor/internal/descriptor"
 	"github.com/subactor/subactor/internal/ids"
-	"github.com/subactor/subactor/internal/lifetime"
+	"github.com/subactor/subactor/internal/rules"
 	"github.com/subactor/subactor/persistence"
 	"github.com/subactor/subactor/subagent"
 )
@@ -197,7 +196,7 @@ func (p *provider) check(req subagent.StartRequest) error {
 	if strings.TrimSpace(subagent.TextOf(req.Prompt)) == "" {
 		return &subagent.InvalidRequestError{Field: "prompt", Reason: "an ACP turn needs a prompt"}
 	}
-	return capability.Check(p.Name(), p.Capabilities(), req)
+	return rules.CheckCapabilities(p.Name(), p.Capabilities(), req)
 }
 
 func (p *provider) child(ctx context.Context, req subagent.StartRequest, dir string) *child {
@@ -690,7 +689,7 @@ func usage(u *sdk.Usage) *subagent.Usage {
 // parent closed (checked directly too, since a context bound to the
 // parent's lifetime learns of the close asynchronously).
 func setupEnded(ctx context.Context, parent subagent.Agent) error {
-	if err := lifetime.ParentClosed(parent); err != nil {
+	if err := rules.ParentClosed(parent); err != nil {
 		return err
 	}
 	if err := ctx.Err(); err != nil {

@@ -20,10 +20,9 @@ import (
 	"github.com/subactor/subactor/actors"
 	"github.com/subactor/subactor/actors/run"
 	"github.com/subactor/subactor/agent"
-	"github.com/subactor/subactor/internal/depth"
 	"github.com/subactor/subactor/internal/descriptor"
 	"github.com/subactor/subactor/internal/ids"
-	"github.com/subactor/subactor/internal/lifetime"
+	"github.com/subactor/subactor/internal/rules"
 	"github.com/subactor/subactor/internal/runscope"
 	"github.com/subactor/subactor/persistence"
 	"github.com/subactor/subactor/subagent"
@@ -270,10 +269,10 @@ func (p *provider) childConfig(req subagent.StartRequest, h subagent.SessionHead
 	opts := req.Options
 	opts.ModelProvider, opts.Model = d.AgentProvider, d.AgentModel
 	opts.SubagentDepth = h.DelegationDepth
-	if m, ok := depth.EffectiveMax(req.Parent, req.MaxDepth); ok {
+	if m, ok := rules.EffectiveMax(req.Parent, req.MaxDepth); ok {
 		// The Service checked this already; a direct caller gets the same
 		// answer rather than a child beyond the cap (D6).
-		if err := depth.Check(subagent.DelegationDepthOf(req.Parent), m); err != nil {
+		if err := rules.CheckDepth(subagent.DelegationDepthOf(req.Parent), m); err != nil {
 			return agent.Config{}, err
 		}
 		opts.MaxDepth = &m
@@ -443,7 +442,7 @@ func confirm(exit *run.Exit) {
 // parent closed (checked directly too, since a context bound to the
 // parent's lifetime learns of the close asynchronously).
 func setupEnded(ctx context.Context, parent subagent.Agent) error {
-	if err := lifetime.ParentClosed(parent); err != nil {
+	if err := rules.ParentClosed(parent); err != nil {
 		return err
 	}
 	if err := ctx.Err(); err != nil {

@@ -22,7 +22,7 @@ import (
 	"github.com/subactor/subactor/actors/providers/spawn"
 	"github.com/subactor/subactor/actors/registry"
 	"github.com/subactor/subactor/agent"
-	"github.com/subactor/subactor/internal/depth"
+	"github.com/subactor/subactor/internal/rules"
 	"github.com/subactor/subactor/internal/testkit/agenttest"
 	"github.com/subactor/subactor/internal/testkit/delegatetest"
 	"github.com/subactor/subactor/model/scripted"
@@ -335,9 +335,9 @@ func TestD6_ChildDepthAndTheDelegateToolAtTheCap(t *testing.T) {
 			"provider": func() (subagent.Run, error) { return p.Start(t.Context(), req) },
 		} {
 			run, err := start()
-			var de *depth.Error
+			var de *rules.DepthError
 			if !errors.As(err, &de) || de.Depth != 2 || de.Max != 2 || run != nil {
-				t.Fatalf("%s, parent %s: got run %v, err %v; want a depth.Error{2, 2}", via, req.Parent.ID(), run, err)
+				t.Fatalf("%s, parent %s: got run %v, err %v; want a rules.DepthError{2, 2}", via, req.Parent.ID(), run, err)
 			}
 		}
 	}
