@@ -36,7 +36,6 @@ import (
 	"github.com/subactor/subactor/internal/ids"
 	"github.com/subactor/subactor/internal/listenopt"
 	"github.com/subactor/subactor/internal/rules"
-	"github.com/subactor/subactor/internal/runscope"
 	"github.com/subactor/subactor/subagent"
 )
 
@@ -399,16 +398,16 @@ func (s *Service) open(ctx context.Context, name string, req subagent.StartReque
 		Parent:      subagent.ParentRef{SessionID: parentID, Depth: subagent.DelegationDepthOf(req.Parent)},
 		Restarts:    s.opts.RunRestarts,
 		Continuable: continuable,
+		Cancel:      st.cancel,
 	}
 	if st.owner != nil {
 		scope.Events = &st.sink
 	}
-	ctx = runscope.WithCancel(ctx, scope, st.cancel)
 	var run subagent.Run
 	if resume {
-		run, err = p.(subagent.Resumer).Resume(ctx, req)
+		run, err = p.(subagent.Resumer).Resume(ctx, scope, req)
 	} else {
-		run, err = p.Start(ctx, req)
+		run, err = p.Start(ctx, scope, req)
 	}
 	switch {
 	case err != nil:
@@ -442,7 +441,7 @@ func (s *Service) open(ctx context.Context, name string, req subagent.StartReque
 // after (ErrParentClosed), and so does closing the Service. This context
 // is the one tie between a child and what it lives under. unbind
 // releases it once the run is disposed or its start failed. The provider
-// gets its cancel too (runscope.WithCancel): a child that is its run's
+// gets its cancel too (Scope.Cancel): a child that is its run's
 // only activation runs under this context itself.
 func (st *started) bind(ctx context.Context, p subagent.Agent) context.Context {
 	ctx, st.cancel = context.WithCancelCause(ctx)

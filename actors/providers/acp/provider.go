@@ -73,7 +73,7 @@ func (p *provider) InheritsParentContext() bool { return false }
 // nothing it made remains: the process is ended on the shutdown ladder
 // and reaped, and the session row removed (R6). A working directory that
 // cannot be used fails with ErrDir before any process starts.
-func (p *provider) Start(ctx context.Context, req subagent.StartRequest) (subagent.Run, error) {
+func (p *provider) Start(ctx context.Context, scope subagent.Scope, req subagent.StartRequest) (subagent.Run, error) {
 	if err := p.check(req); err != nil {
 		return nil, err
 	}
@@ -81,7 +81,7 @@ func (p *provider) Start(ctx context.Context, req subagent.StartRequest) (subage
 	if err != nil {
 		return nil, err
 	}
-	c := p.child(ctx, req, dir)
+	c := p.child(scope, req, dir)
 	if p.cfg.Store != nil {
 		c.storeSession = c.runID
 	}
@@ -100,7 +100,7 @@ const continuePrompt = "Your previous turn was interrupted before it finished. C
 // from the continuation or, when it carries none, from Config.Store. A
 // child whose agent did not advertise loadSession when it started fails
 // with subagent.ErrNotResumable before any process starts.
-func (p *provider) Resume(ctx context.Context, req subagent.StartRequest) (subagent.Run, error) {
+func (p *provider) Resume(ctx context.Context, scope subagent.Scope, req subagent.StartRequest) (subagent.Run, error) {
 	cont := req.Continuation
 	if cont == nil || cont.SessionID == "" {
 		return nil, &subagent.InvalidRequestError{Field: "continuation", Reason: "resume needs a continuation naming a session"}
@@ -131,7 +131,7 @@ func (p *provider) Resume(ctx context.Context, req subagent.StartRequest) (subag
 	if err != nil {
 		return nil, err
 	}
-	c := p.child(ctx, req, dir)
+	c := p.child(scope, req, dir)
 	c.resume, c.storeSession = &pd, cont.SessionID
 	if p.cfg.Store != nil {
 		if err := c.take(ctx); err != nil {
@@ -199,8 +199,7 @@ func (p *provider) check(req subagent.StartRequest) error {
 	return rules.CheckCapabilities(p.Name(), p.Capabilities(), req)
 }
 
-func (p *provider) child(ctx context.Context, req subagent.StartRequest, dir string) *child {
-	scope, _ := subagent.ScopeOf(ctx)
+func (p *provider) child(scope subagent.Scope, req subagent.StartRequest, dir string) *child {
 	runID := scope.RunID
 	if runID == "" {
 		runID = ids.New()

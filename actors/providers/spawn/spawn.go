@@ -23,7 +23,6 @@ import (
 	"github.com/subactor/subactor/internal/descriptor"
 	"github.com/subactor/subactor/internal/ids"
 	"github.com/subactor/subactor/internal/rules"
-	"github.com/subactor/subactor/internal/runscope"
 	"github.com/subactor/subactor/persistence"
 	"github.com/subactor/subactor/subagent"
 )
@@ -127,7 +126,7 @@ func (p *provider) InheritsParentContext() bool { return p.cfg.Fork }
 // session row (R6). A tool filter naming a tool the child does not have
 // fails with an error matching subagent.ErrUnknownTool, naming the tools,
 // before anything is created.
-func (p *provider) Start(ctx context.Context, req subagent.StartRequest) (subagent.Run, error) {
+func (p *provider) Start(ctx context.Context, scope subagent.Scope, req subagent.StartRequest) (subagent.Run, error) {
 	if err := p.checkFilter(req.ToolFilter); err != nil {
 		return nil, err
 	}
@@ -159,7 +158,6 @@ func (p *provider) Start(ctx context.Context, req subagent.StartRequest) (subage
 	if err != nil {
 		return nil, err
 	}
-	scope, _ := subagent.ScopeOf(ctx)
 	runID := runIDOf(scope)
 	header := subagent.SessionHeader{
 		SessionID:       runID,
@@ -192,7 +190,7 @@ func (p *provider) Start(ctx context.Context, req subagent.StartRequest) (subage
 	if c.agent, err = agent.New(ctx, cfg); err != nil {
 		return nil, err
 	}
-	return p.launch(ctx, req, c, func(rollback context.Context) error {
+	return p.launch(ctx, scope, req, c, func(rollback context.Context) error {
 		return p.cfg.Store.Delete(rollback, c.agent.SessionID())
 	})
 }
@@ -208,7 +206,7 @@ func (p *provider) Start(ctx context.Context, req subagent.StartRequest) (subage
 // authoritative: it may deepen, never become shallower (D5). The
 // continuation's descriptor is folded from the child's own log when the
 // caller passes none.
-func (p *provider) Resume(ctx context.Context, req subagent.StartRequest) (subagent.Run, error) {
+func (p *provider) Resume(ctx context.Context, scope subagent.Scope, req subagent.StartRequest) (subagent.Run, error) {
 	c := req.Continuation
 	if c == nil {
 		return nil, &subagent.InvalidRequestError{Field: "continuation", Reason: "resume needs a continuation"}
@@ -229,7 +227,6 @@ func (p *provider) Resume(ctx context.Context, req subagent.StartRequest) (subag
 	}
 	// D5: the stored depth is a floor; the parent's may push it deeper.
 	header.DelegationDepth = max(header.DelegationDepth, subagent.DelegationDepthOf(req.Parent)+1)
-	scope, _ := subagent.ScopeOf(ctx)
 	runID := runIDOf(scope)
 	req.Persona, req.ToolFilter = d.Persona, d.ToolFilter
 	ch := &child{runID: runID, sink: scope.Events}
@@ -245,7 +242,7 @@ func (p *provider) Resume(ctx context.Context, req subagent.StartRequest) (subag
 	}
 	// The session is durable: a resume that failed before the take left
 	// it as it was, and one that took it is launched whatever ctx says.
-	return p.launch(ctx, req, ch, nil)
+	return p.launch(ctx, scope, req, ch, nil)
 }
 
 // descriptor is the continuation's descriptor, or the one in the child's
@@ -304,8 +301,7 @@ func (p *provider) childConfig(req subagent.StartRequest, h subagent.SessionHead
 // removes what the start created; a resumed one (undo nil) is published
 // and settles aborted. After a crash the child continues from its log
 // within the embedder's restart policy.
-func (p *provider) launch(ctx context.Context, req subagent.StartRequest, c *child, undo func(context.Context) error) (subagent.Run, error) {
-	scope, _ := subagent.ScopeOf(ctx)
+func (p *provider) launch(ctx context.Context, scope subagent.Scope, req subagent.StartRequest, c *child, undo func(context.Context) error) (subagent.Run, error) {
 	scope.RunID = c.runID
 	h := run.Start(p.cfg.System, run.Spec{
 		Scope:        scope,
@@ -315,7 +311,7 @@ func (p *provider) launch(ctx context.Context, req subagent.StartRequest, c *chi
 		Child:        c,
 		Relaunchable: true,
 		// Nothing else of the provider's runs under ctx.
-		Cancel: runscope.Cancel(ctx),
+		Cancel: scope.Cancel,
 	})
 	// A resumed child took its log with its prompt: the activation exists
 	// (the message it carries is delivered), so an ended ctx or parent

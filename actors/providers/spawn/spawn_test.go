@@ -332,7 +332,7 @@ func TestD6_ChildDepthAndTheDelegateToolAtTheCap(t *testing.T) {
 	} {
 		for via, start := range map[string]func() (subagent.Run, error){
 			"service":  func() (subagent.Run, error) { return e.svc.Start(t.Context(), spawn.DefaultName, req) },
-			"provider": func() (subagent.Run, error) { return p.Start(t.Context(), req) },
+			"provider": func() (subagent.Run, error) { return p.Start(t.Context(), subagent.Scope{}, req) },
 		} {
 			run, err := start()
 			var de *rules.DepthError
