@@ -1,6 +1,7 @@
-// The delegation-depth checks the Service, the providers and the delegate
-// tool share (D6); subagent keeps the vocabulary callers use
-// (DelegationDepthOf, ErrDepthExceeded).
+// The delegation-depth checks the Service, the
+// providers and the delegate tool share (D6); subagent keeps the
+// vocabulary callers use (DelegationDepthOf,
+// ErrDepthExceeded).
 
 package rules
 
