@@ -54,18 +54,18 @@ func (w *wrapped) wrap(run subagent.Run, err error) (subagent.Run, error) {
 	return plainRun{run}, nil
 }
 
-func (w *wrapped) Start(ctx context.Context, req subagent.StartRequest) (subagent.Run, error) {
+func (w *wrapped) Start(ctx context.Context, scope subagent.Scope, req subagent.StartRequest) (subagent.Run, error) {
 	if err := w.wait(ctx); err != nil {
 		return nil, err
 	}
-	return w.wrap(w.Provider.Start(ctx, req))
+	return w.wrap(w.Provider.Start(ctx, scope, req))
 }
 
-func (w *wrapped) Resume(ctx context.Context, req subagent.StartRequest) (subagent.Run, error) {
+func (w *wrapped) Resume(ctx context.Context, scope subagent.Scope, req subagent.StartRequest) (subagent.Run, error) {
 	if err := w.wait(ctx); err != nil {
 		return nil, err
 	}
-	return w.wrap(w.Provider.(subagent.Resumer).Resume(ctx, req))
+	return w.wrap(w.Provider.(subagent.Resumer).Resume(ctx, scope, req))
 }
 
 // plainRun hides every optional method of a run (Steer among them).

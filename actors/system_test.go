@@ -112,7 +112,7 @@ type named string
 func (n named) Name() string                      { return string(n) }
 func (named) Capabilities() subagent.Capabilities { return subagent.Capabilities{} }
 func (named) InheritsParentContext() bool         { return false }
-func (named) Start(context.Context, subagent.StartRequest) (subagent.Run, error) {
+func (named) Start(context.Context, subagent.Scope, subagent.StartRequest) (subagent.Run, error) {
 	return nil, errors.ErrUnsupported
 }
 

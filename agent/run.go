@@ -13,7 +13,7 @@ import (
 	"time"
 	"unicode/utf8"
 
-	"github.com/subactor/subactor/internal/lifetime"
+	"github.com/subactor/subactor/internal/rules"
 	"github.com/subactor/subactor/internal/schema"
 	"github.com/subactor/subactor/persistence"
 	"github.com/subactor/subactor/subagent"
@@ -111,14 +111,14 @@ type loop struct {
 }
 
 // toolCtx is the loop's context for its tools, marked as one that ends
-// when the agent closes (lifetime.Within): children the tools
+// when the agent closes (rules.Within): children the tools
 // start through the Service are cancelled with it when the agent closes,
 // and need no second binding. It is made for the first tool call: a child
 // parked on its first model call has no use for it, and a parked child's
 // memory is what issue 11 counts.
 func (l *loop) toolCtx() context.Context {
 	if l.tools == nil {
-		l.tools = lifetime.Within(l.ctx, l.a)
+		l.tools = rules.Within(l.ctx, l.a)
 	}
 	return l.tools
 }

@@ -11,7 +11,6 @@ import (
 	"github.com/asynkron/protoactor-go/eventstream"
 
 	"github.com/subactor/subactor/internal/clusterwire"
-	"github.com/subactor/subactor/internal/runscope"
 	"github.com/subactor/subactor/internal/wire"
 	"github.com/subactor/subactor/messages"
 	"github.com/subactor/subactor/subagent"
@@ -284,14 +283,13 @@ func (r *hosted) Receive(ctx actor.Context) {
 		ctx.Request(r.caller, r.accepted)
 		runCtx, cancel := context.WithCancelCause(context.Background())
 		r.cancel = cancel
-		// The host stands in for the Service: the provider reads the
-		// run's scope from its context, events going to this actor.
+		// The host stands in for the Service: the provider gets the
+		// run's scope, events going to this actor.
 		scope := r.scope
 		scope.Events = sink{sys, self}
-		runCtx = runscope.With(runCtx, scope)
 		p, req := r.p, r.req
 		go func() {
-			run, err := p.Start(runCtx, req)
+			run, err := p.Start(runCtx, scope, req)
 			sys.Root.Send(self, startDone{run, err})
 		}()
 	case startDone:

@@ -117,7 +117,7 @@ type Subscription interface {
 }
 
 // EventSink receives a run's progress from its provider. The Service hands
-// one to the provider in its Scope (ScopeOf); events emitted before Start
+// one to the provider in its Scope (Scope.Events); events emitted before Start
 // returns are held until the run is published, so RunStarted precedes
 // them, and those of a start that fails are dropped. Emit never blocks.
 type EventSink interface {

@@ -14,14 +14,16 @@ type Capabilities struct {
 // Provider creates children. Start owns setup until it returns: on any error
 // (including ctx ending) it must already have released every partial resource.
 // On success the caller owns the Run. ctx stays the run's cancellation channel
-// after Start returns: when it ends, the live child is cancelled.
+// after Start returns: when it ends, the live child is cancelled. scope is
+// the run the Service asks for (its id, event sink, restart policy and
+// cancel); a caller other than the Service passes the zero Scope.
 type Provider interface {
 	Name() string
 	Capabilities() Capabilities
 	// InheritsParentContext is descriptive only: whether the child sees the
 	// parent's completed turns.
 	InheritsParentContext() bool
-	Start(ctx context.Context, req StartRequest) (Run, error)
+	Start(ctx context.Context, scope Scope, req StartRequest) (Run, error)
 }
 
 // ModelChecker is a Provider that can tell, before any child exists,
@@ -31,15 +33,16 @@ type ModelChecker interface {
 	CheckModel(provider, model string) error
 }
 
-// Resumer is a Provider that can continue a child from persistence.
+// Resumer is a Provider that can continue a child from persistence. ctx
+// and scope are as for Start.
 type Resumer interface {
-	Resume(ctx context.Context, req StartRequest) (Run, error)
+	Resume(ctx context.Context, scope Scope, req StartRequest) (Run, error)
 }
 
 // Run is one activation of a child, owned by the caller that started it.
 type Run interface {
 	// ID is the run id the Service minted for this activation (the
-	// provider finds it with ScopeOf): the one id every event of
+	// provider's Scope.RunID): the one id every event of
 	// the run and every tool answer about it carry.
 	ID() string
 	// SessionID is the child's session: for a fresh local child the same

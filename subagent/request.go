@@ -5,8 +5,6 @@ import (
 	"encoding/json"
 	"slices"
 	"time"
-
-	"github.com/subactor/subactor/internal/runscope"
 )
 
 // StartRequest asks a provider for a child.
@@ -32,8 +30,9 @@ type StartRequest struct {
 	Continuation *Continuation
 }
 
-// Scope is what the Service hands a provider about the run it asks for,
-// on the context of Start or Resume (see ScopeOf).
+// Scope is what the Service hands a provider's Start or Resume about the
+// run it asks for. A caller other than the Service passes the zero Scope:
+// the run then mints its own id and emits no progress.
 type Scope struct {
 	// RunID is minted by the Service; the provider's Run reports it as
 	// its ID (a fresh local child also takes it as its session id).
@@ -53,14 +52,12 @@ type Scope struct {
 	// returns, since follow-ups resume the child from it. Any other
 	// child's provider may leave that to the child's first turn.
 	Continuable bool
-}
-
-// ScopeOf returns the Scope the Service put on the context it handed a
-// provider's Start or Resume; ok is false for a caller other than the
-// Service, whose run then mints its own id and emits no progress.
-func ScopeOf(ctx context.Context) (scope Scope, ok bool) {
-	scope, ok = runscope.Of(ctx).(Scope)
-	return scope, ok
+	// Cancel, when set, cancels the context the Service handed Start or
+	// Resume (and only that one): a run whose one child is all that runs
+	// under that context may run the child under it and cancel the child
+	// with Cancel, rather than derive a context of its own. Nil from a
+	// caller other than the Service.
+	Cancel context.CancelCauseFunc
 }
 
 // RestartPolicy is how often a continuable run's child may be relaunched

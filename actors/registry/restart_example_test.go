@@ -24,10 +24,11 @@ func (*flaky) Name() string                        { return "flaky" }
 func (*flaky) Capabilities() subagent.Capabilities { return subagent.Capabilities{} }
 func (*flaky) InheritsParentContext() bool         { return false }
 
-func (p *flaky) Start(ctx context.Context, req subagent.StartRequest) (subagent.Run, error) {
+func (p *flaky) Start(ctx context.Context, scope subagent.Scope, req subagent.StartRequest) (subagent.Run, error) {
 	h := run.Start(p.sys, run.Spec{
-		Ctx:  ctx, // carries the run id and the Service's restart policy
-		Body: func(context.Context, run.Gate) (subagent.Result, error) { panic("lost the connection") },
+		Scope: scope, // the run id and the Service's restart policy
+		Ctx:   ctx,
+		Body:  func(context.Context, run.Gate) (subagent.Result, error) { panic("lost the connection") },
 		Relaunch: func(context.Context, run.Gate) (subagent.Result, error) {
 			p.relaunches.Add(1)
 			return subagent.Result{Output: []subagent.ContentBlock{subagent.Text("recovered")}, StopReason: subagent.Completed}, nil

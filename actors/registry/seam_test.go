@@ -23,7 +23,7 @@ func TestS4_ANilRunFromAProviderIsATypedError(t *testing.T) {
 	f := newFixture(t)
 	for name, r := range map[string]subagent.Run{"nil": nil, "typed nil": (run.Run)(nil)} {
 		p := &testProvider{name: name, sys: f.sys}
-		p.start = func(context.Context, subagent.StartRequest) (subagent.Run, error) { return r, nil }
+		p.start = func(context.Context, subagent.Scope, subagent.StartRequest) (subagent.Run, error) { return r, nil }
 		release, err := f.svc.RegisterProvider(p)
 		if err != nil {
 			t.Fatal(err)
@@ -111,8 +111,8 @@ func TestA2_TheEmbeddersRestartPolicyReachesTheRuns(t *testing.T) {
 	t.Cleanup(func() { svc.Close(); sys.Shutdown() })
 	f := fixture{sys, svc}
 	p := &testProvider{name: "durable", sys: sys}
-	p.start = func(ctx context.Context, req subagent.StartRequest) (subagent.Run, error) {
-		h := run.Start(sys, run.Spec{Ctx: ctx,
+	p.start = func(ctx context.Context, scope subagent.Scope, req subagent.StartRequest) (subagent.Run, error) {
+		h := run.Start(sys, run.Spec{Scope: scope, Ctx: ctx,
 			Body: func(context.Context, run.Gate) (subagent.Result, error) { panic("crash") },
 			Relaunch: func(context.Context, run.Gate) (subagent.Result, error) {
 				return subagent.Result{Output: []subagent.ContentBlock{subagent.Text("resumed")}, StopReason: subagent.Completed}, nil

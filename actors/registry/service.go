@@ -35,8 +35,7 @@ import (
 	"github.com/subactor/subactor/actors/internal/reply"
 	"github.com/subactor/subactor/actors/tasks"
 	"github.com/subactor/subactor/internal/ids"
-	"github.com/subactor/subactor/internal/lifetime"
-	"github.com/subactor/subactor/internal/runscope"
+	"github.com/subactor/subactor/internal/rules"
 	"github.com/subactor/subactor/subagent"
 )
 
@@ -373,7 +372,7 @@ func (s *Service) open(ctx context.Context, name string, req subagent.StartReque
 	if ref != nil {
 		st.owner, st.listening = ref.pid, &ref.listening
 	}
-	if err := cmp.Or(validate(p, req, resume), lifetime.ParentClosed(req.Parent)); err != nil {
+	if err := cmp.Or(validate(p, req, resume), rules.ParentClosed(req.Parent)); err != nil {
 		st.tell(&local.Discarded{}) // the reference, unused
 		return nil, err
 	}
@@ -397,16 +396,16 @@ func (s *Service) open(ctx context.Context, name string, req subagent.StartReque
 		Parent:      subagent.ParentRef{SessionID: parentID, Depth: subagent.DelegationDepthOf(req.Parent)},
 		Restarts:    s.opts.RunRestarts,
 		Continuable: continuable,
+		Cancel:      st.cancel,
 	}
 	if st.owner != nil {
 		scope.Events = &st.sink
 	}
-	ctx = runscope.WithCancel(ctx, scope, st.cancel)
 	var run subagent.Run
 	if resume {
-		run, err = p.(subagent.Resumer).Resume(ctx, req)
+		run, err = p.(subagent.Resumer).Resume(ctx, scope, req)
 	} else {
-		run, err = p.Start(ctx, req)
+		run, err = p.Start(ctx, scope, req)
 	}
 	switch {
 	case err != nil:
@@ -417,10 +416,10 @@ func (s *Service) open(ctx context.Context, name string, req subagent.StartReque
 		// A resumed child that took its log carries the request's prompt
 		// in it: it is published, and an ended ctx or parent settles it
 		// aborted (it is tied to both).
-	case ctx.Err() != nil || lifetime.ParentClosed(req.Parent) != nil:
+	case ctx.Err() != nil || rules.ParentClosed(req.Parent) != nil:
 		// Ended before publication: no published child may escape.
 		_ = run.Dispose(context.Background())
-		return discard(cmp.Or(lifetime.ParentClosed(req.Parent), contextual(ctx, nil)))
+		return discard(cmp.Or(rules.ParentClosed(req.Parent), contextual(ctx, nil)))
 	case s.closing.Load():
 		_ = run.Dispose(context.Background())
 		return discard(subagent.ErrServiceClosed)
@@ -440,14 +439,14 @@ func (s *Service) open(ctx context.Context, name string, req subagent.StartReque
 // after (ErrParentClosed), and so does closing the Service. This context
 // is the one tie between a child and what it lives under. unbind
 // releases it once the run is disposed or its start failed. The provider
-// gets its cancel too (runscope.WithCancel): a child that is its run's
+// gets its cancel too (Scope.Cancel): a child that is its run's
 // only activation runs under this context itself.
 func (st *started) bind(ctx context.Context, p subagent.Agent) context.Context {
 	ctx, st.cancel = context.WithCancelCause(ctx)
 	if !st.s.live.add(st) {
 		st.cancel(subagent.ErrServiceClosed)
 	}
-	if c, ok := p.(subagent.Closable); ok && !lifetime.IsWithin(ctx, c) {
+	if c, ok := p.(subagent.Closable); ok && !rules.IsWithin(ctx, c) {
 		life := c.Lifetime()
 		st.stopParent = context.AfterFunc(life, func() { st.cancel(context.Cause(life)) })
 	}

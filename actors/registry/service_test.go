@@ -18,9 +18,8 @@ import (
 	"github.com/subactor/subactor/actors/registry"
 	"github.com/subactor/subactor/actors/run"
 	"github.com/subactor/subactor/actors/tasks"
-	"github.com/subactor/subactor/internal/capability"
-	"github.com/subactor/subactor/internal/depth"
 	"github.com/subactor/subactor/internal/descriptor"
+	"github.com/subactor/subactor/internal/rules"
 	"github.com/subactor/subactor/internal/testkit"
 	"github.com/subactor/subactor/persistence"
 	"github.com/subactor/subactor/subagent"
@@ -61,19 +60,19 @@ type testProvider struct {
 	starts  atomic.Int32
 	release chan struct{}
 	// start, when set, replaces the default Start.
-	start func(ctx context.Context, req subagent.StartRequest) (subagent.Run, error)
+	start func(ctx context.Context, scope subagent.Scope, req subagent.StartRequest) (subagent.Run, error)
 }
 
 func (p *testProvider) Name() string                        { return p.name }
 func (p *testProvider) Capabilities() subagent.Capabilities { return p.caps }
 func (p *testProvider) InheritsParentContext() bool         { return false }
 
-func (p *testProvider) Start(ctx context.Context, req subagent.StartRequest) (subagent.Run, error) {
+func (p *testProvider) Start(ctx context.Context, scope subagent.Scope, req subagent.StartRequest) (subagent.Run, error) {
 	p.starts.Add(1)
 	if p.start != nil {
-		return p.start(ctx, req)
+		return p.start(ctx, scope, req)
 	}
-	return p.spawn(ctx, req, func(ctx context.Context, _ run.Gate) (subagent.Result, error) {
+	return p.spawn(ctx, scope, req, func(ctx context.Context, _ run.Gate) (subagent.Result, error) {
 		select {
 		case <-p.release:
 			return subagent.Result{Output: req.Prompt, StopReason: subagent.Completed}, nil
@@ -83,8 +82,8 @@ func (p *testProvider) Start(ctx context.Context, req subagent.StartRequest) (su
 	}), nil
 }
 
-func (p *testProvider) spawn(ctx context.Context, req subagent.StartRequest, body run.Body) run.Run {
-	spec := run.Spec{SessionID: fmt.Sprintf("%s-child-%d", p.name, p.starts.Load()), Ctx: ctx, Body: body}
+func (p *testProvider) spawn(ctx context.Context, scope subagent.Scope, req subagent.StartRequest, body run.Body) run.Run {
+	spec := run.Spec{Scope: scope, SessionID: fmt.Sprintf("%s-child-%d", p.name, p.starts.Load()), Ctx: ctx, Body: body}
 	if p.local {
 		spec.Agent = parentAgent{id: spec.SessionID, depth: subagent.DelegationDepthOf(req.Parent) + 1}
 	}
@@ -258,7 +257,7 @@ func TestS4_InvalidRequestsFailTypedBeforeAnyProviderCode(t *testing.T) {
 	}
 	unsupported := func(cap string) func(error) bool {
 		return func(err error) bool {
-			var u *capability.UnsupportedError
+			var u *rules.UnsupportedError
 			return errors.As(err, &u) && u.Capability == cap && errors.Is(err, subagent.ErrUnsupported)
 		}
 	}
@@ -304,7 +303,7 @@ func TestS4_InvalidRequestsFailTypedBeforeAnyProviderCode(t *testing.T) {
 		{"continuation without resume", context.Background(), "all", with(func(r *subagent.StartRequest) { r.Continuation = &subagent.Continuation{SessionID: "s"} }), invalid("continuation")},
 		{"typed nil parent", context.Background(), "all", with(func(r *subagent.StartRequest) { var p *parentPtr; r.Parent = p }), invalid("parent")},
 		{"depth at the cap", context.Background(), "all", with(func(r *subagent.StartRequest) { r.MaxDepth = &zero }), func(err error) bool {
-			var d *depth.Error
+			var d *rules.DepthError
 			return errors.As(err, &d) && d.Depth == 0 && d.Max == 0 && errors.Is(err, subagent.ErrDepthExceeded)
 		}},
 		{"inherited cap", context.Background(), "all", with(func(r *subagent.StartRequest) { r.Parent = parentAgent{id: "deep", depth: 2, max: &two} }), is(subagent.ErrDepthExceeded)},
@@ -351,8 +350,8 @@ type setupRecorder struct {
 	released atomic.Int32
 }
 
-func (p *setupRecorder) Start(ctx context.Context, req subagent.StartRequest) (subagent.Run, error) {
-	h := p.spawn(ctx, req, func(ctx context.Context, _ run.Gate) (subagent.Result, error) {
+func (p *setupRecorder) Start(ctx context.Context, scope subagent.Scope, req subagent.StartRequest) (subagent.Run, error) {
+	h := p.spawn(ctx, scope, req, func(ctx context.Context, _ run.Gate) (subagent.Result, error) {
 		<-ctx.Done()
 		return subagent.Result{StopReason: subagent.Aborted}, nil
 	})
@@ -417,9 +416,9 @@ func TestS5_RunReturnedAfterCancellationIsDisposedNotPublished(t *testing.T) {
 	ctx, cancel := context.WithCancel(context.Background())
 	var handle run.Run
 	p := &testProvider{name: "late", sys: f.sys, release: make(chan struct{})}
-	p.start = func(_ context.Context, req subagent.StartRequest) (subagent.Run, error) {
+	p.start = func(_ context.Context, _ subagent.Scope, req subagent.StartRequest) (subagent.Run, error) {
 		// A provider that finishes setup although its context ended.
-		handle = p.spawn(context.Background(), req, func(ctx context.Context, _ run.Gate) (subagent.Result, error) {
+		handle = p.spawn(context.Background(), subagent.Scope{}, req, func(ctx context.Context, _ run.Gate) (subagent.Result, error) {
 			<-ctx.Done()
 			return subagent.Result{StopReason: subagent.Aborted}, nil
 		})
@@ -486,8 +485,8 @@ func TestE1E2_StartPrecedesEndEvenForAnAlreadySettledChild(t *testing.T) {
 	rec := make(recorder, 8)
 	defer f.svc.ListenParent(top.SessionID(), rec.listen).Release()
 	p := &testProvider{name: "quick", sys: f.sys, local: true}
-	p.start = func(ctx context.Context, req subagent.StartRequest) (subagent.Run, error) {
-		h := p.spawn(ctx, req, func(context.Context, run.Gate) (subagent.Result, error) {
+	p.start = func(ctx context.Context, scope subagent.Scope, req subagent.StartRequest) (subagent.Run, error) {
+		h := p.spawn(ctx, scope, req, func(context.Context, run.Gate) (subagent.Result, error) {
 			return subagent.Result{Output: []subagent.ContentBlock{subagent.Text("early")}, StopReason: subagent.Completed}, nil
 		})
 		h.Wait(ctx) // settled before Start returns
@@ -581,11 +580,11 @@ func TestA1_AStartThatPreparedBeforeReleaseProceeds(t *testing.T) {
 	f := newFixture(t)
 	entered, proceed := make(chan struct{}), make(chan struct{})
 	p := &testProvider{name: "p", sys: f.sys, release: make(chan struct{})}
-	p.start = func(ctx context.Context, req subagent.StartRequest) (subagent.Run, error) {
+	p.start = func(ctx context.Context, scope subagent.Scope, req subagent.StartRequest) (subagent.Run, error) {
 		close(entered)
 		<-proceed
 		p.start = nil
-		return p.Start(ctx, req)
+		return p.Start(ctx, scope, req)
 	}
 	release, _ := f.svc.RegisterProvider(p)
 	type started struct {
@@ -616,8 +615,8 @@ func TestA2_PanickingChildSettlesErrorAndEndsTheRunEvent(t *testing.T) {
 	rec := make(recorder, 4)
 	defer f.svc.ListenParent(top.SessionID(), rec.listen).Release()
 	p := &testProvider{name: "boom", sys: f.sys}
-	p.start = func(ctx context.Context, req subagent.StartRequest) (subagent.Run, error) {
-		return p.spawn(ctx, req, func(context.Context, run.Gate) (subagent.Result, error) { panic("child bug") }), nil
+	p.start = func(ctx context.Context, scope subagent.Scope, req subagent.StartRequest) (subagent.Run, error) {
+		return p.spawn(ctx, scope, req, func(context.Context, run.Gate) (subagent.Result, error) { panic("child bug") }), nil
 	}
 	release, _ := f.svc.RegisterProvider(p)
 	defer release()
@@ -641,8 +640,8 @@ func TestR2_InfrastructureFaultEndsWithErrorStopReason(t *testing.T) {
 	rec := make(recorder, 4)
 	defer f.svc.ListenParent(top.SessionID(), rec.listen).Release()
 	p := &testProvider{name: "infra", sys: f.sys}
-	p.start = func(ctx context.Context, req subagent.StartRequest) (subagent.Run, error) {
-		return p.spawn(ctx, req, func(context.Context, run.Gate) (subagent.Result, error) {
+	p.start = func(ctx context.Context, scope subagent.Scope, req subagent.StartRequest) (subagent.Run, error) {
+		return p.spawn(ctx, scope, req, func(context.Context, run.Gate) (subagent.Result, error) {
 			return subagent.Result{StopReason: subagent.Completed}, errors.New("disk gone")
 		}), nil
 	}
@@ -662,8 +661,8 @@ func TestR2_InfrastructureFaultEndsWithErrorStopReason(t *testing.T) {
 // resumer is a provider that can continue a child.
 type resumer struct{ testProvider }
 
-func (p *resumer) Resume(ctx context.Context, req subagent.StartRequest) (subagent.Run, error) {
-	return p.Start(ctx, subagent.StartRequest{Prompt: []subagent.ContentBlock{subagent.Text("resumed " + req.Continuation.SessionID)}, Parent: req.Parent})
+func (p *resumer) Resume(ctx context.Context, scope subagent.Scope, req subagent.StartRequest) (subagent.Run, error) {
+	return p.Start(ctx, scope, subagent.StartRequest{Prompt: []subagent.ContentBlock{subagent.Text("resumed " + req.Continuation.SessionID)}, Parent: req.Parent})
 }
 
 // Contract S6.
@@ -821,10 +820,9 @@ func TestS7_AContinuableChildsFirstActivationIsMarkedInItsScope(t *testing.T) {
 	t.Cleanup(func() { svc.Close(); mgr.Close(context.Background()); sys.Shutdown() })
 	marks := make(chan bool, 2)
 	p := &resumer{testProvider{name: "durable", sys: sys, local: true}}
-	p.start = func(ctx context.Context, req subagent.StartRequest) (subagent.Run, error) {
-		scope, _ := subagent.ScopeOf(ctx)
+	p.start = func(ctx context.Context, scope subagent.Scope, req subagent.StartRequest) (subagent.Run, error) {
 		marks <- scope.Continuable
-		return p.spawn(ctx, req, func(context.Context, run.Gate) (subagent.Result, error) {
+		return p.spawn(ctx, scope, req, func(context.Context, run.Gate) (subagent.Result, error) {
 			return subagent.Result{StopReason: subagent.Completed}, nil
 		}), nil
 	}
@@ -934,8 +932,7 @@ type sinkRecorder struct {
 	sinks chan bool
 }
 
-func (p *sinkRecorder) Start(ctx context.Context, req subagent.StartRequest) (subagent.Run, error) {
-	scope, _ := subagent.ScopeOf(ctx)
+func (p *sinkRecorder) Start(ctx context.Context, scope subagent.Scope, req subagent.StartRequest) (subagent.Run, error) {
 	p.sinks <- scope.Events != nil
-	return p.testProvider.Start(ctx, req)
+	return p.testProvider.Start(ctx, scope, req)
 }

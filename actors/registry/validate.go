@@ -4,9 +4,8 @@ import (
 	"fmt"
 	"strings"
 
-	"github.com/subactor/subactor/internal/capability"
-	"github.com/subactor/subactor/internal/depth"
 	"github.com/subactor/subactor/internal/descriptor"
+	"github.com/subactor/subactor/internal/rules"
 	"github.com/subactor/subactor/internal/schema"
 	"github.com/subactor/subactor/subagent"
 )
@@ -15,7 +14,7 @@ import (
 // runs (S4): declared capabilities first, then semantic values, then depth.
 // The Service has checked the parent is there.
 func validate(p subagent.Provider, req subagent.StartRequest, resume bool) error {
-	if err := capability.Check(p.Name(), p.Capabilities(), req); err != nil {
+	if err := rules.CheckCapabilities(p.Name(), p.Capabilities(), req); err != nil {
 		return err
 	}
 	if _, ok := p.(subagent.Resumer); resume && !ok {
@@ -54,8 +53,8 @@ func validate(p subagent.Provider, req subagent.StartRequest, resume bool) error
 	if req.Persona != nil && strings.TrimSpace(*req.Persona) == "" {
 		return invalid("persona", "must not be empty")
 	}
-	if m, ok := depth.EffectiveMax(req.Parent, req.MaxDepth); ok {
-		if err := depth.Check(subagent.DelegationDepthOf(req.Parent), m); err != nil {
+	if m, ok := rules.EffectiveMax(req.Parent, req.MaxDepth); ok {
+		if err := rules.CheckDepth(subagent.DelegationDepthOf(req.Parent), m); err != nil {
 			return err
 		}
 	}

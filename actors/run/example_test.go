@@ -25,11 +25,11 @@ func (workers) Name() string                        { return "workers" }
 func (workers) Capabilities() subagent.Capabilities { return subagent.Capabilities{} }
 func (workers) InheritsParentContext() bool         { return false }
 
-func (w workers) Start(ctx context.Context, req subagent.StartRequest) (subagent.Run, error) {
+func (w workers) Start(ctx context.Context, scope subagent.Scope, req subagent.StartRequest) (subagent.Run, error) {
 	answer := func(s string) (subagent.Result, error) {
 		return subagent.Result{Output: []subagent.ContentBlock{subagent.Text(s)}, StopReason: subagent.Completed}, nil
 	}
-	spec := run.Spec{Ctx: ctx}
+	spec := run.Spec{Scope: scope, Ctx: ctx}
 	switch subagent.TextOf(req.Prompt) {
 	case "researcher":
 		spec.Body = func(ctx context.Context, g run.Gate) (subagent.Result, error) {

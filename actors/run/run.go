@@ -48,8 +48,8 @@ type Exit struct {
 // Spec describes one activation.
 type Spec struct {
 	// Scope is the one the Service handed the provider: the run id and
-	// the restart policy; when zero, Ctx's (subagent.ScopeOf). Without a
-	// Service's scope the run gets a fresh id.
+	// the restart policy. Without a Service's scope (no RunID) the run
+	// gets a fresh id.
 	Scope subagent.Scope
 	// SessionID is the child's session, "" when it has none here.
 	SessionID string
@@ -72,7 +72,7 @@ type Spec struct {
 	// Release frees the child's resources after each Body returned and
 	// before the run counts as quiesced. Optional; a Child frees its own.
 	Release func()
-	// Cancel is Ctx's own cancel (runscope.Cancel), when the provider
+	// Cancel is Ctx's own cancel (the Scope's Cancel), when the provider
 	// hands it over because nothing else of its own runs under Ctx: a
 	// run that cannot relaunch then runs its one child under Ctx itself
 	// and cancels Ctx to cancel the child, rather than deriving a
@@ -176,9 +176,6 @@ type Run interface {
 func Start(sys *actors.System, spec Spec) Run {
 	if spec.Ctx == nil {
 		spec.Ctx = context.Background()
-	}
-	if spec.Scope == (subagent.Scope{}) {
-		spec.Scope, _ = subagent.ScopeOf(spec.Ctx)
 	}
 	if spec.Restarts == (subagent.RestartPolicy{}) {
 		spec.Restarts = spec.Scope.Restarts

@@ -85,11 +85,11 @@ type spawnerKey struct{}
 // p.Start runs on the caller's goroutine, so an actor calling Spawn from
 // its Receive waits for the provider's setup (an ACP agent's handshake,
 // say). ctx bounds that setup only: the run lives until it is disposed
-// or parent stops. The run gets a fresh id unless ctx carries the
-// Service's scope.
+// or parent stops. The run has no Service's scope (p.Start gets the zero
+// Scope): it gets a fresh id and emits no progress.
 func Spawn(ctx context.Context, parent actor.SpawnerContext, p subagent.Provider, req subagent.StartRequest) (*actor.PID, error) {
 	sp := &spawner{in: parent}
-	r, err := p.Start(context.WithValue(context.WithoutCancel(ctx), spawnerKey{}, sp), req)
+	r, err := p.Start(context.WithValue(context.WithoutCancel(ctx), spawnerKey{}, sp), subagent.Scope{}, req)
 	if err != nil {
 		return nil, err
 	}

@@ -28,8 +28,8 @@ type bodyProvider struct {
 func (p bodyProvider) Name() string                        { return "bodies" }
 func (p bodyProvider) Capabilities() subagent.Capabilities { return subagent.Capabilities{} }
 func (p bodyProvider) InheritsParentContext() bool         { return false }
-func (p bodyProvider) Start(ctx context.Context, _ subagent.StartRequest) (subagent.Run, error) {
-	return run.Start(p.sys, run.Spec{Ctx: ctx, Body: p.body, Relaunch: p.again}), nil
+func (p bodyProvider) Start(ctx context.Context, scope subagent.Scope, _ subagent.StartRequest) (subagent.Run, error) {
+	return run.Start(p.sys, run.Spec{Scope: scope, Ctx: ctx, Body: p.body, Relaunch: p.again}), nil
 }
 
 // steerable is a body that completes with the first steer it takes, or

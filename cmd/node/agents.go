@@ -172,22 +172,21 @@ type startShown struct {
 }
 
 // Start implements subagent.Provider.
-func (p startShown) Start(ctx context.Context, req subagent.StartRequest) (subagent.Run, error) {
-	return p.shown(ctx, req, p.Provider.Start)
+func (p startShown) Start(ctx context.Context, scope subagent.Scope, req subagent.StartRequest) (subagent.Run, error) {
+	return p.shown(ctx, scope, req, p.Provider.Start)
 }
 
 // Resume implements subagent.Resumer.
-func (p startShown) Resume(ctx context.Context, req subagent.StartRequest) (subagent.Run, error) {
-	return p.shown(ctx, req, p.Provider.(subagent.Resumer).Resume)
+func (p startShown) Resume(ctx context.Context, scope subagent.Scope, req subagent.StartRequest) (subagent.Run, error) {
+	return p.shown(ctx, scope, req, p.Provider.(subagent.Resumer).Resume)
 }
 
-// shown shows start(ctx, req) on the reporter until it returns, and then
+// shown shows start(ctx, scope, req) on the reporter until it returns, and then
 // how it ended: "" when the child exists, aborted when ctx (the run's) was
 // cancelled, error otherwise.
-func (p startShown) shown(ctx context.Context, req subagent.StartRequest, start func(context.Context, subagent.StartRequest) (subagent.Run, error)) (subagent.Run, error) {
-	scope, _ := subagent.ScopeOf(ctx)
+func (p startShown) shown(ctx context.Context, scope subagent.Scope, req subagent.StartRequest, start func(context.Context, subagent.Scope, subagent.StartRequest) (subagent.Run, error)) (subagent.Run, error) {
 	done := p.rep.starting(scope.RunID, p.Name())
-	r, err := start(ctx, req)
+	r, err := start(ctx, scope, req)
 	switch {
 	case err == nil:
 		done("")

@@ -9,6 +9,7 @@ import (
 
 	"go.uber.org/goleak"
 
+	"github.com/subactor/subactor/actors/registry"
 	"github.com/subactor/subactor/internal/testkit"
 	"github.com/subactor/subactor/subagent"
 )
@@ -21,8 +22,12 @@ type Harness struct {
 	Provider subagent.Provider
 	// Start starts a run of Provider, typically the Service's Start for
 	// its name (the run then carries the Service's run id and scope);
-	// nil calls Provider.Start directly.
+	// nil calls Provider.Start directly, with the zero Scope.
 	Start func(ctx context.Context, req subagent.StartRequest) (subagent.Run, error)
+	// Listen subscribes a listener to the run events of the children a
+	// parent delegated through Start: typically the Service's
+	// ListenParent. Nil skips the checks that listen.
+	Listen func(parentSessionID string, l subagent.Listener, opts ...registry.ListenOption) subagent.Subscription
 	// Quick makes a child that completes promptly on its own.
 	Quick subagent.StartRequest
 	// Waiting makes a child that runs until it is cancelled.
@@ -43,7 +48,7 @@ func Run(t *testing.T, newHarness func(t *testing.T) Harness) {
 				t.Fatal("the harness has no provider")
 			}
 			if h.Start == nil {
-				h.Start = h.Provider.Start
+				h.Start = direct(h.Provider)
 			}
 			c.run(t, &h)
 		})
@@ -61,6 +66,15 @@ var cases = []struct {
 	{"R2_WaitWithAnEndedContextReturnsItsError", testWaitEnded},
 	{"R4_SteerIsAdmittedOrRefusedTyped", testSteer},
 	{"R6_StartUnderAnEndedContextLeaksNothing", testStartEnded},
+	{"E1_EventsEmittedThroughTheScopeReachAListenerInOrder", testEvents},
+}
+
+// direct starts a run of p as a caller other than the Service does: with
+// the zero Scope.
+func direct(p subagent.Provider) func(context.Context, subagent.StartRequest) (subagent.Run, error) {
+	return func(ctx context.Context, req subagent.StartRequest) (subagent.Run, error) {
+		return p.Start(ctx, subagent.Scope{}, req)
+	}
 }
 
 // start starts req and disposes the run when the test ends.
@@ -255,7 +269,7 @@ func testStartEnded(t *testing.T, h *Harness) {
 	for _, c := range []struct {
 		name  string
 		start func(context.Context, subagent.StartRequest) (subagent.Run, error)
-	}{{"harness", h.Start}, {"provider", h.Provider.Start}} {
+	}{{"harness", h.Start}, {"provider", direct(h.Provider)}} {
 		t.Run(c.name, func(t *testing.T) {
 			before := goleak.IgnoreCurrent()
 			ctx, cancel := context.WithCancel(testkit.Ctx(t))
@@ -281,4 +295,48 @@ func testStartEnded(t *testing.T, h *Harness) {
 			goleak.VerifyNone(t, append([]goleak.Option{before, testkit.DeadLetters}, h.Ignore...)...)
 		})
 	}
+}
+
+// E1, E6: the progress a provider emits through its run's scope reaches
+// a listener of the delegating parent, in order: the run's start first,
+// then its progress (its model calls in order), then its end, every event
+// carrying the run's id.
+func testEvents(t *testing.T, h *Harness) {
+	if h.Listen == nil {
+		t.Skip("the harness has no Listen")
+	}
+	events := make(chan subagent.Event, 1024)
+	sub := h.Listen(h.Quick.Parent.SessionID(), func(ev subagent.Event) error {
+		events <- ev
+		return nil
+	})
+	defer sub.Release()
+	r := start(t, h, testkit.Ctx(t), h.Quick)
+	wait(t, r)
+	var got []subagent.Event
+	for {
+		ev := testkit.Recv(t, events, "the run's events up to its end")
+		got = append(got, ev)
+		if end, ok := ev.(subagent.RunEnded); ok && end.RunID == r.ID() {
+			break
+		}
+	}
+	if start, ok := got[0].(subagent.RunStarted); !ok || start.RunID != r.ID() {
+		t.Fatalf("the first event is %#v, want the run's start", got[0])
+	}
+	progress, step := 0, 0
+	for _, ev := range got[1 : len(got)-1] {
+		p, ok := ev.(subagent.RunProgress)
+		if !ok || p.RunID != r.ID() {
+			t.Fatalf("between the run's start and end: %#v, want its progress (run %s)", ev, r.ID())
+		}
+		if p.Step < step {
+			t.Fatalf("progress of step %d after step %d: %#v", p.Step, step, got)
+		}
+		progress, step = progress+1, p.Step
+	}
+	if progress == 0 {
+		t.Fatalf("no progress of the quick child reached the listener: %#v", got)
+	}
+	dispose(t, r)
 }

@@ -23,8 +23,8 @@ import (
 	"github.com/subactor/subactor/actors/tasks"
 	"github.com/subactor/subactor/agent"
 	"github.com/subactor/subactor/internal/agentlog"
-	"github.com/subactor/subactor/internal/depth"
 	"github.com/subactor/subactor/internal/jsonv2"
+	"github.com/subactor/subactor/internal/rules"
 	"github.com/subactor/subactor/internal/schema"
 	"github.com/subactor/subactor/persistence"
 	"github.com/subactor/subactor/subagent"
@@ -170,12 +170,12 @@ func (t *Tool) follow(ev subagent.Event) error {
 // Available implements agent.Conditional: the tool is offered while its
 // provider is registered and the agent is below its depth cap (D6).
 func (t *Tool) Available(a *agent.Agent) bool {
-	return a != nil && t.current() != nil && depth.Check(subagent.DelegationDepthOf(a), t.maxDepth(a)) == nil
+	return a != nil && t.current() != nil && rules.CheckDepth(subagent.DelegationDepthOf(a), t.maxDepth(a)) == nil
 }
 
 // maxDepth is the tool's cap, tightened by one the agent inherited.
 func (t *Tool) maxDepth(a subagent.Agent) int {
-	m, _ := depth.EffectiveMax(a, &t.cfg.MaxDepth)
+	m, _ := rules.EffectiveMax(a, &t.cfg.MaxDepth)
 	return m
 }
 

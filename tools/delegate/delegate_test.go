@@ -149,7 +149,7 @@ func newStub(name string, caps subagent.Capabilities) *stub {
 func (s *stub) Name() string                        { return s.name }
 func (s *stub) Capabilities() subagent.Capabilities { return s.caps }
 func (s *stub) InheritsParentContext() bool         { return false }
-func (s *stub) Start(context.Context, subagent.StartRequest) (subagent.Run, error) {
+func (s *stub) Start(context.Context, subagent.Scope, subagent.StartRequest) (subagent.Run, error) {
 	s.starts <- struct{}{}
 	return nil, errors.New("stub: starts no child")
 }

@@ -13,7 +13,7 @@ import (
 	"github.com/subactor/subactor/actors/providers/spawn"
 	"github.com/subactor/subactor/agent"
 	"github.com/subactor/subactor/internal/agentlog"
-	"github.com/subactor/subactor/internal/depth"
+	"github.com/subactor/subactor/internal/rules"
 	"github.com/subactor/subactor/internal/testkit"
 	"github.com/subactor/subactor/internal/testkit/agenttest"
 	"github.com/subactor/subactor/persistence"
@@ -337,7 +337,7 @@ func TestS9_D6_ARecoveredCallAtTheDepthCapIsRefusedAsAFreshOne(t *testing.T) {
 				fresh := r.env.agentAt(t, "fresh", 1, r.opts, nil)
 				t.Cleanup(fresh.Close)
 				_, want := r.tool.Call(testkit.Ctx(t), fresh, json.RawMessage(`{"description":"a task","prompt":"`+childTask+`"}`))
-				var d *depth.Error
+				var d *rules.DepthError
 				if !errors.As(want, &d) || d.Depth != 1 || d.Max != 1 || !errors.Is(want, subagent.ErrDepthExceeded) {
 					t.Fatalf("a fresh delegation at the cap answered %v, want a depth error", want)
 				}

@@ -47,7 +47,7 @@ func TestK3_ACPOpenToolCallsKeepBoundedTitles(t *testing.T) {
 	sys := newSystem(t)
 	rec := newRecorder()
 	base := liveHeap()
-	r := start(t, scoped(testkit.Ctx(t), rec), newProvider(t, fakeConfig(t, sys, modeNormal)), request("bigtools 150 65536", "wait"))
+	r := startScoped(t, testkit.Ctx(t), rec, newProvider(t, fakeConfig(t, sys, modeNormal)), request("bigtools 150 65536", "wait"))
 	waitCount(t, rec, subagent.ToolCallStarted, 150)
 	grown := int64(liveHeap()) - int64(base)
 	t.Logf("live heap with 150 open tool calls of 64 KB titles: %+.1f MiB", float64(grown)/mib)
@@ -133,7 +133,7 @@ func TestK3_ACPPermissionFloodFromAnAgentNotReading(t *testing.T) {
 	rec := newRecorder()
 	base, goroutines := liveHeap(), runtime.NumGoroutine()
 	const flood = 100000
-	r := start(t, scoped(testkit.Ctx(t), rec), newProvider(t, cfg), request(fmt.Sprintf("floodask %d", flood)))
+	r := startScoped(t, testkit.Ctx(t), rec, newProvider(t, cfg), request(fmt.Sprintf("floodask %d", flood)))
 	report := testkit.Recv(t, lines, "the agent's report")
 	m := regexp.MustCompile(`^blocked (\d+)$`).FindStringSubmatch(report)
 	if m == nil {
@@ -173,7 +173,7 @@ func TestK3_ACPReadFloodHoldsBoundedBytes(t *testing.T) {
 	rec := newRecorder()
 	base := liveHeap()
 	peak := testkit.HeapPeak()
-	res := wait(t, start(t, scoped(testkit.Ctx(t), rec), newProvider(t, cfg), request("readflood 150 "+big)))
+	res := wait(t, startScoped(t, testkit.Ctx(t), rec, newProvider(t, cfg), request("readflood 150 "+big)))
 	grown := int64(peak()) - int64(base)
 	out := subagent.TextOf(res.Output)
 	m := regexp.MustCompile(`^readflood:(\d+) ok 0 refused (\d+) bounded 0 other;$`).FindStringSubmatch(out)

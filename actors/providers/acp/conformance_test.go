@@ -39,6 +39,7 @@ func TestR1_ACPPassesTheProviderConformanceSuite(t *testing.T) {
 		}
 		return providertest.Harness{
 			Provider: quick,
+			Listen:   svc.ListenParent,
 			Start: func(ctx context.Context, r subagent.StartRequest) (subagent.Run, error) {
 				if subagent.TextOf(r.Prompt) == waiting {
 					return svc.Start(ctx, held.Name(), r)

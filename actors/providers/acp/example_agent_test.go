@@ -45,7 +45,7 @@ func TestP3_ExampleAgentFullTurnAnswersItsPermissionRequest(t *testing.T) {
 			rec := newRecorder()
 			p := newProvider(t, cfg)
 			began := time.Now()
-			r, err := p.Start(scoped(testkit.Ctx(t), rec), request("Please improve the project"))
+			r, err := p.Start(testkit.Ctx(t), scoped(rec), request("Please improve the project"))
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -90,7 +90,7 @@ func TestP3_ExampleAgentCancelMidTurnSettlesAborted(t *testing.T) {
 	rec := newRecorder()
 	p := newProvider(t, exampleConfig(t))
 	ctx, cancel := context.WithCancel(testkit.Ctx(t))
-	r := start(t, scoped(ctx, rec), p, request("Please improve the project"))
+	r := startScoped(t, ctx, rec, p, request("Please improve the project"))
 	rec.waitFor(t, "the agent's first text", kindIs(subagent.TextDelta))
 	began := time.Now()
 	cancel()
@@ -110,7 +110,7 @@ func TestP3_ExampleAgentDisposeMidTurnLeavesNoProcess(t *testing.T) {
 	t.Parallel()
 	rec := newRecorder()
 	p := newProvider(t, exampleConfig(t))
-	r := start(t, scoped(testkit.Ctx(t), rec), p, request("Please improve the project"))
+	r := startScoped(t, testkit.Ctx(t), rec, p, request("Please improve the project"))
 	rec.waitFor(t, "the first tool call", kindIs(subagent.ToolCallStarted))
 	pgid := r.ProcessID()
 	if groupGone(pgid) {

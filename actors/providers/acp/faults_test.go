@@ -24,7 +24,7 @@ func TestK3_AgentExitingBeforeInitializeFailsStart(t *testing.T) {
 	cfg := fakeConfig(t, sys, modeExitEarly)
 	store := persistence.NewMemory()
 	cfg.Store = store
-	_, err := newProvider(t, cfg).Start(testkit.Ctx(t), request("say x"))
+	_, err := newProvider(t, cfg).Start(testkit.Ctx(t), subagent.Scope{}, request("say x"))
 	var se *acp.StartError
 	if !errors.As(err, &se) || !errors.Is(err, acp.ErrStart) || se.Step != "initialize" {
 		t.Fatalf("err %v", err)
@@ -40,7 +40,7 @@ func TestK3_AgentExitingBeforeInitializeFailsStart(t *testing.T) {
 func TestK3_UnsupportedProtocolVersionFailsStart(t *testing.T) {
 	sys := newSystem(t)
 	cfg := fakeConfig(t, sys, modeBadVersion)
-	_, err := newProvider(t, cfg).Start(testkit.Ctx(t), request("say x"))
+	_, err := newProvider(t, cfg).Start(testkit.Ctx(t), subagent.Scope{}, request("say x"))
 	if !errors.Is(err, acp.ErrStart) || !strings.Contains(err.Error(), "version 99") {
 		t.Fatalf("err %v", err)
 	}
@@ -58,7 +58,7 @@ func TestR6_StartThatNeverGetsASessionLeavesNothing(t *testing.T) {
 	p := newProvider(t, cfg)
 	errc := make(chan error, 1)
 	go func() {
-		_, err := p.Start(ctx, request("say x"))
+		_, err := p.Start(ctx, subagent.Scope{}, request("say x"))
 		errc <- err
 	}()
 	waitForStarts(t, cfg, 1)
@@ -72,7 +72,7 @@ func TestR6_StartThatNeverGetsASessionLeavesNothing(t *testing.T) {
 	// machine, so that what it left can be checked.
 	cfg = fakeConfig(t, sys, modeHangInit)
 	cfg.StartTimeout = testkit.Scale(time.Second)
-	_, err := newProvider(t, cfg).Start(testkit.Ctx(t), request("say x"))
+	_, err := newProvider(t, cfg).Start(testkit.Ctx(t), subagent.Scope{}, request("say x"))
 	var se *acp.StartError
 	if !errors.As(err, &se) || se.Step != "initialize" || !strings.Contains(err.Error(), fmt.Sprintf("no answer within %s", cfg.StartTimeout)) {
 		t.Fatalf("timed-out start: %v", err)
@@ -103,7 +103,7 @@ func TestK3_CrashMidTurnSettlesError(t *testing.T) {
 func TestK3_GarbageAndUnknownFramesAreIgnored(t *testing.T) {
 	sys := newSystem(t)
 	rec := newRecorder()
-	r := start(t, scoped(testkit.Ctx(t), rec), newProvider(t, fakeConfig(t, sys, modeNormal)),
+	r := startScoped(t, testkit.Ctx(t), rec, newProvider(t, fakeConfig(t, sys, modeNormal)),
 		request("say a", "garbage", "unknown", "orphan", "say b"))
 	res := wait(t, r)
 	if res.StopReason != subagent.Completed || subagent.TextOf(res.Output) != "ab" {
@@ -194,7 +194,7 @@ func TestK3_StartLimitNamesTheStep(t *testing.T) {
 	} {
 		cfg := fakeConfig(t, sys, c.mode)
 		cfg.StartTimeout = c.limit
-		_, err := newProvider(t, cfg).Start(testkit.Ctx(t), request("say x"))
+		_, err := newProvider(t, cfg).Start(testkit.Ctx(t), subagent.Scope{}, request("say x"))
 		var se *acp.StartError
 		if !errors.As(err, &se) || se.Step != c.step || !errors.Is(err, context.DeadlineExceeded) || !strings.Contains(err.Error(), c.says) {
 			t.Fatalf("%s: %v", c.mode, err)

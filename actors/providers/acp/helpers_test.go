@@ -15,7 +15,6 @@ import (
 
 	"github.com/subactor/subactor/actors"
 	"github.com/subactor/subactor/actors/providers/acp"
-	"github.com/subactor/subactor/internal/runscope"
 	"github.com/subactor/subactor/internal/testkit"
 	"github.com/subactor/subactor/subagent"
 )
@@ -175,16 +174,28 @@ func request(lines ...string) subagent.StartRequest {
 	}
 }
 
-// scoped is ctx with a scope whose progress goes to rec, as the Service
-// hands a provider.
-func scoped(ctx context.Context, rec *recorder) context.Context {
-	return runscope.With(ctx, subagent.Scope{Events: rec})
+// scoped is a scope whose progress goes to rec, as the Service hands a
+// provider.
+func scoped(rec *recorder) subagent.Scope {
+	return subagent.Scope{Events: rec}
 }
 
-// start starts a run and disposes it when the test ends.
+// start starts a run, as a caller other than the Service, and disposes it
+// when the test ends.
 func start(t *testing.T, ctx context.Context, p subagent.Provider, req subagent.StartRequest) *acp.Run {
 	t.Helper()
-	r, err := p.Start(ctx, req)
+	return startIn(t, ctx, subagent.Scope{}, p, req)
+}
+
+// startScoped is start with a scope whose progress goes to rec.
+func startScoped(t *testing.T, ctx context.Context, rec *recorder, p subagent.Provider, req subagent.StartRequest) *acp.Run {
+	t.Helper()
+	return startIn(t, ctx, scoped(rec), p, req)
+}
+
+func startIn(t *testing.T, ctx context.Context, scope subagent.Scope, p subagent.Provider, req subagent.StartRequest) *acp.Run {
+	t.Helper()
+	r, err := p.Start(ctx, scope, req)
 	if err != nil {
 		t.Fatalf("Start: %v", err)
 	}
@@ -215,7 +226,7 @@ func startWithPid(t *testing.T, mode string) (*acp.Run, int, []byte, acp.Config)
 	cfg := fakeConfig(t, newSystem(t), mode)
 	pidFile := filepath.Join(t.TempDir(), "pid")
 	cfg.Env[envPidFile] = pidFile
-	r := start(t, scoped(testkit.Ctx(t), rec), newProvider(t, cfg), request("say ready", "wait"))
+	r := startScoped(t, testkit.Ctx(t), rec, newProvider(t, cfg), request("say ready", "wait"))
 	rec.waitFor(t, "the first chunk", kindIs(subagent.TextDelta))
 	data, err := os.ReadFile(pidFile)
 	if err != nil {

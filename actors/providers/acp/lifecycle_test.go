@@ -20,7 +20,7 @@ func TestS5_CancelMidTurnSettlesAbortedOnTheAgentsAnswer(t *testing.T) {
 	sys := newSystem(t)
 	rec := newRecorder()
 	ctx, cancel := context.WithCancel(testkit.Ctx(t))
-	r := start(t, scoped(ctx, rec), newProvider(t, fakeConfig(t, sys, modeNormal)), request("say before", "wait", "say after"))
+	r := startScoped(t, ctx, rec, newProvider(t, fakeConfig(t, sys, modeNormal)), request("say before", "wait", "say after"))
 	rec.waitFor(t, "the first chunk", kindIs(subagent.TextDelta))
 	cancel()
 	res := wait(t, r)
@@ -62,7 +62,7 @@ func TestP3_PendingPermissionIsCancelledWithTheTurn(t *testing.T) {
 func TestR3_DisposeIsIdempotentConcurrentAndEndsTheGroup(t *testing.T) {
 	sys := newSystem(t)
 	rec := newRecorder()
-	r := start(t, scoped(testkit.Ctx(t), rec), newProvider(t, fakeConfig(t, sys, modeNormal)), request("say a", "wait"))
+	r := startScoped(t, testkit.Ctx(t), rec, newProvider(t, fakeConfig(t, sys, modeNormal)), request("say a", "wait"))
 	rec.waitFor(t, "the first chunk", kindIs(subagent.TextDelta))
 	pgid := r.ProcessID()
 	if pgid <= 0 || groupGone(pgid) {
@@ -135,7 +135,7 @@ func TestK3_AgentIgnoringCancelIsEndedByTheLadder(t *testing.T) {
 	rec := newRecorder()
 	cfg := fakeConfig(t, sys, modeStubborn)
 	ctx, cancel := context.WithCancel(testkit.Ctx(t))
-	r := start(t, scoped(ctx, rec), newProvider(t, cfg), request("say a", "hang"))
+	r := startScoped(t, ctx, rec, newProvider(t, cfg), request("say a", "hang"))
 	rec.waitFor(t, "the first chunk", kindIs(subagent.TextDelta))
 	began := time.Now()
 	cancel()

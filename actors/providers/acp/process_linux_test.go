@@ -39,7 +39,7 @@ func TestR3_DisposeEndsAProcessThatLeftTheGroup(t *testing.T) {
 func TestR3_AgentOutlivesTheThreadsOfItsNode(t *testing.T) {
 	sys := newSystem(t)
 	rec := newRecorder()
-	r := start(t, scoped(testkit.Ctx(t), rec), newProvider(t, fakeConfig(t, sys, modeNormal)), request("say ready", "wait"))
+	r := startScoped(t, testkit.Ctx(t), rec, newProvider(t, fakeConfig(t, sys, modeNormal)), request("say ready", "wait"))
 	rec.waitFor(t, "the first chunk", kindIs(subagent.TextDelta))
 	var wg sync.WaitGroup
 	for range 64 {

@@ -14,7 +14,7 @@ import (
 // signal, Start says so with a typed error, before any process runs.
 func TestP3_StartWithoutProcessGroupsIsATypedError(t *testing.T) {
 	sys := newSystem(t)
-	_, err := newProvider(t, fakeConfig(t, sys, modeNormal)).Start(testkit.Ctx(t), request("say hi"))
+	_, err := newProvider(t, fakeConfig(t, sys, modeNormal)).Start(testkit.Ctx(t), subagent.Scope{}, request("say hi"))
 	var se *acp.StartError
 	if !errors.Is(err, errors.ErrUnsupported) || !errors.As(err, &se) || se.Step != "launch" {
 		t.Fatalf("Start: %v, want a launch *StartError wrapping errors.ErrUnsupported", err)

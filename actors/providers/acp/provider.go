@@ -22,10 +22,9 @@ import (
 	"github.com/subactor/subactor/internal/acpdata"
 	"github.com/subactor/subactor/internal/agentlog"
 	"github.com/subactor/subactor/internal/agentproc"
-	"github.com/subactor/subactor/internal/capability"
 	"github.com/subactor/subactor/internal/descriptor"
 	"github.com/subactor/subactor/internal/ids"
-	"github.com/subactor/subactor/internal/lifetime"
+	"github.com/subactor/subactor/internal/rules"
 	"github.com/subactor/subactor/persistence"
 	"github.com/subactor/subactor/subagent"
 )
@@ -74,7 +73,7 @@ func (p *provider) InheritsParentContext() bool { return false }
 // nothing it made remains: the process is ended on the shutdown ladder
 // and reaped, and the session row removed (R6). A working directory that
 // cannot be used fails with ErrDir before any process starts.
-func (p *provider) Start(ctx context.Context, req subagent.StartRequest) (subagent.Run, error) {
+func (p *provider) Start(ctx context.Context, scope subagent.Scope, req subagent.StartRequest) (subagent.Run, error) {
 	if err := p.check(req); err != nil {
 		return nil, err
 	}
@@ -82,7 +81,7 @@ func (p *provider) Start(ctx context.Context, req subagent.StartRequest) (subage
 	if err != nil {
 		return nil, err
 	}
-	c := p.child(ctx, req, dir)
+	c := p.child(scope, req, dir)
 	if p.cfg.Store != nil {
 		c.storeSession = c.runID
 	}
@@ -101,7 +100,7 @@ const continuePrompt = "Your previous turn was interrupted before it finished. C
 // from the continuation or, when it carries none, from Config.Store. A
 // child whose agent did not advertise loadSession when it started fails
 // with subagent.ErrNotResumable before any process starts.
-func (p *provider) Resume(ctx context.Context, req subagent.StartRequest) (subagent.Run, error) {
+func (p *provider) Resume(ctx context.Context, scope subagent.Scope, req subagent.StartRequest) (subagent.Run, error) {
 	cont := req.Continuation
 	if cont == nil || cont.SessionID == "" {
 		return nil, &subagent.InvalidRequestError{Field: "continuation", Reason: "resume needs a continuation naming a session"}
@@ -132,7 +131,7 @@ func (p *provider) Resume(ctx context.Context, req subagent.StartRequest) (subag
 	if err != nil {
 		return nil, err
 	}
-	c := p.child(ctx, req, dir)
+	c := p.child(scope, req, dir)
 	c.resume, c.storeSession = &pd, cont.SessionID
 	if p.cfg.Store != nil {
 		if err := c.take(ctx); err != nil {
@@ -197,11 +196,10 @@ func (p *provider) check(req subagent.StartRequest) error {
 	if strings.TrimSpace(subagent.TextOf(req.Prompt)) == "" {
 		return &subagent.InvalidRequestError{Field: "prompt", Reason: "an ACP turn needs a prompt"}
 	}
-	return capability.Check(p.Name(), p.Capabilities(), req)
+	return rules.CheckCapabilities(p.Name(), p.Capabilities(), req)
 }
 
-func (p *provider) child(ctx context.Context, req subagent.StartRequest, dir string) *child {
-	scope, _ := subagent.ScopeOf(ctx)
+func (p *provider) child(scope subagent.Scope, req subagent.StartRequest, dir string) *child {
 	runID := scope.RunID
 	if runID == "" {
 		runID = ids.New()
@@ -690,7 +688,7 @@ func usage(u *sdk.Usage) *subagent.Usage {
 // parent closed (checked directly too, since a context bound to the
 // parent's lifetime learns of the close asynchronously).
 func setupEnded(ctx context.Context, parent subagent.Agent) error {
-	if err := lifetime.ParentClosed(parent); err != nil {
+	if err := rules.ParentClosed(parent); err != nil {
 		return err
 	}
 	if err := ctx.Err(); err != nil {

@@ -84,7 +84,7 @@ func TestP3_QwenTurn(t *testing.T) {
 	rec := newRecorder()
 	p := newProvider(t, qwenConfig(t, srv))
 	began := time.Now()
-	r := start(t, scoped(qwenCtx(t), rec), p, request("Say hello."))
+	r := startScoped(t, qwenCtx(t), rec, p, request("Say hello."))
 	started := time.Now()
 	res := wait(t, r)
 	t.Logf("qwen: start %s, turn %s", started.Sub(began), time.Since(started))
@@ -113,7 +113,7 @@ func TestP3_QwenCancelMidTurn(t *testing.T) {
 	srv := openaitest.NewServer(t, spare(openaitest.Stall(openaitest.Step{Text: "partial answer", ChunkSize: 8}, 2))...)
 	rec := newRecorder()
 	ctx, cancel := context.WithCancel(qwenCtx(t))
-	r := start(t, scoped(ctx, rec), newProvider(t, qwenConfig(t, srv)), request("Say something long."))
+	r := startScoped(t, ctx, rec, newProvider(t, qwenConfig(t, srv)), request("Say something long."))
 	rec.waitFor(t, "qwen's first text", kindIs(subagent.TextDelta))
 	began := time.Now()
 	cancel()
@@ -133,7 +133,7 @@ func TestP3_QwenDisposeMidTurn(t *testing.T) {
 	t.Parallel()
 	srv := openaitest.NewServer(t, spare(openaitest.Stall(openaitest.Step{Text: "partial answer", ChunkSize: 8}, 2))...)
 	rec := newRecorder()
-	r := start(t, scoped(qwenCtx(t), rec), newProvider(t, qwenConfig(t, srv)), request("Say something long."))
+	r := startScoped(t, qwenCtx(t), rec, newProvider(t, qwenConfig(t, srv)), request("Say something long."))
 	rec.waitFor(t, "qwen's first text", kindIs(subagent.TextDelta))
 	pgid := r.ProcessID()
 	began := time.Now()
@@ -168,7 +168,7 @@ func TestS6_QwenResumeContinuesTheEarlierTurn(t *testing.T) {
 	req := request("Which word did I ask you to remember?")
 	req.Continuation = &subagent.Continuation{SessionID: first.SessionID()}
 	began := time.Now()
-	second, err := p.Resume(qwenCtx(t), req)
+	second, err := p.Resume(qwenCtx(t), subagent.Scope{}, req)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -131,7 +131,7 @@ func TestS6_ResumeWithoutLoadSessionIsNotResumable(t *testing.T) {
 	before := starts(t, cfg)
 	req := request("say again")
 	req.Continuation = &subagent.Continuation{SessionID: r.SessionID()}
-	_, err := p.Resume(testkit.Ctx(t), req)
+	_, err := p.Resume(testkit.Ctx(t), subagent.Scope{}, req)
 	var nr *acpdata.NotResumableError
 	if !errors.As(err, &nr) || !errors.Is(err, subagent.ErrNotResumable) || !strings.Contains(err.Error(), "loadSession") {
 		t.Fatalf("err %v", err)
@@ -173,13 +173,13 @@ func TestK3_ResumeValidatesProviderData(t *testing.T) {
 	} {
 		req := request("say x")
 		req.Continuation = &subagent.Continuation{SessionID: "child", Descriptor: c.desc}
-		if _, err := p.Resume(testkit.Ctx(t), req); !errors.Is(err, c.want) {
+		if _, err := p.Resume(testkit.Ctx(t), subagent.Scope{}, req); !errors.Is(err, c.want) {
 			t.Errorf("%s: %v, want %v", c.name, err, c.want)
 		}
 	}
 	req := request("say x")
 	req.Continuation = &subagent.Continuation{SessionID: "child"}
-	if _, err := p.Resume(testkit.Ctx(t), req); !errors.Is(err, subagent.ErrInvalidRequest) {
+	if _, err := p.Resume(testkit.Ctx(t), subagent.Scope{}, req); !errors.Is(err, subagent.ErrInvalidRequest) {
 		t.Errorf("no descriptor and no store: %v", err)
 	}
 	if n := starts(t, cfg); n != 0 {
@@ -198,10 +198,10 @@ func TestS8_AStaleACPActivationRecordsNothingAfterTheNextTookTheSession(t *testi
 	p := newProvider(t, cfg)
 	first := start(t, testkit.Ctx(t), p, request("session"))
 	wait(t, first)
-	resume := func(ctx context.Context, lines ...string) *acp.Run {
+	resume := func(ctx context.Context, scope subagent.Scope, lines ...string) *acp.Run {
 		req := request(append([]string{"session"}, lines...)...)
 		req.Continuation = &subagent.Continuation{SessionID: first.SessionID()}
-		r, err := p.Resume(ctx, req)
+		r, err := p.Resume(ctx, scope, req)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -212,9 +212,9 @@ func TestS8_AStaleACPActivationRecordsNothingAfterTheNextTookTheSession(t *testi
 	// cancelled, while the next one takes the session and ends.
 	rec := newRecorder()
 	ctx, cancel := context.WithCancel(testkit.Ctx(t))
-	stale := resume(scoped(ctx, rec), "say stale", "wait")
+	stale := resume(ctx, scoped(rec), "say stale", "wait")
 	rec.waitFor(t, "the stale activation's first chunk", kindIs(subagent.TextDelta))
-	next := resume(testkit.Ctx(t), "say continued")
+	next := resume(testkit.Ctx(t), subagent.Scope{}, "say continued")
 	wait(t, next)
 	cancel()
 	if res := wait(t, stale); res.StopReason != subagent.Aborted {

@@ -23,7 +23,7 @@ func TestP3_TurnMapsUpdatesToOutputAndProgress(t *testing.T) {
 	sys := newSystem(t)
 	rec := newRecorder()
 	p := newProvider(t, fakeConfig(t, sys, modeNormal))
-	r := start(t, scoped(testkit.Ctx(t), rec), p, request(
+	r := startScoped(t, testkit.Ctx(t), rec, p, request(
 		"say Hello",
 		"think pondering",
 		"tool t1 read Read the file",
@@ -123,11 +123,11 @@ func TestP3_DeclaresNoCapabilities(t *testing.T) {
 		{OutputSchema: []byte(`{"type":"object"}`)},
 	} {
 		req.Prompt, req.Parent = []subagent.ContentBlock{subagent.Text("say x")}, top
-		if _, err := p.Start(testkit.Ctx(t), req); !errors.Is(err, subagent.ErrUnsupported) {
+		if _, err := p.Start(testkit.Ctx(t), subagent.Scope{}, req); !errors.Is(err, subagent.ErrUnsupported) {
 			t.Fatalf("%+v: %v", req, err)
 		}
 	}
-	if _, err := p.Start(testkit.Ctx(t), subagent.StartRequest{Parent: top}); !errors.Is(err, subagent.ErrInvalidRequest) {
+	if _, err := p.Start(testkit.Ctx(t), subagent.Scope{}, subagent.StartRequest{Parent: top}); !errors.Is(err, subagent.ErrInvalidRequest) {
 		t.Fatalf("empty prompt: %v", err)
 	}
 	if n := starts(t, cfg); n != 0 {
@@ -162,7 +162,7 @@ func TestP3_WorkingDirectory(t *testing.T) {
 		}
 		c := cfg
 		c.Dir = dir
-		_, err := newProvider(t, c).Start(testkit.Ctx(t), request("say x"))
+		_, err := newProvider(t, c).Start(testkit.Ctx(t), subagent.Scope{}, request("say x"))
 		var de *acp.DirError
 		if !errors.As(err, &de) || !errors.Is(err, acp.ErrDir) || de.Dir != dir {
 			t.Fatalf("%s: %v", name, err)
@@ -227,7 +227,7 @@ func TestP3_PermissionRequestsFollowThePolicy(t *testing.T) {
 		"ask-noallow read Read without allow", "ask-noreject edit Edit without reject",
 	}
 	rec := newRecorder()
-	res := wait(t, start(t, scoped(testkit.Ctx(t), rec), newProvider(t, fakeConfig(t, sys, modeNormal)), request(script...)))
+	res := wait(t, startScoped(t, testkit.Ctx(t), rec, newProvider(t, fakeConfig(t, sys, modeNormal)), request(script...)))
 	want := "perm:selected:allow-once;perm:selected:allow-once;perm:selected:allow-once;perm:selected:allow-once;" +
 		"perm:selected:reject-once;perm:selected:reject-once;perm:selected:reject-once;" +
 		"perm:cancelled;perm:cancelled;"

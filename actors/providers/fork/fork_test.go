@@ -65,6 +65,7 @@ func TestR1_ForkPassesTheProviderConformanceSuite(t *testing.T) {
 		}
 		return providertest.Harness{
 			Provider: p,
+			Listen:   svc.ListenParent,
 			Start: func(ctx context.Context, r subagent.StartRequest) (subagent.Run, error) {
 				return svc.Start(ctx, p.Name(), r)
 			},

@@ -22,6 +22,7 @@ func TestR1_RemotePassesTheProviderConformanceSuite(t *testing.T) {
 		}
 		return providertest.Harness{
 			Provider: p,
+			Listen:   svc.ListenParent,
 			Start: func(ctx context.Context, r subagent.StartRequest) (subagent.Run, error) {
 				return svc.Start(ctx, "echo", r)
 			},

@@ -256,11 +256,10 @@ func (p *provider) ended(m cluster.Member) {
 // loaded member offering the provider that has room, and returns once the
 // hosting node's provider returned a live run. On an error nothing is
 // left on any node (R6).
-func (p *provider) Start(ctx context.Context, req subagent.StartRequest) (subagent.Run, error) {
+func (p *provider) Start(ctx context.Context, scope subagent.Scope, req subagent.StartRequest) (subagent.Run, error) {
 	if req.Parent == nil {
 		return nil, &subagent.InvalidRequestError{Field: "parent", Reason: "a delegating parent agent is required"}
 	}
-	scope, _ := subagent.ScopeOf(ctx)
 	if scope.RunID == "" {
 		scope.RunID = ids.New() // a caller other than the Service
 	}

@@ -183,7 +183,7 @@ func TestP4_PlacementErrors(t *testing.T) {
 	}
 
 	other, _ := remote.New(remote.Config{Name: "qwen", Node: n})
-	if _, err := other.Start(testkit.Ctx(t), subagent.StartRequest{Parent: parent{}, Prompt: []subagent.ContentBlock{subagent.Text("x")}}); !errors.Is(err, remote.ErrNoMember) {
+	if _, err := other.Start(testkit.Ctx(t), subagent.Scope{}, subagent.StartRequest{Parent: parent{}, Prompt: []subagent.ContentBlock{subagent.Text("x")}}); !errors.Is(err, remote.ErrNoMember) {
 		t.Fatalf("start of a provider nobody offers: %v", err)
 	}
 }

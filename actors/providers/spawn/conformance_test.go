@@ -35,6 +35,7 @@ func TestR1_SpawnPassesTheProviderConformanceSuite(t *testing.T) {
 		}
 		return providertest.Harness{
 			Provider: p,
+			Listen:   e.svc.ListenParent,
 			Start: func(ctx context.Context, r subagent.StartRequest) (subagent.Run, error) {
 				return e.svc.Start(ctx, p.Name(), r)
 			},

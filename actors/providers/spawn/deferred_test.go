@@ -10,7 +10,6 @@ import (
 	"github.com/subactor/subactor/agent"
 	"github.com/subactor/subactor/internal/agentlog"
 	"github.com/subactor/subactor/internal/descriptor"
-	"github.com/subactor/subactor/internal/runscope"
 	"github.com/subactor/subactor/internal/testkit"
 	"github.com/subactor/subactor/persistence"
 	"github.com/subactor/subactor/subagent"
@@ -132,8 +131,7 @@ func TestR1_S9_S7_ASpawnedChildIsStoredWithItsFirstTurn(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	ctx := runscope.With(testkit.Ctx(t), subagent.Scope{RunID: "continuable", Continuable: true})
-	run, err = p.Start(ctx, subagent.StartRequest{Prompt: prompt("go"), Parent: parent})
+	run, err = p.Start(testkit.Ctx(t), subagent.Scope{RunID: "continuable", Continuable: true}, subagent.StartRequest{Prompt: prompt("go"), Parent: parent})
 	if err != nil {
 		t.Fatal(err)
 	}

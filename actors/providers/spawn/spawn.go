@@ -20,11 +20,9 @@ import (
 	"github.com/subactor/subactor/actors"
 	"github.com/subactor/subactor/actors/run"
 	"github.com/subactor/subactor/agent"
-	"github.com/subactor/subactor/internal/depth"
 	"github.com/subactor/subactor/internal/descriptor"
 	"github.com/subactor/subactor/internal/ids"
-	"github.com/subactor/subactor/internal/lifetime"
-	"github.com/subactor/subactor/internal/runscope"
+	"github.com/subactor/subactor/internal/rules"
 	"github.com/subactor/subactor/persistence"
 	"github.com/subactor/subactor/subagent"
 )
@@ -128,7 +126,7 @@ func (p *provider) InheritsParentContext() bool { return p.cfg.Fork }
 // session row (R6). A tool filter naming a tool the child does not have
 // fails with an error matching subagent.ErrUnknownTool, naming the tools,
 // before anything is created.
-func (p *provider) Start(ctx context.Context, req subagent.StartRequest) (subagent.Run, error) {
+func (p *provider) Start(ctx context.Context, scope subagent.Scope, req subagent.StartRequest) (subagent.Run, error) {
 	if err := p.checkFilter(req.ToolFilter); err != nil {
 		return nil, err
 	}
@@ -160,7 +158,6 @@ func (p *provider) Start(ctx context.Context, req subagent.StartRequest) (subage
 	if err != nil {
 		return nil, err
 	}
-	scope, _ := subagent.ScopeOf(ctx)
 	runID := runIDOf(scope)
 	header := subagent.SessionHeader{
 		SessionID:       runID,
@@ -193,7 +190,7 @@ func (p *provider) Start(ctx context.Context, req subagent.StartRequest) (subage
 	if c.agent, err = agent.New(ctx, cfg); err != nil {
 		return nil, err
 	}
-	return p.launch(ctx, req, c, func(rollback context.Context) error {
+	return p.launch(ctx, scope, req, c, func(rollback context.Context) error {
 		return p.cfg.Store.Delete(rollback, c.agent.SessionID())
 	})
 }
@@ -209,7 +206,7 @@ func (p *provider) Start(ctx context.Context, req subagent.StartRequest) (subage
 // authoritative: it may deepen, never become shallower (D5). The
 // continuation's descriptor is folded from the child's own log when the
 // caller passes none.
-func (p *provider) Resume(ctx context.Context, req subagent.StartRequest) (subagent.Run, error) {
+func (p *provider) Resume(ctx context.Context, scope subagent.Scope, req subagent.StartRequest) (subagent.Run, error) {
 	c := req.Continuation
 	if c == nil {
 		return nil, &subagent.InvalidRequestError{Field: "continuation", Reason: "resume needs a continuation"}
@@ -230,7 +227,6 @@ func (p *provider) Resume(ctx context.Context, req subagent.StartRequest) (subag
 	}
 	// D5: the stored depth is a floor; the parent's may push it deeper.
 	header.DelegationDepth = max(header.DelegationDepth, subagent.DelegationDepthOf(req.Parent)+1)
-	scope, _ := subagent.ScopeOf(ctx)
 	runID := runIDOf(scope)
 	req.Persona, req.ToolFilter = d.Persona, d.ToolFilter
 	ch := &child{runID: runID, sink: scope.Events}
@@ -246,7 +242,7 @@ func (p *provider) Resume(ctx context.Context, req subagent.StartRequest) (subag
 	}
 	// The session is durable: a resume that failed before the take left
 	// it as it was, and one that took it is launched whatever ctx says.
-	return p.launch(ctx, req, ch, nil)
+	return p.launch(ctx, scope, req, ch, nil)
 }
 
 // descriptor is the continuation's descriptor, or the one in the child's
@@ -270,10 +266,10 @@ func (p *provider) childConfig(req subagent.StartRequest, h subagent.SessionHead
 	opts := req.Options
 	opts.ModelProvider, opts.Model = d.AgentProvider, d.AgentModel
 	opts.SubagentDepth = h.DelegationDepth
-	if m, ok := depth.EffectiveMax(req.Parent, req.MaxDepth); ok {
+	if m, ok := rules.EffectiveMax(req.Parent, req.MaxDepth); ok {
 		// The Service checked this already; a direct caller gets the same
 		// answer rather than a child beyond the cap (D6).
-		if err := depth.Check(subagent.DelegationDepthOf(req.Parent), m); err != nil {
+		if err := rules.CheckDepth(subagent.DelegationDepthOf(req.Parent), m); err != nil {
 			return agent.Config{}, err
 		}
 		opts.MaxDepth = &m
@@ -305,8 +301,7 @@ func (p *provider) childConfig(req subagent.StartRequest, h subagent.SessionHead
 // removes what the start created; a resumed one (undo nil) is published
 // and settles aborted. After a crash the child continues from its log
 // within the embedder's restart policy.
-func (p *provider) launch(ctx context.Context, req subagent.StartRequest, c *child, undo func(context.Context) error) (subagent.Run, error) {
-	scope, _ := subagent.ScopeOf(ctx)
+func (p *provider) launch(ctx context.Context, scope subagent.Scope, req subagent.StartRequest, c *child, undo func(context.Context) error) (subagent.Run, error) {
 	scope.RunID = c.runID
 	h := run.Start(p.cfg.System, run.Spec{
 		Scope:        scope,
@@ -316,7 +311,7 @@ func (p *provider) launch(ctx context.Context, req subagent.StartRequest, c *chi
 		Child:        c,
 		Relaunchable: true,
 		// Nothing else of the provider's runs under ctx.
-		Cancel: runscope.Cancel(ctx),
+		Cancel: scope.Cancel,
 	})
 	// A resumed child took its log with its prompt: the activation exists
 	// (the message it carries is delivered), so an ended ctx or parent
@@ -443,7 +438,7 @@ func confirm(exit *run.Exit) {
 // parent closed (checked directly too, since a context bound to the
 // parent's lifetime learns of the close asynchronously).
 func setupEnded(ctx context.Context, parent subagent.Agent) error {
-	if err := lifetime.ParentClosed(parent); err != nil {
+	if err := rules.ParentClosed(parent); err != nil {
 		return err
 	}
 	if err := ctx.Err(); err != nil {

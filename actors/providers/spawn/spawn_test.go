@@ -22,7 +22,7 @@ import (
 	"github.com/subactor/subactor/actors/providers/spawn"
 	"github.com/subactor/subactor/actors/registry"
 	"github.com/subactor/subactor/agent"
-	"github.com/subactor/subactor/internal/depth"
+	"github.com/subactor/subactor/internal/rules"
 	"github.com/subactor/subactor/internal/testkit/agenttest"
 	"github.com/subactor/subactor/internal/testkit/delegatetest"
 	"github.com/subactor/subactor/model/scripted"
@@ -332,12 +332,12 @@ func TestD6_ChildDepthAndTheDelegateToolAtTheCap(t *testing.T) {
 	} {
 		for via, start := range map[string]func() (subagent.Run, error){
 			"service":  func() (subagent.Run, error) { return e.svc.Start(t.Context(), spawn.DefaultName, req) },
-			"provider": func() (subagent.Run, error) { return p.Start(t.Context(), req) },
+			"provider": func() (subagent.Run, error) { return p.Start(t.Context(), subagent.Scope{}, req) },
 		} {
 			run, err := start()
-			var de *depth.Error
+			var de *rules.DepthError
 			if !errors.As(err, &de) || de.Depth != 2 || de.Max != 2 || run != nil {
-				t.Fatalf("%s, parent %s: got run %v, err %v; want a depth.Error{2, 2}", via, req.Parent.ID(), run, err)
+				t.Fatalf("%s, parent %s: got run %v, err %v; want a rules.DepthError{2, 2}", via, req.Parent.ID(), run, err)
 			}
 		}
 	}

@@ -90,9 +90,8 @@ func (Echo) Capabilities() subagent.Capabilities { return subagent.Capabilities{
 func (Echo) InheritsParentContext() bool         { return false }
 
 // Start implements subagent.Provider.
-func (Echo) Start(ctx context.Context, req subagent.StartRequest) (subagent.Run, error) {
+func (Echo) Start(ctx context.Context, scope subagent.Scope, req subagent.StartRequest) (subagent.Run, error) {
 	prompt := subagent.TextOf(req.Prompt)
-	scope, _ := subagent.ScopeOf(ctx)
 	r := &echoRun{id: scope.RunID, done: make(chan struct{}), steer: make(chan string)}
 	if scope.Events != nil {
 		scope.Events.Emit(subagent.RunProgress{RunID: r.id, Kind: subagent.MessageText, Step: 1, Text: prompt})

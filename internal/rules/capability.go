@@ -1,9 +1,4 @@
-// Package capability refuses a request for a start-time feature its
-// provider does not declare (S4): the Service's check before any provider
-// code runs, and the ACP provider's for a caller that skips the Service.
-//
-// Codes such as (R4) name contracts: https://github.com/subactor/subactor/blob/main/docs/contracts.md
-package capability
+package rules
 
 import (
 	"fmt"
@@ -23,10 +18,13 @@ func (e *UnsupportedError) Error() string {
 }
 func (e *UnsupportedError) Unwrap() error { return subagent.ErrUnsupported }
 
-// Check returns an *UnsupportedError for the first feature req uses that
+// CheckCapabilities refuses a request for a start-time feature its
+// provider does not declare (S4): the Service's check before any provider
+// code runs, and the ACP provider's for a caller that skips the Service.
+// It returns an *UnsupportedError for the first feature req uses that
 // caps does not declare, in the order outputSchema, depthLimit,
 // toolFilter, persona; nil when it uses none.
-func Check(provider string, caps subagent.Capabilities, req subagent.StartRequest) error {
+func CheckCapabilities(provider string, caps subagent.Capabilities, req subagent.StartRequest) error {
 	for _, c := range []struct {
 		used, declared bool
 		name           string

@@ -1,10 +1,10 @@
-package depth_test
+package rules_test
 
 import (
 	"errors"
 	"testing"
 
-	"github.com/subactor/subactor/internal/depth"
+	"github.com/subactor/subactor/internal/rules"
 	"github.com/subactor/subactor/subagent"
 )
 
@@ -21,11 +21,11 @@ func (a agentAt) Options() subagent.AgentOptions {
 
 // Contract D6.
 func TestD6_AnAgentAtItsCapCannotDelegate(t *testing.T) {
-	if err := depth.Check(2, 3); err != nil {
+	if err := rules.CheckDepth(2, 3); err != nil {
 		t.Fatalf("depth 2 under max 3: %v", err)
 	}
-	err := depth.Check(3, 3)
-	var d *depth.Error
+	err := rules.CheckDepth(3, 3)
+	var d *rules.DepthError
 	if !errors.As(err, &d) || d.Depth != 3 || d.Max != 3 || !errors.Is(err, subagent.ErrDepthExceeded) {
 		t.Fatalf("depth 3 under max 3: %v", err)
 	}
@@ -39,7 +39,7 @@ func TestD6_EffectiveMaxDepthIsTheTighterCap(t *testing.T) {
 		want                 int
 		ok                   bool
 	}{{nil, nil, 0, false}, {&five, nil, 5, true}, {nil, &two, 2, true}, {&two, &five, 2, true}, {&five, &two, 2, true}} {
-		m, ok := depth.EffectiveMax(agentAt{max: c.inherited}, c.requested)
+		m, ok := rules.EffectiveMax(agentAt{max: c.inherited}, c.requested)
 		if m != c.want || ok != c.ok {
 			t.Errorf("EffectiveMax(%v, %v) = %d, %v", c.inherited, c.requested, m, ok)
 		}

@@ -1,6 +1,7 @@
-// Package lifetime ties a delegating parent's lifetime (subagent.Closable)
-// to the contexts its children start under.
-package lifetime
+// Tying a delegating parent's lifetime (subagent.Closable) to the contexts
+// its children start under.
+
+package rules
 
 import (
 	"context"

@@ -1,10 +1,9 @@
-// Package depth holds the delegation-depth checks the Service, the
+// The delegation-depth checks the Service, the
 // providers and the delegate tool share (D6); subagent keeps the
 // vocabulary callers use (DelegationDepthOf,
 // ErrDepthExceeded).
-//
-// Codes such as (R4) name contracts: https://github.com/subactor/subactor/blob/main/docs/contracts.md
-package depth
+
+package rules
 
 import (
 	"fmt"
@@ -12,20 +11,20 @@ import (
 	"github.com/subactor/subactor/subagent"
 )
 
-// Error reports a delegation beyond the cap; it wraps
+// DepthError reports a delegation beyond the cap; it wraps
 // subagent.ErrDepthExceeded.
-type Error struct{ Depth, Max int }
+type DepthError struct{ Depth, Max int }
 
-func (e *Error) Error() string {
+func (e *DepthError) Error() string {
 	return fmt.Sprintf("subagent: delegation depth %d reached max depth %d", e.Depth, e.Max)
 }
-func (e *Error) Unwrap() error { return subagent.ErrDepthExceeded }
+func (e *DepthError) Unwrap() error { return subagent.ErrDepthExceeded }
 
-// Check reports whether an agent at depth d may delegate under max m:
-// it may not when d >= m, an *Error.
-func Check(d, m int) error {
+// CheckDepth reports whether an agent at depth d may delegate under max m:
+// it may not when d >= m, a *DepthError.
+func CheckDepth(d, m int) error {
 	if d >= m {
-		return &Error{Depth: d, Max: m}
+		return &DepthError{Depth: d, Max: m}
 	}
 	return nil
 }
