@@ -176,6 +176,9 @@ func (c Config) withDefaults() (Config, error) {
 		if p == nil || p.Name() == "" {
 			return c, configError("a provider without a name")
 		}
+		if err := checkProviderName(p.Name()); err != nil {
+			return c, configError("%v", err)
+		}
 		if seen[p.Name()] {
 			return c, configError("provider %q offered twice", p.Name())
 		}

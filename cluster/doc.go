@@ -5,7 +5,10 @@
 // node's host actor, which admits peers' starts of the providers it offers within its
 // capacity and runs each as a hosted run actor.
 //
-// A member advertises its providers as its cluster kinds; its capacity
+// A member advertises its providers as its cluster kinds, each with a
+// kind naming that provider's start-time features (caps.go: a peer's
+// advertisement is validated, K3, and the host refuses a start using a
+// feature its provider lacks, S4); its capacity
 // and load are answered to a load query (HostStatus) and carried by each
 // acceptance of a run. The hosted run watches its caller: when the
 // caller's node dies or is dropped from membership, it cancels and

@@ -49,3 +49,28 @@ func FuzzRemoteStart(f *testing.F) {
 		}
 	})
 }
+
+// Contract K3: whatever kinds a member advertises, reading them never
+// panics, and what is accepted is bounded and names only offered
+// providers.
+func FuzzMemberAdvertisement(f *testing.F) {
+	f.Add("subactor.provider/a\x00subactor.provider/a#caps=persona,outputSchema")
+	f.Add("subactor.provider/a\x00subactor.provider/a#caps=steer")
+	f.Add("subactor.provider/a\x00subactor.provider/b#caps=")
+	f.Add("other\x00subactor.provider/#caps=")
+	f.Add("subactor.provider/a#caps=persona\x00subactor.provider/a")
+	f.Fuzz(func(t *testing.T, joined string) {
+		provs, caps, err := cluster.ParseAdvertisement(strings.Split(joined, "\x00"))
+		if err != nil {
+			return
+		}
+		if len(provs) > 64 || len(caps) != len(provs) {
+			t.Fatalf("accepted %q as %v %v", joined, provs, caps)
+		}
+		for _, p := range provs {
+			if _, ok := caps[p]; !ok || p == "" || len(p) > 128 || strings.Contains(p, "#") {
+				t.Fatalf("accepted %q as %v %v", joined, provs, caps)
+			}
+		}
+	})
+}

@@ -10,6 +10,7 @@ import (
 	"github.com/asynkron/protoactor-go/cluster"
 	"github.com/asynkron/protoactor-go/eventstream"
 
+	"github.com/subactor/subactor/internal/capability"
 	"github.com/subactor/subactor/internal/clusterwire"
 	"github.com/subactor/subactor/internal/wire"
 	"github.com/subactor/subactor/messages"
@@ -117,6 +118,12 @@ func (h *host) start(ctx actor.Context, m *messages.RemoteStart) {
 	}
 	p := h.n.provider(m.GetProvider())
 	req, err := validateStart(m, h.n.cfg.MaxPrompt)
+	var unsupported error
+	if p != nil && err == nil {
+		// A feature its provider lacks is refused, never dropped (S4):
+		// a caller skipping the Service's check gets the same answer.
+		unsupported = capability.Check(p.Name(), p.Capabilities(), req)
+	}
 	_, dup := h.runs[m.GetRunId()]
 	switch {
 	case h.leaving != nil:
@@ -125,6 +132,8 @@ func (h *host) start(ctx actor.Context, m *messages.RemoteStart) {
 		refuse(clusterwire.RefusedNoProvider, fmt.Sprintf("node %s offers no provider %q", h.n.ID(), m.GetProvider()))
 	case err != nil:
 		refuse(clusterwire.RefusedInvalid, err.Error())
+	case unsupported != nil:
+		refuse(clusterwire.FailedUnsupported, unsupported.Error())
 	case dup:
 		refuse(clusterwire.RefusedDuplicate, fmt.Sprintf("run %s is already hosted here", m.GetRunId()))
 	case !h.n.isMember(m.GetCallerMember()):

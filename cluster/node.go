@@ -35,6 +35,10 @@ type Member struct {
 	ID        string
 	Address   string // host:port of its actors
 	Providers []string
+	// Capabilities are each offered provider's start-time features, as
+	// the member advertises them (a provider it offers without
+	// advertising any declares none).
+	Capabilities map[string]subagent.Capabilities
 }
 
 // Offers reports whether m runs provider.
@@ -119,8 +123,10 @@ func Start(ctx context.Context, cfg Config) (n *Node, err error) {
 	}
 	var kinds []*cluster.Kind
 	for _, p := range cfg.Providers {
-		// The kind only advertises the provider; nothing activates it.
-		kinds = append(kinds, cluster.NewKind(kindPrefix+p.Name(), actor.PropsFromFunc(func(actor.Context) {})))
+		// The kinds only advertise the provider and its capabilities;
+		// nothing activates them.
+		none := actor.PropsFromFunc(func(actor.Context) {})
+		kinds = append(kinds, cluster.NewKind(kindPrefix+p.Name(), none), cluster.NewKind(capsKind(p.Name(), p.Capabilities()), none))
 	}
 	ccfg := cluster.Configure(cfg.Name, provider, disthash.New(),
 		remote.Configure(host, port, opts...), cluster.WithKinds(kinds...))
@@ -214,14 +220,14 @@ func (n *Node) logger() *slog.Logger { return n.sys.ActorSystem().Logger() }
 func (n *Node) setMembers(live []*cluster.Member) {
 	var ms []Member
 	for _, m := range live {
-		var provs []string
-		for _, k := range m.Kinds {
-			if p, ok := strings.CutPrefix(k, kindPrefix); ok {
-				provs = append(provs, p)
-			}
+		provs, caps, err := parseAdvertisement(m.Kinds)
+		if err != nil {
+			// Listed, so its runs' callers are known, but offering
+			// nothing: no run is placed on what it misstates (K3).
+			n.logger().Warn("cluster: a member's advertisement is refused; it offers nothing", "member", m.Id, "err", err)
 		}
 		slices.Sort(provs)
-		ms = append(ms, Member{ID: m.Id, Address: m.Address(), Providers: provs})
+		ms = append(ms, Member{ID: m.Id, Address: m.Address(), Providers: provs, Capabilities: caps})
 	}
 	slices.SortFunc(ms, func(a, b Member) int { return strings.Compare(a.ID, b.ID) })
 	n.mu.Lock()

@@ -9,6 +9,7 @@ import (
 	"io"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"sync"
 
@@ -39,6 +40,45 @@ type delegateOptions struct {
 	clusterOpts clusterOptions
 	// steer, with -cluster: stdin's lines steer the child.
 	steer bool
+	// features, with -cluster: the child's start-time features.
+	features childFeatures
+}
+
+// childFeatures are delegate -cluster's start-time features of the child
+// (S4): each is passed to the member's provider, which must support it.
+type childFeatures struct {
+	persona, outputSchema string
+	allowTools, denyTools string
+	maxDepth              int
+	set                   map[string]bool // which flags were given
+}
+
+// featureFlags are the flags of childFeatures.
+var featureFlags = []string{"persona", "output-schema", "allow-tools", "deny-tools", "max-depth"}
+
+// apply sets the features given on req.
+func (f childFeatures) apply(req *subagent.StartRequest) error {
+	if f.set["persona"] {
+		req.Persona = new(f.persona)
+	}
+	if f.set["output-schema"] {
+		schema := []byte(f.outputSchema)
+		if name, ok := strings.CutPrefix(f.outputSchema, "@"); ok {
+			b, err := os.ReadFile(name)
+			if err != nil {
+				return configErrorf("-output-schema: %v", err)
+			}
+			schema = b
+		}
+		req.OutputSchema = schema
+	}
+	if f.set["allow-tools"] || f.set["deny-tools"] {
+		req.ToolFilter = &subagent.ToolFilter{Allow: splitList(f.allowTools), Deny: splitList(f.denyTools)}
+	}
+	if f.set["max-depth"] {
+		req.MaxDepth = new(f.maxDepth)
+	}
+	return nil
 }
 
 func delegateFlags(o *delegateOptions) *flag.FlagSet {
@@ -52,6 +92,11 @@ func delegateFlags(o *delegateOptions) *flag.FlagSet {
 	fs.StringVar(&o.cont, "continue", "", "continue the child of the delegate `SESSION` with the prompt, resumed from its log (session/load) on the server it ran on")
 	fs.BoolVar(&o.cluster, "cluster", false, "delegate to the agent server -provider on a cluster member that offers it (with -peers or -etcd)")
 	clusterFlags(fs, &o.clusterOpts, "127.0.0.1:0")
+	fs.StringVar(&o.features.persona, "persona", "", "with -cluster, the child's `PERSONA` (its system prompt's role)")
+	fs.StringVar(&o.features.outputSchema, "output-schema", "", "with -cluster, the JSON Schema the child's output must satisfy: the `SCHEMA` itself, or @FILE")
+	fs.StringVar(&o.features.allowTools, "allow-tools", "", "with -cluster, the only `TOOLS` (name,...) the child may use")
+	fs.StringVar(&o.features.denyTools, "deny-tools", "", "with -cluster, `TOOLS` (name,...) the child may not use")
+	fs.IntVar(&o.features.maxDepth, "max-depth", 0, "with -cluster, the deepest delegation `LEVEL` below the child")
 	fs.BoolVar(&o.steer, "steer", false, "with -cluster, steer the child with each line read from stdin while it runs (a child on a member's -offer-model takes steers); each is answered on stderr, \"steer admitted\" or why not")
 	return fs
 }
@@ -64,6 +109,12 @@ func parseDelegate(args []string, stdout, stderr io.Writer) (o delegateOptions, 
 		return o, code, false
 	}
 	o.prompt = strings.TrimSpace(strings.Join(fs.Args(), " "))
+	o.features.set = map[string]bool{}
+	fs.Visit(func(f *flag.Flag) {
+		if slices.Contains(featureFlags, f.Name) {
+			o.features.set[f.Name] = true
+		}
+	})
 	if o.cluster && o.config != "" {
 		// The file's "cluster" object gives the cluster flags not given.
 		if _, _, err := applyClusterKeys(fs, o.config, &o.clusterOpts); err != nil {
@@ -80,6 +131,9 @@ func parseDelegate(args []string, stdout, stderr io.Writer) (o delegateOptions, 
 		msg = "-dir needs a directory"
 	case o.steer && !o.cluster:
 		msg = "-steer steers a child on a cluster member: give -cluster too"
+	case len(o.features.set) > 0 && !o.cluster:
+		// A local delegate's child is an ACP agent, which takes none.
+		msg = "-persona, -output-schema, -allow-tools, -deny-tools and -max-depth shape a child on a cluster member (whose provider supports them): give -cluster too"
 	}
 	if msg != "" {
 		fmt.Fprintf(stderr, "%s delegate: %s\n", prog, msg)

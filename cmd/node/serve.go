@@ -380,9 +380,11 @@ type jsonMember struct {
 	ID        string   `json:"id"`
 	Address   string   `json:"address"`
 	Providers []string `json:"providers"`
-	Capacity  int64    `json:"capacity"`
-	Runs      int64    `json:"runs"`
-	Error     string   `json:"error,omitempty"` // why it did not answer
+	// Capabilities are each provider's start-time features (S4).
+	Capabilities map[string]subagent.Capabilities `json:"capabilities"`
+	Capacity     int64                            `json:"capacity"`
+	Runs         int64                            `json:"runs"`
+	Error        string                           `json:"error,omitempty"` // why it did not answer
 }
 
 // statusCommand runs status: it joins the cluster as a member offering
@@ -416,7 +418,7 @@ func statusCommand(ctx context.Context, args []string, stdout, stderr io.Writer)
 		case l.Member.ID == n.ID():
 			continue // this command's own client, not a member that serves
 		case asJSON:
-			j := jsonMember{ID: l.Member.ID, Address: l.Member.Address, Providers: l.Member.Providers, Capacity: l.Capacity, Runs: l.Runs}
+			j := jsonMember{ID: l.Member.ID, Address: l.Member.Address, Providers: l.Member.Providers, Capabilities: l.Member.Capabilities, Capacity: l.Capacity, Runs: l.Runs}
 			if l.Err != nil {
 				j.Error = l.Err.Error()
 			}
@@ -441,6 +443,10 @@ func statusCommand(ctx context.Context, args []string, stdout, stderr io.Writer)
 func clusterDelegate(ctx context.Context, o delegateOptions, stdout, stderr io.Writer) int {
 	if o.provider == "" {
 		return failed(stderr, "delegate", configErrorf("-cluster needs -provider NAME: the agent server a member offers"))
+	}
+	req := subagent.StartRequest{Prompt: []subagent.ContentBlock{subagent.Text(o.prompt)}}
+	if err := o.features.apply(&req); err != nil {
+		return failed(stderr, "delegate", err)
 	}
 	n, err := joinAndWait(ctx, o.clusterOpts, stderr, "delegate", "a member offering "+o.provider, func(ms []cluster.Member) bool {
 		return offered(ms, o.provider)
@@ -483,9 +489,8 @@ func clusterDelegate(ctx context.Context, o delegateOptions, stdout, stderr io.W
 		return failed(stderr, "delegate", err)
 	}
 	events := svc.ListenParent(parent.SessionID(), rep.event)
-	run, err := svc.Start(ctx, o.provider, subagent.StartRequest{
-		Parent: parent, Prompt: []subagent.ContentBlock{subagent.Text(o.prompt)},
-	})
+	req.Parent = parent
+	run, err := svc.Start(ctx, o.provider, req)
 	if err != nil {
 		events.Release()
 		rep.close()

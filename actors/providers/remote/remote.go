@@ -29,6 +29,7 @@ import (
 
 	"github.com/subactor/subactor/actors/internal/ask"
 	"github.com/subactor/subactor/cluster"
+	"github.com/subactor/subactor/internal/capability"
 	"github.com/subactor/subactor/internal/clusterwire"
 	"github.com/subactor/subactor/internal/ids"
 	"github.com/subactor/subactor/internal/wire"
@@ -58,20 +59,32 @@ type placementError struct {
 	// notYet: a member does not count this node as a member yet, or did
 	// not answer a start: worth another round.
 	notYet bool
+	// unsupported: members offer the provider, none with every feature
+	// the request uses (the first such member's refusal).
+	unsupported error
 }
 
 func (e *placementError) Error() string {
+	if e.unsupported != nil && len(e.Reasons) == 0 {
+		return fmt.Sprintf("remote: no live member offering provider %q supports the request: %v", e.Provider, e.unsupported)
+	}
 	if len(e.Reasons) == 0 {
 		return fmt.Sprintf("remote: no live member offers provider %q", e.Provider)
 	}
 	return fmt.Sprintf("remote: no member took a run of provider %q: %s", e.Provider, strings.Join(e.Reasons, "; "))
 }
 
-func (e *placementError) Unwrap() error {
+// Unwrap matches ErrNoRoom or ErrNoMember and, when members offering the
+// provider lacked a feature the request uses, subagent.ErrUnsupported.
+func (e *placementError) Unwrap() []error {
+	errs := []error{ErrNoMember}
 	if e.noRoom {
-		return ErrNoRoom
+		errs = []error{ErrNoRoom}
 	}
-	return ErrNoMember
+	if e.unsupported != nil {
+		errs = append(errs, e.unsupported)
+	}
+	return errs
 }
 
 // refusedError is a start the hosting node refused or failed.
@@ -113,9 +126,6 @@ type Config struct {
 	Name string
 	// Node is this process's cluster member.
 	Node *cluster.Node
-	// Capabilities are those of the provider the peers run (an ACP
-	// provider declares none); the Service checks requests against them.
-	Capabilities subagent.Capabilities
 	// StatusTimeout bounds the load query of each candidate member; one
 	// second when 0.
 	StatusTimeout time.Duration
@@ -146,8 +156,22 @@ func New(cfg Config) (subagent.Provider, error) {
 // Name implements subagent.Provider.
 func (p *provider) Name() string { return p.cfg.Name }
 
-// Capabilities implements subagent.Provider.
-func (p *provider) Capabilities() subagent.Capabilities { return p.cfg.Capabilities }
+// Capabilities implements subagent.Provider: the union of what the live
+// members offering the provider advertise for it, so the Service takes a
+// request one of them supports; placement then picks only such a member.
+func (p *provider) Capabilities() subagent.Capabilities {
+	var all subagent.Capabilities
+	for _, m := range p.cfg.Node.Members() {
+		if m.Offers(p.cfg.Name) {
+			c := m.Capabilities[p.cfg.Name]
+			all.OutputSchema = all.OutputSchema || c.OutputSchema
+			all.DepthLimit = all.DepthLimit || c.DepthLimit
+			all.ToolFilter = all.ToolFilter || c.ToolFilter
+			all.Persona = all.Persona || c.Persona
+		}
+	}
+	return all
+}
 
 // InheritsParentContext implements subagent.Provider: a remote child sees
 // only its prompt.
@@ -208,15 +232,26 @@ func loads(ctx context.Context, n *cluster.Node, ms []cluster.Member, timeout ti
 // room first (ties by id), each with its known load or, for a member not
 // heard of yet, its answer to a load query. A known load may be stale;
 // the host's own admission decides, and a full one refuses.
-func (p *provider) candidates(ctx context.Context) []Load {
+//
+// A member whose advertisement lacks a feature req uses is no candidate
+// (S4): the first such refusal is returned when it was one.
+func (p *provider) candidates(ctx context.Context, req subagent.StartRequest) ([]Load, error) {
 	var cs []Load
 	var unknown []cluster.Member
+	var unsupported error
 	p.mu.Lock()
 	for _, m := range p.cfg.Node.Members() {
 		if !m.Offers(p.cfg.Name) {
 			continue
 		}
+		if err := capability.Check(p.cfg.Name, m.Capabilities[p.cfg.Name], req); err != nil {
+			if unsupported == nil {
+				unsupported = fmt.Errorf("member %s: %w", m.ID, err)
+			}
+			continue
+		}
 		if l, ok := p.known[m.ID]; ok && l.Member.Address == m.Address {
+			l.Member = m // its advertisement as of now
 			cs = append(cs, l)
 		} else {
 			unknown = append(unknown, m)
@@ -232,7 +267,7 @@ func (p *provider) candidates(ctx context.Context) []Load {
 	slices.SortStableFunc(cs, func(a, b Load) int {
 		return cmp.Or(cmp.Compare(b.free(), a.free()), strings.Compare(a.Member.ID, b.Member.ID))
 	})
-	return cs
+	return cs, unsupported
 }
 
 // heard records a member's load.
@@ -274,7 +309,7 @@ func (p *provider) Start(ctx context.Context, scope subagent.Scope, req subagent
 	// while nothing else stood in the way.
 	for round := 1; ; round++ {
 		began := time.Now()
-		run, perr, err := p.place(ctx, wire, scope)
+		run, perr, err := p.place(ctx, req, wire, scope)
 		if run != nil || err != nil {
 			return run, err
 		}
@@ -300,9 +335,12 @@ const placeRounds = 10
 
 // place tries the candidates once, most room first: the run when one took
 // it, a terminal error, or the placement error of this round.
-func (p *provider) place(ctx context.Context, wire *messages.RemoteStart, scope subagent.Scope) (subagent.Run, *placementError, error) {
+func (p *provider) place(ctx context.Context, req subagent.StartRequest, wire *messages.RemoteStart, scope subagent.Scope) (subagent.Run, *placementError, error) {
 	perr := &placementError{Provider: p.cfg.Name}
-	candidates := p.candidates(ctx)
+	candidates, unsupported := p.candidates(ctx, req)
+	if len(candidates) == 0 {
+		perr.unsupported = unsupported
+	}
 	perr.silent = len(candidates) > 0
 	for _, c := range candidates {
 		if ctx.Err() != nil {

@@ -1,0 +1,83 @@
+package cluster_test
+
+import (
+	"errors"
+	"strings"
+	"testing"
+
+	"github.com/subactor/subactor/cluster"
+	"github.com/subactor/subactor/internal/clusterwire"
+	"github.com/subactor/subactor/internal/testkit"
+	"github.com/subactor/subactor/internal/testkit/clustertest"
+	"github.com/subactor/subactor/messages"
+	"github.com/subactor/subactor/subagent"
+)
+
+// Contracts K1, P4: a node advertises, with each provider it offers, that
+// provider's capabilities, and membership shows them on its member.
+func TestK1_P4_NodeAdvertisesProviderCapabilities(t *testing.T) {
+	caps := subagent.Capabilities{Persona: true, OutputSchema: true}
+	n := clustertest.Node(t, cluster.Config{}, clustertest.Capable{Caps: caps})
+	ms, err := n.WaitMembers(testkit.Ctx(t), func(ms []cluster.Member) bool { return len(ms) == 1 })
+	if err != nil || !ms[0].Offers("echo") || ms[0].Capabilities["echo"] != caps {
+		t.Fatalf("members %+v, %v", ms, err)
+	}
+}
+
+// Contract K3: a member's advertisement is untrusted: an unknown
+// capability, capabilities of a provider it does not offer, a duplicate,
+// a bad or oversized name and too many providers are each refused with a
+// typed error; a good one reads back what was advertised.
+func TestK3_MemberAdvertisementIsValidated(t *testing.T) {
+	all := subagent.Capabilities{OutputSchema: true, DepthLimit: true, ToolFilter: true, Persona: true}
+	provs, caps, err := cluster.ParseAdvertisement([]string{
+		"other-kind", "subactor.provider/a", cluster.CapsKind("a", all), "subactor.provider/b",
+	})
+	if err != nil || strings.Join(provs, ",") != "a,b" || caps["a"] != all || caps["b"] != (subagent.Capabilities{}) {
+		t.Fatalf("parsed %v %v %v", provs, caps, err)
+	}
+	many := []string{}
+	for i := range 65 {
+		many = append(many, "subactor.provider/p"+strings.Repeat("x", i))
+	}
+	for name, kinds := range map[string][]string{
+		"unknown capability":    {"subactor.provider/a", "subactor.provider/a#caps=persona,steer"},
+		"not offered":           {"subactor.provider/a", "subactor.provider/b#caps=persona"},
+		"capabilities twice":    {"subactor.provider/a", "subactor.provider/a#caps=", "subactor.provider/a#caps=persona"},
+		"provider twice":        {"subactor.provider/a", "subactor.provider/a"},
+		"empty name":            {"subactor.provider/"},
+		"control character":     {"subactor.provider/a\nb"},
+		"long name":             {"subactor.provider/" + strings.Repeat("n", 129)},
+		"long capabilities":     {"subactor.provider/a", "subactor.provider/a#caps=" + strings.Repeat("persona,", 40)},
+		"too many providers":    many,
+		"empty capability name": {"subactor.provider/a", "subactor.provider/a#caps=persona,"},
+	} {
+		_, _, err := cluster.ParseAdvertisement(kinds)
+		var ae *cluster.AdvertisementError
+		if !errors.As(err, &ae) || ae.Reason == "" {
+			t.Errorf("%s: %v, want an advertisement error", name, err)
+		}
+	}
+}
+
+// Contracts K3, S4: the host refuses a start using a feature its
+// provider does not declare (unsupported), before any provider code runs,
+// never dropping the feature silently.
+func TestK3_S4_HostRefusesAnUnsupportedRequest(t *testing.T) {
+	n := clustertest.Node(t, cluster.Config{}, clustertest.Capable{Caps: subagent.Capabilities{Persona: true}})
+	prompt := []*messages.ContentBlock{{Type: "text", Text: "hi"}}
+	persona, depth := "terse", int64(1)
+	for _, m := range []*messages.RemoteStart{
+		{RunId: "r1", Provider: "echo", Prompt: prompt, OutputSchema: []byte(`{"type":"object"}`)},
+		{RunId: "r2", Provider: "echo", Prompt: prompt, MaxDepth: &depth, Persona: &persona},
+		{RunId: "r3", Provider: "echo", Prompt: prompt, ToolFilter: &messages.ToolFilter{Allow: []string{"read"}}},
+	} {
+		r := refusal(t, ask(t, n, m), clusterwire.FailedUnsupported)
+		if !strings.Contains(r.GetReason(), "does not support") {
+			t.Fatalf("refusal %v", r)
+		}
+	}
+	if load := ask(t, n, &messages.HostStatus{}).(*messages.HostLoad); load.GetRuns() != 0 {
+		t.Fatalf("refused starts left %d runs", load.GetRuns())
+	}
+}
