@@ -10,8 +10,8 @@ import (
 	"github.com/asynkron/protoactor-go/cluster"
 	"github.com/asynkron/protoactor-go/eventstream"
 
-	"github.com/subactor/subactor/internal/capability"
 	"github.com/subactor/subactor/internal/clusterwire"
+	"github.com/subactor/subactor/internal/rules"
 	"github.com/subactor/subactor/internal/wire"
 	"github.com/subactor/subactor/messages"
 	"github.com/subactor/subactor/subagent"
@@ -122,7 +122,7 @@ func (h *host) start(ctx actor.Context, m *messages.RemoteStart) {
 	if p != nil && err == nil {
 		// A feature its provider lacks is refused, never dropped (S4):
 		// a caller skipping the Service's check gets the same answer.
-		unsupported = capability.Check(p.Name(), p.Capabilities(), req)
+		unsupported = rules.CheckCapabilities(p.Name(), p.Capabilities(), req)
 	}
 	_, dup := h.runs[m.GetRunId()]
 	switch {

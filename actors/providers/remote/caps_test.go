@@ -41,7 +41,7 @@ func TestP4_S4_PlacementSkipsMembersWithoutTheCapability(t *testing.T) {
 	if _, err := svc.Start(testkit.Ctx(t), "echo", subagent.StartRequest{Parent: parent{}, Prompt: prompt, OutputSchema: []byte(`{"type":"object"}`)}); !errors.Is(err, subagent.ErrUnsupported) {
 		t.Fatalf("Service start with an output schema: %v, want ErrUnsupported", err)
 	}
-	_, err = p.Start(testkit.Ctx(t), subagent.StartRequest{Parent: parent{}, Prompt: prompt, ToolFilter: &subagent.ToolFilter{Allow: []string{"read"}}})
+	_, err = p.Start(testkit.Ctx(t), subagent.Scope{}, subagent.StartRequest{Parent: parent{}, Prompt: prompt, ToolFilter: &subagent.ToolFilter{Allow: []string{"read"}}})
 	if !errors.Is(err, subagent.ErrUnsupported) || !errors.Is(err, remote.ErrNoMember) {
 		t.Fatalf("placing a run with a tool filter: %v, want ErrUnsupported and ErrNoMember", err)
 	}

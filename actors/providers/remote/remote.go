@@ -29,9 +29,9 @@ import (
 
 	"github.com/subactor/subactor/actors/internal/ask"
 	"github.com/subactor/subactor/cluster"
-	"github.com/subactor/subactor/internal/capability"
 	"github.com/subactor/subactor/internal/clusterwire"
 	"github.com/subactor/subactor/internal/ids"
+	"github.com/subactor/subactor/internal/rules"
 	"github.com/subactor/subactor/internal/wire"
 	"github.com/subactor/subactor/messages"
 	"github.com/subactor/subactor/subagent"
@@ -244,7 +244,7 @@ func (p *provider) candidates(ctx context.Context, req subagent.StartRequest) ([
 		if !m.Offers(p.cfg.Name) {
 			continue
 		}
-		if err := capability.Check(p.cfg.Name, m.Capabilities[p.cfg.Name], req); err != nil {
+		if err := rules.CheckCapabilities(p.cfg.Name, m.Capabilities[p.cfg.Name], req); err != nil {
 			if unsupported == nil {
 				unsupported = fmt.Errorf("member %s: %w", m.ID, err)
 			}
