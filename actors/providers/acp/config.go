@@ -57,6 +57,14 @@ type Config struct {
 	// fs/write_text_file inside Dir (and advertise them to the agent);
 	// without them those requests are refused.
 	ReadFiles, WriteFiles bool
+	// RelayRead and RelayWrite, when set, serve the file requests
+	// ReadFiles and WriteFiles allow instead of the disk: an editor
+	// driving the node serves them from its buffers. They get the run's
+	// id and the absolute path, already confined to Dir; line (1-based)
+	// and limit select lines as fs/read_text_file's do, nil for all. A
+	// text over 8 MiB is refused.
+	RelayRead  func(ctx context.Context, runID, path string, line, limit *int) (string, error)
+	RelayWrite func(ctx context.Context, runID, path, content string) error
 	// Journal, when set, records each agent process while it runs, so
 	// that the next process to open it ends what this one leaves behind
 	// if it dies without stopping its agents. cmd/node keeps one in its
@@ -155,6 +163,8 @@ func configError(reason string) error { return fmt.Errorf("%w: %s", ErrConfig, r
 type ToolCall struct {
 	ID    string
 	Title string
+	// RunID is the run of the child that asks.
+	RunID string
 	// Kind is the ACP tool kind: read, edit, delete, move, search,
 	// execute, think, fetch, switch_mode or other ("other" when the
 	// agent gave none).
