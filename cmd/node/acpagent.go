@@ -64,9 +64,10 @@ func serveACP(ctx context.Context, o options, in io.Reader, out, stderr io.Write
 	defer f.close()
 	base, stop := context.WithCancel(ctx)
 	defer stop()
-	a := &acpAgent{f: f, base: base, sessions: map[string]*acpSession{}}
-	a.conn = acp.NewAgentSideConnection(a, out, in)
-	a.conn.SetLogger(logger(stderr))
+	log := logger(stderr)
+	a := &acpAgent{f: f, base: base, sessions: map[string]*acpSession{}, gate: newACPGate(out, log)}
+	a.conn = acp.NewAgentSideConnection(a, a.gate.out, a.gate.reader(base, in))
+	a.conn.SetLogger(log)
 	select {
 	case <-a.conn.Done():
 	case <-ctx.Done():
@@ -84,6 +85,8 @@ type acpAgent struct {
 	conn *acp.AgentSideConnection
 	// base ends when the connection does: every turn's context ends with it.
 	base context.Context
+	// gate bounds what the client sends (acpgate.go).
+	gate *acpGate
 
 	mu       sync.Mutex
 	sessions map[string]*acpSession
@@ -99,8 +102,9 @@ type acpSession struct {
 	top  *agent.Agent
 	// events are the children's run events, shown as tool calls.
 	events subagent.Subscription
-	// turn holds one prompt at a time (a new prompt cancels the one
-	// running, as the SDK does, and waits for it to end).
+	// turn holds one prompt at a time; the gate refuses a second prompt
+	// while one runs, so it is only ever waited for by a prompt admitted
+	// as the previous one answered.
 	turn chan struct{}
 
 	mu       sync.Mutex
@@ -312,6 +316,9 @@ func (a *acpAgent) session(id acp.SessionId) (*acpSession, error) {
 // text streams as agent message chunks and its children as tool calls;
 // ctx ends with session/cancel, a newer prompt or the connection.
 func (a *acpAgent) Prompt(ctx context.Context, p acp.PromptRequest) (acp.PromptResponse, error) {
+	// Runs before the answer is written: a client that sends its next
+	// prompt once it has the answer finds the session free.
+	defer a.gate.promptEnded(p.SessionId)
 	s, err := a.session(p.SessionId)
 	if err != nil {
 		return acp.PromptResponse{}, err
