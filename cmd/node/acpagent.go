@@ -7,7 +7,9 @@ package main
 // node's model) and a delegate tool per -config agent server. Each child
 // is shown as a tool call whose updates carry its progress and result;
 // session/cancel cancels the turn and every child; session/load replays a
-// session's history and continues it. Nothing but ACP frames goes to
+// session's history and continues it. The ACP children's permission and
+// file requests go to the editor (acprelay.go); what the client sends
+// passes a gate first (acpgate.go). Nothing but ACP frames goes to
 // stdout: logs go to stderr.
 
 import (
@@ -92,6 +94,8 @@ type acpAgent struct {
 	sessions map[string]*acpSession
 	closed   bool
 	turns    sync.WaitGroup
+	// fs is what the client said it serves at initialize.
+	fs acp.FileSystemCapabilities
 }
 
 // acpSession is one open session: its tree and top agent.
@@ -114,7 +118,10 @@ type acpSession struct {
 var _ acp.AgentLoader = (*acpAgent)(nil)
 
 // Initialize implements acp.Agent.
-func (a *acpAgent) Initialize(context.Context, acp.InitializeRequest) (acp.InitializeResponse, error) {
+func (a *acpAgent) Initialize(_ context.Context, p acp.InitializeRequest) (acp.InitializeResponse, error) {
+	a.mu.Lock()
+	a.fs = p.ClientCapabilities.Fs
+	a.mu.Unlock()
 	return acp.InitializeResponse{
 		ProtocolVersion: acp.ProtocolVersionNumber,
 		AgentCapabilities: acp.AgentCapabilities{
@@ -247,7 +254,10 @@ func (a *acpAgent) open(ctx context.Context, id, cwd string, resume bool) (*acpS
 		return nil, acp.NewInvalidRequest(map[string]any{"error": fmt.Sprintf("at most %d sessions may be open on one connection", maxSessions)})
 	}
 	s := &acpSession{a: a, id: id, turn: make(chan struct{}, 1), streamed: map[int]bool{}}
-	t, err := a.f.tree(cwd, newProgress(io.Discard))
+	a.mu.Lock()
+	relay := &editorRelay{s: s, cwd: cwd, read: a.fs.ReadTextFile, write: a.fs.WriteTextFile}
+	a.mu.Unlock()
+	t, err := a.f.tree(cwd, newProgress(io.Discard), relay)
 	if err != nil {
 		return nil, err
 	}

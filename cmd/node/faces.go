@@ -130,8 +130,9 @@ type delegationTree struct {
 }
 
 // tree builds a delegation tree working in dir (absolute), whose agent
-// servers' starts are shown on rep.
-func (f *face) tree(dir string, rep reporter) (*delegationTree, error) {
+// servers' starts are shown on rep; relay, when set, sends what their
+// children ask of their client to an editor.
+func (f *face) tree(dir string, rep reporter, relay *editorRelay) (*delegationTree, error) {
 	fsTools, err := fstools.New(dir, fstools.Options{})
 	if err != nil {
 		return nil, fmt.Errorf("cannot read directory %q: %w", dir, err)
@@ -143,7 +144,9 @@ func (f *face) tree(dir string, rep reporter) (*delegationTree, error) {
 		svc.Close()
 		_ = mgr.Close(context.Background())
 	}
-	tools, closeTools, err := delegationTools(svc, mgr, f.sys, f.store, f.m, fsTools, f.o.servers, dir, rep, f.o.maxDepth)
+	servers := f.o.servers
+	servers.relay = relay
+	tools, closeTools, err := delegationTools(svc, mgr, f.sys, f.store, f.m, fsTools, servers, dir, rep, f.o.maxDepth)
 	if err != nil {
 		stop()
 		return nil, err

@@ -5,7 +5,10 @@ package main
 // connection and the rate of requests.
 
 import (
+	"encoding/json"
 	"fmt"
+	"os"
+	"path/filepath"
 	"strings"
 	"sync"
 	"testing"
@@ -13,6 +16,8 @@ import (
 	sdk "github.com/coder/acp-go-sdk"
 
 	"github.com/subactor/subactor/internal/testkit"
+	"github.com/subactor/subactor/internal/testkit/acptest"
+	"github.com/subactor/subactor/internal/testkit/openaitest"
 )
 
 // Contract X1 and K3: a second prompt to a session whose prompt runs is
@@ -104,5 +109,84 @@ func TestX1_K3_SessionsAndRequestRateAreBounded(t *testing.T) {
 	wg.Wait()
 	if refused == 0 || len(other) > 0 {
 		t.Fatalf("%d requests at once: %d refused at the rate, other errors %v", n, refused, other)
+	}
+}
+
+// Contract X1: what the ACP children of a session ask of their client
+// goes to the editor: the example agent's permission request, on a tool
+// call named by the child's run id (the editor allows it, and the child
+// goes on as allowed), and the fake agent's file requests (its server
+// allows files): a read served from the editor's unsaved buffer, a write
+// kept by the editor and not written to disk, a path outside the
+// session's cwd refused before the editor is asked.
+func TestX1_ChildrensPermissionAndFileRequestsGoToTheEditor(t *testing.T) {
+	dir, data := facesTree(t), t.TempDir()
+	file := filepath.Join(dir, "a", "one.txt")
+	srv := openaitest.NewResponder(t, func(r openaitest.Request) openaitest.Step {
+		for _, m := range r.Messages {
+			if m.Role == "tool" {
+				return openaitest.Reply("done")
+			}
+		}
+		return openaitest.Step{ToolCalls: []openaitest.ToolCall{
+			{ID: "call-example", Name: "example", Args: `{"description":"demo","prompt":"improve the project"}`},
+			{ID: "call-fake", Name: "fake", Args: fmt.Sprintf(`{"description":"files","prompt":%q}`, "files "+file)},
+		}}
+	})
+	var fake map[string]any
+	if err := json.Unmarshal([]byte(fakeServer(t)), &fake); err != nil {
+		t.Fatal(err)
+	}
+	fake["read_files"], fake["write_files"] = true, true
+	config, err := json.Marshal(map[string]any{"agent_servers": map[string]any{"example": map[string]any{"command": acptest.ExampleAgent(t)}, "fake": fake}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	c := startACP(t, data, dir, modelEnv(srv), "-config", writeConfig(t, string(config)))
+	c.mu.Lock()
+	c.buffers[file] = "unsaved buffer"
+	c.mu.Unlock()
+	ctx := testkit.Ctx(t)
+	s, err := c.conn.NewSession(ctx, sdk.NewSessionRequest{Cwd: dir, McpServers: []sdk.McpServer{}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	res, err := c.conn.Prompt(ctx, sdk.PromptRequest{SessionId: s.SessionId, Prompt: prompt("do it")})
+	if err != nil || res.StopReason != sdk.StopReasonEndTurn {
+		t.Fatalf("prompt: %v, %q", err, res.StopReason)
+	}
+	got := c.seen(s.SessionId)
+	var exampleRun sdk.ToolCallId
+	for id, title := range got.titles {
+		if strings.HasPrefix(title, "example: ") && !strings.Contains(string(id), "/") { // not the permission's own
+			exampleRun = id
+		}
+	}
+	shown := c.shown(t, s.SessionId)
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if exampleRun == "" || len(c.perms) != 1 {
+		t.Fatalf("example child %q, permission requests %+v: want one, on the child", exampleRun, c.perms)
+	}
+	p := c.perms[0]
+	if !strings.HasPrefix(string(p.ToolCall.ToolCallId), string(exampleRun)+"/") || p.ToolCall.Title == nil || !strings.Contains(*p.ToolCall.Title, "Modifying critical configuration file") {
+		t.Fatalf("permission request on %q titled %v, want a tool call of the example child %s", p.ToolCall.ToolCallId, p.ToolCall.Title, exampleRun)
+	}
+	if !strings.Contains(shown, "successfully updated the configuration") {
+		t.Errorf("the example child did not go on as allowed:\n%s", shown)
+	}
+	for _, want := range []string{`read \"unsaved buffer\"; written; outside refused`} {
+		if !strings.Contains(shown, want) {
+			t.Errorf("the fake child's answer has no %s:\n%s", want, shown)
+		}
+	}
+	if c.buffers[file+".out"] != "copied" {
+		t.Errorf("the write did not reach the editor: buffers %v", c.buffers)
+	}
+	if _, err := os.Stat(file + ".out"); !os.IsNotExist(err) {
+		t.Errorf("a relayed write reached the disk: %v", err)
+	}
+	if len(c.reads) != 1 || c.reads[0] != file {
+		t.Errorf("the editor was asked to read %v, want %s alone", c.reads, file)
 	}
 }

@@ -100,7 +100,7 @@ type mcpServer struct {
 // newMCPServer makes the server's tree, working in dir, and its parent
 // session.
 func newMCPServer(ctx context.Context, f *face, dir string) (*mcpServer, error) {
-	t, err := f.tree(dir, newProgress(io.Discard))
+	t, err := f.tree(dir, newProgress(io.Discard), nil)
 	if err != nil {
 		return nil, err
 	}
