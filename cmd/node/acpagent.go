@@ -49,7 +49,7 @@ const acpSystemPrompt = `You are a coding agent's coordinator. You work in the u
 // acpCommand runs node acp until the client disconnects (stdin ends) or
 // a stop signal: ACP frames on stdout, logs on stderr.
 func acpCommand(ctx context.Context, args []string, stdout, stderr io.Writer) int {
-	o, code, ok := parseFace("acp", args, stdout, stderr)
+	o, code, ok := parseFace("acp", args, stdout, stderr, nil)
 	if !ok {
 		return code
 	}

@@ -116,7 +116,7 @@ server of -config FILE). Each child is shown as a tool call updated with
 its progress and result; session/cancel cancels the turn and every child;
 session/load replays a session and continues it. Only ACP frames go to
 stdout; logs go to stderr.`,
-			flags: func() *flag.FlagSet { return faceFlags("acp", &options{}) }, run: acpCommand},
+			flags: func() *flag.FlagSet { return faceFlags("acp", &options{}, nil) }, run: acpCommand},
 		{name: "mcp", uses: []string{"mcp [-config FILE] [-data DIR] [flags]"},
 			short: "be an MCP server on stdin and stdout, for MCP hosts (Claude Code, Codex)",
 			long: `Serve the Model Context Protocol over stdin and stdout until stdin ends.
@@ -129,7 +129,7 @@ notifications when the client gives a progress token, and
 notifications/cancelled cancels it. The children are those of a top-level
 session in the data directory. Only MCP frames go to stdout; logs go to
 stderr.`,
-			flags: func() *flag.FlagSet { return faceFlags("mcp", &options{}) }, run: mcpCommand},
+			flags: func() *flag.FlagSet { return faceFlags("mcp", &options{}, &listenOptions{}) }, run: mcpCommand},
 		{name: "version", uses: []string{"version"},
 			short: "print the module version and the commit it was built from",
 			long:  `Print the module path and version, and the commit it was built from.`,

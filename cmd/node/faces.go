@@ -40,9 +40,13 @@ const (
 var errPromptTooLarge = fmt.Errorf("the prompt is over %d bytes", maxPromptBytes)
 
 // faceFlags is the flag set of a face command: the data directory, the
-// models, -config and -max-depth.
-func faceFlags(name string, o *options) *flag.FlagSet {
+// models, -config and -max-depth, and node mcp's -listen flags when l is
+// not nil.
+func faceFlags(name string, o *options, l *listenOptions) *flag.FlagSet {
 	fs := flag.NewFlagSet(prog+" "+name, flag.ContinueOnError)
+	if l != nil {
+		listenFlags(fs, l)
+	}
 	dataFlag(fs, &o.data)
 	modelFlags(fs, o)
 	configFlag(fs, &o.config, "children may be delegated to each server")
@@ -52,8 +56,8 @@ func faceFlags(name string, o *options) *flag.FlagSet {
 
 // parseFace parses a face command's flags (no arguments); when ok is
 // false the command ends with code.
-func parseFace(name string, args []string, stdout, stderr io.Writer) (o options, code int, ok bool) {
-	fs := faceFlags(name, &o)
+func parseFace(name string, args []string, stdout, stderr io.Writer, l *listenOptions) (o options, code int, ok bool) {
+	fs := faceFlags(name, &o, l)
 	if code, ok := parseFlags(fs, args, stdout, stderr); !ok {
 		return o, code, false
 	}
