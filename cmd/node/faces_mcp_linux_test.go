@@ -194,6 +194,8 @@ func TestX2_K3_HTTPListenAndBounds(t *testing.T) {
 		{[]string{"-listen", ":0"}, "name the host"},
 		{[]string{"-tls-cert", "c.pem", "-tls-key", "k.pem"}, "give -listen too"},
 		{[]string{"-listen", "127.0.0.1:0", "-tls-cert", "c.pem"}, "-tls-cert and -tls-key together"},
+		{[]string{"-provider", "fake"}, "give -cluster too"},
+		{[]string{"-cluster", "-provider", "fake"}, `"cluster" object of -config FILE`},
 	} {
 		var stderr bytes.Buffer
 		cmd := exec.Command(bin, append([]string{"mcp", "-data", memoryData}, c.args...)...)
