@@ -83,33 +83,10 @@ func TestX1_K3_SessionsAndRequestRateAreBounded(t *testing.T) {
 	}
 
 	// Far more requests at once than the burst.
-	const n = 4 * requestBurst
-	var (
-		wg      sync.WaitGroup
-		mu      sync.Mutex
-		refused int
-		other   []error
-	)
-	for range n {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			_, err := c.conn.Authenticate(ctx, sdk.AuthenticateRequest{MethodId: "none"})
-			mu.Lock()
-			defer mu.Unlock()
-			switch {
-			case err == nil:
-			case strings.Contains(err.Error(), "requests a second"):
-				refused++
-			default:
-				other = append(other, err)
-			}
-		}()
-	}
-	wg.Wait()
-	if refused == 0 || len(other) > 0 {
-		t.Fatalf("%d requests at once: %d refused at the rate, other errors %v", n, refused, other)
-	}
+	atOnce(t, 4*requestBurst, "requests a second", func() error {
+		_, err := c.conn.Authenticate(ctx, sdk.AuthenticateRequest{MethodId: "none"})
+		return err
+	})
 }
 
 // Contract X1: what the ACP children of a session ask of their client
@@ -188,5 +165,37 @@ func TestX1_ChildrensPermissionAndFileRequestsGoToTheEditor(t *testing.T) {
 	}
 	if len(c.reads) != 1 || c.reads[0] != file {
 		t.Errorf("the editor was asked to read %v, want %s alone", c.reads, file)
+	}
+}
+
+// atOnce makes n calls at once and fails unless some were refused with an
+// error saying refusal, and none failed otherwise (a rate bound, K3).
+func atOnce(t *testing.T, n int, refusal string, call func() error) {
+	t.Helper()
+	var (
+		wg      sync.WaitGroup
+		mu      sync.Mutex
+		refused int
+		other   []error
+	)
+	for range n {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			err := call()
+			mu.Lock()
+			defer mu.Unlock()
+			switch {
+			case err == nil:
+			case strings.Contains(err.Error(), refusal):
+				refused++
+			default:
+				other = append(other, err)
+			}
+		}()
+	}
+	wg.Wait()
+	if refused == 0 || len(other) > 0 {
+		t.Fatalf("%d calls at once: %d refused (%q), other errors %v", n, refused, refusal, other)
 	}
 }

@@ -445,13 +445,7 @@ func TestX1_K3_BadRequestsAreRefused(t *testing.T) {
 // Contract X1 with a real third-party client: acpx runs a prompt through
 // node acp that delegates to two spawn children, and shows them.
 func TestX1_AcpxRunsAPromptThroughNodeACP(t *testing.T) {
-	acpx, err := exec.LookPath("acpx")
-	if err != nil {
-		if os.Getenv("CI") == "true" {
-			t.Fatal("acpx is not installed (npm install -g acpx@0.19.1)")
-		}
-		t.Skip("acpx is not installed (npm install -g acpx@0.19.1)")
-	}
+	acpx := acpxBin(t)
 	dir := facesTree(t)
 	cmd := exec.CommandContext(testkit.Ctx(t), acpx, "--agent", bin+" acp -data "+t.TempDir(), "--cwd", dir, "--format", "json", "--approve-reads", "exec", "survey .")
 	cmd.Dir = dir
