@@ -22,6 +22,7 @@ import (
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 
 	"github.com/subactor/subactor/internal/testkit"
+	"github.com/subactor/subactor/internal/testkit/openaitest"
 	"github.com/subactor/subactor/model/scripted"
 )
 
@@ -324,6 +325,50 @@ func TestX2_InspectorCLIListsToolsAndDelegatesOverStdioAndHTTP(t *testing.T) {
 		sc, _ := structured["structuredContent"].(map[string]any)
 		if structured["isError"] == true || sc == nil || sc["files"] != float64(1) {
 			t.Fatalf("%v: delegate with a schema: %v", target, structured)
+		}
+	}
+}
+
+// Contract X2 and K3: at most maxConcurrent delegations of one MCP
+// session run at once: with that many children waiting on their model,
+// one more is refused with an error naming the bound, and the waiting
+// ones answer once their model does.
+func TestX2_K3_ConcurrentDelegationsAreBounded(t *testing.T) {
+	release := make(chan struct{})
+	asked := make(chan struct{}, 2*maxConcurrent)
+	srv := openaitest.NewResponder(t, func(openaitest.Request) openaitest.Step {
+		asked <- struct{}{}
+		<-release
+		return openaitest.Reply("released")
+	})
+	for _, kv := range modelEnv(srv) {
+		k, v, _ := strings.Cut(kv, "=")
+		t.Setenv(k, v)
+	}
+	s, _ := startMCP(t, t.TempDir(), facesTree(t), make(chan string, 1))
+	ctx := testkit.Ctx(t)
+	answers := make(chan string, maxConcurrent)
+	for range maxConcurrent {
+		go func() {
+			r, err := s.CallTool(ctx, &mcp.CallToolParams{Name: "delegate", Arguments: map[string]any{"provider": "spawn", "prompt": "wait for the model"}})
+			if err != nil {
+				answers <- err.Error()
+				return
+			}
+			answers <- textOf(r)
+		}()
+	}
+	for i := range maxConcurrent {
+		testkit.Recv(t, asked, fmt.Sprintf("child %d to ask its model", i+1))
+	}
+	r := call(t, s, "delegate", map[string]any{"provider": "spawn", "prompt": "one more"})
+	if !r.IsError || !strings.Contains(textOf(r), fmt.Sprintf("at most %d delegations", maxConcurrent)) {
+		t.Fatalf("a delegation past the bound: %v %q", r.IsError, textOf(r))
+	}
+	close(release)
+	for i := range maxConcurrent {
+		if got := testkit.Recv(t, answers, fmt.Sprintf("delegation %d's answer", i+1)); got != "released" {
+			t.Fatalf("delegation %d answered %q", i+1, got)
 		}
 	}
 }
