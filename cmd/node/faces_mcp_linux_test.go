@@ -182,7 +182,8 @@ func TestX2_StreamableHTTPDelegatesKillsAndKeepsClientsApart(t *testing.T) {
 
 // Contract X2 and K3: -listen beyond loopback without TLS is refused (as
 // a cluster member's), and so are TLS flags without -listen; a request
-// body over the frame bound is refused (413); at most maxClients MCP
+// body over the frame bound is refused (413), and so is a browser's
+// cross-origin post (403); at most maxClients MCP
 // sessions are open at once; a session's tool calls past the rate are
 // refused with an error saying so.
 func TestX2_K3_HTTPListenAndBounds(t *testing.T) {
@@ -224,6 +225,21 @@ func TestX2_K3_HTTPListenAndBounds(t *testing.T) {
 	_ = resp.Body.Close()
 	if resp.StatusCode != http.StatusRequestEntityTooLarge {
 		t.Fatalf("a body over %d bytes: %s, want 413", maxFrame, resp.Status)
+	}
+
+	// A browser page's cross-origin post is refused.
+	req, err = http.NewRequestWithContext(ctx, http.MethodPost, n.url, strings.NewReader(`{"jsonrpc":"2.0","id":1,"method":"ping"}`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	req.Header.Set("Sec-Fetch-Site", "cross-site")
+	req.Header.Set("Content-Type", "application/json")
+	if resp, err = http.DefaultClient.Do(req); err != nil {
+		t.Fatal(err)
+	}
+	_ = resp.Body.Close()
+	if resp.StatusCode != http.StatusForbidden {
+		t.Fatalf("a cross-origin post: %s, want 403", resp.Status)
 	}
 
 	var sessions []*mcp.ClientSession

@@ -165,12 +165,13 @@ func (s *mcpServer) serveHTTP(addr string, tlsConfig *tls.Config, stderr io.Writ
 		Logger:              logger(io.Discard),
 	})
 	srv := &http.Server{
-		Handler:           s.admitHTTP(handler),
+		// A browser's cross-origin request (a page the user visits
+		// posting to the node) is refused; MCP hosts send none.
+		Handler:           http.NewCrossOriginProtection().Handler(s.admitHTTP(handler)),
 		TLSConfig:         tlsConfig,
 		ReadHeaderTimeout: 10 * time.Second,
 		MaxHeaderBytes:    64 << 10,
 		BaseContext:       func(net.Listener) context.Context { return s.base },
-		ErrorLog:          nil,
 	}
 	scheme := "http"
 	if tlsConfig != nil {
