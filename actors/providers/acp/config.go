@@ -205,7 +205,8 @@ var policies = map[string]PermissionPolicy{
 //
 //	{"agent_servers": {"NAME": {"command": "...", "args": [...], "env": {...}}}}
 //
-// Each server may also carry our own keys: "dir" (an absolute working
+// A "type" key, as Zed's settings carry, may only be "custom". Each
+// server may also carry our own keys: "dir" (an absolute working
 // directory), "permissions" ("read-only", the default, "allow-all" or
 // "reject-all"), "read_files" and "write_files" (booleans), and
 // "start_timeout" (how long the agent may take to start, initialize and
@@ -236,6 +237,9 @@ func ParseConfigFile(data []byte) (map[string]Config, error) {
 // limits are pointers so that an empty string given is refused, not taken as
 // the default.
 type serverJSON struct {
+	// Type is Zed's: "custom" (a command to run) is the only one a node
+	// can run; it may be left out.
+	Type         *string           `json:"type"`
 	Command      string            `json:"command"`
 	Args         []string          `json:"args"`
 	Env          map[string]string `json:"env"`
@@ -265,6 +269,9 @@ func configs(servers map[string]serverJSON) (map[string]Config, error) {
 }
 
 func (s serverJSON) config() (Config, error) {
+	if s.Type != nil && *s.Type != "custom" {
+		return Config{}, configError(fmt.Sprintf(`"type" %q: only "custom" agent servers (a command to run) can run here`, truncate(*s.Type, 64)))
+	}
 	c := Config{Command: s.Command, Args: s.Args, Env: s.Env, Dir: s.Dir, ReadFiles: s.ReadFiles, WriteFiles: s.WriteFiles}
 	if s.Permissions != nil {
 		p, ok := policies[*s.Permissions]
