@@ -14,6 +14,7 @@ package main
 // and notifications/cancelled cancels it.
 
 import (
+	"bytes"
 	"context"
 	"crypto/tls"
 	"encoding/json"
@@ -200,7 +201,9 @@ func (s *mcpServer) serveHTTP(addr string, tlsConfig *tls.Config, stderr io.Writ
 }
 
 // admitHTTP refuses a new MCP session (a request without a session id)
-// while maxClients are open (K3).
+// while maxClients are open, or whose body is over maxFrame, read here
+// before the SDK makes a session of it (which would otherwise hold a
+// place until it idled out) (K3).
 func (s *mcpServer) admitHTTP(next http.Handler) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		if r.Header.Get("Mcp-Session-Id") == "" && r.Method == http.MethodPost {
@@ -212,6 +215,17 @@ func (s *mcpServer) admitHTTP(next http.Handler) http.Handler {
 				http.Error(w, fmt.Sprintf("at most %d MCP sessions may be open at once", maxClients), http.StatusServiceUnavailable)
 				return
 			}
+			body, err := io.ReadAll(http.MaxBytesReader(w, r.Body, maxFrame))
+			var tooLarge *http.MaxBytesError
+			switch {
+			case errors.As(err, &tooLarge):
+				http.Error(w, fmt.Sprintf("request body exceeds %d bytes", maxFrame), http.StatusRequestEntityTooLarge)
+				return
+			case err != nil:
+				http.Error(w, err.Error(), http.StatusBadRequest)
+				return
+			}
+			r.Body = io.NopCloser(bytes.NewReader(body))
 		}
 		next.ServeHTTP(w, r)
 	})
