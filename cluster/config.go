@@ -2,16 +2,15 @@ package cluster
 
 import (
 	"crypto/tls"
-	"crypto/x509"
 	"errors"
 	"fmt"
 	"log/slog"
 	"net"
-	"os"
 	"strconv"
 	"time"
 
 	"github.com/subactor/subactor/actors"
+	"github.com/subactor/subactor/internal/netguard"
 	"github.com/subactor/subactor/subagent"
 )
 
@@ -108,28 +107,13 @@ func configError(format string, a ...any) error {
 	return fmt.Errorf("%w: %s", ErrConfig, fmt.Sprintf(format, a...))
 }
 
-// hostPort splits a listen address.
+// hostPort splits a listen address (netguard.Split).
 func hostPort(addr, what string) (string, int, error) {
-	h, p, err := net.SplitHostPort(addr)
+	h, port, err := netguard.Split(addr)
 	if err != nil {
 		return "", 0, configError("%s %q: %v", what, addr, err)
 	}
-	port, err := strconv.Atoi(p)
-	if err != nil || port < 0 || port > 65535 {
-		return "", 0, configError("%s %q: bad port", what, addr)
-	}
-	if h == "" {
-		return "", 0, configError("%s %q: name the host to bind to; every interface is never bound", what, addr)
-	}
 	return h, port, nil
-}
-
-func isLoopback(host string) bool {
-	if host == "localhost" {
-		return true
-	}
-	ip := net.ParseIP(host)
-	return ip != nil && ip.IsLoopback()
 }
 
 // withDefaults checks c and fills its defaults.
@@ -153,7 +137,7 @@ func (c Config) withDefaults() (Config, error) {
 	if err != nil {
 		return c, err
 	}
-	if c.TLS == nil && !c.Insecure && !isLoopback(host) {
+	if c.TLS == nil && !c.Insecure && !netguard.Loopback(host) {
 		return c, errInsecureListen
 	}
 	if len(c.Etcd) == 0 {
@@ -167,7 +151,7 @@ func (c Config) withDefaults() (Config, error) {
 		if err != nil {
 			return c, err
 		}
-		if c.TLS == nil && !c.Insecure && !isLoopback(mh) {
+		if c.TLS == nil && !c.Insecure && !netguard.Loopback(mh) {
 			return c, errInsecureListen
 		}
 	}
@@ -191,22 +175,9 @@ func (c Config) withDefaults() (Config, error) {
 // configurations: each side requires the other's certificate to chain to
 // the CA (TLS 1.3 only).
 func (f *TLSFiles) tlsConfigs() (server, client *tls.Config, err error) {
-	ca, err := os.ReadFile(f.CA)
+	server, client, err = netguard.MutualTLS(f.CA, f.Cert, f.Key)
 	if err != nil {
-		return nil, nil, configError("TLS CA: %v", err)
+		return nil, nil, fmt.Errorf("%w: %v", ErrConfig, err)
 	}
-	pool := x509.NewCertPool()
-	if !pool.AppendCertsFromPEM(ca) {
-		return nil, nil, configError("TLS CA %s holds no PEM certificate", f.CA)
-	}
-	cert, err := tls.LoadX509KeyPair(f.Cert, f.Key)
-	if err != nil {
-		return nil, nil, configError("TLS certificate and key: %v", err)
-	}
-	server = &tls.Config{
-		MinVersion: tls.VersionTLS13, Certificates: []tls.Certificate{cert},
-		ClientCAs: pool, ClientAuth: tls.RequireAndVerifyClientCert,
-	}
-	client = &tls.Config{MinVersion: tls.VersionTLS13, Certificates: []tls.Certificate{cert}, RootCAs: pool}
 	return server, client, nil
 }

@@ -7,7 +7,9 @@ package main
 // node's model) and a delegate tool per -config agent server. Each child
 // is shown as a tool call whose updates carry its progress and result;
 // session/cancel cancels the turn and every child; session/load replays a
-// session's history and continues it. Nothing but ACP frames goes to
+// session's history and continues it. The ACP children's permission and
+// file requests go to the editor (acprelay.go); what the client sends
+// passes a gate first (acpgate.go). Nothing but ACP frames goes to
 // stdout: logs go to stderr.
 
 import (
@@ -47,7 +49,7 @@ const acpSystemPrompt = `You are a coding agent's coordinator. You work in the u
 // acpCommand runs node acp until the client disconnects (stdin ends) or
 // a stop signal: ACP frames on stdout, logs on stderr.
 func acpCommand(ctx context.Context, args []string, stdout, stderr io.Writer) int {
-	o, code, ok := parseFace("acp", args, stdout, stderr)
+	o, code, ok := parseFace("acp", args, stdout, stderr, nil)
 	if !ok {
 		return code
 	}
@@ -64,9 +66,10 @@ func serveACP(ctx context.Context, o options, in io.Reader, out, stderr io.Write
 	defer f.close()
 	base, stop := context.WithCancel(ctx)
 	defer stop()
-	a := &acpAgent{f: f, base: base, sessions: map[string]*acpSession{}}
-	a.conn = acp.NewAgentSideConnection(a, out, in)
-	a.conn.SetLogger(logger(stderr))
+	log := logger(stderr)
+	a := &acpAgent{f: f, base: base, sessions: map[string]*acpSession{}, gate: newACPGate(out, log)}
+	a.conn = acp.NewAgentSideConnection(a, a.gate.out, a.gate.reader(base, in))
+	a.conn.SetLogger(log)
 	select {
 	case <-a.conn.Done():
 	case <-ctx.Done():
@@ -84,11 +87,15 @@ type acpAgent struct {
 	conn *acp.AgentSideConnection
 	// base ends when the connection does: every turn's context ends with it.
 	base context.Context
+	// gate bounds what the client sends (acpgate.go).
+	gate *acpGate
 
 	mu       sync.Mutex
 	sessions map[string]*acpSession
 	closed   bool
 	turns    sync.WaitGroup
+	// fs is what the client said it serves at initialize.
+	fs acp.FileSystemCapabilities
 }
 
 // acpSession is one open session: its tree and top agent.
@@ -99,8 +106,9 @@ type acpSession struct {
 	top  *agent.Agent
 	// events are the children's run events, shown as tool calls.
 	events subagent.Subscription
-	// turn holds one prompt at a time (a new prompt cancels the one
-	// running, as the SDK does, and waits for it to end).
+	// turn holds one prompt at a time; the gate refuses a second prompt
+	// while one runs, so it is only ever waited for by a prompt admitted
+	// as the previous one answered.
 	turn chan struct{}
 
 	mu       sync.Mutex
@@ -110,7 +118,10 @@ type acpSession struct {
 var _ acp.AgentLoader = (*acpAgent)(nil)
 
 // Initialize implements acp.Agent.
-func (a *acpAgent) Initialize(context.Context, acp.InitializeRequest) (acp.InitializeResponse, error) {
+func (a *acpAgent) Initialize(_ context.Context, p acp.InitializeRequest) (acp.InitializeResponse, error) {
+	a.mu.Lock()
+	a.fs = p.ClientCapabilities.Fs
+	a.mu.Unlock()
 	return acp.InitializeResponse{
 		ProtocolVersion: acp.ProtocolVersionNumber,
 		AgentCapabilities: acp.AgentCapabilities{
@@ -243,7 +254,10 @@ func (a *acpAgent) open(ctx context.Context, id, cwd string, resume bool) (*acpS
 		return nil, acp.NewInvalidRequest(map[string]any{"error": fmt.Sprintf("at most %d sessions may be open on one connection", maxSessions)})
 	}
 	s := &acpSession{a: a, id: id, turn: make(chan struct{}, 1), streamed: map[int]bool{}}
-	t, err := a.f.tree(cwd, newProgress(io.Discard))
+	a.mu.Lock()
+	relay := &editorRelay{s: s, cwd: cwd, read: a.fs.ReadTextFile, write: a.fs.WriteTextFile}
+	a.mu.Unlock()
+	t, err := a.f.tree(cwd, newProgress(io.Discard), relay)
 	if err != nil {
 		return nil, err
 	}
@@ -312,6 +326,9 @@ func (a *acpAgent) session(id acp.SessionId) (*acpSession, error) {
 // text streams as agent message chunks and its children as tool calls;
 // ctx ends with session/cancel, a newer prompt or the connection.
 func (a *acpAgent) Prompt(ctx context.Context, p acp.PromptRequest) (acp.PromptResponse, error) {
+	// Runs before the answer is written: a client that sends its next
+	// prompt once it has the answer finds the session free.
+	defer a.gate.promptEnded(p.SessionId)
 	s, err := a.session(p.SessionId)
 	if err != nil {
 		return acp.PromptResponse{}, err

@@ -50,6 +50,9 @@ type agentServers struct {
 	// journal records their agent processes (see openJournal); nil with
 	// an in-memory data directory.
 	journal *agentproc.Journal
+	// relay, in a node acp session, sends what their children ask of
+	// their client to the editor (acprelay.go).
+	relay *editorRelay
 }
 
 // journalDir is the directory of the data directory where the node
@@ -154,6 +157,9 @@ func (s agentServers) provider(name string, sys *actors.System, store persistenc
 	c.System, c.Store, c.Journal = sys, store, s.journal
 	if c.Dir == "" {
 		c.Dir = dir
+	}
+	if s.relay != nil {
+		s.relay.apply(&c)
 	}
 	p, err := acp.New(c)
 	if err != nil {

@@ -116,8 +116,8 @@ server of -config FILE). Each child is shown as a tool call updated with
 its progress and result; session/cancel cancels the turn and every child;
 session/load replays a session and continues it. Only ACP frames go to
 stdout; logs go to stderr.`,
-			flags: func() *flag.FlagSet { return faceFlags("acp", &options{}) }, run: acpCommand},
-		{name: "mcp", uses: []string{"mcp [-config FILE] [-data DIR] [flags]"},
+			flags: func() *flag.FlagSet { return faceFlags("acp", &options{}, nil) }, run: acpCommand},
+		{name: "mcp", uses: []string{"mcp [-config FILE] [-data DIR] [flags]", "mcp -listen HOST:PORT [-tls-cert FILE -tls-key FILE] [flags]"},
 			short: "be an MCP server on stdin and stdout, for MCP hosts (Claude Code, Codex)",
 			long: `Serve the Model Context Protocol over stdin and stdout until stdin ends.
 Its tools delegate to the node's providers (spawn, children on the node's
@@ -128,8 +128,10 @@ task_result, kill and providers. A delegation's events go out as progress
 notifications when the client gives a progress token, and
 notifications/cancelled cancels it. The children are those of a top-level
 session in the data directory. Only MCP frames go to stdout; logs go to
-stderr.`,
-			flags: func() *flag.FlagSet { return faceFlags("mcp", &options{}) }, run: mcpCommand},
+stderr. With -listen HOST:PORT it serves streamable HTTP instead, each
+client session with children of its own, on loopback only unless given
+-tls-cert and -tls-key.`,
+			flags: func() *flag.FlagSet { return faceFlags("mcp", &options{}, &listenOptions{}) }, run: mcpCommand},
 		{name: "version", uses: []string{"version"},
 			short: "print the module version and the commit it was built from",
 			long:  `Print the module path and version, and the commit it was built from.`,

@@ -86,9 +86,64 @@ type acpClient struct {
 	mu      sync.Mutex
 	updates map[sdk.SessionId][]sdk.SessionUpdate
 	notify  chan struct{}
+	// As an editor: the permission requests it was asked (it allows
+	// each), its unsaved buffers by path (served before the disk) and
+	// the files written through it (kept as buffers, not on disk).
+	perms   []sdk.RequestPermissionRequest
+	buffers map[string]string
+	reads   []string
 }
 
-// acptestClient answers what the node never asks of these tests.
+// RequestPermission implements sdk.Client: it allows once.
+func (c *acpClient) RequestPermission(_ context.Context, p sdk.RequestPermissionRequest) (sdk.RequestPermissionResponse, error) {
+	c.mu.Lock()
+	c.perms = append(c.perms, p)
+	c.mu.Unlock()
+	for _, o := range p.Options {
+		if o.Kind == sdk.PermissionOptionKindAllowOnce {
+			return sdk.RequestPermissionResponse{Outcome: sdk.RequestPermissionOutcome{Selected: &sdk.RequestPermissionOutcomeSelected{OptionId: o.OptionId}}}, nil
+		}
+	}
+	return sdk.RequestPermissionResponse{Outcome: sdk.NewRequestPermissionOutcomeCancelled()}, nil
+}
+
+// ReadTextFile implements sdk.Client: a buffer, else the disk.
+func (c *acpClient) ReadTextFile(_ context.Context, p sdk.ReadTextFileRequest) (sdk.ReadTextFileResponse, error) {
+	c.mu.Lock()
+	c.reads = append(c.reads, p.Path)
+	text, ok := c.buffers[p.Path]
+	c.mu.Unlock()
+	if !ok {
+		b, err := os.ReadFile(p.Path)
+		if err != nil {
+			return sdk.ReadTextFileResponse{}, sdk.NewInvalidParams(map[string]any{"error": err.Error()})
+		}
+		text = string(b)
+	}
+	return sdk.ReadTextFileResponse{Content: text}, nil
+}
+
+// WriteTextFile implements sdk.Client: into a buffer.
+func (c *acpClient) WriteTextFile(_ context.Context, p sdk.WriteTextFileRequest) (sdk.WriteTextFileResponse, error) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.buffers[p.Path] = p.Content
+	return sdk.WriteTextFileResponse{}, nil
+}
+
+// shown is the JSON of every update of session id.
+func (c *acpClient) shown(t *testing.T, id sdk.SessionId) string {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	b, err := json.Marshal(c.updates[id])
+	if err != nil {
+		t.Fatal(err)
+	}
+	return string(b)
+}
+
+// acptestClient answers what the node never asks of these tests (the
+// permission and file requests are acpClient's own).
 type acptestClient struct{}
 
 func (acptestClient) ReadTextFile(context.Context, sdk.ReadTextFileRequest) (sdk.ReadTextFileResponse, error) {
@@ -140,7 +195,7 @@ func startACP(t *testing.T, data, dir string, env []string, args ...string) *acp
 	t.Helper()
 	cmd := exec.Command(bin, append([]string{"acp", "-data", data}, args...)...)
 	cmd.Dir, cmd.Env = dir, append(os.Environ(), env...)
-	c := &acpClient{cmd: cmd, stderr: &testkit.Buffer{}, exited: make(chan struct{}), updates: map[sdk.SessionId][]sdk.SessionUpdate{}, notify: make(chan struct{}, 1)}
+	c := &acpClient{cmd: cmd, stderr: &testkit.Buffer{}, exited: make(chan struct{}), updates: map[sdk.SessionId][]sdk.SessionUpdate{}, notify: make(chan struct{}, 1), buffers: map[string]string{}}
 	cmd.Stderr = c.stderr
 	stdin, err := cmd.StdinPipe()
 	if err != nil {
@@ -168,7 +223,8 @@ func startACP(t *testing.T, data, dir string, env []string, args ...string) *acp
 		}
 	})
 	c.conn = sdk.NewClientSideConnection(c, stdin, stdout)
-	init, err := c.conn.Initialize(testkit.Ctx(t), sdk.InitializeRequest{ProtocolVersion: sdk.ProtocolVersionNumber})
+	init, err := c.conn.Initialize(testkit.Ctx(t), sdk.InitializeRequest{ProtocolVersion: sdk.ProtocolVersionNumber,
+		ClientCapabilities: sdk.ClientCapabilities{Fs: sdk.FileSystemCapabilities{ReadTextFile: true, WriteTextFile: true}}})
 	if err != nil {
 		t.Fatalf("initialize: %v", err)
 	}
@@ -389,13 +445,7 @@ func TestX1_K3_BadRequestsAreRefused(t *testing.T) {
 // Contract X1 with a real third-party client: acpx runs a prompt through
 // node acp that delegates to two spawn children, and shows them.
 func TestX1_AcpxRunsAPromptThroughNodeACP(t *testing.T) {
-	acpx, err := exec.LookPath("acpx")
-	if err != nil {
-		if os.Getenv("CI") == "true" {
-			t.Fatal("acpx is not installed (npm install -g acpx@0.19.1)")
-		}
-		t.Skip("acpx is not installed (npm install -g acpx@0.19.1)")
-	}
+	acpx := acpxBin(t)
 	dir := facesTree(t)
 	cmd := exec.CommandContext(testkit.Ctx(t), acpx, "--agent", bin+" acp -data "+t.TempDir(), "--cwd", dir, "--format", "json", "--approve-reads", "exec", "survey .")
 	cmd.Dir = dir

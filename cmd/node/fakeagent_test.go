@@ -10,7 +10,9 @@ package main
 // node's environment (/proc/PPID/environ) gave, one starting with
 // "hostile" writes terminal escapes everywhere it can (clean_test.go),
 // "gate FIFO" says "gated" and blocks until the test opens the named FIFO
-// for writing and closes it, then is echoed as any other; any other is
+// for writing and closes it, then is echoed as any other; "files PATH"
+// reads PATH and writes PATH.out through its client and tries a path
+// outside (node acp's editor relay); any other is
 // echoed as
 // "echo: <prompt>" after a plan and a read tool call. With
 // envFakeAgentHistory naming a directory, the agent keeps each session's
@@ -207,6 +209,28 @@ func (a *fakeAgent) Prompt(ctx context.Context, p sdk.PromptRequest) (sdk.Prompt
 		if err := readGate(strings.TrimPrefix(prompt, "gate ")); err != nil {
 			return sdk.PromptResponse{}, err
 		}
+	case strings.HasPrefix(prompt, "files "):
+		// files PATH: read PATH, write PATH.out, and try a path outside
+		// the working directory, through the client.
+		path := strings.TrimPrefix(prompt, "files ")
+		var out strings.Builder
+		if r, err := a.conn.ReadTextFile(ctx, sdk.ReadTextFileRequest{SessionId: p.SessionId, Path: path}); err != nil {
+			fmt.Fprintf(&out, "read error %v; ", err)
+		} else {
+			fmt.Fprintf(&out, "read %q; ", r.Content)
+		}
+		if _, err := a.conn.WriteTextFile(ctx, sdk.WriteTextFileRequest{SessionId: p.SessionId, Path: path + ".out", Content: "copied"}); err != nil {
+			fmt.Fprintf(&out, "write error %v; ", err)
+		} else {
+			out.WriteString("written; ")
+		}
+		if _, err := a.conn.ReadTextFile(ctx, sdk.ReadTextFileRequest{SessionId: p.SessionId, Path: "/etc/hostname"}); err != nil {
+			out.WriteString("outside refused")
+		} else {
+			out.WriteString("outside read")
+		}
+		update(sdk.UpdateAgentMessageText(out.String()))
+		return sdk.PromptResponse{StopReason: sdk.StopReasonEndTurn}, nil
 	case prompt == "environ":
 		update(sdk.UpdateAgentMessageText("environ: " + parentEnviron()))
 		return sdk.PromptResponse{StopReason: sdk.StopReasonEndTurn}, nil

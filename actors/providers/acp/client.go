@@ -34,6 +34,11 @@ type client struct {
 	read   bool
 	write  bool
 	events subagent.EventSink // nil-safe: see emit
+	// relayRead and relayWrite serve the file requests instead of root
+	// (Config.RelayRead, Config.RelayWrite).
+	relayRead  func(ctx context.Context, runID, path string, line, limit *int) (string, error)
+	relayWrite func(ctx context.Context, runID, path, content string) error
+	runID      string
 
 	mu        sync.Mutex
 	session   sdk.SessionId
@@ -52,9 +57,10 @@ func newClient(cfg Config, dir string, runID string, events subagent.EventSink) 
 	c := &client{
 		policy: cfg.Permissions, dir: dir, read: cfg.ReadFiles, write: cfg.WriteFiles,
 		events: events, turn: newTurnState(runID, cfg.MaxOutput),
+		relayRead: cfg.RelayRead, relayWrite: cfg.RelayWrite, runID: runID,
 	}
 	c.cancelled, c.cancel = context.WithCancel(context.Background())
-	if c.read || c.write {
+	if (c.read && c.relayRead == nil) || (c.write && c.relayWrite == nil) {
 		root, err := os.OpenRoot(dir)
 		if err != nil {
 			c.cancel()
@@ -222,13 +228,23 @@ func refused(path string, err error) error {
 // size, for its text and the answer made of it, in one step: claimed one
 // after the other, several reads could each get the first and none the
 // second (see maxHeldBytes). Line (1-based) and Limit select lines.
-func (c *client) readFile(req sdk.ReadTextFileRequest, reserve func(int) error) (string, error) {
+func (c *client) readFile(ctx context.Context, req sdk.ReadTextFileRequest, reserve func(int) error) (string, error) {
 	if !c.read {
 		return "", sdk.NewMethodNotFound(sdk.ClientMethodFsReadTextFile)
 	}
 	rel, err := c.inside(req.Path)
 	if err != nil {
 		return "", refused(req.Path, err)
+	}
+	if c.relayRead != nil {
+		text, err := c.relayRead(ctx, c.runID, filepath.Join(c.dir, rel), req.Line, req.Limit)
+		switch {
+		case err != nil:
+			return "", refused(req.Path, err)
+		case len(text) > maxReadFile:
+			return "", refused(req.Path, fmt.Errorf("file is larger than %d bytes", maxReadFile))
+		}
+		return text, reserve(2 * len(text))
 	}
 	f, err := rootfile.Open(c.root, rel)
 	if err != nil {
@@ -286,13 +302,19 @@ func lines(text string, line, limit *int) string {
 // writeFile answers fs/write_text_file, inside the working directory when
 // Config.WriteFiles is set: a regular file, created with missing parent
 // directories, or replaced.
-func (c *client) writeFile(req sdk.WriteTextFileRequest) (sdk.WriteTextFileResponse, error) {
+func (c *client) writeFile(ctx context.Context, req sdk.WriteTextFileRequest) (sdk.WriteTextFileResponse, error) {
 	if !c.write {
 		return sdk.WriteTextFileResponse{}, sdk.NewMethodNotFound(sdk.ClientMethodFsWriteTextFile)
 	}
 	rel, err := c.inside(req.Path)
 	if err != nil {
 		return sdk.WriteTextFileResponse{}, refused(req.Path, err)
+	}
+	if c.relayWrite != nil {
+		if err := c.relayWrite(ctx, c.runID, filepath.Join(c.dir, rel), req.Content); err != nil {
+			return sdk.WriteTextFileResponse{}, refused(req.Path, err)
+		}
+		return sdk.WriteTextFileResponse{}, nil
 	}
 	if d := filepath.Dir(rel); d != "." {
 		if err := c.root.MkdirAll(d, 0o755); err != nil {

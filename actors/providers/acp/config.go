@@ -57,6 +57,14 @@ type Config struct {
 	// fs/write_text_file inside Dir (and advertise them to the agent);
 	// without them those requests are refused.
 	ReadFiles, WriteFiles bool
+	// RelayRead and RelayWrite, when set, serve the file requests
+	// ReadFiles and WriteFiles allow instead of the disk: an editor
+	// driving the node serves them from its buffers. They get the run's
+	// id and the absolute path, already confined to Dir; line (1-based)
+	// and limit select lines as fs/read_text_file's do, nil for all. A
+	// text over 8 MiB is refused.
+	RelayRead  func(ctx context.Context, runID, path string, line, limit *int) (string, error)
+	RelayWrite func(ctx context.Context, runID, path, content string) error
 	// Journal, when set, records each agent process while it runs, so
 	// that the next process to open it ends what this one leaves behind
 	// if it dies without stopping its agents. cmd/node keeps one in its
@@ -155,6 +163,8 @@ func configError(reason string) error { return fmt.Errorf("%w: %s", ErrConfig, r
 type ToolCall struct {
 	ID    string
 	Title string
+	// RunID is the run of the child that asks.
+	RunID string
 	// Kind is the ACP tool kind: read, edit, delete, move, search,
 	// execute, think, fetch, switch_mode or other ("other" when the
 	// agent gave none).
@@ -195,7 +205,8 @@ var policies = map[string]PermissionPolicy{
 //
 //	{"agent_servers": {"NAME": {"command": "...", "args": [...], "env": {...}}}}
 //
-// Each server may also carry our own keys: "dir" (an absolute working
+// A "type" key, as Zed's settings carry, may only be "custom". Each
+// server may also carry our own keys: "dir" (an absolute working
 // directory), "permissions" ("read-only", the default, "allow-all" or
 // "reject-all"), "read_files" and "write_files" (booleans), and
 // "start_timeout" (how long the agent may take to start, initialize and
@@ -226,6 +237,9 @@ func ParseConfigFile(data []byte) (map[string]Config, error) {
 // limits are pointers so that an empty string given is refused, not taken as
 // the default.
 type serverJSON struct {
+	// Type is Zed's: "custom" (a command to run) is the only one a node
+	// can run; it may be left out.
+	Type         *string           `json:"type"`
 	Command      string            `json:"command"`
 	Args         []string          `json:"args"`
 	Env          map[string]string `json:"env"`
@@ -255,6 +269,9 @@ func configs(servers map[string]serverJSON) (map[string]Config, error) {
 }
 
 func (s serverJSON) config() (Config, error) {
+	if s.Type != nil && *s.Type != "custom" {
+		return Config{}, configError(fmt.Sprintf(`"type" %q: only "custom" agent servers (a command to run) can run here`, truncate(*s.Type, 64)))
+	}
 	c := Config{Command: s.Command, Args: s.Args, Env: s.Env, Dir: s.Dir, ReadFiles: s.ReadFiles, WriteFiles: s.WriteFiles}
 	if s.Permissions != nil {
 		p, ok := policies[*s.Permissions]

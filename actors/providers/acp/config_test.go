@@ -15,7 +15,7 @@ import (
 func TestP3_ParseConfigFile(t *testing.T) {
 	cfgs, err := acp.ParseConfigFile([]byte(`{
 		"agent_servers": {
-			"example": {"command": "agent"},
+			"example": {"type": "custom", "command": "agent"},
 			"qwen": {
 				"command": "qwen", "args": ["--acp"],
 				"env": {"OPENAI_BASE_URL": "http://127.0.0.1:1/v1", "OPENAI_API_KEY": "x"},
@@ -61,6 +61,8 @@ func TestP3_ParseConfigFile(t *testing.T) {
 		"env repeated":           `{"agent_servers":{"a":{"command":"a","env":{"X":"1","X":"2"}}}}`,
 		"relative dir":           `{"agent_servers":{"a":{"command":"a","dir":"work"}}}`,
 		"unknown permissions":    `{"agent_servers":{"a":{"command":"a","permissions":"maybe"}}}`,
+		"registry type":          `{"agent_servers":{"a":{"type":"registry","command":"a"}}}`,
+		"null type":              `{"agent_servers":{"a":{"type":null,"command":"a"}}}`,
 		"flag not bool":          `{"agent_servers":{"a":{"command":"a","read_files":"yes"}}}`,
 		"start_timeout number":   `{"agent_servers":{"a":{"command":"a","start_timeout":60}}}`,
 		"start_timeout no unit":  `{"agent_servers":{"a":{"command":"a","start_timeout":"60"}}}`,

@@ -230,7 +230,7 @@ func (s *server) dispatch(ctx context.Context, method string, params json.RawMes
 		if rerr := decode(params, &p, p.Validate); rerr != nil {
 			return nil, rerr
 		}
-		text, err := s.c.readFile(p, reserve)
+		text, err := s.c.readFile(ctx, p, reserve)
 		if err != nil {
 			if errors.Is(err, errBound) {
 				s.c.limit(fmt.Sprintf("refused a file read of the agent: %v", err))
@@ -247,7 +247,7 @@ func (s *server) dispatch(ctx context.Context, method string, params json.RawMes
 		if rerr := decode(params, &p, p.Validate); rerr != nil {
 			return nil, rerr
 		}
-		return answerOf(s.c.writeFile(p))
+		return answerOf(s.c.writeFile(ctx, p))
 	}
 	// Terminals, elicitation, MCP and extension methods: agents own their
 	// tools.

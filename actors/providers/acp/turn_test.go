@@ -3,6 +3,7 @@ package acp_test
 import (
 	"context"
 	"errors"
+	"fmt"
 	"os"
 	"path/filepath"
 	"slices"
@@ -261,8 +262,76 @@ func TestP3_PermissionRequestsFollowThePolicy(t *testing.T) {
 	}
 	mu.Lock()
 	defer mu.Unlock()
-	if len(seen) != 2 || seen[0] != (acp.ToolCall{ID: "perm-call", Title: "Change a file", Kind: "edit"}) {
+	if len(seen) != 2 || seen[0].RunID == "" || seen[1].RunID != seen[0].RunID {
+		t.Fatalf("policy saw %+v, without the run's id", seen)
+	}
+	if seen[0].RunID = ""; seen[0] != (acp.ToolCall{ID: "perm-call", Title: "Change a file", Kind: "edit"}) {
 		t.Fatalf("policy saw %+v", seen)
+	}
+}
+
+// Contract P3 (and X1: an editor serves its children's files): with the
+// relay hooks, file requests are served by them instead of the disk, with
+// the run's id and the absolute path, still confined to the working
+// directory (a path outside never reaches the relay); a relay's error is
+// the agent's error answer.
+func TestP3_X1_RelayServesFileRequestsInsideTheWorkingDirectory(t *testing.T) {
+	sys := newSystem(t)
+	cfg := fakeConfig(t, sys, modeNormal)
+	cfg.ReadFiles, cfg.WriteFiles = true, true
+	dir, outside := cfg.Dir, t.TempDir()
+	var (
+		mu    sync.Mutex
+		files = map[string]string{filepath.Join(dir, "a.txt"): "buffer\nof the editor\n"}
+		runs  = map[string]bool{}
+	)
+	cfg.RelayRead = func(_ context.Context, runID, path string, line, limit *int) (string, error) {
+		mu.Lock()
+		defer mu.Unlock()
+		runs[runID] = true
+		text, ok := files[path]
+		if !ok {
+			return "", errors.New("no such buffer")
+		}
+		if line != nil && limit != nil {
+			return fmt.Sprintf("%d+%d:%s", *line, *limit, text), nil
+		}
+		return text, nil
+	}
+	cfg.RelayWrite = func(_ context.Context, runID, path, content string) error {
+		mu.Lock()
+		defer mu.Unlock()
+		runs[runID] = true
+		files[path] = content
+		return nil
+	}
+	in := func(p string) string { return filepath.Join(dir, p) }
+	res := wait(t, start(t, testkit.Ctx(t), newProvider(t, cfg), request(
+		"read "+in("a.txt"),
+		"readl "+in("a.txt")+" 2 1",
+		"read "+in("none.txt"),
+		"read "+filepath.Join(outside, "secret"),
+		"write "+in("b.txt")+" written",
+		"write "+dir+"/../pwned x",
+		"read "+in("b.txt"),
+	)))
+	want := "read:buffer\nof the editor\n;read:2+1:buffer\nof the editor\n;read-error:-32602;read-error:-32602;" +
+		"write:ok;write:-32602;read:written;"
+	if got := subagent.TextOf(res.Output); got != want {
+		t.Fatalf("relayed files\n got %q\nwant %q", got, want)
+	}
+	mu.Lock()
+	defer mu.Unlock()
+	if len(runs) != 1 || runs[""] {
+		t.Fatalf("the relay saw runs %v, want the one run's id", runs)
+	}
+	if _, err := os.Stat(in("b.txt")); !errors.Is(err, os.ErrNotExist) {
+		t.Fatalf("a relayed write reached the disk: %v", err)
+	}
+	for p := range files {
+		if !strings.HasPrefix(p, dir+string(filepath.Separator)) {
+			t.Fatalf("the relay saw %s, outside %s", p, dir)
+		}
 	}
 }
 

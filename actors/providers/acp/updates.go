@@ -190,7 +190,7 @@ func (t *turnState) event(kind subagent.ProgressKind, text string, isError bool)
 // permission for, completed by what the request itself says.
 func (t *turnState) known(c sdk.ToolCallUpdate) ToolCall {
 	info := t.calls[keptID(c.ToolCallId)].merge(c.Title, c.Kind)
-	return ToolCall{ID: keep(string(c.ToolCallId)), Title: info.title, Kind: cmp.Or(info.kind, string(sdk.ToolKindOther))}
+	return ToolCall{ID: keep(string(c.ToolCallId)), Title: info.title, Kind: cmp.Or(info.kind, string(sdk.ToolKindOther)), RunID: t.runID}
 }
 
 // keep is s cut to maxKept bytes in a string of its own: a substring
