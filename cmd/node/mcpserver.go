@@ -250,6 +250,9 @@ type mcpServer struct {
 	mu      sync.Mutex
 	clients map[*mcp.ServerSession]*mcpClient
 	closed  bool
+	// ending counts the sessions that ended on their own and are still
+	// closing their children (close waits for them).
+	ending sync.WaitGroup
 }
 
 // mcpClient is one MCP session's children: a tree and the parent session
@@ -327,9 +330,15 @@ func (s *mcpServer) client(ctx context.Context, ss *mcp.ServerSession) (*mcpClie
 	go func() {
 		_ = ss.Wait()
 		s.mu.Lock()
+		if s.closed {
+			s.mu.Unlock()
+			return // close closes c
+		}
 		delete(s.clients, ss)
+		s.ending.Add(1)
 		s.mu.Unlock()
 		c.close()
+		s.ending.Done()
 	}()
 	return c, nil
 }
@@ -373,6 +382,9 @@ func (s *mcpServer) close() {
 	for _, c := range clients {
 		c.close()
 	}
+	// A session that ended just before (stdin closing ends the stdio
+	// one) may still be killing its children: the node exits after.
+	s.ending.Wait()
 }
 
 // of is the children of the session of a tool call (made by bound).
