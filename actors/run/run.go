@@ -374,21 +374,19 @@ func (g *gate) Take(ctx context.Context) ([][]subagent.ContentBlock, error) {
 	g.waiting = reply
 	h.latches.mu.Unlock()
 	h.sys.Root.Send(h.pid.Load(), takeSnapshot{reply: reply})
-	var snap snapshot
-	var err error
-	select {
-	case snap = <-reply:
-	case <-ctx.Done():
-		err = ctx.Err()
-	}
+	// The answer is awaited even once ctx ended: the actor answers every
+	// takeSnapshot (or its stop is noticed, see actorStopped), and the
+	// steers it hands over were answered admitted, so they must reach
+	// the log, not be dropped here with ctx's error.
+	snap := <-reply
 	h.latches.mu.Lock()
 	g.waiting = nil
 	h.latches.mu.Unlock()
-	if err != nil {
-		return nil, err
-	}
 	if snap.closed {
 		return nil, errClosed
+	}
+	if len(snap.steers) == 0 && ctx.Err() != nil {
+		return nil, ctx.Err()
 	}
 	return snap.steers, nil
 }
