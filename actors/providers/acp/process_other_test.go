@@ -8,6 +8,7 @@ import (
 
 	"github.com/subactor/subactor/actors/providers/acp"
 	"github.com/subactor/subactor/internal/testkit"
+	"github.com/subactor/subactor/subagent"
 )
 
 // Contract P3: where there are no Unix process groups for the ladder to
