@@ -109,12 +109,12 @@ func TestK3_ValidateStartConverts(t *testing.T) {
 func TestK3_HostedRunRefusesAForeignSender(t *testing.T) {
 	n := clustertest.Node(t, cluster.Config{}, clustertest.Echo{})
 	sys := n.System().ActorSystem()
-	accepted := make(chan *actor.PID, 1)
+	started := make(chan *actor.PID, 1)
 	quiesced := make(chan struct{})
 	caller := sys.Root.Spawn(actor.PropsFromFunc(func(c actor.Context) {
 		switch c.Message().(type) {
-		case *messages.RemoteAccepted:
-			accepted <- c.Sender()
+		case *messages.RemoteStarted:
+			started <- c.Sender() // the run actor
 		case *messages.RunQuiesced:
 			close(quiesced)
 		}
@@ -124,7 +124,7 @@ func TestK3_HostedRunRefusesAForeignSender(t *testing.T) {
 	sys.Root.RequestWithCustomSender(host, &messages.RemoteStart{
 		RunId: "run-1", Provider: "echo", Prompt: []*messages.ContentBlock{{Type: "text", Text: "wait"}}, CallerMember: n.ID(),
 	}, caller)
-	hosted := testkit.Recv(t, accepted, "the run's acceptance")
+	hosted := testkit.Recv(t, started, "the run's start")
 	reply, err := sys.Root.RequestFuture(hosted, &messages.Dispose{}, testkit.Deadline).Result()
 	if err != nil {
 		t.Fatal(err)

@@ -4,12 +4,15 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"maps"
 	"slices"
+	"sync"
 
 	"github.com/asynkron/protoactor-go/actor"
 	"github.com/asynkron/protoactor-go/cluster"
 	"github.com/asynkron/protoactor-go/eventstream"
 
+	runactor "github.com/subactor/subactor/actors/run"
 	"github.com/subactor/subactor/internal/clusterwire"
 	"github.com/subactor/subactor/internal/rules"
 	"github.com/subactor/subactor/internal/wire"
@@ -18,27 +21,60 @@ import (
 )
 
 // leaveHosted asks the host actor to cancel and dispose every hosted run
-// (a graceful leave); done is closed once they all stopped.
+// (a graceful leave); done is closed once they all stopped and their
+// callers read what they sent.
 type leaveHosted struct{ done chan struct{} }
 
 // host is the node's host actor: it admits starts from peers within the
-// node's capacity and supervises one hosted actor per admitted run.
+// node's capacity, starts each admitted run as a run actor commanded by
+// its caller (run.Hosted), and watches the callers: a caller that is gone
+// has its runs disposed (K2), since nobody else will.
 type host struct {
-	n    *Node
-	runs map[string]*actor.PID // run id -> hosted actor, until it stops
-	// quiesced holds the runs whose child quiesced but whose caller has
-	// not yet acknowledged it: still hosted, no longer load.
-	quiesced map[string]bool
-	leaving  chan struct{} // closed when the last run stopped, during a leave
+	n       *Node
+	runs    map[string]*hostedRun // by run id, until its actor stopped or its start failed
+	actors  map[string]string     // run actor's PID id -> run id
+	callers map[string]*caller    // by PID, while it is watched
+	// leaving is closed once the last run stopped and its callers read
+	// what it sent them, during a leave; left once that wait began.
+	leaving  chan struct{}
+	left     bool
+	topology *eventstream.Subscription
 }
 
-// hostedQuiesced tells the host that a run's child quiesced. The hosted
-// actor sends it before it tells the caller, so a status asked after the
-// caller's Dispose returned no longer counts the run.
-type hostedQuiesced struct{ runID string }
+// hostedRun is one admitted run.
+type hostedRun struct {
+	id     string
+	caller *caller
+	cancel context.CancelCauseFunc // ends the run's context
+	run    subagent.Run            // nil while its start is under way
+	pid    *actor.PID
+	// dropped: the caller gave it up, is gone, or the node leaves: a run
+	// still starting is disposed once started.
+	dropped bool
+}
+
+// caller is a peer actor that started runs here.
+type caller struct {
+	pid *actor.PID
+	// member is the caller's member id: its runs live while that member
+	// does (a lost connection alone may be a stale incarnation of its
+	// address), and no longer.
+	member string
+}
+
+// Local messages of the host actor, from goroutines it owns.
+type (
+	startDone struct {
+		id  string
+		run subagent.Run
+		pid *actor.PID
+		err error
+	}
+	topologyChanged struct{}
+)
 
 func newHost(n *Node) *host {
-	return &host{n: n, runs: map[string]*actor.PID{}, quiesced: map[string]bool{}}
+	return &host{n: n, runs: map[string]*hostedRun{}, actors: map[string]string{}, callers: map[string]*caller{}}
 }
 
 func (h *host) Receive(ctx actor.Context) {
@@ -54,34 +90,39 @@ func (h *host) Receive(ctx actor.Context) {
 		}
 	}()
 	switch m := ctx.Message().(type) {
+	case *actor.Started:
+		self, sys := ctx.Self(), ctx.ActorSystem()
+		h.topology = sys.EventStream.Subscribe(func(ev any) {
+			if _, ok := ev.(*cluster.ClusterTopology); ok {
+				sys.Root.Send(self, topologyChanged{})
+			}
+		})
+	case *actor.Stopped:
+		ctx.ActorSystem().EventStream.Unsubscribe(h.topology)
 	case *messages.HostStatus:
 		ctx.Respond(h.load())
 	case *messages.RemoteStart:
 		h.start(ctx, m)
-	case hostedQuiesced:
-		if _, ok := h.runs[m.runID]; ok {
-			h.quiesced[m.runID] = true
+	case *messages.RemoteAbandon:
+		if r := h.runs[m.GetRunId()]; r != nil && r.run == nil && ctx.Sender() != nil && ctx.Sender().Equal(r.caller.pid) {
+			h.drop(r, errors.New("the caller abandoned the start"))
 		}
+	case startDone:
+		h.started(ctx, m)
 	case *actor.Terminated:
-		for id, pid := range h.runs {
-			if pid.Equal(m.Who) {
-				delete(h.runs, id)
-				delete(h.quiesced, id)
+		h.terminated(ctx, m)
+	case topologyChanged:
+		for _, c := range h.callers {
+			if !h.n.isMember(c.member) {
+				h.callerGone(ctx, c, "its member left the cluster")
 			}
 		}
-		if h.leaving != nil && len(h.runs) == 0 {
-			close(h.leaving)
-			h.leaving = nil
-		}
 	case leaveHosted:
-		if len(h.runs) == 0 {
-			close(m.done)
-			return
-		}
 		h.leaving = m.done
-		for _, pid := range h.runs {
-			ctx.Send(pid, leaveHosted{})
+		for _, r := range h.runs {
+			h.drop(r, fmt.Errorf("node %s is leaving the cluster", h.n.ID()))
 		}
+		h.leave(ctx)
 	case actor.SystemMessage, actor.AutoReceiveMessage:
 	default:
 		// A peer's message of a type the host does not take: answered,
@@ -93,25 +134,18 @@ func (h *host) Receive(ctx actor.Context) {
 }
 
 func (h *host) load() *messages.HostLoad {
-	ids := make([]string, 0, len(h.runs))
-	for id := range h.runs {
-		if !h.quiesced[id] {
-			ids = append(ids, id)
-		}
-	}
-	slices.Sort(ids)
+	ids := slices.Sorted(maps.Keys(h.runs))
 	return &messages.HostLoad{
 		Node: h.n.ID(), Providers: h.n.providerNames(),
 		Capacity: int64(h.n.cfg.Capacity), Runs: int64(len(ids)), RunIds: ids,
 	}
 }
 
-// busy is the number of runs that count against the capacity.
-func (h *host) busy() int { return len(h.runs) - len(h.quiesced) }
-
 func (h *host) start(ctx actor.Context, m *messages.RemoteStart) {
+	// Answers carry the host as their sender: the caller takes them
+	// from its run's node only.
 	refuse := func(code, reason string) {
-		ctx.Respond(&messages.RemoteRefused{RunId: m.GetRunId(), Code: code, Reason: reason})
+		ctx.Request(ctx.Sender(), &messages.RemoteRefused{RunId: m.GetRunId(), Code: code, Reason: reason})
 	}
 	if ctx.Sender() == nil {
 		return // nobody to answer or to report to
@@ -141,14 +175,168 @@ func (h *host) start(ctx actor.Context, m *messages.RemoteStart) {
 		// then has dropped its connection to any earlier member on the
 		// caller's address, so the answers reach this caller (K2).
 		refuse(clusterwire.RefusedNotMember, fmt.Sprintf("caller %q is not a member of node %s's cluster (yet)", m.GetCallerMember(), h.n.ID()))
-	case h.busy() >= h.n.cfg.Capacity:
-		refuse(clusterwire.RefusedFull, fmt.Sprintf("node %s hosts %d runs, its capacity", h.n.ID(), h.busy()))
+	case len(h.runs) >= h.n.cfg.Capacity:
+		refuse(clusterwire.RefusedFull, fmt.Sprintf("node %s hosts %d runs, its capacity", h.n.ID(), len(h.runs)))
 	default:
-		accepted := &messages.RemoteAccepted{RunId: m.GetRunId(), Node: h.n.ID(), Capacity: int64(h.n.cfg.Capacity), Runs: int64(h.busy() + 1)}
-		h.runs[m.GetRunId()] = ctx.Spawn(actor.PropsFromProducer(func() actor.Actor {
-			scope := subagent.Scope{RunID: m.GetRunId(), Parent: subagent.ParentRef{SessionID: m.GetParentSessionId(), Depth: int(m.GetParentDepth())}}
-			return &hosted{n: h.n, p: p, req: req, scope: scope, caller: ctx.Sender(), callerMember: m.GetCallerMember(), accepted: accepted, steers: map[uint64]context.CancelFunc{}}
-		}))
+		c := h.callerOf(ctx, ctx.Sender(), m.GetCallerMember())
+		runCtx, cancel := context.WithCancelCause(context.Background())
+		r := &hostedRun{id: m.GetRunId(), caller: c, cancel: cancel}
+		h.runs[r.id] = r
+		ctx.Request(ctx.Sender(), &messages.RemoteAccepted{RunId: r.id, Node: h.n.ID(), Capacity: int64(h.n.cfg.Capacity), Runs: int64(len(h.runs))})
+		// The host stands in for the Service: the provider gets the
+		// run's scope, its progress going straight to the caller, which
+		// takes it from this node's address only.
+		scope := subagent.Scope{RunID: r.id, Parent: subagent.ParentRef{SessionID: m.GetParentSessionId(), Depth: int(m.GetParentDepth())}}
+		self, sys := ctx.Self(), ctx.ActorSystem()
+		scope.Events = sink{sys: sys, to: c.pid, from: self}
+		go func() {
+			run, pid, err := runactor.Hosted(runCtx, sys, p, scope, req, c.pid)
+			sys.Root.Send(self, startDone{r.id, run, pid, err})
+		}()
+	}
+}
+
+// callerOf is the caller that sent a start, watched from its first.
+func (h *host) callerOf(ctx actor.Context, pid *actor.PID, member string) *caller {
+	key := pid.String()
+	c := h.callers[key]
+	if c == nil {
+		c = &caller{pid: pid, member: member}
+		h.callers[key] = c
+		ctx.Watch(pid)
+	}
+	return c
+}
+
+// started takes a start's outcome: a failure goes to the caller; a live
+// run is the caller's from now on (it counts the caller as its watcher
+// and is disposed as it settles), unless the run was dropped meanwhile.
+func (h *host) started(ctx actor.Context, m startDone) {
+	r := h.runs[m.id]
+	if m.err != nil {
+		r.cancel(m.err)
+		delete(h.runs, m.id)
+		code := ""
+		switch {
+		case errors.Is(m.err, subagent.ErrUnsupported):
+			code = clusterwire.FailedUnsupported
+		case errors.Is(m.err, subagent.ErrInvalidRequest):
+			code = clusterwire.RefusedInvalid
+		case errors.Is(m.err, subagent.ErrCancelled), errors.Is(m.err, context.Canceled):
+			code = clusterwire.FailedCancelled
+		}
+		ctx.Request(r.caller.pid, &messages.RemoteStartFailed{RunId: m.id, Code: code, Reason: m.err.Error()})
+		h.leave(ctx)
+		return
+	}
+	r.run, r.pid = m.run, m.pid
+	h.actors[m.pid.Id] = m.id
+	ctx.Watch(m.pid)
+	if r.dropped {
+		// Dropped while it started: disposed now, its caller told as
+		// of any run (one that gave it up waits for its quiescence).
+		go dispose(m.run)
+	}
+	_, steerable := m.run.(subagent.Steerer)
+	ctx.RequestWithCustomSender(r.caller.pid, &messages.RemoteStarted{RunId: m.id, Steerable: steerable}, m.pid)
+	ctx.RequestWithCustomSender(m.pid, &messages.Watch{}, r.caller.pid)
+	// Settled is final: the run is disposed at once, so that the
+	// caller's Dispose finds it quiesced (or nearly) instead of paying
+	// another round trip, and the agent's resources go early.
+	sys, pid, c := ctx.ActorSystem(), m.pid, r.caller.pid
+	m.run.OnSettled(func(subagent.Result, error) { sys.Root.RequestWithCustomSender(pid, &messages.Dispose{}, c) })
+}
+
+// terminated is a run actor that stopped, or a caller that is gone.
+func (h *host) terminated(ctx actor.Context, m *actor.Terminated) {
+	if id, ok := h.actors[m.Who.Id]; ok && m.Who.Address == ctx.Self().Address {
+		delete(h.actors, m.Who.Id)
+		if r := h.runs[id]; r != nil {
+			r.cancel(errors.New("quiesced"))
+			delete(h.runs, id)
+		}
+		h.leave(ctx)
+		return
+	}
+	c := h.callers[m.Who.String()]
+	if c == nil {
+		return
+	}
+	if h.n.isMember(c.member) && m.Why == actor.TerminatedReason_AddressTerminated {
+		// The connection went, the member did not (yet): a stale
+		// termination of its address, or a death membership will
+		// confirm. Watch again; topologyChanged decides.
+		ctx.Watch(c.pid)
+		return
+	}
+	h.callerGone(ctx, c, m.Why.String())
+}
+
+// callerGone disposes the runs of a caller that died or left: nobody
+// else will, and no agent may be orphaned (K2).
+func (h *host) callerGone(ctx actor.Context, c *caller, why string) {
+	delete(h.callers, c.pid.String())
+	ctx.Unwatch(c.pid)
+	for _, r := range h.runs {
+		if r.caller == c {
+			h.n.logger().Warn("cluster: the caller of a hosted run is gone; disposing it", "run", r.id, "caller", c.pid.Address, "why", why)
+			h.drop(r, errors.New("the caller's node is gone"))
+		}
+	}
+}
+
+// drop cancels a run with cause and disposes it; one still starting is
+// disposed once started (or rolls itself back).
+func (h *host) drop(r *hostedRun, cause error) {
+	if r.dropped {
+		return
+	}
+	r.dropped = true
+	r.cancel(cause)
+	if r.run != nil {
+		go dispose(r.run)
+	}
+}
+
+// dispose disposes a hosted run on a goroutine of its own: Dispose
+// waits for the run to quiesce (its agent process reaped).
+func dispose(r subagent.Run) {
+	_ = r.Dispose(context.Background())
+}
+
+// leave ends a leave once the last run stopped: it waits (on a goroutine
+// of its own, within the node's loss bound) for the callers to have read
+// what their runs sent, since the node stops once done is closed.
+func (h *host) leave(ctx actor.Context) {
+	if h.leaving == nil || h.left || len(h.runs) > 0 {
+		return
+	}
+	h.left = true
+	done, sys := h.leaving, ctx.ActorSystem()
+	callers := slices.Collect(maps.Values(h.callers))
+	bound := h.n.LossBound()
+	go func() {
+		var wg sync.WaitGroup
+		for _, c := range callers {
+			// A Touch is answered after everything sent before it.
+			wg.Go(func() { _, _ = sys.Root.RequestFuture(c.pid, &actor.Touch{}, bound).Result() })
+		}
+		wg.Wait()
+		close(done)
+	}()
+}
+
+// sink sends a hosted run's progress to its caller, from the host's
+// address: it is sent before the run's result, which the run actor sends
+// once the child that emitted it returned, so it arrives first.
+type sink struct {
+	sys      *actor.ActorSystem
+	to, from *actor.PID
+}
+
+func (s sink) Emit(ev subagent.RunProgress) {
+	if w, err := wire.FromEvent(ev); err == nil {
+		s.sys.Root.RequestWithCustomSender(s.to, w, s.from)
 	}
 }
 
@@ -223,260 +411,4 @@ func (p remoteParent) Header() subagent.SessionHeader {
 }
 func (p remoteParent) Options() subagent.AgentOptions {
 	return subagent.AgentOptions{SubagentDepth: p.depth}
-}
-
-// hosted is one run hosted for a peer's proxy (the caller). Only the
-// caller may steer, cancel or dispose it; it watches the caller and
-// disposes its run when the caller is gone (K2).
-type hosted struct {
-	n        *Node
-	p        subagent.Provider
-	req      subagent.StartRequest
-	scope    subagent.Scope
-	caller   *actor.PID
-	accepted *messages.RemoteAccepted
-	// callerMember is the caller's member id, when it gave one: the run
-	// lives while that member does (a lost connection alone may be a
-	// stale incarnation of its address), and no longer.
-	callerMember string
-	topology     *eventstream.Subscription
-
-	cancel    context.CancelCauseFunc
-	run       subagent.Run
-	disposing bool
-	reported  bool // RunSettled went to the caller
-	done      bool // RunQuiesced went to the caller: it releases the actor
-	steers    map[uint64]context.CancelFunc
-}
-
-// Local messages of a hosted actor, from goroutines it owns.
-type (
-	startDone struct {
-		run subagent.Run
-		err error
-	}
-	settled struct {
-		res subagent.Result
-		err error
-	}
-	disposed  settled // the run's result, read once Dispose returned
-	steerDone struct {
-		id  uint64
-		err error
-	}
-	progress        struct{ ev subagent.RunProgress }
-	topologyChanged struct{}
-)
-
-// sink forwards a run's progress through the hosted actor's mailbox, so
-// it reaches the caller in order and before the run's result.
-type sink struct {
-	sys  *actor.ActorSystem
-	self *actor.PID
-}
-
-func (s sink) Emit(ev subagent.RunProgress) { s.sys.Root.Send(s.self, progress{ev}) }
-
-func (r *hosted) Receive(ctx actor.Context) {
-	switch m := ctx.Message().(type) {
-	case *actor.Started:
-		self, sys := ctx.Self(), ctx.ActorSystem()
-		if r.callerMember != "" {
-			r.topology = sys.EventStream.Subscribe(func(ev any) {
-				if _, ok := ev.(*cluster.ClusterTopology); ok {
-					sys.Root.Send(self, topologyChanged{})
-				}
-			})
-		}
-		ctx.Watch(r.caller)
-		ctx.Request(r.caller, r.accepted)
-		runCtx, cancel := context.WithCancelCause(context.Background())
-		r.cancel = cancel
-		// The host stands in for the Service: the provider gets the
-		// run's scope, events going to this actor.
-		scope := r.scope
-		scope.Events = sink{sys, self}
-		p, req := r.p, r.req
-		go func() {
-			run, err := p.Start(runCtx, scope, req)
-			sys.Root.Send(self, startDone{run, err})
-		}()
-	case startDone:
-		if m.err != nil {
-			code := ""
-			switch {
-			case errors.Is(m.err, subagent.ErrUnsupported):
-				code = clusterwire.FailedUnsupported
-			case errors.Is(m.err, subagent.ErrInvalidRequest):
-				code = clusterwire.RefusedInvalid
-			case errors.Is(m.err, subagent.ErrCancelled), errors.Is(m.err, context.Canceled):
-				code = clusterwire.FailedCancelled
-			}
-			ctx.Send(r.caller, &messages.RemoteStartFailed{RunId: r.scope.RunID, Code: code, Reason: m.err.Error()})
-			r.quiesced(ctx)
-			return
-		}
-		r.run = m.run
-		_, steerable := m.run.(subagent.Steerer)
-		ctx.Send(r.caller, &messages.RemoteStarted{RunId: r.scope.RunID, Steerable: steerable})
-		self, sys := ctx.Self(), ctx.ActorSystem()
-		m.run.OnSettled(func(res subagent.Result, err error) { sys.Root.Send(self, settled{res, err}) })
-		if r.disposing {
-			r.dispose(ctx)
-		}
-	case progress:
-		if w, err := wire.FromEvent(m.ev); err == nil {
-			ctx.Send(r.caller, w)
-		}
-	case settled:
-		// Settled is final: the run is disposed at once, so that the
-		// caller's Dispose finds it quiesced (or nearly) instead of
-		// paying another round trip, and the agent's resources go early.
-		r.report(ctx, m)
-		r.dispose(ctx)
-	case *messages.Steer:
-		if !r.fromCaller(ctx) {
-			return
-		}
-		st, ok := r.run.(subagent.Steerer)
-		if !ok || r.disposing {
-			ctx.Send(r.caller, &messages.SteerAnswer{SteerId: m.GetSteerId(), Reason: "the run takes no steer now"})
-			return
-		}
-		sctx, cancel := context.WithCancel(context.Background())
-		r.steers[m.GetSteerId()] = cancel
-		self, sys, id, content := ctx.Self(), ctx.ActorSystem(), m.GetSteerId(), wire.ToContent(m.GetContent())
-		go func() { sys.Root.Send(self, steerDone{id, st.Steer(sctx, content)}) }()
-	case steerDone:
-		if cancel, ok := r.steers[m.id]; ok {
-			cancel()
-			delete(r.steers, m.id)
-		}
-		a := &messages.SteerAnswer{SteerId: m.id, Admitted: m.err == nil}
-		if m.err != nil {
-			a.Reason = m.err.Error()
-		}
-		ctx.Send(r.caller, a)
-	case *messages.SteerWithdraw:
-		if r.fromCaller(ctx) {
-			if cancel, ok := r.steers[m.GetSteerId()]; ok {
-				cancel()
-			}
-		}
-	case *messages.Cancel:
-		if r.fromCaller(ctx) {
-			r.cancel(fmt.Errorf("cancelled by the caller: %s", m.GetReason()))
-		}
-	case *messages.Dispose:
-		switch {
-		case !r.fromCaller(ctx):
-		case r.done:
-			ctx.Stop(ctx.Self()) // the caller's release after RunQuiesced
-		default:
-			r.dispose(ctx)
-		}
-	case leaveHosted:
-		r.cancel(fmt.Errorf("node %s is leaving the cluster", r.n.ID()))
-		r.dispose(ctx)
-	case *actor.Terminated:
-		if r.caller == nil || !m.Who.Equal(r.caller) {
-			return
-		}
-		if r.callerMember != "" && r.n.isMember(r.callerMember) && m.Why == actor.TerminatedReason_AddressTerminated {
-			// The connection went, the member did not (yet): a stale
-			// termination of its address, or a death membership will
-			// confirm. Watch again; topologyChanged decides.
-			ctx.Watch(r.caller)
-			return
-		}
-		r.callerGone(ctx, m.Why.String())
-	case topologyChanged:
-		if r.caller != nil && !r.n.isMember(r.callerMember) {
-			r.callerGone(ctx, "its member left the cluster")
-		}
-	case disposed:
-		r.report(ctx, settled(m))
-		r.quiesced(ctx)
-	case *actor.Stopped:
-		if r.topology != nil {
-			ctx.ActorSystem().EventStream.Unsubscribe(r.topology)
-		}
-	}
-}
-
-// report sends the run's result to the caller, once.
-func (r *hosted) report(ctx actor.Context, s settled) {
-	if r.reported || r.caller == nil {
-		return
-	}
-	r.reported = true
-	msg := &messages.RunSettled{RunId: r.scope.RunID, Result: wire.FromResult(s.res)}
-	if s.err != nil {
-		msg.Error = s.err.Error()
-	}
-	ctx.Send(r.caller, msg)
-}
-
-// callerGone disposes the run of a caller that died or left: nobody
-// else will, and no agent may be orphaned (K2).
-func (r *hosted) callerGone(ctx actor.Context, why string) {
-	if r.done {
-		ctx.Stop(ctx.Self()) // gone before it released this actor
-		return
-	}
-	r.n.logger().Warn("cluster: the caller of a hosted run is gone; disposing it",
-		"run", r.scope.RunID, "caller", r.caller.Address, "why", why)
-	r.caller = nil
-	r.cancel(errors.New("the caller's node is gone"))
-	r.dispose(ctx)
-}
-
-// fromCaller refuses a command about this run from anyone but its caller
-// (K3): a foreign sender gets a typed refusal.
-func (r *hosted) fromCaller(ctx actor.Context) bool {
-	if r.caller != nil && ctx.Sender() != nil && ctx.Sender().Equal(r.caller) {
-		return true
-	}
-	if ctx.Sender() != nil {
-		ctx.Respond(&messages.RemoteRefused{RunId: r.scope.RunID, Code: clusterwire.RefusedForeignRun, Reason: "the run belongs to another caller"})
-	}
-	return false
-}
-
-// dispose disposes the run once its Start returned; a start still in
-// progress is cancelled and rolls itself back.
-func (r *hosted) dispose(ctx actor.Context) {
-	r.disposing = true
-	r.cancel(errors.New("disposed"))
-	if r.run == nil {
-		return // startDone follows, or the dispose is under way
-	}
-	run, self, sys := r.run, ctx.Self(), ctx.ActorSystem()
-	r.run = nil
-	go func() {
-		if err := run.Dispose(context.Background()); err != nil {
-			r.n.logger().Warn("cluster: disposing a hosted run", "run", r.scope.RunID, "err", err)
-		}
-		// Settled by now: the result goes out before RunQuiesced even
-		// when the run's own observer is still on its way.
-		res, err := run.Wait(context.Background())
-		sys.Root.Send(self, disposed{res, err})
-	}()
-}
-
-// quiesced reports the run's end to the caller, which releases the actor
-// with a Dispose once it has read everything before (so that its watch
-// never sees this actor stop first); without a caller it stops at once.
-func (r *hosted) quiesced(ctx actor.Context) {
-	for _, cancel := range r.steers {
-		cancel()
-	}
-	r.cancel(errors.New("quiesced"))
-	r.done = true
-	ctx.Send(ctx.Parent(), hostedQuiesced{runID: r.scope.RunID})
-	if r.caller == nil {
-		ctx.Stop(ctx.Self())
-		return
-	}
-	ctx.Send(r.caller, &messages.RunQuiesced{RunId: r.scope.RunID})
 }

@@ -459,7 +459,7 @@ func (*Dispose) Descriptor() ([]byte, []int) {
 
 // Watch makes the sender a watcher of the run: it is sent RunSettled once
 // the result is final (at once if it already is) and RunQuiesced once the
-// run has stopped. A caller's handle, a remote proxy, a router or a task
+// run has stopped. A caller's handle, a remote caller, a router or a task
 // manager all watch a run this way.
 type Watch struct {
 	state         protoimpl.MessageState `protogen:"open.v1"`

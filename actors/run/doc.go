@@ -13,7 +13,7 @@
 // and the actor has stopped.
 //
 // The returned *handle implements subagent.Run and subagent.Steerer. Other
-// actors (a remote proxy, a router, a task manager) watch a run through the
+// actors (a remote caller, a router, a task manager) watch a run through the
 // wire protocol instead: Watch, Steer with a correlation id, Dispose with
 // an acknowledgement.
 //

@@ -221,6 +221,9 @@ func (l *lifecycle) step(in input) []effect {
 		l.dispose(m.ID)
 	case inWatch:
 		more := l.extra()
+		if slices.Contains(more.watchers, m.ID) {
+			break // told once
+		}
 		more.watchers = append(more.watchers, m.ID)
 		if l.settled {
 			l.emit(&tellSettled{ID: m.ID})
@@ -276,9 +279,8 @@ func (l *lifecycle) take(id string) {
 }
 
 func (l *lifecycle) dispose(id string) {
-	if id != "" {
-		m := l.extra()
-		m.acks = append(m.acks, id)
+	if m := l.extra(); id != "" && !slices.Contains(m.acks, id) && !slices.Contains(m.watchers, id) {
+		m.acks = append(m.acks, id) // a watcher is told of quiescence as it is
 	}
 	if l.disposing {
 		return
@@ -376,7 +378,9 @@ func (l *lifecycle) stopped() {
 			l.emit(&tellQuiesced{ID: id})
 		}
 		for _, id := range m.acks {
-			l.emit(&tellQuiesced{ID: id})
+			if !slices.Contains(m.watchers, id) { // watching since the Dispose
+				l.emit(&tellQuiesced{ID: id})
+			}
 		}
 	}
 }

@@ -428,6 +428,9 @@ func TestA3_LifecycleSupervisionWatchAndAckProperties(t *testing.T) {
 				}
 				next++
 				w := fmt.Sprintf("watcher-%d", next)
+				if len(watchers) > 0 && rapid.Bool().Draw(t, "watches again") {
+					w = rapid.SampledFrom(watchers).Draw(t, "watcher") // told once all the same
+				}
 				watchers = append(watchers, w)
 				apply(inWatch{ID: w})
 			case 3:
@@ -436,6 +439,11 @@ func TestA3_LifecycleSupervisionWatchAndAckProperties(t *testing.T) {
 				}
 				next++
 				d := fmt.Sprintf("disposer-%d", next)
+				if len(watchers) > 0 && rapid.Bool().Draw(t, "a watcher disposes") {
+					// A remote caller watches its run and disposes it:
+					// one RunQuiesced.
+					d = rapid.SampledFrom(watchers).Draw(t, "disposing watcher")
+				}
 				ackers = append(ackers, d)
 				apply(inDispose{ID: d})
 			case 4:

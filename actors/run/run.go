@@ -198,6 +198,9 @@ func Start(sys *actors.System, spec Spec) Run {
 	}
 	a.life.init(relaunchable)
 	parent, _ := spec.Ctx.Value(spawnerKey{}).(*spawner)
+	if parent != nil && !parent.used.CompareAndSwap(false, true) {
+		parent = nil // a run of the run's own child: spawned as any other
+	}
 	// A child that is never relaunched may run under the start context
 	// itself, one context fewer per run: so may one whose only
 	// supervisor is a guardian that never restarts (a zero policy).
@@ -208,6 +211,9 @@ func Start(sys *actors.System, spec Spec) Run {
 	// The producer hands protoactor the same actor on a restart, which
 	// keeps the run's state: the restart relaunches its child.
 	props := inline.Props(func() actor.Actor { return a })
+	if parent != nil && parent.mw != nil {
+		props = props.Configure(actor.WithReceiverMiddleware(parent.mw...))
+	}
 	if parent != nil {
 		parent.pid = parent.in.SpawnPrefix(props, "run-")
 		h.pid.Store(parent.pid)

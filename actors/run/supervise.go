@@ -4,10 +4,15 @@ import (
 	"context"
 	"fmt"
 	"sync"
+	"sync/atomic"
 
 	"github.com/asynkron/protoactor-go/actor"
 	"github.com/asynkron/protoactor-go/extensions"
 
+	"github.com/subactor/subactor/actors"
+	"github.com/subactor/subactor/internal/clusterwire"
+	"github.com/subactor/subactor/internal/wire"
+	"github.com/subactor/subactor/messages"
 	"github.com/subactor/subactor/subagent"
 )
 
@@ -64,11 +69,13 @@ func supervised(sys *actor.ActorSystem, p subagent.RestartPolicy) *actor.RootCon
 	return r
 }
 
-// spawner is where Spawn asks a provider's run to be spawned, and the
-// run actor's PID once it is.
+// spawner is where Spawn and Hosted ask a provider's run to be spawned,
+// and the run actor's PID once it is.
 type spawner struct {
-	in  actor.SpawnerContext
-	pid *actor.PID
+	in   actor.SpawnerContext
+	pid  *actor.PID
+	mw   []actor.ReceiverMiddleware // the run actor's
+	used atomic.Bool                // by the first run started under it
 }
 
 type spawnerKey struct{}
@@ -88,14 +95,139 @@ type spawnerKey struct{}
 // or parent stops. The run has no Service's scope (p.Start gets the zero
 // Scope): it gets a fresh id and emits no progress.
 func Spawn(ctx context.Context, parent actor.SpawnerContext, p subagent.Provider, req subagent.StartRequest) (*actor.PID, error) {
-	sp := &spawner{in: parent}
-	r, err := p.Start(context.WithValue(context.WithoutCancel(ctx), spawnerKey{}, sp), subagent.Scope{}, req)
-	if err != nil {
-		return nil, err
-	}
-	if sp.pid == nil {
+	r, pid, err := spawnThrough(context.WithoutCancel(ctx), &spawner{in: parent}, p, subagent.Scope{}, req)
+	if err == nil && pid == nil {
 		_ = r.Dispose(ctx)
-		return nil, fmt.Errorf("%w: the provider's run is not a run actor of this process (a remote run lives on its host)", subagent.ErrUnsupported)
+		err = fmt.Errorf("%w: the provider's run is not a run actor of this process (a remote run lives on its host)", subagent.ErrUnsupported)
 	}
-	return sp.pid, nil
+	return pid, err
+}
+
+// Hosted starts a run through provider p for caller, an actor that
+// commands it by message from elsewhere (another node's remote provider,
+// K1), and returns it with its run actor's PID. The actor takes Steer,
+// SteerWithdraw, Cancel, Dispose and Watch from caller only and refuses
+// them from any other sender with a RemoteRefused (K3). ctx and scope are
+// the run's as a Service would hand them to p: ctx ends the run, and
+// scope's sink gets its progress. A provider whose runs are not run
+// actors gets one around its run, which hands the run its steers.
+func Hosted(ctx context.Context, sys *actor.ActorSystem, p subagent.Provider, scope subagent.Scope, req subagent.StartRequest, caller *actor.PID) (subagent.Run, *actor.PID, error) {
+	runCtx, cancel := context.WithCancelCause(ctx)
+	scope.Cancel = cancel
+	sp := &spawner{in: supervised(sys, scope.Restarts), mw: []actor.ReceiverMiddleware{onlyFrom(caller)}}
+	r, pid, err := spawnThrough(runCtx, sp, p, scope, req)
+	if err != nil || pid != nil {
+		if err != nil {
+			cancel(err)
+		}
+		return r, pid, err
+	}
+	// The provider's own Run under a run actor: cancelling the actor's
+	// child cancels the run, which is disposed before the actor counts as
+	// quiesced.
+	relay := &steerRelay{pending: map[uint64]context.CancelFunc{}}
+	st, steerable := r.(subagent.Steerer)
+	if steerable {
+		relay.to = st
+		sp.mw = append(sp.mw, relay.middleware)
+	}
+	h := Start(actors.Wrap(sys), Spec{
+		Scope: scope, Ctx: context.WithValue(ctx, spawnerKey{}, sp), SessionID: r.SessionID(),
+		Body: func(child context.Context, _ Gate) (subagent.Result, error) {
+			stop := context.AfterFunc(child, func() { cancel(context.Cause(child)) })
+			defer stop()
+			return r.Wait(context.WithoutCancel(child))
+		},
+		Release: func() {
+			cancel(context.Canceled)
+			relay.close()
+			_ = r.Dispose(context.Background())
+		},
+	})
+	if !steerable {
+		return struct{ subagent.Run }{h}, sp.pid, nil
+	}
+	return h, sp.pid, nil
+}
+
+// steerRelay hands the steers of a run actor around a provider's own Run
+// to that run: its answer is the steer's.
+type steerRelay struct {
+	to      subagent.Steerer
+	mu      sync.Mutex
+	pending map[uint64]context.CancelFunc // by steer id, until answered
+}
+
+func (s *steerRelay) middleware(next actor.ReceiverFunc) actor.ReceiverFunc {
+	return func(c actor.ReceiverContext, env *actor.MessageEnvelope) {
+		switch m := env.Message.(type) {
+		case *messages.Steer:
+			ctx, cancel := context.WithCancel(context.Background())
+			s.mu.Lock()
+			s.pending[m.SteerId] = cancel
+			s.mu.Unlock()
+			sys, to, self, content := c.ActorSystem(), env.Sender, c.Self(), wire.ToContent(m.Content)
+			go func() {
+				err := s.to.Steer(ctx, content)
+				s.mu.Lock()
+				delete(s.pending, m.SteerId)
+				s.mu.Unlock()
+				cancel()
+				answer := &messages.SteerAnswer{SteerId: m.SteerId, Admitted: err == nil}
+				if err != nil {
+					answer.Reason = err.Error()
+				}
+				sys.Root.RequestWithCustomSender(to, answer, self)
+			}()
+		case *messages.SteerWithdraw:
+			s.mu.Lock()
+			cancel := s.pending[m.SteerId]
+			s.mu.Unlock()
+			if cancel != nil {
+				cancel()
+			}
+		default:
+			next(c, env)
+		}
+	}
+}
+
+// close withdraws every steer still pending.
+func (s *steerRelay) close() {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	for _, cancel := range s.pending {
+		cancel()
+	}
+}
+
+// spawnThrough starts p's run with sp in its context, so that a run actor
+// is spawned where sp says; pid is nil when p's run is no run actor.
+func spawnThrough(ctx context.Context, sp *spawner, p subagent.Provider, scope subagent.Scope, req subagent.StartRequest) (subagent.Run, *actor.PID, error) {
+	r, err := p.Start(context.WithValue(ctx, spawnerKey{}, sp), scope, req)
+	if err != nil {
+		return nil, nil, err
+	}
+	return r, sp.pid, nil
+}
+
+// onlyFrom refuses the run's commands from anyone but caller: a run
+// hosted for a caller is that caller's alone (K3). Go values (the run's
+// own handle, its child) have no wire form, so only this process sends
+// them.
+func onlyFrom(caller *actor.PID) actor.ReceiverMiddleware {
+	return func(next actor.ReceiverFunc) actor.ReceiverFunc {
+		return func(c actor.ReceiverContext, env *actor.MessageEnvelope) {
+			switch env.Message.(type) {
+			case *messages.Steer, *messages.SteerWithdraw, *messages.Cancel, *messages.Dispose, *messages.Watch:
+				if env.Sender == nil || !env.Sender.Equal(caller) {
+					if env.Sender != nil {
+						c.ActorSystem().Root.Send(env.Sender, &messages.RemoteRefused{Code: clusterwire.RefusedForeignRun, Reason: "the run belongs to another caller"})
+					}
+					return
+				}
+			}
+			next(c, env)
+		}
+	}
 }

@@ -29,7 +29,8 @@ import (
 )
 
 // envTestPeer makes the test binary a test peer: "burst LISTEN
-// MEMBERSHIP PEER_MEMBERSHIP PEER_LISTEN" or "silent LISTEN MEMBERSHIP".
+// MEMBERSHIP PEER_MEMBERSHIP PEER_LISTEN", "commands LISTEN MEMBERSHIP
+// PEER_MEMBERSHIP PEER_LISTEN" or "silent LISTEN MEMBERSHIP".
 const envTestPeer = "NODETEST_PEER"
 
 // runTestPeer is a test peer's main.
@@ -41,6 +42,8 @@ func runTestPeer() int {
 		err = burstPeer(args[1], args[2], args[3], args[4])
 	case len(args) == 3 && args[0] == "silent":
 		err = silentPeer(args[1], args[2])
+	case len(args) == 5 && args[0] == "commands":
+		err = commandsPeer(args[1], args[2], args[3], args[4])
 	default:
 		err = fmt.Errorf("bad %s %q", envTestPeer, args)
 	}
@@ -50,17 +53,16 @@ func runTestPeer() int {
 
 // collector is an actor playing the caller of the runs the peer starts:
 // it hands every answer to got and disposes each run once its result
-// came.
+// came (from the run actor, the result's sender; the host has disposed
+// it already, so the run answers once, quiesced).
 func collector(n *cluster.Node) (*actor.PID, <-chan any) {
 	got := make(chan any, 256)
-	hosted := map[string]*actor.PID{}
 	pid := n.System().ActorSystem().Root.Spawn(actor.PropsFromFunc(func(ctx actor.Context) {
 		switch m := ctx.Message().(type) {
 		case *wire.RemoteAccepted:
-			hosted[m.GetRunId()] = ctx.Sender()
 			got <- m
 		case *wire.RunSettled:
-			ctx.Request(hosted[m.GetRunId()], &wire.Dispose{})
+			ctx.Request(ctx.Sender(), &wire.Dispose{})
 			got <- m
 		case *wire.RemoteRefused, *wire.RunQuiesced:
 			got <- m
@@ -181,4 +183,69 @@ func silentPeer(listen, membership string) error {
 	}
 	fmt.Println("ready")
 	return http.Serve(lis, http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) { _, _ = w.Write(answer) }))
+}
+
+// commandsPeer joins as a member at listen and plays an actor platform's
+// actor that commands a run hosted by the node at host with messages
+// only, as it would a local run (A3): it starts a "wait" run of "fake"
+// there, watches the run actor, steers it, has a second actor try to
+// cancel it, cancels and disposes it. It prints a line per step and
+// answer: "started", "foreign CODE", "steer ADMITTED", "settled
+// STOP_REASON", "quiesced", "terminated".
+func commandsPeer(listen, membership, peer, host string) error {
+	n, err := cluster.Start(context.Background(), cluster.Config{Listen: listen, MemberListen: membership,
+		Peers: []string{membership, peer}, Logger: slog.New(slog.DiscardHandler)})
+	if err != nil {
+		return err
+	}
+	sys := n.System().ActorSystem()
+	got := make(chan any, 16)
+	caller := sys.Root.Spawn(actor.PropsFromFunc(func(ctx actor.Context) {
+		switch m := ctx.Message().(type) {
+		case *wire.RemoteStarted:
+			ctx.Watch(ctx.Sender()) // the run actor
+			got <- ctx.Sender()
+		case *wire.RemoteRefused, *wire.RemoteStartFailed, *wire.SteerAnswer, *wire.RunSettled, *wire.RunQuiesced, *actor.Terminated:
+			got <- m
+		}
+	}))
+	var run *actor.PID
+	for run == nil {
+		sys.Root.RequestWithCustomSender(clusterwire.Host(host), &wire.RemoteStart{RunId: "a3", Provider: "fake", CallerMember: n.ID(),
+			Prompt: []*wire.ContentBlock{{Type: "text", Text: "wait for the commands"}}}, caller)
+		switch m := (<-got).(type) {
+		case *actor.PID:
+			run = m
+		case *wire.RemoteRefused:
+			if m.GetCode() != clusterwire.RefusedNotMember {
+				return fmt.Errorf("the start refused: %v", m)
+			}
+		default:
+			return fmt.Errorf("the start answered %v", m)
+		}
+	}
+	fmt.Println("started")
+	sys.Root.RequestWithCustomSender(run, &wire.Steer{SteerId: 1, Content: []*wire.ContentBlock{{Type: "text", Text: "also this"}}}, caller)
+	reply, err := sys.Root.RequestFuture(run, &wire.Cancel{Reason: "not mine"}, time.Minute).Result()
+	if r, ok := reply.(*wire.RemoteRefused); ok && err == nil {
+		fmt.Println("foreign", r.GetCode())
+	} else {
+		return fmt.Errorf("a foreign cancel answered %v, %v", reply, err)
+	}
+	sys.Root.RequestWithCustomSender(run, &wire.Cancel{Reason: "by message"}, caller)
+	for m := range got {
+		switch m := m.(type) {
+		case *wire.SteerAnswer:
+			fmt.Println("steer", m.GetAdmitted())
+		case *wire.RunSettled:
+			fmt.Println("settled", m.GetResult().GetStopReason())
+			sys.Root.RequestWithCustomSender(run, &wire.Dispose{}, caller)
+		case *wire.RunQuiesced:
+			fmt.Println("quiesced")
+		case *actor.Terminated:
+			fmt.Println("terminated")
+			return nil
+		}
+	}
+	return nil
 }

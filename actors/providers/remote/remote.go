@@ -1,8 +1,9 @@
 // Package remote is the provider of runs placed on other cluster nodes
 // (P4, K1). The provider New makes, named like a provider its peers offer (qwen, say)
 // places each run on a live member offering it, least loaded first; the
-// run lives on that node and this node holds a proxy actor that satisfies
-// the same Run contract as a local child (R1–R4): the Service's run id, no
+// run is a run actor on that node, which this node's client actor
+// commands by its PID, and it satisfies the same Run contract as a local
+// child (R1–R4): the Service's run id, no
 // local agent (so events say local=false), progress in order, steer
 // admitted or refused, cancel, and a Dispose that returns once the hosting
 // node reports the child quiesced (its agent process reaped). Everything
@@ -24,8 +25,6 @@ import (
 	"strings"
 	"sync"
 	"time"
-
-	"github.com/asynkron/protoactor-go/actor"
 
 	"github.com/subactor/subactor/actors/internal/ask"
 	"github.com/subactor/subactor/cluster"
@@ -140,6 +139,8 @@ type provider struct {
 	// quiesced since: placement queries only members it has not heard of.
 	mu    sync.Mutex
 	known map[string]Load
+
+	client *client // of every run placed
 }
 
 // New returns the remote provider of cfg.Name.
@@ -150,7 +151,9 @@ func New(cfg Config) (subagent.Provider, error) {
 	if cfg.StatusTimeout == 0 {
 		cfg.StatusTimeout = time.Second
 	}
-	return &provider{cfg: cfg, known: map[string]Load{}}, nil
+	p := &provider{cfg: cfg, known: map[string]Load{}}
+	p.client = newClient(p)
+	return p, nil
 }
 
 // Name implements subagent.Provider.
@@ -415,21 +418,17 @@ func (p *provider) startMessage(req subagent.StartRequest, scope subagent.Scope)
 
 var errLostBeforeAccepted = errors.New("remote: the node was lost before it admitted the run")
 
-// startOn starts the run on m through a new proxy actor and waits for the
-// hosting node's answer; when ctx ends first, the proxy disposes what the
+// startOn starts the run on m through the client and waits for the
+// hosting node's answer; when ctx ends first, the client disposes what the
 // node admitted and Start returns after that (a start not admitted yet
-// ends at once: the host disposes a late admission, its caller gone).
+// ends at once: the host abandons a late admission).
 func (p *provider) startOn(ctx context.Context, m cluster.Member, wire *messages.RemoteStart, scope subagent.Scope) (subagent.Run, error) {
 	r := &remoteRun{
-		id: scope.RunID, node: m, events: scope.Events,
+		id: scope.RunID, node: m, events: scope.Events, client: p.client,
 		settledCh: make(chan struct{}), quiesced: make(chan struct{}),
 	}
 	started := make(chan error, 1)
-	sys := p.cfg.Node.System().ActorSystem()
-	r.sys = sys
-	r.proxy = sys.Root.Spawn(actor.PropsFromProducer(func() actor.Actor {
-		return &proxy{p: p, run: r, host: clusterwire.Host(m.Address), start: wire, started: started, steers: map[uint64]chan error{}}
-	}))
+	p.client.send(placeRun{run: r, start: wire, started: started})
 	select {
 	case err := <-started:
 		if err != nil {
@@ -437,7 +436,7 @@ func (p *provider) startOn(ctx context.Context, m cluster.Member, wire *messages
 			return nil, err
 		}
 	case <-ctx.Done():
-		sys.Root.Send(r.proxy, abandon{})
+		p.client.send(abandon{r.id})
 		err := <-started
 		<-r.quiesced
 		if err == nil {
@@ -447,7 +446,7 @@ func (p *provider) startOn(ctx context.Context, m cluster.Member, wire *messages
 	}
 	// ctx stays the run's cancellation channel (subagent.Provider).
 	stop := context.AfterFunc(ctx, func() {
-		sys.Root.Send(r.proxy, cancelRun{reason: context.Cause(ctx).Error()})
+		p.client.send(cancelRun{run: r.id, reason: context.Cause(ctx).Error()})
 	})
 	r.OnSettled(func(subagent.Result, error) { stop() })
 	if r.steerable {

@@ -16,16 +16,16 @@ import (
 	"github.com/subactor/subactor/subagent"
 )
 
-// remoteRun is a run hosted on another node, seen through this node's
-// proxy actor (R1: the Service's run id, no local agent, no local
-// session).
+// remoteRun is a run hosted on another node: the run actor on its host,
+// commanded through this provider's client actor (R1: the Service's run
+// id, no local agent, no local session).
 type remoteRun struct {
-	id        string
-	node      cluster.Member
-	events    subagent.EventSink
-	sys       *actor.ActorSystem
-	proxy     *actor.PID
-	steerable bool // set by the proxy before Start returns
+	id     string
+	node   cluster.Member
+	events subagent.EventSink
+	client *client
+	// steerable is set by the client before Start returns.
+	steerable bool
 
 	mu        sync.Mutex
 	settled   bool
@@ -104,7 +104,7 @@ func (r *remoteRun) Dispose(ctx context.Context) error {
 		return nil
 	default:
 	}
-	r.sys.Root.Send(r.proxy, disposeRun{})
+	r.client.send(disposeRun{r.id})
 	select {
 	case <-r.quiesced:
 		return nil
@@ -121,11 +121,11 @@ var _ subagent.Steerer = steerableRun{}
 // Steer implements subagent.Steerer (R4): it returns once the hosted
 // child admitted the message into its next model request, or fails with
 // subagent.ErrNotDelivered. When ctx ends first the steer is withdrawn
-// and Steer waits for the hosting node's final answer, so a message is
-// never left queued unknown to the caller.
+// and Steer waits for the run's final answer, so a message is never left
+// queued unknown to the caller.
 func (r steerableRun) Steer(ctx context.Context, message []subagent.ContentBlock) error {
 	answer := make(chan error, 1)
-	r.sys.Root.Send(r.proxy, steerRun{content: message, answer: answer, ctx: ctx})
+	r.client.send(steerRun{run: r.id, content: message, answer: answer, ctx: ctx})
 	select {
 	case err := <-answer:
 		return err
@@ -136,15 +136,19 @@ func (r steerableRun) Steer(ctx context.Context, message []subagent.ContentBlock
 
 var errRunEnded = fmt.Errorf("%w: the run ended", subagent.ErrNotDelivered)
 
-// Local commands from the Run handle and Start to the proxy.
+// Local commands to the client, from the Run handles and Start.
 type (
-	abandon struct{} // the caller's Start gave up: dispose whatever started
-	// unanswered: the hosting node did not admit nor refuse the start
-	// within its loss bound.
-	unanswered struct{}
-	cancelRun  struct{ reason string }
-	disposeRun struct{}
+	placeRun struct {
+		run     *remoteRun
+		start   *messages.RemoteStart
+		started chan error // answered once
+	}
+	abandon    struct{ run string } // the caller's Start gave up: dispose whatever started
+	unanswered struct{ run string } // the host did not admit nor refuse the start within its loss bound
+	cancelRun  struct{ run, reason string }
+	disposeRun struct{ run string }
 	steerRun   struct {
+		run     string
 		ctx     context.Context
 		content []subagent.ContentBlock
 		answer  chan error
@@ -152,181 +156,275 @@ type (
 	withdrawSteer struct{ id uint64 }
 )
 
-// proxy is the caller's side of a hosted run: it forwards commands to the
-// hosted actor and its answers and events back, and watches it.
-type proxy struct {
-	p        *provider
-	run      *remoteRun
-	host     *actor.PID
-	hosted   *actor.PID
-	start    *messages.RemoteStart
-	started  chan error  // written once, then nil
-	deadline *time.Timer // of the start handshake
+// client is the caller's side of every run this provider placed: one
+// actor that sends each start to a host and then commands the run actor
+// on that host by its PID. It watches each host it placed a run on once,
+// not each run: losing the host settles that host's runs.
+type client struct {
+	p    *provider
+	sys  *actor.ActorSystem
+	self *actor.PID
 
-	disposing bool
-	done      bool
+	runs      map[string]*placed // by run id, until quiesced or lost
+	hosts     map[string]bool    // addresses whose host actor is watched
+	steers    map[uint64]*pendingSteer
 	nextSteer uint64
-	steers    map[uint64]chan error
 }
 
-func (p *proxy) Receive(ctx actor.Context) {
+// placed is the client's state of one run.
+type placed struct {
+	run      *remoteRun
+	started  chan error  // written once, then nil
+	deadline *time.Timer // of the admission
+	accepted bool
+	pid      *actor.PID // the run actor, once started
+	// disposing: disposed, or its start abandoned once admitted; a run
+	// starting is disposed once started.
+	disposing bool
+}
+
+// pendingSteer is a steer sent to a run actor, until answered.
+type pendingSteer struct {
+	run    string
+	answer chan error
+	stop   func() bool // of its withdrawal on the steer's ctx
+}
+
+func newClient(p *provider) *client {
+	c := &client{p: p, sys: p.cfg.Node.System().ActorSystem(), runs: map[string]*placed{}, hosts: map[string]bool{}, steers: map[uint64]*pendingSteer{}}
+	c.self = c.sys.Root.SpawnPrefix(actor.PropsFromProducer(func() actor.Actor { return c }), "remote-"+p.cfg.Name+"-")
+	return c
+}
+
+func (c *client) send(msg any) { c.sys.Root.Send(c.self, msg) }
+
+// fromHost returns the run a message from a run's host is about, or nil
+// when there is none, or the sender is not its host's node (K3).
+func (c *client) fromHost(ctx actor.Context, id string) *placed {
+	pl := c.runs[id]
+	if pl == nil || ctx.Sender() == nil || ctx.Sender().Address != pl.run.node.Address {
+		return nil
+	}
+	return pl
+}
+
+func (c *client) Receive(ctx actor.Context) {
 	switch m := ctx.Message().(type) {
-	case *actor.Started:
-		ctx.Watch(p.host)
-		ctx.Request(p.host, p.start)
-		// The start handshake has a deadline: an answer lost (to an
-		// earlier member's connection to this address, say) or a host
-		// that stopped answering fails the start within the loss bound.
-		self, sys := ctx.Self(), ctx.ActorSystem()
-		p.deadline = time.AfterFunc(p.p.cfg.Node.LossBound(), func() { sys.Root.Send(self, unanswered{}) })
+	case placeRun:
+		c.place(ctx, m)
 	case unanswered:
-		if p.hosted == nil && !p.done {
-			// A late acceptance goes to a stopped proxy: the hosted
-			// actor finds its caller gone and disposes the run.
-			p.answerStart(fmt.Errorf("%w: node %s did not answer the start within %s", errLostBeforeAccepted, p.run.node.ID, p.p.cfg.Node.LossBound()))
-			p.finish(ctx)
+		if pl := c.runs[m.run]; pl != nil && !pl.accepted {
+			// A late admission is abandoned as it comes (unknown run).
+			pl.answerStart(fmt.Errorf("%w: node %s did not answer the start within %s", errLostBeforeAccepted, pl.run.node.ID, c.p.cfg.Node.LossBound()))
+			c.finish(pl)
 		}
 	case *messages.RemoteRefused:
-		if p.hosted == nil {
-			p.answerStart(&refusedError{Node: p.run.node.ID, Code: m.GetCode(), Reason: m.GetReason()})
-			p.finish(ctx)
+		if pl := c.fromHost(ctx, m.GetRunId()); pl != nil && !pl.accepted {
+			pl.answerStart(&refusedError{Node: pl.run.node.ID, Code: m.GetCode(), Reason: m.GetReason()})
+			c.finish(pl)
 		}
 	case *messages.RemoteAccepted:
-		if p.hosted != nil || ctx.Sender() == nil || ctx.Sender().Address != p.host.Address {
+		pl := c.fromHost(ctx, m.GetRunId())
+		if pl == nil {
+			// A start this client gave up before it was admitted.
+			if ctx.Sender() != nil {
+				ctx.Request(ctx.Sender(), &messages.RemoteAbandon{RunId: m.GetRunId()})
+			}
 			return
 		}
-		p.hosted = ctx.Sender()
-		ctx.Logger().Debug("remote: run placed", "run", p.run.id, "member", p.run.node.ID)
-		if p.run.events != nil {
-			// Before the hosted run's progress, which the same actor
-			// sends; held until the run's start event.
-			p.run.events.Emit(subagent.RunProgress{RunID: p.run.id, Kind: clusterwire.HostedBy, Text: p.run.node.ID})
+		if pl.accepted {
+			return
 		}
-		p.deadline.Stop()
-		p.p.heard(Load{Member: p.run.node, Capacity: m.GetCapacity(), Runs: m.GetRuns()})
-		ctx.Unwatch(p.host)
-		ctx.Watch(p.hosted)
-		if p.disposing {
-			ctx.Request(p.hosted, &messages.Dispose{})
+		pl.accepted = true
+		pl.deadline.Stop()
+		ctx.Logger().Debug("remote: run placed", "run", pl.run.id, "member", pl.run.node.ID)
+		if pl.run.events != nil {
+			// Before the hosted run's progress, which comes after the
+			// admission on the same connection; held until the run's
+			// start event.
+			pl.run.events.Emit(subagent.RunProgress{RunID: pl.run.id, Kind: clusterwire.HostedBy, Text: pl.run.node.ID})
+		}
+		c.p.heard(Load{Member: pl.run.node, Capacity: m.GetCapacity(), Runs: m.GetRuns()})
+		if pl.disposing {
+			ctx.Request(ctx.Sender(), &messages.RemoteAbandon{RunId: m.GetRunId()})
 		}
 	case *messages.RemoteStarted:
-		p.run.steerable = m.GetSteerable()
-		p.answerStart(nil)
+		pl := c.fromHost(ctx, m.GetRunId())
+		if pl == nil || pl.pid != nil {
+			if pl == nil && ctx.Sender() != nil {
+				ctx.Request(ctx.Sender(), &messages.Dispose{}) // one this client gave up
+			}
+			return
+		}
+		pl.pid = ctx.Sender()
+		pl.run.steerable = m.GetSteerable()
+		pl.answerStart(nil)
+		if pl.disposing {
+			ctx.Request(pl.pid, &messages.Dispose{})
+		}
 	case *messages.RemoteStartFailed:
-		p.answerStart(&refusedError{Node: p.run.node.ID, Code: m.GetCode(), Reason: m.GetReason()})
+		if pl := c.fromHost(ctx, m.GetRunId()); pl != nil {
+			pl.answerStart(&refusedError{Node: pl.run.node.ID, Code: m.GetCode(), Reason: m.GetReason()})
+			c.finish(pl)
+		}
 	case *messages.RunProgress:
-		if p.run.events != nil {
+		if pl := c.fromHost(ctx, m.GetRunId()); pl != nil && pl.run.events != nil {
 			ev, _ := wire.ToEvent(m)
 			if pr, ok := ev.(subagent.RunProgress); ok {
-				pr.RunID = p.run.id
-				p.run.events.Emit(pr)
+				pr.RunID = pl.run.id
+				pl.run.events.Emit(pr)
 			}
 		}
 	case *messages.RunSettled:
-		var err error
-		if m.GetError() != "" {
-			err = fmt.Errorf("remote: node %s: %s", p.run.node.ID, m.GetError())
-		}
-		p.run.settle(wire.ToResult(m.GetResult()), err)
-	case *messages.SteerAnswer:
-		if ch, ok := p.steers[m.GetSteerId()]; ok {
-			delete(p.steers, m.GetSteerId())
-			if m.GetAdmitted() {
-				ch <- nil
-			} else {
-				ch <- fmt.Errorf("%w: %s", subagent.ErrNotDelivered, m.GetReason())
+		if pl := c.fromHost(ctx, m.GetRunId()); pl != nil {
+			var err error
+			if m.GetError() != "" {
+				err = fmt.Errorf("remote: node %s: %s", pl.run.node.ID, m.GetError())
 			}
+			pl.run.settle(wire.ToResult(m.GetResult()), err)
+		}
+	case *messages.SteerAnswer:
+		s := c.steers[m.GetSteerId()]
+		if s == nil || c.fromHost(ctx, s.run) == nil {
+			return
+		}
+		delete(c.steers, m.GetSteerId())
+		s.stop()
+		if m.GetAdmitted() {
+			s.answer <- nil
+		} else {
+			s.answer <- fmt.Errorf("%w: %s", subagent.ErrNotDelivered, m.GetReason())
 		}
 	case *messages.RunQuiesced:
-		if p.hosted != nil {
-			// Release the hosted actor: everything it sent came first.
-			ctx.Unwatch(p.hosted)
-			ctx.Request(p.hosted, &messages.Dispose{})
+		if pl := c.fromHost(ctx, m.GetRunId()); pl != nil {
+			c.finish(pl)
 		}
-		p.finish(ctx)
 	case *actor.Terminated:
-		if p.done {
-			return
-		}
-		lost := &nodeLostError{Node: p.run.node.ID, Address: p.run.node.Address, Why: m.Why.String()}
-		if p.hosted == nil {
-			p.answerStart(fmt.Errorf("%w: %w", errLostBeforeAccepted, lost))
-		} else {
-			p.answerStart(lost)
-		}
-		p.run.settle(subagent.Result{StopReason: subagent.Error, Detail: lost.Error(), Cause: lost}, nil)
-		p.finish(ctx)
+		c.hostLost(m)
 	case abandon:
-		p.answerStart(subagent.Cancelled(context.Canceled))
-		if p.hosted == nil {
-			// Not admitted yet: the start ends now (a silent host would
-			// hold it a loss bound), and as at the deadline a late
-			// acceptance goes to a stopped proxy, whose hosted actor
-			// disposes the run.
-			p.finish(ctx)
+		pl := c.runs[m.run]
+		if pl == nil {
 			return
 		}
-		p.disposeHosted(ctx)
+		pl.answerStart(subagent.Cancelled(context.Canceled))
+		if !pl.accepted {
+			// Not admitted yet: the start ends now (a silent host would
+			// hold it a loss bound); a late admission is abandoned as
+			// it comes.
+			ctx.Request(clusterwire.Host(pl.run.node.Address), &messages.RemoteAbandon{RunId: m.run})
+			c.finish(pl)
+			return
+		}
+		c.dispose(ctx, pl)
 	case cancelRun:
-		if p.hosted != nil && !p.done {
-			ctx.Request(p.hosted, &messages.Cancel{Reason: m.reason})
+		if pl := c.runs[m.run]; pl != nil && pl.pid != nil {
+			ctx.Request(pl.pid, &messages.Cancel{Reason: m.reason})
 		}
 	case disposeRun:
-		p.disposeHosted(ctx)
+		if pl := c.runs[m.run]; pl != nil {
+			c.dispose(ctx, pl)
+		}
 	case steerRun:
-		if p.hosted == nil || p.done || p.disposing {
-			m.answer <- fmt.Errorf("%w: the run is not live", subagent.ErrNotDelivered)
-			return
-		}
-		p.nextSteer++
-		id := p.nextSteer
-		p.steers[id] = m.answer
-		ctx.Request(p.hosted, &messages.Steer{SteerId: id, Content: wire.FromContent(m.content)})
-		self, sys := ctx.Self(), ctx.ActorSystem()
-		context.AfterFunc(m.ctx, func() { sys.Root.Send(self, withdrawSteer{id}) })
+		c.steer(ctx, m)
 	case withdrawSteer:
-		if _, pending := p.steers[m.id]; pending && !p.done {
-			ctx.Request(p.hosted, &messages.SteerWithdraw{SteerId: m.id})
+		if s := c.steers[m.id]; s != nil {
+			if pl := c.runs[s.run]; pl != nil && pl.pid != nil {
+				ctx.Request(pl.pid, &messages.SteerWithdraw{SteerId: m.id})
+			}
 		}
 	}
 }
 
-func (p *proxy) disposeHosted(ctx actor.Context) {
-	if p.disposing || p.done {
-		return
+// place sends a start to its host, watching the host first if no run
+// placed there is watching it already.
+func (c *client) place(ctx actor.Context, m placeRun) {
+	pl := &placed{run: m.run, started: m.started}
+	c.runs[m.run.id] = pl
+	host := clusterwire.Host(m.run.node.Address)
+	if !c.hosts[host.Address] {
+		c.hosts[host.Address] = true
+		ctx.Watch(host)
 	}
-	p.disposing = true
-	if p.hosted != nil {
-		ctx.Request(p.hosted, &messages.Dispose{})
-	}
-	// Not yet accepted: RemoteAccepted (then dispose), a refusal or the
-	// host's loss follows.
+	ctx.Request(host, m.start)
+	// The admission has a deadline: an answer lost (to an earlier
+	// member's connection to this address, say) or a host that stopped
+	// answering fails the start within the loss bound.
+	id := m.run.id
+	pl.deadline = time.AfterFunc(c.p.cfg.Node.LossBound(), func() { c.send(unanswered{id}) })
 }
 
-func (p *proxy) answerStart(err error) {
-	if p.started != nil {
-		p.started <- err
-		p.started = nil
+func (c *client) steer(ctx actor.Context, m steerRun) {
+	pl := c.runs[m.run]
+	if pl == nil || pl.pid == nil || pl.disposing {
+		m.answer <- fmt.Errorf("%w: the run is not live", subagent.ErrNotDelivered)
+		return
+	}
+	c.nextSteer++
+	id := c.nextSteer
+	ctx.Request(pl.pid, &messages.Steer{SteerId: id, Content: wire.FromContent(m.content)})
+	stop := context.AfterFunc(m.ctx, func() { c.send(withdrawSteer{id}) })
+	c.steers[id] = &pendingSteer{run: m.run, answer: m.answer, stop: stop}
+}
+
+// dispose disposes the run actor, or, while the run is still starting,
+// once it has started (or its start failed or its host was lost).
+func (c *client) dispose(ctx actor.Context, pl *placed) {
+	if pl.disposing {
+		return
+	}
+	pl.disposing = true
+	if pl.pid != nil {
+		ctx.Request(pl.pid, &messages.Dispose{})
+	} else if pl.accepted {
+		ctx.Request(clusterwire.Host(pl.run.node.Address), &messages.RemoteAbandon{RunId: pl.run.id})
 	}
 }
 
-// finish answers everything still waiting and stops the proxy: the
-// hosted child quiesced, or its node is gone.
-func (p *proxy) finish(ctx actor.Context) {
-	if p.done {
+// hostLost settles every run on a host whose watch ended: its node died,
+// froze or left the membership.
+func (c *client) hostLost(m *actor.Terminated) {
+	if !c.hosts[m.Who.Address] || m.Who.Id != clusterwire.HostName {
 		return
 	}
-	p.done = true
-	p.deadline.Stop()
-	if p.hosted != nil {
-		p.p.ended(p.run.node)
+	delete(c.hosts, m.Who.Address)
+	for _, pl := range c.runs {
+		if pl.run.node.Address != m.Who.Address {
+			continue
+		}
+		lost := &nodeLostError{Node: pl.run.node.ID, Address: pl.run.node.Address, Why: m.Why.String()}
+		if pl.accepted {
+			pl.answerStart(lost)
+		} else {
+			pl.answerStart(fmt.Errorf("%w: %w", errLostBeforeAccepted, lost))
+		}
+		pl.run.settle(subagent.Result{StopReason: subagent.Error, Detail: lost.Error(), Cause: lost}, nil)
+		c.finish(pl)
 	}
-	p.answerStart(errors.New("remote: the hosted run ended before it started"))
-	p.run.settle(subagent.Result{StopReason: subagent.Error, Detail: "the hosted run ended without a result"}, nil)
-	for id, ch := range p.steers {
-		ch <- errRunEnded
-		delete(p.steers, id)
+}
+
+func (pl *placed) answerStart(err error) {
+	if pl.started != nil {
+		pl.started <- err
+		pl.started = nil
 	}
-	close(p.run.quiesced)
-	ctx.Stop(ctx.Self())
+}
+
+// finish answers everything still waiting on a run and forgets it: the
+// hosted child quiesced, its start failed, or its node is gone.
+func (c *client) finish(pl *placed) {
+	delete(c.runs, pl.run.id)
+	pl.deadline.Stop()
+	if pl.accepted {
+		c.p.ended(pl.run.node)
+	}
+	pl.answerStart(errors.New("remote: the hosted run ended before it started"))
+	pl.run.settle(subagent.Result{StopReason: subagent.Error, Detail: "the hosted run ended without a result"}, nil)
+	for id, s := range c.steers {
+		if s.run == pl.run.id {
+			s.stop()
+			s.answer <- errRunEnded
+			delete(c.steers, id)
+		}
+	}
+	close(pl.run.quiesced)
 }
