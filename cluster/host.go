@@ -191,6 +191,9 @@ func (h *host) start(ctx actor.Context, m *messages.RemoteStart) {
 		scope.Events = sink{sys: sys, to: c.pid, from: self}
 		go func() {
 			run, pid, err := runactor.Hosted(runCtx, sys, p, scope, req, c.pid)
+			// Told from here, not through the host's mailbox: one hop
+			// less on every remote start.
+			tellStarted(sys, c.pid, r.id, run, pid, err)
 			sys.Root.Send(self, startDone{r.id, run, pid, err})
 		}()
 	}
@@ -208,24 +211,40 @@ func (h *host) callerOf(ctx actor.Context, pid *actor.PID, member string) *calle
 	return c
 }
 
-// started takes a start's outcome: a failure goes to the caller; a live
-// run is the caller's from now on (it counts the caller as its watcher
-// and is disposed as it settles), unless the run was dropped meanwhile.
+// tellStarted tells the caller how a start went: it failed and rolled
+// back, or the run is the caller's from now on: it counts the caller as
+// its watcher and is disposed as it settles.
+func tellStarted(sys *actor.ActorSystem, caller *actor.PID, id string, run subagent.Run, pid *actor.PID, err error) {
+	if err != nil {
+		code := ""
+		switch {
+		case errors.Is(err, subagent.ErrUnsupported):
+			code = clusterwire.FailedUnsupported
+		case errors.Is(err, subagent.ErrInvalidRequest):
+			code = clusterwire.RefusedInvalid
+		case errors.Is(err, subagent.ErrCancelled), errors.Is(err, context.Canceled):
+			code = clusterwire.FailedCancelled
+		}
+		sys.Root.RequestWithCustomSender(caller, &messages.RemoteStartFailed{RunId: id, Code: code, Reason: err.Error()}, clusterwire.Host(sys.Address()))
+		return
+	}
+	_, steerable := run.(subagent.Steerer)
+	sys.Root.RequestWithCustomSender(caller, &messages.RemoteStarted{RunId: id, Steerable: steerable}, pid)
+	sys.Root.RequestWithCustomSender(pid, &messages.Watch{}, caller)
+	// Settled is final: the run is disposed at once, so that the
+	// caller's Dispose finds it quiesced (or nearly) instead of paying
+	// another round trip, and the agent's resources go early.
+	run.OnSettled(func(subagent.Result, error) { sys.Root.RequestWithCustomSender(pid, &messages.Dispose{}, caller) })
+}
+
+// started keeps a start's outcome: a failed start is no longer hosted; a
+// live run is watched until its actor stops, and disposed at once if it
+// was dropped meanwhile.
 func (h *host) started(ctx actor.Context, m startDone) {
 	r := h.runs[m.id]
 	if m.err != nil {
 		r.cancel(m.err)
 		delete(h.runs, m.id)
-		code := ""
-		switch {
-		case errors.Is(m.err, subagent.ErrUnsupported):
-			code = clusterwire.FailedUnsupported
-		case errors.Is(m.err, subagent.ErrInvalidRequest):
-			code = clusterwire.RefusedInvalid
-		case errors.Is(m.err, subagent.ErrCancelled), errors.Is(m.err, context.Canceled):
-			code = clusterwire.FailedCancelled
-		}
-		ctx.Request(r.caller.pid, &messages.RemoteStartFailed{RunId: m.id, Code: code, Reason: m.err.Error()})
 		h.leave(ctx)
 		return
 	}
@@ -233,18 +252,8 @@ func (h *host) started(ctx actor.Context, m startDone) {
 	h.actors[m.pid.Id] = m.id
 	ctx.Watch(m.pid)
 	if r.dropped {
-		// Dropped while it started: disposed now, its caller told as
-		// of any run (one that gave it up waits for its quiescence).
 		go dispose(m.run)
 	}
-	_, steerable := m.run.(subagent.Steerer)
-	ctx.RequestWithCustomSender(r.caller.pid, &messages.RemoteStarted{RunId: m.id, Steerable: steerable}, m.pid)
-	ctx.RequestWithCustomSender(m.pid, &messages.Watch{}, r.caller.pid)
-	// Settled is final: the run is disposed at once, so that the
-	// caller's Dispose finds it quiesced (or nearly) instead of paying
-	// another round trip, and the agent's resources go early.
-	sys, pid, c := ctx.ActorSystem(), m.pid, r.caller.pid
-	m.run.OnSettled(func(subagent.Result, error) { sys.Root.RequestWithCustomSender(pid, &messages.Dispose{}, c) })
 }
 
 // terminated is a run actor that stopped, or a caller that is gone.

@@ -9,6 +9,7 @@ import (
 
 	"github.com/asynkron/protoactor-go/actor"
 
+	"github.com/subactor/subactor/actors/internal/inline"
 	"github.com/subactor/subactor/cluster"
 	"github.com/subactor/subactor/internal/clusterwire"
 	"github.com/subactor/subactor/internal/wire"
@@ -192,7 +193,10 @@ type pendingSteer struct {
 
 func newClient(p *provider) *client {
 	c := &client{p: p, sys: p.cfg.Node.System().ActorSystem(), runs: map[string]*placed{}, hosts: map[string]bool{}, steers: map[uint64]*pendingSteer{}}
-	c.self = c.sys.Root.SpawnPrefix(actor.PropsFromProducer(func() actor.Actor { return c }), "remote-"+p.cfg.Name+"-")
+	// Its Receive never blocks (answers go to buffered channels, events
+	// to the Service's sink), so it runs on the sender's goroutine: one
+	// scheduling hop less for every message of a remote run.
+	c.self = c.sys.Root.SpawnPrefix(inline.Props(func() actor.Actor { return c }), "remote-"+p.cfg.Name+"-")
 	return c
 }
 

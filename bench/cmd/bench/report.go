@@ -312,8 +312,8 @@ func goals(r Results) []Goal {
 		remote = m.Ratio
 		remoteDetail = fmt.Sprintf("p50 %.0f µs against %.0f µs (p99 %.0f against %.0f), %d samples each, alternating; wall time: the two sides are two processes", m.Run.P50, m.Raw.P50, m.Run.P99, m.Raw.P99, m.Samples)
 	}
-	g = append(g, goal("remote-run", "a remote start→result→dispose between two node processes within 3× a raw protoactor remote request between the same two",
-		remoteDetail, check("run ÷ raw, p50", remote, "<=", 3, "×")))
+	g = append(g, goal("remote-run", "a remote start→result→dispose between two node processes within 1.3× a raw protoactor remote request between the same two (issue 26: the run actor on its host, commanded by PID)",
+		remoteDetail, check("run ÷ raw, p50", remote, "<=", 1.3, "×")))
 	three, threeDetail := math.NaN(), "not measured"
 	if m := r.Remote; m != nil {
 		three = ratio(m.TwoHostsCPU, m.OneHostCPU)

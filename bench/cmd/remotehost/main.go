@@ -17,6 +17,7 @@ import (
 	"runtime/debug"
 	"strings"
 
+	"github.com/subactor/subactor/actors"
 	"github.com/subactor/subactor/cluster"
 	"github.com/subactor/subactor/internal/testkit/clustertest"
 	"github.com/subactor/subactor/subagent"
@@ -27,9 +28,11 @@ func main() {
 	peers := flag.String("peers", "", "membership addresses, HOST:PORT,...")
 	capacity := flag.Int("capacity", 1<<20, "runs hosted at once")
 	flag.Parse()
+	// The echo's children are run actors, as real providers' are.
+	sys := actors.NewSystem()
 	n, err := cluster.Start(context.Background(), cluster.Config{
-		Listen: *listen, Peers: strings.Split(*peers, ","), Capacity: *capacity,
-		Providers: []subagent.Provider{clustertest.Echo{}},
+		Listen: *listen, Peers: strings.Split(*peers, ","), Capacity: *capacity, System: sys,
+		Providers: []subagent.Provider{clustertest.Echo{System: sys}},
 	})
 	if err != nil {
 		fmt.Fprintln(os.Stderr, "remotehost:", err)

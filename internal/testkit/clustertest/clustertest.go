@@ -18,6 +18,8 @@ import (
 
 	"go.uber.org/goleak"
 
+	"github.com/subactor/subactor/actors"
+	"github.com/subactor/subactor/actors/run"
 	"github.com/subactor/subactor/cluster"
 	"github.com/subactor/subactor/subagent"
 )
@@ -83,18 +85,28 @@ func PortPair() (int, error) {
 // "echo: <prompt>" at once, or, for a prompt starting with "wait", only
 // once it is cancelled (aborted) or steered ("echo: <message>"). It
 // reports one progress event, the prompt as message text.
-type Echo struct{}
+//
+// Its run is a Run of its own, as a third-party provider's may be, which
+// a hosting node wraps in a run actor; with System set, a child that
+// answers at once is a run actor itself (run.Start), as the spawn and acp
+// providers' children are.
+type Echo struct{ System *actors.System }
 
 func (Echo) Name() string                        { return "echo" }
 func (Echo) Capabilities() subagent.Capabilities { return subagent.Capabilities{} }
 func (Echo) InheritsParentContext() bool         { return false }
 
 // Start implements subagent.Provider.
-func (Echo) Start(ctx context.Context, scope subagent.Scope, req subagent.StartRequest) (subagent.Run, error) {
+func (e Echo) Start(ctx context.Context, scope subagent.Scope, req subagent.StartRequest) (subagent.Run, error) {
 	prompt := subagent.TextOf(req.Prompt)
 	r := &echoRun{id: scope.RunID, done: make(chan struct{}), steer: make(chan string)}
 	if scope.Events != nil {
 		scope.Events.Emit(subagent.RunProgress{RunID: r.id, Kind: subagent.MessageText, Step: 1, Text: prompt})
+	}
+	if e.System != nil && !strings.HasPrefix(prompt, "wait") {
+		out := subagent.Result{StopReason: subagent.Completed, Output: []subagent.ContentBlock{subagent.Text("echo: " + prompt)}}
+		return run.Start(e.System, run.Spec{Scope: scope, Ctx: ctx, Cancel: scope.Cancel,
+			Body: func(context.Context, run.Gate) (subagent.Result, error) { return out, nil }}), nil
 	}
 	runCtx, cancel := context.WithCancel(context.WithoutCancel(ctx))
 	r.cancel = cancel
