@@ -181,3 +181,53 @@ func TestK3_StartOnATakenPortFailsCleanly(t *testing.T) {
 		t.Fatalf("Start on taken port %s: a node beside its error %v", listen, err)
 	}
 }
+
+// gated is the echo provider whose Start waits for open: an agent's slow
+// handshake.
+type gated struct {
+	clustertest.Echo
+	open chan struct{}
+}
+
+func (g gated) Start(ctx context.Context, scope subagent.Scope, req subagent.StartRequest) (subagent.Run, error) {
+	select {
+	case <-g.open:
+	case <-ctx.Done():
+		return nil, ctx.Err()
+	}
+	return g.Echo.Start(ctx, scope, req)
+}
+
+// Contract K1: a start that takes a while is told accepted by the host
+// while it is under way, and started by the run actor once the provider
+// returned; the run's progress and result follow from the run actor.
+func TestK1_ASlowStartIsToldAcceptedThenStarted(t *testing.T) {
+	g := gated{open: make(chan struct{})}
+	n := clustertest.Node(t, cluster.Config{}, g)
+	sys := n.System().ActorSystem()
+	got := make(chan any, 8)
+	caller := sys.Root.Spawn(actor.PropsFromFunc(func(c actor.Context) {
+		switch m := c.Message().(type) {
+		case *messages.RemoteAccepted, *messages.RunSettled:
+			got <- m
+		case *messages.RemoteStarted:
+			got <- c.Sender()
+		}
+	}))
+	defer sys.Root.Stop(caller)
+	host := actor.NewPID(n.Address(), clusterwire.HostName)
+	sys.Root.RequestWithCustomSender(host, &messages.RemoteStart{
+		RunId: "slow", Provider: "echo", Prompt: []*messages.ContentBlock{{Type: "text", Text: "hi"}}, CallerMember: n.ID(),
+	}, caller)
+	if a, ok := testkit.Recv(t, got, "the slow start's acceptance").(*messages.RemoteAccepted); !ok || a.GetRunId() != "slow" || a.GetRuns() != 1 {
+		t.Fatalf("first answer %v, want RemoteAccepted for run slow counting one run", a)
+	}
+	close(g.open)
+	run, ok := testkit.Recv(t, got, "the start's answer").(*actor.PID)
+	if !ok || run.Equal(host) {
+		t.Fatalf("started from %v, want the run actor", run)
+	}
+	if s, ok := testkit.Recv(t, got, "the run's result").(*messages.RunSettled); !ok || s.GetResult().GetStopReason() != string(subagent.Completed) {
+		t.Fatalf("result %v, want completed", s)
+	}
+}

@@ -7,6 +7,8 @@ import (
 	"maps"
 	"slices"
 	"sync"
+	"sync/atomic"
+	"time"
 
 	"github.com/asynkron/protoactor-go/actor"
 	"github.com/asynkron/protoactor-go/cluster"
@@ -182,22 +184,38 @@ func (h *host) start(ctx actor.Context, m *messages.RemoteStart) {
 		runCtx, cancel := context.WithCancelCause(context.Background())
 		r := &hostedRun{id: m.GetRunId(), caller: c, cancel: cancel}
 		h.runs[r.id] = r
-		ctx.Request(ctx.Sender(), &messages.RemoteAccepted{RunId: r.id, Node: h.n.ID(), Capacity: int64(h.n.cfg.Capacity), Runs: int64(len(h.runs))})
+		accepted := &messages.RemoteAccepted{RunId: r.id, Node: h.n.ID(), Capacity: int64(h.n.cfg.Capacity), Runs: int64(len(h.runs))}
 		// The host stands in for the Service: the provider gets the
 		// run's scope, its progress going straight to the caller, which
 		// takes it from this node's address only.
 		scope := subagent.Scope{RunID: r.id, Parent: subagent.ParentRef{SessionID: m.GetParentSessionId(), Depth: int(m.GetParentDepth())}}
 		self, sys := ctx.Self(), ctx.ActorSystem()
 		scope.Events = sink{sys: sys, to: c.pid, from: self}
+		// A start that takes a while is told accepted, so its caller
+		// neither gives it up at its deadline nor waits blind; a quick
+		// one is answered once, started, in one message.
+		var told atomic.Bool
+		slow := time.AfterFunc(acceptAfter, func() {
+			if told.CompareAndSwap(false, true) {
+				sys.Root.RequestWithCustomSender(c.pid, accepted, self)
+			}
+		})
 		go func() {
 			run, pid, err := runactor.Hosted(runCtx, sys, p, scope, req, c.pid)
+			slow.Stop()
+			told.Store(true)
 			// Told from here, not through the host's mailbox: one hop
 			// less on every remote start.
-			tellStarted(sys, c.pid, r.id, run, pid, err)
+			tellStarted(sys, c.pid, accepted, run, pid, err)
 			sys.Root.Send(self, startDone{r.id, run, pid, err})
 		}()
 	}
 }
+
+// acceptAfter is how long a start runs before its caller is told that it
+// was admitted: longer than a quick start, far shorter than the caller's
+// deadline for an answer (the node's loss bound, seconds).
+const acceptAfter = 100 * time.Millisecond
 
 // callerOf is the caller that sent a start, watched from its first.
 func (h *host) callerOf(ctx actor.Context, pid *actor.PID, member string) *caller {
@@ -214,7 +232,8 @@ func (h *host) callerOf(ctx actor.Context, pid *actor.PID, member string) *calle
 // tellStarted tells the caller how a start went: it failed and rolled
 // back, or the run is the caller's from now on: it counts the caller as
 // its watcher and is disposed as it settles.
-func tellStarted(sys *actor.ActorSystem, caller *actor.PID, id string, run subagent.Run, pid *actor.PID, err error) {
+func tellStarted(sys *actor.ActorSystem, caller *actor.PID, accepted *messages.RemoteAccepted, run subagent.Run, pid *actor.PID, err error) {
+	id := accepted.RunId
 	if err != nil {
 		code := ""
 		switch {
@@ -229,7 +248,7 @@ func tellStarted(sys *actor.ActorSystem, caller *actor.PID, id string, run subag
 		return
 	}
 	_, steerable := run.(subagent.Steerer)
-	sys.Root.RequestWithCustomSender(caller, &messages.RemoteStarted{RunId: id, Steerable: steerable}, pid)
+	sys.Root.RequestWithCustomSender(caller, &messages.RemoteStarted{RunId: id, Steerable: steerable, Capacity: accepted.Capacity, Runs: accepted.Runs}, pid)
 	sys.Root.RequestWithCustomSender(pid, &messages.Watch{}, caller)
 	// Settled is final: the run is disposed at once, so that the
 	// caller's Dispose finds it quiesced (or nearly) instead of paying

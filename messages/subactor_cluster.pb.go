@@ -470,8 +470,9 @@ func (x *RemoteRefused) GetReason() string {
 	return ""
 }
 
-// RemoteAccepted comes from the host as soon as it admitted the run: the
-// start is under way (a RemoteAbandon cancels it).
+// RemoteAccepted comes from the host once a start it admitted has taken a
+// while (an agent's handshake, say): the start is under way, and a
+// RemoteAbandon cancels it. A quick start is answered RemoteStarted alone.
 // It carries the host's load after the admission, which callers keep as
 // their estimate of it (placement without a load query).
 type RemoteAccepted struct {
@@ -547,9 +548,12 @@ func (x *RemoteAccepted) GetRuns() int64 {
 // counts the caller as a watcher (RunSettled, then RunQuiesced) and is
 // disposed once it settles.
 type RemoteStarted struct {
-	state         protoimpl.MessageState `protogen:"open.v1"`
-	RunId         string                 `protobuf:"bytes,1,opt,name=run_id,json=runId,proto3" json:"run_id,omitempty"`
-	Steerable     bool                   `protobuf:"varint,2,opt,name=steerable,proto3" json:"steerable,omitempty"`
+	state     protoimpl.MessageState `protogen:"open.v1"`
+	RunId     string                 `protobuf:"bytes,1,opt,name=run_id,json=runId,proto3" json:"run_id,omitempty"`
+	Steerable bool                   `protobuf:"varint,2,opt,name=steerable,proto3" json:"steerable,omitempty"`
+	// The host's load after the admission, as RemoteAccepted carries it.
+	Capacity      int64 `protobuf:"varint,3,opt,name=capacity,proto3" json:"capacity,omitempty"`
+	Runs          int64 `protobuf:"varint,4,opt,name=runs,proto3" json:"runs,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -596,6 +600,20 @@ func (x *RemoteStarted) GetSteerable() bool {
 		return x.Steerable
 	}
 	return false
+}
+
+func (x *RemoteStarted) GetCapacity() int64 {
+	if x != nil {
+		return x.Capacity
+	}
+	return 0
+}
+
+func (x *RemoteStarted) GetRuns() int64 {
+	if x != nil {
+		return x.Runs
+	}
+	return 0
 }
 
 // RemoteStartFailed says the provider's Start failed and rolled back:
@@ -760,10 +778,12 @@ const file_subactor_cluster_proto_rawDesc = "" +
 	"\x06run_id\x18\x01 \x01(\tR\x05runId\x12\x12\n" +
 	"\x04node\x18\x02 \x01(\tR\x04node\x12\x1a\n" +
 	"\bcapacity\x18\x03 \x01(\x03R\bcapacity\x12\x12\n" +
-	"\x04runs\x18\x04 \x01(\x03R\x04runs\"D\n" +
+	"\x04runs\x18\x04 \x01(\x03R\x04runs\"t\n" +
 	"\rRemoteStarted\x12\x15\n" +
 	"\x06run_id\x18\x01 \x01(\tR\x05runId\x12\x1c\n" +
-	"\tsteerable\x18\x02 \x01(\bR\tsteerable\"V\n" +
+	"\tsteerable\x18\x02 \x01(\bR\tsteerable\x12\x1a\n" +
+	"\bcapacity\x18\x03 \x01(\x03R\bcapacity\x12\x12\n" +
+	"\x04runs\x18\x04 \x01(\x03R\x04runs\"V\n" +
 	"\x11RemoteStartFailed\x12\x15\n" +
 	"\x06run_id\x18\x01 \x01(\tR\x05runId\x12\x12\n" +
 	"\x04code\x18\x02 \x01(\tR\x04code\x12\x16\n" +

@@ -284,8 +284,8 @@ func serveCommand(ctx context.Context, args []string, stdout, stderr io.Writer) 
 	fmt.Fprintf(stdout, "member %s at %s offering [%s], capacity %d\n", n.ID(), n.Address(), strings.Join(names, " "), o.capacity)
 	<-ctx.Done()
 	fmt.Fprintf(stderr, "%s serve: leaving the cluster...\n", prog)
-	// Callers acknowledge their runs' ends at once; one that does not
-	// (frozen, cut off) is not waited for beyond the stop bound.
+	// Callers read their runs' ends at once; one that does not (frozen,
+	// cut off) is not waited for beyond the stop bound.
 	leaveCtx, cancel := context.WithTimeout(context.Background(), stopGrace)
 	defer cancel()
 	n.Leave(leaveCtx)

@@ -174,11 +174,12 @@ type client struct {
 
 // placed is the client's state of one run.
 type placed struct {
-	run      *remoteRun
-	started  chan error  // written once, then nil
-	deadline *time.Timer // of the admission
-	accepted bool
-	pid      *actor.PID // the run actor, once started
+	run       *remoteRun
+	started   chan error  // written once, then nil
+	deadline  *time.Timer // of the admission
+	accepted  bool        // the host said it admitted the run
+	announced bool        // the HostedBy event went out
+	pid       *actor.PID  // the run actor, once started
 	// disposing: disposed, or its start abandoned once admitted; a run
 	// starting is disposed once started.
 	disposing bool
@@ -236,22 +237,7 @@ func (c *client) Receive(ctx actor.Context) {
 			}
 			return
 		}
-		if pl.accepted {
-			return
-		}
-		pl.accepted = true
-		pl.deadline.Stop()
-		ctx.Logger().Debug("remote: run placed", "run", pl.run.id, "member", pl.run.node.ID)
-		if pl.run.events != nil {
-			// Before the hosted run's progress, which comes after the
-			// admission on the same connection; held until the run's
-			// start event.
-			pl.run.events.Emit(subagent.RunProgress{RunID: pl.run.id, Kind: clusterwire.HostedBy, Text: pl.run.node.ID})
-		}
-		c.p.heard(Load{Member: pl.run.node, Capacity: m.GetCapacity(), Runs: m.GetRuns()})
-		if pl.disposing {
-			ctx.Request(ctx.Sender(), &messages.RemoteAbandon{RunId: m.GetRunId()})
-		}
+		c.admitted(ctx, pl, m.GetCapacity(), m.GetRuns())
 	case *messages.RemoteStarted:
 		pl := c.fromHost(ctx, m.GetRunId())
 		if pl == nil || pl.pid != nil {
@@ -260,6 +246,7 @@ func (c *client) Receive(ctx actor.Context) {
 			}
 			return
 		}
+		c.admitted(ctx, pl, m.GetCapacity(), m.GetRuns()) // a quick start's only answer before it
 		pl.pid = ctx.Sender()
 		pl.run.steerable = m.GetSteerable()
 		pl.answerStart(nil)
@@ -273,6 +260,7 @@ func (c *client) Receive(ctx actor.Context) {
 		}
 	case *messages.RunProgress:
 		if pl := c.fromHost(ctx, m.GetRunId()); pl != nil && pl.run.events != nil {
+			c.announce(pl)
 			ev, _ := wire.ToEvent(m)
 			if pr, ok := ev.(subagent.RunProgress); ok {
 				pr.RunID = pl.run.id
@@ -337,6 +325,30 @@ func (c *client) Receive(ctx actor.Context) {
 			}
 		}
 	}
+}
+
+// admitted takes the host's word that it admitted the run (RemoteAccepted
+// for a start that takes a while, or RemoteStarted), once.
+func (c *client) admitted(ctx actor.Context, pl *placed, capacity, runs int64) {
+	if pl.accepted {
+		return
+	}
+	pl.accepted = true
+	pl.deadline.Stop()
+	ctx.Logger().Debug("remote: run placed", "run", pl.run.id, "member", pl.run.node.ID)
+	c.announce(pl)
+	c.p.heard(Load{Member: pl.run.node, Capacity: capacity, Runs: runs})
+}
+
+// announce emits the run's first event, the member hosting it: before the
+// hosted run's progress, which may come before its start's answer (and is
+// held until the run's start event).
+func (c *client) announce(pl *placed) {
+	if pl.announced || pl.run.events == nil {
+		return
+	}
+	pl.announced = true
+	pl.run.events.Emit(subagent.RunProgress{RunID: pl.run.id, Kind: clusterwire.HostedBy, Text: pl.run.node.ID})
 }
 
 // place sends a start to its host, watching the host first if no run
