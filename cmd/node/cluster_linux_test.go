@@ -194,8 +194,18 @@ func startNodeWith(t *testing.T, env []string, withStdin bool, args ...string) *
 // line waits for a line matching re and returns it.
 func (p *process) line(t *testing.T, re *regexp.Regexp, what string) string {
 	t.Helper()
+	// Generous, and named: a line that never comes fails this test, not
+	// the package's timeout.
+	bound := testkit.Scale(2 * time.Minute)
+	deadline := time.After(bound)
 	for {
-		l, ok := <-p.lines // closed when the process ends
+		var l string
+		var ok bool
+		select {
+		case l, ok = <-p.lines: // closed when the process ends
+		case <-deadline:
+			t.Fatalf("waited %s for %s from %v; stdout %q, stderr %q", bound, what, p.cmd.Args, p.all, p.stderr.String())
+		}
 		if !ok {
 			t.Fatalf("node %v ended before %s; stdout %q, stderr %q", p.cmd.Args[1:], what, p.all, p.stderr.String())
 		}

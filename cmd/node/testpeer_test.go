@@ -23,6 +23,9 @@ import (
 	"google.golang.org/protobuf/encoding/protojson"
 	"google.golang.org/protobuf/proto"
 
+	"github.com/subactor/subactor"
+	"github.com/subactor/subactor/actors"
+	"github.com/subactor/subactor/actors/registry"
 	"github.com/subactor/subactor/cluster"
 	"github.com/subactor/subactor/internal/clusterwire"
 	wire "github.com/subactor/subactor/messages"
@@ -30,7 +33,8 @@ import (
 
 // envTestPeer makes the test binary a test peer: "burst LISTEN
 // MEMBERSHIP PEER_MEMBERSHIP PEER_LISTEN", "commands LISTEN MEMBERSHIP
-// PEER_MEMBERSHIP PEER_LISTEN" or "silent LISTEN MEMBERSHIP".
+// PEER_MEMBERSHIP PEER_LISTEN", "silent LISTEN MEMBERSHIP", "subscriber
+// LISTEN" or "publisher LISTEN SUBSCRIBER_LISTEN".
 const envTestPeer = "NODETEST_PEER"
 
 // runTestPeer is a test peer's main.
@@ -44,6 +48,10 @@ func runTestPeer() int {
 		err = silentPeer(args[1], args[2])
 	case len(args) == 5 && args[0] == "commands":
 		err = commandsPeer(args[1], args[2], args[3], args[4])
+	case len(args) == 2 && args[0] == "subscriber":
+		err = subscriberPeer(args[1])
+	case len(args) == 3 && args[0] == "publisher":
+		err = publisherPeer(args[1], args[2])
 	default:
 		err = fmt.Errorf("bad %s %q", envTestPeer, args)
 	}
@@ -233,6 +241,10 @@ func commandsPeer(listen, membership, peer, host string) error {
 		return fmt.Errorf("a foreign cancel answered %v, %v", reply, err)
 	}
 	sys.Root.RequestWithCustomSender(run, &wire.Cancel{Reason: "by message"}, caller)
+	// RunQuiesced comes before the actor stops, but protoactor hands
+	// the watcher Terminated, a system message, ahead of user messages
+	// already in its mailbox: wait for both.
+	var quiesced, terminated bool
 	for m := range got {
 		switch m := m.(type) {
 		case *wire.SteerAnswer:
@@ -242,10 +254,74 @@ func commandsPeer(listen, membership, peer, host string) error {
 			sys.Root.RequestWithCustomSender(run, &wire.Dispose{}, caller)
 		case *wire.RunQuiesced:
 			fmt.Println("quiesced")
+			quiesced = true
 		case *actor.Terminated:
 			fmt.Println("terminated")
+			terminated = true
+		}
+		if quiesced && terminated {
 			return nil
 		}
 	}
 	return nil
+}
+
+// remoteSystem is a protoactor system reached at listen, without a
+// cluster: what SendTo needs of a subscriber elsewhere is an address.
+func remoteSystem(listen string) *actor.ActorSystem {
+	host, p, _ := net.SplitHostPort(listen)
+	port, _ := strconv.Atoi(p)
+	sys := actor.NewActorSystem(actor.WithLoggerFactory(func(*actor.ActorSystem) *slog.Logger { return slog.New(slog.DiscardHandler) }))
+	remote.NewRemote(sys, remote.Configure(host, port)).Start()
+	return sys
+}
+
+// subscriberPeer is a platform's actor, named "subscriber", in a process
+// of its own at listen, following a parent's runs in another (A3). It
+// prints "ready", then a line per event: "started PROVIDER", "progress
+// KIND", "ended STOP_REASON TEXT".
+func subscriberPeer(listen string) error {
+	sys := remoteSystem(listen)
+	_, err := sys.Root.SpawnNamed(actor.PropsFromFunc(func(ctx actor.Context) {
+		switch m := ctx.Message().(type) {
+		case *wire.RunStarted:
+			fmt.Println("started", m.GetProvider())
+		case *wire.RunProgress:
+			fmt.Println("progress", m.GetKind())
+		case *wire.RunEnded:
+			fmt.Println("ended", m.GetStopReason(), m.GetLastAssistantMessage())
+		}
+	}), "subscriber")
+	if err != nil {
+		return err
+	}
+	fmt.Println("ready")
+	select {}
+}
+
+// publisherPeer runs a parent at listen whose runs' events go to the
+// subscriber at subscriber (registry.SendTo): it delegates "echo hello
+// across" to a spawn child, then prints "flushed" once the subscriber
+// handled every event (Flush), or the error.
+func publisherPeer(listen, subscriber string) error {
+	rt, err := subactor.New(subactor.Config{System: actors.Wrap(remoteSystem(listen))})
+	if err != nil {
+		return err
+	}
+	ctx := context.Background()
+	parent, err := rt.NewAgent(ctx, "parent")
+	if err != nil {
+		return err
+	}
+	sub := rt.Service.ListenParent(parent.SessionID(), nil, registry.SendTo(actor.NewPID(subscriber, "subscriber")))
+	if _, err := rt.Delegate(ctx, parent, "echo hello across"); err != nil {
+		return err
+	}
+	fctx, cancel := context.WithTimeout(ctx, time.Minute)
+	defer cancel()
+	if err := sub.Flush(fctx); err != nil {
+		return err
+	}
+	fmt.Println("flushed")
+	select {}
 }
