@@ -1,0 +1,288 @@
+package otelx
+
+import (
+	"context"
+	"errors"
+	"strconv"
+	"time"
+
+	"go.opentelemetry.io/otel/attribute"
+	"go.opentelemetry.io/otel/codes"
+	"go.opentelemetry.io/otel/trace"
+
+	"github.com/subactor/subactor/subagent"
+)
+
+// Attribute keys: the GenAI semantic conventions' (semconv v1.37, the
+// gen_ai.* registry) and the runtime's own under subactor.
+const (
+	OperationName  = attribute.Key("gen_ai.operation.name")
+	ProviderName   = attribute.Key("gen_ai.provider.name")
+	RequestModel   = attribute.Key("gen_ai.request.model")
+	ResponseModel  = attribute.Key("gen_ai.response.model")
+	InputTokens    = attribute.Key("gen_ai.usage.input_tokens")
+	OutputTokens   = attribute.Key("gen_ai.usage.output_tokens")
+	ConversationID = attribute.Key("gen_ai.conversation.id")
+	AgentID        = attribute.Key("gen_ai.agent.id")
+	AgentName      = attribute.Key("gen_ai.agent.name")
+	ToolName       = attribute.Key("gen_ai.tool.name")
+	ToolCallID     = attribute.Key("gen_ai.tool.call.id")
+	TokenType      = attribute.Key("gen_ai.token.type")
+	ErrorType      = attribute.Key("error.type")
+
+	SubProvider      = attribute.Key("subactor.provider")
+	SubDepth         = attribute.Key("subactor.depth")
+	SubStopReason    = attribute.Key("subactor.stop_reason")
+	SubParentSession = attribute.Key("subactor.parent_session")
+	SubResumedFrom   = attribute.Key("subactor.resumed_from")
+	SubSteerAdmitted = attribute.Key("subactor.steer.admitted")
+	SubLocal         = attribute.Key("subactor.local")
+)
+
+// Operation names (gen_ai.operation.name).
+const (
+	OpInvokeAgent = "invoke_agent"
+	OpChat        = "chat"
+	OpExecuteTool = "execute_tool"
+)
+
+// Event names: the Service's run events, as span events of the run span.
+const (
+	EventStart = "subagent/start"
+	EventEnd   = "subagent/end"
+	EventSteer = "subagent/steer"
+)
+
+// OutOfProcess is a Provider whose children run in another process or on
+// another node: their run spans are CLIENT spans, not INTERNAL ones. The
+// method is on the providers' unexported types, so it adds nothing to the
+// public API.
+type OutOfProcess interface {
+	OutOfProcess() bool
+}
+
+// Run describes a run span at its start.
+type Run struct {
+	Provider      string // the provider's registered name
+	RunID         string
+	ParentSession string
+	Depth         int  // the delegating parent's depth
+	Client        bool // the child runs in another process or node
+	ResumedFrom   string
+	ModelProvider string // the requested model provider and model, when named
+	Model         string
+}
+
+// StartRun starts the run span invoke_agent {provider} under ctx's span
+// (the delegating tool call's, O1). Call it only when On.
+func StartRun(ctx context.Context, r Run) (context.Context, trace.Span) {
+	kind := trace.SpanKindInternal
+	if r.Client {
+		kind = trace.SpanKindClient
+	}
+	attrs := make([]attribute.KeyValue, 0, 10)
+	attrs = append(attrs,
+		OperationName.String(OpInvokeAgent),
+		AgentID.String(r.RunID),
+		AgentName.String(r.Provider),
+		SubProvider.String(r.Provider),
+		SubDepth.Int(r.Depth+1),
+		SubParentSession.String(r.ParentSession),
+	)
+	if r.ModelProvider != "" {
+		attrs = append(attrs, ProviderName.String(r.ModelProvider))
+	}
+	if r.Model != "" {
+		attrs = append(attrs, RequestModel.String(r.Model))
+	}
+	if r.ResumedFrom != "" {
+		attrs = append(attrs, SubResumedFrom.String(r.ResumedFrom))
+	}
+	return tracer().Start(ctx, OpInvokeAgent+" "+r.Provider, trace.WithSpanKind(kind), trace.WithAttributes(attrs...))
+}
+
+// StartRoot starts the run span of an agent run that has none around it
+// (a top-level agent an embedder runs itself), so that its tree still is
+// one trace (O1). Call it only when On.
+func StartRoot(ctx context.Context, agentID, sessionID string, depth int) (context.Context, trace.Span) {
+	return tracer().Start(ctx, OpInvokeAgent+" "+agentID, trace.WithSpanKind(trace.SpanKindInternal), trace.WithAttributes(
+		OperationName.String(OpInvokeAgent),
+		AgentID.String(agentID),
+		AgentName.String(agentID),
+		ConversationID.String(sessionID),
+		SubDepth.Int(depth),
+	))
+}
+
+// Published records on a run span that its child exists: the session id,
+// whether it is local, and the subagent/start event.
+func Published(span trace.Span, sessionID string, local bool) {
+	if span == nil || !span.IsRecording() {
+		return
+	}
+	if sessionID != "" {
+		span.SetAttributes(ConversationID.String(sessionID))
+	}
+	span.SetAttributes(SubLocal.Bool(local))
+	span.AddEvent(EventStart)
+}
+
+// Steered records a steer on a run span: admitted or refused.
+func Steered(span trace.Span, err error) {
+	if span == nil || !span.IsRecording() {
+		return
+	}
+	span.AddEvent(EventSteer, trace.WithAttributes(SubSteerAdmitted.Bool(err == nil)))
+}
+
+// EndRun ends a run span with its result: usage, stop reason, the
+// subagent/end event, and an error status unless it completed.
+func EndRun(span trace.Span, res subagent.Result, err error) {
+	if span == nil {
+		return
+	}
+	reason := res.StopReason
+	if err != nil {
+		reason = subagent.Error
+	}
+	if span.IsRecording() {
+		span.SetAttributes(SubStopReason.String(string(reason)))
+		if u := res.Usage; u != nil {
+			span.SetAttributes(InputTokens.Int(u.InputTokens), OutputTokens.Int(u.OutputTokens))
+		}
+		span.AddEvent(EventEnd, trace.WithAttributes(SubStopReason.String(string(reason))))
+		if reason != subagent.Completed {
+			span.SetAttributes(ErrorType.String(string(reason)))
+			span.SetStatus(codes.Error, cut(detail(res, err)))
+		}
+	}
+	span.End()
+}
+
+// EndFailed ends a run span whose start failed.
+func EndFailed(span trace.Span, err error) {
+	if span == nil {
+		return
+	}
+	if span.IsRecording() {
+		span.SetAttributes(ErrorType.String(errorType(err)))
+		span.SetStatus(codes.Error, cut(err.Error()))
+	}
+	span.End()
+}
+
+// Chat is a model call in progress: its span (nil when tracing is off)
+// and what its metrics need.
+type Chat struct {
+	span     trace.Span
+	begun    time.Time
+	provider string
+	model    string
+}
+
+// StartChat starts the span chat {model} of a model call of the agent
+// whose session is conversation, when tracing is on, and times it for the
+// metrics when they are on. Call it only when Active.
+func StartChat(ctx context.Context, provider, model, conversation string) (context.Context, Chat) {
+	c := Chat{provider: provider, model: model}
+	if Metering() {
+		c.begun = time.Now()
+	}
+	if !On() {
+		return ctx, c
+	}
+	name := OpChat
+	if model != "" {
+		name += " " + model
+	}
+	attrs := make([]attribute.KeyValue, 0, 4)
+	attrs = append(attrs, OperationName.String(OpChat), ProviderName.String(provider), ConversationID.String(conversation))
+	if model != "" {
+		attrs = append(attrs, RequestModel.String(model))
+	}
+	ctx, c.span = tracer().Start(ctx, name, trace.WithSpanKind(trace.SpanKindClient), trace.WithAttributes(attrs...))
+	return ctx, c
+}
+
+// End ends the model call with its usage, or its error.
+func (c Chat) End(ctx context.Context, usage subagent.Usage, stop subagent.StopReason, err error) {
+	if !c.begun.IsZero() {
+		recordChat(ctx, c, usage, err)
+	}
+	if c.span == nil {
+		return
+	}
+	if c.span.IsRecording() {
+		if err != nil {
+			c.span.SetAttributes(ErrorType.String(errorType(err)))
+			c.span.SetStatus(codes.Error, cut(err.Error()))
+		} else {
+			c.span.SetAttributes(InputTokens.Int(usage.InputTokens), OutputTokens.Int(usage.OutputTokens))
+			if c.model != "" {
+				c.span.SetAttributes(ResponseModel.String(c.model))
+			}
+			if stop != "" && stop != subagent.Completed {
+				c.span.SetAttributes(SubStopReason.String(string(stop)))
+			}
+		}
+	}
+	c.span.End()
+}
+
+// StartTool starts the span execute_tool {tool} of a tool call. Call it
+// only when On.
+func StartTool(ctx context.Context, name, callID string) (context.Context, trace.Span) {
+	return tracer().Start(ctx, OpExecuteTool+" "+name, trace.WithSpanKind(trace.SpanKindInternal), trace.WithAttributes(
+		OperationName.String(OpExecuteTool),
+		ToolName.String(name),
+		ToolCallID.String(callID),
+	))
+}
+
+// EndTool ends a tool call's span; a call that failed gets error.type
+// tool_error (its text is the model's to read, not the trace's).
+func EndTool(span trace.Span, isError bool) {
+	if span == nil {
+		return
+	}
+	if isError && span.IsRecording() {
+		span.SetAttributes(ErrorType.String("tool_error"))
+		span.SetStatus(codes.Error, "the tool call failed")
+	}
+	span.End()
+}
+
+// errorType is error.type for err: a context's end by name, else the
+// Go type's name (the convention's fallback for errors without a code).
+func errorType(err error) string {
+	switch {
+	case err == nil:
+		return ""
+	case errors.Is(err, context.Canceled):
+		return "cancelled"
+	case errors.Is(err, context.DeadlineExceeded):
+		return "timeout"
+	}
+	return "_OTHER"
+}
+
+func detail(res subagent.Result, err error) string {
+	if err != nil {
+		return err.Error()
+	}
+	if res.Detail != "" {
+		return res.Detail
+	}
+	return "stopped: " + string(res.StopReason)
+}
+
+// statusLimit caps a status description: a detail may quote a model's
+// output at length, and a span is no place for it.
+const statusLimit = 256
+
+func cut(s string) string {
+	if len(s) <= statusLimit {
+		return s
+	}
+	return s[:statusLimit] + "… (" + strconv.Itoa(len(s)-statusLimit) + " more bytes)"
+}
