@@ -7,11 +7,13 @@ import (
 
 	"go.opentelemetry.io/otel"
 	"go.opentelemetry.io/otel/attribute"
+	metricnoop "go.opentelemetry.io/otel/metric/noop"
 	sdkmetric "go.opentelemetry.io/otel/sdk/metric"
 	"go.opentelemetry.io/otel/sdk/metric/metricdata"
 	sdktrace "go.opentelemetry.io/otel/sdk/trace"
 	"go.opentelemetry.io/otel/sdk/trace/tracetest"
 	"go.opentelemetry.io/otel/trace"
+	tracenoop "go.opentelemetry.io/otel/trace/noop"
 	"go.uber.org/goleak"
 
 	"github.com/subactor/subactor/actors"
@@ -373,11 +375,28 @@ func TestO2_MetricsCountModelCallsAndRuns(t *testing.T) {
 }
 
 // Contract O4: with no provider set (the global default) or a no-op one,
-// tracing and metrics are off.
-func TestO4_OffUntilAProviderIsSet(t *testing.T) {
-	if otelx.On() || otelx.Metering() || otelx.Active() {
-		t.Fatal("on before any provider was set")
+// tracing and metrics are off, and telling so allocates nothing: it is
+// all a delegation pays for them (bench's allocation goals pin the
+// delegation's own count, TestAllocationGoals).
+func TestO4_OffUntilAProviderIsSetAndAllocatesNothing(t *testing.T) {
+	off := func(when string) {
+		t.Helper()
+		if otelx.On() || otelx.Metering() || otelx.Active() {
+			t.Fatalf("on %s", when)
+		}
+		if n := testing.AllocsPerRun(100, func() { _ = otelx.On() || otelx.Active() }); n != 0 {
+			t.Fatalf("%s: telling tracing is off allocates %.0f times", when, n)
+		}
 	}
+	off("before any provider was set")
+	prevT, prevM := otel.GetTracerProvider(), otel.GetMeterProvider()
+	otel.SetTracerProvider(tracenoop.NewTracerProvider())
+	otel.SetMeterProvider(metricnoop.NewMeterProvider())
+	t.Cleanup(func() {
+		otel.SetTracerProvider(prevT)
+		otel.SetMeterProvider(prevM)
+	})
+	off("with no-op providers set")
 	if tp, ts := otelx.Inject(context.Background()); tp != "" || ts != "" {
 		t.Fatalf("a context with no span injects %q %q", tp, ts)
 	}
