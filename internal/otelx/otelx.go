@@ -23,6 +23,8 @@
 package otelx
 
 import (
+	"sync/atomic"
+
 	"go.opentelemetry.io/otel"
 	metricnoop "go.opentelemetry.io/otel/metric/noop"
 	"go.opentelemetry.io/otel/trace"
@@ -66,7 +68,33 @@ func Metering() bool {
 // watching to its end.
 func Active() bool { return On() || Metering() }
 
-// tracer is the runtime's tracer on the global provider. The SDK's
-// provider keeps one per scope, so asking again costs a map lookup, and
-// only when tracing is on.
-func tracer() trace.Tracer { return otel.GetTracerProvider().Tracer(ScopeName) }
+// cachedTracer is the runtime's tracer on the provider it came from.
+type cachedTracer struct {
+	tp trace.TracerProvider
+	t  trace.Tracer
+}
+
+var lastTracer atomic.Pointer[cachedTracer]
+
+// tracer is the runtime's tracer on the global provider, kept until
+// another provider is set: asking the SDK's provider for it takes a lock
+// and a map lookup a span.
+func tracer() trace.Tracer {
+	tp := otel.GetTracerProvider()
+	if c := lastTracer.Load(); c != nil && sameTP(c.tp, tp) {
+		return c.t
+	}
+	c := &cachedTracer{tp: tp, t: tp.Tracer(ScopeName)}
+	lastTracer.Store(c)
+	return c.t
+}
+
+// sameTP is same for tracer providers.
+func sameTP(a, b trace.TracerProvider) (eq bool) {
+	defer func() {
+		if recover() != nil {
+			eq = false
+		}
+	}()
+	return a == b
+}

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"strconv"
+	"sync"
 	"time"
 
 	"go.opentelemetry.io/otel/attribute"
@@ -61,6 +62,30 @@ type OutOfProcess interface {
 	OutOfProcess() bool
 }
 
+// The span kinds as start options, made once: an option made per span
+// is an allocation per span.
+var (
+	kindInternal = trace.WithSpanKind(trace.SpanKindInternal)
+	kindClient   = trace.WithSpanKind(trace.SpanKindClient)
+)
+
+// names holds span names by operation and subject ("chat scripted"),
+// made once each: a handful of models, tools and providers.
+var names sync.Map // [2]string → string
+
+func spanName(op, subject string) string {
+	if subject == "" {
+		return op
+	}
+	key := [2]string{op, subject}
+	if n, ok := names.Load(key); ok {
+		return n.(string)
+	}
+	n := op + " " + subject
+	names.Store(key, n)
+	return n
+}
+
 // Run describes a run span at its start.
 type Run struct {
 	Provider      string // the provider's registered name
@@ -76,9 +101,9 @@ type Run struct {
 // StartRun starts the run span invoke_agent {provider} under ctx's span
 // (the delegating tool call's, O1). Call it only when On.
 func StartRun(ctx context.Context, r Run) (context.Context, trace.Span) {
-	kind := trace.SpanKindInternal
+	kind := kindInternal
 	if r.Client {
-		kind = trace.SpanKindClient
+		kind = kindClient
 	}
 	attrs := make([]attribute.KeyValue, 0, 10)
 	attrs = append(attrs,
@@ -98,14 +123,15 @@ func StartRun(ctx context.Context, r Run) (context.Context, trace.Span) {
 	if r.ResumedFrom != "" {
 		attrs = append(attrs, SubResumedFrom.String(r.ResumedFrom))
 	}
-	return tracer().Start(ctx, OpInvokeAgent+" "+r.Provider, trace.WithSpanKind(kind), trace.WithAttributes(attrs...))
+	return tracer().Start(ctx, spanName(OpInvokeAgent, r.Provider), kind, trace.WithAttributes(attrs...))
 }
 
 // StartRoot starts the run span of an agent run that has none around it
 // (a top-level agent an embedder runs itself), so that its tree still is
 // one trace (O1). Call it only when On.
 func StartRoot(ctx context.Context, agentID, sessionID string, depth int) (context.Context, trace.Span) {
-	return tracer().Start(ctx, OpInvokeAgent+" "+agentID, trace.WithSpanKind(trace.SpanKindInternal), trace.WithAttributes(
+	// Not spanName: agent ids are many.
+	return tracer().Start(ctx, OpInvokeAgent+" "+agentID, kindInternal, trace.WithAttributes(
 		OperationName.String(OpInvokeAgent),
 		AgentID.String(agentID),
 		AgentName.String(agentID),
@@ -121,9 +147,10 @@ func Published(span trace.Span, sessionID string, local bool) {
 		return
 	}
 	if sessionID != "" {
-		span.SetAttributes(ConversationID.String(sessionID))
+		span.SetAttributes(ConversationID.String(sessionID), SubLocal.Bool(local))
+	} else {
+		span.SetAttributes(SubLocal.Bool(local))
 	}
-	span.SetAttributes(SubLocal.Bool(local))
 	span.AddEvent(EventStart)
 }
 
@@ -146,15 +173,18 @@ func EndRun(span trace.Span, res subagent.Result, err error) {
 		reason = subagent.Error
 	}
 	if span.IsRecording() {
-		span.SetAttributes(SubStopReason.String(string(reason)))
+		// One SetAttributes: each call copies and deduplicates.
+		var buf [4]attribute.KeyValue
+		attrs := append(buf[:0], SubStopReason.String(string(reason)))
 		if u := res.Usage; u != nil {
-			span.SetAttributes(InputTokens.Int(u.InputTokens), OutputTokens.Int(u.OutputTokens))
+			attrs = append(attrs, InputTokens.Int(u.InputTokens), OutputTokens.Int(u.OutputTokens))
 		}
-		span.AddEvent(EventEnd, trace.WithAttributes(SubStopReason.String(string(reason))))
 		if reason != subagent.Completed {
-			span.SetAttributes(ErrorType.String(string(reason)))
+			attrs = append(attrs, ErrorType.String(string(reason)))
 			span.SetStatus(codes.Error, cut(detail(res, err)))
 		}
+		span.SetAttributes(attrs...)
+		span.AddEvent(EventEnd)
 	}
 	span.End()
 }
@@ -191,16 +221,12 @@ func StartChat(ctx context.Context, provider, model, conversation string) (conte
 	if !On() {
 		return ctx, c
 	}
-	name := OpChat
-	if model != "" {
-		name += " " + model
-	}
 	attrs := make([]attribute.KeyValue, 0, 4)
 	attrs = append(attrs, OperationName.String(OpChat), ProviderName.String(provider), ConversationID.String(conversation))
 	if model != "" {
 		attrs = append(attrs, RequestModel.String(model))
 	}
-	ctx, c.span = tracer().Start(ctx, name, trace.WithSpanKind(trace.SpanKindClient), trace.WithAttributes(attrs...))
+	ctx, c.span = tracer().Start(ctx, spanName(OpChat, model), kindClient, trace.WithAttributes(attrs...))
 	return ctx, c
 }
 
@@ -217,13 +243,15 @@ func (c Chat) End(ctx context.Context, usage subagent.Usage, stop subagent.StopR
 			c.span.SetAttributes(ErrorType.String(errorType(err)))
 			c.span.SetStatus(codes.Error, cut(err.Error()))
 		} else {
-			c.span.SetAttributes(InputTokens.Int(usage.InputTokens), OutputTokens.Int(usage.OutputTokens))
+			var buf [4]attribute.KeyValue
+			attrs := append(buf[:0], InputTokens.Int(usage.InputTokens), OutputTokens.Int(usage.OutputTokens))
 			if c.model != "" {
-				c.span.SetAttributes(ResponseModel.String(c.model))
+				attrs = append(attrs, ResponseModel.String(c.model))
 			}
 			if stop != "" && stop != subagent.Completed {
-				c.span.SetAttributes(SubStopReason.String(string(stop)))
+				attrs = append(attrs, SubStopReason.String(string(stop)))
 			}
+			c.span.SetAttributes(attrs...)
 		}
 	}
 	c.span.End()
@@ -232,7 +260,7 @@ func (c Chat) End(ctx context.Context, usage subagent.Usage, stop subagent.StopR
 // StartTool starts the span execute_tool {tool} of a tool call. Call it
 // only when On.
 func StartTool(ctx context.Context, name, callID string) (context.Context, trace.Span) {
-	return tracer().Start(ctx, OpExecuteTool+" "+name, trace.WithSpanKind(trace.SpanKindInternal), trace.WithAttributes(
+	return tracer().Start(ctx, spanName(OpExecuteTool, name), kindInternal, trace.WithAttributes(
 		OperationName.String(OpExecuteTool),
 		ToolName.String(name),
 		ToolCallID.String(callID),
