@@ -13,8 +13,6 @@ import (
 	"time"
 	"unicode/utf8"
 
-	"go.opentelemetry.io/otel/trace"
-
 	"github.com/subactor/subactor/internal/otelx"
 	"github.com/subactor/subactor/internal/rules"
 	"github.com/subactor/subactor/internal/schema"
@@ -50,7 +48,7 @@ func (a *Agent) Run(ctx context.Context, prompt []subagent.ContentBlock, steer S
 			return res
 		}
 	}
-	if otelx.On() && !trace.SpanContextFromContext(ctx).IsValid() {
+	if otelx.On() {
 		return a.runRoot(ctx, prompt, steer)
 	}
 	ctx, cancel := context.WithCancelCause(ctx)
@@ -59,9 +57,10 @@ func (a *Agent) Run(ctx context.Context, prompt []subagent.ContentBlock, steer S
 	return res
 }
 
-// runRoot is Run for an agent run with no span around it (a top-level
-// agent its embedder runs): a run span of its own makes its delegation
-// tree one trace (O1). A child's run has the Service's run span.
+// runRoot is Run for an agent its embedder runs itself (a top-level
+// agent: a child runs under its run actor's Gate, in the Service's run
+// span): a run span of its own, under whatever span ctx carries (an
+// editor's, from ACP's _meta), heads its delegation tree (O1).
 func (a *Agent) runRoot(ctx context.Context, prompt []subagent.ContentBlock, steer SteerSource) (res subagent.Result) {
 	ctx, span := otelx.StartRoot(ctx, a.ID(), a.header.SessionID, a.header.DelegationDepth)
 	ctx, cancel := context.WithCancelCause(ctx)

@@ -46,3 +46,28 @@ func TestO3_InjectAndExtractRoundTrip(t *testing.T) {
 		t.Error("FromMeta took a traceparent that is not a string")
 	}
 }
+
+// Contract O3 across nodes, as the cluster's host is to use the helpers:
+// the caller injects its run span into the start message's traceparent,
+// the hosting node extracts it and starts its side of the run as a
+// SERVER span under the caller's, in the caller's trace.
+func TestO3_HostedRunContinuesTheCallersTrace(t *testing.T) {
+	exp := withTracing(t)
+	callerCtx, caller := otelx.StartRun(context.Background(), otelx.Run{Provider: "remote", RunID: "r1", Client: true})
+	traceparent, tracestate := otelx.Inject(callerCtx)
+	hostCtx := otelx.Extract(context.Background(), traceparent, tracestate)
+	_, hosted := otelx.StartRun(hostCtx, otelx.Run{Provider: "spawn", RunID: "r1", Server: true})
+	hosted.End()
+	caller.End()
+	spans := exp.GetSpans()
+	if len(spans) != 2 {
+		t.Fatalf("%d spans", len(spans))
+	}
+	h, c := spans[0], spans[1]
+	if h.SpanKind != trace.SpanKindServer || c.SpanKind != trace.SpanKindClient {
+		t.Fatalf("kinds %s and %s, want server and client", h.SpanKind, c.SpanKind)
+	}
+	if h.SpanContext.TraceID() != c.SpanContext.TraceID() || h.Parent.SpanID() != c.SpanContext.SpanID() || !h.Parent.IsRemote() {
+		t.Fatalf("hosted span %v under %v, want under the caller's %v", h.SpanContext, h.Parent, c.SpanContext)
+	}
+}

@@ -47,6 +47,9 @@ const (
 	OpExecuteTool = "execute_tool"
 )
 
+// TopAgent is gen_ai.agent.name of an agent its embedder runs itself.
+const TopAgent = "top"
+
 // Event names: the Service's run events, as span events of the run span.
 const (
 	EventStart = "subagent/start"
@@ -67,6 +70,7 @@ type OutOfProcess interface {
 var (
 	kindInternal = trace.WithSpanKind(trace.SpanKindInternal)
 	kindClient   = trace.WithSpanKind(trace.SpanKindClient)
+	kindServer   = trace.WithSpanKind(trace.SpanKindServer)
 )
 
 // names holds span names by operation and subject ("chat scripted"),
@@ -93,6 +97,9 @@ type Run struct {
 	ParentSession string
 	Depth         int  // the delegating parent's depth
 	Client        bool // the child runs in another process or node
+	// Server marks the hosting node's side of a run another node
+	// started (its ctx from Extract of the start message's traceparent).
+	Server        bool
 	ResumedFrom   string
 	ModelProvider string // the requested model provider and model, when named
 	Model         string
@@ -102,8 +109,11 @@ type Run struct {
 // (the delegating tool call's, O1). Call it only when On.
 func StartRun(ctx context.Context, r Run) (context.Context, trace.Span) {
 	kind := kindInternal
-	if r.Client {
+	switch {
+	case r.Client:
 		kind = kindClient
+	case r.Server:
+		kind = kindServer
 	}
 	attrs := make([]attribute.KeyValue, 0, 10)
 	attrs = append(attrs,
@@ -126,15 +136,15 @@ func StartRun(ctx context.Context, r Run) (context.Context, trace.Span) {
 	return tracer().Start(ctx, spanName(OpInvokeAgent, r.Provider), kind, trace.WithAttributes(attrs...))
 }
 
-// StartRoot starts the run span of an agent run that has none around it
-// (a top-level agent an embedder runs itself), so that its tree still is
-// one trace (O1). Call it only when On.
+// StartRoot starts the run span of an agent its embedder runs itself (a
+// top-level agent), under ctx's span if any, so that its tree is one
+// trace (O1). Call it only when On.
 func StartRoot(ctx context.Context, agentID, sessionID string, depth int) (context.Context, trace.Span) {
-	// Not spanName: agent ids are many.
-	return tracer().Start(ctx, OpInvokeAgent+" "+agentID, kindInternal, trace.WithAttributes(
+	// Named by its role, not its id: span names are for grouping.
+	return tracer().Start(ctx, spanName(OpInvokeAgent, TopAgent), kindInternal, trace.WithAttributes(
 		OperationName.String(OpInvokeAgent),
 		AgentID.String(agentID),
-		AgentName.String(agentID),
+		AgentName.String(TopAgent),
 		ConversationID.String(sessionID),
 		SubDepth.Int(depth),
 	))
