@@ -1,8 +1,11 @@
 package main
 
 import (
+	"bytes"
 	"io"
 	"net/http"
+	"os"
+	"os/exec"
 	"net/http/httptest"
 	"slices"
 	"strings"
@@ -13,6 +16,8 @@ import (
 	coltrace "go.opentelemetry.io/proto/otlp/collector/trace/v1"
 	tracepb "go.opentelemetry.io/proto/otlp/trace/v1"
 	"google.golang.org/protobuf/proto"
+
+	"github.com/subactor/subactor/internal/testkit"
 )
 
 // otlpReceiver is an OTLP/HTTP trace receiver on loopback: what the node
@@ -175,4 +180,45 @@ func TestO4_UnreachableCollectorNeitherFailsNorSlowsARun(t *testing.T) {
 		t.Fatalf("a run took %s with an unreachable collector, %s without (limit %s)", on, off, limit)
 	}
 	t.Logf("best of 5: %s off, %s with an unreachable collector", off, on)
+}
+
+// Contract O1 on the way out: Ctrl-C mid-run still exports the run's
+// spans before the node exits (130): the ACP child's run span, a CLIENT
+// span, ended aborted.
+func TestO1_SpansAreFlushedAfterCtrlC(t *testing.T) {
+	rcv := newOTLPReceiver(t)
+	cmd := exec.CommandContext(testkit.Ctx(t), bin, "delegate", "-json", "-config", fakeConfig(t), "wait for it")
+	cmd.Env = append(os.Environ(), append(withData(t.TempDir()), "OTEL_EXPORTER_OTLP_ENDPOINT="+rcv.URL)...)
+	var stderr bytes.Buffer
+	cmd.Stderr = &stderr
+	lines := startLines(t, cmd)
+	for {
+		line := testkit.Recv(t, lines, "the agent's first text")
+		if line == "" {
+			t.Fatalf("the node ended before the agent's text; stderr %q", stderr.String())
+		}
+		if strings.Contains(line, `"kind":"text-delta"`) {
+			break
+		}
+	}
+	if err := cmd.Process.Signal(os.Interrupt); err != nil {
+		t.Fatal(err)
+	}
+	for range lines {
+	}
+	_ = cmd.Wait()
+	if code := cmd.ProcessState.ExitCode(); code != 130 {
+		t.Fatalf("exit %d, stderr %q", code, stderr.String())
+	}
+	spans, _ := rcv.exported()
+	for _, s := range spans {
+		if spanAttr(s, "gen_ai.operation.name") == "invoke_agent" && s.Kind == tracepb.Span_SPAN_KIND_CLIENT &&
+			spanAttr(s, "subactor.stop_reason") == "aborted" {
+			return
+		}
+	}
+	for _, s := range spans {
+		t.Logf("%s %s %v", s.Name, s.Kind, s.Attributes)
+	}
+	t.Fatalf("no aborted ACP run span among the %d exported after Ctrl-C; stderr %q", len(spans), stderr.String())
 }
