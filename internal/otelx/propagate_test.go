@@ -2,7 +2,10 @@ package otelx_test
 
 import (
 	"context"
+	"strconv"
+	"strings"
 	"testing"
+	"unicode/utf8"
 
 	"go.opentelemetry.io/otel/trace"
 
@@ -69,5 +72,27 @@ func TestO3_HostedRunContinuesTheCallersTrace(t *testing.T) {
 	}
 	if h.SpanContext.TraceID() != c.SpanContext.TraceID() || h.Parent.SpanID() != c.SpanContext.SpanID() || !h.Parent.IsRemote() {
 		t.Fatalf("hosted span %v under %v, want under the caller's %v", h.SpanContext, h.Parent, c.SpanContext)
+	}
+}
+
+// Contract O2 with K3: a tool call's name and id are model output: a
+// huge one is cut in the span, and many distinct ones do not grow the
+// span-name cache without bound.
+func TestO2_HostileToolNamesAreBounded(t *testing.T) {
+	exp := withTracing(t)
+	huge := strings.Repeat("é", 10_000)
+	for i := range 1000 {
+		_, span := otelx.StartTool(context.Background(), huge+strconv.Itoa(i), huge)
+		otelx.EndTool(span, true)
+	}
+	for _, s := range exp.GetSpans() {
+		if len(s.Name) > 200 || !utf8.ValidString(s.Name) {
+			t.Fatalf("span name of %d bytes (valid UTF-8 %v)", len(s.Name), utf8.ValidString(s.Name))
+		}
+		for _, kv := range s.Attributes {
+			if len(kv.Value.Emit()) > 200 {
+				t.Fatalf("attribute %s of %d bytes", kv.Key, len(kv.Value.Emit()))
+			}
+		}
 	}
 }

@@ -5,7 +5,9 @@ import (
 	"errors"
 	"strconv"
 	"sync"
+	"sync/atomic"
 	"time"
+	"unicode/utf8"
 
 	"go.opentelemetry.io/otel/attribute"
 	"go.opentelemetry.io/otel/codes"
@@ -74,8 +76,18 @@ var (
 )
 
 // names holds span names by operation and subject ("chat scripted"),
-// made once each: a handful of models, tools and providers.
-var names sync.Map // [2]string → string
+// made once each: a handful of models, tools and providers. A tool name
+// is model output (K3): the cache stops growing at maxNames, and names
+// are cut at nameLimit bytes.
+var (
+	names     sync.Map // [2]string → string
+	nameCount atomic.Int32
+)
+
+const (
+	maxNames  = 256
+	nameLimit = 128
+)
 
 func spanName(op, subject string) string {
 	if subject == "" {
@@ -85,9 +97,23 @@ func spanName(op, subject string) string {
 	if n, ok := names.Load(key); ok {
 		return n.(string)
 	}
-	n := op + " " + subject
-	names.Store(key, n)
+	n := op + " " + limit(subject)
+	if nameCount.Add(1) <= maxNames {
+		names.Store(key, n)
+	}
 	return n
+}
+
+// limit cuts s to nameLimit bytes, on a rune boundary.
+func limit(s string) string {
+	if len(s) <= nameLimit {
+		return s
+	}
+	n := nameLimit
+	for n > 0 && !utf8.RuneStart(s[n]) {
+		n--
+	}
+	return s[:n]
 }
 
 // Run describes a run span at its start.
@@ -267,13 +293,14 @@ func (c Chat) End(ctx context.Context, usage subagent.Usage, stop subagent.StopR
 	c.span.End()
 }
 
-// StartTool starts the span execute_tool {tool} of a tool call. Call it
-// only when On.
+// StartTool starts the span execute_tool {tool} of a tool call; the
+// name and id are the model's, cut at nameLimit bytes (K3). Call it only
+// when On.
 func StartTool(ctx context.Context, name, callID string) (context.Context, trace.Span) {
 	return tracer().Start(ctx, spanName(OpExecuteTool, name), kindInternal, trace.WithAttributes(
 		OperationName.String(OpExecuteTool),
-		ToolName.String(name),
-		ToolCallID.String(callID),
+		ToolName.String(limit(name)),
+		ToolCallID.String(limit(callID)),
 	))
 }
 
