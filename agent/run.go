@@ -526,6 +526,11 @@ func (l *loop) admit(steer SteerSource, res *subagent.Result) bool {
 	for _, m := range taken {
 		a.notify(step, subagent.SteerAdmitted, firstLine(subagent.TextOf(m)), false, nil)
 	}
+	if otelx.On() {
+		// Here, not where Steer returns: the run may end (and its span
+		// with it) before its caller hears the steer was admitted.
+		otelx.SteersAdmitted(ctx, len(taken))
+	}
 	return true
 }
 

@@ -571,8 +571,9 @@ type steerableRun struct {
 
 func (r *steerableRun) Steer(ctx context.Context, message []subagent.ContentBlock) error {
 	err := r.steerer.Steer(ctx, message)
-	if r.st.span != nil {
-		otelx.Steered(r.st.span, err)
+	if err != nil && r.st.span != nil {
+		// An admitted steer is recorded by the agent that took it.
+		otelx.SteerRefused(r.st.span)
 	}
 	return err
 }

@@ -190,13 +190,32 @@ func Published(span trace.Span, sessionID string, local bool) {
 	span.AddEvent(EventStart)
 }
 
-// Steered records a steer on a run span: admitted or refused.
-func Steered(span trace.Span, err error) {
+// SteerRefused records a steer the run refused on its span, while it is
+// live (an ended span takes no event).
+func SteerRefused(span trace.Span) {
 	if span == nil || !span.IsRecording() {
 		return
 	}
-	span.AddEvent(EventSteer, trace.WithAttributes(SubSteerAdmitted.Bool(err == nil)))
+	span.AddEvent(EventSteer, steerRefused)
 }
+
+// SteersAdmitted records n steers the agent running under ctx took into
+// its next model request, as events of the run span ctx carries.
+func SteersAdmitted(ctx context.Context, n int) {
+	span := trace.SpanFromContext(ctx)
+	if !span.IsRecording() {
+		return
+	}
+	for range n {
+		span.AddEvent(EventSteer, steerAdmitted)
+	}
+}
+
+// The steer events' attributes, made once.
+var (
+	steerAdmitted = trace.WithAttributes(SubSteerAdmitted.Bool(true))
+	steerRefused  = trace.WithAttributes(SubSteerAdmitted.Bool(false))
+)
 
 // EndRun ends a run span with its result: usage, stop reason, the
 // subagent/end event, and an error status unless it completed.
