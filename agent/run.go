@@ -13,6 +13,7 @@ import (
 	"time"
 	"unicode/utf8"
 
+	"github.com/subactor/subactor/internal/otelx"
 	"github.com/subactor/subactor/internal/rules"
 	"github.com/subactor/subactor/internal/schema"
 	"github.com/subactor/subactor/persistence"
@@ -47,9 +48,25 @@ func (a *Agent) Run(ctx context.Context, prompt []subagent.ContentBlock, steer S
 			return res
 		}
 	}
+	if otelx.On() {
+		return a.runRoot(ctx, prompt, steer)
+	}
 	ctx, cancel := context.WithCancelCause(ctx)
 	defer cancel(nil)
 	a.runUnder(ctx, cancel, prompt, steer, &res)
+	return res
+}
+
+// runRoot is Run for an agent its embedder runs itself (a top-level
+// agent: a child runs under its run actor's Gate, in the Service's run
+// span): a run span of its own, under whatever span ctx carries (an
+// editor's, from ACP's _meta), heads its delegation tree (O1).
+func (a *Agent) runRoot(ctx context.Context, prompt []subagent.ContentBlock, steer SteerSource) (res subagent.Result) {
+	ctx, span := otelx.StartRoot(ctx, a.ID(), a.header.SessionID, a.header.DelegationDepth)
+	ctx, cancel := context.WithCancelCause(ctx)
+	defer cancel(nil)
+	a.runUnder(ctx, cancel, prompt, steer, &res)
+	otelx.EndRun(span, res, nil)
 	return res
 }
 
@@ -261,7 +278,12 @@ func (a *Agent) recoverOne(ctx context.Context, p pendingCall) Message {
 	if a.onStep != nil {
 		a.notify(0, subagent.ToolCallStarted, prefix(c.Name, echoLimit)+" "+prefix(c.Args, echoLimit), false, nil)
 	}
-	res := a.callTool(withCall(ctx, p.ref), c, t, true)
+	var res Message
+	if otelx.On() {
+		res = a.callToolTraced(withCall(ctx, p.ref), c, t, true)
+	} else {
+		res = a.callTool(withCall(ctx, p.ref), c, t, true)
+	}
 	a.notify(0, subagent.ToolCallFinished, c.Name, res.IsError, nil)
 	return res
 }
@@ -288,7 +310,13 @@ func interruptedResult(c ToolCall) Message {
 // answer. (res is not in loop: a loop's contents reach the heap, through
 // its context, and res would go with them.)
 func (l *loop) generate(res *subagent.Result) (done, recorded bool) {
-	resp, err := l.a.model.Generate(l.ctx, l.a.request(l.step))
+	var resp Response
+	var err error
+	if otelx.Active() {
+		resp, err = l.a.generateObserved(l.ctx, l.step)
+	} else {
+		resp, err = l.a.model.Generate(l.ctx, l.a.request(l.step))
+	}
 	if err != nil {
 		l.a.modelFailed(l.ctx, l.step, err, res)
 		return true, false
@@ -296,6 +324,38 @@ func (l *loop) generate(res *subagent.Result) (done, recorded bool) {
 	// By value: a pointer to resp would make the compiler keep a second
 	// copy of the answer in this frame.
 	return l.a.turn(l, resp, res)
+}
+
+// generateObserved is the model call of step in its chat span, timed
+// for the GenAI metrics (O2); a frame of its own, so that the loop's
+// stack stays as it is while they are off (O4).
+//
+//go:noinline
+func (a *Agent) generateObserved(ctx context.Context, step int) (Response, error) {
+	provider, model := a.modelNames()
+	ctx, chat := otelx.StartChat(ctx, provider, model, a.header.SessionID)
+	resp, err := a.model.Generate(ctx, a.request(step))
+	chat.End(ctx, resp.Usage, resp.StopReason, err)
+	return resp, err
+}
+
+// modelNames are gen_ai.provider.name and gen_ai.request.model of the
+// agent's model calls: the options' choice, else what the model says of
+// itself (a model with a Model or GenAIProvider method).
+func (a *Agent) modelNames() (provider, model string) {
+	provider, model = a.opts.ModelProvider, a.opts.Model
+	if model == "" {
+		if m, ok := a.model.(interface{ Model() string }); ok {
+			model = m.Model()
+		}
+	}
+	if provider == "" {
+		provider = "_OTHER" // the conventions' value for one not known
+		if m, ok := a.model.(interface{ GenAIProvider() string }); ok {
+			provider = m.GenAIProvider()
+		}
+	}
+	return provider, model
 }
 
 // modelFailed settles a run whose model call failed.
@@ -465,6 +525,11 @@ func (l *loop) admit(steer SteerSource, res *subagent.Result) bool {
 	}
 	for _, m := range taken {
 		a.notify(step, subagent.SteerAdmitted, firstLine(subagent.TextOf(m)), false, nil)
+	}
+	if otelx.On() {
+		// Here, not where Steer returns: the run may end (and its span
+		// with it) before its caller hears the steer was admitted.
+		otelx.SteersAdmitted(ctx, len(taken))
 	}
 	return true
 }
@@ -865,9 +930,26 @@ func (a *Agent) callOne(ctx context.Context, step, i int, c ToolCall, offered []
 	if malformed {
 		res = errorResult(c.ID, "tool "+c.Name+": arguments are not valid JSON")
 	} else {
-		res = a.callTool(withCall(ctx, CallRef{Seq: a.callsAt, Index: i}), c, offeredTool(offered, c.Name), false)
+		tctx := withCall(ctx, CallRef{Seq: a.callsAt, Index: i})
+		if otelx.On() {
+			res = a.callToolTraced(tctx, c, offeredTool(offered, c.Name), false)
+		} else {
+			res = a.callTool(tctx, c, offeredTool(offered, c.Name), false)
+		}
 	}
 	a.notify(step, subagent.ToolCallFinished, c.Name, res.IsError, nil)
+	return res
+}
+
+// callToolTraced is callTool in the call's execute_tool span (O2): a
+// delegate tool starts its child under it, so the child's run span is its
+// child (O1).
+//
+//go:noinline
+func (a *Agent) callToolTraced(ctx context.Context, c ToolCall, t Tool, recovering bool) Message {
+	ctx, span := otelx.StartTool(ctx, c.Name, c.ID)
+	res := a.callTool(ctx, c, t, recovering)
+	otelx.EndTool(span, res.IsError)
 	return res
 }
 

@@ -21,6 +21,7 @@ func BenchmarkSubactorSpawn(b *testing.B)             { Op(SubactorSpawn).Bench(
 func BenchmarkSubactorSpawnBolt(b *testing.B)         { Op(SubactorSpawnBolt).Bench(b) }
 func BenchmarkSubactorParentRun(b *testing.B)         { Op(SubactorParentRun).Bench(b) }
 func BenchmarkSubactorParentRunListened(b *testing.B) { Op(SubactorParentRunListened).Bench(b) }
+func BenchmarkSubactorParentRunTraced(b *testing.B)   { Op(SubactorParentRunTraced).Bench(b) }
 func BenchmarkSubactorParentRunBolt(b *testing.B)     { Op(SubactorParentRunBolt).Bench(b) }
 func BenchmarkEinoCompiled(b *testing.B)              { Op(EinoCompiled).Bench(b) }
 func BenchmarkEinoCompiledCallbacks(b *testing.B)     { Op(EinoCompiledCallbacks).Bench(b) }

@@ -13,9 +13,11 @@ import (
 	"github.com/asynkron/protoactor-go/actor"
 	"github.com/asynkron/protoactor-go/cluster"
 	"github.com/asynkron/protoactor-go/eventstream"
+	"go.opentelemetry.io/otel/trace"
 
 	runactor "github.com/subactor/subactor/actors/run"
 	"github.com/subactor/subactor/internal/clusterwire"
+	"github.com/subactor/subactor/internal/otelx"
 	"github.com/subactor/subactor/internal/rules"
 	"github.com/subactor/subactor/internal/wire"
 	"github.com/subactor/subactor/messages"
@@ -181,7 +183,8 @@ func (h *host) start(ctx actor.Context, m *messages.RemoteStart) {
 		refuse(clusterwire.RefusedFull, fmt.Sprintf("node %s hosts %d runs, its capacity", h.n.ID(), len(h.runs)))
 	default:
 		c := h.callerOf(ctx, ctx.Sender(), m.GetCallerMember())
-		runCtx, cancel := context.WithCancelCause(context.Background())
+		// The run's spans continue the caller's trace (O3).
+		runCtx, cancel := context.WithCancelCause(otelx.Extract(context.Background(), m.GetTraceparent(), ""))
 		r := &hostedRun{id: m.GetRunId(), caller: c, cancel: cancel}
 		h.runs[r.id] = r
 		accepted := &messages.RemoteAccepted{RunId: r.id, Node: h.n.ID(), Capacity: int64(h.n.cfg.Capacity), Runs: int64(len(h.runs))}
@@ -200,8 +203,19 @@ func (h *host) start(ctx actor.Context, m *messages.RemoteStart) {
 				sys.Root.RequestWithCustomSender(c.pid, accepted, self)
 			}
 		})
+		var span trace.Span
+		if otelx.On() {
+			runCtx, span = otelx.StartRun(runCtx, otelx.Run{Provider: p.Name(), RunID: r.id, ParentSession: scope.Parent.SessionID, Depth: scope.Parent.Depth, Server: true})
+		}
 		go func() {
 			run, pid, err := runactor.Hosted(runCtx, sys, p, scope, req, c.pid)
+			if span != nil {
+				if err != nil {
+					otelx.EndFailed(span, err)
+				} else {
+					run.OnSettled(func(res subagent.Result, err error) { otelx.EndRun(span, res, err) })
+				}
+			}
 			slow.Stop()
 			told.Store(true)
 			// Told from here, not through the host's mailbox: one hop

@@ -27,6 +27,7 @@ import (
 	"unicode/utf8"
 
 	"github.com/asynkron/protoactor-go/actor"
+	"go.opentelemetry.io/otel/trace"
 
 	"github.com/subactor/subactor/actors"
 	"github.com/subactor/subactor/actors/internal/fanout"
@@ -35,6 +36,7 @@ import (
 	"github.com/subactor/subactor/actors/internal/reply"
 	"github.com/subactor/subactor/actors/tasks"
 	"github.com/subactor/subactor/internal/ids"
+	"github.com/subactor/subactor/internal/otelx"
 	"github.com/subactor/subactor/internal/rules"
 	"github.com/subactor/subactor/subagent"
 )
@@ -376,10 +378,13 @@ func (s *Service) open(ctx context.Context, name string, req subagent.StartReque
 		st.tell(&local.Discarded{}) // the reference, unused
 		return nil, err
 	}
-	ctx = st.bind(ctx, req.Parent)
 	if runID == "" {
 		runID = ids.New()
 	}
+	if otelx.On() {
+		ctx = st.trace(ctx, p, name, runID, req, resume)
+	}
+	ctx = st.bind(ctx, req.Parent)
 	// The parent actor holds the run's progress until Published, so every
 	// event of the run follows its start (E1, E6). Nobody listening, no
 	// progress is sent at all.
@@ -389,6 +394,7 @@ func (s *Service) open(ctx context.Context, name string, req subagent.StartReque
 	discard := func(err error) (subagent.Run, error) {
 		st.tell(&local.Discarded{RunID: runID})
 		st.unbind()
+		otelx.EndFailed(st.span, err)
 		return nil, err
 	}
 	scope := subagent.Scope{
@@ -431,7 +437,52 @@ func (s *Service) open(ctx context.Context, name string, req subagent.StartReque
 		st.published = local.Published{RunID: runID, Provider: name, SessionID: run.SessionID(), Local: !isNil(run.LocalAgent()), Task: taskOf(req.Prompt)}
 		st.tell(&st.published)
 	}
+	if otelx.Active() {
+		st.observe(ctx, name, run)
+	}
 	return st.wrap(run, runID), nil
+}
+
+// trace starts the run's span (invoke_agent, O1, O2) under ctx's, which
+// is the delegating tool call's when a delegate tool starts the run, and
+// returns ctx carrying it for the provider: the child's own spans (its
+// model and tool calls, an ACP agent's _meta) descend from it.
+func (st *started) trace(ctx context.Context, p subagent.Provider, name, runID string, req subagent.StartRequest, resume bool) context.Context {
+	oop, ok := p.(otelx.OutOfProcess)
+	r := otelx.Run{
+		Provider:      name,
+		RunID:         runID,
+		ParentSession: req.Parent.SessionID(),
+		Depth:         subagent.DelegationDepthOf(req.Parent),
+		Client:        ok && oop.OutOfProcess(),
+		ModelProvider: req.Options.ModelProvider,
+		Model:         req.Options.Model,
+	}
+	if resume && req.Continuation != nil {
+		r.ResumedFrom = req.Continuation.SessionID
+	}
+	ctx, st.span = otelx.StartRun(ctx, r)
+	return ctx
+}
+
+// observe records a published run on its span and in the run metrics,
+// and has its end recorded when it settles.
+func (st *started) observe(ctx context.Context, name string, run subagent.Run) {
+	otelx.Published(st.span, run.SessionID(), !isNil(run.LocalAgent()))
+	counted := otelx.Metering()
+	if counted {
+		otelx.RunStarted(ctx, name)
+	}
+	run.OnSettled(func(res subagent.Result, err error) {
+		otelx.EndRun(st.span, res, err)
+		if counted {
+			reason := res.StopReason
+			if err != nil {
+				reason = subagent.Error
+			}
+			otelx.RunEnded(context.WithoutCancel(ctx), name, reason)
+		}
+	})
 }
 
 // bind ties ctx to the Service's life and to the parent's when the parent
@@ -519,7 +570,12 @@ type steerableRun struct {
 }
 
 func (r *steerableRun) Steer(ctx context.Context, message []subagent.ContentBlock) error {
-	return r.steerer.Steer(ctx, message)
+	err := r.steerer.Steer(ctx, message)
+	if err != nil && r.st.span != nil {
+		// An admitted steer is recorded by the agent that took it.
+		otelx.SteerRefused(r.st.span)
+	}
+	return err
 }
 
 // started is what the Service keeps of one run: the sink its provider
@@ -536,6 +592,8 @@ type started struct {
 	stopParent func() bool
 	prev, next *started
 	unbound    atomic.Bool
+	// span is the run's span, nil while tracing is off (O4).
+	span trace.Span
 }
 
 // wrap makes run the caller's and has its end told to its parent actor.

@@ -26,6 +26,7 @@ import (
 
 	"github.com/subactor/subactor/agent"
 	"github.com/subactor/subactor/internal/ids"
+	"github.com/subactor/subactor/internal/otelx"
 	"github.com/subactor/subactor/persistence"
 	"github.com/subactor/subactor/subagent"
 )
@@ -338,6 +339,9 @@ func (a *acpAgent) Prompt(ctx context.Context, p acp.PromptRequest) (acp.PromptR
 	if err != nil {
 		return acp.PromptResponse{}, acp.NewInvalidParams(map[string]any{"error": err.Error()})
 	}
+	// An editor that traces hands its span in _meta (O3): the turn's
+	// tree joins its trace.
+	ctx = otelx.FromMeta(ctx, p.Meta)
 	ctx, cancel := context.WithCancel(ctx)
 	defer cancel()
 	stop := context.AfterFunc(a.base, cancel)

@@ -22,6 +22,7 @@ import (
 	"github.com/subactor/subactor/actors/registry"
 	"github.com/subactor/subactor/agent"
 	"github.com/subactor/subactor/internal/agentproc"
+	"github.com/subactor/subactor/internal/otelx"
 	"github.com/subactor/subactor/persistence"
 	"github.com/subactor/subactor/subagent"
 	"github.com/subactor/subactor/tools/delegate"
@@ -175,6 +176,13 @@ func (s agentServers) provider(name string, sys *actors.System, store persistenc
 type startShown struct {
 	subagent.Provider // an ACP provider, also a subagent.Resumer
 	rep               reporter
+}
+
+// OutOfProcess passes the ACP provider's on: its children's run spans
+// are CLIENT spans (otelx.OutOfProcess).
+func (p startShown) OutOfProcess() bool {
+	o, ok := p.Provider.(otelx.OutOfProcess)
+	return ok && o.OutOfProcess()
 }
 
 // Start implements subagent.Provider.

@@ -38,6 +38,7 @@ import (
 	"github.com/subactor/subactor/agent"
 	"github.com/subactor/subactor/internal/ids"
 	"github.com/subactor/subactor/internal/netguard"
+	"github.com/subactor/subactor/internal/otelx"
 	"github.com/subactor/subactor/model/scripted"
 	"github.com/subactor/subactor/persistence"
 	"github.com/subactor/subactor/subagent"
@@ -553,6 +554,8 @@ func (s *mcpServer) delegate(ctx context.Context, r *mcp.CallToolRequest, a mcpD
 		return nil, nil, err
 	}
 	defer done()
+	// A host that traces hands its span in _meta (O3).
+	ctx = otelx.FromMeta(ctx, r.Params.Meta)
 	ctx, cancel := context.WithCancel(ctx)
 	defer cancel()
 	defer context.AfterFunc(c.base, cancel)()

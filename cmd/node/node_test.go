@@ -89,7 +89,9 @@ func TestMain(m *testing.M) {
 	}
 	// A developer's model configuration would take the runs off the
 	// scripted model and onto the network.
-	for _, name := range []string{crashhook.EnvAppendsFile, crashhook.EnvKillAfter, envBaseURL, envAPIKey, envModel, envDeepSeekKey} {
+	// A developer's OTEL_* variables would export the tests' traces.
+	for _, name := range []string{crashhook.EnvAppendsFile, crashhook.EnvKillAfter, envBaseURL, envAPIKey, envModel, envDeepSeekKey,
+		"OTEL_EXPORTER_OTLP_ENDPOINT", "OTEL_EXPORTER_OTLP_TRACES_ENDPOINT"} {
 		if err := os.Unsetenv(name); err != nil {
 			fail(err)
 		}

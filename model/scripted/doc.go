@@ -22,6 +22,9 @@
 //	delegate <task>
 //	               delegate task to the "subagent" tool, then answer what
 //	               the child answered
+//	fanout <task> | <task> ...
+//	               delegate each task to a child of its own, all in one
+//	               turn, then answer what each child answered, in order
 //
 // Later user messages (steers) are acknowledged in the answer as "noted".
 package scripted

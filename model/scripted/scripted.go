@@ -36,6 +36,11 @@ type model struct{}
 // New returns the scripted model.
 func New() agent.Model { return model{} }
 
+// Model and GenAIProvider name the scripted model in traces (its chat
+// spans' gen_ai.request.model and gen_ai.provider.name).
+func (model) Model() string         { return "scripted" }
+func (model) GenAIProvider() string { return "subactor.scripted" }
+
 // Generate answers the next step from req.Messages, req.Tools and
 // req.MaxTokens alone; a final answer over MaxTokens (at a rough four bytes
 // a token) is cut and stops with MaxTokens.
@@ -91,6 +96,8 @@ func respond(req *agent.Request) agent.Message {
 		return text(strings.TrimPrefix(strings.TrimPrefix(c.task, "echo"), " "))
 	case "delegate":
 		return c.delegate(strings.TrimSpace(strings.TrimPrefix(c.task, "delegate")), req.Tools)
+	case "fanout":
+		return c.fanout(strings.TrimPrefix(c.task, "fanout"), req.Tools)
 	}
 	return text(fmt.Sprintf("scripted model: unknown task %q", line))
 }
@@ -521,6 +528,42 @@ func (c *conversation) delegate(task string, tools []agent.ToolSpec) agent.Messa
 		Prompt      string `json:"prompt"`
 	}{Description: "delegate", Prompt: task})
 	return p.message()
+}
+
+// fanout hands each " | "-separated task of tasks to a child of its own
+// through the delegate tool, all in one turn (so they run concurrently,
+// F1), then answers with what each child answered, in task order.
+func (c *conversation) fanout(tasks string, tools []agent.ToolSpec) agent.Message {
+	var each []string
+	for t := range strings.SplitSeq(tasks, "|") {
+		if t = strings.TrimSpace(t); t != "" {
+			each = append(each, t)
+		}
+	}
+	if len(each) == 0 {
+		return text("scripted model: fanout needs tasks")
+	}
+	if _, ok := c.delegated[each[0]]; !ok {
+		if ok, _ := offered(tools); !ok {
+			return text("scripted model: no " + delegateTool + " tool to delegate with")
+		}
+		p := plan{step: c.step}
+		for _, t := range each {
+			p.add(delegateTool, struct {
+				Description string `json:"description"`
+				Prompt      string `json:"prompt"`
+			}{Description: "delegate", Prompt: t})
+		}
+		return p.message()
+	}
+	var b strings.Builder
+	for i, t := range each {
+		if i > 0 {
+			b.WriteString("; ")
+		}
+		b.WriteString(firstLine(c.delegate(t, tools).Content[0].Text))
+	}
+	return text(b.String())
 }
 
 // offered reports whether the delegate tool is offered and whether it takes

@@ -148,6 +148,9 @@ type fakeAgent struct {
 	conn   *sdk.AgentSideConnection
 	mu     sync.Mutex
 	loaded sdk.SessionId
+	// opened is the _meta of the session/new or session/load that opened
+	// the session ("meta" reports it).
+	opened map[string]any
 }
 
 func (a *fakeAgent) Initialize(context.Context, sdk.InitializeRequest) (sdk.InitializeResponse, error) {
@@ -163,17 +166,20 @@ func (a *fakeAgent) Initialize(context.Context, sdk.InitializeRequest) (sdk.Init
 	}, nil
 }
 
-func (a *fakeAgent) NewSession(context.Context, sdk.NewSessionRequest) (sdk.NewSessionResponse, error) {
+func (a *fakeAgent) NewSession(_ context.Context, p sdk.NewSessionRequest) (sdk.NewSessionResponse, error) {
 	if a.mode == modeHangNew {
 		blockForever()
 	}
+	a.mu.Lock()
+	a.opened = p.Meta
+	a.mu.Unlock()
 	return sdk.NewSessionResponse{SessionId: sdk.SessionId(fmt.Sprintf("fake-%d", os.Getpid()))}, nil
 }
 
 // LoadSession replays an earlier turn, as agents do, before answering.
 func (a *fakeAgent) LoadSession(_ context.Context, p sdk.LoadSessionRequest) (sdk.LoadSessionResponse, error) {
 	a.mu.Lock()
-	a.loaded = p.SessionId
+	a.loaded, a.opened = p.SessionId, p.Meta
 	a.mu.Unlock()
 	for _, u := range []sdk.SessionUpdate{
 		sdk.UpdateUserMessageText("OLD PROMPT"),
@@ -194,7 +200,7 @@ func (a *fakeAgent) Prompt(ctx context.Context, p sdk.PromptRequest) (sdk.Prompt
 			script.WriteByte('\n')
 		}
 	}
-	s := &turn{a: a, ctx: ctx, sid: p.SessionId, stop: sdk.StopReasonEndTurn}
+	s := &turn{a: a, ctx: ctx, sid: p.SessionId, stop: sdk.StopReasonEndTurn, meta: p.Meta}
 	sc := bufio.NewScanner(strings.NewReader(script.String()))
 	for sc.Scan() {
 		if err := s.run(strings.TrimSpace(sc.Text())); err != nil {
@@ -215,6 +221,7 @@ type turn struct {
 	sid   sdk.SessionId
 	stop  sdk.StopReason
 	usage *sdk.Usage
+	meta  map[string]any // the prompt's _meta
 }
 
 func (s *turn) update(u sdk.SessionUpdate) {
@@ -388,6 +395,11 @@ func (s *turn) run(line string) error {
 		s.usage = &sdk.Usage{InputTokens: 11, OutputTokens: 7, TotalTokens: 18, CachedReadTokens: sdk.Ptr(3)}
 	case "error":
 		return &sdk.RequestError{Code: -32042, Message: arg, Data: map[string]any{"why": "scripted"}}
+	case "meta": // the trace context of the session's opening and of this prompt (O3)
+		s.a.mu.Lock()
+		opened := s.a.opened
+		s.a.mu.Unlock()
+		s.say(fmt.Sprintf("meta:open=%v/%v prompt=%v/%v;", opened["traceparent"], opened["tracestate"], s.meta["traceparent"], s.meta["tracestate"]))
 	case "pid":
 		s.say("pid:" + strconv.Itoa(os.Getpid()) + ";")
 	default:

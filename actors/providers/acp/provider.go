@@ -24,6 +24,7 @@ import (
 	"github.com/subactor/subactor/internal/agentproc"
 	"github.com/subactor/subactor/internal/descriptor"
 	"github.com/subactor/subactor/internal/ids"
+	"github.com/subactor/subactor/internal/otelx"
 	"github.com/subactor/subactor/internal/rules"
 	"github.com/subactor/subactor/persistence"
 	"github.com/subactor/subactor/subagent"
@@ -64,6 +65,10 @@ func (p *provider) Capabilities() subagent.Capabilities { return subagent.Capabi
 // InheritsParentContext implements subagent.Provider: an ACP child starts
 // from its prompt alone (P5).
 func (p *provider) InheritsParentContext() bool { return false }
+
+// OutOfProcess makes its children's run spans CLIENT spans (otelx, O2):
+// the child is another process.
+func (p *provider) OutOfProcess() bool { return true }
 
 // Start implements subagent.Provider. It launches the agent in its own
 // process group, runs initialize (protocol version 1) and session/new,
@@ -410,6 +415,7 @@ func (c *child) setup(ctx context.Context) error {
 		cl.listen(c.session, true)
 		if _, err := c.conn.LoadSession(sctx, sdk.LoadSessionRequest{
 			SessionId: c.session, Cwd: c.dir, McpServers: []sdk.McpServer{},
+			Meta: otelx.Meta(ctx, nil),
 		}); err != nil {
 			return c.startError("session/load", err, sctx)
 		}
@@ -418,7 +424,9 @@ func (c *child) setup(ctx context.Context) error {
 		cl.listen(c.session, false)
 		return nil
 	}
-	ns, err := c.conn.NewSession(sctx, sdk.NewSessionRequest{Cwd: c.dir, McpServers: []sdk.McpServer{}})
+	// The run's trace context goes with each session request (O3), at
+	// _meta's root keys, as ACP's extensibility convention has it.
+	ns, err := c.conn.NewSession(sctx, sdk.NewSessionRequest{Cwd: c.dir, McpServers: []sdk.McpServer{}, Meta: otelx.Meta(ctx, nil)})
 	if err != nil {
 		return c.startError("session/new", err, sctx)
 	}
@@ -549,8 +557,9 @@ func (c *child) turn(ctx context.Context) subagent.Result {
 	pctx, hardStop := context.WithCancel(context.Background())
 	defer hardStop()
 	done := make(chan promptAnswer, 1)
+	meta := otelx.Meta(ctx, nil) // the run's trace context (O3)
 	go func() {
-		resp, err := c.conn.Prompt(pctx, sdk.PromptRequest{SessionId: c.session, Prompt: blocks(c.req.Prompt)})
+		resp, err := c.conn.Prompt(pctx, sdk.PromptRequest{SessionId: c.session, Prompt: blocks(c.req.Prompt), Meta: meta})
 		done <- promptAnswer{resp, err}
 	}()
 	// abandon gives up on the agent's answer; closing its input (the

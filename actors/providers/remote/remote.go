@@ -30,6 +30,7 @@ import (
 	"github.com/subactor/subactor/cluster"
 	"github.com/subactor/subactor/internal/clusterwire"
 	"github.com/subactor/subactor/internal/ids"
+	"github.com/subactor/subactor/internal/otelx"
 	"github.com/subactor/subactor/internal/rules"
 	"github.com/subactor/subactor/internal/wire"
 	"github.com/subactor/subactor/messages"
@@ -176,6 +177,10 @@ func (p *provider) Capabilities() subagent.Capabilities {
 	return all
 }
 
+// OutOfProcess makes its runs' spans CLIENT spans (otelx, O2): the child
+// runs on another node.
+func (p *provider) OutOfProcess() bool { return true }
+
 // InheritsParentContext implements subagent.Provider: a remote child sees
 // only its prompt.
 func (p *provider) InheritsParentContext() bool { return false }
@@ -302,6 +307,8 @@ func (p *provider) Start(ctx context.Context, scope subagent.Scope, req subagent
 		scope.RunID = ids.New() // a caller other than the Service
 	}
 	wire := p.startMessage(req, scope)
+	// The host's spans continue the caller's trace (O3).
+	wire.Traceparent, _ = otelx.Inject(ctx)
 	// A member in the membership that answers no load query may be
 	// reconnecting (its connection to a reused address is replaced only
 	// once it notices the old one broke) or still starting (a node is a

@@ -489,6 +489,7 @@ var perOp = []struct {
 	{"SubactorSpawn", bench.SubactorSpawn, 10000},
 	{"SubactorParentRun", bench.SubactorParentRun, 5000},
 	{"SubactorParentRunListened", bench.SubactorParentRunListened, 5000},
+	{"SubactorParentRunTraced", bench.SubactorParentRunTraced, 5000},
 	{"EinoCompiled", bench.EinoCompiled, 5000},
 	{"EinoCompiledCallbacks", bench.EinoCompiledCallbacks, 5000},
 	{"EinoAgentTool", bench.EinoAgentTool, 2000},

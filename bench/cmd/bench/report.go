@@ -192,6 +192,7 @@ func goals(r Results) []Goal {
 	lean, raw := r.delegation("LeanFloor"), r.delegation("RawProtoactor")
 	spawn := r.delegation("SubactorSpawn")
 	parent, listened := r.delegation("SubactorParentRun"), r.delegation("SubactorParentRunListened")
+	traced := r.delegation("SubactorParentRunTraced")
 	eino, einoCB, adk := r.delegation("EinoCompiled"), r.delegation("EinoCompiledCallbacks"), r.delegation("EinoAgentTool")
 	cold, sys := r.delegation("ColdStart"), r.delegation("NewSystem")
 	var g []Goal
@@ -210,6 +211,13 @@ func goals(r Results) []Goal {
 			fmt.Sprintf("%.0f B a parent run", parent.Bytes),
 			check("allocations per SubactorParentRun", positive(parent.Allocs), "<=", 110, "")),
 		r.floorLeanOneP(lean, raw, spawn),
+		// Tracing off costs nothing (O4): allocs-parent-run and the
+		// module's TestAllocationGoals pin SubactorParentRun, which runs
+		// with no tracer provider set. On: every span sampled and
+		// exported in memory.
+		goal("traces-on", "a parent run with one delegation with tracing on (SubactorParentRunTraced: an SDK provider sampling every span, exported in memory) within 1.3× the CPU of the same run with tracing off (SubactorParentRun)",
+			fmt.Sprintf("CPU %.1f µs against %.1f µs, %.0f against %.0f allocations", traced.CPUNs/1e3, parent.CPUNs/1e3, traced.Allocs, parent.Allocs),
+			check("traced ÷ untraced, CPU", ratio(traced.CPUNs, parent.CPUNs), "<=", 1.3, "×")),
 	)
 	rss100k, million, worstG := math.NaN(), math.NaN(), math.NaN()
 	rssDetail := "not measured"

@@ -32,6 +32,8 @@ import (
 var Leftovers = []goleak.Option{
 	goleak.IgnoreAnyFunction("github.com/asynkron/protoactor-go/cluster.NewGossipActor.NewThrottleWithLogger.func2.1"),
 	goleak.IgnoreAnyFunction("google.golang.org/grpc.(*addrConn).resetTransport"),
+	// Its name since grpc v1.6x (the OTLP exporters need v1.83).
+	goleak.IgnoreAnyFunction("google.golang.org/grpc.(*addrConn).resetTransportAndUnlock"),
 	goleak.IgnoreAnyFunction("github.com/asynkron/protoactor-go/remote.(*endpointWriter).initialize"),
 	goleak.IgnoreAnyFunction("google.golang.org/grpc/internal/grpcsync.(*CallbackSerializer).run"),
 	// The gossip's log throttle: a timer that ends on its own.

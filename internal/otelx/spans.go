@@ -1,0 +1,372 @@
+package otelx
+
+import (
+	"context"
+	"errors"
+	"strconv"
+	"sync"
+	"sync/atomic"
+	"time"
+	"unicode/utf8"
+
+	"go.opentelemetry.io/otel/attribute"
+	"go.opentelemetry.io/otel/codes"
+	"go.opentelemetry.io/otel/trace"
+
+	"github.com/subactor/subactor/subagent"
+)
+
+// Attribute keys: the GenAI semantic conventions' (semconv v1.37, the
+// gen_ai.* registry) and the runtime's own under subactor.
+const (
+	OperationName  = attribute.Key("gen_ai.operation.name")
+	ProviderName   = attribute.Key("gen_ai.provider.name")
+	RequestModel   = attribute.Key("gen_ai.request.model")
+	ResponseModel  = attribute.Key("gen_ai.response.model")
+	InputTokens    = attribute.Key("gen_ai.usage.input_tokens")
+	OutputTokens   = attribute.Key("gen_ai.usage.output_tokens")
+	ConversationID = attribute.Key("gen_ai.conversation.id")
+	AgentID        = attribute.Key("gen_ai.agent.id")
+	AgentName      = attribute.Key("gen_ai.agent.name")
+	ToolName       = attribute.Key("gen_ai.tool.name")
+	ToolCallID     = attribute.Key("gen_ai.tool.call.id")
+	TokenType      = attribute.Key("gen_ai.token.type")
+	ErrorType      = attribute.Key("error.type")
+
+	SubProvider      = attribute.Key("subactor.provider")
+	SubDepth         = attribute.Key("subactor.depth")
+	SubStopReason    = attribute.Key("subactor.stop_reason")
+	SubParentSession = attribute.Key("subactor.parent_session")
+	SubResumedFrom   = attribute.Key("subactor.resumed_from")
+	SubSteerAdmitted = attribute.Key("subactor.steer.admitted")
+	SubLocal         = attribute.Key("subactor.local")
+)
+
+// Operation names (gen_ai.operation.name).
+const (
+	OpInvokeAgent = "invoke_agent"
+	OpChat        = "chat"
+	OpExecuteTool = "execute_tool"
+)
+
+// TopAgent is gen_ai.agent.name of an agent its embedder runs itself.
+const TopAgent = "top"
+
+// Event names: the Service's run events, as span events of the run span.
+const (
+	EventStart = "subagent/start"
+	EventEnd   = "subagent/end"
+	EventSteer = "subagent/steer"
+)
+
+// OutOfProcess is a Provider whose children run in another process or on
+// another node: their run spans are CLIENT spans, not INTERNAL ones. The
+// method is on the providers' unexported types, so it adds nothing to the
+// public API.
+type OutOfProcess interface {
+	OutOfProcess() bool
+}
+
+// The span kinds as start options, made once: an option made per span
+// is an allocation per span.
+var (
+	kindInternal = trace.WithSpanKind(trace.SpanKindInternal)
+	kindClient   = trace.WithSpanKind(trace.SpanKindClient)
+	kindServer   = trace.WithSpanKind(trace.SpanKindServer)
+)
+
+// names holds span names by operation and subject ("chat scripted"),
+// made once each: a handful of models, tools and providers. A tool name
+// is model output (K3): the cache stops growing at maxNames, and names
+// are cut at nameLimit bytes.
+var (
+	names     sync.Map // [2]string → string
+	nameCount atomic.Int32
+)
+
+const (
+	maxNames  = 256
+	nameLimit = 128
+)
+
+func spanName(op, subject string) string {
+	if subject == "" {
+		return op
+	}
+	key := [2]string{op, subject}
+	if n, ok := names.Load(key); ok {
+		return n.(string)
+	}
+	n := op + " " + limit(subject)
+	if nameCount.Add(1) <= maxNames {
+		names.Store(key, n)
+	}
+	return n
+}
+
+// limit cuts s to nameLimit bytes, on a rune boundary.
+func limit(s string) string {
+	if len(s) <= nameLimit {
+		return s
+	}
+	n := nameLimit
+	for n > 0 && !utf8.RuneStart(s[n]) {
+		n--
+	}
+	return s[:n]
+}
+
+// Run describes a run span at its start.
+type Run struct {
+	Provider      string // the provider's registered name
+	RunID         string
+	ParentSession string
+	Depth         int  // the delegating parent's depth
+	Client        bool // the child runs in another process or node
+	// Server marks the hosting node's side of a run another node
+	// started (its ctx from Extract of the start message's traceparent).
+	Server        bool
+	ResumedFrom   string
+	ModelProvider string // the requested model provider and model, when named
+	Model         string
+}
+
+// StartRun starts the run span invoke_agent {provider} under ctx's span
+// (the delegating tool call's, O1). Call it only when On.
+func StartRun(ctx context.Context, r Run) (context.Context, trace.Span) {
+	kind := kindInternal
+	switch {
+	case r.Client:
+		kind = kindClient
+	case r.Server:
+		kind = kindServer
+	}
+	attrs := make([]attribute.KeyValue, 0, 10)
+	attrs = append(attrs,
+		OperationName.String(OpInvokeAgent),
+		AgentID.String(r.RunID),
+		AgentName.String(r.Provider),
+		SubProvider.String(r.Provider),
+		SubDepth.Int(r.Depth+1),
+		SubParentSession.String(r.ParentSession),
+	)
+	if r.ModelProvider != "" {
+		attrs = append(attrs, ProviderName.String(r.ModelProvider))
+	}
+	if r.Model != "" {
+		attrs = append(attrs, RequestModel.String(r.Model))
+	}
+	if r.ResumedFrom != "" {
+		attrs = append(attrs, SubResumedFrom.String(r.ResumedFrom))
+	}
+	return tracer().Start(ctx, spanName(OpInvokeAgent, r.Provider), kind, trace.WithAttributes(attrs...))
+}
+
+// StartRoot starts the run span of an agent its embedder runs itself (a
+// top-level agent), under ctx's span if any, so that its tree is one
+// trace (O1). Call it only when On.
+func StartRoot(ctx context.Context, agentID, sessionID string, depth int) (context.Context, trace.Span) {
+	// Named by its role, not its id: span names are for grouping.
+	return tracer().Start(ctx, spanName(OpInvokeAgent, TopAgent), kindInternal, trace.WithAttributes(
+		OperationName.String(OpInvokeAgent),
+		AgentID.String(agentID),
+		AgentName.String(TopAgent),
+		ConversationID.String(sessionID),
+		SubDepth.Int(depth),
+	))
+}
+
+// Published records on a run span that its child exists: the session id,
+// whether it is local, and the subagent/start event.
+func Published(span trace.Span, sessionID string, local bool) {
+	if span == nil || !span.IsRecording() {
+		return
+	}
+	if sessionID != "" {
+		span.SetAttributes(ConversationID.String(sessionID), SubLocal.Bool(local))
+	} else {
+		span.SetAttributes(SubLocal.Bool(local))
+	}
+	span.AddEvent(EventStart)
+}
+
+// SteerRefused records a steer the run refused on its span, while it is
+// live (an ended span takes no event).
+func SteerRefused(span trace.Span) {
+	if span == nil || !span.IsRecording() {
+		return
+	}
+	span.AddEvent(EventSteer, steerRefused)
+}
+
+// SteersAdmitted records n steers the agent running under ctx took into
+// its next model request, as events of the run span ctx carries.
+func SteersAdmitted(ctx context.Context, n int) {
+	span := trace.SpanFromContext(ctx)
+	if !span.IsRecording() {
+		return
+	}
+	for range n {
+		span.AddEvent(EventSteer, steerAdmitted)
+	}
+}
+
+// The steer events' attributes, made once.
+var (
+	steerAdmitted = trace.WithAttributes(SubSteerAdmitted.Bool(true))
+	steerRefused  = trace.WithAttributes(SubSteerAdmitted.Bool(false))
+)
+
+// EndRun ends a run span with its result: usage, stop reason, the
+// subagent/end event, and an error status unless it completed.
+func EndRun(span trace.Span, res subagent.Result, err error) {
+	if span == nil {
+		return
+	}
+	reason := res.StopReason
+	if err != nil {
+		reason = subagent.Error
+	}
+	if span.IsRecording() {
+		// One SetAttributes: each call copies and deduplicates.
+		var buf [4]attribute.KeyValue
+		attrs := append(buf[:0], SubStopReason.String(string(reason)))
+		if u := res.Usage; u != nil {
+			attrs = append(attrs, InputTokens.Int(u.InputTokens), OutputTokens.Int(u.OutputTokens))
+		}
+		if reason != subagent.Completed {
+			attrs = append(attrs, ErrorType.String(string(reason)))
+			span.SetStatus(codes.Error, cut(detail(res, err)))
+		}
+		span.SetAttributes(attrs...)
+		span.AddEvent(EventEnd)
+	}
+	span.End()
+}
+
+// EndFailed ends a run span whose start failed.
+func EndFailed(span trace.Span, err error) {
+	if span == nil {
+		return
+	}
+	if span.IsRecording() {
+		span.SetAttributes(ErrorType.String(errorType(err)))
+		span.SetStatus(codes.Error, cut(err.Error()))
+	}
+	span.End()
+}
+
+// Chat is a model call in progress: its span (nil when tracing is off)
+// and what its metrics need.
+type Chat struct {
+	span     trace.Span
+	begun    time.Time
+	provider string
+	model    string
+}
+
+// StartChat starts the span chat {model} of a model call of the agent
+// whose session is conversation, when tracing is on, and times it for the
+// metrics when they are on. Call it only when Active.
+func StartChat(ctx context.Context, provider, model, conversation string) (context.Context, Chat) {
+	c := Chat{provider: provider, model: model}
+	if Metering() {
+		c.begun = time.Now()
+	}
+	if !On() {
+		return ctx, c
+	}
+	attrs := make([]attribute.KeyValue, 0, 4)
+	attrs = append(attrs, OperationName.String(OpChat), ProviderName.String(provider), ConversationID.String(conversation))
+	if model != "" {
+		attrs = append(attrs, RequestModel.String(model))
+	}
+	ctx, c.span = tracer().Start(ctx, spanName(OpChat, model), kindClient, trace.WithAttributes(attrs...))
+	return ctx, c
+}
+
+// End ends the model call with its usage, or its error.
+func (c Chat) End(ctx context.Context, usage subagent.Usage, stop subagent.StopReason, err error) {
+	if !c.begun.IsZero() {
+		recordChat(ctx, c, usage, err)
+	}
+	if c.span == nil {
+		return
+	}
+	if c.span.IsRecording() {
+		if err != nil {
+			c.span.SetAttributes(ErrorType.String(errorType(err)))
+			c.span.SetStatus(codes.Error, cut(err.Error()))
+		} else {
+			var buf [4]attribute.KeyValue
+			attrs := append(buf[:0], InputTokens.Int(usage.InputTokens), OutputTokens.Int(usage.OutputTokens))
+			if c.model != "" {
+				attrs = append(attrs, ResponseModel.String(c.model))
+			}
+			if stop != "" && stop != subagent.Completed {
+				attrs = append(attrs, SubStopReason.String(string(stop)))
+			}
+			c.span.SetAttributes(attrs...)
+		}
+	}
+	c.span.End()
+}
+
+// StartTool starts the span execute_tool {tool} of a tool call; the
+// name and id are the model's, cut at nameLimit bytes (K3). Call it only
+// when On.
+func StartTool(ctx context.Context, name, callID string) (context.Context, trace.Span) {
+	return tracer().Start(ctx, spanName(OpExecuteTool, name), kindInternal, trace.WithAttributes(
+		OperationName.String(OpExecuteTool),
+		ToolName.String(limit(name)),
+		ToolCallID.String(limit(callID)),
+	))
+}
+
+// EndTool ends a tool call's span; a call that failed gets error.type
+// tool_error (its text is the model's to read, not the trace's).
+func EndTool(span trace.Span, isError bool) {
+	if span == nil {
+		return
+	}
+	if isError && span.IsRecording() {
+		span.SetAttributes(ErrorType.String("tool_error"))
+		span.SetStatus(codes.Error, "the tool call failed")
+	}
+	span.End()
+}
+
+// errorType is error.type for err: a context's end by name, else the
+// Go type's name (the convention's fallback for errors without a code).
+func errorType(err error) string {
+	switch {
+	case err == nil:
+		return ""
+	case errors.Is(err, context.Canceled):
+		return "cancelled"
+	case errors.Is(err, context.DeadlineExceeded):
+		return "timeout"
+	}
+	return "_OTHER"
+}
+
+func detail(res subagent.Result, err error) string {
+	if err != nil {
+		return err.Error()
+	}
+	if res.Detail != "" {
+		return res.Detail
+	}
+	return "stopped: " + string(res.StopReason)
+}
+
+// statusLimit caps a status description: a detail may quote a model's
+// output at length, and a span is no place for it.
+const statusLimit = 256
+
+func cut(s string) string {
+	if len(s) <= statusLimit {
+		return s
+	}
+	return s[:statusLimit] + "… (" + strconv.Itoa(len(s)-statusLimit) + " more bytes)"
+}
