@@ -60,15 +60,22 @@ func runTestPeer() int {
 }
 
 // collector is an actor playing the caller of the runs the peer starts:
-// it hands every answer to got and disposes each run once its result
-// came (from the run actor, the result's sender; the host has disposed
-// it already, so the run answers once, quiesced).
+// it hands every answer to got, the admission of each run once (a quick
+// start's RemoteStarted, or a slow one's RemoteAccepted, as a
+// RemoteAccepted), and disposes each run once its result came (from the
+// run actor, the result's sender; the host has disposed it already, so
+// the run answers once, quiesced).
 func collector(n *cluster.Node) (*actor.PID, <-chan any) {
 	got := make(chan any, 256)
+	admitted := map[string]bool{}
 	pid := n.System().ActorSystem().Root.Spawn(actor.PropsFromFunc(func(ctx actor.Context) {
 		switch m := ctx.Message().(type) {
-		case *wire.RemoteAccepted:
-			got <- m
+		case *wire.RemoteAccepted, *wire.RemoteStarted:
+			id := m.(interface{ GetRunId() string }).GetRunId()
+			if !admitted[id] {
+				admitted[id] = true
+				got <- &wire.RemoteAccepted{RunId: id}
+			}
 		case *wire.RunSettled:
 			ctx.Request(ctx.Sender(), &wire.Dispose{})
 			got <- m
@@ -133,8 +140,13 @@ func burstPeer(listen, membership, peer, host string) error {
 			return fmt.Errorf("the first start refused: %v", r)
 		}
 	}
-	<-got // its result
-	<-got // its quiescence
+	for _, want := range []string{"result", "quiescence"} {
+		switch m := (<-got).(type) {
+		case *wire.RunSettled, *wire.RunQuiesced:
+		default:
+			return fmt.Errorf("the first start answered %v, not its %s", m, want)
+		}
+	}
 	ids := make([]string, 50)
 	for i := range ids {
 		ids[i] = fmt.Sprint("burst-", i)
