@@ -10,6 +10,7 @@ import (
 	"go.opentelemetry.io/otel/trace"
 
 	"github.com/subactor/subactor/internal/otelx"
+	"github.com/subactor/subactor/internal/testkit"
 )
 
 // Contract O3: the helpers a wire message's traceparent field is filled
@@ -55,7 +56,7 @@ func TestO3_InjectAndExtractRoundTrip(t *testing.T) {
 // the hosting node extracts it and starts its side of the run as a
 // SERVER span under the caller's, in the caller's trace.
 func TestO3_HostedRunContinuesTheCallersTrace(t *testing.T) {
-	exp := withTracing(t)
+	exp := testkit.Tracing(t)
 	callerCtx, caller := otelx.StartRun(context.Background(), otelx.Run{Provider: "remote", RunID: "r1", Client: true})
 	traceparent, tracestate := otelx.Inject(callerCtx)
 	hostCtx := otelx.Extract(context.Background(), traceparent, tracestate)
@@ -79,7 +80,7 @@ func TestO3_HostedRunContinuesTheCallersTrace(t *testing.T) {
 // huge one is cut in the span, and many distinct ones do not grow the
 // span-name cache without bound.
 func TestO2_HostileToolNamesAreBounded(t *testing.T) {
-	exp := withTracing(t)
+	exp := testkit.Tracing(t)
 	huge := strings.Repeat("é", 10_000)
 	for i := range 1000 {
 		_, span := otelx.StartTool(context.Background(), huge+strconv.Itoa(i), huge)

@@ -41,7 +41,7 @@ func (untilTold) Generate(_ context.Context, req agent.Request) (agent.Response,
 // Contract O2: an admitted steer is a subagent/steer event of the run's
 // span, between its subagent/start and subagent/end.
 func TestO2_SteerIsASpanEventOfTheRun(t *testing.T) {
-	exp := withTracing(t)
+	exp := testkit.Tracing(t)
 	sys := actors.NewSystem()
 	t.Cleanup(sys.Shutdown)
 	svc := registry.New(sys)

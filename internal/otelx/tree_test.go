@@ -11,7 +11,6 @@ import (
 	sdkmetric "go.opentelemetry.io/otel/sdk/metric"
 	"go.opentelemetry.io/otel/sdk/metric/metricdata"
 	sdktrace "go.opentelemetry.io/otel/sdk/trace"
-	"go.opentelemetry.io/otel/sdk/trace/tracetest"
 	"go.opentelemetry.io/otel/trace"
 	tracenoop "go.opentelemetry.io/otel/trace/noop"
 	"go.uber.org/goleak"
@@ -31,27 +30,7 @@ import (
 
 func TestMain(m *testing.M) { goleak.VerifyTestMain(m, testkit.DeadLetters) }
 
-// withTracing sets an always-sampling SDK tracer provider that exports
-// every span as it ends to an in-memory exporter, for one test; the
-// global provider is restored after it. Tests that set global providers
-// do not run in parallel.
-func withTracing(t *testing.T) *tracetest.InMemoryExporter {
-	t.Helper()
-	exp := tracetest.NewInMemoryExporter()
-	tp := sdktrace.NewTracerProvider(sdktrace.WithSyncer(exp), sdktrace.WithSampler(sdktrace.AlwaysSample()))
-	prev := otel.GetTracerProvider()
-	otel.SetTracerProvider(tp)
-	t.Cleanup(func() {
-		otel.SetTracerProvider(prev)
-		_ = tp.Shutdown(context.Background())
-	})
-	if !otelx.On() {
-		t.Fatal("a set SDK provider does not turn tracing on")
-	}
-	return exp
-}
-
-// withMetrics is withTracing for metrics, read by hand.
+// withMetrics is testkit.Tracing for metrics, read by hand.
 func withMetrics(t *testing.T) *sdkmetric.ManualReader {
 	t.Helper()
 	r := sdkmetric.NewManualReader()
@@ -148,7 +127,7 @@ func hasEvent(s sdktrace.ReadOnlySpan, name string) bool {
 // carry the GenAI attributes, usage on every chat span, and the run
 // events as span events.
 func TestO1_O2_DelegationTreeIsOneTraceWithGenAIAttributes(t *testing.T) {
-	exp := withTracing(t)
+	exp := testkit.Tracing(t)
 	tr := newTree(t)
 	tr.run(t, treePrompt)
 	spans := exp.GetSpans().Snapshots()

@@ -1,13 +1,11 @@
 package acp_test
 
 import (
-	"context"
 	"fmt"
 	"testing"
 
 	"go.opentelemetry.io/otel"
 	sdktrace "go.opentelemetry.io/otel/sdk/trace"
-	"go.opentelemetry.io/otel/sdk/trace/tracetest"
 	"go.opentelemetry.io/otel/trace"
 
 	"github.com/subactor/subactor/actors/providers/acp"
@@ -23,14 +21,7 @@ import (
 // the trace of the caller's span and the run span (a CLIENT span: the
 // child is another process) as parent, and keep the caller's tracestate.
 func TestO3_ACPChildReceivesTraceContextInMeta(t *testing.T) {
-	exp := tracetest.NewInMemoryExporter()
-	tp := sdktrace.NewTracerProvider(sdktrace.WithSyncer(exp), sdktrace.WithSampler(sdktrace.AlwaysSample()))
-	prev := otel.GetTracerProvider()
-	otel.SetTracerProvider(tp)
-	t.Cleanup(func() {
-		otel.SetTracerProvider(prev)
-		_ = tp.Shutdown(context.Background())
-	})
+	exp := testkit.Tracing(t)
 
 	sys := newSystem(t)
 	svc := registry.New(sys)
@@ -52,7 +43,7 @@ func TestO3_ACPChildReceivesTraceContextInMeta(t *testing.T) {
 		TraceFlags: trace.FlagsSampled, TraceState: state, Remote: true,
 	})
 	ctx := trace.ContextWithRemoteSpanContext(testkit.Ctx(t), remote)
-	ctx, caller := tp.Tracer("test").Start(ctx, "execute_tool subagent")
+	ctx, caller := otel.Tracer("test").Start(ctx, "execute_tool subagent")
 	r, err := svc.Start(ctx, acp.DefaultName, request("meta"))
 	if err != nil {
 		t.Fatal(err)

@@ -1,11 +1,8 @@
 package remote_test
 
 import (
-	"context"
 	"testing"
 
-	"go.opentelemetry.io/otel"
-	sdktrace "go.opentelemetry.io/otel/sdk/trace"
 	"go.opentelemetry.io/otel/sdk/trace/tracetest"
 	"go.opentelemetry.io/otel/trace"
 
@@ -17,14 +14,7 @@ import (
 // under the caller's CLIENT run span, in the caller's trace, ended with
 // the run.
 func TestO3_RemoteRunContinuesTheCallersTrace(t *testing.T) {
-	exp := tracetest.NewInMemoryExporter()
-	tp := sdktrace.NewTracerProvider(sdktrace.WithSyncer(exp), sdktrace.WithSampler(sdktrace.AlwaysSample()))
-	prev := otel.GetTracerProvider()
-	otel.SetTracerProvider(tp)
-	t.Cleanup(func() {
-		otel.SetTracerProvider(prev)
-		_ = tp.Shutdown(context.Background())
-	})
+	exp := testkit.Tracing(t)
 	svc, _ := service(t, "echo", 2)
 	r := start(t, svc, testkit.Ctx(t), "hello")
 	if _, err := r.Wait(testkit.Ctx(t)); err != nil {
