@@ -51,7 +51,6 @@ type hostedRun struct {
 	caller *caller
 	cancel context.CancelCauseFunc // ends the run's context
 	run    subagent.Run            // nil while its start is under way
-	pid    *actor.PID
 	// dropped: the caller gave it up, is gone, or the node leaves: a run
 	// still starting is disposed once started.
 	dropped bool
@@ -281,7 +280,7 @@ func (h *host) started(ctx actor.Context, m startDone) {
 		h.leave(ctx)
 		return
 	}
-	r.run, r.pid = m.run, m.pid
+	r.run = m.run
 	h.actors[m.pid.Id] = m.id
 	ctx.Watch(m.pid)
 	if r.dropped {
