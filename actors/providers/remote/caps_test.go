@@ -56,9 +56,5 @@ func TestP4_S4_PlacementSkipsMembersWithoutTheCapability(t *testing.T) {
 	if err := r.Dispose(context.Background()); err != nil {
 		t.Fatal(err)
 	}
-	for _, l := range remote.Status(testkit.Ctx(t), n, testkit.Deadline) {
-		if l.Runs != 0 {
-			t.Fatalf("member %s hosts %d runs", l.Member.ID, l.Runs)
-		}
-	}
+	awaitUnhosted(t, n, func(l remote.Load) bool { return l.Runs != 0 })
 }
