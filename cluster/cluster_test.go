@@ -73,6 +73,10 @@ func TestK3_HostRefusesInvalidRequests(t *testing.T) {
 	refusal(t, ask(t, n, &messages.RemoteStart{Provider: "echo", Prompt: prompt}), clusterwire.RefusedInvalid)
 	refusal(t, ask(t, n, &messages.RemoteStart{RunId: "r1", Provider: "echo"}), clusterwire.RefusedInvalid)
 	refusal(t, ask(t, n, &messages.RemoteStart{RunId: "r1", Provider: "echo", Prompt: prompt, ParentDepth: -1}), clusterwire.RefusedInvalid)
+	refusal(t, ask(t, n, &messages.RemoteStart{RunId: "r1", Provider: "echo", Prompt: prompt, Continuable: true, ContinueSession: "c"}), clusterwire.RefusedInvalid)
+	// echo cannot resume: a resume is refused unsupported (S4), never
+	// started as a fresh child.
+	refusal(t, ask(t, n, &messages.RemoteStart{RunId: "r1", Provider: "echo", Prompt: prompt, ContinueSession: "c"}), clusterwire.FailedUnsupported)
 	refusal(t, ask(t, n, &messages.Cancel{}), clusterwire.RefusedUnknownKind)
 	if load := ask(t, n, &messages.HostStatus{}).(*messages.HostLoad); load.GetRuns() != 0 {
 		t.Fatalf("refused starts left %d runs", load.GetRuns())
@@ -89,17 +93,20 @@ func TestK3_ValidateStartConverts(t *testing.T) {
 		Options:  &messages.AgentOptions{Model: "m", MaxDepth: &depth},
 		MaxDepth: &maxDepth, Persona: &persona,
 		ToolFilter:      &messages.ToolFilter{Deny: []string{"write"}},
-		ParentSessionId: "parent", ParentDepth: 1,
+		ParentSessionId: "parent", ParentDepth: 1, ContinueSession: "child",
 	}, 100)
 	if err != nil {
 		t.Fatal(err)
 	}
-	if req.Parent.SessionID() != "parent" || req.Parent.Header().DelegationDepth != 1 ||
+	if req.Parent.SessionID() != "parent" || req.Parent.Header().DelegationDepth != 1 || req.Continuation.SessionID != "child" ||
 		*req.MaxDepth != 4 || *req.Options.MaxDepth != 2 || *req.Persona != "terse" || req.ToolFilter.Deny[0] != "write" || req.Options.Model != "m" {
 		t.Fatalf("request %+v", req)
 	}
 	if _, err := cluster.ValidateStart(&messages.RemoteStart{RunId: strings.Repeat("r", 129), Prompt: []*messages.ContentBlock{{Text: "x"}}}, 100); err == nil {
 		t.Fatal("a 129-byte run id was accepted")
+	}
+	if _, err := cluster.ValidateStart(&messages.RemoteStart{RunId: "r", ContinueSession: strings.Repeat("c", 129), Prompt: []*messages.ContentBlock{{Text: "x"}}}, 100); err == nil {
+		t.Fatal("a 129-byte session to continue was accepted")
 	}
 }
 

@@ -21,6 +21,7 @@ import (
 	"github.com/subactor/subactor/internal/rules"
 	"github.com/subactor/subactor/internal/wire"
 	"github.com/subactor/subactor/messages"
+	"github.com/subactor/subactor/persistence"
 	"github.com/subactor/subactor/subagent"
 )
 
@@ -162,6 +163,9 @@ func (h *host) start(ctx actor.Context, m *messages.RemoteStart) {
 		unsupported = rules.CheckCapabilities(p.Name(), p.Capabilities(), req)
 	}
 	_, dup := h.runs[m.GetRunId()]
+	if _, resumes := p.(subagent.Resumer); p != nil && err == nil && unsupported == nil && req.Continuation != nil && !resumes {
+		unsupported = fmt.Errorf("%w: %q", subagent.ErrNotResumable, p.Name())
+	}
 	switch {
 	case h.leaving != nil:
 		refuse(clusterwire.RefusedFull, "the node is leaving the cluster")
@@ -190,7 +194,7 @@ func (h *host) start(ctx actor.Context, m *messages.RemoteStart) {
 		// The host stands in for the Service: the provider gets the
 		// run's scope, its progress going straight to the caller, which
 		// takes it from this node's address only.
-		scope := subagent.Scope{RunID: r.id, Parent: subagent.ParentRef{SessionID: m.GetParentSessionId(), Depth: int(m.GetParentDepth())}}
+		scope := subagent.Scope{RunID: r.id, Parent: subagent.ParentRef{SessionID: m.GetParentSessionId(), Depth: int(m.GetParentDepth())}, Continuable: m.GetContinuable()}
 		self, sys := ctx.Self(), ctx.ActorSystem()
 		scope.Events = sink{sys: sys, to: c.pid, from: self}
 		// A start that takes a while is told accepted, so its caller
@@ -250,6 +254,8 @@ func tellStarted(sys *actor.ActorSystem, caller *actor.PID, accepted *messages.R
 	if err != nil {
 		code := ""
 		switch {
+		case errors.Is(err, persistence.ErrNotFound):
+			code = clusterwire.FailedNoSession
 		case errors.Is(err, subagent.ErrUnsupported):
 			code = clusterwire.FailedUnsupported
 		case errors.Is(err, subagent.ErrInvalidRequest):
@@ -413,6 +419,12 @@ func validateStart(m *messages.RemoteStart, maxPrompt int) (subagent.StartReques
 	if len(m.GetOutputSchema()) > maxPrompt {
 		return invalid("output schema", "over the node's size limit")
 	}
+	if len(m.GetContinueSession()) > 128 {
+		return invalid("continue session", "longer than 128 bytes")
+	}
+	if m.GetContinuable() && m.GetContinueSession() != "" {
+		return invalid("continue session", "a continuable child's first activation resumes nothing")
+	}
 	req := subagent.StartRequest{
 		Prompt: wire.ToContent(m.GetPrompt()),
 		Parent: remoteParent{session: m.GetParentSessionId(), depth: int(m.GetParentDepth())},
@@ -425,6 +437,9 @@ func validateStart(m *messages.RemoteStart, maxPrompt int) (subagent.StartReques
 	}
 	if len(req.OutputSchema) == 0 {
 		req.OutputSchema = nil
+	}
+	if id := m.GetContinueSession(); id != "" {
+		req.Continuation = &subagent.Continuation{SessionID: id}
 	}
 	if o := m.GetOptions(); o != nil && o.MaxDepth != nil {
 		req.Options.MaxDepth = new(int(o.GetMaxDepth()))

@@ -289,9 +289,17 @@ type RemoteStart struct {
 	Traceparent string `protobuf:"bytes,11,opt,name=traceparent,proto3" json:"traceparent,omitempty"`
 	// caller_member is the caller's member id: the host disposes the
 	// caller's runs once that member leaves the membership.
-	CallerMember  string `protobuf:"bytes,12,opt,name=caller_member,json=callerMember,proto3" json:"caller_member,omitempty"`
-	unknownFields protoimpl.UnknownFields
-	sizeCache     protoimpl.SizeCache
+	CallerMember string `protobuf:"bytes,12,opt,name=caller_member,json=callerMember,proto3" json:"caller_member,omitempty"`
+	// continuable marks the first activation of a continuable child (S7):
+	// the hosting provider stores the child's creation, under run_id as
+	// its session id, before the run is started.
+	Continuable bool `protobuf:"varint,13,opt,name=continuable,proto3" json:"continuable,omitempty"`
+	// continue_session, when set, resumes the continuable child of that
+	// session id from its log (S8) instead of starting a new child; a host
+	// that cannot read the log refuses with "no-session".
+	ContinueSession string `protobuf:"bytes,14,opt,name=continue_session,json=continueSession,proto3" json:"continue_session,omitempty"`
+	unknownFields   protoimpl.UnknownFields
+	sizeCache       protoimpl.SizeCache
 }
 
 func (x *RemoteStart) Reset() {
@@ -404,6 +412,20 @@ func (x *RemoteStart) GetTraceparent() string {
 func (x *RemoteStart) GetCallerMember() string {
 	if x != nil {
 		return x.CallerMember
+	}
+	return ""
+}
+
+func (x *RemoteStart) GetContinuable() bool {
+	if x != nil {
+		return x.Continuable
+	}
+	return false
+}
+
+func (x *RemoteStart) GetContinueSession() string {
+	if x != nil {
+		return x.ContinueSession
 	}
 	return ""
 }
@@ -621,7 +643,7 @@ func (x *RemoteStarted) GetRuns() int64 {
 type RemoteStartFailed struct {
 	state         protoimpl.MessageState `protogen:"open.v1"`
 	RunId         string                 `protobuf:"bytes,1,opt,name=run_id,json=runId,proto3" json:"run_id,omitempty"`
-	Code          string                 `protobuf:"bytes,2,opt,name=code,proto3" json:"code,omitempty"` // "invalid", "unsupported", "cancelled", "" (other)
+	Code          string                 `protobuf:"bytes,2,opt,name=code,proto3" json:"code,omitempty"` // "invalid", "unsupported", "cancelled", "no-session", "" (other)
 	Reason        string                 `protobuf:"bytes,3,opt,name=reason,proto3" json:"reason,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
@@ -750,7 +772,7 @@ const file_subactor_cluster_proto_rawDesc = "" +
 	"\x0esubagent_depth\x18\x04 \x01(\x03R\rsubagentDepth\x12 \n" +
 	"\tmax_depth\x18\x05 \x01(\x03H\x00R\bmaxDepth\x88\x01\x01B\f\n" +
 	"\n" +
-	"_max_depth\"\x8a\x04\n" +
+	"_max_depth\"\xd7\x04\n" +
 	"\vRemoteStart\x12\x15\n" +
 	"\x06run_id\x18\x01 \x01(\tR\x05runId\x12\x1a\n" +
 	"\bprovider\x18\x02 \x01(\tR\bprovider\x127\n" +
@@ -765,7 +787,9 @@ const file_subactor_cluster_proto_rawDesc = "" +
 	"\fparent_depth\x18\n" +
 	" \x01(\x03R\vparentDepth\x12 \n" +
 	"\vtraceparent\x18\v \x01(\tR\vtraceparent\x12#\n" +
-	"\rcaller_member\x18\f \x01(\tR\fcallerMemberB\f\n" +
+	"\rcaller_member\x18\f \x01(\tR\fcallerMember\x12 \n" +
+	"\vcontinuable\x18\r \x01(\bR\vcontinuable\x12)\n" +
+	"\x10continue_session\x18\x0e \x01(\tR\x0fcontinueSessionB\f\n" +
 	"\n" +
 	"_max_depthB\n" +
 	"\n" +

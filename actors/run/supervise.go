@@ -109,7 +109,8 @@ func Spawn(ctx context.Context, parent actor.SpawnerContext, p subagent.Provider
 // SteerWithdraw, Cancel, Dispose and Watch from caller only and refuses
 // them from any other sender with a RemoteRefused (K3). ctx and scope are
 // the run's as a Service would hand them to p: ctx ends the run, and
-// scope's sink gets its progress. A provider whose runs are not run
+// scope's sink gets its progress. A request with a Continuation resumes
+// that child through p's Resume. A provider whose runs are not run
 // actors gets one around its run, which hands the run its steers.
 func Hosted(ctx context.Context, sys *actor.ActorSystem, p subagent.Provider, scope subagent.Scope, req subagent.StartRequest, caller *actor.PID) (subagent.Run, *actor.PID, error) {
 	runCtx, cancel := context.WithCancelCause(ctx)
@@ -204,7 +205,15 @@ func (s *steerRelay) close() {
 // spawnThrough starts p's run with sp in its context, so that a run actor
 // is spawned where sp says; pid is nil when p's run is no run actor.
 func spawnThrough(ctx context.Context, sp *spawner, p subagent.Provider, scope subagent.Scope, req subagent.StartRequest) (subagent.Run, *actor.PID, error) {
-	r, err := p.Start(context.WithValue(ctx, spawnerKey{}, sp), scope, req)
+	start := p.Start
+	if req.Continuation != nil {
+		r, ok := p.(subagent.Resumer)
+		if !ok {
+			return nil, nil, fmt.Errorf("%w: %q", subagent.ErrNotResumable, p.Name())
+		}
+		start = r.Resume
+	}
+	r, err := start(context.WithValue(ctx, spawnerKey{}, sp), scope, req)
 	if err != nil {
 		return nil, nil, err
 	}

@@ -147,7 +147,12 @@ func (m *Manager) Start(ctx context.Context, spec Spec, start func(context.Conte
 		m.finish(t.ID, in, spec.Ended)
 		return Task{}, err
 	}
-	t.RunID, t.SessionID = run.ID(), run.SessionID()
+	t.RunID = run.ID()
+	// A continuable child keeps its id: a run on another node has no
+	// session here, though the child's log is its session there.
+	if s := run.SessionID(); s != "" || spec.ChildID == "" {
+		t.SessionID = s
+	}
 	r, err := m.call(context.WithoutCancel(ctx), &attach{id: t.ID, run: run, runID: t.RunID, sessionID: t.SessionID})
 	if err != nil {
 		return Task{}, errors.Join(err, run.Dispose(context.WithoutCancel(ctx)))

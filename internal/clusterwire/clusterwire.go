@@ -37,9 +37,12 @@ const (
 	// RefusedNotMember: the caller is not (yet) a member in the host's
 	// view, so its answers could go to an earlier member's connection
 	// to the same address; the caller tries again.
-	RefusedNotMember   = "not-a-member"
-	FailedUnsupported  = "unsupported"
-	FailedCancelled    = "cancelled"
+	RefusedNotMember  = "not-a-member"
+	FailedUnsupported = "unsupported"
+	FailedCancelled   = "cancelled"
+	// FailedNoSession: a resume found no log of the child on the host
+	// (its store is not the one the child was written to).
+	FailedNoSession    = "no-session"
 	RefusedUnknownKind = "unknown-message"
 )
 

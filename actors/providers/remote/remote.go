@@ -34,6 +34,7 @@ import (
 	"github.com/subactor/subactor/internal/rules"
 	"github.com/subactor/subactor/internal/wire"
 	"github.com/subactor/subactor/messages"
+	"github.com/subactor/subactor/persistence"
 	"github.com/subactor/subactor/subagent"
 )
 
@@ -62,6 +63,9 @@ type placementError struct {
 	// unsupported: members offer the provider, none with every feature
 	// the request uses (the first such member's refusal).
 	unsupported error
+	// noSession: a member that answered had no log of the child to
+	// resume (its store is its own, not the one the child was kept in).
+	noSession bool
 }
 
 func (e *placementError) Error() string {
@@ -83,6 +87,9 @@ func (e *placementError) Unwrap() []error {
 	}
 	if e.unsupported != nil {
 		errs = append(errs, e.unsupported)
+	}
+	if e.noSession {
+		errs = append(errs, persistence.ErrNotFound)
 	}
 	return errs
 }
@@ -106,6 +113,8 @@ func (e *refusedError) Unwrap() []error {
 		return []error{ErrRefused, subagent.ErrUnsupported}
 	case clusterwire.FailedCancelled:
 		return []error{ErrRefused, subagent.ErrCancelled}
+	case clusterwire.FailedNoSession:
+		return []error{ErrRefused, persistence.ErrNotFound}
 	}
 	return []error{ErrRefused}
 }
@@ -298,8 +307,31 @@ func (p *provider) ended(m cluster.Member) {
 // Start implements subagent.Provider: it places the run on the least
 // loaded member offering the provider that has room, and returns once the
 // hosting node's provider returned a live run. On an error nothing is
-// left on any node (R6).
+// left on any node (R6). A continuable child's first activation
+// (scope.Continuable) is stored by the hosting provider before it starts.
 func (p *provider) Start(ctx context.Context, scope subagent.Scope, req subagent.StartRequest) (subagent.Run, error) {
+	return p.begin(ctx, scope, req, "")
+}
+
+// Resume implements subagent.Resumer: it continues the continuable child
+// req.Continuation names, placed as Start places a run, on a member whose
+// provider can read the child's log: with members sharing one store
+// (PostgreSQL) any of them, so a child whose node died continues on
+// another (K2); with a store per node only the node that wrote it. A
+// member without the log refuses, and the next is tried; when none had
+// it, the error matches persistence.ErrNotFound. Two activations never
+// write one log: the resumed child takes it (agentlog.KindActivation), so
+// an earlier activation still running on a node declared dead fails its
+// next append and settles.
+func (p *provider) Resume(ctx context.Context, scope subagent.Scope, req subagent.StartRequest) (subagent.Run, error) {
+	if req.Continuation == nil || req.Continuation.SessionID == "" {
+		return nil, &subagent.InvalidRequestError{Field: "continuation", Reason: "resume needs the child's session id"}
+	}
+	return p.begin(ctx, scope, req, req.Continuation.SessionID)
+}
+
+// begin places a start, or the resume of session when it is set.
+func (p *provider) begin(ctx context.Context, scope subagent.Scope, req subagent.StartRequest, session string) (subagent.Run, error) {
 	if req.Parent == nil {
 		return nil, &subagent.InvalidRequestError{Field: "parent", Reason: "a delegating parent agent is required"}
 	}
@@ -307,6 +339,7 @@ func (p *provider) Start(ctx context.Context, scope subagent.Scope, req subagent
 		scope.RunID = ids.New() // a caller other than the Service
 	}
 	wire := p.startMessage(req, scope)
+	wire.ContinueSession = session
 	// The host's spans continue the caller's trace (O3).
 	wire.Traceparent, _ = otelx.Inject(ctx)
 	// A member in the membership that answers no load query may be
@@ -374,6 +407,9 @@ func (p *provider) place(ctx context.Context, req subagent.StartRequest, wire *m
 		case errors.As(err, &refused) && refused.Code == clusterwire.RefusedNotMember:
 			perr.notYet = true
 			perr.Reasons = append(perr.Reasons, fmt.Sprintf("%s: %s", c.Member.ID, refused.Reason))
+		case errors.As(err, &refused) && refused.Code == clusterwire.FailedNoSession:
+			perr.noSession = true
+			perr.Reasons = append(perr.Reasons, fmt.Sprintf("%s: %s", c.Member.ID, refused.Reason))
 		case errors.As(err, &refused) && refused.Code == clusterwire.RefusedFull:
 			p.heard(Load{Member: c.Member, Capacity: c.Capacity, Runs: c.Capacity})
 			perr.noRoom = true
@@ -404,6 +440,7 @@ func (p *provider) startMessage(req subagent.StartRequest, scope subagent.Scope)
 		},
 		OutputSchema:    req.OutputSchema,
 		Persona:         req.Persona,
+		Continuable:     scope.Continuable,
 		ParentSessionId: scope.Parent.SessionID,
 		ParentDepth:     int64(scope.Parent.Depth),
 	}
