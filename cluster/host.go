@@ -407,7 +407,8 @@ func validateStart(m *messages.RemoteStart, maxPrompt int) (subagent.StartReques
 	if size > maxPrompt {
 		return invalid("prompt", fmt.Sprintf("%d bytes, over the node's limit of %d", size, maxPrompt))
 	}
-	if len(m.GetPrompt()) == 0 {
+	if len(m.GetPrompt()) == 0 && m.GetContinueSession() == "" {
+		// A resume may continue from the log alone (a relaunch).
 		return invalid("prompt", "empty")
 	}
 	if m.GetParentDepth() < 0 || m.GetOptions().GetSubagentDepth() < 0 {

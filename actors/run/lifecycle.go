@@ -396,12 +396,16 @@ func (l *lifecycle) exited(e inExited) {
 	restarting := l.restarting
 	l.restarting = false
 	ending := l.settled || l.cancelled || l.disposing
+	var crashed *CrashError
 	switch {
 	case restarting && !finished && !ending:
 		l.relaunch()
 		return
 	case e.Panic != "" && !ending:
 		l.crash(&CrashError{Reason: "child panicked: " + e.Panic})
+		return
+	case errors.As(e.Err, &crashed) && !ending:
+		l.crash(crashed)
 		return
 	}
 	l.refuseSteers("child exited")

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"slices"
 	"sync"
 	"sync/atomic"
 
@@ -22,7 +23,8 @@ import (
 // Body is the child's work. It runs on a goroutine the run owns, must return
 // when ctx ends, and calls steer.Take before every model request. A panic is
 // recovered: the run relaunches (see Spec.Relaunch) or settles with stop
-// reason error.
+// reason error; so is an error matching *CrashError (a child elsewhere
+// that was lost), which its supervisor decides on as on a panic.
 type Body func(ctx context.Context, steer Gate) (subagent.Result, error)
 
 // Child is the child's work in the form that keeps its result off the
@@ -32,6 +34,10 @@ type Body func(ctx context.Context, steer Gate) (subagent.Result, error)
 // most of what it costs, issue 11). Otherwise it is a Body: Run runs on a
 // goroutine the run owns, must return when g.Context() ends, and calls
 // g.Take before every model request; a panic is recovered.
+//
+// A Child that is also a subagent.Steerer takes its steers itself (a
+// child running elsewhere that it stands for): the run hands each steer
+// to its Steer as it comes, and that answer is the steer's.
 type Child interface {
 	// Run runs the child: its first activation, or, when g.Relaunched(),
 	// a continuation from its last checkpoint after a crash.
@@ -211,8 +217,15 @@ func Start(sys *actors.System, spec Spec) Run {
 	// The producer hands protoactor the same actor on a restart, which
 	// keeps the run's state: the restart relaunches its child.
 	props := inline.Props(func() actor.Actor { return a })
-	if parent != nil && parent.mw != nil {
-		props = props.Configure(actor.WithReceiverMiddleware(parent.mw...))
+	var mw []actor.ReceiverMiddleware
+	if parent != nil {
+		mw = parent.mw
+	}
+	if st, ok := spec.Child.(subagent.Steerer); ok {
+		mw = append(slices.Clip(mw), (&steerRelay{to: st, pending: map[uint64]context.CancelFunc{}}).middleware)
+	}
+	if mw != nil {
+		props = props.Configure(actor.WithReceiverMiddleware(mw...))
 	}
 	if parent != nil {
 		parent.pid = parent.in.SpawnPrefix(props, "run-")

@@ -187,6 +187,9 @@ func (s *steerRelay) middleware(next actor.ReceiverFunc) actor.ReceiverFunc {
 			if cancel != nil {
 				cancel()
 			}
+		case *actor.Stopped:
+			s.close()
+			next(c, env)
 		default:
 			next(c, env)
 		}

@@ -14,6 +14,7 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"time"
 
 	"github.com/subactor/subactor/actors/providers/remote"
 	"github.com/subactor/subactor/actors/registry"
@@ -47,13 +48,19 @@ type peerLine struct {
 // continuablePeer joins as a member at listen (membership at membership,
 // the static list peers, comma-separated) with a Service whose tasks are
 // kept in the database at url, delegating continuable children to the
-// members' provider "model". It takes commands on stdin, one a line:
+// members' provider "model", each restarted after a crash (its node
+// lost) at most restarts times a minute. It takes commands on stdin, one
+// a line:
 //
 //	start PROMPT: a continuable child: a "child" line, then its task's "task" line
 //	send CHILD N PREFIX: N follow-ups at once (PREFIX0, PREFIX1, ...): a
 //	"routes" line, then the started activation's "task" line
-func continuablePeer(listen, membership, peers, url string) error {
+func continuablePeer(listen, membership, peers, url, restarts string) error {
 	ctx := context.Background()
+	max, err := strconv.Atoi(restarts)
+	if err != nil {
+		return err
+	}
 	store, err := postgres.Open(ctx, url)
 	if err != nil {
 		return err
@@ -70,7 +77,7 @@ func continuablePeer(listen, membership, peers, url string) error {
 		return err
 	}
 	mgr := tasks.New(n.System(), store)
-	svc := registry.New(n.System(), registry.WithTasks(mgr))
+	svc := registry.New(n.System(), registry.WithTasks(mgr), registry.WithRunRestarts(subagent.RestartPolicy{Max: max, Window: time.Minute}))
 	defer svc.Close()
 	if _, err := svc.RegisterProvider(p); err != nil {
 		return err

@@ -14,7 +14,9 @@ import (
 	"os/exec"
 	"regexp"
 	"slices"
+	"strconv"
 	"strings"
+	"sync/atomic"
 	"syscall"
 	"testing"
 
@@ -27,13 +29,14 @@ import (
 // failoverModel answers the members' children with every user message
 // they saw, joined by commas, once they saw the follow-ups "m0" to
 // "m<want-1>" (calling the list tool meanwhile, so that follow-ups steered
-// into the activation join its next request). A child whose last message
-// is "hold" gets its answer, "late", only once release is closed; held
-// hears of its request.
+// into the activation join its next request). The first child whose last
+// message is "hold" gets its answer, "late", only once release is closed;
+// held hears of its request.
 type failoverModel struct {
-	want    int
-	held    chan struct{}
-	release chan struct{}
+	want     int
+	held     chan struct{}
+	release  chan struct{}
+	heldOnce *atomic.Bool
 }
 
 func (m failoverModel) respond(r openaitest.Request) openaitest.Step {
@@ -48,7 +51,7 @@ func (m failoverModel) respond(r openaitest.Request) openaitest.Step {
 		}
 	}
 	switch {
-	case users[len(users)-1] == "hold":
+	case users[len(users)-1] == "hold" && m.heldOnce.CompareAndSwap(false, true):
 		m.held <- struct{}{}
 		<-m.release
 		return openaitest.Reply("late")
@@ -74,7 +77,7 @@ type failoverCluster struct {
 func newFailoverCluster(t *testing.T, want int) *failoverCluster {
 	t.Helper()
 	f := &failoverCluster{url: pgtest.Start(t).Fresh(t), root: writeTree(t),
-		model: failoverModel{want: want, held: make(chan struct{}, 1), release: make(chan struct{})}}
+		model: failoverModel{want: want, held: make(chan struct{}, 1), release: make(chan struct{}), heldOnce: new(atomic.Bool)}}
 	f.srv = openaitest.NewResponder(t, f.model.respond)
 	t.Cleanup(func() { // before the server's Close, which waits for a held request
 		select {
@@ -97,8 +100,9 @@ func (f *failoverCluster) serve(t *testing.T, m member) (*process, string) {
 	return p, memberLine.FindStringSubmatch(p.line(t, memberLine, "serve to join"))[1]
 }
 
-// caller starts the continuable test peer at a.
-func (f *failoverCluster) caller(t *testing.T) *peerProcess {
+// caller starts the continuable test peer at a, restarting a child
+// whose node was lost at most restarts times.
+func (f *failoverCluster) caller(t *testing.T, restarts int) *peerProcess {
 	t.Helper()
 	var peers []string
 	for _, m := range []member{f.a, f.b, f.c, f.d} {
@@ -106,7 +110,7 @@ func (f *failoverCluster) caller(t *testing.T) *peerProcess {
 	}
 	p := &peerProcess{process: process{stderr: new(testkit.Buffer)}}
 	p.cmd = exec.Command(os.Args[0])
-	p.cmd.Env = append(os.Environ(), envTestPeer+"="+strings.Join([]string{"continuable", f.a.listen, f.a.membership, strings.Join(peers, ","), f.url}, " "))
+	p.cmd.Env = append(os.Environ(), envTestPeer+"="+strings.Join([]string{"continuable", f.a.listen, f.a.membership, strings.Join(peers, ","), f.url, strconv.Itoa(restarts)}, " "))
 	p.cmd.Stderr = p.stderr
 	var err error
 	if p.stdin, err = p.cmd.StdinPipe(); err != nil {
@@ -164,7 +168,7 @@ func TestK2_S8_FiftyFollowUpsResumeAKilledNodesChildOnAnotherOnce(t *testing.T) 
 	const n = 50
 	f := newFailoverCluster(t, n)
 	nodeB, _ := f.serve(t, f.b)
-	caller := f.caller(t)
+	caller := f.caller(t, 0)
 	caller.command(t, "start first")
 	child := caller.next(t, "child").Child
 	if l := caller.next(t, "task"); l.State != "completed" || l.Output != "first" {
@@ -201,7 +205,7 @@ func TestK2_S8_FiftyFollowUpsResumeAKilledNodesChildOnAnotherOnce(t *testing.T) 
 func TestK2_S8_AThawedNodeCannotWriteTheLogOfAChildResumedElsewhere(t *testing.T) {
 	f := newFailoverCluster(t, 0)
 	nodeB, idB := f.serve(t, f.b)
-	caller := f.caller(t)
+	caller := f.caller(t, 0)
 	caller.command(t, "start hold")
 	child := caller.next(t, "child").Child
 	testkit.Recv(t, f.model.held, "B's model request")
@@ -249,5 +253,44 @@ func TestK2_S8_AThawedNodeCannotWriteTheLogOfAChildResumedElsewhere(t *testing.T
 	}
 	if strings.Contains(log.String(), "late") || !strings.Contains(log.String(), "hold,again0") {
 		t.Fatalf("the child's log:\n%s\nwant C's turn and nothing of B's", log.String())
+	}
+}
+
+// Contracts A3, K2, S9: with a restart policy (the Service's OneForOne
+// strategy, registry.WithRunRestarts), a continuable child mid-turn on
+// member B, B SIGKILLed: the loss is a crash of its run, which the
+// strategy restarts from its checkpoint, the child's log, on member C:
+// the activation completes there (its task never failed), its log taken
+// by C (one activation marker) and ending completed.
+func TestA3_K2_ALostRemoteRunIsRestartedElsewhereFromItsCheckpoint(t *testing.T) {
+	f := newFailoverCluster(t, 0)
+	nodeB, _ := f.serve(t, f.b)
+	caller := f.caller(t, 1)
+	caller.command(t, "start hold")
+	child := caller.next(t, "child").Child
+	testkit.Recv(t, f.model.held, "B's model request")
+	f.serve(t, f.c)
+	if err := nodeB.cmd.Process.Kill(); err != nil {
+		t.Fatal(err)
+	}
+	_ = nodeB.cmd.Wait()
+	if l := caller.next(t, "task"); l.State != "completed" || l.Output != "hold" {
+		t.Fatalf("the activation whose node was killed: %+v, want it restarted on C and completed", l)
+	}
+	store, err := postgres.Open(context.Background(), f.url)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer store.Close()
+	_, recs, err := store.Load(testkit.Ctx(t), child)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var kinds []string
+	for _, r := range recs {
+		kinds = append(kinds, r.Kind)
+	}
+	if strings.Count(strings.Join(kinds, " "), "agent/activation") != 1 || kinds[len(kinds)-1] != "agent/stop" {
+		t.Fatalf("the child's log %q, want one activation taken by C and its stop", kinds)
 	}
 }

@@ -35,7 +35,7 @@ import (
 // MEMBERSHIP PEER_MEMBERSHIP PEER_LISTEN", "commands LISTEN MEMBERSHIP
 // PEER_MEMBERSHIP PEER_LISTEN", "silent LISTEN MEMBERSHIP", "subscriber
 // LISTEN", "publisher LISTEN SUBSCRIBER_LISTEN" or "continuable LISTEN
-// MEMBERSHIP PEERS STORE_URL" (continuablepeer_test.go).
+// MEMBERSHIP PEERS STORE_URL RESTARTS" (continuablepeer_test.go).
 const envTestPeer = "NODETEST_PEER"
 
 // runTestPeer is a test peer's main.
@@ -53,8 +53,8 @@ func runTestPeer() int {
 		err = subscriberPeer(args[1])
 	case len(args) == 3 && args[0] == "publisher":
 		err = publisherPeer(args[1], args[2])
-	case len(args) == 5 && args[0] == "continuable":
-		err = continuablePeer(args[1], args[2], args[3], args[4])
+	case len(args) == 6 && args[0] == "continuable":
+		err = continuablePeer(args[1], args[2], args[3], args[4], args[5])
 	default:
 		err = fmt.Errorf("bad %s %q", envTestPeer, args)
 	}

@@ -9,6 +9,10 @@
 // node reports the child quiesced (its agent process reaped). Everything
 // crosses the network as the protobuf messages of package messages.
 //
+// A continuable child's log is kept by its hosting node's provider;
+// Resume continues it on a member that can read that log (any member,
+// when they share one store), so a child outlives its node (K2, S8).
+//
 // Losing the hosting node (killed, frozen, partitioned: whatever makes
 // membership drop it) settles the run with stop reason error and a cause
 // naming the node, within its Node.LossBound; every waiter is answered.
@@ -353,8 +357,13 @@ func (p *provider) begin(ctx context.Context, scope subagent.Scope, req subagent
 	for round := 1; ; round++ {
 		began := time.Now()
 		run, perr, err := p.place(ctx, req, wire, scope)
-		if run != nil || err != nil {
-			return run, err
+		switch {
+		case err != nil:
+			return nil, err
+		case run != nil && (scope.Continuable || session != ""):
+			return p.supervise(ctx, scope, req, run, cmp.Or(session, scope.RunID)), nil
+		case run != nil:
+			return run, nil
 		}
 		if !(perr.silent || perr.notYet) || round == placeRounds {
 			return nil, perr
