@@ -13,6 +13,7 @@ import (
 	"time"
 	"unicode/utf8"
 
+	"github.com/subactor/subactor/internal/jsonv2"
 	"github.com/subactor/subactor/internal/otelx"
 	"github.com/subactor/subactor/internal/rules"
 	"github.com/subactor/subactor/internal/schema"
@@ -703,7 +704,13 @@ func (a *Agent) orderLastResults() {
 // log another activation took since fails with persistence.ErrConflict.
 // Callers hold appendMu.
 func (a *Agent) append(ctx context.Context, recs []persistence.Record) error {
-	seq, err := a.store.AppendAt(ctx, a.header.SessionID, a.seq, recs...)
+	var seq uint64
+	var err error
+	if o, ok := a.store.(ownStore); ok {
+		seq, err = o.AppendOwnAt(jsonv2.Own{}, ctx, a.header.SessionID, a.seq, recs...)
+	} else {
+		seq, err = a.store.AppendAt(ctx, a.header.SessionID, a.seq, recs...)
+	}
 	if err != nil {
 		return err
 	}
