@@ -402,67 +402,11 @@ func (a *runActor) launch() {
 	}
 	a.live = g
 	a.h.latches.live.Add(1)
-	select {
-	case idle <- g:
-	default:
-		go childGoroutine(g)
-	}
+	go g.child()
 }
 
-// A child's goroutine whose child has exited waits a little for the next
-// child launched before it ends. A fresh goroutine starts with a 2 KB
-// stack that a child's model call grows twice, copying it each time; one
-// that ran a child has its stack grown already. With bench/'s
-// SubactorSpawn at one P that is about 1.7 µs of a delegation's 13, which
-// floor-lean-1p needs. The wait is short and the waiting few: a goroutine
-// outlives its child by milliseconds at most. (A tool that locks its OS
-// thread must unlock it: ending the goroutine no longer ends the lock.)
-var idle = make(chan *gate) // unbuffered: a send finds a waiting goroutine or none
-
-const (
-	lingering = 10 * time.Millisecond
-	maxIdle   = 64
-)
-
-// idlers counts the goroutines waiting on idle.
-var idlers atomic.Int32
-
-// childGoroutine runs g's child, then the children handed to it while it
-// waits (see idle).
-func childGoroutine(g *gate) {
-	var wait *time.Timer
-	for g != nil {
-		g.child()
-		g = nextChild(&wait)
-	}
-}
-
-// nextChild waits on idle for the next child launched, with *wait (made on
-// first use): nil when none came in time or enough goroutines wait. A
-// function of its own so that what it received is off the stack while
-// the goroutine waits again: a stale gate would keep its run's memory.
-func nextChild(wait **time.Timer) *gate {
-	if idlers.Add(1) > maxIdle {
-		idlers.Add(-1)
-		return nil
-	}
-	if *wait == nil {
-		*wait = time.NewTimer(lingering)
-	} else {
-		(*wait).Reset(lingering)
-	}
-	var g *gate
-	select {
-	case g = <-idle:
-		(*wait).Stop()
-	case <-(*wait).C:
-	}
-	idlers.Add(-1)
-	return g
-}
-
-// child runs the child, then (see finish) releases the child's resources
-// and sends its exit to the actor.
+// child is the child's goroutine: it runs the child, then (see finish)
+// releases the child's resources and sends its exit to the actor.
 func (g *gate) child() {
 	returned := false
 	defer g.finish(&returned)

@@ -3,7 +3,6 @@ package run_test
 import (
 	"context"
 	"errors"
-	"runtime"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -361,37 +360,5 @@ func TestA2_ARelaunchableRunKeepsAContextPerChild(t *testing.T) {
 	defer h.Dispose(testkit.Ctx(t))
 	if res, err := h.Wait(testkit.Ctx(t)); err != nil || res.StopReason != subagent.Completed || ctx.Err() != nil {
 		t.Fatalf("relaunched run settled %+v, %v; start context ended: %v", res, err, ctx.Err())
-	}
-}
-
-// runAgent is a published agent whose collection a test can see.
-type runAgent struct{ subagent.Agent }
-
-// A child's goroutine waits a little for the next child once its own has
-// exited, and runs it: what it keeps while it waits is none of the runs
-// it ran, each of which holds its system and agent as long as anyone
-// holds the run.
-func TestAGoroutineWaitingForTheNextChildKeepsNoRun(t *testing.T) {
-	// One P: the child's goroutine is waiting by the time the next run
-	// launches, so every run after the first is handed to it.
-	defer runtime.GOMAXPROCS(runtime.GOMAXPROCS(1))
-	sys := newSystem(t)
-	freed := make(chan int, 3)
-	for i := range 3 {
-		agent := new(runAgent)
-		runtime.AddCleanup(agent, func(i int) { freed <- i }, i)
-		h := run.Start(sys, run.Spec{Ctx: context.Background(), Agent: agent, Body: func(context.Context, run.Gate) (subagent.Result, error) {
-			return subagent.Result{StopReason: subagent.Completed}, nil
-		}})
-		if _, err := h.Wait(testkit.Ctx(t)); err != nil {
-			t.Fatal(err)
-		}
-		if err := h.Dispose(testkit.Ctx(t)); err != nil {
-			t.Fatal(err)
-		}
-	}
-	runtime.GC()
-	for range 3 {
-		testkit.Recv(t, freed, "a disposed run's agent collected")
 	}
 }
