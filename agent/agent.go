@@ -16,6 +16,7 @@ import (
 	"github.com/santhosh-tekuri/jsonschema/v6"
 
 	"github.com/subactor/subactor/internal/agentlog"
+	"github.com/subactor/subactor/internal/jsonv2"
 	"github.com/subactor/subactor/internal/schema"
 	"github.com/subactor/subactor/persistence"
 	"github.com/subactor/subactor/subagent"
@@ -255,13 +256,18 @@ type deferredCreator interface {
 	CreateDeferred(ctx context.Context, h subagent.SessionHeader, recs ...persistence.Record) (uint64, error)
 }
 
+// ownStore is a store that copies the records the loop wrote itself
+// without checking them again (persistence's memory store): their data
+// is jsonv2.AppendMarshal's, valid by construction. CreateOwn checks the
+// first checked records, which came from elsewhere (Config.LogOnly).
+type ownStore interface {
+	CreateOwn(_ jsonv2.Own, ctx context.Context, h subagent.SessionHeader, checked int, recs ...persistence.Record) (uint64, error)
+	AppendOwnAt(_ jsonv2.Own, ctx context.Context, sessionID string, expect uint64, recs ...persistence.Record) (uint64, error)
+}
+
 // create creates the session with the log-only records and the seed,
 // deferred when asked and the store can.
 func (a *Agent) create(ctx context.Context, logOnly []persistence.Record, seed []Message, deferred bool) error {
-	createWith := a.store.CreateWith
-	if d, ok := a.store.(deferredCreator); ok && deferred {
-		createWith = d.CreateDeferred
-	}
 	// The store copies what it is given (persistence.Store): without a
 	// seed, logOnly goes to it as it is.
 	recs := logOnly
@@ -279,7 +285,15 @@ func (a *Agent) create(ctx context.Context, logOnly []persistence.Record, seed [
 		}
 		recs = b.records()
 	}
-	seq, err := createWith(ctx, a.header, recs...)
+	var seq uint64
+	var err error
+	if d, ok := a.store.(deferredCreator); ok && deferred {
+		seq, err = d.CreateDeferred(ctx, a.header, recs...)
+	} else if o, ok := a.store.(ownStore); ok {
+		seq, err = o.CreateOwn(jsonv2.Own{}, ctx, a.header, len(logOnly), recs...)
+	} else {
+		seq, err = a.store.CreateWith(ctx, a.header, recs...)
+	}
 	if err != nil {
 		return fmt.Errorf("agent: create session: %w", err)
 	}

@@ -3,6 +3,7 @@ package agent_test
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"reflect"
 	"testing"
@@ -66,6 +67,26 @@ func TestHistoryIsSharedReadOnlyAndMatchesTheLog(t *testing.T) {
 	for _, m := range logged {
 		if subagent.TextOf(m.Content) == "injected" {
 			t.Fatal("a model's append reached the history")
+		}
+	}
+}
+
+// Contract K3: the memory store takes the loop's own records without
+// checking them again, but a log-only record the embedder hands New is
+// checked still: data that is not JSON is refused, seeded or not, and no
+// session is left.
+func TestK3_LogOnlyRecordsAreCheckedBesideTheLoopsOwn(t *testing.T) {
+	bad := persistence.Record{Kind: "subagent/descriptor", Data: json.RawMessage(`{"version":`)}
+	seed := []agent.Message{{Role: agent.User, Content: prompt("hi")}}
+	for _, seed := range [][]agent.Message{nil, seed} {
+		store := persistence.NewMemory()
+		h := subagent.SessionHeader{SessionID: "s"}
+		_, err := agent.New(testkit.Ctx(t), agent.Config{Store: store, Model: &script{}, Header: h, Seed: seed, LogOnly: []persistence.Record{bad}})
+		if !errors.Is(err, persistence.ErrInvalid) {
+			t.Fatalf("seed %d turns: New = %v, want ErrInvalid", len(seed), err)
+		}
+		if _, err := store.Header(testkit.Ctx(t), "s"); !errors.Is(err, persistence.ErrNotFound) {
+			t.Fatalf("seed %d turns: the session is left: %v", len(seed), err)
 		}
 	}
 }

@@ -13,6 +13,7 @@ import (
 	"time"
 	"unicode/utf8"
 
+	"github.com/subactor/subactor/internal/jsonv2"
 	"github.com/subactor/subactor/internal/otelx"
 	"github.com/subactor/subactor/internal/rules"
 	"github.com/subactor/subactor/internal/schema"
@@ -327,10 +328,9 @@ func (l *loop) generate(res *subagent.Result) (done, recorded bool) {
 }
 
 // generateObserved is the model call of step in its chat span, timed
-// for the GenAI metrics (O2); a frame of its own, so that the loop's
-// stack stays as it is while they are off (O4).
-//
-//go:noinline
+// for the GenAI metrics (O2); a function of its own, which the compiler
+// does not inline, so that the loop's stack stays as it is while they
+// are off (O4).
 func (a *Agent) generateObserved(ctx context.Context, step int) (Response, error) {
 	provider, model := a.modelNames()
 	ctx, chat := otelx.StartChat(ctx, provider, model, a.header.SessionID)
@@ -703,7 +703,13 @@ func (a *Agent) orderLastResults() {
 // log another activation took since fails with persistence.ErrConflict.
 // Callers hold appendMu.
 func (a *Agent) append(ctx context.Context, recs []persistence.Record) error {
-	seq, err := a.store.AppendAt(ctx, a.header.SessionID, a.seq, recs...)
+	var seq uint64
+	var err error
+	if o, ok := a.store.(ownStore); ok {
+		seq, err = o.AppendOwnAt(jsonv2.Own{}, ctx, a.header.SessionID, a.seq, recs...)
+	} else {
+		seq, err = a.store.AppendAt(ctx, a.header.SessionID, a.seq, recs...)
+	}
 	if err != nil {
 		return err
 	}
@@ -944,8 +950,6 @@ func (a *Agent) callOne(ctx context.Context, step, i int, c ToolCall, offered []
 // callToolTraced is callTool in the call's execute_tool span (O2): a
 // delegate tool starts its child under it, so the child's run span is its
 // child (O1).
-//
-//go:noinline
 func (a *Agent) callToolTraced(ctx context.Context, c ToolCall, t Tool, recovering bool) Message {
 	ctx, span := otelx.StartTool(ctx, c.Name, c.ID)
 	res := a.callTool(ctx, c, t, recovering)

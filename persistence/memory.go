@@ -11,6 +11,7 @@ import (
 	"sync"
 	"sync/atomic"
 
+	"github.com/subactor/subactor/internal/jsonv2"
 	"github.com/subactor/subactor/persistence/internal/rules"
 	"github.com/subactor/subactor/subagent"
 )
@@ -78,6 +79,19 @@ func (m *memStore) Create(ctx context.Context, h subagent.SessionHeader) error {
 
 // CreateWith implements Store.
 func (m *memStore) CreateWith(ctx context.Context, h subagent.SessionHeader, recs ...Record) (uint64, error) {
+	return m.create(ctx, h, len(recs), recs)
+}
+
+// CreateOwn is CreateWith for the agent loop, whose records past the
+// first checked ones hold data its own writer made (see jsonv2.Own):
+// those are copied without checking them again. With AppendOwnAt that
+// is about 1 µs of a delegation's 13.5 at one P (bench/ SubactorSpawn).
+func (m *memStore) CreateOwn(_ jsonv2.Own, ctx context.Context, h subagent.SessionHeader, checked int, recs ...Record) (uint64, error) {
+	return m.create(ctx, h, checked, recs)
+}
+
+// create is CreateWith checking the first checked records.
+func (m *memStore) create(ctx context.Context, h subagent.SessionHeader, checked int, recs []Record) (uint64, error) {
 	if err := ctx.Err(); err != nil {
 		return 0, err
 	}
@@ -85,7 +99,7 @@ func (m *memStore) CreateWith(ctx context.Context, h subagent.SessionHeader, rec
 		return 0, err
 	}
 	var buf [stackEntries]Entry
-	copied, err := copyRecords(buf[:0], recs)
+	copied, err := copyRecords(buf[:0], recs, checked)
 	if err != nil {
 		return 0, err
 	}
@@ -110,7 +124,7 @@ func (m *memStore) Append(ctx context.Context, sessionID string, recs ...Record)
 		return err
 	}
 	var buf [stackEntries]Entry
-	copied, err := copyRecords(buf[:0], recs)
+	copied, err := copyRecords(buf[:0], recs, len(recs))
 	if err != nil {
 		return err
 	}
@@ -127,11 +141,22 @@ func (m *memStore) Append(ctx context.Context, sessionID string, recs ...Record)
 
 // AppendAt implements Store.
 func (m *memStore) AppendAt(ctx context.Context, sessionID string, expect uint64, recs ...Record) (uint64, error) {
+	return m.appendAt(ctx, sessionID, expect, len(recs), recs)
+}
+
+// AppendOwnAt is AppendAt for records whose data the agent loop's own
+// writer made (see jsonv2.Own): copied without checking them again.
+func (m *memStore) AppendOwnAt(_ jsonv2.Own, ctx context.Context, sessionID string, expect uint64, recs ...Record) (uint64, error) {
+	return m.appendAt(ctx, sessionID, expect, 0, recs)
+}
+
+// appendAt is AppendAt checking the first checked records.
+func (m *memStore) appendAt(ctx context.Context, sessionID string, expect uint64, checked int, recs []Record) (uint64, error) {
 	if err := ctx.Err(); err != nil {
 		return 0, err
 	}
 	var buf [stackEntries]Entry
-	copied, err := copyRecords(buf[:0], recs)
+	copied, err := copyRecords(buf[:0], recs, checked)
 	if err != nil {
 		return 0, err
 	}
@@ -393,12 +418,12 @@ func (l *memLog) add(entries []Entry) {
 	l.entries = append(l.entries, entries...)
 }
 
-// copyRecords validates recs and copies them, as entries without sequence
-// numbers, into dst's spare capacity or a new slice, so that the caller
-// may reuse its slices; it runs before any lock is taken. The data of all
-// recs goes into one allocation, and it is the copy that is validated, so
-// what is stored is what passed.
-func copyRecords(dst []Entry, recs []Record) ([]Entry, error) {
+// copyRecords validates the first checked of recs and copies them all,
+// as entries without sequence numbers, into dst's spare capacity or a new
+// slice, so that the caller may reuse its slices; it runs before any lock
+// is taken. The data of all recs goes into one allocation, and it is the
+// copy that is validated, so what is stored is what passed.
+func copyRecords(dst []Entry, recs []Record, checked int) ([]Entry, error) {
 	if len(recs) == 0 {
 		return nil, nil
 	}
@@ -410,10 +435,12 @@ func copyRecords(dst []Entry, recs []Record) ([]Entry, error) {
 		size += len(r.Data)
 	}
 	slab := make([]byte, 0, size)
-	for _, r := range recs {
+	for i, r := range recs {
 		c := Record{Kind: r.Kind, Data: carve(&slab, r.Data)}
-		if err := validateRecord(c); err != nil {
-			return nil, err
+		if i < checked {
+			if err := validateRecord(c); err != nil {
+				return nil, err
+			}
 		}
 		dst = append(dst, Entry{Record: c})
 	}

@@ -279,8 +279,11 @@ func (l *lifecycle) take(id string) {
 }
 
 func (l *lifecycle) dispose(id string) {
-	if m := l.extra(); id != "" && !slices.Contains(m.acks, id) && !slices.Contains(m.watchers, id) {
-		m.acks = append(m.acks, id) // a watcher is told of quiescence as it is
+	if id != "" {
+		// A wire disposer; the local handle (no id) waits on its latch.
+		if m := l.extra(); !slices.Contains(m.acks, id) && !slices.Contains(m.watchers, id) {
+			m.acks = append(m.acks, id) // a watcher is told of quiescence as it is
+		}
 	}
 	if l.disposing {
 		return
