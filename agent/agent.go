@@ -16,6 +16,7 @@ import (
 	"github.com/santhosh-tekuri/jsonschema/v6"
 
 	"github.com/subactor/subactor/internal/agentlog"
+	"github.com/subactor/subactor/internal/otelx"
 	"github.com/subactor/subactor/internal/schema"
 	"github.com/subactor/subactor/persistence"
 	"github.com/subactor/subactor/subagent"
@@ -158,14 +159,44 @@ type shape struct {
 	compiled *jsonschema.Schema // nil when schema is empty
 }
 
-// parentSide is the part of an Agent only a delegating agent uses.
+// parentSide is the part of an Agent only a delegating agent (or a
+// traced top-level one) uses.
 type parentSide struct {
 	// life is made on first use (Lifetime) and ends, with cause
 	// ErrClosed, when the agent is closed; under lifeMu.
 	lifeMu sync.Mutex
 	life   context.Context
 	close  context.CancelCauseFunc
+	// earlier is the traceparent of a traced top-level agent's last run
+	// span its log records (agentlog.Activation): its next run's span
+	// links to it (O3). Under lifeMu.
+	earlier string
 }
+
+// earlierRun is the traceparent a top-level agent's next run span links
+// to, "" when none.
+func (a *Agent) earlierRun() string {
+	p := a.parent.Load()
+	if p == nil {
+		return ""
+	}
+	p.lifeMu.Lock()
+	defer p.lifeMu.Unlock()
+	return p.earlier
+}
+
+// setEarlierRun sets what earlierRun returns.
+func (a *Agent) setEarlierRun(traceparent string) {
+	p := a.side()
+	p.lifeMu.Lock()
+	p.earlier = traceparent
+	p.lifeMu.Unlock()
+}
+
+// child reports whether the agent is a delegated child: its activation
+// runs in the run span of the Service that started it, which the context
+// of New carries; a top-level agent's run span is its Run's.
+func (a *Agent) child() bool { return a.header.ParentSessionID != "" }
 
 // side returns the agent's parentSide, made on first use.
 func (a *Agent) side() *parentSide {
@@ -262,6 +293,13 @@ func (a *Agent) create(ctx context.Context, logOnly []persistence.Record, seed [
 	if d, ok := a.store.(deferredCreator); ok && deferred {
 		createWith = d.CreateDeferred
 	}
+	if otelx.On() && a.child() {
+		// A traced child's first activation: its run span, for the link
+		// of the next one (O3), in the creation's own append.
+		if tp := otelx.SpanTraceParent(ctx); tp != "" {
+			logOnly = append(logOnly[:len(logOnly):len(logOnly)], agentlog.ActivationRecord(tp))
+		}
+	}
 	// The store copies what it is given (persistence.Store): without a
 	// seed, logOnly goes to it as it is.
 	recs := logOnly
@@ -336,7 +374,19 @@ func (a *Agent) load(ctx context.Context, prompt []subagent.ContentBlock) error 
 	if len(prompt) > 0 {
 		msgs = append(a.interrupted(), Message{Role: User, Content: prompt})
 	}
-	if err := a.commitAfter(ctx, nil, ownNothing, persistence.Record{Kind: agentlog.KindActivation, Data: json.RawMessage(`{}`)}, msgs...); err != nil {
+	var own string
+	if otelx.On() {
+		switch earlier := agentlog.LastTrace(entries); {
+		case a.child():
+			// ctx carries this activation's run span: linked to the
+			// earlier one's, and recorded for the next one's link (O3).
+			otelx.LinkEarlier(ctx, earlier)
+			own = otelx.SpanTraceParent(ctx)
+		case earlier != "":
+			a.setEarlierRun(earlier)
+		}
+	}
+	if err := a.commitAfter(ctx, nil, ownNothing, agentlog.ActivationRecord(own), msgs...); err != nil {
 		return fmt.Errorf("agent: take session %q: %w", h.SessionID, err)
 	}
 	a.orderLastResults()

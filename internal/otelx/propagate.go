@@ -2,6 +2,7 @@ package otelx
 
 import (
 	"context"
+	"encoding/hex"
 
 	"go.opentelemetry.io/otel/propagation"
 	"go.opentelemetry.io/otel/trace"
@@ -68,4 +69,43 @@ func FromMeta(ctx context.Context, meta map[string]any) context.Context {
 	tp, _ := meta[TraceParent].(string)
 	ts, _ := meta[TraceState].(string)
 	return Extract(ctx, tp, ts)
+}
+
+// SpanTraceParent is the W3C traceparent of the span ctx carries while it
+// records, else "": what an activation record keeps of its run span
+// (agentlog.Activation), written without Inject's carrier map.
+func SpanTraceParent(ctx context.Context) string {
+	span := trace.SpanFromContext(ctx)
+	if !span.IsRecording() {
+		return ""
+	}
+	sc := span.SpanContext()
+	tid, sid := sc.TraceID(), sc.SpanID()
+	var b [55]byte // 00-{32 hex}-{16 hex}-{2 hex}
+	copy(b[:], "00-")
+	hex.Encode(b[3:35], tid[:])
+	b[35] = '-'
+	hex.Encode(b[36:52], sid[:])
+	b[52] = '-'
+	hex.Encode(b[53:], []byte{byte(sc.TraceFlags())})
+	return string(b[:])
+}
+
+// Earlier is the link to the run span of an earlier activation that a
+// traceparent names (O3); false when it is empty or malformed.
+func Earlier(traceparent string) (trace.Link, bool) {
+	sc := trace.SpanContextFromContext(Extract(context.Background(), traceparent, ""))
+	return trace.Link{SpanContext: sc}, sc.IsValid()
+}
+
+// LinkEarlier links the run span ctx carries, while it records, to the
+// run span of an earlier activation that traceparent names (O3).
+func LinkEarlier(ctx context.Context, traceparent string) {
+	span := trace.SpanFromContext(ctx)
+	if !span.IsRecording() {
+		return
+	}
+	if l, ok := Earlier(traceparent); ok {
+		span.AddLink(l)
+	}
 }

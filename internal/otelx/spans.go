@@ -164,16 +164,22 @@ func StartRun(ctx context.Context, r Run) (context.Context, trace.Span) {
 
 // StartRoot starts the run span of an agent its embedder runs itself (a
 // top-level agent), under ctx's span if any, so that its tree is one
-// trace (O1). Call it only when On.
-func StartRoot(ctx context.Context, agentID, sessionID string, depth int) (context.Context, trace.Span) {
+// trace (O1), linked to the run span earlier names, if any: the session's
+// earlier run, in this process or before a restart (O3). Call it only
+// when On.
+func StartRoot(ctx context.Context, agentID, sessionID string, depth int, earlier string) (context.Context, trace.Span) {
 	// Named by its role, not its id: span names are for grouping.
-	return tracer().Start(ctx, spanName(OpInvokeAgent, TopAgent), kindInternal, trace.WithAttributes(
+	attrs := trace.WithAttributes(
 		OperationName.String(OpInvokeAgent),
 		AgentID.String(agentID),
 		AgentName.String(TopAgent),
 		ConversationID.String(sessionID),
 		SubDepth.Int(depth),
-	))
+	)
+	if l, ok := Earlier(earlier); ok {
+		return tracer().Start(ctx, spanName(OpInvokeAgent, TopAgent), kindInternal, attrs, trace.WithLinks(l))
+	}
+	return tracer().Start(ctx, spanName(OpInvokeAgent, TopAgent), kindInternal, attrs)
 }
 
 // Published records on a run span that its child exists: the session id,
