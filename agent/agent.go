@@ -293,22 +293,29 @@ func (a *Agent) create(ctx context.Context, logOnly []persistence.Record, seed [
 	if d, ok := a.store.(deferredCreator); ok && deferred {
 		createWith = d.CreateDeferred
 	}
+	// A traced child's first activation: its run span, for the link of
+	// the next one (O3), in the creation's own append.
+	var act persistence.Record
 	if otelx.On() && a.child() {
-		// A traced child's first activation: its run span, for the link
-		// of the next one (O3), in the creation's own append.
 		if tp := otelx.SpanTraceParent(ctx); tp != "" {
-			logOnly = append(logOnly[:len(logOnly):len(logOnly)], agentlog.ActivationRecord(tp))
+			act = agentlog.ActivationRecord(tp)
 		}
 	}
 	// The store copies what it is given (persistence.Store): without a
 	// seed, logOnly goes to it as it is.
 	recs := logOnly
+	if act.Kind != "" && len(seed) == 0 {
+		recs = append(logOnly[:len(logOnly):len(logOnly)], act)
+	}
 	var b *batch
 	if len(seed) > 0 {
 		b = getBatch()
 		defer b.release()
 		for _, r := range logOnly {
 			b.addRecord(r)
+		}
+		if act.Kind != "" {
+			b.addRecord(act)
 		}
 		for i := range seed {
 			if err := b.add(&seed[i], ownNothing); err != nil {

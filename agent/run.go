@@ -63,11 +63,11 @@ func (a *Agent) Run(ctx context.Context, prompt []subagent.ContentBlock, steer S
 // span): a run span of its own, under whatever span ctx carries (an
 // editor's, from ACP's _meta), heads its delegation tree (O1).
 func (a *Agent) runRoot(ctx context.Context, prompt []subagent.ContentBlock, steer SteerSource) (res subagent.Result) {
-	ctx, span := otelx.StartRoot(ctx, a.ID(), a.header.SessionID, a.header.DelegationDepth, a.earlierRun())
+	ctx, span := otelx.StartRoot(ctx, a.earlierRun())
 	ctx, cancel := context.WithCancelCause(ctx)
 	defer cancel(nil)
 	a.runUnder(ctx, cancel, prompt, steer, &res)
-	otelx.EndRun(span, res, nil)
+	otelx.EndRun(span, otelx.Ended{RunID: a.ID(), SessionID: a.header.SessionID, Depth: a.header.DelegationDepth}, res, nil)
 	return res
 }
 
