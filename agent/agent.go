@@ -167,14 +167,17 @@ type parentSide struct {
 	lifeMu sync.Mutex
 	life   context.Context
 	close  context.CancelCauseFunc
-	// earlier is the traceparent of a traced top-level agent's last run
-	// span its log records (agentlog.Activation): its next run's span
-	// links to it (O3). Under lifeMu.
+	// earlier is the traceparent of the last run span the log of a
+	// traced top-level agent resumed from it records
+	// (agentlog.Activation): its first run's span links to it (O3). Set
+	// before the agent is shared, then under lifeMu.
 	earlier string
 }
 
-// earlierRun is the traceparent a top-level agent's next run span links
-// to, "" when none.
+// earlierRun is the traceparent the next run span of a top-level agent
+// resumed from its log links to, once: "" when none, or when its first
+// run took it (a run links to the run before it in an earlier process,
+// not to every run before it in this one).
 func (a *Agent) earlierRun() string {
 	p := a.parent.Load()
 	if p == nil {
@@ -182,15 +185,9 @@ func (a *Agent) earlierRun() string {
 	}
 	p.lifeMu.Lock()
 	defer p.lifeMu.Unlock()
-	return p.earlier
-}
-
-// setEarlierRun sets what earlierRun returns.
-func (a *Agent) setEarlierRun(traceparent string) {
-	p := a.side()
-	p.lifeMu.Lock()
-	p.earlier = traceparent
-	p.lifeMu.Unlock()
+	tp := p.earlier
+	p.earlier = ""
+	return tp
 }
 
 // child reports whether the agent is a delegated child: its activation
@@ -296,15 +293,14 @@ func (a *Agent) create(ctx context.Context, logOnly []persistence.Record, seed [
 	// A traced child's first activation: its run span, for the link of
 	// the next one (O3), in the creation's own append.
 	var act persistence.Record
+	traced := false
 	if otelx.On() && a.child() {
-		if tp := otelx.SpanTraceParent(ctx); tp != "" {
-			act = agentlog.ActivationRecord(tp)
-		}
+		act, traced = agentlog.Traced(ctx)
 	}
 	// The store copies what it is given (persistence.Store): without a
 	// seed, logOnly goes to it as it is.
 	recs := logOnly
-	if act.Kind != "" && len(seed) == 0 {
+	if traced && len(seed) == 0 {
 		recs = append(logOnly[:len(logOnly):len(logOnly)], act)
 	}
 	var b *batch
@@ -314,7 +310,7 @@ func (a *Agent) create(ctx context.Context, logOnly []persistence.Record, seed [
 		for _, r := range logOnly {
 			b.addRecord(r)
 		}
-		if act.Kind != "" {
+		if traced {
 			b.addRecord(act)
 		}
 		for i := range seed {
@@ -381,19 +377,19 @@ func (a *Agent) load(ctx context.Context, prompt []subagent.ContentBlock) error 
 	if len(prompt) > 0 {
 		msgs = append(a.interrupted(), Message{Role: User, Content: prompt})
 	}
-	var own string
+	act := agentlog.Untraced()
 	if otelx.On() {
 		switch earlier := agentlog.LastTrace(entries); {
 		case a.child():
 			// ctx carries this activation's run span: linked to the
 			// earlier one's, and recorded for the next one's link (O3).
 			otelx.LinkEarlier(ctx, earlier)
-			own = otelx.SpanTraceParent(ctx)
+			act, _ = agentlog.Traced(ctx)
 		case earlier != "":
-			a.setEarlierRun(earlier)
+			a.side().earlier = earlier
 		}
 	}
-	if err := a.commitAfter(ctx, nil, ownNothing, agentlog.ActivationRecord(own), msgs...); err != nil {
+	if err := a.commitAfter(ctx, nil, ownNothing, act, msgs...); err != nil {
 		return fmt.Errorf("agent: take session %q: %w", h.SessionID, err)
 	}
 	a.orderLastResults()

@@ -254,15 +254,14 @@ func (l *loop) begin(prompt []subagent.ContentBlock, res *subagent.Result) bool 
 }
 
 // rootActivation is the activation record of a traced top-level run,
-// naming its run span (ctx's), which its session's next run links to
-// (O3); the zero record when the span does not record.
+// naming its run span (ctx's), which the first run of its session
+// resumed later links to (O3); the zero record when the span does not
+// record.
 func (a *Agent) rootActivation(ctx context.Context) persistence.Record {
-	tp := otelx.SpanTraceParent(ctx)
-	if tp == "" {
-		return persistence.Record{}
+	if rec, ok := agentlog.Traced(ctx); ok {
+		return rec
 	}
-	a.setEarlierRun(tp)
-	return agentlog.ActivationRecord(tp)
+	return persistence.Record{}
 }
 
 // recoverCalls answers the calls of the last turn that an earlier run left

@@ -6,8 +6,10 @@
 package agentlog
 
 import (
+	"context"
 	"encoding/json"
 
+	"github.com/subactor/subactor/internal/otelx"
 	"github.com/subactor/subactor/persistence"
 	"github.com/subactor/subactor/subagent"
 )
@@ -29,25 +31,23 @@ type Activation struct {
 	TraceParent string `json:"traceparent,omitempty"`
 }
 
-// untraced is the data of an activation record without a traceparent.
-var untraced = json.RawMessage(`{}`)
-
-// ActivationData is the data of an activation record naming traceparent,
-// which is hex digits and dashes (otelx.SpanTraceParent) and so needs no
-// escaping; {} when it is empty.
-func ActivationData(traceparent string) json.RawMessage {
-	if traceparent == "" {
-		return untraced
-	}
-	const head, tail = `{"traceparent":"`, `"}`
-	b := make([]byte, 0, len(head)+len(traceparent)+len(tail))
-	return append(append(append(b, head...), traceparent...), tail...)
+// Untraced is an activation record without a traceparent.
+func Untraced() persistence.Record {
+	return persistence.Record{Kind: KindActivation, Data: json.RawMessage(`{}`)}
 }
 
-// ActivationRecord is an activation record naming traceparent (see
-// ActivationData).
-func ActivationRecord(traceparent string) persistence.Record {
-	return persistence.Record{Kind: KindActivation, Data: ActivationData(traceparent)}
+// Traced is the activation record of the run span ctx carries, and
+// true, while that span records (O3); else Untraced and false.
+func Traced(ctx context.Context) (persistence.Record, bool) {
+	// The traceparent is hex digits and dashes: no escaping, and one
+	// allocation.
+	const head, tail = `{"traceparent":"`, `"}`
+	b := make([]byte, 0, len(head)+otelx.TraceParentLen+len(tail))
+	b, ok := otelx.AppendTraceParent(append(b, head...), ctx)
+	if !ok {
+		return Untraced(), false
+	}
+	return persistence.Record{Kind: KindActivation, Data: append(b, tail...)}, true
 }
 
 // LastTrace is the traceparent of the last traced activation that recs

@@ -71,24 +71,26 @@ func FromMeta(ctx context.Context, meta map[string]any) context.Context {
 	return Extract(ctx, tp, ts)
 }
 
-// SpanTraceParent is the W3C traceparent of the span ctx carries while it
-// records, else "": what an activation record keeps of its run span
-// (agentlog.Activation), written without Inject's carrier map.
-func SpanTraceParent(ctx context.Context) string {
+// TraceParentLen is the length of a W3C traceparent (version 00).
+const TraceParentLen = 55
+
+// AppendTraceParent appends to b the W3C traceparent of the span ctx
+// carries while it records (what an activation record keeps of its run
+// span, agentlog.Traced), without Inject's carrier map; b as it is and
+// false when the span does not record.
+func AppendTraceParent(b []byte, ctx context.Context) ([]byte, bool) {
 	span := trace.SpanFromContext(ctx)
 	if !span.IsRecording() {
-		return ""
+		return b, false
 	}
 	sc := span.SpanContext()
 	tid, sid := sc.TraceID(), sc.SpanID()
-	var b [55]byte // 00-{32 hex}-{16 hex}-{2 hex}
-	copy(b[:], "00-")
-	hex.Encode(b[3:35], tid[:])
-	b[35] = '-'
-	hex.Encode(b[36:52], sid[:])
-	b[52] = '-'
-	hex.Encode(b[53:], []byte{byte(sc.TraceFlags())})
-	return string(b[:])
+	b = append(b, "00-"...)
+	b = hex.AppendEncode(b, tid[:])
+	b = append(b, '-')
+	b = hex.AppendEncode(b, sid[:])
+	b = append(b, '-')
+	return hex.AppendEncode(b, []byte{byte(sc.TraceFlags())}), true
 }
 
 // Earlier is the link to the run span of an earlier activation that a

@@ -162,14 +162,14 @@ func (c *child) take(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
-	var own string
+	act := agentlog.Untraced()
 	if otelx.On() {
 		// ctx carries this activation's run span: linked to the earlier
 		// one's, and recorded for the next one's link (O3).
 		otelx.LinkEarlier(ctx, agentlog.LastTrace(entries))
-		own = otelx.SpanTraceParent(ctx)
+		act, _ = agentlog.Traced(ctx)
 	}
-	c.seq, err = c.p.cfg.Store.AppendAt(ctx, c.storeSession, last, agentlog.ActivationRecord(own), prompt)
+	c.seq, err = c.p.cfg.Store.AppendAt(ctx, c.storeSession, last, act, prompt)
 	return err
 }
 
@@ -471,8 +471,8 @@ func (c *child) store(ctx context.Context, pd acpdata.ProviderData) error {
 	recs := []persistence.Record{rec, prompt}
 	if otelx.On() {
 		// The first activation's run span, for the next one's link (O3).
-		if tp := otelx.SpanTraceParent(ctx); tp != "" {
-			recs = []persistence.Record{rec, agentlog.ActivationRecord(tp), prompt}
+		if act, ok := agentlog.Traced(ctx); ok {
+			recs = []persistence.Record{rec, act, prompt}
 		}
 	}
 	seq, err := c.p.cfg.Store.CreateWith(context.WithoutCancel(ctx), h, recs...)
