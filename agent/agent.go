@@ -159,35 +159,31 @@ type shape struct {
 	compiled *jsonschema.Schema // nil when schema is empty
 }
 
-// parentSide is the part of an Agent only a delegating agent (or a
-// traced top-level one) uses.
+// parentSide is the part of an Agent only a delegating agent uses.
 type parentSide struct {
 	// life is made on first use (Lifetime) and ends, with cause
 	// ErrClosed, when the agent is closed; under lifeMu.
 	lifeMu sync.Mutex
 	life   context.Context
 	close  context.CancelCauseFunc
-	// earlier is the traceparent of the last run span the log of a
-	// traced top-level agent resumed from it records
-	// (agentlog.Activation): its first run's span links to it (O3). Set
-	// before the agent is shared, then under lifeMu.
-	earlier string
 }
 
-// earlierRun is the traceparent the next run span of a top-level agent
-// resumed from its log links to, once: "" when none, or when its first
-// run took it (a run links to the run before it in an earlier process,
-// not to every run before it in this one).
+// resumedRoots holds, for a traced top-level agent resumed from its log
+// whose first run has not started, the traceparent of the last run span
+// the log records (agentlog.Activation): that run's span links to it
+// (O3), once (a run links to the run before it in an earlier process,
+// not to every run before it in this one). Apart from the Agent, which
+// has no room left (TestAgentSize), and from parentSide, which every
+// delegating agent has: nothing is kept while tracing is off. Close
+// removes what a run did not take.
+var resumedRoots sync.Map // *Agent → string
+
+// earlierRun takes the traceparent the next run span of the agent links
+// to: "" when none.
 func (a *Agent) earlierRun() string {
-	p := a.parent.Load()
-	if p == nil {
-		return ""
-	}
-	p.lifeMu.Lock()
-	defer p.lifeMu.Unlock()
-	tp := p.earlier
-	p.earlier = ""
-	return tp
+	tp, _ := resumedRoots.LoadAndDelete(a)
+	s, _ := tp.(string)
+	return s
 }
 
 // child reports whether the agent is a delegated child: its activation
@@ -386,7 +382,7 @@ func (a *Agent) load(ctx context.Context, prompt []subagent.ContentBlock) error 
 			otelx.LinkEarlier(ctx, earlier)
 			act, _ = agentlog.Traced(ctx)
 		case earlier != "":
-			a.side().earlier = earlier
+			resumedRoots.Store(a, earlier)
 		}
 	}
 	if err := a.commitAfter(ctx, nil, ownNothing, act, msgs...); err != nil {
@@ -401,6 +397,7 @@ func (a *Agent) load(ctx context.Context, prompt []subagent.ContentBlock) error 
 // it and cancels the children it has. Idempotent; the session stays.
 func (a *Agent) Close() {
 	a.closed.Store(true)
+	resumedRoots.Delete(a)
 	if p := a.parent.Load(); p != nil {
 		p.lifeMu.Lock()
 		if p.close != nil {
