@@ -17,6 +17,7 @@ import (
 
 	"github.com/subactor/subactor/internal/agentlog"
 	"github.com/subactor/subactor/internal/jsonv2"
+	"github.com/subactor/subactor/internal/otelx"
 	"github.com/subactor/subactor/internal/schema"
 	"github.com/subactor/subactor/persistence"
 	"github.com/subactor/subactor/subagent"
@@ -168,6 +169,29 @@ type parentSide struct {
 	close  context.CancelCauseFunc
 }
 
+// resumedRoots holds, for a traced top-level agent resumed from its log
+// whose first run has not started, the traceparent of the last run span
+// the log records (agentlog.Activation): that run's span links to it
+// (O3), once (a run links to the run before it in an earlier process,
+// not to every run before it in this one). Apart from the Agent, which
+// has no room left (TestAgentSize), and from parentSide, which every
+// delegating agent has: nothing is kept while tracing is off. Close
+// removes what a run did not take.
+var resumedRoots sync.Map // *Agent → string
+
+// earlierRun takes the traceparent the next run span of the agent links
+// to: "" when none.
+func (a *Agent) earlierRun() string {
+	tp, _ := resumedRoots.LoadAndDelete(a)
+	s, _ := tp.(string)
+	return s
+}
+
+// child reports whether the agent is a delegated child: its activation
+// runs in the run span of the Service that started it, which the context
+// of New carries; a top-level agent's run span is its Run's.
+func (a *Agent) child() bool { return a.header.ParentSessionID != "" }
+
 // side returns the agent's parentSide, made on first use.
 func (a *Agent) side() *parentSide {
 	if p := a.parent.Load(); p != nil {
@@ -268,15 +292,28 @@ type ownStore interface {
 // create creates the session with the log-only records and the seed,
 // deferred when asked and the store can.
 func (a *Agent) create(ctx context.Context, logOnly []persistence.Record, seed []Message, deferred bool) error {
+	// A traced child's first activation: its run span, for the link of
+	// the next one (O3), in the creation's own append.
+	var act persistence.Record
+	traced := false
+	if otelx.On() && a.child() {
+		act, traced = agentlog.Traced(ctx)
+	}
 	// The store copies what it is given (persistence.Store): without a
 	// seed, logOnly goes to it as it is.
 	recs := logOnly
+	if traced && len(seed) == 0 {
+		recs = append(logOnly[:len(logOnly):len(logOnly)], act)
+	}
 	var b *batch
 	if len(seed) > 0 {
 		b = getBatch()
 		defer b.release()
 		for _, r := range logOnly {
 			b.addRecord(r)
+		}
+		if traced {
+			b.addRecord(act)
 		}
 		for i := range seed {
 			if err := b.add(&seed[i], ownNothing); err != nil {
@@ -350,7 +387,19 @@ func (a *Agent) load(ctx context.Context, prompt []subagent.ContentBlock) error 
 	if len(prompt) > 0 {
 		msgs = append(a.interrupted(), Message{Role: User, Content: prompt})
 	}
-	if err := a.commitAfter(ctx, nil, ownNothing, persistence.Record{Kind: agentlog.KindActivation, Data: json.RawMessage(`{}`)}, msgs...); err != nil {
+	act := agentlog.Untraced()
+	if otelx.On() {
+		switch earlier := agentlog.LastTrace(entries); {
+		case a.child():
+			// ctx carries this activation's run span: linked to the
+			// earlier one's, and recorded for the next one's link (O3).
+			otelx.LinkEarlier(ctx, earlier)
+			act, _ = agentlog.Traced(ctx)
+		case earlier != "":
+			resumedRoots.Store(a, earlier)
+		}
+	}
+	if err := a.commitAfter(ctx, nil, ownNothing, act, msgs...); err != nil {
 		return fmt.Errorf("agent: take session %q: %w", h.SessionID, err)
 	}
 	a.orderLastResults()
@@ -362,6 +411,7 @@ func (a *Agent) load(ctx context.Context, prompt []subagent.ContentBlock) error 
 // it and cancels the children it has. Idempotent; the session stays.
 func (a *Agent) Close() {
 	a.closed.Store(true)
+	resumedRoots.Delete(a)
 	if p := a.parent.Load(); p != nil {
 		p.lifeMu.Lock()
 		if p.close != nil {

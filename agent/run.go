@@ -13,6 +13,7 @@ import (
 	"time"
 	"unicode/utf8"
 
+	"github.com/subactor/subactor/internal/agentlog"
 	"github.com/subactor/subactor/internal/jsonv2"
 	"github.com/subactor/subactor/internal/otelx"
 	"github.com/subactor/subactor/internal/rules"
@@ -63,11 +64,11 @@ func (a *Agent) Run(ctx context.Context, prompt []subagent.ContentBlock, steer S
 // span): a run span of its own, under whatever span ctx carries (an
 // editor's, from ACP's _meta), heads its delegation tree (O1).
 func (a *Agent) runRoot(ctx context.Context, prompt []subagent.ContentBlock, steer SteerSource) (res subagent.Result) {
-	ctx, span := otelx.StartRoot(ctx, a.ID(), a.header.SessionID, a.header.DelegationDepth)
+	ctx, span := otelx.StartRoot(ctx, a.earlierRun())
 	ctx, cancel := context.WithCancelCause(ctx)
 	defer cancel(nil)
 	a.runUnder(ctx, cancel, prompt, steer, &res)
-	otelx.EndRun(span, res, nil)
+	otelx.EndRun(span, otelx.Ended{RunID: a.ID(), SessionID: a.header.SessionID, Depth: a.header.DelegationDepth}, res, nil)
 	return res
 }
 
@@ -232,19 +233,36 @@ func (l *loop) begin(prompt []subagent.ContentBlock, res *subagent.Result) bool 
 			return false
 		}
 	}
+	var rec persistence.Record
+	if otelx.On() && !a.child() {
+		rec = a.rootActivation(ctx)
+	}
 	var err error
 	switch {
 	case len(prompt) > 0:
-		err = a.commit(ctx, nil, ownNothing, Message{Role: User, Content: prompt})
+		err = a.commitAfter(ctx, nil, ownNothing, rec, Message{Role: User, Content: prompt})
 	case a.empty():
 		*res = subagent.Result{StopReason: subagent.Error, Detail: "agent: nothing to continue: the session has no turns and the prompt is empty"}
 		return false
+	case rec.Kind != "":
+		err = a.commitAfter(ctx, nil, ownNothing, rec)
 	}
 	if err != nil {
 		*res = a.storeFailed(ctx, err)
 		return false
 	}
 	return true
+}
+
+// rootActivation is the activation record of a traced top-level run,
+// naming its run span (ctx's), which the first run of its session
+// resumed later links to (O3); the zero record when the span does not
+// record.
+func (a *Agent) rootActivation(ctx context.Context) persistence.Record {
+	if rec, ok := agentlog.Traced(ctx); ok {
+		return rec
+	}
+	return persistence.Record{}
 }
 
 // recoverCalls answers the calls of the last turn that an earlier run left

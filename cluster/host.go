@@ -208,15 +208,17 @@ func (h *host) start(ctx actor.Context, m *messages.RemoteStart) {
 		})
 		var span trace.Span
 		if otelx.On() {
-			runCtx, span = otelx.StartRun(runCtx, otelx.Run{Provider: p.Name(), RunID: r.id, ParentSession: scope.Parent.SessionID, Depth: scope.Parent.Depth, Server: true})
+			runCtx, span = otelx.StartRun(runCtx, otelx.Run{Provider: p.Name(), Server: true})
 		}
 		go func() {
 			run, pid, err := runactor.Hosted(runCtx, sys, p, scope, req, c.pid)
 			if span != nil {
+				e := otelx.Ended{RunID: r.id, ParentSession: scope.Parent.SessionID, Depth: scope.Parent.Depth + 1}
 				if err != nil {
-					otelx.EndFailed(span, err)
+					otelx.EndFailed(span, e, err)
 				} else {
-					run.OnSettled(func(res subagent.Result, err error) { otelx.EndRun(span, res, err) })
+					e.SessionID = run.SessionID()
+					run.OnSettled(func(res subagent.Result, err error) { otelx.EndRun(span, e, res, err) })
 				}
 			}
 			slow.Stop()

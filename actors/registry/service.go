@@ -382,7 +382,7 @@ func (s *Service) open(ctx context.Context, name string, req subagent.StartReque
 		runID = ids.New()
 	}
 	if otelx.On() {
-		ctx = st.trace(ctx, p, name, runID, req, resume)
+		ctx = st.trace(ctx, p, name, req, resume)
 	}
 	ctx = st.bind(ctx, req.Parent)
 	// The parent actor holds the run's progress until Published, so every
@@ -394,7 +394,7 @@ func (s *Service) open(ctx context.Context, name string, req subagent.StartReque
 	discard := func(err error) (subagent.Run, error) {
 		st.tell(&local.Discarded{RunID: runID})
 		st.unbind()
-		otelx.EndFailed(st.span, err)
+		otelx.EndFailed(st.span, otelx.Ended{RunID: runID, ParentSession: parentID, Depth: subagent.DelegationDepthOf(req.Parent) + 1}, err)
 		return nil, err
 	}
 	scope := subagent.Scope{
@@ -438,7 +438,7 @@ func (s *Service) open(ctx context.Context, name string, req subagent.StartReque
 		st.tell(&st.published)
 	}
 	if otelx.Active() {
-		st.observe(ctx, name, run)
+		st.observe(ctx, name, run, otelx.Ended{RunID: runID, ParentSession: parentID, Depth: subagent.DelegationDepthOf(req.Parent) + 1})
 	}
 	return st.wrap(run, runID), nil
 }
@@ -447,13 +447,10 @@ func (s *Service) open(ctx context.Context, name string, req subagent.StartReque
 // is the delegating tool call's when a delegate tool starts the run, and
 // returns ctx carrying it for the provider: the child's own spans (its
 // model and tool calls, an ACP agent's _meta) descend from it.
-func (st *started) trace(ctx context.Context, p subagent.Provider, name, runID string, req subagent.StartRequest, resume bool) context.Context {
+func (st *started) trace(ctx context.Context, p subagent.Provider, name string, req subagent.StartRequest, resume bool) context.Context {
 	oop, ok := p.(otelx.OutOfProcess)
 	r := otelx.Run{
 		Provider:      name,
-		RunID:         runID,
-		ParentSession: req.Parent.SessionID(),
-		Depth:         subagent.DelegationDepthOf(req.Parent),
 		Client:        ok && oop.OutOfProcess(),
 		ModelProvider: req.Options.ModelProvider,
 		Model:         req.Options.Model,
@@ -466,15 +463,16 @@ func (st *started) trace(ctx context.Context, p subagent.Provider, name, runID s
 }
 
 // observe records a published run on its span and in the run metrics,
-// and has its end recorded when it settles.
-func (st *started) observe(ctx context.Context, name string, run subagent.Run) {
-	otelx.Published(st.span, run.SessionID(), !isNil(run.LocalAgent()))
+// and has its end recorded when it settles, with what e says of it.
+func (st *started) observe(ctx context.Context, name string, run subagent.Run, e otelx.Ended) {
+	otelx.Published(st.span)
+	e.SessionID, e.Published, e.Local = run.SessionID(), true, !isNil(run.LocalAgent())
 	counted := otelx.Metering()
 	if counted {
 		otelx.RunStarted(ctx, name)
 	}
 	run.OnSettled(func(res subagent.Result, err error) {
-		otelx.EndRun(st.span, res, err)
+		otelx.EndRun(st.span, e, res, err)
 		if counted {
 			reason := res.StopReason
 			if err != nil {

@@ -78,11 +78,11 @@ func main() {
 		agentproc.KillAgents()
 		die(sig)
 	}()
-	// Trace export, when the OTEL_* variables ask for it; flushed before
-	// the node exits, also after a first stop signal.
+	// Trace and metric export, when the OTEL_* variables ask for it;
+	// flushed before the node exits, also after a first stop signal.
 	flush, err := telemetry(ctx, os.Getenv, os.Stderr)
 	if err != nil {
-		fmt.Fprintf(os.Stderr, "%s: warning: %v; traces are not exported\n", prog, err)
+		fmt.Fprintf(os.Stderr, "%s: warning: %v\n", prog, err)
 	}
 	code := cli(ctx, os.Args[1:], os.Stdout, os.Stderr)
 	stopAdopting()

@@ -2,6 +2,7 @@ package otelx
 
 import (
 	"context"
+	"encoding/hex"
 
 	"go.opentelemetry.io/otel/propagation"
 	"go.opentelemetry.io/otel/trace"
@@ -68,4 +69,45 @@ func FromMeta(ctx context.Context, meta map[string]any) context.Context {
 	tp, _ := meta[TraceParent].(string)
 	ts, _ := meta[TraceState].(string)
 	return Extract(ctx, tp, ts)
+}
+
+// TraceParentLen is the length of a W3C traceparent (version 00).
+const TraceParentLen = 55
+
+// AppendTraceParent appends to b the W3C traceparent of the span ctx
+// carries while it records (what an activation record keeps of its run
+// span, agentlog.Traced), without Inject's carrier map; b as it is and
+// false when the span does not record.
+func AppendTraceParent(b []byte, ctx context.Context) ([]byte, bool) {
+	span := trace.SpanFromContext(ctx)
+	if !span.IsRecording() {
+		return b, false
+	}
+	sc := span.SpanContext()
+	tid, sid := sc.TraceID(), sc.SpanID()
+	b = append(b, "00-"...)
+	b = hex.AppendEncode(b, tid[:])
+	b = append(b, '-')
+	b = hex.AppendEncode(b, sid[:])
+	b = append(b, '-')
+	return hex.AppendEncode(b, []byte{byte(sc.TraceFlags())}), true
+}
+
+// Earlier is the link to the run span of an earlier activation that a
+// traceparent names (O3); false when it is empty or malformed.
+func Earlier(traceparent string) (trace.Link, bool) {
+	sc := trace.SpanContextFromContext(Extract(context.Background(), traceparent, ""))
+	return trace.Link{SpanContext: sc}, sc.IsValid()
+}
+
+// LinkEarlier links the run span ctx carries, while it records, to the
+// run span of an earlier activation that traceparent names (O3).
+func LinkEarlier(ctx context.Context, traceparent string) {
+	span := trace.SpanFromContext(ctx)
+	if !span.IsRecording() {
+		return
+	}
+	if l, ok := Earlier(traceparent); ok {
+		span.AddLink(l)
+	}
 }

@@ -57,10 +57,10 @@ func TestO3_InjectAndExtractRoundTrip(t *testing.T) {
 // SERVER span under the caller's, in the caller's trace.
 func TestO3_HostedRunContinuesTheCallersTrace(t *testing.T) {
 	exp := testkit.Tracing(t)
-	callerCtx, caller := otelx.StartRun(context.Background(), otelx.Run{Provider: "remote", RunID: "r1", Client: true})
+	callerCtx, caller := otelx.StartRun(context.Background(), otelx.Run{Provider: "remote", Client: true})
 	traceparent, tracestate := otelx.Inject(callerCtx)
 	hostCtx := otelx.Extract(context.Background(), traceparent, tracestate)
-	_, hosted := otelx.StartRun(hostCtx, otelx.Run{Provider: "spawn", RunID: "r1", Server: true})
+	_, hosted := otelx.StartRun(hostCtx, otelx.Run{Provider: "spawn", Server: true})
 	hosted.End()
 	caller.End()
 	spans := exp.GetSpans()

@@ -75,13 +75,19 @@ var (
 	kindServer   = trace.WithSpanKind(trace.SpanKindServer)
 )
 
-// names holds span names by operation and subject ("chat scripted"),
-// made once each: a handful of models, tools and providers. A tool name
-// is model output (K3): the cache stops growing at maxNames, and names
-// are cut at nameLimit bytes.
+// kinds holds, by operation, subject and provider ("chat", "scripted",
+// "subactor.scripted"), a span's name and its start option: the
+// attributes a sampler may read (the conventions ask for them at
+// creation), which are the same for every span of the kind, made once
+// each: a handful of models, tools and providers. A tool name is model
+// output (K3): the cache stops growing at maxNames, and names are cut at
+// nameLimit bytes. The other attributes wait for the span's end (see
+// Ended), where it takes them in one SetAttributes with its result: an
+// exporter reads a span only once it ended, and every SetAttributes
+// after the first grows the span's attribute slice again.
 var (
-	names     sync.Map // [2]string → string
-	nameCount atomic.Int32
+	kinds     sync.Map // [3]string → *spanKind
+	kindCount atomic.Int32
 )
 
 const (
@@ -89,19 +95,44 @@ const (
 	nameLimit = 128
 )
 
-func spanName(op, subject string) string {
-	if subject == "" {
-		return op
+type spanKind struct {
+	name  string
+	start trace.SpanStartOption // nil for a tool call's
+}
+
+func kindOf(op, subject, provider string) *spanKind {
+	key := [3]string{op, subject, provider}
+	if k, ok := kinds.Load(key); ok {
+		return k.(*spanKind)
 	}
-	key := [2]string{op, subject}
-	if n, ok := names.Load(key); ok {
-		return n.(string)
+	k := &spanKind{name: op}
+	if subject != "" {
+		k.name = op + " " + limit(subject)
 	}
-	n := op + " " + limit(subject)
-	if nameCount.Add(1) <= maxNames {
-		names.Store(key, n)
+	attrs := []attribute.KeyValue{OperationName.String(op)}
+	switch op {
+	case OpInvokeAgent:
+		attrs = append(attrs, AgentName.String(limit(subject)))
+		if provider != "" {
+			attrs = append(attrs, SubProvider.String(provider))
+		}
+	case OpChat:
+		attrs = append(attrs, ProviderName.String(provider))
+		if subject != "" {
+			attrs = append(attrs, RequestModel.String(subject))
+		}
+	case OpExecuteTool:
+		// A tool call's span takes its attributes at its start, with its
+		// call id (see StartTool): its kind is a name.
+		attrs = nil
 	}
-	return n
+	if attrs != nil {
+		k.start = trace.WithAttributes(attrs...)
+	}
+	if kindCount.Add(1) <= maxNames {
+		kinds.Store(key, k)
+	}
+	return k
 }
 
 // limit cuts s to nameLimit bytes, on a rune boundary.
@@ -118,11 +149,8 @@ func limit(s string) string {
 
 // Run describes a run span at its start.
 type Run struct {
-	Provider      string // the provider's registered name
-	RunID         string
-	ParentSession string
-	Depth         int  // the delegating parent's depth
-	Client        bool // the child runs in another process or node
+	Provider string // the provider's registered name
+	Client   bool   // the child runs in another process or node
 	// Server marks the hosting node's side of a run another node
 	// started (its ctx from Extract of the start message's traceparent).
 	Server        bool
@@ -132,7 +160,7 @@ type Run struct {
 }
 
 // StartRun starts the run span invoke_agent {provider} under ctx's span
-// (the delegating tool call's, O1). Call it only when On.
+// (the delegating tool call's, O1); EndRun ends it. Call it only when On.
 func StartRun(ctx context.Context, r Run) (context.Context, trace.Span) {
 	kind := kindInternal
 	switch {
@@ -141,15 +169,11 @@ func StartRun(ctx context.Context, r Run) (context.Context, trace.Span) {
 	case r.Server:
 		kind = kindServer
 	}
-	attrs := make([]attribute.KeyValue, 0, 10)
-	attrs = append(attrs,
-		OperationName.String(OpInvokeAgent),
-		AgentID.String(r.RunID),
-		AgentName.String(r.Provider),
-		SubProvider.String(r.Provider),
-		SubDepth.Int(r.Depth+1),
-		SubParentSession.String(r.ParentSession),
-	)
+	k := kindOf(OpInvokeAgent, r.Provider, r.Provider)
+	if r.ModelProvider == "" && r.Model == "" && r.ResumedFrom == "" {
+		return tracer().Start(ctx, k.name, kind, k.start)
+	}
+	var attrs []attribute.KeyValue
 	if r.ModelProvider != "" {
 		attrs = append(attrs, ProviderName.String(r.ModelProvider))
 	}
@@ -159,33 +183,28 @@ func StartRun(ctx context.Context, r Run) (context.Context, trace.Span) {
 	if r.ResumedFrom != "" {
 		attrs = append(attrs, SubResumedFrom.String(r.ResumedFrom))
 	}
-	return tracer().Start(ctx, spanName(OpInvokeAgent, r.Provider), kind, trace.WithAttributes(attrs...))
+	return tracer().Start(ctx, k.name, kind, k.start, trace.WithAttributes(attrs...))
 }
 
 // StartRoot starts the run span of an agent its embedder runs itself (a
 // top-level agent), under ctx's span if any, so that its tree is one
-// trace (O1). Call it only when On.
-func StartRoot(ctx context.Context, agentID, sessionID string, depth int) (context.Context, trace.Span) {
+// trace (O1), linked to the run span earlier names, if any: the session's
+// earlier run, in this process or before a restart (O3). EndRun ends
+// it. Call it only when On.
+func StartRoot(ctx context.Context, earlier string) (context.Context, trace.Span) {
 	// Named by its role, not its id: span names are for grouping.
-	return tracer().Start(ctx, spanName(OpInvokeAgent, TopAgent), kindInternal, trace.WithAttributes(
-		OperationName.String(OpInvokeAgent),
-		AgentID.String(agentID),
-		AgentName.String(TopAgent),
-		ConversationID.String(sessionID),
-		SubDepth.Int(depth),
-	))
+	k := kindOf(OpInvokeAgent, TopAgent, "")
+	if l, ok := Earlier(earlier); ok {
+		return tracer().Start(ctx, k.name, kindInternal, k.start, trace.WithLinks(l))
+	}
+	return tracer().Start(ctx, k.name, kindInternal, k.start)
 }
 
-// Published records on a run span that its child exists: the session id,
-// whether it is local, and the subagent/start event.
-func Published(span trace.Span, sessionID string, local bool) {
+// Published records on a run span the subagent/start event: its child
+// exists (where, Ended says).
+func Published(span trace.Span) {
 	if span == nil || !span.IsRecording() {
 		return
-	}
-	if sessionID != "" {
-		span.SetAttributes(ConversationID.String(sessionID), SubLocal.Bool(local))
-	} else {
-		span.SetAttributes(SubLocal.Bool(local))
 	}
 	span.AddEvent(EventStart)
 }
@@ -217,9 +236,36 @@ var (
 	steerRefused  = trace.WithAttributes(SubSteerAdmitted.Bool(false))
 )
 
-// EndRun ends a run span with its result: usage, stop reason, the
+// Ended is what a run span records as it ends, besides its result:
+// the attributes no sampler needs (see kinds).
+type Ended struct {
+	RunID         string // gen_ai.agent.id
+	SessionID     string // gen_ai.conversation.id, when known
+	ParentSession string
+	Depth         int // subactor.depth: the run's agent's
+	// Published says the run was published, and Local where its child
+	// runs (subactor.local).
+	Published, Local bool
+}
+
+// attrs appends e's attributes to buf.
+func (e Ended) attrs(buf []attribute.KeyValue) []attribute.KeyValue {
+	buf = append(buf, AgentID.String(e.RunID), SubDepth.Int(e.Depth))
+	if e.ParentSession != "" {
+		buf = append(buf, SubParentSession.String(e.ParentSession))
+	}
+	if e.SessionID != "" {
+		buf = append(buf, ConversationID.String(e.SessionID))
+	}
+	if e.Published {
+		buf = append(buf, SubLocal.Bool(e.Local))
+	}
+	return buf
+}
+
+// EndRun ends a run span with e and its result: usage, stop reason, the
 // subagent/end event, and an error status unless it completed.
-func EndRun(span trace.Span, res subagent.Result, err error) {
+func EndRun(span trace.Span, e Ended, res subagent.Result, err error) {
 	if span == nil {
 		return
 	}
@@ -228,9 +274,9 @@ func EndRun(span trace.Span, res subagent.Result, err error) {
 		reason = subagent.Error
 	}
 	if span.IsRecording() {
-		// One SetAttributes: each call copies and deduplicates.
-		var buf [4]attribute.KeyValue
-		attrs := append(buf[:0], SubStopReason.String(string(reason)))
+		// One SetAttributes: each call grows the span's attributes.
+		var buf [10]attribute.KeyValue
+		attrs := append(e.attrs(buf[:0]), SubStopReason.String(string(reason)))
 		if u := res.Usage; u != nil {
 			attrs = append(attrs, InputTokens.Int(u.InputTokens), OutputTokens.Int(u.OutputTokens))
 		}
@@ -245,43 +291,41 @@ func EndRun(span trace.Span, res subagent.Result, err error) {
 }
 
 // EndFailed ends a run span whose start failed.
-func EndFailed(span trace.Span, err error) {
+func EndFailed(span trace.Span, e Ended, err error) {
 	if span == nil {
 		return
 	}
 	if span.IsRecording() {
-		span.SetAttributes(ErrorType.String(errorType(err)))
+		var buf [6]attribute.KeyValue
+		span.SetAttributes(append(e.attrs(buf[:0]), ErrorType.String(errorType(err)))...)
 		span.SetStatus(codes.Error, cut(err.Error()))
 	}
 	span.End()
 }
 
 // Chat is a model call in progress: its span (nil when tracing is off)
-// and what its metrics need.
+// and what its metrics and its span's end need.
 type Chat struct {
-	span     trace.Span
-	begun    time.Time
-	provider string
-	model    string
+	span         trace.Span
+	begun        time.Time
+	provider     string
+	model        string
+	conversation string
 }
 
 // StartChat starts the span chat {model} of a model call of the agent
 // whose session is conversation, when tracing is on, and times it for the
 // metrics when they are on. Call it only when Active.
 func StartChat(ctx context.Context, provider, model, conversation string) (context.Context, Chat) {
-	c := Chat{provider: provider, model: model}
+	c := Chat{provider: provider, model: model, conversation: conversation}
 	if Metering() {
 		c.begun = time.Now()
 	}
 	if !On() {
 		return ctx, c
 	}
-	attrs := make([]attribute.KeyValue, 0, 4)
-	attrs = append(attrs, OperationName.String(OpChat), ProviderName.String(provider), ConversationID.String(conversation))
-	if model != "" {
-		attrs = append(attrs, RequestModel.String(model))
-	}
-	ctx, c.span = tracer().Start(ctx, spanName(OpChat, model), kindClient, trace.WithAttributes(attrs...))
+	k := kindOf(OpChat, model, provider)
+	ctx, c.span = tracer().Start(ctx, k.name, kindClient, k.start)
 	return ctx, c
 }
 
@@ -294,20 +338,22 @@ func (c Chat) End(ctx context.Context, usage subagent.Usage, stop subagent.StopR
 		return
 	}
 	if c.span.IsRecording() {
+		// One SetAttributes: each call grows the span's attributes.
+		var buf [5]attribute.KeyValue
+		attrs := append(buf[:0], ConversationID.String(c.conversation))
 		if err != nil {
-			c.span.SetAttributes(ErrorType.String(errorType(err)))
+			attrs = append(attrs, ErrorType.String(errorType(err)))
 			c.span.SetStatus(codes.Error, cut(err.Error()))
 		} else {
-			var buf [4]attribute.KeyValue
-			attrs := append(buf[:0], InputTokens.Int(usage.InputTokens), OutputTokens.Int(usage.OutputTokens))
+			attrs = append(attrs, InputTokens.Int(usage.InputTokens), OutputTokens.Int(usage.OutputTokens))
 			if c.model != "" {
 				attrs = append(attrs, ResponseModel.String(c.model))
 			}
 			if stop != "" && stop != subagent.Completed {
 				attrs = append(attrs, SubStopReason.String(string(stop)))
 			}
-			c.span.SetAttributes(attrs...)
 		}
+		c.span.SetAttributes(attrs...)
 	}
 	c.span.End()
 }
@@ -316,7 +362,9 @@ func (c Chat) End(ctx context.Context, usage subagent.Usage, stop subagent.StopR
 // name and id are the model's, cut at nameLimit bytes (K3). Call it only
 // when On.
 func StartTool(ctx context.Context, name, callID string) (context.Context, trace.Span) {
-	return tracer().Start(ctx, spanName(OpExecuteTool, name), kindInternal, trace.WithAttributes(
+	// Its attributes all at its start: the call id would cost as much at
+	// its end as it does here.
+	return tracer().Start(ctx, kindOf(OpExecuteTool, name, "").name, kindInternal, trace.WithAttributes(
 		OperationName.String(OpExecuteTool),
 		ToolName.String(limit(name)),
 		ToolCallID.String(limit(callID)),

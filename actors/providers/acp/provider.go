@@ -162,7 +162,14 @@ func (c *child) take(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
-	c.seq, err = c.p.cfg.Store.AppendAt(ctx, c.storeSession, last, persistence.Record{Kind: agentlog.KindActivation, Data: json.RawMessage(`{}`)}, prompt)
+	act := agentlog.Untraced()
+	if otelx.On() {
+		// ctx carries this activation's run span: linked to the earlier
+		// one's, and recorded for the next one's link (O3).
+		otelx.LinkEarlier(ctx, agentlog.LastTrace(entries))
+		act, _ = agentlog.Traced(ctx)
+	}
+	c.seq, err = c.p.cfg.Store.AppendAt(ctx, c.storeSession, last, act, prompt)
 	return err
 }
 
@@ -461,7 +468,14 @@ func (c *child) store(ctx context.Context, pd acpdata.ProviderData) error {
 	if err != nil {
 		return &startError{Step: "store", Err: err}
 	}
-	seq, err := c.p.cfg.Store.CreateWith(context.WithoutCancel(ctx), h, rec, prompt)
+	recs := []persistence.Record{rec, prompt}
+	if otelx.On() {
+		// The first activation's run span, for the next one's link (O3).
+		if act, ok := agentlog.Traced(ctx); ok {
+			recs = []persistence.Record{rec, act, prompt}
+		}
+	}
+	seq, err := c.p.cfg.Store.CreateWith(context.WithoutCancel(ctx), h, recs...)
 	if err != nil {
 		return &startError{Step: "store", Err: err}
 	}
