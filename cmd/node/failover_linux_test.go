@@ -23,6 +23,7 @@ import (
 	"github.com/subactor/subactor/internal/testkit"
 	"github.com/subactor/subactor/internal/testkit/openaitest"
 	"github.com/subactor/subactor/internal/testkit/pgtest"
+	"github.com/subactor/subactor/persistence"
 	"github.com/subactor/subactor/persistence/postgres"
 )
 
@@ -139,6 +140,30 @@ func (f *failoverCluster) hosted(t *testing.T, id string) string {
 	return "unlisted"
 }
 
+// log is the child's log in the database.
+func (f *failoverCluster) log(t *testing.T, child string) []persistence.Record {
+	t.Helper()
+	store, err := postgres.Open(context.Background(), f.url)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer store.Close()
+	_, recs, err := store.Load(testkit.Ctx(t), child)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return recs
+}
+
+// kill SIGKILLs p and reaps it.
+func kill(t *testing.T, p *process) {
+	t.Helper()
+	if err := p.cmd.Process.Kill(); err != nil {
+		t.Fatal(err)
+	}
+	_ = p.cmd.Wait()
+}
+
 // peerProcess is the continuable test peer.
 type peerProcess struct{ process }
 
@@ -175,10 +200,7 @@ func TestK2_S8_FiftyFollowUpsResumeAKilledNodesChildOnAnotherOnce(t *testing.T) 
 		t.Fatalf("the first activation on B: %+v", l)
 	}
 	f.serve(t, f.c)
-	if err := nodeB.cmd.Process.Kill(); err != nil {
-		t.Fatal(err)
-	}
-	_ = nodeB.cmd.Wait()
+	kill(t, nodeB)
 
 	caller.command(t, "send %s %d m", child, n)
 	if l := caller.next(t, "routes"); l.Started != 1 || l.Steered != n-1 || l.Failed != "" {
@@ -238,15 +260,7 @@ func TestK2_S8_AThawedNodeCannotWriteTheLogOfAChildResumedElsewhere(t *testing.T
 	if i < 0 || f.srv.Requests()[i].Cancelled {
 		t.Fatalf("B's model request (at %d) was not answered", i)
 	}
-	store, err := postgres.Open(context.Background(), f.url)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer store.Close()
-	_, recs, err := store.Load(testkit.Ctx(t), child)
-	if err != nil {
-		t.Fatal(err)
-	}
+	recs := f.log(t, child)
 	var log strings.Builder
 	for _, r := range recs {
 		fmt.Fprintf(&log, "%s %s\n", r.Kind, r.Data)
@@ -270,22 +284,11 @@ func TestA3_K2_ALostRemoteRunIsRestartedElsewhereFromItsCheckpoint(t *testing.T)
 	child := caller.next(t, "child").Child
 	testkit.Recv(t, f.model.held, "B's model request")
 	f.serve(t, f.c)
-	if err := nodeB.cmd.Process.Kill(); err != nil {
-		t.Fatal(err)
-	}
-	_ = nodeB.cmd.Wait()
+	kill(t, nodeB)
 	if l := caller.next(t, "task"); l.State != "completed" || l.Output != "hold" {
 		t.Fatalf("the activation whose node was killed: %+v, want it restarted on C and completed", l)
 	}
-	store, err := postgres.Open(context.Background(), f.url)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer store.Close()
-	_, recs, err := store.Load(testkit.Ctx(t), child)
-	if err != nil {
-		t.Fatal(err)
-	}
+	recs := f.log(t, child)
 	var kinds []string
 	for _, r := range recs {
 		kinds = append(kinds, r.Kind)
