@@ -312,7 +312,10 @@ func (p *provider) ended(m cluster.Member) {
 // loaded member offering the provider that has room, and returns once the
 // hosting node's provider returned a live run. On an error nothing is
 // left on any node (R6). A continuable child's first activation
-// (scope.Continuable) is stored by the hosting provider before it starts.
+// (scope.Continuable) is stored by the hosting provider before it starts,
+// and, as every activation of such a child, runs under a run actor of
+// this node whose supervisor may restart it elsewhere from the child's
+// log when its node is lost (see relaunchable).
 func (p *provider) Start(ctx context.Context, scope subagent.Scope, req subagent.StartRequest) (subagent.Run, error) {
 	return p.begin(ctx, scope, req, "")
 }
