@@ -196,6 +196,7 @@ func run(c config) error {
 		}
 	}
 	if on("scale") {
+		r.Scale = nil // a merge's earlier rows are replaced, not added to
 		for _, n := range c.scale {
 			logf("scale: %d live children, memory store", n)
 			s, err := bench.Scale(ctx, n)
@@ -271,6 +272,7 @@ func run(c config) error {
 		}
 	}
 	if on("appends") {
+		r.Appends, r.PostgresAppends = nil, nil // a merge's earlier rows are replaced
 		for _, writers := range []int{1, 8, 64} {
 			for _, group := range []bool{true, false} {
 				logf("bbolt appends: %d writers, group commit %v", writers, group)
