@@ -3,6 +3,7 @@ package run_test
 import (
 	"context"
 	"errors"
+	"fmt"
 	"strings"
 	"sync/atomic"
 	"testing"
@@ -297,4 +298,95 @@ func (r *recording) HandleFailure(sys *actor.ActorSystem, s actor.Supervisor, ch
 		r.reasons.Store(err)
 	}
 	r.then.HandleFailure(sys, s, child, rs, reason, msg)
+}
+
+// Contract A3: a body that ends with an error matching *run.CrashError
+// (a child running elsewhere that was lost) has crashed, as one that
+// panics: its supervisor's Restart relaunches it from its checkpoint, and
+// Stop settles it error with the crash as its cause.
+func TestA3_ABodyEndingInACrashErrorIsACrash(t *testing.T) {
+	lostOnCue := func() (run.Body, chan struct{}) {
+		cue := make(chan struct{})
+		return func(ctx context.Context, _ run.Gate) (subagent.Result, error) {
+			select {
+			case <-cue:
+				return subagent.Result{}, fmt.Errorf("the child's node: %w", &run.CrashError{Reason: "node lost"})
+			case <-ctx.Done():
+				return subagent.Result{StopReason: subagent.Aborted}, nil
+			}
+		}, cue
+	}
+	again := func(context.Context, run.Gate) (subagent.Result, error) {
+		return subagent.Result{Output: text("again"), StopReason: subagent.Completed}, nil
+	}
+	t.Run("restart", func(t *testing.T) {
+		sys := newSystem(t)
+		e := newEmbedder(t, sys.ActorSystem().Root, decide(actor.RestartDirective))
+		body, cue := lostOnCue()
+		e.spawn(t, bodyProvider{sys: sys, body: body, again: again})
+		close(cue)
+		if s := next(t, e, "the restarted run's settle", any_[*messages.RunSettled]); s.Result.StopReason != string(subagent.Completed) || s.Result.Output[0].Text != "again" {
+			t.Fatalf("restarted run settled %+v", s)
+		}
+	})
+	t.Run("stop", func(t *testing.T) {
+		sys := newSystem(t)
+		e := newEmbedder(t, sys.ActorSystem().Root, decide(actor.StopDirective))
+		body, cue := lostOnCue()
+		e.spawn(t, bodyProvider{sys: sys, body: body, again: again})
+		close(cue)
+		if s := next(t, e, "the stopped run's settle", any_[*messages.RunSettled]); s.Result.StopReason != string(subagent.Error) || !strings.Contains(s.Result.Detail, "node lost") {
+			t.Fatalf("stopped run settled %+v", s)
+		}
+	})
+}
+
+// relay is a child that stands for one running elsewhere: it takes its
+// steers itself (the message "refuse" it refuses) and completes once the
+// test closes done.
+type relay struct {
+	got  chan string
+	done chan struct{}
+}
+
+func (c *relay) Run(g run.Gate) {
+	select {
+	case <-c.done:
+		g.Exit().Result = subagent.Result{StopReason: subagent.Completed}
+	case <-g.Context().Done():
+		g.Exit().Result = subagent.Result{StopReason: subagent.Aborted}
+	}
+}
+
+func (c *relay) Steer(_ context.Context, m []subagent.ContentBlock) error {
+	if subagent.TextOf(m) == "refuse" {
+		return errors.New("the child elsewhere refused it")
+	}
+	c.got <- subagent.TextOf(m)
+	return nil
+}
+
+// Contract R4, A3: a Child that is a subagent.Steerer takes the run's
+// steers itself: each reaches its Steer as it comes, and its answer is
+// the steer's (a refusal is ErrNotDelivered with its reason).
+func TestR4_A3_ASteererChildTakesItsSteersItself(t *testing.T) {
+	sys := newSystem(t)
+	c := &relay{got: make(chan string, 1), done: make(chan struct{})}
+	h := run.Start(sys, run.Spec{Child: c, Relaunchable: false})
+	if err := h.Steer(testkit.Ctx(t), text("go on")); err != nil {
+		t.Fatalf("steer: %v", err)
+	}
+	if got := testkit.Recv(t, c.got, "the steer at the child"); got != "go on" {
+		t.Fatalf("the child took %q", got)
+	}
+	if err := h.Steer(testkit.Ctx(t), text("refuse")); !errors.Is(err, subagent.ErrNotDelivered) || !strings.Contains(err.Error(), "refused it") {
+		t.Fatalf("a steer the child refuses: %v", err)
+	}
+	close(c.done)
+	if res, err := h.Wait(testkit.Ctx(t)); err != nil || res.StopReason != subagent.Completed {
+		t.Fatalf("result %+v, %v", res, err)
+	}
+	if err := h.Dispose(testkit.Ctx(t)); err != nil {
+		t.Fatal(err)
+	}
 }
