@@ -62,11 +62,17 @@ func panics(context.Context, run.Gate) (subagent.Result, error) { panic("bug") }
 // panicsOnCue is a body that panics once the test closes its channel,
 // after the embedder's Watch has reached the run.
 func panicsOnCue() (run.Body, chan struct{}) {
+	return failsOnCue(func() (subagent.Result, error) { panic("bug") })
+}
+
+// failsOnCue is a body that ends as fail says once the test closes its
+// channel, or aborts when cancelled before.
+func failsOnCue(fail func() (subagent.Result, error)) (run.Body, chan struct{}) {
 	cue := make(chan struct{})
 	return func(ctx context.Context, _ run.Gate) (subagent.Result, error) {
 		select {
 		case <-cue:
-			panic("bug")
+			return fail()
 		case <-ctx.Done():
 			return subagent.Result{StopReason: subagent.Aborted}, nil
 		}
@@ -306,15 +312,9 @@ func (r *recording) HandleFailure(sys *actor.ActorSystem, s actor.Supervisor, ch
 // Stop settles it error with the crash as its cause.
 func TestA3_ABodyEndingInACrashErrorIsACrash(t *testing.T) {
 	lostOnCue := func() (run.Body, chan struct{}) {
-		cue := make(chan struct{})
-		return func(ctx context.Context, _ run.Gate) (subagent.Result, error) {
-			select {
-			case <-cue:
-				return subagent.Result{}, fmt.Errorf("the child's node: %w", &run.CrashError{Reason: "node lost"})
-			case <-ctx.Done():
-				return subagent.Result{StopReason: subagent.Aborted}, nil
-			}
-		}, cue
+		return failsOnCue(func() (subagent.Result, error) {
+			return subagent.Result{}, fmt.Errorf("the child's node: %w", &run.CrashError{Reason: "node lost"})
+		})
 	}
 	again := func(context.Context, run.Gate) (subagent.Result, error) {
 		return subagent.Result{Output: text("again"), StopReason: subagent.Completed}, nil

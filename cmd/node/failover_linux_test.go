@@ -140,6 +140,20 @@ func (f *failoverCluster) hosted(t *testing.T, id string) string {
 	return "unlisted"
 }
 
+// midTurnOnB starts member B, a caller (see caller) and its continuable
+// child, placed on B, the only member then, where it waits for its
+// model's answer (held); it then starts member C.
+func (f *failoverCluster) midTurnOnB(t *testing.T, restarts int) (nodeB *process, idB string, caller *peerProcess, child string) {
+	t.Helper()
+	nodeB, idB = f.serve(t, f.b)
+	caller = f.caller(t, restarts)
+	caller.command(t, "start hold")
+	child = caller.next(t, "child").Child
+	testkit.Recv(t, f.model.held, "B's model request")
+	f.serve(t, f.c)
+	return nodeB, idB, caller, child
+}
+
 // log is the child's log in the database.
 func (f *failoverCluster) log(t *testing.T, child string) []persistence.Record {
 	t.Helper()
@@ -226,12 +240,7 @@ func TestK2_S8_FiftyFollowUpsResumeAKilledNodesChildOnAnotherOnce(t *testing.T) 
 // late answer.
 func TestK2_S8_AThawedNodeCannotWriteTheLogOfAChildResumedElsewhere(t *testing.T) {
 	f := newFailoverCluster(t, 0)
-	nodeB, idB := f.serve(t, f.b)
-	caller := f.caller(t, 0)
-	caller.command(t, "start hold")
-	child := caller.next(t, "child").Child
-	testkit.Recv(t, f.model.held, "B's model request")
-	f.serve(t, f.c)
+	nodeB, idB, caller, child := f.midTurnOnB(t, 0)
 	if err := nodeB.cmd.Process.Signal(syscall.SIGSTOP); err != nil {
 		t.Fatal(err)
 	}
@@ -278,12 +287,7 @@ func TestK2_S8_AThawedNodeCannotWriteTheLogOfAChildResumedElsewhere(t *testing.T
 // by C (one activation marker) and ending completed.
 func TestA3_K2_ALostRemoteRunIsRestartedElsewhereFromItsCheckpoint(t *testing.T) {
 	f := newFailoverCluster(t, 0)
-	nodeB, _ := f.serve(t, f.b)
-	caller := f.caller(t, 1)
-	caller.command(t, "start hold")
-	child := caller.next(t, "child").Child
-	testkit.Recv(t, f.model.held, "B's model request")
-	f.serve(t, f.c)
+	nodeB, _, caller, child := f.midTurnOnB(t, 1)
 	kill(t, nodeB)
 	if l := caller.next(t, "task"); l.State != "completed" || l.Output != "hold" {
 		t.Fatalf("the activation whose node was killed: %+v, want it restarted on C and completed", l)
