@@ -71,10 +71,12 @@ func main() {
 	}
 	ctx, cancel := context.WithCancel(context.Background())
 	stopped := make(chan os.Signal, 1)
+	dying := make(chan struct{})
 	go func() {
 		stopped <- <-signals
 		cancel()
 		sig := <-signals
+		close(dying)
 		agentproc.KillAgents()
 		die(sig)
 	}()
@@ -90,6 +92,13 @@ func main() {
 	select {
 	case sig := <-stopped:
 		code = interrupted(code, sig, os.Stderr)
+	default:
+	}
+	select {
+	case <-dying:
+		// Killing the agents may have let the command end: the node
+		// still ends by the second signal, which die is delivering.
+		select {}
 	default:
 	}
 	os.Exit(code)
