@@ -24,15 +24,18 @@ func TestK1_P4_NodeAdvertisesProviderCapabilities(t *testing.T) {
 	}
 }
 
-// Contract K3: a member's advertisement is untrusted: an unknown
-// capability, capabilities of a provider it does not offer, a duplicate,
-// a bad or oversized name and too many providers are each refused with a
-// typed error; a good one reads back what was advertised.
+// Contract K3: a member's advertisement (its kinds and its gossiped
+// state) is untrusted: capabilities of a provider it does not offer, a
+// duplicate, a bad or oversized name, too many providers and a negative
+// load are each refused with a typed error; a good one reads back what
+// was advertised.
 func TestK3_MemberAdvertisementIsValidated(t *testing.T) {
 	all := subagent.Capabilities{OutputSchema: true, DepthLimit: true, ToolFilter: true, Persona: true}
-	provs, caps, err := cluster.ParseAdvertisement([]string{
-		"other-kind", "subactor.provider/a", cluster.CapsKind("a", all), "subactor.provider/b",
-	})
+	allOf := func(name string) *messages.ProviderOffer {
+		return &messages.ProviderOffer{Name: name, OutputSchema: true, DepthLimit: true, ToolFilter: true, Persona: true}
+	}
+	provs, caps, err := cluster.ParseAdvertisement([]string{"other-kind", "subactor.provider/a", "subactor.provider/b"},
+		&messages.MemberState{Capacity: 2, Providers: []*messages.ProviderOffer{allOf("a")}})
 	if err != nil || strings.Join(provs, ",") != "a,b" || caps["a"] != all || caps["b"] != (subagent.Capabilities{}) {
 		t.Fatalf("parsed %v %v %v", provs, caps, err)
 	}
@@ -40,19 +43,23 @@ func TestK3_MemberAdvertisementIsValidated(t *testing.T) {
 	for i := range 65 {
 		many = append(many, "subactor.provider/p"+strings.Repeat("x", i))
 	}
-	for name, kinds := range map[string][]string{
-		"unknown capability":    {"subactor.provider/a", "subactor.provider/a#caps=persona,steer"},
-		"not offered":           {"subactor.provider/a", "subactor.provider/b#caps=persona"},
-		"capabilities twice":    {"subactor.provider/a", "subactor.provider/a#caps=", "subactor.provider/a#caps=persona"},
-		"provider twice":        {"subactor.provider/a", "subactor.provider/a"},
-		"empty name":            {"subactor.provider/"},
-		"control character":     {"subactor.provider/a\nb"},
-		"long name":             {"subactor.provider/" + strings.Repeat("n", 129)},
-		"long capabilities":     {"subactor.provider/a", "subactor.provider/a#caps=" + strings.Repeat("persona,", 40)},
-		"too many providers":    many,
-		"empty capability name": {"subactor.provider/a", "subactor.provider/a#caps=persona,"},
+	a := []string{"subactor.provider/a"}
+	for name, c := range map[string]struct {
+		kinds []string
+		state *messages.MemberState
+	}{
+		"not offered":        {a, &messages.MemberState{Providers: []*messages.ProviderOffer{allOf("b")}}},
+		"capabilities twice": {a, &messages.MemberState{Providers: []*messages.ProviderOffer{allOf("a"), {Name: "a"}}}},
+		"provider twice":     {[]string{"subactor.provider/a", "subactor.provider/a"}, &messages.MemberState{}},
+		"empty name":         {[]string{"subactor.provider/"}, &messages.MemberState{}},
+		"control character":  {[]string{"subactor.provider/a\nb"}, &messages.MemberState{}},
+		"mark character":     {[]string{"subactor.provider/a#caps=persona"}, &messages.MemberState{}},
+		"long name":          {[]string{"subactor.provider/" + strings.Repeat("n", 129)}, &messages.MemberState{}},
+		"too many providers": {many, &messages.MemberState{}},
+		"negative capacity":  {a, &messages.MemberState{Capacity: -1}},
+		"negative runs":      {a, &messages.MemberState{Capacity: 1, Runs: -3}},
 	} {
-		_, _, err := cluster.ParseAdvertisement(kinds)
+		_, _, err := cluster.ParseAdvertisement(c.kinds, c.state)
 		var ae *cluster.AdvertisementError
 		if !errors.As(err, &ae) || ae.Reason == "" {
 			t.Errorf("%s: %v, want an advertisement error", name, err)

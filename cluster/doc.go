@@ -6,12 +6,13 @@
 // within its capacity and starts each as a run actor (run.Hosted) that the
 // caller then commands by its PID, and no one else may.
 //
-// A member advertises its providers as its cluster kinds, each with a
-// kind naming that provider's start-time features (caps.go: a peer's
-// advertisement is validated, K3, and the host refuses a start using a
-// feature its provider lacks, S4); its capacity
-// and load are answered to a load query (HostStatus) and carried by each
-// acceptance of a run. The host watches each caller: when the caller's
+// A member advertises its providers as its cluster kinds and gossips its
+// state: each provider's start-time features, its capacity and its load,
+// updated as its runs come and go (gossip.go; a peer's advertisement is
+// validated, caps.go, K3, and the host refuses a start using a feature
+// its provider lacks, S4). Callers place runs by that state, without
+// asking; each answer to a start carries the load too, and a load query
+// (HostStatus) is answered with the runs hosted. The host watches each caller: when the caller's
 // node dies or is dropped from membership, it cancels and disposes the
 // caller's runs (K2). Package actors/providers/remote is the caller's
 // side.

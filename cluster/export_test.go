@@ -8,6 +8,3 @@ var ParseAdvertisement = parseAdvertisement
 
 // AdvertisementError is advertisementError for the external tests.
 type AdvertisementError = advertisementError
-
-// CapsKind is capsKind for the external tests.
-var CapsKind = capsKind

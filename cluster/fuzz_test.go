@@ -50,26 +50,36 @@ func FuzzRemoteStart(f *testing.F) {
 	})
 }
 
-// Contract K3: whatever kinds a member advertises, reading them never
-// panics, and what is accepted is bounded and names only offered
-// providers.
+// Contract K3: whatever kinds and gossiped state a member advertises,
+// reading them never panics, and what is accepted is bounded and names
+// only offered providers.
 func FuzzMemberAdvertisement(f *testing.F) {
-	f.Add("subactor.provider/a\x00subactor.provider/a#caps=persona,outputSchema")
-	f.Add("subactor.provider/a\x00subactor.provider/a#caps=steer")
-	f.Add("subactor.provider/a\x00subactor.provider/b#caps=")
-	f.Add("other\x00subactor.provider/#caps=")
-	f.Add("subactor.provider/a#caps=persona\x00subactor.provider/a")
-	f.Fuzz(func(t *testing.T, joined string) {
-		provs, caps, err := cluster.ParseAdvertisement(strings.Split(joined, "\x00"))
+	state := func(m *messages.MemberState) []byte {
+		b, err := proto.Marshal(m)
+		if err != nil {
+			f.Fatal(err)
+		}
+		return b
+	}
+	f.Add("subactor.provider/a", state(&messages.MemberState{Capacity: 1, Providers: []*messages.ProviderOffer{{Name: "a", Persona: true}}}))
+	f.Add("subactor.provider/a\x00subactor.provider/b", state(&messages.MemberState{Providers: []*messages.ProviderOffer{{Name: "c"}}}))
+	f.Add("other\x00subactor.provider/", state(&messages.MemberState{Runs: -1}))
+	f.Add("subactor.provider/a\x00subactor.provider/a", []byte{0x1a, 0xff, 0xff, 0xff, 0xff, 0x0f})
+	f.Fuzz(func(t *testing.T, joined string, data []byte) {
+		var st messages.MemberState
+		if err := proto.Unmarshal(data, &st); err != nil {
+			return
+		}
+		provs, caps, err := cluster.ParseAdvertisement(strings.Split(joined, "\x00"), &st)
 		if err != nil {
 			return
 		}
-		if len(provs) > 64 || len(caps) != len(provs) {
-			t.Fatalf("accepted %q as %v %v", joined, provs, caps)
+		if len(provs) > 64 || len(caps) != len(provs) || st.GetCapacity() < 0 || st.GetRuns() < 0 {
+			t.Fatalf("accepted %q %v as %v %v", joined, &st, provs, caps)
 		}
 		for _, p := range provs {
 			if _, ok := caps[p]; !ok || p == "" || len(p) > 128 || strings.Contains(p, "#") {
-				t.Fatalf("accepted %q as %v %v", joined, provs, caps)
+				t.Fatalf("accepted %q %v as %v %v", joined, &st, provs, caps)
 			}
 		}
 	})

@@ -142,6 +142,7 @@ func (h *host) load() *messages.HostLoad {
 	return &messages.HostLoad{
 		Node: h.n.ID(), Providers: h.n.providerNames(),
 		Capacity: int64(h.n.cfg.Capacity), Runs: int64(len(ids)), RunIds: ids,
+		State: h.n.ownState(len(ids)),
 	}
 }
 
@@ -190,6 +191,7 @@ func (h *host) start(ctx actor.Context, m *messages.RemoteStart) {
 		runCtx, cancel := context.WithCancelCause(otelx.Extract(context.Background(), m.GetTraceparent(), ""))
 		r := &hostedRun{id: m.GetRunId(), caller: c, cancel: cancel}
 		h.runs[r.id] = r
+		h.n.publish(len(h.runs))
 		accepted := &messages.RemoteAccepted{RunId: r.id, Node: h.n.ID(), Capacity: int64(h.n.cfg.Capacity), Runs: int64(len(h.runs))}
 		// The host stands in for the Service: the provider gets the
 		// run's scope, its progress going straight to the caller, which
@@ -285,6 +287,7 @@ func (h *host) started(ctx actor.Context, m startDone) {
 	if m.err != nil {
 		r.cancel(m.err)
 		delete(h.runs, m.id)
+		h.n.publish(len(h.runs))
 		h.leave(ctx)
 		return
 	}
@@ -303,6 +306,7 @@ func (h *host) terminated(ctx actor.Context, m *actor.Terminated) {
 		if r := h.runs[id]; r != nil {
 			r.cancel(errors.New("quiesced"))
 			delete(h.runs, id)
+			h.n.publish(len(h.runs))
 		}
 		h.leave(ctx)
 		return

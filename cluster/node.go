@@ -23,6 +23,7 @@ import (
 
 	"github.com/subactor/subactor/actors"
 	"github.com/subactor/subactor/internal/clusterwire"
+	"github.com/subactor/subactor/messages"
 	"github.com/subactor/subactor/subagent"
 )
 
@@ -39,6 +40,10 @@ type Member struct {
 	// the member advertises them (a provider it offers without
 	// advertising any declares none).
 	Capabilities map[string]subagent.Capabilities
+	// Capacity and Runs are its room for hosted runs and those it
+	// hosts, as it last gossiped them (a gossip round old at most, so
+	// the member's own admission has the last word).
+	Capacity, Runs int64
 }
 
 // Offers reports whether m runs provider.
@@ -57,12 +62,22 @@ type Node struct {
 	leave   sync.Once
 	ownsSys bool // Start made sys, so a failed Start stops it
 
-	// members is the topology as of the last event; changed is closed
-	// and replaced at each change. protoactor's own member list is read
-	// without its lock, so the node keeps this copy.
-	mu      sync.Mutex
-	members []Member
-	changed chan struct{}
+	// topology is the membership as of the last event, states each
+	// member's gossiped state; members are those of the topology whose
+	// state is known, listed is every id of the topology. changed is
+	// closed and replaced at each change. protoactor's own member list
+	// is read without its lock, so the node keeps this copy.
+	mu       sync.Mutex
+	topology []*cluster.Member
+	states   map[string]*messages.MemberState
+	members  []Member
+	listed   map[string]bool
+	refused  map[string]bool // members whose refused advertisement was logged
+	changed  chan struct{}
+	// done is closed as the node stops; asking counts the goroutines
+	// asking a member's state (gossip.go), which end then.
+	done   chan struct{}
+	asking sync.WaitGroup
 }
 
 // Start joins (or forms) the cluster. It returns once this node is a
@@ -77,7 +92,7 @@ func Start(ctx context.Context, cfg Config) (n *Node, err error) {
 	ctx, cancel := context.WithTimeout(ctx, cfg.JoinTimeout)
 	defer cancel()
 	host, port, _ := hostPort(cfg.Listen, "listen address")
-	n = &Node{cfg: cfg, sys: cfg.System, changed: make(chan struct{}), creds: insecure.NewCredentials()}
+	n = &Node{cfg: cfg, sys: cfg.System, changed: make(chan struct{}), creds: insecure.NewCredentials(), states: map[string]*messages.MemberState{}, refused: map[string]bool{}, done: make(chan struct{})}
 	serverOpts := n.inboundOptions()
 	var opts []remote.ConfigOption
 	var server, client *tls.Config
@@ -123,17 +138,19 @@ func Start(ctx context.Context, cfg Config) (n *Node, err error) {
 	}
 	var kinds []*cluster.Kind
 	for _, p := range cfg.Providers {
-		// The kinds only advertise the provider and its capabilities;
-		// nothing activates them.
+		// The kinds only advertise the provider; nothing activates them.
 		none := actor.PropsFromFunc(func(actor.Context) {})
-		kinds = append(kinds, cluster.NewKind(kindPrefix+p.Name(), none), cluster.NewKind(capsKind(p.Name(), p.Capabilities()), none))
+		kinds = append(kinds, cluster.NewKind(kindPrefix+p.Name(), none))
 	}
 	ccfg := cluster.Configure(cfg.Name, provider, disthash.New(),
 		remote.Configure(host, port, opts...), cluster.WithKinds(kinds...))
 	n.cl = cluster.New(n.sys.ActorSystem(), ccfg)
 	n.sys.ActorSystem().EventStream.Subscribe(func(ev any) {
-		if t, ok := ev.(*cluster.ClusterTopology); ok {
-			n.setMembers(t.Members)
+		switch ev := ev.(type) {
+		case *cluster.ClusterTopology:
+			n.setMembers(ev.Members)
+		case *cluster.GossipUpdate:
+			n.gossiped(ev)
 		}
 	})
 	if err := n.startMember(ctx); err != nil {
@@ -146,6 +163,8 @@ func Start(ctx context.Context, cfg Config) (n *Node, err error) {
 		n.ownsSys = false
 		return nil, fmt.Errorf("cluster: host actor: %w", err)
 	}
+	// Listed once its host takes starts.
+	n.publish(0)
 	return n, nil
 }
 
@@ -218,31 +237,77 @@ func (n *Node) System() *actors.System { return n.sys }
 func (n *Node) logger() *slog.Logger { return n.sys.ActorSystem().Logger() }
 
 func (n *Node) setMembers(live []*cluster.Member) {
+	n.mu.Lock()
+	defer n.mu.Unlock()
+	in := func(id string) bool {
+		return slices.ContainsFunc(live, func(m *cluster.Member) bool { return m.Id == id })
+	}
+	for _, old := range n.topology {
+		if !in(old.Id) {
+			n.logger().Info("cluster: member left", "member", old.Id, "address", old.Address())
+		}
+	}
+	// A member's state outlives a gap in the topology: gossip sends it
+	// once, not again when the member reappears. States of members gone
+	// are dropped only beyond a bound (ids are per process, so they pile
+	// up as nodes restart).
+	if len(n.states) > 2*len(live)+maxGoneStates {
+		for id := range n.states {
+			if !in(id) && id != n.ID() {
+				delete(n.states, id)
+				delete(n.refused, id)
+			}
+		}
+	}
+	n.topology = live
+	n.rebuild()
+}
+
+// maxGoneStates bounds the states kept of members that left.
+const maxGoneStates = 64
+
+// rebuild lists the members of the topology whose state is known, with
+// what they advertise, and tells the waiters. n.mu is held.
+func (n *Node) rebuild() {
 	var ms []Member
-	for _, m := range live {
-		provs, caps, err := parseAdvertisement(m.Kinds)
+	listed := map[string]bool{}
+	for _, m := range n.topology {
+		listed[m.Id] = true
+		st, ok := n.states[m.Id]
+		if !ok {
+			// Joined, not heard from yet: nothing to place by until its
+			// gossip comes or its host answers.
+			if !n.listed[m.Id] && m.Id != n.ID() {
+				select {
+				case <-n.done:
+				default:
+					n.asking.Add(1)
+					go n.ask(m)
+				}
+			}
+			continue
+		}
+		provs, caps, err := parseAdvertisement(m.Kinds, st)
 		if err != nil {
 			// Listed, so its runs' callers are known, but offering
 			// nothing: no run is placed on what it misstates (K3).
-			n.logger().Warn("cluster: a member's advertisement is refused; it offers nothing", "member", m.Id, "err", err)
+			if !n.refused[m.Id] {
+				n.refused[m.Id] = true
+				n.logger().Warn("cluster: a member's advertisement is refused; it offers nothing", "member", m.Id, "err", err)
+			}
+			st = &messages.MemberState{}
 		}
 		slices.Sort(provs)
-		ms = append(ms, Member{ID: m.Id, Address: m.Address(), Providers: provs, Capabilities: caps})
+		ms = append(ms, Member{ID: m.Id, Address: m.Address(), Providers: provs, Capabilities: caps, Capacity: st.GetCapacity(), Runs: st.GetRuns()})
 	}
 	slices.SortFunc(ms, func(a, b Member) int { return strings.Compare(a.ID, b.ID) })
-	n.mu.Lock()
-	for _, old := range n.members {
-		if !slices.ContainsFunc(ms, func(m Member) bool { return m.ID == old.ID }) {
-			n.logger().Info("cluster: member left", "member", old.ID, "address", old.Address)
-		}
-	}
-	n.members = ms
+	n.members, n.listed = ms, listed
 	close(n.changed)
 	n.changed = make(chan struct{})
-	n.mu.Unlock()
 }
 
-// Members lists the live members, this one included, in id order.
+// Members lists the live members, this one included, in id order: those
+// membership lists whose gossiped state has reached this node.
 func (n *Node) Members() []Member {
 	ms, _ := n.snapshot()
 	return ms
@@ -254,9 +319,11 @@ func (n *Node) snapshot() ([]Member, <-chan struct{}) {
 	return n.members, n.changed
 }
 
-// isMember reports whether the member id is live.
+// isMember reports whether the member id is live, heard from or not.
 func (n *Node) isMember(id string) bool {
-	return slices.ContainsFunc(n.Members(), func(m Member) bool { return m.ID == id })
+	n.mu.Lock()
+	defer n.mu.Unlock()
+	return n.listed[id]
 }
 
 // WaitMembers returns once ok holds for the live members, or ctx's
@@ -307,6 +374,10 @@ func (n *Node) Stop() { n.leave.Do(n.stop) }
 // transfers (a node has no grains: its kinds only advertise providers)
 // and waits up to ten for gRPC streams that peers keep open.
 func (n *Node) stop() {
+	n.mu.Lock()
+	close(n.done)
+	n.mu.Unlock()
+	defer n.asking.Wait()
 	// A non-graceful cluster shutdown leaves the provider's membership
 	// loop running: end it first (etcd: the member's key is deleted,
 	// waited for providerStopWait at most: with etcd down, its lease ends

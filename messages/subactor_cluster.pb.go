@@ -66,12 +66,15 @@ func (*HostStatus) Descriptor() ([]byte, []int) {
 }
 
 type HostLoad struct {
-	state         protoimpl.MessageState `protogen:"open.v1"`
-	Node          string                 `protobuf:"bytes,1,opt,name=node,proto3" json:"node,omitempty"` // the member id
-	Providers     []string               `protobuf:"bytes,2,rep,name=providers,proto3" json:"providers,omitempty"`
-	Capacity      int64                  `protobuf:"varint,3,opt,name=capacity,proto3" json:"capacity,omitempty"`
-	Runs          int64                  `protobuf:"varint,4,opt,name=runs,proto3" json:"runs,omitempty"` // hosted runs, live or disposing
-	RunIds        []string               `protobuf:"bytes,5,rep,name=run_ids,json=runIds,proto3" json:"run_ids,omitempty"`
+	state     protoimpl.MessageState `protogen:"open.v1"`
+	Node      string                 `protobuf:"bytes,1,opt,name=node,proto3" json:"node,omitempty"` // the member id
+	Providers []string               `protobuf:"bytes,2,rep,name=providers,proto3" json:"providers,omitempty"`
+	Capacity  int64                  `protobuf:"varint,3,opt,name=capacity,proto3" json:"capacity,omitempty"`
+	Runs      int64                  `protobuf:"varint,4,opt,name=runs,proto3" json:"runs,omitempty"` // hosted runs, live or disposing
+	RunIds    []string               `protobuf:"bytes,5,rep,name=run_ids,json=runIds,proto3" json:"run_ids,omitempty"`
+	// What the node gossips about itself (MemberState): a peer that has
+	// not heard its gossip yet takes this instead.
+	State         *MemberState `protobuf:"bytes,6,opt,name=state,proto3" json:"state,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -141,6 +144,155 @@ func (x *HostLoad) GetRunIds() []string {
 	return nil
 }
 
+func (x *HostLoad) GetState() *MemberState {
+	if x != nil {
+		return x.State
+	}
+	return nil
+}
+
+// MemberState is what a member gossips about itself (K1), under the key
+// "subactor.member": the start-time features of each provider it offers
+// (its cluster kinds name them) and its load, updated as runs come and
+// go, so that callers place runs without asking. A peer's state is
+// untrusted input (K3), bounded and checked against its kinds.
+type MemberState struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Capacity      int64                  `protobuf:"varint,1,opt,name=capacity,proto3" json:"capacity,omitempty"`
+	Runs          int64                  `protobuf:"varint,2,opt,name=runs,proto3" json:"runs,omitempty"` // hosted runs, live or disposing
+	Providers     []*ProviderOffer       `protobuf:"bytes,3,rep,name=providers,proto3" json:"providers,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *MemberState) Reset() {
+	*x = MemberState{}
+	mi := &file_subactor_cluster_proto_msgTypes[2]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *MemberState) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*MemberState) ProtoMessage() {}
+
+func (x *MemberState) ProtoReflect() protoreflect.Message {
+	mi := &file_subactor_cluster_proto_msgTypes[2]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use MemberState.ProtoReflect.Descriptor instead.
+func (*MemberState) Descriptor() ([]byte, []int) {
+	return file_subactor_cluster_proto_rawDescGZIP(), []int{2}
+}
+
+func (x *MemberState) GetCapacity() int64 {
+	if x != nil {
+		return x.Capacity
+	}
+	return 0
+}
+
+func (x *MemberState) GetRuns() int64 {
+	if x != nil {
+		return x.Runs
+	}
+	return 0
+}
+
+func (x *MemberState) GetProviders() []*ProviderOffer {
+	if x != nil {
+		return x.Providers
+	}
+	return nil
+}
+
+// ProviderOffer is one offered provider's start-time features (S4).
+type ProviderOffer struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Name          string                 `protobuf:"bytes,1,opt,name=name,proto3" json:"name,omitempty"`
+	OutputSchema  bool                   `protobuf:"varint,2,opt,name=output_schema,json=outputSchema,proto3" json:"output_schema,omitempty"`
+	DepthLimit    bool                   `protobuf:"varint,3,opt,name=depth_limit,json=depthLimit,proto3" json:"depth_limit,omitempty"`
+	ToolFilter    bool                   `protobuf:"varint,4,opt,name=tool_filter,json=toolFilter,proto3" json:"tool_filter,omitempty"`
+	Persona       bool                   `protobuf:"varint,5,opt,name=persona,proto3" json:"persona,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *ProviderOffer) Reset() {
+	*x = ProviderOffer{}
+	mi := &file_subactor_cluster_proto_msgTypes[3]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *ProviderOffer) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*ProviderOffer) ProtoMessage() {}
+
+func (x *ProviderOffer) ProtoReflect() protoreflect.Message {
+	mi := &file_subactor_cluster_proto_msgTypes[3]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use ProviderOffer.ProtoReflect.Descriptor instead.
+func (*ProviderOffer) Descriptor() ([]byte, []int) {
+	return file_subactor_cluster_proto_rawDescGZIP(), []int{3}
+}
+
+func (x *ProviderOffer) GetName() string {
+	if x != nil {
+		return x.Name
+	}
+	return ""
+}
+
+func (x *ProviderOffer) GetOutputSchema() bool {
+	if x != nil {
+		return x.OutputSchema
+	}
+	return false
+}
+
+func (x *ProviderOffer) GetDepthLimit() bool {
+	if x != nil {
+		return x.DepthLimit
+	}
+	return false
+}
+
+func (x *ProviderOffer) GetToolFilter() bool {
+	if x != nil {
+		return x.ToolFilter
+	}
+	return false
+}
+
+func (x *ProviderOffer) GetPersona() bool {
+	if x != nil {
+		return x.Persona
+	}
+	return false
+}
+
 type ToolFilter struct {
 	state         protoimpl.MessageState `protogen:"open.v1"`
 	Allow         []string               `protobuf:"bytes,1,rep,name=allow,proto3" json:"allow,omitempty"`
@@ -151,7 +303,7 @@ type ToolFilter struct {
 
 func (x *ToolFilter) Reset() {
 	*x = ToolFilter{}
-	mi := &file_subactor_cluster_proto_msgTypes[2]
+	mi := &file_subactor_cluster_proto_msgTypes[4]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -163,7 +315,7 @@ func (x *ToolFilter) String() string {
 func (*ToolFilter) ProtoMessage() {}
 
 func (x *ToolFilter) ProtoReflect() protoreflect.Message {
-	mi := &file_subactor_cluster_proto_msgTypes[2]
+	mi := &file_subactor_cluster_proto_msgTypes[4]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -176,7 +328,7 @@ func (x *ToolFilter) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ToolFilter.ProtoReflect.Descriptor instead.
 func (*ToolFilter) Descriptor() ([]byte, []int) {
-	return file_subactor_cluster_proto_rawDescGZIP(), []int{2}
+	return file_subactor_cluster_proto_rawDescGZIP(), []int{4}
 }
 
 func (x *ToolFilter) GetAllow() []string {
@@ -206,7 +358,7 @@ type AgentOptions struct {
 
 func (x *AgentOptions) Reset() {
 	*x = AgentOptions{}
-	mi := &file_subactor_cluster_proto_msgTypes[3]
+	mi := &file_subactor_cluster_proto_msgTypes[5]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -218,7 +370,7 @@ func (x *AgentOptions) String() string {
 func (*AgentOptions) ProtoMessage() {}
 
 func (x *AgentOptions) ProtoReflect() protoreflect.Message {
-	mi := &file_subactor_cluster_proto_msgTypes[3]
+	mi := &file_subactor_cluster_proto_msgTypes[5]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -231,7 +383,7 @@ func (x *AgentOptions) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use AgentOptions.ProtoReflect.Descriptor instead.
 func (*AgentOptions) Descriptor() ([]byte, []int) {
-	return file_subactor_cluster_proto_rawDescGZIP(), []int{3}
+	return file_subactor_cluster_proto_rawDescGZIP(), []int{5}
 }
 
 func (x *AgentOptions) GetModelProvider() string {
@@ -304,7 +456,7 @@ type RemoteStart struct {
 
 func (x *RemoteStart) Reset() {
 	*x = RemoteStart{}
-	mi := &file_subactor_cluster_proto_msgTypes[4]
+	mi := &file_subactor_cluster_proto_msgTypes[6]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -316,7 +468,7 @@ func (x *RemoteStart) String() string {
 func (*RemoteStart) ProtoMessage() {}
 
 func (x *RemoteStart) ProtoReflect() protoreflect.Message {
-	mi := &file_subactor_cluster_proto_msgTypes[4]
+	mi := &file_subactor_cluster_proto_msgTypes[6]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -329,7 +481,7 @@ func (x *RemoteStart) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RemoteStart.ProtoReflect.Descriptor instead.
 func (*RemoteStart) Descriptor() ([]byte, []int) {
-	return file_subactor_cluster_proto_rawDescGZIP(), []int{4}
+	return file_subactor_cluster_proto_rawDescGZIP(), []int{6}
 }
 
 func (x *RemoteStart) GetRunId() string {
@@ -443,7 +595,7 @@ type RemoteRefused struct {
 
 func (x *RemoteRefused) Reset() {
 	*x = RemoteRefused{}
-	mi := &file_subactor_cluster_proto_msgTypes[5]
+	mi := &file_subactor_cluster_proto_msgTypes[7]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -455,7 +607,7 @@ func (x *RemoteRefused) String() string {
 func (*RemoteRefused) ProtoMessage() {}
 
 func (x *RemoteRefused) ProtoReflect() protoreflect.Message {
-	mi := &file_subactor_cluster_proto_msgTypes[5]
+	mi := &file_subactor_cluster_proto_msgTypes[7]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -468,7 +620,7 @@ func (x *RemoteRefused) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RemoteRefused.ProtoReflect.Descriptor instead.
 func (*RemoteRefused) Descriptor() ([]byte, []int) {
-	return file_subactor_cluster_proto_rawDescGZIP(), []int{5}
+	return file_subactor_cluster_proto_rawDescGZIP(), []int{7}
 }
 
 func (x *RemoteRefused) GetRunId() string {
@@ -509,7 +661,7 @@ type RemoteAccepted struct {
 
 func (x *RemoteAccepted) Reset() {
 	*x = RemoteAccepted{}
-	mi := &file_subactor_cluster_proto_msgTypes[6]
+	mi := &file_subactor_cluster_proto_msgTypes[8]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -521,7 +673,7 @@ func (x *RemoteAccepted) String() string {
 func (*RemoteAccepted) ProtoMessage() {}
 
 func (x *RemoteAccepted) ProtoReflect() protoreflect.Message {
-	mi := &file_subactor_cluster_proto_msgTypes[6]
+	mi := &file_subactor_cluster_proto_msgTypes[8]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -534,7 +686,7 @@ func (x *RemoteAccepted) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RemoteAccepted.ProtoReflect.Descriptor instead.
 func (*RemoteAccepted) Descriptor() ([]byte, []int) {
-	return file_subactor_cluster_proto_rawDescGZIP(), []int{6}
+	return file_subactor_cluster_proto_rawDescGZIP(), []int{8}
 }
 
 func (x *RemoteAccepted) GetRunId() string {
@@ -582,7 +734,7 @@ type RemoteStarted struct {
 
 func (x *RemoteStarted) Reset() {
 	*x = RemoteStarted{}
-	mi := &file_subactor_cluster_proto_msgTypes[7]
+	mi := &file_subactor_cluster_proto_msgTypes[9]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -594,7 +746,7 @@ func (x *RemoteStarted) String() string {
 func (*RemoteStarted) ProtoMessage() {}
 
 func (x *RemoteStarted) ProtoReflect() protoreflect.Message {
-	mi := &file_subactor_cluster_proto_msgTypes[7]
+	mi := &file_subactor_cluster_proto_msgTypes[9]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -607,7 +759,7 @@ func (x *RemoteStarted) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RemoteStarted.ProtoReflect.Descriptor instead.
 func (*RemoteStarted) Descriptor() ([]byte, []int) {
-	return file_subactor_cluster_proto_rawDescGZIP(), []int{7}
+	return file_subactor_cluster_proto_rawDescGZIP(), []int{9}
 }
 
 func (x *RemoteStarted) GetRunId() string {
@@ -651,7 +803,7 @@ type RemoteStartFailed struct {
 
 func (x *RemoteStartFailed) Reset() {
 	*x = RemoteStartFailed{}
-	mi := &file_subactor_cluster_proto_msgTypes[8]
+	mi := &file_subactor_cluster_proto_msgTypes[10]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -663,7 +815,7 @@ func (x *RemoteStartFailed) String() string {
 func (*RemoteStartFailed) ProtoMessage() {}
 
 func (x *RemoteStartFailed) ProtoReflect() protoreflect.Message {
-	mi := &file_subactor_cluster_proto_msgTypes[8]
+	mi := &file_subactor_cluster_proto_msgTypes[10]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -676,7 +828,7 @@ func (x *RemoteStartFailed) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RemoteStartFailed.ProtoReflect.Descriptor instead.
 func (*RemoteStartFailed) Descriptor() ([]byte, []int) {
-	return file_subactor_cluster_proto_rawDescGZIP(), []int{8}
+	return file_subactor_cluster_proto_rawDescGZIP(), []int{10}
 }
 
 func (x *RemoteStartFailed) GetRunId() string {
@@ -712,7 +864,7 @@ type RemoteAbandon struct {
 
 func (x *RemoteAbandon) Reset() {
 	*x = RemoteAbandon{}
-	mi := &file_subactor_cluster_proto_msgTypes[9]
+	mi := &file_subactor_cluster_proto_msgTypes[11]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -724,7 +876,7 @@ func (x *RemoteAbandon) String() string {
 func (*RemoteAbandon) ProtoMessage() {}
 
 func (x *RemoteAbandon) ProtoReflect() protoreflect.Message {
-	mi := &file_subactor_cluster_proto_msgTypes[9]
+	mi := &file_subactor_cluster_proto_msgTypes[11]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -737,7 +889,7 @@ func (x *RemoteAbandon) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RemoteAbandon.ProtoReflect.Descriptor instead.
 func (*RemoteAbandon) Descriptor() ([]byte, []int) {
-	return file_subactor_cluster_proto_rawDescGZIP(), []int{9}
+	return file_subactor_cluster_proto_rawDescGZIP(), []int{11}
 }
 
 func (x *RemoteAbandon) GetRunId() string {
@@ -753,13 +905,26 @@ const file_subactor_cluster_proto_rawDesc = "" +
 	"\n" +
 	"\x16subactor_cluster.proto\x12\x11subactor.messages\x1a\x0esubactor.proto\"\f\n" +
 	"\n" +
-	"HostStatus\"\x85\x01\n" +
+	"HostStatus\"\xbb\x01\n" +
 	"\bHostLoad\x12\x12\n" +
 	"\x04node\x18\x01 \x01(\tR\x04node\x12\x1c\n" +
 	"\tproviders\x18\x02 \x03(\tR\tproviders\x12\x1a\n" +
 	"\bcapacity\x18\x03 \x01(\x03R\bcapacity\x12\x12\n" +
 	"\x04runs\x18\x04 \x01(\x03R\x04runs\x12\x17\n" +
-	"\arun_ids\x18\x05 \x03(\tR\x06runIds\"6\n" +
+	"\arun_ids\x18\x05 \x03(\tR\x06runIds\x124\n" +
+	"\x05state\x18\x06 \x01(\v2\x1e.subactor.messages.MemberStateR\x05state\"}\n" +
+	"\vMemberState\x12\x1a\n" +
+	"\bcapacity\x18\x01 \x01(\x03R\bcapacity\x12\x12\n" +
+	"\x04runs\x18\x02 \x01(\x03R\x04runs\x12>\n" +
+	"\tproviders\x18\x03 \x03(\v2 .subactor.messages.ProviderOfferR\tproviders\"\xa4\x01\n" +
+	"\rProviderOffer\x12\x12\n" +
+	"\x04name\x18\x01 \x01(\tR\x04name\x12#\n" +
+	"\routput_schema\x18\x02 \x01(\bR\foutputSchema\x12\x1f\n" +
+	"\vdepth_limit\x18\x03 \x01(\bR\n" +
+	"depthLimit\x12\x1f\n" +
+	"\vtool_filter\x18\x04 \x01(\bR\n" +
+	"toolFilter\x12\x18\n" +
+	"\apersona\x18\x05 \x01(\bR\apersona\"6\n" +
 	"\n" +
 	"ToolFilter\x12\x14\n" +
 	"\x05allow\x18\x01 \x03(\tR\x05allow\x12\x12\n" +
@@ -827,29 +992,33 @@ func file_subactor_cluster_proto_rawDescGZIP() []byte {
 	return file_subactor_cluster_proto_rawDescData
 }
 
-var file_subactor_cluster_proto_msgTypes = make([]protoimpl.MessageInfo, 10)
+var file_subactor_cluster_proto_msgTypes = make([]protoimpl.MessageInfo, 12)
 var file_subactor_cluster_proto_goTypes = []any{
 	(*HostStatus)(nil),        // 0: subactor.messages.HostStatus
 	(*HostLoad)(nil),          // 1: subactor.messages.HostLoad
-	(*ToolFilter)(nil),        // 2: subactor.messages.ToolFilter
-	(*AgentOptions)(nil),      // 3: subactor.messages.AgentOptions
-	(*RemoteStart)(nil),       // 4: subactor.messages.RemoteStart
-	(*RemoteRefused)(nil),     // 5: subactor.messages.RemoteRefused
-	(*RemoteAccepted)(nil),    // 6: subactor.messages.RemoteAccepted
-	(*RemoteStarted)(nil),     // 7: subactor.messages.RemoteStarted
-	(*RemoteStartFailed)(nil), // 8: subactor.messages.RemoteStartFailed
-	(*RemoteAbandon)(nil),     // 9: subactor.messages.RemoteAbandon
-	(*ContentBlock)(nil),      // 10: subactor.messages.ContentBlock
+	(*MemberState)(nil),       // 2: subactor.messages.MemberState
+	(*ProviderOffer)(nil),     // 3: subactor.messages.ProviderOffer
+	(*ToolFilter)(nil),        // 4: subactor.messages.ToolFilter
+	(*AgentOptions)(nil),      // 5: subactor.messages.AgentOptions
+	(*RemoteStart)(nil),       // 6: subactor.messages.RemoteStart
+	(*RemoteRefused)(nil),     // 7: subactor.messages.RemoteRefused
+	(*RemoteAccepted)(nil),    // 8: subactor.messages.RemoteAccepted
+	(*RemoteStarted)(nil),     // 9: subactor.messages.RemoteStarted
+	(*RemoteStartFailed)(nil), // 10: subactor.messages.RemoteStartFailed
+	(*RemoteAbandon)(nil),     // 11: subactor.messages.RemoteAbandon
+	(*ContentBlock)(nil),      // 12: subactor.messages.ContentBlock
 }
 var file_subactor_cluster_proto_depIdxs = []int32{
-	10, // 0: subactor.messages.RemoteStart.prompt:type_name -> subactor.messages.ContentBlock
-	3,  // 1: subactor.messages.RemoteStart.options:type_name -> subactor.messages.AgentOptions
-	2,  // 2: subactor.messages.RemoteStart.tool_filter:type_name -> subactor.messages.ToolFilter
-	3,  // [3:3] is the sub-list for method output_type
-	3,  // [3:3] is the sub-list for method input_type
-	3,  // [3:3] is the sub-list for extension type_name
-	3,  // [3:3] is the sub-list for extension extendee
-	0,  // [0:3] is the sub-list for field type_name
+	2,  // 0: subactor.messages.HostLoad.state:type_name -> subactor.messages.MemberState
+	3,  // 1: subactor.messages.MemberState.providers:type_name -> subactor.messages.ProviderOffer
+	12, // 2: subactor.messages.RemoteStart.prompt:type_name -> subactor.messages.ContentBlock
+	5,  // 3: subactor.messages.RemoteStart.options:type_name -> subactor.messages.AgentOptions
+	4,  // 4: subactor.messages.RemoteStart.tool_filter:type_name -> subactor.messages.ToolFilter
+	5,  // [5:5] is the sub-list for method output_type
+	5,  // [5:5] is the sub-list for method input_type
+	5,  // [5:5] is the sub-list for extension type_name
+	5,  // [5:5] is the sub-list for extension extendee
+	0,  // [0:5] is the sub-list for field type_name
 }
 
 func init() { file_subactor_cluster_proto_init() }
@@ -858,15 +1027,15 @@ func file_subactor_cluster_proto_init() {
 		return
 	}
 	file_subactor_proto_init()
-	file_subactor_cluster_proto_msgTypes[3].OneofWrappers = []any{}
-	file_subactor_cluster_proto_msgTypes[4].OneofWrappers = []any{}
+	file_subactor_cluster_proto_msgTypes[5].OneofWrappers = []any{}
+	file_subactor_cluster_proto_msgTypes[6].OneofWrappers = []any{}
 	type x struct{}
 	out := protoimpl.TypeBuilder{
 		File: protoimpl.DescBuilder{
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_subactor_cluster_proto_rawDesc), len(file_subactor_cluster_proto_rawDesc)),
 			NumEnums:      0,
-			NumMessages:   10,
+			NumMessages:   12,
 			NumExtensions: 0,
 			NumServices:   0,
 		},

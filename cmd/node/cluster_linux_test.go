@@ -638,6 +638,29 @@ func TestK1_StatusPrintsMembersProvidersCapacityAndRuns(t *testing.T) {
 	}
 }
 
+// Contract K1: members gossip their load as runs come and go: a status
+// that joins while a caller's child runs on B reads runs=1 for B from
+// B's gossiped state, without asking B, and runs=0 once the caller ended.
+func TestK1_MembersGossipTheirLoad(t *testing.T) {
+	a, b, c := newMember(t), newMember(t), newMember(t)
+	how := static(a, b, c)
+	_, idB := serve(t, b, how, "-capacity", "2")
+	caller := startNode(t, delegateArgs(a, how, "-json", "wait for it")...)
+	caller.line(t, textDelta, "the child's first text")
+	statusLine := func(runs int) string {
+		return fmt.Sprintf("%s %s providers=[fake] capacity=2 runs=%d", idB, b.listen, runs)
+	}
+	status := startNode(t, append([]string{"status"}, how(c)...)...)
+	if code := status.rest(t); code != 0 || !slices.Contains(status.all, statusLine(1)) {
+		t.Fatalf("status mid-run: exit %d, printed %q, want %q; stderr %s", code, status.all, statusLine(1), status.stderr.String())
+	}
+	terminate(t, caller)
+	eventually(t, "B to gossip that it hosts no run", func() bool {
+		status := startNode(t, append([]string{"status"}, how(c)...)...)
+		return status.rest(t) == 0 && slices.Contains(status.all, statusLine(0))
+	})
+}
+
 // Contracts K1, K3: serve takes its cluster keys from the -config file
 // beside agent_servers (the flags win); an unknown key there is a usage
 // error, exit 2, naming it.

@@ -384,7 +384,6 @@ type jsonMember struct {
 	Capabilities map[string]subagent.Capabilities `json:"capabilities"`
 	Capacity     int64                            `json:"capacity"`
 	Runs         int64                            `json:"runs"`
-	Error        string                           `json:"error,omitempty"` // why it did not answer
 }
 
 // statusCommand runs status: it joins the cluster as a member offering
@@ -413,26 +412,18 @@ func statusCommand(ctx context.Context, args []string, stdout, stderr io.Writer)
 		return failed(stderr, "status", unreached(o))
 	}
 	enc := newEncoder(stdout)
-	for _, l := range remote.Status(ctx, n, time.Second) {
+	for _, m := range n.Members() {
 		switch {
-		case l.Member.ID == n.ID():
+		case m.ID == n.ID():
 			continue // this command's own client, not a member that serves
 		case asJSON:
-			j := jsonMember{ID: l.Member.ID, Address: l.Member.Address, Providers: l.Member.Providers, Capabilities: l.Member.Capabilities, Capacity: l.Capacity, Runs: l.Runs}
-			if l.Err != nil {
-				j.Error = l.Err.Error()
-			}
+			j := jsonMember{ID: m.ID, Address: m.Address, Providers: m.Providers, Capabilities: m.Capabilities, Capacity: m.Capacity, Runs: m.Runs}
 			if err := enc.Encode(j); err != nil {
 				return failed(stderr, "status", err)
 			}
 			continue
 		}
-		if l.Err != nil {
-			fmt.Fprintf(stdout, "%s %s unreachable: %v\n", l.Member.ID, l.Member.Address, l.Err)
-			continue
-		}
-		fmt.Fprintf(stdout, "%s %s providers=[%s] capacity=%d runs=%d\n", l.Member.ID, l.Member.Address,
-			strings.Join(l.Member.Providers, " "), l.Capacity, l.Runs)
+		fmt.Fprintf(stdout, "%s %s providers=[%s] capacity=%d runs=%d\n", m.ID, m.Address, strings.Join(m.Providers, " "), m.Capacity, m.Runs)
 	}
 	return exitOK
 }

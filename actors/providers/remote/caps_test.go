@@ -10,6 +10,7 @@ import (
 	"github.com/subactor/subactor/cluster"
 	"github.com/subactor/subactor/internal/testkit"
 	"github.com/subactor/subactor/internal/testkit/clustertest"
+	"github.com/subactor/subactor/messages"
 	"github.com/subactor/subactor/subagent"
 )
 
@@ -56,5 +57,5 @@ func TestP4_S4_PlacementSkipsMembersWithoutTheCapability(t *testing.T) {
 	if err := r.Dispose(context.Background()); err != nil {
 		t.Fatal(err)
 	}
-	awaitUnhosted(t, n, func(l remote.Load) bool { return l.Runs != 0 })
+	awaitUnhosted(t, n, func(l *messages.HostLoad) bool { return l.GetRuns() != 0 })
 }

@@ -30,7 +30,6 @@ import (
 	"sync"
 	"time"
 
-	"github.com/subactor/subactor/actors/internal/ask"
 	"github.com/subactor/subactor/cluster"
 	"github.com/subactor/subactor/internal/clusterwire"
 	"github.com/subactor/subactor/internal/ids"
@@ -60,7 +59,6 @@ type placementError struct {
 	Provider string
 	Reasons  []string // one per member tried
 	noRoom   bool
-	silent   bool // members were listed, and none answered a load query
 	// notYet: a member does not count this node as a member yet, or did
 	// not answer a start: worth another round.
 	notYet bool
@@ -139,20 +137,17 @@ type Config struct {
 	Name string
 	// Node is this process's cluster member.
 	Node *cluster.Node
-	// StatusTimeout bounds the load query of each candidate member; one
-	// second when 0.
-	StatusTimeout time.Duration
 }
 
 // provider places runs on peers. Safe for concurrent use.
 type provider struct {
 	cfg Config
 
-	// known is each member's load as last heard (a load answer, or the
-	// one its acceptance of a run carried), less the runs of ours it has
-	// quiesced since: placement queries only members it has not heard of.
+	// known is each member's load as its last answer to a start said,
+	// less the runs of ours it has quiesced since, until it gossips its
+	// state again.
 	mu    sync.Mutex
-	known map[string]Load
+	known map[string]load
 
 	client *client // of every run placed
 }
@@ -162,10 +157,7 @@ func New(cfg Config) (subagent.Provider, error) {
 	if cfg.Name == "" || cfg.Node == nil {
 		return nil, errors.New("remote: a provider needs a name and a cluster node")
 	}
-	if cfg.StatusTimeout == 0 {
-		cfg.StatusTimeout = time.Second
-	}
-	p := &provider{cfg: cfg, known: map[string]Load{}}
+	p := &provider{cfg: cfg, known: map[string]load{}}
 	p.client = newClient(p)
 	return p, nil
 }
@@ -198,67 +190,26 @@ func (p *provider) OutOfProcess() bool { return true }
 // only its prompt.
 func (p *provider) InheritsParentContext() bool { return false }
 
-// Load is a member's answer to a load query: what it hosts and its room.
-type Load struct {
-	Member   cluster.Member
-	Capacity int64
-	Runs     int64
-	RunIDs   []string
-	Err      error // it did not answer
+// load is what placement knows of a member's room: its gossiped state
+// or, fresher, what its answers to this provider's starts said since that
+// state (heard against gossipRuns and gossipCapacity, the state then).
+type load struct {
+	member                     cluster.Member
+	capacity, runs             int64
+	gossipCapacity, gossipRuns int64
 }
 
-// free is the room a member reported; one that did not answer has none.
-func (l Load) free() int64 {
-	if l.Err != nil {
-		return 0
-	}
-	return l.Capacity - l.Runs
-}
-
-// Status asks every live member for its load, in parallel, each within
-// timeout, and returns the answers in member order.
-func Status(ctx context.Context, n *cluster.Node, timeout time.Duration) []Load {
-	return loads(ctx, n, n.Members(), timeout)
-}
-
-func loads(ctx context.Context, n *cluster.Node, ms []cluster.Member, timeout time.Duration) []Load {
-	out := make([]Load, len(ms))
-	sys := n.System().ActorSystem()
-	var wg sync.WaitGroup
-	for i, m := range ms {
-		wg.Go(func() {
-			qctx, cancel := context.WithTimeout(ctx, timeout)
-			defer cancel()
-			call := ask.Send(sys, clusterwire.Host(m.Address), &messages.HostStatus{})
-			defer call.Close()
-			out[i].Member = m
-			reply, err := call.Wait(qctx, nil)
-			if err != nil {
-				out[i].Err = err
-				return
-			}
-			l, ok := reply.(*messages.HostLoad)
-			if !ok {
-				out[i].Err = fmt.Errorf("remote: member %s answered a load query with %T", m.ID, reply)
-				return
-			}
-			out[i].Capacity, out[i].Runs, out[i].RunIDs = l.GetCapacity(), l.GetRuns(), l.GetRunIds()
-		})
-	}
-	wg.Wait()
-	return out
-}
+func (l load) free() int64 { return l.capacity - l.runs }
 
 // candidates returns the live members offering the provider, the most
-// room first (ties by id), each with its known load or, for a member not
-// heard of yet, its answer to a load query. A known load may be stale;
-// the host's own admission decides, and a full one refuses.
+// room first (ties by id), each with its load as gossiped or as heard
+// since. A load may be stale; the host's own admission decides, and a
+// full one refuses.
 //
 // A member whose advertisement lacks a feature req uses is no candidate
 // (S4): the first such refusal is returned when it was one.
-func (p *provider) candidates(ctx context.Context, req subagent.StartRequest) ([]Load, error) {
-	var cs []Load
-	var unknown []cluster.Member
+func (p *provider) candidates(req subagent.StartRequest) ([]load, error) {
+	var cs []load
 	var unsupported error
 	p.mu.Lock()
 	for _, m := range p.cfg.Node.Members() {
@@ -271,39 +222,34 @@ func (p *provider) candidates(ctx context.Context, req subagent.StartRequest) ([
 			}
 			continue
 		}
-		if l, ok := p.known[m.ID]; ok && l.Member.Address == m.Address {
-			l.Member = m // its advertisement as of now
-			cs = append(cs, l)
+		l := load{member: m, capacity: m.Capacity, runs: m.Runs}
+		if k, ok := p.known[m.ID]; ok && k.member.Address == m.Address && k.gossipCapacity == m.Capacity && k.gossipRuns == m.Runs {
+			l.capacity, l.runs = k.capacity, k.runs
 		} else {
-			unknown = append(unknown, m)
-		}
-	}
-	p.mu.Unlock()
-	for _, l := range loads(ctx, p.cfg.Node, unknown, p.cfg.StatusTimeout) {
-		if l.Err == nil {
-			p.heard(l)
+			delete(p.known, m.ID) // the member's gossip is newer
 		}
 		cs = append(cs, l)
 	}
-	slices.SortStableFunc(cs, func(a, b Load) int {
-		return cmp.Or(cmp.Compare(b.free(), a.free()), strings.Compare(a.Member.ID, b.Member.ID))
+	p.mu.Unlock()
+	slices.SortStableFunc(cs, func(a, b load) int {
+		return cmp.Or(cmp.Compare(b.free(), a.free()), strings.Compare(a.member.ID, b.member.ID))
 	})
 	return cs, unsupported
 }
 
-// heard records a member's load.
-func (p *provider) heard(l Load) {
+// heard records what m (as placement saw it) said of its load.
+func (p *provider) heard(m cluster.Member, capacity, runs int64) {
 	p.mu.Lock()
 	defer p.mu.Unlock()
-	p.known[l.Member.ID] = l
+	p.known[m.ID] = load{member: m, capacity: capacity, runs: runs, gossipCapacity: m.Capacity, gossipRuns: m.Runs}
 }
 
 // ended counts one of our runs on m as gone.
 func (p *provider) ended(m cluster.Member) {
 	p.mu.Lock()
 	defer p.mu.Unlock()
-	if l, ok := p.known[m.ID]; ok && l.Runs > 0 {
-		l.Runs--
+	if l, ok := p.known[m.ID]; ok && l.runs > 0 {
+		l.runs--
 		p.known[m.ID] = l
 	}
 }
@@ -349,14 +295,11 @@ func (p *provider) begin(ctx context.Context, scope subagent.Scope, req subagent
 	wire.ContinueSession = session
 	// The host's spans continue the caller's trace (O3).
 	wire.Traceparent, _ = otelx.Inject(ctx)
-	// A member in the membership that answers no load query may be
-	// reconnecting (its connection to a reused address is replaced only
-	// once it notices the old one broke) or still starting (a node is a
-	// member before its host actor is spawned, so a query may come back
-	// "gone" at once), and one may not have heard of this node yet:
-	// placement is tried again, for up to placeRounds rounds of at least
-	// placeRetry each (a silent one is often a status timeout long),
-	// while nothing else stood in the way.
+	// A member may be reconnecting (its connection to a reused address
+	// is replaced only once it notices the old one broke), so a start
+	// may come back "gone" at once, and one may not have heard of this
+	// node yet: placement is tried again, for up to placeRounds rounds
+	// of at least placeRetry each, while nothing else stood in the way.
 	for round := 1; ; round++ {
 		began := time.Now()
 		run, perr, err := p.place(ctx, req, wire, scope)
@@ -368,7 +311,7 @@ func (p *provider) begin(ctx context.Context, scope subagent.Scope, req subagent
 		case run != nil:
 			return run, nil
 		}
-		if !(perr.silent || perr.notYet) || round == placeRounds {
+		if !perr.notYet || round == placeRounds {
 			return nil, perr
 		}
 		if wait := placeRetry - time.Since(began); wait > 0 {
@@ -385,53 +328,47 @@ func (p *provider) begin(ctx context.Context, scope subagent.Scope, req subagent
 const placeRetry = 250 * time.Millisecond
 
 // placeRounds bounds Start's rounds of placement when members were listed
-// but none answered.
+// but none could take the start yet.
 const placeRounds = 10
 
 // place tries the candidates once, most room first: the run when one took
 // it, a terminal error, or the placement error of this round.
 func (p *provider) place(ctx context.Context, req subagent.StartRequest, wire *messages.RemoteStart, scope subagent.Scope) (subagent.Run, *placementError, error) {
 	perr := &placementError{Provider: p.cfg.Name}
-	candidates, unsupported := p.candidates(ctx, req)
+	candidates, unsupported := p.candidates(req)
 	if len(candidates) == 0 {
 		perr.unsupported = unsupported
 	}
-	perr.silent = len(candidates) > 0
 	for _, c := range candidates {
 		if ctx.Err() != nil {
 			return nil, nil, subagent.Cancelled(context.Cause(ctx))
 		}
-		if c.Err != nil {
-			perr.Reasons = append(perr.Reasons, fmt.Sprintf("%s: no load answer: %v", c.Member.ID, c.Err))
-			continue
-		}
-		perr.silent = false
 		if c.free() <= 0 {
 			perr.noRoom = true
-			perr.Reasons = append(perr.Reasons, fmt.Sprintf("%s: full (%d of %d)", c.Member.ID, c.Runs, c.Capacity))
+			perr.Reasons = append(perr.Reasons, fmt.Sprintf("%s: full (%d of %d)", c.member.ID, c.runs, c.capacity))
 			continue
 		}
-		run, err := p.startOn(ctx, c.Member, wire, scope)
+		run, err := p.startOn(ctx, c.member, wire, scope)
 		var refused *refusedError
 		switch {
 		case err == nil:
 			return run, nil, nil
 		case errors.As(err, &refused) && refused.Code == clusterwire.RefusedNotMember:
 			perr.notYet = true
-			perr.Reasons = append(perr.Reasons, fmt.Sprintf("%s: %s", c.Member.ID, refused.Reason))
+			perr.Reasons = append(perr.Reasons, fmt.Sprintf("%s: %s", c.member.ID, refused.Reason))
 		case errors.As(err, &refused) && refused.Code == clusterwire.FailedNoSession:
 			perr.noSession = true
-			perr.Reasons = append(perr.Reasons, fmt.Sprintf("%s: %s", c.Member.ID, refused.Reason))
+			perr.Reasons = append(perr.Reasons, fmt.Sprintf("%s: %s", c.member.ID, refused.Reason))
 		case errors.As(err, &refused) && refused.Code == clusterwire.RefusedFull:
-			p.heard(Load{Member: c.Member, Capacity: c.Capacity, Runs: c.Capacity})
+			p.heard(c.member, c.capacity, c.capacity)
 			perr.noRoom = true
-			perr.Reasons = append(perr.Reasons, fmt.Sprintf("%s: %s", c.Member.ID, refused.Reason))
+			perr.Reasons = append(perr.Reasons, fmt.Sprintf("%s: %s", c.member.ID, refused.Reason))
 		case errors.Is(err, errLostBeforeAccepted):
 			p.mu.Lock()
-			delete(p.known, c.Member.ID)
+			delete(p.known, c.member.ID)
 			p.mu.Unlock()
 			perr.notYet = true
-			perr.Reasons = append(perr.Reasons, fmt.Sprintf("%s: %v", c.Member.ID, err))
+			perr.Reasons = append(perr.Reasons, fmt.Sprintf("%s: %v", c.member.ID, err))
 		default:
 			return nil, nil, err
 		}

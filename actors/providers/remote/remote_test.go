@@ -22,6 +22,7 @@ import (
 	"github.com/subactor/subactor/internal/clusterwire"
 	"github.com/subactor/subactor/internal/testkit"
 	"github.com/subactor/subactor/internal/testkit/clustertest"
+	"github.com/subactor/subactor/messages"
 	"github.com/subactor/subactor/subagent"
 )
 
@@ -162,21 +163,25 @@ func TestR3_RemoteCancelAndConcurrentDispose(t *testing.T) {
 		})
 	}
 	wg.Wait()
-	awaitUnhosted(t, n, func(l remote.Load) bool { return slices.Contains(l.RunIDs, r.ID()) })
+	awaitUnhosted(t, n, func(l *messages.HostLoad) bool { return slices.Contains(l.GetRunIds(), r.ID()) })
 }
 
-// awaitUnhosted waits until no member's load report shows hosting (a
-// host counts a run until its actor stopped, which follows its
-// RunQuiesced answer), failing by name at the deadline.
-func awaitUnhosted(t *testing.T, n *cluster.Node, hosting func(remote.Load) bool) {
+// awaitUnhosted waits until no member's answer to a load query shows
+// hosting (a host counts a run until its actor stopped, which follows
+// its RunQuiesced answer), failing by name at the deadline.
+func awaitUnhosted(t *testing.T, n *cluster.Node, hosting func(*messages.HostLoad) bool) {
 	t.Helper()
 	ctx := testkit.Ctx(t)
 	tick := time.NewTicker(10 * time.Millisecond)
 	defer tick.Stop()
 	for {
-		var still []remote.Load
-		for _, l := range remote.Status(ctx, n, testkit.Deadline) {
-			if hosting(l) {
+		var still []*messages.HostLoad
+		for _, m := range n.Members() {
+			reply, err := n.System().ActorSystem().Root.RequestFuture(clusterwire.Host(m.Address), &messages.HostStatus{}, testkit.Deadline).Result()
+			if err != nil {
+				t.Fatalf("load query to %s: %v", m.ID, err)
+			}
+			if l := reply.(*messages.HostLoad); hosting(l) {
 				still = append(still, l)
 			}
 		}
@@ -186,7 +191,7 @@ func awaitUnhosted(t *testing.T, n *cluster.Node, hosting func(remote.Load) bool
 		select {
 		case <-tick.C:
 		case <-ctx.Done():
-			t.Fatalf("a disposed run is still hosted: %+v", still)
+			t.Fatalf("a disposed run is still hosted: %v", still)
 		}
 	}
 }

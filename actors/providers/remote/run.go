@@ -337,7 +337,7 @@ func (c *client) admitted(ctx actor.Context, pl *placed, capacity, runs int64) {
 	pl.deadline.Stop()
 	ctx.Logger().Debug("remote: run placed", "run", pl.run.id, "member", pl.run.node.ID)
 	c.announce(pl)
-	c.p.heard(Load{Member: pl.run.node, Capacity: capacity, Runs: runs})
+	c.p.heard(pl.run.node, capacity, runs)
 }
 
 // announce emits the run's first event, the member hosting it: before the

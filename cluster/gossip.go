@@ -1,0 +1,101 @@
+package cluster
+
+import (
+	"time"
+
+	"github.com/asynkron/protoactor-go/cluster"
+
+	"github.com/subactor/subactor/internal/clusterwire"
+	"github.com/subactor/subactor/messages"
+)
+
+// stateKey is the gossip key under which each member keeps its
+// messages.MemberState: its providers' capabilities and its load. Callers
+// place runs by it without asking each member (K1).
+const stateKey = "subactor.member"
+
+// undecodable stands for a peer's state that did not decode.
+var undecodable = &messages.MemberState{Capacity: -1}
+
+// ownState is this node's state with runs hosted runs.
+func (n *Node) ownState(runs int) *messages.MemberState {
+	st := &messages.MemberState{Capacity: int64(n.cfg.Capacity), Runs: int64(runs)}
+	for _, p := range n.cfg.Providers {
+		c := p.Capabilities()
+		st.Providers = append(st.Providers, &messages.ProviderOffer{
+			Name: p.Name(), OutputSchema: c.OutputSchema, DepthLimit: c.DepthLimit, ToolFilter: c.ToolFilter, Persona: c.Persona,
+		})
+	}
+	return st
+}
+
+// publish gossips this node's state with runs hosted runs, and lists it
+// so here at once (gossip reports peers' states only).
+func (n *Node) publish(runs int) {
+	st := n.ownState(runs)
+	n.cl.Gossip.SetState(stateKey, st)
+	n.mu.Lock()
+	n.states[n.ID()] = st
+	n.rebuild()
+	n.mu.Unlock()
+}
+
+// gossiped takes a peer's state as gossip merged it. One that does not
+// decode is logged and kept as undecodable, a state parseAdvertisement
+// refuses, so that its member is listed offering nothing (K3).
+func (n *Node) gossiped(u *cluster.GossipUpdate) {
+	if u.Key != stateKey || u.MemberID == n.ID() {
+		return
+	}
+	st := &messages.MemberState{}
+	if err := u.Value.UnmarshalTo(st); err != nil {
+		n.logger().Warn("cluster: a member's gossiped state is refused; it offers nothing", "member", u.MemberID, "err", err)
+		st = undecodable
+	}
+	n.mu.Lock()
+	defer n.mu.Unlock()
+	n.states[u.MemberID] = st
+	n.rebuild()
+}
+
+// askRetry spaces the load queries of a member not heard from yet, and
+// askTimeout bounds each.
+const (
+	askRetry   = 250 * time.Millisecond
+	askTimeout = 500 * time.Millisecond
+)
+
+// ask asks the host of a member that joined but whose gossip has not
+// reached this node yet for its state, until the state came either way,
+// the member left or the node stops. Gossip can lag a join by seconds
+// (a member on a reused address is reached once its peers' connections
+// to the earlier one are replaced); callers place runs meanwhile.
+func (n *Node) ask(m *cluster.Member) {
+	defer n.asking.Done()
+	sys := n.sys.ActorSystem()
+	for {
+		reply, err := sys.Root.RequestFuture(clusterwire.Host(m.Address()), &messages.HostStatus{}, askTimeout).Result()
+		l, ok := reply.(*messages.HostLoad)
+		n.mu.Lock()
+		_, heard := n.states[m.Id]
+		switch {
+		case heard || !n.listed[m.Id]:
+			n.mu.Unlock()
+			return
+		case err == nil && ok && l.GetNode() == m.Id:
+			n.states[m.Id] = l.GetState()
+			if l.GetState() == nil {
+				n.states[m.Id] = undecodable // a node of another version
+			}
+			n.rebuild()
+			n.mu.Unlock()
+			return
+		}
+		n.mu.Unlock()
+		select {
+		case <-n.done:
+			return
+		case <-time.After(askRetry):
+		}
+	}
+}
