@@ -9,7 +9,7 @@ import (
 )
 
 // A member advertises the providers it offers as its cluster kinds
-// ("subactor.provider/<name>", the kind its continuable children are
+// ("subactor.provider:<name>", the kind its continuable children are
 // grains of, grain.go) and gossips the rest about itself as a
 // messages.MemberState (gossip.go): each provider's capabilities (S4's
 // start-time features) and its load. A peer's advertisement is untrusted
@@ -81,13 +81,14 @@ func parseAdvertisement(kinds []string, st *messages.MemberState) ([]string, map
 }
 
 // checkProviderName bounds a provider's name as advertised: not empty,
-// at most maxProviderName bytes, printable ASCII without '#'.
+// at most maxProviderName bytes, printable ASCII without '#' or '/' (a
+// grain's key is its kind, a '/' and its identity).
 func checkProviderName(name string) error {
 	if name == "" || len(name) > maxProviderName {
 		return fmt.Errorf("a provider name of %d bytes (1 to %d)", len(name), maxProviderName)
 	}
 	for _, r := range name {
-		if r <= ' ' || r > '~' || r == '#' {
+		if r <= ' ' || r > '~' || r == '#' || r == '/' {
 			return fmt.Errorf("provider name %q holds %q", name, r)
 		}
 	}

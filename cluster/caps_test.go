@@ -34,27 +34,28 @@ func TestK3_MemberAdvertisementIsValidated(t *testing.T) {
 	allOf := func(name string) *messages.ProviderOffer {
 		return &messages.ProviderOffer{Name: name, OutputSchema: true, DepthLimit: true, ToolFilter: true, Persona: true}
 	}
-	provs, caps, err := cluster.ParseAdvertisement([]string{"other-kind", "subactor.provider/a", "subactor.provider/b"},
+	provs, caps, err := cluster.ParseAdvertisement([]string{"other-kind", "subactor.provider:a", "subactor.provider:b"},
 		&messages.MemberState{Capacity: 2, Providers: []*messages.ProviderOffer{allOf("a")}})
 	if err != nil || strings.Join(provs, ",") != "a,b" || caps["a"] != all || caps["b"] != (subagent.Capabilities{}) {
 		t.Fatalf("parsed %v %v %v", provs, caps, err)
 	}
 	many := []string{}
 	for i := range 65 {
-		many = append(many, "subactor.provider/p"+strings.Repeat("x", i))
+		many = append(many, "subactor.provider:p"+strings.Repeat("x", i))
 	}
-	a := []string{"subactor.provider/a"}
+	a := []string{"subactor.provider:a"}
 	for name, c := range map[string]struct {
 		kinds []string
 		state *messages.MemberState
 	}{
 		"not offered":        {a, &messages.MemberState{Providers: []*messages.ProviderOffer{allOf("b")}}},
 		"capabilities twice": {a, &messages.MemberState{Providers: []*messages.ProviderOffer{allOf("a"), {Name: "a"}}}},
-		"provider twice":     {[]string{"subactor.provider/a", "subactor.provider/a"}, &messages.MemberState{}},
-		"empty name":         {[]string{"subactor.provider/"}, &messages.MemberState{}},
-		"control character":  {[]string{"subactor.provider/a\nb"}, &messages.MemberState{}},
-		"mark character":     {[]string{"subactor.provider/a#caps=persona"}, &messages.MemberState{}},
-		"long name":          {[]string{"subactor.provider/" + strings.Repeat("n", 129)}, &messages.MemberState{}},
+		"provider twice":     {[]string{"subactor.provider:a", "subactor.provider:a"}, &messages.MemberState{}},
+		"empty name":         {[]string{"subactor.provider:"}, &messages.MemberState{}},
+		"control character":  {[]string{"subactor.provider:a\nb"}, &messages.MemberState{}},
+		"mark character":     {[]string{"subactor.provider:a#caps=persona"}, &messages.MemberState{}},
+		"slash character":    {[]string{"subactor.provider:a/b"}, &messages.MemberState{}},
+		"long name":          {[]string{"subactor.provider:" + strings.Repeat("n", 129)}, &messages.MemberState{}},
 		"too many providers": {many, &messages.MemberState{}},
 		"negative capacity":  {a, &messages.MemberState{Capacity: -1}},
 		"negative runs":      {a, &messages.MemberState{Capacity: 1, Runs: -3}},

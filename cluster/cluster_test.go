@@ -238,3 +238,48 @@ func TestK1_ASlowStartIsToldAcceptedThenStarted(t *testing.T) {
 		t.Fatalf("result %v, want completed", s)
 	}
 }
+
+// Contracts K2, K1: a continuable child is a grain of its provider's
+// kind: Home finds it on the member the identity lookup names for it
+// (here the one member), activating it once, and a start of that child
+// sent to it is run by that member's host; a start of another child is
+// refused invalid, and a provider no member offers has no home.
+func TestK2_AContinuableChildIsAGrainOfItsProvider(t *testing.T) {
+	n := clustertest.Node(t, cluster.Config{}, clustertest.Echo{})
+	ctx := testkit.Ctx(t)
+	home, ok := n.Home(ctx, "echo", "child-1")
+	if !ok || home.Address != n.Address() {
+		t.Fatalf("home %v, %v: want a grain on %s", home, ok, n.Address())
+	}
+	if again, ok := n.Home(ctx, "echo", "child-1"); !ok || !again.Equal(home) {
+		t.Fatalf("a second lookup found %v, want the same grain %v", again, home)
+	}
+	if other, ok := n.Home(ctx, "echo", "child-2"); !ok || other.Equal(home) {
+		t.Fatalf("another child's home %v, want a grain of its own", other)
+	}
+	sys := n.System().ActorSystem()
+	got := make(chan any, 8)
+	caller := sys.Root.Spawn(actor.PropsFromFunc(func(c actor.Context) {
+		switch m := c.Message().(type) {
+		case *messages.RemoteStarted, *messages.RemoteRefused, *messages.RunSettled:
+			got <- m
+		}
+	}))
+	defer sys.Root.Stop(caller)
+	start := func(child string) {
+		sys.Root.RequestWithCustomSender(home, &messages.RemoteStart{RunId: child, Provider: "echo",
+			Prompt: []*messages.ContentBlock{{Type: "text", Text: "hi"}}, Continuable: true, CallerMember: n.ID()}, caller)
+	}
+	start("child-1")
+	if a, ok := testkit.Recv(t, got, "the grain's start answer").(*messages.RemoteStarted); !ok || a.GetRunId() != "child-1" {
+		t.Fatalf("the grain's start answered %v, want the host's RemoteStarted", a)
+	}
+	if s, ok := testkit.Recv(t, got, "the run's result").(*messages.RunSettled); !ok || s.GetResult().GetStopReason() != string(subagent.Completed) {
+		t.Fatalf("result %v, want completed", s)
+	}
+	start("child-2")
+	refusal(t, testkit.Recv(t, got, "the refusal of another child's start"), clusterwire.RefusedInvalid)
+	if pid, ok := n.Home(ctx, "qwen", "child-1"); ok {
+		t.Fatalf("a provider nobody offers has home %v", pid)
+	}
+}

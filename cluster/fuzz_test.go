@@ -61,10 +61,10 @@ func FuzzMemberAdvertisement(f *testing.F) {
 		}
 		return b
 	}
-	f.Add("subactor.provider/a", state(&messages.MemberState{Capacity: 1, Providers: []*messages.ProviderOffer{{Name: "a", Persona: true}}}))
-	f.Add("subactor.provider/a\x00subactor.provider/b", state(&messages.MemberState{Providers: []*messages.ProviderOffer{{Name: "c"}}}))
-	f.Add("other\x00subactor.provider/", state(&messages.MemberState{Runs: -1}))
-	f.Add("subactor.provider/a\x00subactor.provider/a", []byte{0x1a, 0xff, 0xff, 0xff, 0xff, 0x0f})
+	f.Add("subactor.provider:a", state(&messages.MemberState{Capacity: 1, Providers: []*messages.ProviderOffer{{Name: "a", Persona: true}}}))
+	f.Add("subactor.provider:a\x00subactor.provider:b", state(&messages.MemberState{Providers: []*messages.ProviderOffer{{Name: "c"}}}))
+	f.Add("other\x00subactor.provider:", state(&messages.MemberState{Runs: -1}))
+	f.Add("subactor.provider:a\x00subactor.provider:a", []byte{0x1a, 0xff, 0xff, 0xff, 0xff, 0x0f})
 	f.Fuzz(func(t *testing.T, joined string, data []byte) {
 		var st messages.MemberState
 		if err := proto.Unmarshal(data, &st); err != nil {

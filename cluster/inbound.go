@@ -33,7 +33,8 @@ import (
 
 // wireTypes are the message types a peer of this node sends: the node's
 // own protocol (package messages), and of protoactor's, the watch
-// protocol, a request's dead-letter answer and gossip.
+// protocol, a request's dead-letter answer, gossip and the activation of
+// grains (the identity lookup's).
 var wireTypes = func() map[string]bool {
 	types := map[string]bool{}
 	for _, f := range []protoreflect.FileDescriptor{messages.File_subactor_proto, messages.File_subactor_cluster_proto} {
@@ -44,6 +45,7 @@ var wireTypes = func() map[string]bool {
 	for _, m := range []proto.Message{
 		&actor.Watch{}, &actor.Unwatch{}, &actor.Terminated{}, &actor.DeadLetterResponse{},
 		&cluster.GossipRequest{}, &cluster.GossipResponse{},
+		&cluster.ActivationRequest{}, &cluster.ActivationResponse{},
 	} {
 		types[string(proto.MessageName(m))] = true
 	}
@@ -61,7 +63,11 @@ const protoSerializer = 0
 // is left to protoactor's dead letters, as a local send to it is: a
 // correct peer sends those when an actor stopped before its message
 // arrived.
-func checkBatch(b *remote.MessageBatch, self string) error {
+//
+// grainKind says which kinds a peer may ask this node to activate a grain
+// of: protoactor answers an activation of a kind it does not know with a
+// nil message, which its remote cannot send.
+func checkBatch(b *remote.MessageBatch, self string, grainKind func(string) bool) error {
 	for _, name := range b.GetTypeNames() {
 		if !wireTypes[name] {
 			return fmt.Errorf("message type %q is not of the node's protocol", name)
@@ -83,16 +89,17 @@ func checkBatch(b *remote.MessageBatch, self string) error {
 		case e.GetSerializerId() != protoSerializer:
 			return fmt.Errorf("envelope %d: serializer id %d, not protobuf's", i, e.GetSerializerId())
 		}
-		if err := checkWatch(b.GetTypeNames()[e.GetTypeId()], e.GetMessageData()); err != nil {
+		if err := checkContent(b.GetTypeNames()[e.GetTypeId()], e.GetMessageData(), grainKind); err != nil {
 			return fmt.Errorf("envelope %d: %w", i, err)
 		}
 	}
 	return nil
 }
 
-// checkWatch refuses a watch-protocol message without the PID protoactor
-// dereferences when it handles it.
-func checkWatch(typeName string, data []byte) error {
+// checkContent refuses a watch-protocol message without the PID
+// protoactor dereferences when it handles it, and an activation of a
+// grain of a kind not offered here or with an identity past maxChildID.
+func checkContent(typeName string, data []byte, grainKind func(string) bool) error {
 	var pid func() *actor.PID
 	var m proto.Message
 	switch typeName {
@@ -105,6 +112,19 @@ func checkWatch(typeName string, data []byte) error {
 	case string(proto.MessageName(&actor.Terminated{})):
 		w := &actor.Terminated{}
 		m, pid = w, w.GetWho
+	case string(proto.MessageName(&cluster.ActivationRequest{})):
+		a := &cluster.ActivationRequest{}
+		if err := proto.Unmarshal(data, a); err != nil {
+			return fmt.Errorf("%s: %w", typeName, err)
+		}
+		id := a.GetClusterIdentity()
+		if !grainKind(id.GetKind()) {
+			return fmt.Errorf("%s of kind %.80q, which the node does not offer", typeName, id.GetKind())
+		}
+		if n := len(id.GetIdentity()); n == 0 || n > maxChildID {
+			return fmt.Errorf("%s of an identity of %d bytes (1 to %d)", typeName, n, maxChildID)
+		}
+		return nil
 	default:
 		return nil
 	}
@@ -158,7 +178,7 @@ func (s checkedStream) RecvMsg(m any) error {
 		return status.Error(codes.InvalidArgument, "cluster: not a remoting message")
 	}
 	if b := rm.GetMessageBatch(); b != nil {
-		if err := checkBatch(b, s.n.sys.ActorSystem().Address()); err != nil {
+		if err := checkBatch(b, s.n.sys.ActorSystem().Address(), s.n.grainKind); err != nil {
 			s.n.logger().Warn("cluster: refused a peer's message batch; closing its stream", "peer", peerOf(s), "reason", err)
 			return status.Error(codes.InvalidArgument, "cluster: refused message batch: "+err.Error())
 		}

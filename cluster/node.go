@@ -28,8 +28,9 @@ import (
 )
 
 // kindPrefix names a member kind per offered provider: a member advertises
-// the providers it runs as its cluster kinds.
-const kindPrefix = "subactor.provider/"
+// the providers it runs as its cluster kinds. No '/': protoactor's
+// identity lookup splits a grain's key (kind/identity) at the first.
+const kindPrefix = "subactor.provider:"
 
 // Member is one node of the cluster as membership sees it.
 type Member struct {
@@ -136,11 +137,12 @@ func Start(ctx context.Context, cfg Config) (n *Node, err error) {
 	if err != nil {
 		return nil, err
 	}
+	// A provider's kind advertises it, and its grains are its
+	// continuable children (grain.go).
 	var kinds []*cluster.Kind
+	grain := actor.PropsFromProducer(func() actor.Actor { return childGrain{n} })
 	for _, p := range cfg.Providers {
-		// The kinds only advertise the provider; nothing activates them.
-		none := actor.PropsFromFunc(func(actor.Context) {})
-		kinds = append(kinds, cluster.NewKind(kindPrefix+p.Name(), none))
+		kinds = append(kinds, cluster.NewKind(kindPrefix+p.Name(), grain))
 	}
 	ccfg := cluster.Configure(cfg.Name, provider, disthash.New(),
 		remote.Configure(host, port, opts...), cluster.WithKinds(kinds...))
@@ -317,6 +319,14 @@ func (n *Node) snapshot() ([]Member, <-chan struct{}) {
 	n.mu.Lock()
 	defer n.mu.Unlock()
 	return n.members, n.changed
+}
+
+// Heard reports whether every live member is listed by Members: its state
+// has reached this node, by gossip or by its answer to a query.
+func (n *Node) Heard() bool {
+	n.mu.Lock()
+	defer n.mu.Unlock()
+	return len(n.members) == len(n.listed)
 }
 
 // isMember reports whether the member id is live, heard from or not.

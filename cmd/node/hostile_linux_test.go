@@ -19,6 +19,7 @@ import (
 	"time"
 
 	"github.com/asynkron/protoactor-go/actor"
+	pcluster "github.com/asynkron/protoactor-go/cluster"
 	"github.com/asynkron/protoactor-go/remote"
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
@@ -87,6 +88,7 @@ func TestK3_AMalformedRemotingMessageNeitherCrashesNorDisablesTheNode(t *testing
 		return &remote.MessageBatch{TypeNames: []string{typeName}, Targets: []*actor.PID{host}, Senders: []*actor.PID{caller}, Envelopes: []*remote.MessageEnvelope{e}}
 	}
 	hostStatus := string(proto.MessageName(&wire.HostStatus{}))
+	activation := string(proto.MessageName(&pcluster.ActivationRequest{}))
 	for _, c := range []struct {
 		name  string
 		batch *remote.MessageBatch
@@ -99,6 +101,12 @@ func TestK3_AMalformedRemotingMessageNeitherCrashesNorDisablesTheNode(t *testing
 		{"SenderPastTheSenders", batch(hostStatus, status, func(e *remote.MessageEnvelope) { e.Sender = 5 }), "envelope 0: sender 5 outside the batch's 1 senders"},
 		{"UnknownSerializerID", batch(hostStatus, status, func(e *remote.MessageEnvelope) { e.SerializerId = 7 }), "envelope 0: serializer id 7, not protobuf's"},
 		{"PoisonPillToTheHostActor", batch(string(proto.MessageName(&actor.PoisonPill{})), marshal(t, &actor.PoisonPill{}), func(e *remote.MessageEnvelope) { e.Sender = 0 }), `actor.PoisonPill\" is not of the node's protocol`},
+		// protoactor answers an activation of a kind it does not know
+		// with a nil message, which its remote cannot send.
+		{"ActivationOfAKindNotOffered", batch(activation, marshal(t, &pcluster.ActivationRequest{ClusterIdentity: &pcluster.ClusterIdentity{Kind: "subactor.provider:nobody", Identity: "c"}}), nil),
+			"subactor.provider:nobody" + `\", which the node does not offer`},
+		{"ActivationOfAnOversizedIdentity", batch(activation, marshal(t, &pcluster.ActivationRequest{ClusterIdentity: &pcluster.ClusterIdentity{Kind: "subactor.provider:fake", Identity: strings.Repeat("c", 200)}}), nil),
+			"an identity of 200 bytes (1 to 128)"},
 		{"WatchWithoutAWatcher", batch(string(proto.MessageName(&actor.Watch{})), marshal(t, &actor.Watch{}), func(e *remote.MessageEnvelope) { e.Sender = 0 }), "envelope 0: actor.Watch names no actor"},
 		// The host actor of another node: relaying it would send a peer's
 		// message under this node's own connection.

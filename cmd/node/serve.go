@@ -107,7 +107,7 @@ func join(ctx context.Context, cfg cluster.Config, logs io.Writer) (*cluster.Nod
 // joinAndWait joins as a member offering nothing and waits, saying so on
 // stderr, until the membership satisfies ok or one loss bound passed
 // (what is there by then is what there is).
-func joinAndWait(ctx context.Context, o clusterOptions, stderr io.Writer, command, what string, ok func([]cluster.Member) bool) (*cluster.Node, error) {
+func joinAndWait(ctx context.Context, o clusterOptions, stderr io.Writer, command, what string, ok func(*cluster.Node, []cluster.Member) bool) (*cluster.Node, error) {
 	cfg, err := o.config()
 	if err != nil {
 		return nil, err
@@ -119,7 +119,7 @@ func joinAndWait(ctx context.Context, o clusterOptions, stderr io.Writer, comman
 	wait, cancel := context.WithTimeout(ctx, n.LossBound())
 	defer cancel()
 	fmt.Fprintf(stderr, "%s %s: waiting for %s...\n", prog, command, what)
-	_, _ = n.WaitMembers(wait, ok)
+	_, _ = n.WaitMembers(wait, func(ms []cluster.Member) bool { return ok(n, ms) })
 	return n, nil
 }
 
@@ -403,7 +403,8 @@ func statusCommand(ctx context.Context, args []string, stdout, stderr io.Writer)
 		}
 	}
 	// One membership round: the members that answer it.
-	n, err := joinAndWait(ctx, o, stderr, "status", "the other members", func(ms []cluster.Member) bool { return len(ms) > 1 })
+	// Every member it lists heard from: its state is what status prints.
+	n, err := joinAndWait(ctx, o, stderr, "status", "the other members", func(n *cluster.Node, ms []cluster.Member) bool { return len(ms) > 1 && n.Heard() })
 	if err != nil {
 		return failed(stderr, "status", err)
 	}
@@ -439,7 +440,7 @@ func clusterDelegate(ctx context.Context, o delegateOptions, stdout, stderr io.W
 	if err := o.features.apply(&req); err != nil {
 		return failed(stderr, "delegate", err)
 	}
-	n, err := joinAndWait(ctx, o.clusterOpts, stderr, "delegate", "a member offering "+o.provider, func(ms []cluster.Member) bool {
+	n, err := joinAndWait(ctx, o.clusterOpts, stderr, "delegate", "a member offering "+o.provider, func(_ *cluster.Node, ms []cluster.Member) bool {
 		return offered(ms, o.provider)
 	})
 	if err != nil {
@@ -602,7 +603,7 @@ func remoteProviders(list string, servers agentServers) ([]string, error) {
 // providers or one loss bound passed. A provider none offers by then is
 // a warning: delegating to it fails until a member offers it.
 func joinForRun(ctx context.Context, o clusterOptions, providers []string, logs io.Writer) (*cluster.Node, error) {
-	n, err := joinAndWait(ctx, o, logs, "run", "members offering "+strings.Join(providers, ", "), func(ms []cluster.Member) bool {
+	n, err := joinAndWait(ctx, o, logs, "run", "members offering "+strings.Join(providers, ", "), func(_ *cluster.Node, ms []cluster.Member) bool {
 		return !slices.ContainsFunc(providers, func(p string) bool { return !offered(ms, p) })
 	})
 	if err != nil {

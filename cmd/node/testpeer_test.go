@@ -211,7 +211,7 @@ func silentPeer(listen, membership string) error {
 	if err != nil {
 		return err
 	}
-	answer, err := protojson.Marshal(&pcluster.Member{Id: sys.ID, Host: host, Port: int32(port), Kinds: []string{"subactor.provider/fake"}})
+	answer, err := protojson.Marshal(&pcluster.Member{Id: sys.ID, Host: host, Port: int32(port), Kinds: []string{"subactor.provider:fake"}})
 	if err != nil {
 		return err
 	}

@@ -30,6 +30,8 @@ import (
 	"sync"
 	"time"
 
+	"github.com/asynkron/protoactor-go/actor"
+
 	"github.com/subactor/subactor/cluster"
 	"github.com/subactor/subactor/internal/clusterwire"
 	"github.com/subactor/subactor/internal/ids"
@@ -300,9 +302,15 @@ func (p *provider) begin(ctx context.Context, scope subagent.Scope, req subagent
 	// may come back "gone" at once, and one may not have heard of this
 	// node yet: placement is tried again, for up to placeRounds rounds
 	// of at least placeRetry each, while nothing else stood in the way.
+	// A continuable child's starts go to its grain, on the member the
+	// cluster's identity lookup names its home (cluster.Node.Home).
+	var home *actor.PID
+	if scope.Continuable || session != "" {
+		home, _ = p.cfg.Node.Home(ctx, p.cfg.Name, cmp.Or(session, scope.RunID))
+	}
 	for round := 1; ; round++ {
 		began := time.Now()
-		run, perr, err := p.place(ctx, req, wire, scope)
+		run, perr, err := p.place(ctx, req, wire, scope, home)
 		switch {
 		case err != nil:
 			return nil, err
@@ -331,13 +339,22 @@ const placeRetry = 250 * time.Millisecond
 // but none could take the start yet.
 const placeRounds = 10
 
-// place tries the candidates once, most room first: the run when one took
-// it, a terminal error, or the placement error of this round.
-func (p *provider) place(ctx context.Context, req subagent.StartRequest, wire *messages.RemoteStart, scope subagent.Scope) (subagent.Run, *placementError, error) {
+// place tries the candidates once, the member home is on first (when it
+// is one with room), then the most room first: the run when one took it,
+// a terminal error, or the placement error of this round.
+func (p *provider) place(ctx context.Context, req subagent.StartRequest, wire *messages.RemoteStart, scope subagent.Scope, home *actor.PID) (subagent.Run, *placementError, error) {
 	perr := &placementError{Provider: p.cfg.Name}
 	candidates, unsupported := p.candidates(req)
 	if len(candidates) == 0 {
 		perr.unsupported = unsupported
+	}
+	if home != nil {
+		if i := slices.IndexFunc(candidates, func(c load) bool { return c.member.Address == home.Address && c.free() > 0 }); i >= 0 {
+			h := candidates[i]
+			candidates = slices.Insert(slices.Delete(candidates, i, i+1), 0, h)
+		} else {
+			home = nil
+		}
 	}
 	for _, c := range candidates {
 		if ctx.Err() != nil {
@@ -348,7 +365,11 @@ func (p *provider) place(ctx context.Context, req subagent.StartRequest, wire *m
 			perr.Reasons = append(perr.Reasons, fmt.Sprintf("%s: full (%d of %d)", c.member.ID, c.runs, c.capacity))
 			continue
 		}
-		run, err := p.startOn(ctx, c.member, wire, scope)
+		var to *actor.PID
+		if home != nil && c.member.Address == home.Address {
+			to = home
+		}
+		run, err := p.startOn(ctx, c.member, wire, scope, to)
 		var refused *refusedError
 		switch {
 		case err == nil:
@@ -415,13 +436,13 @@ var errLostBeforeAccepted = errors.New("remote: the node was lost before it admi
 // hosting node's answer; when ctx ends first, the client disposes what the
 // node admitted and Start returns after that (a start not admitted yet
 // ends at once: the host abandons a late admission).
-func (p *provider) startOn(ctx context.Context, m cluster.Member, wire *messages.RemoteStart, scope subagent.Scope) (subagent.Run, error) {
+func (p *provider) startOn(ctx context.Context, m cluster.Member, wire *messages.RemoteStart, scope subagent.Scope, to *actor.PID) (subagent.Run, error) {
 	r := &remoteRun{
 		id: scope.RunID, node: m, events: scope.Events, client: p.client,
 		settledCh: make(chan struct{}), quiesced: make(chan struct{}),
 	}
 	started := make(chan error, 1)
-	p.client.send(placeRun{run: r, start: wire, started: started})
+	p.client.send(placeRun{run: r, start: wire, to: to, started: started})
 	select {
 	case err := <-started:
 		if err != nil {

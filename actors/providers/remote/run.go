@@ -142,6 +142,7 @@ type (
 	placeRun struct {
 		run     *remoteRun
 		start   *messages.RemoteStart
+		to      *actor.PID // the child's grain on its home member; nil: the member's host
 		started chan error // answered once
 	}
 	abandon    struct{ run string } // the caller's Start gave up: dispose whatever started
@@ -361,7 +362,11 @@ func (c *client) place(ctx actor.Context, m placeRun) {
 		c.hosts[host.Address] = true
 		ctx.Watch(host)
 	}
-	ctx.Request(host, m.start)
+	to := host
+	if m.to != nil {
+		to = m.to // which hands it to that host
+	}
+	ctx.Request(to, m.start)
 	// The admission has a deadline: an answer lost (to an earlier
 	// member's connection to this address, say) or a host that stopped
 	// answering fails the start within the loss bound.
