@@ -20,6 +20,7 @@ import (
 	"github.com/subactor/subactor/actors/registry"
 	"github.com/subactor/subactor/actors/tasks"
 	"github.com/subactor/subactor/cluster"
+	"github.com/subactor/subactor/internal/clusterwire"
 	"github.com/subactor/subactor/persistence/postgres"
 	"github.com/subactor/subactor/subagent"
 )
@@ -43,6 +44,7 @@ type peerLine struct {
 	State   string `json:"state,omitempty"`
 	Output  string `json:"output,omitempty"`
 	Detail  string `json:"detail,omitempty"`
+	Member  string `json:"member,omitempty"` // the member that hosted the task's run
 }
 
 // continuablePeer joins as a member at listen (membership at membership,
@@ -82,6 +84,15 @@ func continuablePeer(listen, membership, peers, url, restarts string) error {
 	if _, err := svc.RegisterProvider(p); err != nil {
 		return err
 	}
+	// The member hosting each run, as its first progress says.
+	var hosts sync.Map
+	events := svc.ListenParent(peerParent{}.SessionID(), func(ev subagent.Event) error {
+		if p, ok := ev.(subagent.RunProgress); ok && p.Kind == clusterwire.HostedBy {
+			hosts.Store(p.RunID, p.Text)
+		}
+		return nil
+	})
+	defer events.Release()
 	var mu sync.Mutex
 	out := json.NewEncoder(os.Stdout)
 	print := func(l peerLine) {
@@ -92,6 +103,9 @@ func continuablePeer(listen, membership, peers, url, restarts string) error {
 	ended := func(id string) {
 		t, err := mgr.Await(ctx, "peer", id)
 		l := peerLine{Event: "task", Task: id, State: string(t.State), Detail: t.Err}
+		if m, ok := hosts.Load(t.RunID); ok {
+			l.Member = m.(string)
+		}
 		if err != nil {
 			l.Detail = err.Error()
 		}

@@ -198,6 +198,40 @@ func (p *peerProcess) next(t *testing.T, event string) peerLine {
 	return l
 }
 
+// Contracts K2, S8: a continuable child is a grain keyed by its child
+// id: its first activation and its follow-up run on the member the
+// cluster's identity lookup names for it, whatever the members' loads.
+// Twelve children on two idle members: each child's follow-up runs where
+// its first activation ran, and both members are some child's home
+// (placement by load alone would put every one on the member first by
+// id).
+func TestK2_S8_AContinuableChildRunsOnItsHomeMember(t *testing.T) {
+	f := newFailoverCluster(t, 1)
+	_, idB := f.serve(t, f.b)
+	_, idC := f.serve(t, f.c)
+	caller := f.caller(t, 0)
+	homes := map[string]int{}
+	for i := range 12 {
+		caller.command(t, "start c%d", i)
+		child := caller.next(t, "child").Child
+		first := caller.next(t, "task")
+		if first.State != "completed" || (first.Member != idB && first.Member != idC) {
+			t.Fatalf("child %d's first activation: %+v, want it completed on %s or %s", i, first, idB, idC)
+		}
+		caller.command(t, "send %s 1 m", child)
+		if l := caller.next(t, "routes"); l.Started != 1 || l.Failed != "" {
+			t.Fatalf("child %d's follow-up: %+v, want one activation started", i, l)
+		}
+		if l := caller.next(t, "task"); l.State != "completed" || l.Member != first.Member {
+			t.Fatalf("child %d's follow-up ran %+v, want it completed on its home %s", i, l, first.Member)
+		}
+		homes[first.Member]++
+	}
+	if homes[idB] == 0 || homes[idC] == 0 {
+		t.Fatalf("homes %v: want children on both members", homes)
+	}
+}
+
 // Contracts K2, S8, S6: a continuable child ran on member B; B is
 // SIGKILLed; fifty follow-ups sent at once from the caller resume it on
 // member C, from the log B wrote to the shared database, in exactly one

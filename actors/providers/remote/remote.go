@@ -347,6 +347,8 @@ func (p *provider) place(ctx context.Context, req subagent.StartRequest, wire *m
 	candidates, unsupported := p.candidates(req)
 	if len(candidates) == 0 {
 		perr.unsupported = unsupported
+		// A member that joined but was not heard from yet may offer it.
+		perr.notYet = !p.cfg.Node.Heard()
 	}
 	if home != nil {
 		if i := slices.IndexFunc(candidates, func(c load) bool { return c.member.Address == home.Address && c.free() > 0 }); i >= 0 {
