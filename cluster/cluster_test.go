@@ -6,6 +6,7 @@ import (
 	"net"
 	"strconv"
 	"strings"
+	"syscall"
 	"testing"
 
 	"github.com/asynkron/protoactor-go/actor"
@@ -165,7 +166,8 @@ func TestK3_ConfigRefusesInsecureListen(t *testing.T) {
 }
 
 // Contract K3: a node that cannot join (its listen port is taken) fails
-// Start with an error naming the fault and leaves nothing running (the
+// Start with a typed error naming the fault (matching EADDRINUSE) and
+// leaves nothing running (the
 // actor system Start made is shut down: TestMain checks for leaks).
 func TestK3_StartOnATakenPortFailsCleanly(t *testing.T) {
 	port, err := clustertest.PortPair()
@@ -186,6 +188,9 @@ func TestK3_StartOnATakenPortFailsCleanly(t *testing.T) {
 	}
 	if n != nil {
 		t.Fatalf("Start on taken port %s: a node beside its error %v", listen, err)
+	}
+	if !errors.Is(err, syscall.EADDRINUSE) {
+		t.Fatalf("Start on taken port %s: %v, want an error matching EADDRINUSE", listen, err)
 	}
 }
 

@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"net"
 	"net/http"
 	"slices"
 	"strings"
@@ -93,6 +94,16 @@ func Start(ctx context.Context, cfg Config) (n *Node, err error) {
 	ctx, cancel := context.WithTimeout(ctx, cfg.JoinTimeout)
 	defer cancel()
 	host, port, _ := hostPort(cfg.Listen, "listen address")
+	if port != 0 {
+		// protoactor panics on a port it cannot bind: the error, typed
+		// (an *net.OpError wrapping syscall.EADDRINUSE, say), comes from
+		// a bind of our own first.
+		l, err := net.Listen("tcp", cfg.Listen)
+		if err != nil {
+			return nil, fmt.Errorf("cluster: listen address %s: %w", cfg.Listen, err)
+		}
+		l.Close()
+	}
 	n = &Node{cfg: cfg, sys: cfg.System, changed: make(chan struct{}), creds: insecure.NewCredentials(), states: map[string]*messages.MemberState{}, refused: map[string]bool{}, done: make(chan struct{})}
 	serverOpts := n.inboundOptions()
 	var opts []remote.ConfigOption
