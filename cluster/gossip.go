@@ -58,18 +58,20 @@ func (n *Node) gossiped(u *cluster.GossipUpdate) {
 	n.rebuild()
 }
 
-// askRetry spaces the load queries of a member not heard from yet, and
-// askTimeout bounds each.
+// askRetry spaces the queries of a member that has not answered yet,
+// and askTimeout bounds each.
 const (
 	askRetry   = 250 * time.Millisecond
 	askTimeout = 500 * time.Millisecond
 )
 
-// ask asks the host of a member that joined but whose gossip has not
-// reached this node yet for its state, until the state came either way,
-// the member left or the node stops. Gossip can lag a join by seconds
-// (a member on a reused address is reached once its peers' connections
-// to the earlier one are replaced); callers place runs meanwhile.
+// ask asks the host of a member that joined for its state until it
+// answers, the member left or the node stops. A member is listed once it
+// answered: its answer proves that what it sends reaches this node (a
+// node that joins on the address of one that left is reached only once
+// its peers replaced their connections to the earlier one, and what they
+// send before that is lost), and gives its state when gossip has not
+// brought it yet (gossip can lag a join by seconds).
 func (n *Node) ask(m *cluster.Member) {
 	defer n.asking.Done()
 	sys := n.sys.ActorSystem()
@@ -77,15 +79,17 @@ func (n *Node) ask(m *cluster.Member) {
 		reply, err := sys.Root.RequestFuture(clusterwire.Host(m.Address()), &messages.HostStatus{}, askTimeout).Result()
 		l, ok := reply.(*messages.HostLoad)
 		n.mu.Lock()
-		_, heard := n.states[m.Id]
 		switch {
-		case heard || !n.listed[m.Id]:
+		case !n.listed[m.Id]:
 			n.mu.Unlock()
 			return
 		case err == nil && ok && l.GetNode() == m.Id:
-			n.states[m.Id] = l.GetState()
-			if l.GetState() == nil {
-				n.states[m.Id] = undecodable // a node of another version
+			n.answered[m.Id] = true
+			if _, heard := n.states[m.Id]; !heard {
+				n.states[m.Id] = l.GetState()
+				if l.GetState() == nil {
+					n.states[m.Id] = undecodable // a node of another version
+				}
 			}
 			n.rebuild()
 			n.mu.Unlock()

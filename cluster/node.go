@@ -75,6 +75,7 @@ type Node struct {
 	members  []Member
 	listed   map[string]bool
 	refused  map[string]bool // members whose refused advertisement was logged
+	answered map[string]bool // members whose host answered this node (gossip.go)
 	changed  chan struct{}
 	// done is closed as the node stops; asking counts the goroutines
 	// asking a member's state (gossip.go), which end then.
@@ -104,7 +105,7 @@ func Start(ctx context.Context, cfg Config) (n *Node, err error) {
 		}
 		l.Close()
 	}
-	n = &Node{cfg: cfg, sys: cfg.System, changed: make(chan struct{}), creds: insecure.NewCredentials(), states: map[string]*messages.MemberState{}, refused: map[string]bool{}, done: make(chan struct{})}
+	n = &Node{cfg: cfg, sys: cfg.System, changed: make(chan struct{}), creds: insecure.NewCredentials(), states: map[string]*messages.MemberState{}, refused: map[string]bool{}, answered: map[string]bool{}, done: make(chan struct{})}
 	serverOpts := n.inboundOptions()
 	var opts []remote.ConfigOption
 	var server, client *tls.Config
@@ -269,6 +270,7 @@ func (n *Node) setMembers(live []*cluster.Member) {
 			if !in(id) && id != n.ID() {
 				delete(n.states, id)
 				delete(n.refused, id)
+				delete(n.answered, id)
 			}
 		}
 	}
@@ -286,19 +288,24 @@ func (n *Node) rebuild() {
 	listed := map[string]bool{}
 	for _, m := range n.topology {
 		listed[m.Id] = true
-		st, ok := n.states[m.Id]
-		if !ok {
-			// Joined, not heard from yet: nothing to place by until its
-			// gossip comes or its host answers.
-			if !n.listed[m.Id] && m.Id != n.ID() {
-				select {
-				case <-n.done:
-				default:
-					n.asking.Add(1)
-					go n.ask(m)
-				}
+		// A member offering providers is listed once its host answered
+		// (gossip.go): runs are placed on it. One offering none (a
+		// caller) is listed as it joined, and asked nothing.
+		offers := m.Id != n.ID() && slices.ContainsFunc(m.Kinds, func(k string) bool { return strings.HasPrefix(k, kindPrefix) })
+		if offers && !n.listed[m.Id] {
+			select {
+			case <-n.done:
+			default:
+				n.asking.Add(1)
+				go n.ask(m)
 			}
-			continue
+		}
+		st, ok := n.states[m.Id]
+		switch {
+		case !offers && !ok:
+			st = &messages.MemberState{}
+		case !ok || offers && !n.answered[m.Id]:
+			continue // nothing to place by yet
 		}
 		provs, caps, err := parseAdvertisement(m.Kinds, st)
 		if err != nil {
@@ -320,7 +327,8 @@ func (n *Node) rebuild() {
 }
 
 // Members lists the live members, this one included, in id order: those
-// membership lists whose gossiped state has reached this node.
+// membership lists that answered this node and whose state (gossiped, or
+// in that answer) has reached it.
 func (n *Node) Members() []Member {
 	ms, _ := n.snapshot()
 	return ms
@@ -332,8 +340,8 @@ func (n *Node) snapshot() ([]Member, <-chan struct{}) {
 	return n.members, n.changed
 }
 
-// Heard reports whether every live member is listed by Members: its state
-// has reached this node, by gossip or by its answer to a query.
+// Heard reports whether every live member is listed by Members: it
+// answered this node, and its state reached it.
 func (n *Node) Heard() bool {
 	n.mu.Lock()
 	defer n.mu.Unlock()

@@ -73,8 +73,8 @@ func TestK2_FiftyStartsInOneBatchAreAdmittedUpToCapacityTheRestRefusedAtOnce(t *
 	noAgentsLeft(t, nodeB.cmd.Process.Pid, "B's agents to end once the runs were disposed")
 }
 
-// Contract K2: the start handshake has a deadline: a member that gossips
-// room for the provider but never answers a start has the caller give that start up
+// Contract K2: the start handshake has a deadline: a member that answers
+// load queries but never a start has the caller give that start up
 // within the loss bound (6 s with a static list) and try again, and the
 // caller still ends within two seconds of SIGTERM.
 func TestK2_AStartItsHostNeverAnswersIsGivenUpWithinTheLossBound(t *testing.T) {

@@ -440,8 +440,10 @@ func clusterDelegate(ctx context.Context, o delegateOptions, stdout, stderr io.W
 	if err := o.features.apply(&req); err != nil {
 		return failed(stderr, "delegate", err)
 	}
-	n, err := joinAndWait(ctx, o.clusterOpts, stderr, "delegate", "a member offering "+o.provider, func(_ *cluster.Node, ms []cluster.Member) bool {
-		return offered(ms, o.provider)
+	n, err := joinAndWait(ctx, o.clusterOpts, stderr, "delegate", "a member offering "+o.provider, func(n *cluster.Node, ms []cluster.Member) bool {
+		// With start-time features, every member heard from: the one
+		// that supports them may not be the first listed.
+		return offered(ms, o.provider) && (len(o.features.set) == 0 || n.Heard())
 	})
 	if err != nil {
 		return failed(stderr, "delegate", err)

@@ -22,7 +22,6 @@ import (
 	"google.golang.org/grpc/credentials/insecure"
 	"google.golang.org/protobuf/encoding/protojson"
 	"google.golang.org/protobuf/proto"
-	"google.golang.org/protobuf/types/known/anypb"
 
 	"github.com/subactor/subactor"
 	"github.com/subactor/subactor/actors"
@@ -178,36 +177,23 @@ func burstPeer(listen, membership, peer, host string) error {
 	return nil
 }
 
-// silentPeer plays a member at listen that offers "fake" and gossips
-// room for it, but never answers a start. It prints "ready" once it
-// serves, then "start" for each start it gets.
+// silentPeer plays a member at listen that offers "fake" and answers
+// load queries (with room for it) but never a start. It prints "ready"
+// once it serves, then "start" for each start it gets.
 func silentPeer(listen, membership string) error {
 	host, p, _ := net.SplitHostPort(listen)
 	port, _ := strconv.Atoi(p)
 	sys := actor.NewActorSystem(actor.WithLoggerFactory(func(*actor.ActorSystem) *slog.Logger { return slog.New(slog.DiscardHandler) }))
 	remote.NewRemote(sys, remote.Configure(host, port)).Start()
+	state := &wire.MemberState{Capacity: 4, Providers: []*wire.ProviderOffer{{Name: "fake"}}}
 	_, err := sys.Root.SpawnNamed(actor.PropsFromFunc(func(ctx actor.Context) {
-		if _, ok := ctx.Message().(*wire.RemoteStart); ok {
+		switch ctx.Message().(type) {
+		case *wire.HostStatus:
+			ctx.Respond(&wire.HostLoad{Node: sys.ID, Providers: []string{"fake"}, Capacity: 4, State: state})
+		case *wire.RemoteStart:
 			fmt.Println("start")
 		}
 	}), clusterwire.HostName)
-	if err != nil {
-		return err
-	}
-	// Its state, in answer to every gossip request, under the key package
-	// cluster gossips a member's state.
-	state, err := anypb.New(&wire.MemberState{Capacity: 4, Providers: []*wire.ProviderOffer{{Name: "fake"}}})
-	if err != nil {
-		return err
-	}
-	gossip := &pcluster.GossipState{Members: map[string]*pcluster.GossipMemberState{
-		sys.ID: {Values: map[string]*pcluster.GossipKeyValue{"subactor.member": {SequenceNumber: 1, Value: state}}},
-	}}
-	_, err = sys.Root.SpawnNamed(actor.PropsFromFunc(func(ctx actor.Context) {
-		if _, ok := ctx.Message().(*pcluster.GossipRequest); ok {
-			ctx.Respond(&pcluster.GossipResponse{State: gossip})
-		}
-	}), pcluster.DefaultGossipActorName)
 	if err != nil {
 		return err
 	}
