@@ -408,6 +408,7 @@ func (a *runActor) launch() {
 // child is the child's goroutine: it runs the child, then (see finish)
 // releases the child's resources and sends its exit to the actor.
 func (g *gate) child() {
+	presize()
 	returned := false
 	defer g.finish(&returned)
 	g.run.child.Run(g)
@@ -440,6 +441,24 @@ func (g *gate) finish(returned *bool) {
 	}
 	a.release(&g.exited, cancel)
 }
+
+// presize grows the child's goroutine stack while it is one frame deep,
+// where the copy is cheap, to what an agent's turn needs (the agent loop
+// under a model encoding JSON: about 8 KiB). Grown later, deep in the
+// turn, every frame above is copied and adjusted: about a seventh of a
+// delegation's CPU at one P, which the floor-lean-1p goal measurably
+// needs back. A child that needs more grows as any goroutine does.
+//
+//go:noinline
+func presize() byte {
+	var pad [6 << 10]byte
+	return last(pad[:])
+}
+
+// last keeps presize's frame from being optimized away.
+//
+//go:noinline
+func last(b []byte) byte { return b[len(b)-1] }
 
 // exit sends the child's exit to the actor. It is the last the child's
 // goroutine does with g.exited.
