@@ -69,10 +69,17 @@ type OutOfProcess interface {
 
 // The span kinds as start options, made once: an option made per span
 // is an allocation per span.
-var (
-	kindInternal = trace.WithSpanKind(trace.SpanKindInternal)
-	kindClient   = trace.WithSpanKind(trace.SpanKindClient)
-	kindServer   = trace.WithSpanKind(trace.SpanKindServer)
+var spanKinds = [...]trace.SpanStartOption{
+	internal: trace.WithSpanKind(trace.SpanKindInternal),
+	client:   trace.WithSpanKind(trace.SpanKindClient),
+	server:   trace.WithSpanKind(trace.SpanKindServer),
+}
+
+// Indices of spanKinds and spanKind.opts.
+const (
+	internal = iota
+	client
+	server
 )
 
 // kinds holds, by operation, subject and provider ("chat", "scripted",
@@ -96,8 +103,12 @@ const (
 )
 
 type spanKind struct {
-	name  string
-	start trace.SpanStartOption // nil for a tool call's
+	name string
+	// opts are a span's start options by span kind (internal, client,
+	// server): its kind and its attributes, made once (none for a tool
+	// call's). Options passed one by one through the Tracer interface
+	// are a slice made per span.
+	opts [3][]trace.SpanStartOption
 }
 
 func kindOf(op, subject, provider string) *spanKind {
@@ -127,7 +138,10 @@ func kindOf(op, subject, provider string) *spanKind {
 		attrs = nil
 	}
 	if attrs != nil {
-		k.start = trace.WithAttributes(attrs...)
+		start := trace.WithAttributes(attrs...)
+		for i, kind := range spanKinds {
+			k.opts[i] = []trace.SpanStartOption{kind, start}
+		}
 	}
 	if kindCount.Add(1) <= maxNames {
 		kinds.Store(key, k)
@@ -162,16 +176,17 @@ type Run struct {
 // StartRun starts the run span invoke_agent {provider} under ctx's span
 // (the delegating tool call's, O1); EndRun ends it. Call it only when On.
 func StartRun(ctx context.Context, r Run) (context.Context, trace.Span) {
-	kind := kindInternal
+	kind := internal
 	switch {
 	case r.Client:
-		kind = kindClient
+		kind = client
 	case r.Server:
-		kind = kindServer
+		kind = server
 	}
 	k := kindOf(OpInvokeAgent, r.Provider, r.Provider)
+	opts := k.opts[kind]
 	if r.ModelProvider == "" && r.Model == "" && r.ResumedFrom == "" {
-		return tracer().Start(ctx, k.name, kind, k.start)
+		return tracer().Start(ctx, k.name, opts...)
 	}
 	var attrs []attribute.KeyValue
 	if r.ModelProvider != "" {
@@ -183,7 +198,7 @@ func StartRun(ctx context.Context, r Run) (context.Context, trace.Span) {
 	if r.ResumedFrom != "" {
 		attrs = append(attrs, SubResumedFrom.String(r.ResumedFrom))
 	}
-	return tracer().Start(ctx, k.name, kind, k.start, trace.WithAttributes(attrs...))
+	return tracer().Start(ctx, k.name, append(opts[:len(opts):len(opts)], trace.WithAttributes(attrs...))...)
 }
 
 // StartRoot starts the run span of an agent its embedder runs itself (a
@@ -194,10 +209,11 @@ func StartRun(ctx context.Context, r Run) (context.Context, trace.Span) {
 func StartRoot(ctx context.Context, earlier string) (context.Context, trace.Span) {
 	// Named by its role, not its id: span names are for grouping.
 	k := kindOf(OpInvokeAgent, TopAgent, "")
+	opts := k.opts[internal]
 	if l, ok := Earlier(earlier); ok {
-		return tracer().Start(ctx, k.name, kindInternal, k.start, trace.WithLinks(l))
+		return tracer().Start(ctx, k.name, append(opts[:len(opts):len(opts)], trace.WithLinks(l))...)
 	}
-	return tracer().Start(ctx, k.name, kindInternal, k.start)
+	return tracer().Start(ctx, k.name, opts...)
 }
 
 // Published records on a run span the subagent/start event: its child
@@ -325,7 +341,7 @@ func StartChat(ctx context.Context, provider, model, conversation string) (conte
 		return ctx, c
 	}
 	k := kindOf(OpChat, model, provider)
-	ctx, c.span = tracer().Start(ctx, k.name, kindClient, k.start)
+	ctx, c.span = tracer().Start(ctx, k.name, k.opts[client]...)
 	return ctx, c
 }
 
@@ -363,12 +379,22 @@ func (c Chat) End(ctx context.Context, usage subagent.Usage, stop subagent.StopR
 // when On.
 func StartTool(ctx context.Context, name, callID string) (context.Context, trace.Span) {
 	// Its attributes all at its start: the call id would cost as much at
-	// its end as it does here.
-	return tracer().Start(ctx, kindOf(OpExecuteTool, name, "").name, kindInternal, trace.WithAttributes(
+	// its end as it does here. They and the options share an allocation
+	// (passed one by one, each is its own).
+	k := kindOf(OpExecuteTool, name, "")
+	s := &toolStart{attrs: [...]attribute.KeyValue{
 		OperationName.String(OpExecuteTool),
 		ToolName.String(limit(name)),
 		ToolCallID.String(limit(callID)),
-	))
+	}}
+	s.opts = [...]trace.SpanStartOption{spanKinds[internal], trace.WithAttributes(s.attrs[:]...)}
+	return tracer().Start(ctx, k.name, s.opts[:]...)
+}
+
+// toolStart is what StartTool passes to the tracer.
+type toolStart struct {
+	attrs [3]attribute.KeyValue
+	opts  [2]trace.SpanStartOption
 }
 
 // EndTool ends a tool call's span; a call that failed gets error.type
