@@ -83,8 +83,8 @@ const (
 )
 
 // kinds holds, by operation, subject and provider ("chat", "scripted",
-// "subactor.scripted"), a span's name and its start option: the
-// attributes a sampler may read (the conventions ask for them at
+// "subactor.scripted"), a span's name and its start options: its kind
+// and the attributes a sampler may read (the conventions ask for them at
 // creation), which are the same for every span of the kind, made once
 // each: a handful of models, tools and providers. A tool name is model
 // output (K3): the cache stops growing at maxNames, and names are cut at
