@@ -38,7 +38,7 @@ type host struct {
 	n       *Node
 	runs    map[string]*hostedRun // by run id, until its actor stopped or its start failed
 	actors  map[string]string     // run actor's PID id -> run id
-	callers map[string]*caller    // by PID, while it is watched
+	callers map[pidKey]*caller    // while it is watched
 	// leaving is closed once the last run stopped and its callers read
 	// what it sent them, during a leave; left once that wait began.
 	leaving  chan struct{}
@@ -66,6 +66,12 @@ type caller struct {
 	member string
 }
 
+// pidKey identifies a PID as a map key: PID.String() is protobuf's text
+// format, some 15 µs a start on this path.
+type pidKey struct{ address, id string }
+
+func keyOf(p *actor.PID) pidKey { return pidKey{p.Address, p.Id} }
+
 // Local messages of the host actor, from goroutines it owns.
 type (
 	startDone struct {
@@ -78,7 +84,7 @@ type (
 )
 
 func newHost(n *Node) *host {
-	return &host{n: n, runs: map[string]*hostedRun{}, actors: map[string]string{}, callers: map[string]*caller{}}
+	return &host{n: n, runs: map[string]*hostedRun{}, actors: map[string]string{}, callers: map[pidKey]*caller{}}
 }
 
 func (h *host) Receive(ctx actor.Context) {
@@ -238,7 +244,7 @@ const acceptAfter = 100 * time.Millisecond
 
 // callerOf is the caller that sent a start, watched from its first.
 func (h *host) callerOf(ctx actor.Context, pid *actor.PID, member string) *caller {
-	key := pid.String()
+	key := keyOf(pid)
 	c := h.callers[key]
 	if c == nil {
 		c = &caller{pid: pid, member: member}
@@ -307,7 +313,7 @@ func (h *host) terminated(ctx actor.Context, m *actor.Terminated) {
 		h.leave(ctx)
 		return
 	}
-	c := h.callers[m.Who.String()]
+	c := h.callers[keyOf(m.Who)]
 	if c == nil {
 		return
 	}
@@ -324,7 +330,7 @@ func (h *host) terminated(ctx actor.Context, m *actor.Terminated) {
 // callerGone disposes the runs of a caller that died or left: nobody
 // else will, and no agent may be orphaned (K2).
 func (h *host) callerGone(ctx actor.Context, c *caller, why string) {
-	delete(h.callers, c.pid.String())
+	delete(h.callers, keyOf(c.pid))
 	ctx.Unwatch(c.pid)
 	for _, r := range h.runs {
 		if r.caller == c {
