@@ -199,10 +199,13 @@ func (h *host) start(ctx actor.Context, m *messages.RemoteStart) {
 		accepted := &messages.RemoteAccepted{RunId: r.id, Node: h.n.ID(), Capacity: int64(h.n.cfg.Capacity), Runs: int64(len(h.runs))}
 		// The host stands in for the Service: the provider gets the
 		// run's scope, its progress going straight to the caller, which
-		// takes it from this node's address only.
+		// takes it from this node's address only (none when the caller
+		// has no listener for it).
 		scope := subagent.Scope{RunID: r.id, Parent: subagent.ParentRef{SessionID: m.GetParentSessionId(), Depth: int(m.GetParentDepth())}, Continuable: m.GetContinuable()}
 		self, sys := ctx.Self(), ctx.ActorSystem()
-		scope.Events = sink{sys: sys, to: c.pid, from: self}
+		if !m.GetNoProgress() {
+			scope.Events = sink{sys: sys, to: c.pid, from: self}
+		}
 		// A start that takes a while is told accepted, so its caller
 		// neither gives it up at its deadline nor waits blind; a quick
 		// one is answered once, started, in one message.
