@@ -282,7 +282,8 @@ func tellStarted(sys *actor.ActorSystem, caller *actor.PID, accepted *messages.R
 	sys.Root.RequestWithCustomSender(pid, &messages.Watch{}, caller)
 	// Settled is final: the run is disposed at once, so that the
 	// caller's Dispose finds it quiesced (or nearly) instead of paying
-	// another round trip, and the agent's resources go early.
+	// another round trip, and the agent's resources go early. The
+	// caller counts on it: it sends no Dispose to a settled run.
 	run.OnSettled(func(subagent.Result, error) { sys.Root.RequestWithCustomSender(pid, &messages.Dispose{}, caller) })
 }
 
