@@ -137,7 +137,14 @@ func (r steerableRun) Steer(ctx context.Context, message []subagent.ContentBlock
 	case err := <-answer:
 		return err
 	case <-r.quiesced:
-		return errRunEnded
+		// An answer that came before the run ended is the steer's: a
+		// select on both would pick either at random.
+		select {
+		case err := <-answer:
+			return err
+		default:
+			return errRunEnded
+		}
 	}
 }
 
