@@ -450,8 +450,12 @@ type RemoteStart struct {
 	// session id from its log (S8) instead of starting a new child; a host
 	// that cannot read the log refuses with "no-session".
 	ContinueSession string `protobuf:"bytes,14,opt,name=continue_session,json=continueSession,proto3" json:"continue_session,omitempty"`
-	unknownFields   protoimpl.UnknownFields
-	sizeCache       protoimpl.SizeCache
+	// no_progress: nobody on the caller's side listens to the run's
+	// progress, so the host sends none (one network message fewer per
+	// progress event).
+	NoProgress    bool `protobuf:"varint,15,opt,name=no_progress,json=noProgress,proto3" json:"no_progress,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
 }
 
 func (x *RemoteStart) Reset() {
@@ -580,6 +584,13 @@ func (x *RemoteStart) GetContinueSession() string {
 		return x.ContinueSession
 	}
 	return ""
+}
+
+func (x *RemoteStart) GetNoProgress() bool {
+	if x != nil {
+		return x.NoProgress
+	}
+	return false
 }
 
 // RemoteRefused is the host's answer to a start it did not admit; code is
@@ -937,7 +948,7 @@ const file_subactor_cluster_proto_rawDesc = "" +
 	"\x0esubagent_depth\x18\x04 \x01(\x03R\rsubagentDepth\x12 \n" +
 	"\tmax_depth\x18\x05 \x01(\x03H\x00R\bmaxDepth\x88\x01\x01B\f\n" +
 	"\n" +
-	"_max_depth\"\xd7\x04\n" +
+	"_max_depth\"\xf8\x04\n" +
 	"\vRemoteStart\x12\x15\n" +
 	"\x06run_id\x18\x01 \x01(\tR\x05runId\x12\x1a\n" +
 	"\bprovider\x18\x02 \x01(\tR\bprovider\x127\n" +
@@ -954,7 +965,9 @@ const file_subactor_cluster_proto_rawDesc = "" +
 	"\vtraceparent\x18\v \x01(\tR\vtraceparent\x12#\n" +
 	"\rcaller_member\x18\f \x01(\tR\fcallerMember\x12 \n" +
 	"\vcontinuable\x18\r \x01(\bR\vcontinuable\x12)\n" +
-	"\x10continue_session\x18\x0e \x01(\tR\x0fcontinueSessionB\f\n" +
+	"\x10continue_session\x18\x0e \x01(\tR\x0fcontinueSession\x12\x1f\n" +
+	"\vno_progress\x18\x0f \x01(\bR\n" +
+	"noProgressB\f\n" +
 	"\n" +
 	"_max_depthB\n" +
 	"\n" +

@@ -141,7 +141,10 @@ func Hosted(ctx context.Context, sys *actor.ActorSystem, p subagent.Provider, sc
 		},
 		Release: func() {
 			cancel(context.Canceled)
+			// A steer the run took is answered before the run
+			// settles, as a run actor answers its own.
 			relay.close()
+			relay.relaying.Wait()
 			_ = r.Dispose(context.Background())
 		},
 	})
@@ -157,18 +160,31 @@ type steerRelay struct {
 	to      subagent.Steerer
 	mu      sync.Mutex
 	pending map[uint64]context.CancelFunc // by steer id, until answered
+	closed  bool                          // steers come too late from now on
+	// relaying counts the steers handed on and not answered yet.
+	relaying sync.WaitGroup
 }
 
 func (s *steerRelay) middleware(next actor.ReceiverFunc) actor.ReceiverFunc {
 	return func(c actor.ReceiverContext, env *actor.MessageEnvelope) {
 		switch m := env.Message.(type) {
 		case *messages.Steer:
+			sys, to, self, content := c.ActorSystem(), env.Sender, c.Self(), wire.ToContent(m.Content)
 			ctx, cancel := context.WithCancel(context.Background())
 			s.mu.Lock()
+			if s.closed {
+				s.mu.Unlock()
+				cancel()
+				if to != nil {
+					sys.Root.RequestWithCustomSender(to, &messages.SteerAnswer{SteerId: m.SteerId, Reason: "run ended"}, self)
+				}
+				return
+			}
 			s.pending[m.SteerId] = cancel
+			s.relaying.Add(1)
 			s.mu.Unlock()
-			sys, to, self, content := c.ActorSystem(), env.Sender, c.Self(), wire.ToContent(m.Content)
 			go func() {
+				defer s.relaying.Done()
 				err := s.to.Steer(ctx, content)
 				s.mu.Lock()
 				delete(s.pending, m.SteerId)
@@ -196,10 +212,11 @@ func (s *steerRelay) middleware(next actor.ReceiverFunc) actor.ReceiverFunc {
 	}
 }
 
-// close withdraws every steer still pending.
+// close withdraws every steer still pending and refuses later ones.
 func (s *steerRelay) close() {
 	s.mu.Lock()
 	defer s.mu.Unlock()
+	s.closed = true
 	for _, cancel := range s.pending {
 		cancel()
 	}

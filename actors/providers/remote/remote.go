@@ -415,6 +415,8 @@ func (p *provider) startMessage(req subagent.StartRequest, scope subagent.Scope)
 		Continuable:     scope.Continuable,
 		ParentSessionId: scope.Parent.SessionID,
 		ParentDepth:     int64(scope.Parent.Depth),
+		// Progress nobody here listens to is not worth its messages.
+		NoProgress: scope.Events == nil,
 	}
 	if w.ParentSessionId == "" {
 		w.ParentSessionId = req.Parent.SessionID()

@@ -79,6 +79,12 @@ func (r *remoteRun) OnSettled(f func(subagent.Result, error)) {
 	r.mu.Unlock()
 }
 
+func (r *remoteRun) isSettled() bool {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return r.settled
+}
+
 // settle records the result once; later calls are ignored.
 func (r *remoteRun) settle(res subagent.Result, err error) {
 	r.mu.Lock()
@@ -131,7 +137,14 @@ func (r steerableRun) Steer(ctx context.Context, message []subagent.ContentBlock
 	case err := <-answer:
 		return err
 	case <-r.quiesced:
-		return errRunEnded
+		// An answer that came before the run ended is the steer's: a
+		// select on both would pick either at random.
+		select {
+		case err := <-answer:
+			return err
+		default:
+			return errRunEnded
+		}
 	}
 }
 
@@ -395,7 +408,11 @@ func (c *client) dispose(ctx actor.Context, pl *placed) {
 	}
 	pl.disposing = true
 	if pl.pid != nil {
-		ctx.Request(pl.pid, &messages.Dispose{})
+		// A settled run is being disposed by its host already (see
+		// cluster's tellStarted): its quiescence is on its way.
+		if !pl.run.isSettled() {
+			ctx.Request(pl.pid, &messages.Dispose{})
+		}
 	} else if pl.accepted {
 		ctx.Request(clusterwire.Host(pl.run.node.Address), &messages.RemoteAbandon{RunId: pl.run.id})
 	}
