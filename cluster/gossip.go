@@ -1,6 +1,7 @@
 package cluster
 
 import (
+	"slices"
 	"time"
 
 	"github.com/asynkron/protoactor-go/cluster"
@@ -30,14 +31,26 @@ func (n *Node) ownState(runs int) *messages.MemberState {
 }
 
 // publish gossips this node's state with runs hosted runs, and lists it
-// so here at once (gossip reports peers' states only).
+// so here at once (gossip reports peers' states only). Once this node is
+// listed, a new load only updates its entry: the host publishes at every
+// start and end of a run.
 func (n *Node) publish(runs int) {
 	st := n.ownState(runs)
 	n.cl.Gossip.SetState(stateKey, st)
 	n.mu.Lock()
+	defer n.mu.Unlock()
+	_, before := n.states[n.ID()]
 	n.states[n.ID()] = st
-	n.rebuild()
-	n.mu.Unlock()
+	i := slices.IndexFunc(n.members, func(m Member) bool { return m.ID == n.ID() })
+	if !before || i < 0 {
+		n.rebuild()
+		return
+	}
+	ms := slices.Clone(n.members) // Members' callers keep the old one
+	ms[i].Runs = st.GetRuns()
+	n.members = ms
+	close(n.changed)
+	n.changed = make(chan struct{})
 }
 
 // gossiped takes a peer's state as gossip merged it. One that does not
