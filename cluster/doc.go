@@ -12,7 +12,9 @@
 // validated, caps.go, K3, and the host refuses a start using a feature
 // its provider lacks, S4). Callers place runs by that state, without
 // asking; each answer to a start carries the load too, and a load query
-// (HostStatus) is answered with the runs hosted. The host watches each caller: when the caller's
+// (HostStatus) is answered with the runs hosted. A continuable child is
+// a grain of its provider's kind (grain.go): Home finds its home member
+// by the cluster's identity lookup, which runs its activations. The host watches each caller: when the caller's
 // node dies or is dropped from membership, it cancels and disposes the
 // caller's runs (K2). Package actors/providers/remote is the caller's
 // side.
