@@ -8,6 +8,7 @@ import (
 	"strings"
 	"syscall"
 	"testing"
+	"time"
 
 	"github.com/asynkron/protoactor-go/actor"
 	"go.uber.org/goleak"
@@ -286,5 +287,29 @@ func TestK2_AContinuableChildIsAGrainOfItsProvider(t *testing.T) {
 	refusal(t, testkit.Recv(t, got, "the refusal of another child's start"), clusterwire.RefusedInvalid)
 	if pid, ok := n.Home(ctx, "qwen", "child-1"); ok {
 		t.Fatalf("a provider nobody offers has home %v", pid)
+	}
+}
+
+// Contract K2: an idle child grain passivates, so that grains do not pile
+// up on a member: the next lookup of its child activates a new one.
+func TestK2_AnIdleChildGrainPassivates(t *testing.T) {
+	n := clustertest.Node(t, cluster.Config{}, clustertest.Echo{})
+	cluster.SetGrainIdle(n, 20*time.Millisecond)
+	ctx := testkit.Ctx(t)
+	first, ok := n.Home(ctx, "echo", "child-1")
+	if !ok {
+		t.Fatal("no home for child-1")
+	}
+	tick := time.NewTicker(10 * time.Millisecond)
+	defer tick.Stop()
+	for {
+		if again, ok := n.Home(ctx, "echo", "child-1"); ok && !again.Equal(first) {
+			return
+		}
+		select {
+		case <-tick.C:
+		case <-ctx.Done():
+			t.Fatalf("the idle grain %v was never passivated", first)
+		}
 	}
 }

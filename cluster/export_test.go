@@ -1,5 +1,7 @@
 package cluster
 
+import "time"
+
 // ValidateStart is validateStart for the external tests.
 var ValidateStart = validateStart
 
@@ -8,3 +10,7 @@ var ParseAdvertisement = parseAdvertisement
 
 // AdvertisementError is advertisementError for the external tests.
 type AdvertisementError = advertisementError
+
+// SetGrainIdle shortens how long n's child grains stay idle; before any
+// lookup.
+func SetGrainIdle(n *Node, d time.Duration) { n.grainIdle = d }

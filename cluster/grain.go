@@ -26,10 +26,23 @@ type childGrain struct{ n *Node }
 // maxChildID bounds the identity of a grain a peer may activate here.
 const maxChildID = 128
 
+// grainIdle is how long a child's grain stays active without a start:
+// the next lookup activates it again, so idle grains do not pile up.
+const grainIdle = 5 * time.Minute
+
 func (g childGrain) Receive(ctx actor.Context) {
-	m, ok := ctx.Message().(*messages.RemoteStart)
-	if !ok {
-		return // its lifecycle, and nothing a peer may send it (K3)
+	var m *messages.RemoteStart
+	switch msg := ctx.Message().(type) {
+	case *actor.Started:
+		ctx.SetReceiveTimeout(g.n.grainIdle)
+		return
+	case *actor.ReceiveTimeout:
+		ctx.Stop(ctx.Self())
+		return
+	case *messages.RemoteStart:
+		m = msg
+	default:
+		return // the rest of its lifecycle, and nothing a peer may send it (K3)
 	}
 	if ctx.Sender() == nil {
 		return // nobody to answer

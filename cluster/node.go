@@ -69,14 +69,15 @@ type Node struct {
 	// state is known, listed is every id of the topology. changed is
 	// closed and replaced at each change. protoactor's own member list
 	// is read without its lock, so the node keeps this copy.
-	mu       sync.Mutex
-	topology []*cluster.Member
-	states   map[string]*messages.MemberState
-	members  []Member
-	listed   map[string]bool
-	refused  map[string]bool // members whose refused advertisement was logged
-	answered map[string]bool // members whose host answered this node (gossip.go)
-	changed  chan struct{}
+	mu        sync.Mutex
+	topology  []*cluster.Member
+	states    map[string]*messages.MemberState
+	members   []Member
+	listed    map[string]bool
+	refused   map[string]bool // members whose refused advertisement was logged
+	answered  map[string]bool // members whose host answered this node (gossip.go)
+	changed   chan struct{}
+	grainIdle time.Duration // grain.go's grainIdle, shorter in tests
 	// done is closed as the node stops; asking counts the goroutines
 	// asking a member's state (gossip.go), which end then.
 	done   chan struct{}
@@ -105,7 +106,7 @@ func Start(ctx context.Context, cfg Config) (n *Node, err error) {
 		}
 		l.Close()
 	}
-	n = &Node{cfg: cfg, sys: cfg.System, changed: make(chan struct{}), creds: insecure.NewCredentials(), states: map[string]*messages.MemberState{}, refused: map[string]bool{}, answered: map[string]bool{}, done: make(chan struct{})}
+	n = &Node{cfg: cfg, sys: cfg.System, changed: make(chan struct{}), creds: insecure.NewCredentials(), states: map[string]*messages.MemberState{}, refused: map[string]bool{}, answered: map[string]bool{}, done: make(chan struct{}), grainIdle: grainIdle}
 	serverOpts := n.inboundOptions()
 	var opts []remote.ConfigOption
 	var server, client *tls.Config
