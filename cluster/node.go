@@ -282,8 +282,9 @@ func (n *Node) setMembers(live []*cluster.Member) {
 // maxGoneStates bounds the states kept of members that left.
 const maxGoneStates = 64
 
-// rebuild lists the members of the topology whose state is known, with
-// what they advertise, and tells the waiters. n.mu is held.
+// rebuild lists the members of the topology that can be placed by (see
+// Members), with what they advertise, asks each newly joined member
+// offering providers for its state, and tells the waiters. n.mu is held.
 func (n *Node) rebuild() {
 	var ms []Member
 	listed := map[string]bool{}

@@ -238,19 +238,7 @@ func decide(d actor.Directive) actor.SupervisorStrategy {
 // as its cause, Resume settles a dead child's run error, and Escalate
 // passes the failure up, whose restart of the embedder stops the run.
 func TestA3_SupervisorDirectives(t *testing.T) {
-	again := func(context.Context, run.Gate) (subagent.Result, error) {
-		return subagent.Result{Output: text("again"), StopReason: subagent.Completed}, nil
-	}
-	t.Run("restart", func(t *testing.T) {
-		sys := newSystem(t)
-		e := newEmbedder(t, sys.ActorSystem().Root, decide(actor.RestartDirective))
-		body, cue := panicsOnCue()
-		e.spawn(t, bodyProvider{sys: sys, body: body, again: again})
-		close(cue)
-		if s := next(t, e, "the restarted run's settle", any_[*messages.RunSettled]); s.Result.StopReason != string(subagent.Completed) || s.Result.Output[0].Text != "again" {
-			t.Fatalf("restarted run settled %+v", s)
-		}
-	})
+	t.Run("restart", func(t *testing.T) { restartedFromCheckpoint(t, panicsOnCue) })
 	t.Run("stop", func(t *testing.T) {
 		sys := newSystem(t)
 		e := newEmbedder(t, sys.ActorSystem().Root, decide(actor.StopDirective))
@@ -292,6 +280,26 @@ func TestA3_SupervisorDirectives(t *testing.T) {
 	})
 }
 
+// again is a relaunched body: it completes with "again".
+func again(context.Context, run.Gate) (subagent.Result, error) {
+	return subagent.Result{Output: text("again"), StopReason: subagent.Completed}, nil
+}
+
+// restartedFromCheckpoint checks that a run whose body crashes on cue
+// (crashes makes it) is relaunched by its embedder's Restart directive
+// and settles as the relaunched body.
+func restartedFromCheckpoint(t *testing.T, crashes func() (run.Body, chan struct{})) {
+	t.Helper()
+	sys := newSystem(t)
+	e := newEmbedder(t, sys.ActorSystem().Root, decide(actor.RestartDirective))
+	body, cue := crashes()
+	e.spawn(t, bodyProvider{sys: sys, body: body, again: again})
+	close(cue)
+	if s := next(t, e, "the restarted run's settle", any_[*messages.RunSettled]); s.Result.StopReason != string(subagent.Completed) || s.Result.Output[0].Text != "again" {
+		t.Fatalf("restarted run settled %+v", s)
+	}
+}
+
 // recording is a supervisor strategy that keeps the reason of the last
 // failure it handled and then applies then.
 type recording struct {
@@ -316,19 +324,7 @@ func TestA3_ABodyEndingInACrashErrorIsACrash(t *testing.T) {
 			return subagent.Result{}, fmt.Errorf("the child's node: %w", &run.CrashError{Reason: "node lost"})
 		})
 	}
-	again := func(context.Context, run.Gate) (subagent.Result, error) {
-		return subagent.Result{Output: text("again"), StopReason: subagent.Completed}, nil
-	}
-	t.Run("restart", func(t *testing.T) {
-		sys := newSystem(t)
-		e := newEmbedder(t, sys.ActorSystem().Root, decide(actor.RestartDirective))
-		body, cue := lostOnCue()
-		e.spawn(t, bodyProvider{sys: sys, body: body, again: again})
-		close(cue)
-		if s := next(t, e, "the restarted run's settle", any_[*messages.RunSettled]); s.Result.StopReason != string(subagent.Completed) || s.Result.Output[0].Text != "again" {
-			t.Fatalf("restarted run settled %+v", s)
-		}
-	})
+	t.Run("restart", func(t *testing.T) { restartedFromCheckpoint(t, lostOnCue) })
 	t.Run("stop", func(t *testing.T) {
 		sys := newSystem(t)
 		e := newEmbedder(t, sys.ActorSystem().Root, decide(actor.StopDirective))
