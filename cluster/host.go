@@ -197,7 +197,7 @@ func (h *host) start(ctx actor.Context, m *messages.RemoteStart) {
 		runCtx, cancel := context.WithCancelCause(otelx.Extract(context.Background(), m.GetTraceparent(), ""))
 		r := &hostedRun{id: m.GetRunId(), caller: c, cancel: cancel}
 		h.runs[r.id] = r
-		h.n.publish(len(h.runs))
+		h.n.load.changed(len(h.runs))
 		accepted := &messages.RemoteAccepted{RunId: r.id, Node: h.n.ID(), Capacity: int64(h.n.cfg.Capacity), Runs: int64(len(h.runs))}
 		// The host stands in for the Service: the provider gets the
 		// run's scope, its progress going straight to the caller, which
@@ -246,6 +246,10 @@ func (h *host) start(ctx actor.Context, m *messages.RemoteStart) {
 // was admitted: longer than a quick start, far shorter than the caller's
 // deadline for an answer (the node's loss bound, seconds).
 const acceptAfter = 100 * time.Millisecond
+
+// hostThroughput is how many messages the host handles on a delivering
+// goroutine before it yields, as protoactor's own dispatchers do.
+const hostThroughput = 300
 
 // callerOf is the caller that sent a start, watched from its first.
 func (h *host) callerOf(ctx actor.Context, pid *actor.PID, member string) *caller {
@@ -297,7 +301,7 @@ func (h *host) started(ctx actor.Context, m startDone) {
 	if m.err != nil {
 		r.cancel(m.err)
 		delete(h.runs, m.id)
-		h.n.publish(len(h.runs))
+		h.n.load.changed(len(h.runs))
 		h.leave(ctx)
 		return
 	}
@@ -316,7 +320,7 @@ func (h *host) terminated(ctx actor.Context, m *actor.Terminated) {
 		if r := h.runs[id]; r != nil {
 			r.cancel(errors.New("quiesced"))
 			delete(h.runs, id)
-			h.n.publish(len(h.runs))
+			h.n.load.changed(len(h.runs))
 		}
 		h.leave(ctx)
 		return

@@ -82,6 +82,7 @@ type Node struct {
 	// asking a member's state (gossip.go), which end then.
 	done   chan struct{}
 	asking sync.WaitGroup
+	load   loadGossip // the host's load, published (gossip.go)
 }
 
 // Start joins (or forms) the cluster. It returns once this node is a
@@ -160,6 +161,7 @@ func Start(ctx context.Context, cfg Config) (n *Node, err error) {
 	ccfg := cluster.Configure(cfg.Name, provider, disthash.New(),
 		remote.Configure(host, port, opts...), cluster.WithKinds(kinds...))
 	n.cl = cluster.New(n.sys.ActorSystem(), ccfg)
+	n.load.every, n.load.publish = n.cl.Config.GossipInterval, n.publish
 	n.sys.ActorSystem().EventStream.Subscribe(func(ev any) {
 		switch ev := ev.(type) {
 		case *cluster.ClusterTopology:
@@ -172,14 +174,19 @@ func Start(ctx context.Context, cfg Config) (n *Node, err error) {
 		abandoned = errors.Is(err, errJoinAbandoned)
 		return nil, err
 	}
-	n.host, err = n.sys.ActorSystem().Root.SpawnNamed(actor.PropsFromProducer(func() actor.Actor { return newHost(n) }), clusterwire.HostName)
+	// The host's Receive never blocks (a start's provider runs on a
+	// goroutine of its own), so it runs on the goroutine that delivers
+	// the message, protoactor's remote reader for a peer's: one goroutine
+	// hand-off fewer on every remote start and command (bench remote-run).
+	hostProps := actor.PropsFromProducer(func() actor.Actor { return newHost(n) }, actor.WithDispatcher(actor.NewSynchronizedDispatcher(hostThroughput)))
+	n.host, err = n.sys.ActorSystem().Root.SpawnNamed(hostProps, clusterwire.HostName)
 	if err != nil {
 		n.cl.Shutdown(false) // stops the actor system too
 		n.ownsSys = false
 		return nil, fmt.Errorf("cluster: host actor: %w", err)
 	}
 	// Listed once its host takes starts.
-	n.publish(0)
+	n.load.changed(0)
 	return n, nil
 }
 
@@ -405,6 +412,7 @@ func (n *Node) Stop() { n.leave.Do(n.stop) }
 // transfers (a node has no grains: its kinds only advertise providers)
 // and waits up to ten for gRPC streams that peers keep open.
 func (n *Node) stop() {
+	n.load.stop()
 	n.mu.Lock()
 	close(n.done)
 	n.mu.Unlock()
