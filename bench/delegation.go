@@ -12,7 +12,9 @@ import (
 
 	"github.com/asynkron/protoactor-go/actor"
 
+	"github.com/subactor/subactor/actors"
 	"github.com/subactor/subactor/actors/providers/spawn"
+	"github.com/subactor/subactor/actors/run"
 	"github.com/subactor/subactor/agent"
 	"github.com/subactor/subactor/model/scripted"
 	"github.com/subactor/subactor/persistence"
@@ -129,6 +131,46 @@ func delegateOnce(ctx context.Context, s *seam, parent *agent.Agent) error {
 }
 
 var echoPrompt = []subagent.ContentBlock{subagent.Text("echo hi")}
+
+// AgentAlone is the child's own work in SubactorSpawn without an actor or
+// a goroutine: its agent created on the memory store with the prompt, one
+// turn of the scripted model, closed. With RunAlone it shows what of
+// floor-lean-1p's budget the two parts of a delegation take by themselves.
+func AgentAlone(ctx context.Context) (func() error, func(), error) {
+	store, model := persistence.NewMemory(), scripted.New()
+	seed := []agent.Message{{Role: agent.User, Content: echoPrompt}}
+	return func() error {
+		a, err := agent.New(ctx, agent.Config{Store: store, Model: model, Seed: seed,
+			Header: subagent.SessionHeader{SessionID: nextSession(), ParentSessionID: "parent", DelegationDepth: 1}})
+		if err != nil {
+			return err
+		}
+		defer a.Close()
+		if res := a.Run(ctx, nil, nil); res.StopReason != subagent.Completed || subagent.TextOf(res.Output) != "hi" {
+			return fmt.Errorf("%w: %+v", errAnswer, res)
+		}
+		return nil
+	}, func() {}, nil
+}
+
+// RunAlone is a delegation's run actor without an agent: started with a
+// body that answers at once on a goroutine of its own, awaited, disposed.
+func RunAlone(ctx context.Context) (func() error, func(), error) {
+	sys := actors.NewSystem(actors.WithLogger(slog.New(slog.NewTextHandler(io.Discard, nil))))
+	body := func(context.Context, run.Gate) (subagent.Result, error) {
+		return subagent.Result{StopReason: subagent.Completed, Output: echoAnswer}, nil
+	}
+	return func() error {
+		h := run.Start(sys, run.Spec{Ctx: ctx, Body: body})
+		res, err := h.Wait(ctx)
+		if err == nil && res.StopReason != subagent.Completed {
+			err = fmt.Errorf("%w: %+v", errAnswer, res)
+		}
+		return errors.Join(err, h.Dispose(ctx))
+	}, sys.Shutdown, nil
+}
+
+var echoAnswer = []subagent.ContentBlock{subagent.Text("hi")}
 
 // SubactorParentRun is the same work as EinoCompiled: one parent run whose
 // model calls the delegate tool once, the child answering at once, the

@@ -18,6 +18,8 @@ func TestMain(m *testing.M) {
 func BenchmarkRawProtoactor(b *testing.B)             { Op(RawProtoactor).Bench(b) }
 func BenchmarkLeanFloor(b *testing.B)                 { Op(LeanFloor).Bench(b) }
 func BenchmarkSubactorSpawn(b *testing.B)             { Op(SubactorSpawn).Bench(b) }
+func BenchmarkAgentAlone(b *testing.B)                { Op(AgentAlone).Bench(b) }
+func BenchmarkRunAlone(b *testing.B)                  { Op(RunAlone).Bench(b) }
 func BenchmarkSubactorSpawnBolt(b *testing.B)         { Op(SubactorSpawnBolt).Bench(b) }
 func BenchmarkSubactorParentRun(b *testing.B)         { Op(SubactorParentRun).Bench(b) }
 func BenchmarkSubactorParentRunListened(b *testing.B) { Op(SubactorParentRunListened).Bench(b) }
@@ -32,6 +34,7 @@ func BenchmarkEinoAgentTool(b *testing.B)             { Op(EinoAgentTool).Bench(
 func TestOpsWork(t *testing.T) {
 	for name, op := range map[string]Op{
 		"RawProtoactor": RawProtoactor, "LeanFloor": LeanFloor, "SubactorSpawn": SubactorSpawn,
+		"AgentAlone": AgentAlone, "RunAlone": RunAlone,
 		"SubactorSpawnBolt": SubactorSpawnBolt, "SubactorParentRun": SubactorParentRun,
 		"SubactorParentRunListened": SubactorParentRunListened, "SubactorParentRunBolt": SubactorParentRunBolt,
 		"EinoCompiled": EinoCompiled, "EinoCompiledCallbacks": EinoCompiledCallbacks, "EinoAgentTool": EinoAgentTool,

@@ -34,7 +34,10 @@ import (
 // (the caller hosting its own runs), through one hosting node and through
 // two (three nodes in all, with the caller).
 type RemoteResult struct {
-	Samples int `json:"samples"`
+	// Samples of each kind are taken beside each of Clusters one-host
+	// clusters (a process pair of their own each), and pooled.
+	Samples  int `json:"samples"`
+	Clusters int `json:"clusters"`
 	// Raw is one protoactor remote request and its response (a load
 	// query to the hosting node's host actor).
 	Raw Distribution `json:"raw"`
@@ -84,30 +87,34 @@ func (benchParent) Options() subagent.AgentOptions { return subagent.AgentOption
 // samples sequential round trips of each kind, then rounds delegations
 // by callers at once, per host count. The one- and two-host clusters are
 // measured in turn remoteRepeats times and their medians reported, so
-// that both see the same machine.
+// that both see the same machine; the round trips are pooled over the
+// one-host clusters, so that no one process pair's luck decides them.
 func Remote(ctx context.Context, hostBin string, samples, callers, rounds int) (RemoteResult, error) {
-	res := RemoteResult{Samples: samples, Callers: callers}
+	res := RemoteResult{Samples: samples, Clusters: remoteRepeats, Callers: callers}
 	one, _, _, err := remoteOnce(ctx, hostBin, 0, 0, callers, rounds)
 	if err != nil {
 		return res, err
 	}
 	res.OneNode, res.OneNodeCPU = one.perSecond, one.cpuNs
 	var perSecond, cpu [3][]float64 // by host count
-	for i := range remoteRepeats {
+	var raws, runs []time.Duration
+	for range remoteRepeats {
 		for hosts := 1; hosts <= 2; hosts++ {
-			n := 0 // the round trips once, beside the first one-host cluster
-			if i == 0 && hosts == 1 {
+			n := 0 // the round trips beside each one-host cluster
+			if hosts == 1 {
 				n = samples
 			}
 			t, raw, run, err := remoteOnce(ctx, hostBin, hosts, n, callers, rounds)
 			if err != nil {
 				return res, err
 			}
-			if n > 0 {
-				res.Raw, res.Run, res.Ratio = raw, run, run.P50/raw.P50
-			}
+			raws, runs = append(raws, raw...), append(runs, run...)
 			perSecond[hosts], cpu[hosts] = append(perSecond[hosts], t.perSecond), append(cpu[hosts], t.cpuNs)
 		}
+	}
+	if samples > 0 {
+		res.Raw, res.Run = distribution(raws), distribution(runs)
+		res.Ratio = res.Run.P50 / res.Raw.P50
 	}
 	res.OneHost, res.OneHostCPU = Median(perSecond[1]), Median(cpu[1])
 	res.TwoHosts, res.TwoHostsCPU = Median(perSecond[2]), Median(cpu[2])
@@ -198,10 +205,10 @@ func (c *remoteCluster) close() {
 
 // remoteOnce measures with hosts hosting processes beside the caller's
 // node; with none, the caller's node hosts the runs.
-func remoteOnce(ctx context.Context, hostBin string, hosts, samples, callers, rounds int) (throughput, Distribution, Distribution, error) {
+func remoteOnce(ctx context.Context, hostBin string, hosts, samples, callers, rounds int) (throughput, []time.Duration, []time.Duration, error) {
 	c, err := startRemoteCluster(ctx, hostBin, hosts)
 	if err != nil {
-		return throughput{}, Distribution{}, Distribution{}, err
+		return throughput{}, nil, nil, err
 	}
 	defer c.close()
 	n, svc, ms, pids := c.n, c.svc, c.members, c.pids
@@ -229,33 +236,31 @@ func remoteOnce(ctx context.Context, hostBin string, hosts, samples, callers, ro
 		_, err := n.System().ActorSystem().Root.RequestFuture(hostPID, &messages.HostStatus{}, 10*time.Second).Result()
 		return err
 	}
-	var rawD, runD Distribution
+	var rs, ds []time.Duration
 	if samples > 0 {
 		// Warm both paths, then alternate them so that both see the
 		// same machine.
 		for range 50 {
 			if err := errors.Join(raw(), delegate()); err != nil {
-				return throughput{}, Distribution{}, Distribution{}, err
+				return throughput{}, nil, nil, err
 			}
 		}
-		var rs, ds []time.Duration
 		for range samples {
 			t := time.Now()
 			if err := raw(); err != nil {
-				return throughput{}, Distribution{}, Distribution{}, err
+				return throughput{}, nil, nil, err
 			}
 			rs = append(rs, time.Since(t))
 			t = time.Now()
 			if err := delegate(); err != nil {
-				return throughput{}, Distribution{}, Distribution{}, err
+				return throughput{}, nil, nil, err
 			}
 			ds = append(ds, time.Since(t))
 		}
-		rawD, runD = distribution(rs), distribution(ds)
 	}
 	cpu0, err := clusterCPU(pids)
 	if err != nil {
-		return throughput{}, Distribution{}, Distribution{}, err
+		return throughput{}, nil, nil, err
 	}
 	var failed atomic.Value
 	var wg sync.WaitGroup
@@ -277,10 +282,10 @@ func remoteOnce(ctx context.Context, hostBin string, hosts, samples, callers, ro
 		err, _ = failed.Load().(error)
 	}
 	if err != nil {
-		return throughput{}, Distribution{}, Distribution{}, err
+		return throughput{}, nil, nil, err
 	}
 	count := float64(callers * rounds)
-	return throughput{perSecond: count / took.Seconds(), cpuNs: float64(cpu1-cpu0) / count}, rawD, runD, nil
+	return throughput{perSecond: count / took.Seconds(), cpuNs: float64(cpu1-cpu0) / count}, rs, ds, nil
 }
 
 // clusterCPU is the CPU time (user + system) this process and the host

@@ -481,11 +481,14 @@ func acpChild(ctx context.Context, c config) (bench.ACPResult, error) {
 
 // perOp are the per-operation benchmarks and the fixed count of
 // operations each round times: enough for a few hundred milliseconds.
-var perOp = []struct {
+// opSpec is a per-operation benchmark and its operations a round.
+type opSpec struct {
 	name  string
 	op    bench.Op
 	count int
-}{
+}
+
+var perOp = []opSpec{
 	{"LeanFloor", bench.LeanFloor, 20000},
 	{"RawProtoactor", bench.RawProtoactor, 10000},
 	{"SubactorSpawn", bench.SubactorSpawn, 10000},
@@ -506,11 +509,7 @@ var perOp = []struct {
 // same interleaved rounds of one process. floor-lean-1p is judged from
 // these figures; the other ratio is informational.
 func onePDelegations(ctx context.Context, count int) ([]Delegation, error) {
-	var ops []struct {
-		name  string
-		op    bench.Op
-		count int
-	}
+	var ops []opSpec
 	for _, o := range perOp {
 		switch o.name {
 		case "LeanFloor", "SubactorSpawn", "SubactorParentRun", "EinoCompiled":
@@ -518,6 +517,8 @@ func onePDelegations(ctx context.Context, count int) ([]Delegation, error) {
 			ops = append(ops, o)
 		}
 	}
+	// SubactorSpawn's two parts, each by itself (see floorLeanOneP).
+	ops = append(ops, opSpec{"AgentAlone", bench.AgentAlone, onePCount}, opSpec{"RunAlone", bench.RunAlone, onePCount})
 	defer runtime.GOMAXPROCS(runtime.GOMAXPROCS(1))
 	logf("per operation at one P (GOMAXPROCS=1)")
 	return delegations(ctx, count, ops)
@@ -529,11 +530,7 @@ const onePCount = 10000
 // delegations runs every benchmark once per round, count rounds, and keeps
 // the median of each figure. Interleaving the rounds lets whatever else the
 // machine is doing weigh on every implementation alike.
-func delegations(ctx context.Context, count int, ops []struct {
-	name  string
-	op    bench.Op
-	count int
-}) ([]Delegation, error) {
+func delegations(ctx context.Context, count int, ops []opSpec) ([]Delegation, error) {
 	samples := make([][4][]float64, len(ops))
 	for round := range count {
 		for i, o := range ops {

@@ -173,9 +173,14 @@ func (r Results) atOneP(num, den string) string {
 // wake-ups make it swing between runs.
 func (r Results) floorLeanOneP(lean, raw, spawn Delegation) Goal {
 	one, leanOne := find(r.OneP, "SubactorSpawn"), find(r.OneP, "LeanFloor")
+	detail := fmt.Sprintf("at one P: CPU %.1f µs against %.1f µs, %d ops each; at the machine's P count (not judged): %.2f× (%.1f µs against %.1f µs); protoactor with futures (RawProtoactor) %.1f µs CPU, %.2f× the lean floor",
+		one.CPUNs/1e3, leanOne.CPUNs/1e3, one.Ops, spawn.CPUNs/lean.CPUNs, spawn.CPUNs/1e3, lean.CPUNs/1e3, raw.CPUNs/1e3, raw.CPUNs/lean.CPUNs)
+	if agent, run := find(r.OneP, "AgentAlone"), find(r.OneP, "RunAlone"); agent.Ops > 0 && run.Ops > 0 {
+		detail += fmt.Sprintf("; its two parts by themselves at one P: the child's agent (AgentAlone) %.1f µs, %.2f× the lean floor, and its run actor (RunAlone) %.1f µs, %.2f×: %.2f× together, before the Service and provider join them",
+			agent.CPUNs/1e3, agent.CPUNs/leanOne.CPUNs, run.CPUNs/1e3, run.CPUNs/leanOne.CPUNs, (agent.CPUNs+run.CPUNs)/leanOne.CPUNs)
+	}
 	return goal("floor-lean-1p", "a delegation (SubactorSpawn: start, result, dispose; the child on a goroutine of its own) within 2.2× the CPU of the lean protoactor floor (LeanFloor: spawn, reply on a channel, stop), both at one P (GOMAXPROCS=1)",
-		fmt.Sprintf("at one P: CPU %.1f µs against %.1f µs, %d ops each; at the machine's P count (not judged): %.2f× (%.1f µs against %.1f µs); protoactor with futures (RawProtoactor) %.1f µs CPU, %.2f× the lean floor",
-			one.CPUNs/1e3, leanOne.CPUNs/1e3, one.Ops, spawn.CPUNs/lean.CPUNs, spawn.CPUNs/1e3, lean.CPUNs/1e3, raw.CPUNs/1e3, raw.CPUNs/lean.CPUNs),
+		detail,
 		check("SubactorSpawn ÷ lean floor at one P, CPU", ratio(one.CPUNs, leanOne.CPUNs), "<=", 2.2, "×"))
 }
 
@@ -318,7 +323,7 @@ func goals(r Results) []Goal {
 	remote, remoteDetail := math.NaN(), "not measured"
 	if m := r.Remote; m != nil {
 		remote = m.Ratio
-		remoteDetail = fmt.Sprintf("p50 %.0f µs against %.0f µs (p99 %.0f against %.0f), %d samples each, alternating; wall time: the two sides are two processes", m.Run.P50, m.Raw.P50, m.Run.P99, m.Raw.P99, m.Samples)
+		remoteDetail = fmt.Sprintf("p50 %.0f µs against %.0f µs (p99 %.0f against %.0f), %d samples each, alternating, over %d clusters of two processes (pooled); wall time: the two sides are two processes", m.Run.P50, m.Raw.P50, m.Run.P99, m.Raw.P99, m.Run.Samples, max(m.Clusters, 1))
 	}
 	g = append(g, goal("remote-run", "a remote start→result→dispose between two node processes within 1.3× a raw protoactor remote request between the same two (issue 26: the run actor on its host, commanded by PID)",
 		remoteDetail, check("run ÷ raw, p50", remote, "<=", 1.3, "×")))
@@ -399,6 +404,7 @@ func markdown(r Results) string {
 	w("- **LeanFloor** (the `floor-lean-1p` baseline): protoactor spawns an actor on its default dispatcher, sends it one message that it answers on a Go channel, and stops it (Stop, not waited for).\n")
 	w("- **RawProtoactor**: the same with protoactor's futures: RequestFuture for the answer, PoisonFuture waited for.\n")
 	w("- **SubactorSpawn**: one delegation through the Service as the delegate tool makes it: Start of a spawn child (its run on a goroutine of its own), Wait for its result, Dispose; the scripted model answers at once; the child's session (header, prompt, answer, stop) is kept in the memory store.\n")
+	w("- **AgentAlone** and **RunAlone** (at one P only): SubactorSpawn's two parts, each by itself. AgentAlone is the child's agent without an actor or a goroutine: created on the memory store with the prompt, one turn of the scripted model, closed. RunAlone is a run actor without an agent: its body answers at once on a goroutine of its own; started, awaited, disposed.\n")
 	w("- **SubactorParentRun** (the `eino-compiled` side): a parent run on a fresh parent session whose model calls the delegate tool once, the child answering at once, then answers with the tool's result as it came. Persists: every turn of the parent and the child in the memory store. Delivers: the parent's final answer (the tool's result).\n")
 	w("- **EinoCompiled** (the `eino-compiled` baseline): Eino's compose-level ReAct agent (flow/agent/react, its graph compiled once) whose one tool decodes its arguments and invokes the child, a chain of the child's model compiled once. Persists nothing, no callbacks. Delivers the parent's final answer.\n")
 	w("- **SubactorParentRunListened** and **EinoCompiledCallbacks**: the same two with delivery on both sides: a listener on the Service receiving every event of the child, against a callback handler on both graphs keeping (and counting) every node's output.\n")
@@ -523,7 +529,7 @@ func markdown(r Results) string {
 		}
 	}
 	if m := r.Remote; m != nil && m.Samples > 0 {
-		w("\n## Remote runs\n\nTwo node processes on loopback (the caller here, the host a cmd/remotehost process with an in-process echo provider): a raw protoactor remote request (a load query to the host actor and its answer) beside a remote run through the caller's Service on the remote provider (placement, start, result, dispose with the host's quiescence report), alternating, wall time. Then %d callers delegating at once, 100 delegations each, on one node placing the runs on itself, through one host and through two.\n\n", m.Callers)
+		w("\n## Remote runs\n\nTwo node processes on loopback (the caller here, the host a cmd/remotehost process with an in-process echo provider): a raw protoactor remote request (a load query to the host actor and its answer) beside a remote run through the caller's Service on the remote provider (placement, start, result, dispose with the host's quiescence report), alternating, wall time, pooled over %d one-host clusters (a new process pair each). Then %d callers delegating at once, 100 delegations each, on one node placing the runs on itself, through one host and through two.\n\n", max(m.Clusters, 1), m.Callers)
 		w("| what | samples | p50 | p99 | max |\n|---|---|---|---|---|\n")
 		w("| raw remote request | %d | %.0f µs | %.0f µs | %.0f µs |\n", m.Raw.Samples, m.Raw.P50, m.Raw.P99, m.Raw.Max)
 		w("| remote start→result→dispose | %d | %.0f µs | %.0f µs | %.0f µs |\n", m.Run.Samples, m.Run.P50, m.Run.P99, m.Run.Max)
