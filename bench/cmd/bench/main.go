@@ -479,8 +479,6 @@ func acpChild(ctx context.Context, c config) (bench.ACPResult, error) {
 	return bench.ACPChild(ctx, agent, nil, nil, bench.ExamplePrompt, c.acpSamples)
 }
 
-// perOp are the per-operation benchmarks and the fixed count of
-// operations each round times: enough for a few hundred milliseconds.
 // opSpec is a per-operation benchmark and its operations a round.
 type opSpec struct {
 	name  string
@@ -488,6 +486,8 @@ type opSpec struct {
 	count int
 }
 
+// perOp are the per-operation benchmarks and the fixed count of
+// operations each round times: enough for a few hundred milliseconds.
 var perOp = []opSpec{
 	{"LeanFloor", bench.LeanFloor, 20000},
 	{"RawProtoactor", bench.RawProtoactor, 10000},
